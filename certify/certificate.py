@@ -1,0 +1,316 @@
+"""Claims, verdicts and the certificate container (JSON, hashed, written atomically).
+
+A claim is a frozen record: what is claimed (``kind``, ``statement``,
+``parameters``), the ``verdict``, the ``evidence`` that lets an independent
+checker (``certify.verify``) re-derive the verdict without a solver, the
+``method`` used and its ``timings``. Exact numbers in evidence are ints or
+``"p/q"`` strings (see :func:`q_to_str`), never floats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from certify.errors import InputError
+
+SCHEMA = "certify-attention/certificate/1"
+
+
+class Verdict(str, enum.Enum):
+    """The three verdicts. ``proved`` only after an exact check; ``refuted`` only
+    with an exact counterexample; otherwise ``unknown`` with a reason."""
+
+    PROVED = "proved"
+    REFUTED = "refuted"
+    UNKNOWN = "unknown"
+
+
+class ClaimKind(str, enum.Enum):
+    """Every kind of claim a certificate may hold. ``certify.verify`` has one
+    checker per kind; a kind it does not know is reported, not skipped."""
+
+    BOUND = "bound"                          # closed-form bound, hypotheses checked exactly
+    EXACT_RANK = "exact_rank"                # rank over Q, two-sided
+    EPS_RANK = "eps_rank"                    # every matrix within eps has rank >= k
+    CODE_RANK = "code_rank"                  # Lemma 4 / Thm 5 on B[S,U] of a kernel on a code
+    FEASIBLE = "feasible"                    # a rank-r head solves the family (witness)
+    INFEASIBLE = "infeasible"                # no rank-r head solves the family (derivation)
+    CORRECTNESS = "correctness"              # a given model solves a family exactly
+    GAP_DOMINATION = "gap_domination"        # Lemma 3 audit of a model's kernel
+    TRANSCRIPT = "transcript"                # Thm 9 on a quantized sketch model
+    NONNEGATIVE = "nonnegative"              # kernel >= 0 on a token set
+
+
+@dataclass(frozen=True)
+class Claim:
+    kind: ClaimKind
+    statement: str
+    verdict: Verdict
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    method: str = ""
+    reason: str | None = None          # required when the verdict is not proved
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", ClaimKind(self.kind))
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        if self.verdict is not Verdict.PROVED and not self.reason:
+            raise ValueError(f"a {self.verdict.value} claim needs a reason")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "statement": self.statement,
+            "verdict": self.verdict.value,
+            "parameters": _jsonable(self.parameters),
+            "evidence": _jsonable(self.evidence),
+            "method": self.method,
+            "reason": self.reason,
+            "timings": {k: float(v) for k, v in self.timings.items()},
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Claim":
+        known = {"kind", "statement", "verdict", "parameters", "evidence",
+                 "method", "reason", "timings"}
+        extra = set(obj) - known
+        if extra:
+            raise InputError(f"claim has unknown keys: {sorted(extra)}")
+        try:
+            return cls(kind=ClaimKind(obj["kind"]), statement=obj["statement"],
+                       verdict=Verdict(obj["verdict"]),
+                       parameters=obj.get("parameters", {}),
+                       evidence=obj.get("evidence", {}), method=obj.get("method", ""),
+                       reason=obj.get("reason"), timings=obj.get("timings", {}))
+        except (KeyError, ValueError) as exc:
+            raise InputError(f"malformed claim: {exc}") from None
+
+
+@dataclass
+class Certificate:
+    """A list of claims plus what is needed to reproduce them."""
+
+    claims: list[Claim]
+    command: list[str] = field(default_factory=list)
+    inputs: dict[str, str] = field(default_factory=dict)       # name -> sha256
+    seeds: dict[str, int] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=lambda: environment())
+    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
+                         .replace(microsecond=0).isoformat())
+    schema: str = SCHEMA
+
+    @property
+    def all_proved(self) -> bool:
+        return bool(self.claims) and all(c.verdict is Verdict.PROVED for c in self.claims)
+
+    def exit_code(self) -> int:
+        """0 when every claim is proved, 1 otherwise (DESIGN.md)."""
+        return 0 if self.all_proved else 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "created": self.created,
+            "command": list(self.command),
+            "inputs": dict(self.inputs),
+            "seeds": dict(self.seeds),
+            "environment": self.environment,
+            "claims": [c.to_json() for c in self.claims],
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Certificate":
+        if not isinstance(obj, Mapping) or obj.get("schema") != SCHEMA:
+            raise InputError(f"not a certificate (schema must be {SCHEMA!r})")
+        extra = set(obj) - {"schema", "created", "command", "inputs", "seeds",
+                            "environment", "claims"}
+        if extra:
+            raise InputError(f"certificate has unknown keys: {sorted(extra)}")
+        claims = obj.get("claims")
+        if not isinstance(claims, list):
+            raise InputError("certificate has no claim list")
+        return cls(claims=[Claim.from_json(c) for c in claims],
+                   command=list(obj.get("command", [])), inputs=dict(obj.get("inputs", {})),
+                   seeds=dict(obj.get("seeds", {})), environment=dict(obj.get("environment", {})),
+                   created=obj.get("created", ""), schema=obj["schema"])
+
+    def write(self, path: str | os.PathLike) -> None:
+        atomic_write_text(path, self.dumps())
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> "Certificate":
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise InputError(f"cannot read certificate {path}: {exc.strerror}") from None
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"certificate {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        return cls.from_json(obj)
+
+
+# ---------------------------------------------------------------- exact numbers
+
+def q_to_str(x: Fraction | int) -> str:
+    """Exact rational -> ``"p/q"`` (or ``"p"`` for integers)."""
+    x = Fraction(x)
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def str_to_q(s: str | int) -> Fraction:
+    """``"p/q"`` or ``"p"`` (or an int) -> Fraction. Floats are rejected: they are
+    not exact evidence."""
+    if isinstance(s, bool) or isinstance(s, float):
+        raise InputError(f"expected an exact rational, got {s!r}")
+    if isinstance(s, int):
+        return Fraction(s)
+    if not isinstance(s, str):
+        raise InputError(f"expected an exact rational string, got {type(s).__name__}")
+    try:
+        num, _, den = s.strip().partition("/")
+        if not den:
+            return Fraction(int(num))
+        d = int(den)
+        if d == 0:
+            raise ZeroDivisionError
+        return Fraction(int(num), d)
+    except (ValueError, ZeroDivisionError):
+        raise InputError(f"not an exact rational: {s!r}") from None
+
+
+def q_matrix_to_json(rows: Iterable[Iterable[Fraction | int]]) -> list[list[str]]:
+    return [[q_to_str(v) for v in row] for row in rows]
+
+
+def q_matrix_from_json(rows: Any) -> list[list[Fraction]]:
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        raise InputError("expected a matrix as a list of rows")
+    if rows and len({len(r) for r in rows}) != 1:
+        raise InputError("ragged matrix")
+    return [[str_to_q(v) for v in row] for row in rows]
+
+
+# ---------------------------------------------------------------- hashing, files
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def sha256_json(obj: Any) -> str:
+    """Hash of a canonical JSON form (sorted keys, no spaces)."""
+    return sha256_bytes(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename: a reader
+    never sees a half-written file, and a crash leaves the old file intact."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+# ---------------------------------------------------------------- environment
+
+_PACKAGES = ("numpy", "scipy", "python-flint", "mpmath", "highspy", "cvxpy", "torch",
+             "safetensors")
+
+
+def environment() -> dict[str, Any]:
+    """Package versions, Python, platform and git commit (when there is one)."""
+    from importlib import metadata
+
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    try:
+        versions["certify-attention"] = metadata.version("certify-attention")
+    except metadata.PackageNotFoundError:
+        versions["certify-attention"] = None
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": versions,
+        "git_commit": _git_commit(),
+    }
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent.parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _jsonable(obj: Any) -> Any:
+    """Convert evidence to JSON: Fractions to "p/q", numpy scalars/arrays to ints or
+    lists, enums to values. Floats pass through (they are allowed in
+    parameters and timings, never as exact evidence)."""
+    import numpy as np
+
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, Fraction):
+        return q_to_str(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(dataclasses.asdict(obj))
+    return obj
