@@ -1,0 +1,62 @@
+import json
+import os
+from fractions import Fraction
+
+import pytest
+
+from certify.certificate import (Certificate, Claim, ClaimKind, Verdict, atomic_write_text,
+                                 q_to_str, str_to_q)
+from certify.errors import InputError
+
+
+def test_verdict_is_enum_not_substring():
+    assert Verdict("proved") is Verdict.PROVED
+    with pytest.raises(ValueError):
+        Verdict("unproved")
+
+
+def test_claim_needs_reason_unless_proved():
+    with pytest.raises(ValueError):
+        Claim(ClaimKind.BOUND, "x", Verdict.UNKNOWN)
+    Claim(ClaimKind.BOUND, "x", Verdict.UNKNOWN, reason="time limit")
+
+
+def test_roundtrip_and_exit_code(tmp_path):
+    c1 = Claim(ClaimKind.EXACT_RANK, "rank is 3", Verdict.PROVED,
+               evidence={"value": Fraction(2, 3), "rank": 3})
+    cert = Certificate(claims=[c1], inputs={"m": "ab"}, seeds={"rng": 7})
+    assert cert.exit_code() == 0
+    path = tmp_path / "c.json"
+    cert.write(path)
+    back = Certificate.read(path)
+    assert back.claims[0].evidence["value"] == "2/3"
+    assert back.claims[0].verdict is Verdict.PROVED and back.seeds == {"rng": 7}
+    cert.claims.append(Claim(ClaimKind.BOUND, "b", Verdict.UNKNOWN, reason="r"))
+    assert cert.exit_code() == 1
+
+
+def test_unknown_keys_rejected():
+    obj = Certificate(claims=[]).to_json()
+    obj["extra"] = 1
+    with pytest.raises(InputError, match="unknown keys"):
+        Certificate.from_json(obj)
+
+
+def test_exact_rationals():
+    assert q_to_str(Fraction(-6, 4)) == "-3/2" and str_to_q("-3/2") == Fraction(-3, 2)
+    for bad in (0.5, "1/0", "x", None):
+        with pytest.raises(InputError):
+            str_to_q(bad)
+
+
+def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
+    path = tmp_path / "out.txt"
+    atomic_write_text(path, "old")
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        atomic_write_text(path, "new")
+    assert path.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
