@@ -607,16 +607,39 @@ def _canonical(obj: Any) -> str:
 
 # ---------------------------------------------------------------- command
 
+def load_code(path: str) -> np.ndarray:
+    """A code file: JSON list of bit strings (``["1100", ...]``), or ``.npy`` /
+    ``.txt`` (one bit string per line)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"no code file at {path}")
+    try:
+        if p.suffix == ".npy":
+            return _codes.as_words(np.load(p, allow_pickle=False))
+        text = p.read_text()
+        rows = json.loads(text) if p.suffix == ".json" else text.split()
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"code file {path} is unreadable: {exc}") from None
+    if not isinstance(rows, list) or not rows:
+        raise InputError(f"code file {path} must list the code words")
+    words = [_unbits(r) for r in rows]
+    if len({len(w) for w in words}) != 1:
+        raise InputError(f"code file {path}: words have different lengths")
+    return _codes.as_words(words)
+
+
 def main(argv=None) -> int:
     """``python -m certify.families show NAME|FILE [--json]`` prints a family's
-    counts; ``save NAME|FILE --out FILE`` writes it as ``.json`` or ``.npz``."""
+    counts; ``save NAME|FILE --out FILE`` writes it; ``build chain|multilevel|ood
+    ... --out FILE`` builds one from parameters (and a code file)."""
     import argparse
     import sys
 
     p = argparse.ArgumentParser(
         prog="python -m certify.families",
         description="Build, inspect and save the finite input families of the paper. "
-                    f"Built-in names: {'; '.join(builtin_names())}.")
+                    f"Built-in names: {'; '.join(builtin_names())}. Files: .json or .npz "
+                    "(format in the module docstring); loading re-derives every target.")
     sub = p.add_subparsers(dest="cmd", required=True)
     sh = sub.add_parser("show", help="print a family's counts (words, tokens, inputs, jumps, sha256)")
     sh.add_argument("family", help="built-in name or a .json/.npz family file")
@@ -624,13 +647,33 @@ def main(argv=None) -> int:
     sv = sub.add_parser("save", help="write a family to a file (.json or .npz), atomically")
     sv.add_argument("family", help="built-in name or a family file")
     sv.add_argument("--out", required=True, help="output path ending in .json or .npz")
+    b = sub.add_parser("build", help="build a family from parameters and write it")
+    b.add_argument("builder", choices=["chain", "multilevel", "ood"])
+    b.add_argument("--code", help="code file (JSON list of bit strings, .npy, or .txt); "
+                   "chain: required; multilevel: default greedy packing")
+    b.add_argument("--n", type=int, default=3, help="chain: exact length (>= 3)")
+    b.add_argument("--eps", default="1/2", help="chain: error eps, 0 < eps <= 1/2")
+    b.add_argument("--g", type=int, help="chain: step (default: least valid)")
+    b.add_argument("--M", type=int, help="multilevel/ood: code length")
+    b.add_argument("--s", type=int, help="multilevel: levels")
+    b.add_argument("--h", type=int, help="multilevel: code weight")
+    b.add_argument("--q", type=int, help="multilevel/ood: number of queries")
+    b.add_argument("--split", choices=["train", "test"], default="test", help="ood: pool")
+    b.add_argument("--size", type=int, default=1024, help="ood: inputs in the pool")
+    b.add_argument("--seed", type=int, default=0, help="ood: seed")
+    b.add_argument("--out", required=True, help="output path ending in .json or .npz")
+    b.add_argument("--json", action="store_true", help="print the counts as JSON")
     args = p.parse_args(argv)
-    fam = load_family(args.family)
-    if args.cmd == "save":
+    if args.cmd == "build":
+        fam = _build(args)
+    else:
+        fam = load_family(args.family)
+    if args.cmd in ("save", "build"):
         fam.save(args.out)
         print(f"wrote {args.out} ({fam.inputs.shape[0]} inputs, sha256 {fam.sha256[:16]}...)",
               file=sys.stderr)
-        return 0
+        if not getattr(args, "json", False):
+            return 0
     counts = {**fam.counts(), "params": dict(fam.params)}
     if args.json:
         print(json.dumps(counts))
@@ -638,6 +681,28 @@ def main(argv=None) -> int:
         for k, v in counts.items():
             print(f"{k:>17}: {v}")
     return 0
+
+
+def _build(args) -> Family:
+    def need(*names):
+        for nm in names:
+            if getattr(args, nm) is None:
+                raise InputError(f"build {args.builder} needs --{nm}")
+    if args.builder == "chain":
+        need("code")
+        try:
+            eps = Fraction(args.eps)
+        except (ValueError, ZeroDivisionError):
+            raise InputError(f"--eps must be a rational like 1/2, got {args.eps!r}") from None
+        return chain_family(load_code(args.code), n=args.n, eps=eps, g=args.g)
+    if args.builder == "multilevel":
+        need("M", "s", "h", "q")
+        words = load_code(args.code) if args.code else None
+        return multilevel_spec(args.M, args.s, args.h, args.q, words=words).family()
+    need("M", "q")
+    train, test = ood_families(args.M, args.q, train_size=args.size, test_size=args.size,
+                               seed=args.seed)
+    return train if args.split == "train" else test
 
 
 if __name__ == "__main__":

@@ -153,3 +153,33 @@ def test_show_command_json_and_errors(tmp_path):
     r = subprocess.run([sys.executable, "-m", "certify.families", "save", "nope", "--out",
                         str(target)], capture_output=True, text=True)
     assert r.returncode == 2 and not target.exists()
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["build", "multilevel", "--M", "6", "--s", "1", "--h", "7", "--q", "2"], "h must satisfy"),
+    (["build", "chain", "--code", "{good}", "--n", "2"], "n >= 3"),
+    (["build", "multilevel", "--code", "{bad}", "--M", "6", "--s", "1", "--h", "3", "--q", "2"],
+     "directed distance 1 < 2"),
+    (["build", "chain", "--code", "{missing}"], "no code file"),
+])
+def test_build_bad_input_one_line_exit_2_nothing_written(tmp_path, args, msg):
+    good = tmp_path / "good.json"
+    good.write_text('["111000", "100110", "010101"]')
+    bad = tmp_path / "bad.json"
+    bad.write_text('["111000", "110100"]')
+    out = tmp_path / "out.json"
+    argv = [a.format(good=good, bad=bad, missing=tmp_path / "none.json") for a in args]
+    r = subprocess.run([sys.executable, "-m", "certify.families", *argv, "--out", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and msg in r.stderr
+    assert not out.exists() and list(tmp_path.glob("*.tmp")) == []
+
+
+def test_build_chain_from_code_file(tmp_path):
+    code = tmp_path / "c.json"
+    code.write_text('["111000", "100110", "010101"]')
+    out = tmp_path / "f.json"
+    assert families.main(["build", "chain", "--code", str(code), "--n", "4", "--out", str(out)]) == 0
+    f = Family.load(out)
+    assert f.jumps.shape[0] == 6 and f.n == 4
