@@ -1,0 +1,455 @@
+"""Independent checker of ``transcript`` claims (Thm 9 on a quantized sketch model).
+
+Imports only the standard library and python-flint (for arb balls).
+
+The model (re-implemented here from its definition): tokens ``x`` (0/1 rows),
+``h_i = E x_i (+ P_i)``; per layer ``l`` and head ``c``:
+``phiK_j = f(WK h_j + bK)``, ``v_j = WV h_j + bV``, ``S = sum_j phiK_j v_j^T``,
+``z = sum_j phiK_j``, every coordinate quantized (``S`` row-major, then ``z``);
+``phiQ_i = f(WQ h_i + bQ)``, ``a_i = phiQ_i^T Sq / (phiQ_i . zq)`` (0 when the
+denominator is exactly 0); ``h_i += sum_c WO_c a_i^c + bO``; output
+``w . h_i + b``. ``f`` in identity / relu (replayed with Fractions), elu1 /
+exp (arb balls; a coordinate is certain when both ends of its ball fall in one
+quantizer cell). Tokens meet only through the quantized sketches, so equal
+transcripts give equal query outputs (the query block is fixed).
+
+Quantizers: ``{"kind": "uniform", "bits": p, "lo", "hi"}`` with index
+``clamp(floor((x - lo)/step + 1/2), 0, 2^p - 1)``, ``step = (hi - lo)/(2^p - 1)``;
+``{"kind": "float", "format": "fp8-e4m3"|"fp8-e5m2"|"bf16"|"fp16"}``: round to
+nearest even on the format's finite values, saturating at +-max; the symbol is
+the rounded value.
+
+Evidence fields (claim ``evidence``):
+* ``capacity``: ``{"coordinates": T, "alphabet": A, "assignments": (s+1)^q,
+  "holds": A^T >= (s+1)^q}`` -- re-derived.
+* ``family``: ``{"M", "s", "h", "q", "n", "words": [bitstrings]}`` -- the words
+  must have weight ``h`` and pairwise ``|U \\ S| >= s + 1``, ``2q <= n``.
+* ``model``: ``{"config", "weights": {name: {"shape", "exp", "ints"}},
+  "weights_sha256", "quantizer"}`` -- value = ``ints * 2^exp`` exactly.
+* ``type``:
+  - ``"collision"`` (verdict refuted): ``kappa_a``, ``kappa_b``, ``input_a``,
+    ``input_b`` (bitstrings, must be the multilevel inputs of the kappas),
+    ``targets_a``, ``targets_b`` (Min-IP targets at the query positions,
+    recomputed), ``transcript`` (ints or "p/q"); both inputs are replayed and
+    must give this transcript with certainty. Optional ``failing``
+    ``{"input", "position", "target", "output"}`` is re-checked exactly.
+  - ``"error"`` (refuted): ``kappa``, ``input``, ``position``, ``target``,
+    ``output``: the exact replay's query output errs by >= 1/2.
+  - ``"all"`` (proved): every assignment (``u_k`` = first k unary coordinates)
+    is replayed and every query output lies within < 1/2 of its target.
+  - ``"none"`` (unknown): nothing to re-derive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from fractions import Fraction
+from itertools import product
+from typing import Any
+
+HALF = Fraction(1, 2)
+MAX_ALL = 1 << 16
+_FLOATS = {  # mantissa bits, emin, max, finite values (-0 == +0)
+    "fp8-e4m3": (3, -6, Fraction(448), 253),
+    "fp8-e5m2": (2, -14, Fraction(57344), 247),
+    "bf16": (7, -126, Fraction(255 * 2 ** 120), 65279),
+    "fp16": (10, -14, Fraction(65504), 63487),
+}
+_CONFIG_KEYS = {"m", "d", "layers", "heads", "rank", "dv", "feature_map", "positions"}
+
+
+class _Bad(Exception):
+    pass
+
+
+class _Straddle(Exception):
+    pass
+
+
+def _q(s: Any) -> Fraction:
+    if isinstance(s, bool) or isinstance(s, float):
+        raise _Bad(f"not an exact rational: {s!r}")
+    if isinstance(s, int):
+        return Fraction(s)
+    num, _, den = str(s).partition("/")
+    return Fraction(int(num), int(den) if den else 1)
+
+
+# ---------------------------------------------------------------- quantizers
+
+class _Quant:
+    def __init__(self, obj: dict) -> None:
+        self.kind = obj.get("kind")
+        if self.kind == "uniform":
+            self.p = obj["bits"]
+            if not isinstance(self.p, int) or self.p < 1:
+                raise _Bad("uniform quantizer bits must be an integer >= 1")
+            self.lo, self.hi = _q(obj["lo"]), _q(obj["hi"])
+            if not self.lo < self.hi:
+                raise _Bad("uniform quantizer needs lo < hi")
+            self.top = 2 ** self.p - 1
+            self.step = (self.hi - self.lo) / self.top
+            self.alphabet = 2 ** self.p
+        elif self.kind == "float":
+            if obj.get("format") not in _FLOATS:
+                raise _Bad(f"unknown float format {obj.get('format')!r}")
+            self.man, self.emin, self.max, self.alphabet = _FLOATS[obj["format"]]
+        else:
+            raise _Bad(f"unknown quantizer kind {self.kind!r}")
+
+    def symbol(self, x: Fraction):
+        if self.kind == "uniform":
+            k = math.floor((x - self.lo) / self.step + HALF)
+            return min(max(k, 0), self.top)
+        if x == 0:
+            return Fraction(0)
+        ax = abs(x)
+        e = 0
+        while Fraction(2) ** e > ax:
+            e -= 1
+        while Fraction(2) ** (e + 1) <= ax:
+            e += 1
+        ulp = Fraction(2) ** (max(e, self.emin) - self.man)
+        t = ax / ulp
+        n = math.floor(t)
+        if t - n > HALF or (t - n == HALF and n % 2):
+            n += 1
+        r = min(n * ulp, self.max)
+        return r if x > 0 else -r
+
+    def value(self, sym) -> Fraction:
+        return self.lo + sym * self.step if self.kind == "uniform" else sym
+
+
+# ---------------------------------------------------------------- number backends
+
+class _Exact:
+    def __init__(self, fmap: str) -> None:
+        self.fmap = fmap
+
+    def num(self, x: Fraction):
+        return x
+
+    def f(self, x):
+        return x if self.fmap == "identity" else (x if x > 0 else Fraction(0))
+
+    def ends(self, x):
+        return x, x
+
+    def zero(self, x) -> bool:
+        return x == 0
+
+    def err_at_least_half(self, y, t):
+        return abs(y - t) >= HALF
+
+
+class _Ball:
+    def __init__(self, fmap: str) -> None:
+        import flint
+
+        self.flint, self.fmap = flint, fmap
+
+    def num(self, x: Fraction):
+        return self.flint.arb(self.flint.fmpq(x.numerator, x.denominator))
+
+    def f(self, x):
+        if self.fmap == "exp":
+            return x.exp()
+        lo, hi = x.lower(), x.upper()        # elu(x) + 1 is nondecreasing
+        g = lambda v: v + 1 if v >= 0 else v.exp()
+        return g(lo).union(g(hi)) if not x.is_exact() else g(x)
+
+    def ends(self, x):
+        if not x.is_finite():
+            raise _Straddle("infinite ball")
+        out = []
+        for e in (x.lower(), x.upper()):
+            man, ex = (int(v) for v in e.man_exp())
+            out.append(Fraction(man) * Fraction(2) ** ex)
+        return tuple(out)
+
+    def zero(self, x) -> bool:
+        if x.is_zero():
+            return True
+        if x.contains(0):
+            raise _Straddle("denominator ball contains 0")
+        return False
+
+    def err_at_least_half(self, y, t):
+        d = abs(y - t)
+        if d >= HALF:
+            return True
+        if d < HALF:
+            return False
+        raise _Straddle("output ball touches error 1/2")
+
+
+# ---------------------------------------------------------------- model replay
+
+def _weights(model: dict, cfg: dict) -> dict[str, list]:
+    if set(cfg) != _CONFIG_KEYS:
+        raise _Bad(f"model config keys {sorted(cfg)} differ from {sorted(_CONFIG_KEYS)}")
+    for k in _CONFIG_KEYS - {"feature_map", "positions"}:
+        if not isinstance(cfg[k], int) or cfg[k] < 1:
+            raise _Bad(f"model config {k} must be a positive integer")
+    d, m, r, dv, P = cfg["d"], cfg["m"], cfg["rank"], cfg["dv"], cfg["positions"]
+    shapes = {"embed.weight": [d, m], "readout.weight": [d], "readout.bias": [1]}
+    if P:
+        shapes["embed.pos"] = [P, d]
+    for l in range(cfg["layers"]):
+        for c in range(cfg["heads"]):
+            p = f"layers.{l}.heads.{c}."
+            shapes.update({p + "q.weight": [r, d], p + "q.bias": [r], p + "k.weight": [r, d],
+                           p + "k.bias": [r], p + "v.weight": [dv, d], p + "v.bias": [dv],
+                           p + "o.weight": [d, dv]})
+        shapes[f"layers.{l}.o.bias"] = [d]
+    W = model["weights"]
+    if set(W) != set(shapes):
+        raise _Bad("model weights do not match the architecture's tensor names")
+    want = hashlib.sha256(json.dumps(W, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    if model.get("weights_sha256") != want:
+        raise _Bad("weights_sha256 does not match the weights")
+    out = {}
+    for name, shape in shapes.items():
+        e = W[name]
+        if list(e["shape"]) != shape or len(e["ints"]) != math.prod(shape):
+            raise _Bad(f"tensor {name} has the wrong shape")
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in e["ints"]):
+            raise _Bad(f"tensor {name} entries must be integers")
+        sc = Fraction(2) ** e["exp"]
+        flat = [i * sc for i in e["ints"]]
+        if len(shape) == 2:
+            flat = [flat[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])]
+        out[name] = flat
+    return out
+
+
+def _matvec(A, x):
+    return [sum((a * b for a, b in zip(row, x)), 0) for row in A]
+
+
+def replay(cfg: dict, W: dict, quant: _Quant, tokens: list[list[int]]):
+    """Transcript (list of symbols) and outputs (list) of one input. Raises
+    ``_Straddle`` when a symbol is not certain."""
+    if cfg["feature_map"] in ("identity", "relu"):
+        ops = _Exact(cfg["feature_map"])
+    elif cfg["feature_map"] in ("elu1", "exp"):
+        ops = _Ball(cfg["feature_map"])
+    else:
+        raise _Bad(f"unknown feature map {cfg['feature_map']!r}")
+    V = {k: ([[ops.num(x) for x in row] for row in v] if v and isinstance(v[0], list)
+             else [ops.num(x) for x in v]) for k, v in W.items()}
+    N = len(tokens)
+    if cfg["positions"] and N > cfg["positions"]:
+        raise _Bad("input longer than the model's positions")
+    zero = ops.num(Fraction(0))
+    H = []
+    for i, tok in enumerate(tokens):
+        hi = _matvec(V["embed.weight"], [ops.num(Fraction(b)) for b in tok])
+        if cfg["positions"]:
+            hi = [a + b for a, b in zip(hi, V["embed.pos"][i])]
+        H.append(hi)
+    r, dv, d = cfg["rank"], cfg["dv"], cfg["d"]
+    transcript = []
+    for l in range(cfg["layers"]):
+        delta = [[zero] * d for _ in range(N)]
+        for c in range(cfg["heads"]):
+            p = f"layers.{l}.heads.{c}."
+            PK = [[ops.f(u + b) for u, b in zip(_matvec(V[p + "k.weight"], h), V[p + "k.bias"])]
+                  for h in H]
+            VV = [[u + b for u, b in zip(_matvec(V[p + "v.weight"], h), V[p + "v.bias"])]
+                  for h in H]
+            raw = [sum((PK[j][a] * VV[j][b] for j in range(N)), zero)
+                   for a in range(r) for b in range(dv)]
+            raw += [sum((PK[j][a] for j in range(N)), zero) for a in range(r)]
+            qv = []
+            for x in raw:
+                lo, hi = ops.ends(x)
+                s_lo, s_hi = quant.symbol(lo), quant.symbol(hi)
+                if s_lo != s_hi:
+                    raise _Straddle(f"layer {l} head {c}: a sketch coordinate straddles a cell boundary")
+                transcript.append(s_lo)
+                qv.append(ops.num(quant.value(s_lo)))
+            Sq = [qv[a * dv:(a + 1) * dv] for a in range(r)]
+            zq = qv[r * dv:]
+            for i, h in enumerate(H):
+                phq = [ops.f(u + b) for u, b in zip(_matvec(V[p + "q.weight"], h), V[p + "q.bias"])]
+                den = sum((phq[a] * zq[a] for a in range(r)), zero)
+                if ops.zero(den):
+                    att = [zero] * dv
+                else:
+                    att = [sum((phq[a] * Sq[a][b] for a in range(r)), zero) / den for b in range(dv)]
+                out = _matvec(V[p + "o.weight"], att)
+                delta[i] = [x + y for x, y in zip(delta[i], out)]
+        H = [[x + y + b for x, y, b in zip(h, dl, V[f"layers.{l}.o.bias"])]
+             for h, dl in zip(H, delta)]
+    outs = [sum((a * b for a, b in zip(V["readout.weight"], h)), zero) + V["readout.bias"][0]
+            for h in H]
+    return transcript, outs, ops
+
+
+# ---------------------------------------------------------------- family
+
+def _family(fam: dict):
+    M, s, h, q, n = (fam[k] for k in ("M", "s", "h", "q", "n"))
+    for k, v in (("M", M), ("s", s), ("q", q), ("n", n)):
+        if not isinstance(v, int) or v < 1:
+            raise _Bad(f"family {k} must be a positive integer")
+    if 2 * q > n:
+        raise _Bad("2q > n")
+    words = [[int(c) for c in w] for w in fam["words"]]
+    if len(words) != q or any(len(w) != M or set(w) - {0, 1} for w in words):
+        raise _Bad("the family needs q words of length M")
+    if any(sum(w) != h for w in words):
+        raise _Bad("a code word does not have weight h")
+    for a in range(q):
+        for b in range(q):
+            if a != b and sum(1 for x, y in zip(words[a], words[b]) if y and not x) < s + 1:
+                raise _Bad("code words violate |U \\ S| >= s + 1")
+    return M, s, q, words
+
+
+def _min_ip(tokens):
+    return [min(sum(a * b for a, b in zip(x, y)) for y in tokens) for x in tokens]
+
+
+def _is_input(tokens, kappa, words, M, s, q) -> bool:
+    if len(tokens) != 2 * q or len(kappa) != q:
+        return False
+    for i, w in enumerate(words):
+        if tokens[i] != [0, 1] + [1 - x for x in w] + [1] * s:
+            return False
+        d = tokens[q + i]
+        if d[:2 + M] != [1, 0] + w or sum(d[2 + M:]) != kappa[i] or len(d) != 2 + M + s:
+            return False
+    return True
+
+
+def _tokens(bits: list[str]) -> list[list[int]]:
+    return [[int(c) for c in row] for row in bits]
+
+
+def _canonical_input(kappa, words, M, s, q):
+    return ([[0, 1] + [1 - x for x in w] + [1] * s for w in words]
+            + [[1, 0] + w + [1] * k + [0] * (s - k) for w, k in zip(words, kappa)])
+
+
+# ---------------------------------------------------------------- check
+
+def check(claim: dict, cert: dict) -> list[str]:
+    try:
+        return _check(claim)
+    except _Bad as exc:
+        return [str(exc)]
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
+        return [f"malformed transcript evidence: {type(exc).__name__}: {exc}"]
+
+
+def _check(claim: dict) -> list[str]:
+    probs: list[str] = []
+    if claim.get("kind") != "transcript":
+        return [f"not a transcript claim: {claim.get('kind')!r}"]
+    ev, verdict = claim["evidence"], claim["verdict"]
+    typ = ev.get("type")
+    if typ == "none":
+        return [] if verdict == "unknown" and claim.get("reason") else \
+            ["a claim without evidence must be unknown with a reason"]
+    M, s, q, words = _family(ev["family"])
+    cfg = ev["model"]["config"]
+    if cfg["m"] != 2 + M + s:
+        return ["model token dimension differs from 2 + M + s"]
+    W = _weights(ev["model"], cfg)
+    quant = _Quant(ev["model"]["quantizer"])
+    if claim.get("parameters", {}).get("quantizer") not in (None, ev["model"]["quantizer"]):
+        probs.append("the claim's quantizer differs from the evidence's")
+    cap = ev["capacity"]
+    T = cfg["layers"] * cfg["heads"] * cfg["rank"] * (cfg["dv"] + 1)
+    holds = quant.alphabet ** T >= (s + 1) ** q
+    if (cap["coordinates"], cap["alphabet"], cap["assignments"], cap["holds"]) != \
+            (T, quant.alphabet, (s + 1) ** q, holds):
+        probs.append("capacity (alphabet^T vs (s+1)^q) does not re-derive")
+    try:
+        if typ == "collision":
+            probs += _check_collision(ev, verdict, cfg, W, quant, M, s, q, words)
+        elif typ == "error":
+            probs += _check_error(ev, verdict, cfg, W, quant, M, s, q, words)
+        elif typ == "all":
+            probs += _check_all(ev, verdict, cfg, W, quant, M, s, q, words)
+        else:
+            probs.append(f"unknown evidence type {typ!r}")
+    except _Straddle as exc:
+        probs.append(f"replay is not certain: {exc}")
+    return probs
+
+
+def _check_collision(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
+    probs = []
+    if verdict != "refuted":
+        probs.append("a certified collision must refute the claim")
+    ka, kb = list(ev["kappa_a"]), list(ev["kappa_b"])
+    if ka == kb:
+        probs.append("the two assignments are equal")
+    ta, tb = _tokens(ev["input_a"]), _tokens(ev["input_b"])
+    for nm, toks, kap, tg in (("a", ta, ka, ev["targets_a"]), ("b", tb, kb, ev["targets_b"])):
+        if not _is_input(toks, kap, words, M, s, q):
+            probs.append(f"input_{nm} is not the multilevel input of kappa_{nm}")
+        if _min_ip(toks)[:q] != list(tg) or list(tg) != kap:
+            probs.append(f"targets_{nm} are not the Min-IP targets of input_{nm}")
+    if ev["targets_a"] == ev["targets_b"]:
+        probs.append("the targets do not differ")
+    if probs:
+        return probs
+    tra, ya, ops = replay(cfg, W, quant, ta)
+    trb, yb, _ = replay(cfg, W, quant, tb)
+    claimed = [_q(x) if quant.kind == "float" else x for x in ev["transcript"]]
+    if quant.kind == "uniform" and not all(isinstance(x, int) for x in ev["transcript"]):
+        probs.append("uniform transcript symbols must be integers")
+    if tra != trb:
+        probs.append("the two inputs' exact transcripts differ")
+    if tra != claimed:
+        probs.append("the recorded transcript differs from the replay")
+    if "failing" in ev:
+        f = ev["failing"]
+        y = (ya if f["input"] == "a" else yb)[f["position"]]
+        t = (ev["targets_a"] if f["input"] == "a" else ev["targets_b"])[f["position"]]
+        if not isinstance(y, Fraction) or y != _q(f["output"]) or t != f["target"] \
+                or abs(y - t) < HALF:
+            probs.append("the recorded failing output does not replay")
+    return probs
+
+
+def _check_error(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
+    if verdict != "refuted":
+        return ["an exact error >= 1/2 must refute the claim"]
+    toks, kap, pos = _tokens(ev["input"]), list(ev["kappa"]), ev["position"]
+    if not _is_input(toks, kap, words, M, s, q) or not 0 <= pos < q:
+        return ["the input is not a multilevel input at a query position"]
+    t = _min_ip(toks)[pos]
+    _, ys, ops = replay(cfg, W, quant, toks)
+    y = ys[pos]
+    if t != ev["target"] or not isinstance(y, Fraction) or y != _q(ev["output"]) \
+            or abs(y - t) < HALF:
+        return ["the recorded error does not replay exactly"]
+    return []
+
+
+def _check_all(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
+    if verdict != "proved":
+        return ["an exhaustive exact check supports only a proved verdict"]
+    N = (s + 1) ** q
+    if N > MAX_ALL:
+        return [f"{N} assignments exceed the checker's limit {MAX_ALL}"]
+    if ev.get("exact_checked") != N:
+        return ["exact_checked differs from (s+1)^q"]
+    for kappa in product(range(s + 1), repeat=q):
+        toks = _canonical_input(kappa, words, M, s, q)
+        tg = _min_ip(toks)[:q]
+        if tg != list(kappa):
+            return [f"Min-IP targets of {list(kappa)} differ from kappa"]
+        _, ys, ops = replay(cfg, W, quant, toks)
+        for i in range(q):
+            if ops.err_at_least_half(ys[i], tg[i]):
+                return [f"assignment {list(kappa)}: query {i} errs by >= 1/2"]
+    return []
