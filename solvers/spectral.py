@@ -1,0 +1,250 @@
+"""Certified singular values: exact counts, ball enclosures, Lemma 4 bounds.
+
+Factor form ``A = PhiQ PhiK^T`` with Gram matrices ``GQ = PhiQ^T PhiQ`` and
+``GK = PhiK^T PhiK`` (``r x r``): the nonzero eigenvalues of ``A^T A`` are those
+of the core ``GQ GK``, which is similar to the PSD matrix
+``GK^1/2 GQ GK^1/2``, so every root of its characteristic polynomial is real
+and ``>= 0``. For a polynomial with only real roots, Descartes' rule of signs is
+exact: the number of sign changes of ``charpoly(core - c I)`` equals the number
+of eigenvalues ``> c``. With ``c = eps^2`` this counts the singular values
+``> eps`` exactly, i.e. the exact eps-rank: by Eckart-Young-Mirsky the distance
+in spectral norm from ``A`` to the matrices of rank ``< k`` is ``sigma_k``, so
+``sigma_k > eps`` means every matrix within ``eps`` has rank ``>= k``.
+The PSD hypothesis is checked exactly (:func:`is_psd`).
+
+Large matrices (no small factor): a float SVD proposes ``Y`` (the top ``k``
+right singular vectors, as exact dyadics); ``sigma_k(A) >= sigma_k(A Y) / ||Y||_2``
+and ``sigma_k(A Y)^2 = lambda_min(Y^T A^T A Y)``. So the exact check
+``H - eps^2 b I > 0`` with ``H = (A Y)^T (A Y)`` and ``b >= ||Y||_2^2``
+(``b = ||Y^T Y||_inf``) proves ``sigma_k(A) > eps``.
+
+Enclosures: roots of the exact characteristic polynomial isolated in ball
+arithmetic (python-flint / Arb), so every interval provably holds
+``sigma_i^2``.
+
+Lemma 4 (unit-diagonal bound): for ``C = D^-1 B`` with ``D = diag(B)`` nonzero,
+``t = tr C <= ||C||_* <= sqrt(rank C) ||C||_F``, so
+``rank B >= t^2 / (t + sum_{i != j} (B_ij / B_ii)^2)``; with per-pair
+``Lambda_ij = |B_ii / B_ij|`` this is ``t^2 / (t + sum Lambda_ij^-2)``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Sequence
+
+import numpy as np
+
+from certify.certificate import Verdict
+
+
+# ---------------------------------------------------------------- exact helpers
+
+def fmpq_matrix(rows: Sequence[Sequence[Fraction | int]]):
+    import flint
+    n1 = len(rows)
+    n2 = len(rows[0]) if n1 else 0
+    return flint.fmpq_mat(n1, n2, [flint.fmpq(Fraction(v).numerator, Fraction(v).denominator)
+                                   for row in rows for v in row])
+
+
+def is_psd(G) -> bool:
+    """Exact: the rational/integer matrix ``G`` (list of rows or flint matrix) is
+    symmetric positive semidefinite. Symmetric elimination: a zero pivot forces
+    a zero row; otherwise every pivot must be positive."""
+    import flint
+    rows = [[flint.fmpq(int(v.numerator), int(v.denominator)) if isinstance(v, Fraction)
+             else flint.fmpq(v) for v in row] for row in (G.tolist() if hasattr(G, "tolist") else G)]
+    n = len(rows)
+    if any(len(r) != n for r in rows):
+        return False
+    if any(rows[i][j] != rows[j][i] for i in range(n) for j in range(i)):
+        return False
+    a = [list(r) for r in rows]
+    for k in range(n):
+        piv = a[k][k]
+        if piv < 0:
+            return False
+        if piv == 0:
+            if any(a[k][j] != 0 for j in range(k + 1, n)):
+                return False
+            continue
+        for i in range(k + 1, n):
+            if a[i][k] == 0:
+                continue
+            f = a[i][k] / piv
+            ai, ak = a[i], a[k]
+            for j in range(k + 1, n):
+                if ak[j] != 0:
+                    ai[j] -= f * ak[j]
+    return True
+
+
+def sign_changes(coeffs: Sequence) -> int:
+    """Sign changes of a coefficient sequence, zeros skipped."""
+    signs = [1 if c > 0 else -1 for c in coeffs if c != 0]
+    return sum(1 for a, b in zip(signs, signs[1:]) if a != b)
+
+
+def count_eigenvalues_above(core, c: Fraction) -> int:
+    """Number of eigenvalues ``> c`` of a square rational matrix whose eigenvalues
+    are all real (caller's hypothesis, e.g. a product of two PSD matrices):
+    Descartes' rule, exact for real-rooted polynomials."""
+    import flint
+    n = core.nrows()
+    M = flint.fmpq_mat(core)
+    cq = flint.fmpq(c.numerator, c.denominator)
+    for i in range(n):
+        M[i, i] = M[i, i] - cq
+    return sign_changes(M.charpoly().coeffs())
+
+
+def _arb_bounds(x) -> tuple[Fraction, Fraction]:
+    """Exact rational endpoints of an arb ball."""
+    m, e = x.mid().man_exp()
+    rm, re_ = x.rad().mid().man_exp()
+    mid = Fraction(int(m)) * Fraction(2) ** int(e)
+    rad = Fraction(int(rm)) * Fraction(2) ** int(re_)
+    return mid - rad, mid + rad
+
+
+def eigenvalue_enclosures(core, *, prec: int = 64) -> list[tuple[Fraction, Fraction]]:
+    """Rigorous enclosures of the eigenvalues of ``core`` (all real by hypothesis),
+    largest first, with multiplicity: roots of the exact characteristic
+    polynomial isolated by Arb at ``prec`` bits (restored afterwards)."""
+    import flint
+    poly = flint.fmpq_mat(core).charpoly()
+    old = flint.ctx.prec
+    flint.ctx.prec = int(prec)
+    try:
+        roots = poly.complex_roots()
+        out = []
+        for z, mult in roots:
+            lo, hi = _arb_bounds(z.real)
+            out += [(lo, hi)] * int(mult)
+    finally:
+        flint.ctx.prec = old
+    return sorted(out, key=lambda b: b[1], reverse=True)
+
+
+# ---------------------------------------------------------------- eps-rank
+
+@dataclass(frozen=True)
+class EpsRank:
+    """``k`` singular values provably ``> eps``; ``exact`` when also
+    ``sigma_{k+1} <= eps`` is proved (then k is the eps-rank)."""
+
+    k: int
+    eps: Fraction
+    exact: bool
+    method: str
+    verdict: Verdict
+    reason: str | None = None
+    sigma_sq_enclosures: tuple[tuple[Fraction, Fraction], ...] = ()
+
+
+def eps_rank_core(core, scale_exp: int, eps: Fraction, *, enclosures: bool = False,
+                  prec: int = 64) -> EpsRank:
+    """Exact eps-rank of ``A`` whose ``A^T A`` has the nonzero spectrum of
+    ``core * 2^scale_exp`` (``core = IQ IK``, integer). Hypothesis (checked by
+    the caller): the Gram factors are PSD."""
+    eps = Fraction(eps)
+    if eps < 0:
+        raise ValueError("eps must be >= 0")
+    c = eps * eps / Fraction(2) ** scale_exp
+    k = count_eigenvalues_above(core, c)
+    enc = ()
+    if enclosures:
+        s = Fraction(2) ** scale_exp
+        enc = tuple((lo * s, hi * s) for lo, hi in eigenvalue_enclosures(core, prec=prec))
+    return EpsRank(k=k, eps=eps, exact=True, method="descartes_charpoly_core", verdict=Verdict.PROVED,
+                   sigma_sq_enclosures=enc)
+
+
+def psd_leading_minors(H) -> bool:
+    """Exact positive definiteness of a symmetric integer matrix: every leading
+    principal minor ``> 0`` (Sylvester), read off a fraction-free LU."""
+    n = H.nrows()
+    if n == 0:
+        return True
+    for i in range(n):
+        for j in range(i):
+            if H[i, j] != H[j, i]:
+                return False
+    P, L, D, U = H.fflu()
+    import flint
+    if P != flint.fmpz_mat(n, n, [1 if i == j else 0 for i in range(n) for j in range(n)]):
+        return False
+    return all(U[i, i] > 0 for i in range(n))
+
+
+def eps_rank_projection(N_values: np.ndarray, exponent: int, eps: Fraction, *,
+                        k: int | None = None, margin: float = 1e-6):
+    """Certified lower bound ``sigma_k(A) > eps`` for ``A = N 2^exponent`` (integer
+    ``N``, any size), with ``k`` proposed by a float SVD unless given.
+    Returns ``(EpsRank, Y)`` where ``Y`` is the dyadic witness (IntMatrix) or None."""
+    from solvers.exact import IntMatrix, dyadic
+    import flint
+
+    eps = Fraction(eps)
+    A = N_values.astype(np.float64) * 2.0 ** exponent
+    _, s, Vt = np.linalg.svd(A, full_matrices=False)
+    if k is None:
+        k = int(np.sum(s > float(eps) * (1 + margin) + margin * s[0]))
+    if k == 0:
+        return EpsRank(k=0, eps=eps, exact=False, method="float_svd_projection", verdict=Verdict.PROVED), None
+    Y = dyadic(Vt[:k].T)                                          # (n, k) = Yi 2^ey
+    W = flint.fmpz_mat(N_values.shape[0], N_values.shape[1],
+                       [int(v) for v in np.asarray(N_values).ravel().tolist()]) * Y.fmpz()
+    H = W.transpose() * W                                         # = (A Y)^T (A Y) 2^-(2 exponent + 2 ey)
+    YtY = Y.fmpz().transpose() * Y.fmpz()                         # = Y^T Y 2^-(2 ey)
+    b = max(sum(abs(int(YtY[i, j])) for j in range(k)) for i in range(k))   # ||Yi^T Yi||_inf
+    # sigma_k(A)^2 >= lambda_min(H) 2^(2 exponent + 2 ey) / (b 2^(2 ey)) > eps^2
+    # <=> H - eps^2 b 2^(-2 exponent) I > 0; clear the denominator of the shift.
+    c = eps * eps * b / Fraction(2) ** (2 * exponent)
+    Hs = H * c.denominator
+    for i in range(k):
+        Hs[i, i] = Hs[i, i] - c.numerator
+    ok = psd_leading_minors(Hs)
+    if ok:
+        return EpsRank(k=k, eps=eps, exact=False, method="float_svd_projection",
+                       verdict=Verdict.PROVED), Y
+    return EpsRank(k=k, eps=eps, exact=False, method="float_svd_projection", verdict=Verdict.UNKNOWN,
+                   reason=f"projection check failed for k = {k} (margin too thin)"), Y
+
+
+# ---------------------------------------------------------------- Lemma 4
+
+@dataclass(frozen=True)
+class UnitDiagonalBound:
+    """Lemma 4 on ``C = diag(B)^-1 B`` restricted to rows with a nonzero diagonal."""
+
+    t: int
+    kept: tuple[int, ...]              # indices with B_ii != 0
+    frobenius_sq: Fraction             # ||C||_F^2 = t + sum (B_ij / B_ii)^2
+    bound: Fraction                    # t^2 / ||C||_F^2
+    rank_lower: int                    # ceil(bound)
+    min_lambda: Fraction | None        # min over pairs of |B_ii / B_ij| (None: all off-diagonal zero)
+
+
+def unit_diagonal_rank_bound(B: Sequence[Sequence[Fraction]]) -> UnitDiagonalBound:
+    """``rank B >= t^2 / ||C||_F^2`` (see the module docstring), exact."""
+    n = len(B)
+    kept = [i for i in range(n) if B[i][i] != 0]
+    t = len(kept)
+    frob = Fraction(t)
+    lam = None
+    for i in kept:
+        for j in kept:
+            if i != j and B[i][j] != 0:
+                q = Fraction(B[i][j]) / B[i][i]
+                frob += q * q
+                li = 1 / abs(q)
+                lam = li if lam is None or li < lam else lam
+    if t == 0:
+        return UnitDiagonalBound(0, (), Fraction(0), Fraction(0), 0, None)
+    bound = Fraction(t * t) / frob
+    return UnitDiagonalBound(t=t, kept=tuple(kept), frobenius_sq=frob, bound=bound,
+                             rank_lower=math.ceil(bound), min_lambda=lam)

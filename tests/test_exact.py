@@ -1,0 +1,136 @@
+"""Exact rank: lossless conversion, modular lower bounds, exact witnesses, soundness."""
+
+from fractions import Fraction
+from math import comb
+
+import numpy as np
+import pytest
+import scipy.linalg
+from hypothesis import given, settings, strategies as st
+from hypothesis.extra.numpy import arrays
+
+from certify.certificate import Verdict
+from certify.errors import InputError
+from solvers import exact as ex
+
+
+def _frac(a):
+    return [[Fraction(float(v)) for v in row] for row in np.asarray(a)]
+
+
+# ---------------------------------------------------------------- conversion
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(arrays(np.float64, (3, 4), elements=st.floats(allow_nan=False, allow_infinity=False, width=64)))
+def test_dyadic_is_lossless(a):
+    d = ex.dyadic(a)
+    scale = Fraction(2) ** d.exponent
+    assert [[Fraction(int(v)) * scale for v in row] for row in d.values.tolist()] == _frac(a)
+
+
+def test_dyadic_float32_subnormal_and_huge():
+    a = np.array([[np.finfo(np.float32).smallest_subnormal, 3.0e38], [-1.5, 0.0]], dtype=np.float32)
+    d = ex.dyadic(a)
+    assert d.values.dtype == object                      # does not fit int64: kept exact
+    scale = Fraction(2) ** d.exponent
+    assert [[Fraction(int(v)) * scale for v in row] for row in d.values.tolist()] == _frac(a)
+
+
+@pytest.mark.parametrize("bad", [np.array([[1.0, np.nan]]), np.array([[np.inf]]),
+                                 np.zeros((0, 3)), [[1.0, 2.0], [3.0]], np.ones(3)])
+def test_bad_matrices_are_input_errors(bad):
+    with pytest.raises(InputError):
+        ex.dyadic(bad)
+
+
+def test_gram_accumulator_exact_over_batches():
+    rng = np.random.default_rng(3)
+    X = (rng.standard_normal((700, 4)) * np.exp(rng.standard_normal((700, 4)) * 6)).astype(np.float32)
+    acc = ex.GramAccumulator(4)
+    for s in range(0, 700, 256):
+        acc.add(X[s:s + 256])
+    G, e = acc.result()
+    F = _frac(X)
+    want = [[sum(F[t][i] * F[t][j] for t in range(700)) for j in range(4)] for i in range(4)]
+    assert [[Fraction(int(v)) * Fraction(2) ** e for v in row] for row in G.tolist()] == want
+
+
+# ---------------------------------------------------------------- exact rank
+
+def test_hilbert_exact_rank_where_float_rank_fails():
+    n = 14
+    H = [[Fraction(1, i + j + 1) for j in range(n)] for i in range(n)]
+    res = ex.exact_rank(ex.rational_rows(H), seed=0)
+    assert np.linalg.matrix_rank(scipy.linalg.hilbert(n)) < n
+    assert (res.lower, res.upper, res.verdict) == (n, n, Verdict.PROVED)
+
+
+def test_planted_rank_from_integer_factors():
+    rng = np.random.default_rng(7)
+    U, V = rng.integers(-40, 40, (70, 9)), rng.integers(-40, 40, (9, 55))
+    A = (U @ V).astype(np.float64) * 2.0 ** -30          # exact dyadic floats, rank 9
+    res = ex.exact_rank(ex.dyadic(A), seed=1)
+    assert (res.lower, res.upper, res.verdict, res.upper_witness) == (9, 9, Verdict.PROVED, "column_span")
+    sub = ex.dyadic(A).fmpz(res.minor_rows, res.minor_cols)
+    assert sub.det() != 0
+
+
+def _first_prime(seed):
+    return ex.random_prime(np.random.default_rng(seed))
+
+
+def test_minor_vanishing_mod_first_prime_is_caught():
+    p = _first_prime(0)
+    U = np.array([[1, 2, 0], [0, 1, 3], [1, 0, 1]], dtype=object)   # det 7: unimodular mixing not needed
+    D = np.diag(np.array([1, 1, p], dtype=object))
+    A = U.dot(D).dot(U.T)                                # rank 3 over Q, rank 2 mod p
+    N = ex.IntMatrix(A)
+    res = ex.exact_rank(N, seed=0)
+    assert res.attempts[0].prime == p and res.attempts[0].rank_mod_p == 2
+    assert (res.lower, res.upper, res.verdict) == (3, 3, Verdict.PROVED)
+
+
+def test_rank_deficient_and_first_prime_lies():
+    p = _first_prime(5)
+    N = ex.IntMatrix(np.array([[1, 0, 0], [0, p, 0], [0, 0, 0], [1, p, 0]], dtype=object))  # rank 2
+    one = ex.exact_rank(N, seed=5, max_primes=1)
+    assert one.verdict is Verdict.UNKNOWN and (one.lower, one.upper) == (1, 3)   # honest interval
+    res = ex.exact_rank(N, seed=5)
+    assert (res.lower, res.upper, res.verdict) == (2, 2, Verdict.PROVED)
+
+
+def _overlap_rank_oracle(f, m):
+    """A[x, z] = f(<x, z>) on the cube equals U diag(a) U^T with U[x, S] = [S in x]
+    (invertible) and a_j the j-th finite difference of f at 0: rank = sum of
+    C(m, j) over the j with a_j != 0."""
+    a = [sum((-1) ** (j - i) * comb(j, i) * f[i] for i in range(j + 1)) for j in range(m + 1)]
+    return sum(comb(m, j) for j in range(m + 1) if a[j] != 0)
+
+
+@pytest.mark.parametrize("tau", [2e-3, 1e-3])
+def test_thm2_cube_kernel_float64(tau):
+    m = 10
+    K = np.array([[1.0, 1.0], [1.0, np.exp(-tau)]])
+    A = K
+    for _ in range(m - 1):
+        A = np.kron(A, K)                                 # (1024, 1024) float64
+    f = [Fraction(float(A[(1 << k) - 1, (1 << k) - 1])) for k in range(m + 1)]  # value at overlap k
+    oracle = _overlap_rank_oracle(f, m)
+    float_rank = np.linalg.matrix_rank(A)
+    res = ex.exact_rank(ex.dyadic(A), seed=0)
+    assert float_rank < 700                               # float SVD: far fewer than 1024
+    assert res.verdict is Verdict.PROVED and res.lower == oracle
+    if tau == 2e-3:
+        assert oracle == 1024
+
+
+def test_core_rank_matches_full_product():
+    rng = np.random.default_rng(11)
+    PQ = rng.integers(-5, 6, (40, 6)).astype(np.float64)
+    PK = (rng.integers(-5, 6, (40, 3)) @ rng.integers(-3, 4, (3, 6))).astype(np.float64)  # rank 3
+    gq, eq = ex.batch_gram(PQ)
+    gk, ek = ex.batch_gram(PK)
+    res = ex.core_rank(ex.IntMatrix(ex._compact(gq)), ex.IntMatrix(ex._compact(gk)))
+    full = ex.fmpz_matrix(PQ.astype(np.int64)) * ex.fmpz_matrix(PK.astype(np.int64)).transpose()
+    assert full.rank() == 3
+    assert (res.lower, res.upper, res.verdict, res.upper_witness) == (3, 3, Verdict.PROVED, "null_space")
