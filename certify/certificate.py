@@ -64,6 +64,9 @@ class Claim:
     method: str = ""
     reason: str | None = None          # required when the verdict is not proved
     timings: Mapping[str, float] = field(default_factory=dict)
+    #: diagnostics for people (float margins, attempt counts, float accuracy):
+    #: never evidence, never re-checked, shown in reports as uncertified.
+    info: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", ClaimKind(self.kind))
@@ -81,12 +84,13 @@ class Claim:
             "method": self.method,
             "reason": self.reason,
             "timings": {k: float(v) for k, v in self.timings.items()},
+            "info": _jsonable(self.info),
         }
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Claim":
         known = {"kind", "statement", "verdict", "parameters", "evidence",
-                 "method", "reason", "timings"}
+                 "method", "reason", "timings", "info"}
         extra = set(obj) - known
         if extra:
             raise InputError(f"claim has unknown keys: {sorted(extra)}")
@@ -95,7 +99,8 @@ class Claim:
                        verdict=Verdict(obj["verdict"]),
                        parameters=obj.get("parameters", {}),
                        evidence=obj.get("evidence", {}), method=obj.get("method", ""),
-                       reason=obj.get("reason"), timings=obj.get("timings", {}))
+                       reason=obj.get("reason"), timings=obj.get("timings", {}),
+                       info=obj.get("info", {}))
         except (KeyError, ValueError) as exc:
             raise InputError(f"malformed claim: {exc}") from None
 
