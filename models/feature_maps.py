@@ -1,0 +1,228 @@
+"""Registry of feature maps for kernel attention, each with what it guarantees.
+
+A feature map sends a token to ``r`` features; a head uses one map for queries
+and one for keys, and its kernel is ``alpha(x, z) = <phiQ(x), phiK(z)>``.
+Each registry entry declares a :class:`Guarantee`:
+
+* ``FEATURES_NONNEGATIVE`` -- every feature is ``>= 0`` by construction
+  (so the kernel is too);
+* ``KERNEL_NONNEGATIVE`` -- features may be signed, the kernel is ``>= 0``
+  by construction (tensor squares: ``<a (x) a, b (x) b> = <a, b>^2``);
+* ``SIGNED`` -- nothing is guaranteed; nonnegativity must be checked.
+
+The declaration is a property of the architecture. A certificate still checks
+the computed features exactly; the guarantee says what to expect.
+
+Two kinds of map:
+
+* ``lookup`` maps act on a free table ``raw (K, r)`` over a finite token set
+  (input: token indices); the registry entry names the elementwise transform
+  (``lookup_softplus``, ``lookup_exp``, ``lookup_relu``, ``lookup_signed``).
+* ``projection`` maps act on 0/1 tokens through a learned affine projection
+  ``u = W x + b`` and a transform: ``exp``, ``softplus``, ``elu1`` (elu + 1),
+  ``relu``, ``identity`` (signed), ``favor`` (FAVOR+ positive random features
+  ``exp(omega u - |u|^2 / 2) / sqrt(r)`` with a fixed ``omega (r, d)`` drawn
+  from a seed and stored with the weights), ``tensor_square``.
+
+Parameters are initialised from a local ``torch.Generator``; the global RNG
+and default dtype are never touched.
+
+>>> import torch
+>>> fm = build_projection_map("elu1", m=4, rank=3, generator=torch.Generator().manual_seed(0))
+>>> fm(torch.tensor([[1., 0., 1., 1.]])).shape
+torch.Size([1, 3])
+>>> REGISTRY["elu1"].guarantee.value
+'features_nonnegative'
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from certify.errors import InputError
+
+
+class Guarantee(str, enum.Enum):
+    """What a feature map guarantees about signs, by construction."""
+
+    FEATURES_NONNEGATIVE = "features_nonnegative"
+    KERNEL_NONNEGATIVE = "kernel_nonnegative"
+    SIGNED = "signed"
+
+
+class MapKind(str, enum.Enum):
+    LOOKUP = "lookup"            # free table over a finite token set, input: indices
+    PROJECTION = "projection"    # affine projection of 0/1 tokens, then a transform
+
+
+@dataclass(frozen=True)
+class FeatureMapSpec:
+    name: str
+    kind: MapKind
+    guarantee: Guarantee
+    transform: Callable[[torch.Tensor], torch.Tensor]
+    description: str
+
+    def build(self, size: int, rank: int, **kwargs) -> "LookupMap | ProjectionMap":
+        """Build the map: ``size`` is the number of tokens (lookup) or ``m`` (projection)."""
+        if self.kind is MapKind.LOOKUP:
+            return LookupMap(self.name, size, rank, **kwargs)
+        return ProjectionMap(self.name, size, rank, **kwargs)
+
+
+def _elu1(u: torch.Tensor) -> torch.Tensor:
+    return F.elu(u) + 1.0
+
+
+def _identity(u: torch.Tensor) -> torch.Tensor:
+    return u
+
+
+_G = Guarantee
+REGISTRY: dict[str, FeatureMapSpec] = {s.name: s for s in (
+    FeatureMapSpec("lookup_softplus", MapKind.LOOKUP, _G.FEATURES_NONNEGATIVE, F.softplus,
+                   "free table, softplus of raw entries"),
+    FeatureMapSpec("lookup_exp", MapKind.LOOKUP, _G.FEATURES_NONNEGATIVE, torch.exp,
+                   "free table, exp of raw entries"),
+    FeatureMapSpec("lookup_relu", MapKind.LOOKUP, _G.FEATURES_NONNEGATIVE, F.relu,
+                   "free table, relu of raw entries (exact for nonnegative tables)"),
+    FeatureMapSpec("lookup_signed", MapKind.LOOKUP, _G.SIGNED, _identity,
+                   "free table, raw entries (signed)"),
+    FeatureMapSpec("exp", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, torch.exp,
+                   "exp(W x + b)"),
+    FeatureMapSpec("softplus", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, F.softplus,
+                   "softplus(W x + b)"),
+    FeatureMapSpec("elu1", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, _elu1,
+                   "elu(W x + b) + 1 (Katharopoulos et al.)"),
+    FeatureMapSpec("relu", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, F.relu,
+                   "relu(W x + b)"),
+    FeatureMapSpec("identity", MapKind.PROJECTION, _G.SIGNED, _identity,
+                   "W x + b (signed)"),
+    FeatureMapSpec("favor", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, torch.exp,
+                   "FAVOR+ positive random features exp(omega u - |u|^2/2)/sqrt(r), "
+                   "u = W x + b, omega fixed"),
+    FeatureMapSpec("tensor_square", MapKind.PROJECTION, _G.KERNEL_NONNEGATIVE, _identity,
+                   "u (x) u with u = W x + b in R^d, r = d^2 (signed features, kernel <.,.>^2)"),
+)}
+
+
+def spec(name: str) -> FeatureMapSpec:
+    """The registry entry for ``name`` (``InputError`` for an unknown name)."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise InputError(f"unknown feature map {name!r}; known: {', '.join(sorted(REGISTRY))}") from None
+
+
+def _normal(shape, std: float, generator: torch.Generator | None, dtype: torch.dtype) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype).normal_(0.0, std, generator=generator)
+
+
+class Affine(nn.Module):
+    """``x -> x W^T + b`` with ``W (out, in)``, ``b (out,)``, initialised from a
+    local generator (``std = init_scale / sqrt(in)``)."""
+
+    def __init__(self, in_dim: int, out_dim: int, *, generator: torch.Generator | None = None,
+                 dtype: torch.dtype = torch.float32, init_scale: float = 1.0) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(_normal((out_dim, in_dim), init_scale / math.sqrt(in_dim),
+                                           generator, dtype))
+        self.bias = nn.Parameter(torch.zeros(out_dim, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:   # (..., in) -> (..., out)
+        return x @ self.weight.T + self.bias
+
+
+class LookupMap(nn.Module):
+    """A free feature table ``raw (K, r)``; features ``transform(raw)[indices]``."""
+
+    def __init__(self, name: str, num_tokens: int, rank: int, *,
+                 generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
+                 init_scale: float = 1.0) -> None:
+        super().__init__()
+        s = spec(name)
+        if s.kind is not MapKind.LOOKUP:
+            raise InputError(f"feature map {name!r} is not a lookup table")
+        self.name, self.guarantee = name, s.guarantee
+        self._transform = s.transform
+        self.raw = nn.Parameter(_normal((num_tokens, rank), init_scale, generator, dtype))
+
+    @property
+    def rank(self) -> int:
+        return int(self.raw.shape[1])
+
+    def table(self) -> torch.Tensor:                      # (K, r)
+        return self._transform(self.raw)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:  # (...,) int -> (..., r)
+        return self.table()[idx]
+
+
+class ProjectionMap(nn.Module):
+    """``transform(W x + b)`` over 0/1 tokens ``x (..., m)``; see the module docstring.
+
+    ``favor``: ``W (d, m)`` learned, ``omega (r, d)`` a fixed buffer (Gaussian
+    from ``omega_seed``). ``tensor_square``: ``W (d, m)`` with ``r = d^2``.
+    Other maps: ``W (r, m)``.
+    """
+
+    def __init__(self, name: str, m: int, rank: int, *, proj_dim: int | None = None,
+                 generator: torch.Generator | None = None, omega_seed: int = 0,
+                 dtype: torch.dtype = torch.float32, init_scale: float = 1.0) -> None:
+        super().__init__()
+        s = spec(name)
+        if s.kind is not MapKind.PROJECTION:
+            raise InputError(f"feature map {name!r} is not a projection map")
+        self.name, self.guarantee = name, s.guarantee
+        self._transform = s.transform
+        self._rank = int(rank)
+        if name == "tensor_square":
+            d = math.isqrt(rank)
+            if d * d != rank:
+                raise InputError(f"tensor_square needs a square rank, got {rank}")
+            if proj_dim not in (None, d):
+                raise InputError(f"tensor_square: proj_dim must be sqrt(rank) = {d}")
+            self.proj = Affine(m, d, generator=generator, dtype=dtype, init_scale=init_scale)
+        elif name == "favor":
+            d = int(proj_dim or m)
+            self.proj = Affine(m, d, generator=generator, dtype=dtype, init_scale=init_scale)
+            g = torch.Generator().manual_seed(int(omega_seed))
+            self.register_buffer("omega", _normal((rank, d), 1.0, g, dtype))   # (r, d) fixed
+        else:
+            if proj_dim not in (None, rank):
+                raise InputError(f"feature map {name!r} has no separate projection dimension")
+            self.proj = Affine(m, rank, generator=generator, dtype=dtype, init_scale=init_scale)
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def proj_dim(self) -> int:
+        return int(self.proj.weight.shape[0])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:   # (..., m) -> (..., r)
+        u = self.proj(x)                                    # (..., d)
+        if self.name == "favor":
+            r = self.omega.shape[0]
+            return torch.exp(u @ self.omega.T - 0.5 * (u * u).sum(-1, keepdim=True)) / math.sqrt(r)
+        if self.name == "tensor_square":
+            return (u[..., :, None] * u[..., None, :]).flatten(-2)
+        return self._transform(u)
+
+
+def build_projection_map(name: str, m: int, rank: int, **kwargs) -> ProjectionMap:
+    """Build the projection map ``name`` for tokens of dimension ``m`` with ``rank`` features."""
+    return ProjectionMap(name, m, rank, **kwargs)
+
+
+def build_lookup_map(name: str, num_tokens: int, rank: int, **kwargs) -> LookupMap:
+    """Build the lookup map ``name`` over ``num_tokens`` tokens with ``rank`` features."""
+    return LookupMap(name, num_tokens, rank, **kwargs)
