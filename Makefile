@@ -29,5 +29,9 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
 
+# regenerate the committed reference reports (reports/reference/)
+reports: $(VENV)/.installed
+	$(PY) -m certify demo --out reports/reference
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
