@@ -1,7 +1,8 @@
 """Independent re-check of ``bound`` claims (closed-form bounds of the paper).
 
-Imports only the standard library. Every number is recomputed from the
-claim's ``parameters`` with ints and ``Fraction`` and compared with its
+Imports only the standard library and :mod:`certify.checkers.common`. The
+parameters must be exactly the bound's (listed in :data:`PARAMETERS`); every
+number is recomputed from the claim's ``parameters`` with ints and ``Fraction`` and compared with its
 ``evidence``; a ``proved`` claim also needs every hypothesis to hold exactly.
 
 Evidence format. ``parameters["bound"]`` names the bound; integers are JSON
@@ -52,46 +53,30 @@ import math
 from fractions import Fraction
 from typing import Any, Callable
 
+from certify.checkers.common import Bad as _Bad, boolean, integer, keys, q_str, rational
+
 _MAX_M = 1 << 13          # larger parameters are not re-derived here
 _MAX_POWER_BITS = 1 << 24
 
-
-class _Bad(Exception):
-    """A parameter is malformed or a hypothesis fails."""
+#: bound name -> its parameters (besides ``bound``); exactly these are allowed
+PARAMETERS = {
+    "lemma3": ("n", "eps", "d"), "lemma4": ("t", "lam", "strict"),
+    "lemma4_per_pair": ("t", "Lambda", "strict"), "thm5": ("code_size", "delta", "g", "n", "eps"),
+    "thm6": ("m", "extended"), "cor7": ("m", "n"), "eq8": ("L", "H", "r", "dv", "p", "s", "q"),
+    "prop10": ("m",),
+}
 
 
 def _int(p: dict, key: str, lo: int | None = None) -> int:
-    v = p.get(key)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise _Bad(f"parameter {key!r} must be an integer, got {v!r}")
-    if lo is not None and v < lo:
-        raise _Bad(f"parameter {key!r} = {v} < {lo}")
-    return v
+    return integer(p.get(key), f"parameter {key!r}", lo)
 
 
 def _rat(v: Any, what: str) -> Fraction:
-    if isinstance(v, bool) or isinstance(v, float) or v is None:
-        raise _Bad(f"{what} must be an exact int or 'p/q' string, got {v!r}")
-    if isinstance(v, int):
-        return Fraction(v)
-    if not isinstance(v, str):
-        raise _Bad(f"{what} must be an exact int or 'p/q' string, got {v!r}")
-    num, sep, den = v.strip().partition("/")
-    try:
-        a = int(num)
-        b = int(den) if sep else 1
-    except ValueError:
-        raise _Bad(f"{what} is not 'p/q': {v!r}") from None
-    if b == 0:
-        raise _Bad(f"{what} has a zero denominator")
-    return Fraction(a, b)
+    return rational(v, what)
 
 
 def _bool(p: dict, key: str) -> bool:
-    v = p.get(key, False)
-    if not isinstance(v, bool):
-        raise _Bad(f"parameter {key!r} must be a boolean, got {v!r}")
-    return v
+    return boolean(p.get(key), f"parameter {key!r}")
 
 
 def _eps(p: dict) -> Fraction:
@@ -281,9 +266,7 @@ def _same(expected: Any, got: Any, key: str) -> str | None:
             return str(exc)
     if ok:
         return None
-    shown = expected if not isinstance(expected, Fraction) else (
-        f"{expected.numerator}/{expected.denominator}" if expected.denominator != 1
-        else str(expected.numerator))
+    shown = expected if not isinstance(expected, Fraction) else q_str(expected)
     if isinstance(got, int) and abs(got).bit_length() > 200 or isinstance(got, str) and len(got) > 80:
         got = "<long value>"
     if isinstance(shown, int) and abs(shown).bit_length() > 200 or isinstance(shown, str) and len(shown) > 80:
@@ -310,6 +293,7 @@ def check(claim: dict, cert: dict | None = None) -> list[str]:
     if verdict not in ("proved", "unknown"):
         return [f"unknown verdict {verdict!r}"]
     try:
+        keys(params, f"{name} parameters", ("bound",) + PARAMETERS[name])
         expected, holds = fn(params)
     except _Bad as exc:
         return [f"{name}: {exc}"]

@@ -1,46 +1,86 @@
 """Independent checker for ``exact_rank``, ``eps_rank``, ``code_rank`` and ``nonnegative``.
 
-Imports only the standard library, numpy and python-flint. ``check(claim,
-cert)`` returns the problems found; ``[]`` means the verdict was re-derived
-exactly from the evidence. For large inputs the evidence carries exact
-summaries (Gram matrices of the feature matrices, identified by sha256) rather
-than the features; the checker then re-derives the verdict from the summaries,
-and re-derives the summaries themselves when the features are embedded.
+Imports only the standard library, numpy and python-flint
+(:mod:`certify.checkers.common`). ``check(claim, cert)`` returns the problems
+found; ``[]`` means the verdict was re-derived exactly from the evidence. Every
+evidence object must have exactly the keys listed here (a missing or an
+unexpected key is a problem). Float diagnostics (prime attempts, counts of
+float-decided products) live in the claim's ``info`` and are never read.
 
-Evidence fields
----------------
-exact_rank, factor form (``form = "factor"``):
-  ``gram_q, gram_q_exponent, gram_k, gram_k_exponent`` -- ``PhiQ^T PhiQ =
-  gram_q 2^e`` (ints); ``features_sha256``; optional ``features`` {``phi_q``,
-  ``phi_q_exponent``, ``phi_k``, ``phi_k_exponent``} (then the Grams are
-  recomputed); ``prime, minor_rows, minor_cols`` -- a minor of the core
-  ``gram_q gram_k`` nonsingular mod ``prime`` (lower bound); ``null_basis``
-  (r x k ints, columns) with ``core X = 0`` and ``null_prime,
-  null_minor_rows, null_minor_cols`` -- a k x k minor of X nonsingular mod
-  ``null_prime`` (independence), so ``rank <= r - k``; ``rank_lower,
-  rank_upper``. Identity used: over Q, ``rank(A B^T) = rank(A^T A B^T B)``.
-exact_rank, matrix form (``form = "matrix"``):
-  ``shape``, ``scale``, ``matrix_sha256``, ``matrix`` (ints; embedded when
-  small, else pass ``matrix=`` to :func:`check`), ``prime, minor_rows,
-  minor_cols``, ``upper_witness`` (``trivial``: ``min(shape)``;
-  ``column_span``: every column in the span of the minor's columns, checked by
-  solving ``N[R,C] Y = N[R,notC]`` exactly and multiplying: ``[-Y; I]`` is a
-  null-space basis with an identity block), ``rank_lower, rank_upper``.
-eps_rank, factor form: the Gram fields, ``eps`` (p/q), ``k``: the Grams are
-  checked PSD exactly and ``k`` = sign changes of ``charpoly(core 2^e -
-  eps^2 I)`` (Descartes, exact for the real-rooted core).
-eps_rank, matrix form: ``matrix`` (embedded), ``scale``, ``eps``, ``k`` and
-  ``method`` ``gram`` (count on ``A^T A`` or ``A A^T``) or ``projection``
-  (``witness_y``, ``witness_y_exponent``: ``H - eps^2 b I > 0`` exactly, with
-  ``H = (A Y)^T (A Y)`` and ``b = ||Y^T Y||_inf``).
-code_rank: ``words`` (0/1 strings); ``query_features/query_exponent`` (rows
-  phiQ(x_S)) and ``key_features/key_exponent`` (rows phiK(x_(U^c))), or ``B``
-  (p/q); ``t, kept, frobenius_sq, bound, rank_lower``: Lemma 4,
-  ``rank >= ceil(t^2 / (t + sum_{S != U} (B_SU / B_SS)^2))``.
-nonnegative: ``method`` ``features_nonnegative`` (``min_phi_q, min_phi_k``
-  >= 0), ``all_products`` (count of pairs), ``counterexample`` (``phi_q_row``,
-  ``phi_k_row`` with exponents and ``value`` < 0, recomputed), or ``entries``
-  (matrix form; ``matrix`` embedded: the minimum entry is recomputed).
+Features (factor form)
+----------------------
+``features_sha256`` = ``{phi_q, phi_k, dtype, layout}``: sha256 of ``PhiQ`` and
+``PhiK`` (``(K, r)`` row-major little-endian bytes of ``dtype``). The features
+themselves come from one of
+
+* ``features`` = ``{phi_q, phi_q_exponent, phi_k, phi_k_exponent}`` (integer
+  rows; ``PhiQ = phi_q 2^phi_q_exponent``): the checker rebuilds the arrays in
+  ``dtype`` (each value must be representable), recomputes both hashes and
+  ``num_tokens = K``, ``r``, and every summary below;
+* ``features_claim`` = index of another claim of the same certificate whose
+  ``features`` are used (their hashes must be this claim's);
+* ``trusted`` = the exact list of fields documented below for the claim kind:
+  the features are too large to embed, so these summaries are taken from the
+  producer *as stated* (identified by ``features_sha256``) and not re-derived.
+  :func:`trusted` lists them and ``certify.verify`` prints them as trusted.
+
+exact_rank, factor form (``form = "factor"``)
+  ``num_tokens, r``, features (above; ``trusted = ["gram_q", "gram_k",
+  "num_tokens"]``), ``gram_q, gram_q_exponent, gram_k, gram_k_exponent``
+  (``PhiQ^T PhiQ = gram_q 2^e``, recomputed from the features), ``prime,
+  minor_rows, minor_cols``: a minor of the core ``gram_q gram_k`` nonsingular
+  mod ``prime`` (lower bound); ``null_basis`` (r x k integer columns, ``[]``
+  when k = 0) with ``core X = 0`` and ``null_prime, null_minor_rows,
+  null_minor_cols``: a k x k minor of X nonsingular mod ``null_prime``, so
+  ``rank <= r - k``; ``upper_witness`` (``null_space`` / ``trivial``);
+  ``rank_lower, rank_upper``. Identity: ``rank(A B^T) = rank(A^T A B^T B)``.
+exact_rank, matrix form (``form = "matrix"``)
+  ``shape``, ``scale`` (``{"kind": "dyadic", "exponent": e}``: the kernel is
+  ``matrix 2^e``; ``{"kind": "row_denominators", "row_den": [...]}``: row i is
+  ``matrix[i] / row_den[i]``), ``matrix`` (integer rows; embedded, or pass
+  ``matrix=`` to :func:`check`), ``matrix_sha256`` (of the scale and the rows,
+  see :func:`matrix_sha256`), ``prime, minor_rows, minor_cols``,
+  ``upper_witness`` (``trivial``: ``min(shape)``; ``column_span``: every column
+  in the span of the minor's columns, checked by solving exactly), ``rank_lower,
+  rank_upper``.
+  Parameters of both forms: ``token_set`` (``cube:M`` fixes ``K = 2^M``),
+  ``shape`` (``[K, K]`` in factor form), ``form``, ``dtype`` (the features'),
+  ``source`` (a label) / ``source_sha256`` (null for a kernel built in memory,
+  else one of the certificate's ``inputs`` hashes, which ``certify.verify``
+  compares with the file when present), ``adapter`` (a label).
+eps_rank, factor form
+  the Gram fields and features as above, ``eps`` (= ``parameters.eps``), ``k``
+  (sign changes of ``charpoly(core 2^e - eps^2 I)``, Descartes, exact for the
+  real-rooted core), ``exact`` (true: the count is the eps-rank), and
+  ``sigma_sq_enclosures``: ``[lo, hi]`` per eigenvalue of ``A^T A``, largest
+  first; each is checked by exact root counting (``lambda_i`` lies in it) and
+  must be at most ``2^-20`` of the largest value wide.
+eps_rank, matrix form
+  ``shape, scale, matrix, matrix_sha256, eps, k, exact`` and ``method``:
+  ``gram`` (count on ``A^T A`` or ``A A^T``; ``exact`` true) or ``projection``
+  (``witness_y, witness_y_exponent``: ``H - eps^2 b I > 0`` exactly with
+  ``H = (A Y)^T (A Y)``, ``b = ||Y^T Y||_inf``; ``exact`` false).
+code_rank
+  ``words`` (0/1 strings of one length and weight), ``query_features,
+  query_exponent`` (rows ``phiQ(x_S)``), ``key_features, key_exponent`` (rows
+  ``phiK(x_(U^c))``); ``features_sha256`` and features as above: on a
+  ``cube:M`` token set the rows are compared with the kernel's rows at the
+  words' tokens (else ``trusted = ["query_features", "key_features"]``, with
+  ``features_sha256`` optional: a lone claim on a large token set); matrix
+  form: ``B`` (p/q) and ``trusted = ["B"]``. Re-derived: ``t, kept,
+  frobenius_sq, bound, rank_lower = ceil(bound), min_lambda`` (Lemma 4,
+  ``rank >= t^2 / (t + sum_{S != U} (B_SU / B_SS)^2)``). Never refuted.
+  Parameters ``code`` (a label), ``num_words, M, token_set``.
+nonnegative
+  factor form: ``form, features_sha256``, features, ``method``:
+  ``features_nonnegative`` (``min_phi_q, min_phi_k`` re-derived; trusted
+  ``["min_phi_q", "min_phi_k"]``), ``all_products`` (``num_checked = K^2``;
+  every product ``PhiQ PhiK^T`` recomputed; trusted ``["all_products"]``),
+  ``counterexample`` (``pair``, ``phi_q_row, phi_q_exponent, phi_k_row,
+  phi_k_exponent`` = the features of the pair, ``value`` < 0 recomputed;
+  trusted ``["phi_q_row", "phi_k_row"]``), ``none`` (unknown only).
+  Matrix form: ``method = "entries"``, ``shape, scale, matrix, matrix_sha256,
+  argmin`` (first index of the minimum entry), ``min_sign``.
 """
 
 from __future__ import annotations
@@ -53,52 +93,84 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from certify.checkers.common import (Bad, boolean, fmpz_mat, guarded, int_matrix, integer, keys,
+                                     q_str, rational, rational_matrix, same_rational, bits)
+
 KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
+LAYOUT = "row-major little-endian (K, r)"
+ENCLOSURE_WIDTH_LOG2 = 20
+
+_FEATURE_SOURCES = ("features", "features_claim", "trusted")
+_GRAM = ("num_tokens", "r", "features_sha256", "gram_q", "gram_q_exponent", "gram_k",
+         "gram_k_exponent")
+_TRUSTED = {("exact_rank", "factor"): ["gram_q", "gram_k", "num_tokens"],
+            ("eps_rank", "factor"): ["gram_q", "gram_k", "num_tokens"],
+            ("code_rank", "factor"): ["query_features", "key_features"],
+            ("code_rank", "matrix"): ["B"],
+            ("nonnegative", "features_nonnegative"): ["min_phi_q", "min_phi_k"],
+            ("nonnegative", "all_products"): ["all_products"],
+            ("nonnegative", "counterexample"): ["phi_q_row", "phi_k_row"]}
 
 
-def _q(s: Any) -> Fraction:
-    if isinstance(s, bool) or isinstance(s, float):
-        raise ValueError(f"not exact: {s!r}")
-    if isinstance(s, int):
-        return Fraction(s)
-    num, _, den = str(s).partition("/")
-    return Fraction(int(num), int(den)) if den else Fraction(int(num))
+# ---------------------------------------------------------------- helpers
 
-
-def _fmpz(rows):
-    import flint
-    rows = [[int(v) for v in r] for r in rows]
-    n1 = len(rows)
-    n2 = len(rows[0]) if n1 else 0
-    if any(len(r) != n2 for r in rows):
-        raise ValueError("ragged matrix in evidence")
-    return flint.fmpz_mat(n1, n2, [v for r in rows for v in r])
-
-
-def _nmod_det(rows, p: int, R, C) -> int:
-    import flint
-    sub = [[int(rows[i][j]) % p for j in C] for i in R]
-    if not sub:
-        return 1
-    return int(flint.nmod_mat(sub, p).det())
-
-
-def _minor_nonzero(F, p: int, R, C) -> bool:
-    """det F[R, C] != 0 mod p for a flint fmpz_mat F."""
+def _minor_nonzero(F, p: Any, R: list[int], C: list[int]) -> bool:
+    """det F[R, C] != 0 mod p (p a prime) for a flint fmpz_mat F."""
     import flint
     if len(R) != len(C) or len(set(R)) != len(R) or len(set(C)) != len(C):
         return False
     if not R:
         return True
+    p = integer(p, "prime", 2)
     if not flint.fmpz(p).is_prime():
+        return False
+    if any(not 0 <= i < F.nrows() for i in R) or any(not 0 <= j < F.ncols() for j in C):
         return False
     sub = flint.nmod_mat(len(R), len(C), [int(F[i, j]) % p for i in R for j in C], p)
     return int(sub.det()) != 0
 
 
-def _gram_from_features(rows) -> Any:
-    F = _fmpz(rows)
-    return F.transpose() * F
+def _pivot_minor(F, p: int) -> tuple[list[int], list[int]]:
+    """The canonical minor mod p: the pivot columns of rref(F mod p), then the
+    pivot columns of rref(F[:, cols]^T mod p) as rows (the producer's choice)."""
+    import flint
+
+    def pivots(A) -> list[int]:
+        R, rk = A.rref()
+        out, j = [], 0
+        for i in range(rk):
+            while int(R[i, j]) == 0:
+                j += 1
+            out.append(j)
+            j += 1
+        return out
+
+    n1, n2 = F.nrows(), F.ncols()
+    if not n1 or not n2:
+        return [], []
+    cols = pivots(flint.nmod_mat(n1, n2, [int(F[i, j]) % p for i in range(n1) for j in range(n2)], p))
+    if not cols:
+        return [], []
+    sub = flint.nmod_mat(len(cols), n1, [int(F[i, j]) % p for j in cols for i in range(n1)], p)
+    return pivots(sub), cols
+
+
+def _check_minor(F, prime: Any, R: list[int], C: list[int], what: str) -> int:
+    """The rank F is proved to have at least: ``len(R)`` when ``(R, C)`` is the
+    canonical minor of F mod ``prime`` and nonsingular there (else a problem)."""
+    if not R and not C:
+        return 0
+    if prime is None or not _minor_nonzero(F, prime, R, C):
+        raise Bad(f"the recorded {what} is singular mod p (or p is not prime)")
+    if _pivot_minor(F, prime) != (R, C):
+        raise Bad(f"the recorded {what} is not the pivot minor mod p")
+    return len(R)
+
+
+def _indices(v: Any, what: str) -> list[int]:
+    if not isinstance(v, list):
+        raise Bad(f"{what} must be a list of indices")
+    return [integer(i, what, 0) for i in v]
 
 
 def _shift_equal(G1, e1: int, G2, e2: int) -> bool:
@@ -108,23 +180,395 @@ def _shift_equal(G1, e1: int, G2, e2: int) -> bool:
     return G1 == G2 * (1 << (e2 - e1))
 
 
-def _check_grams(ev: Mapping[str, Any], problems: list[str]):
-    GQ, GK = _fmpz(ev["gram_q"]), _fmpz(ev["gram_k"])
-    eq, ek = int(ev["gram_q_exponent"]), int(ev["gram_k_exponent"])
-    r = int(ev["r"])
-    if GQ.nrows() != r or GQ.ncols() != r or GK.nrows() != r or GK.ncols() != r:
-        problems.append("Gram matrices are not r x r")
+def _dyadic_array(rows: list[list[int]], exponent: int, dtype: str) -> np.ndarray:
+    """The array ``rows 2^exponent`` in ``dtype``; every value must be exact there."""
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        if exponent < 0 and any(v % (1 << -exponent) for r in rows for v in r):
+            raise Bad(f"features are not integers although the dtype is {dtype}")
+        vals = [[v << exponent if exponent >= 0 else v >> -exponent for v in r] for r in rows]
+        try:
+            return np.array(vals, dtype=dt).reshape(len(rows), -1)
+        except OverflowError:
+            raise Bad(f"features do not fit {dtype}") from None
+    if dt.kind != "f":
+        raise Bad(f"unsupported feature dtype {dtype!r}")
+    flat = [v for r in rows for v in r]
+    if all(abs(v) < (1 << 53) for v in flat):
+        a = np.ldexp(np.array(flat, dtype=np.float64), exponent)
+    else:
+        a = np.array([float(Fraction(v) * Fraction(2) ** exponent) for v in flat], dtype=np.float64)
+    out = a.astype(dt)
+    back = [Fraction(float(x)) for x in out.tolist()]
+    if any(b != Fraction(v) * Fraction(2) ** exponent for b, v in zip(back, flat)):
+        raise Bad(f"embedded features are not representable in {dtype}")
+    return out.reshape(len(rows), -1)
+
+
+def _sha(arr: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()).hexdigest()
+
+
+class _Features:
+    """The kernel's features, or None when the claim declares them trusted."""
+
+    def __init__(self, ev: Mapping[str, Any], cert: Mapping[str, Any], kind: str, key: str) -> None:
+        fs = keys(ev["features_sha256"], "features_sha256", ("phi_q", "phi_k", "dtype", "layout"))
+        if fs["layout"] != LAYOUT:
+            raise Bad(f"features_sha256.layout must be {LAYOUT!r}")
+        present = [k for k in _FEATURE_SOURCES if k in ev]
+        if len(present) != 1:
+            raise Bad(f"evidence needs exactly one of {list(_FEATURE_SOURCES)}, has {present}")
+        self.dtype = fs["dtype"]
+        self.trusted: list[str] = []
+        self.phi_q = self.phi_k = None
+        if present[0] == "trusted":
+            want = _TRUSTED.get((kind, key))
+            if want is None or ev["trusted"] != want:
+                raise Bad(f"trusted must be exactly {want} for {kind} ({key})")
+            self.trusted = list(want)
+            return
+        if present[0] == "features":
+            feats = ev["features"]
+        else:
+            idx = integer(ev["features_claim"], "features_claim", 0)
+            claims = cert.get("claims", [])
+            if idx >= len(claims) or not isinstance(claims[idx], dict) \
+                    or not isinstance(claims[idx].get("evidence"), dict) \
+                    or "features" not in claims[idx]["evidence"]:
+                raise Bad(f"features_claim {idx} is not a claim with embedded features")
+            feats = claims[idx]["evidence"]["features"]
+        keys(feats, "features", ("phi_q", "phi_q_exponent", "phi_k", "phi_k_exponent"))
+        q = int_matrix(feats["phi_q"], "features.phi_q")
+        k = int_matrix(feats["phi_k"], "features.phi_k", (len(q), len(q[0]) if q else None))
+        eq = integer(feats["phi_q_exponent"], "features.phi_q_exponent")
+        ek = integer(feats["phi_k_exponent"], "features.phi_k_exponent")
+        if not q or not q[0]:
+            raise Bad("embedded features are empty")
+        if _sha(_dyadic_array(q, eq, self.dtype)) != fs["phi_q"]:
+            raise Bad("features_sha256.phi_q is not the hash of the embedded PhiQ")
+        if _sha(_dyadic_array(k, ek, self.dtype)) != fs["phi_k"]:
+            raise Bad("features_sha256.phi_k is not the hash of the embedded PhiK")
+        self.phi_q, self.eq, self.phi_k, self.ek = q, eq, k, ek
+
+    @property
+    def have(self) -> bool:
+        return self.phi_q is not None
+
+    def value(self, which: str, i: int, j: int) -> Fraction:
+        rows, e = (self.phi_q, self.eq) if which == "q" else (self.phi_k, self.ek)
+        return Fraction(rows[i][j]) * Fraction(2) ** e
+
+
+def _check_params(claim, cert, form: str, num_tokens: int | None, dtype: str | None) -> None:
+    p = keys(claim["parameters"], "parameters",
+             ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype"))
+    if p["form"] != form:
+        raise Bad(f"parameters.form {p['form']!r} is not the evidence's form {form!r}")
+    shape = _indices(p["shape"], "parameters.shape")
+    ts = p["token_set"]
+    if not isinstance(ts, str) or not isinstance(p["adapter"], str) or not isinstance(p["source"], str):
+        raise Bad("parameters token_set, source and adapter must be strings")
+    if form == "factor":
+        if num_tokens is not None and shape != [num_tokens, num_tokens]:
+            raise Bad(f"parameters.shape {shape} is not [K, K] for K = {num_tokens}")
+        if dtype is not None and p["dtype"] != dtype:
+            raise Bad(f"parameters.dtype {p['dtype']!r} is not the features' dtype {dtype!r}")
+    else:
+        ev_shape = claim["evidence"]["shape"]
+        if shape != ev_shape:
+            raise Bad(f"parameters.shape {shape} is not the matrix shape {ev_shape}")
+    if ts.startswith("cube:"):
+        M = int(ts[5:]) if ts[5:].isdigit() else -1
+        if M < 0 or len(shape) != 2 or (form == "factor" and shape[0] != 1 << M):
+            raise Bad(f"token set {ts} does not have {shape[:1]} tokens")
+    sha = p["source_sha256"]
+    if sha is not None:
+        if not isinstance(sha, str) or sha not in (cert.get("inputs") or {}).values():
+            raise Bad("parameters.source_sha256 is not among the certificate's input hashes")
+
+
+# ---------------------------------------------------------------- Grams and matrices
+
+def _check_grams(ev, cert, kind: str):
+    """Parsed Grams (GQ, GK, eq, ek, features)."""
+    r = integer(ev["r"], "r", 1)
+    K = integer(ev["num_tokens"], "num_tokens", 1)
+    GQ = fmpz_mat(int_matrix(ev["gram_q"], "gram_q", (r, r)))
+    GK = fmpz_mat(int_matrix(ev["gram_k"], "gram_k", (r, r)))
+    eq, ek = integer(ev["gram_q_exponent"], "gram_q_exponent"), integer(ev["gram_k_exponent"], "gram_k_exponent")
+    F = _Features(ev, cert, kind, "factor")
+    if F.have:
+        if len(F.phi_q) != K or len(F.phi_q[0]) != r:
+            raise Bad(f"the embedded features are {len(F.phi_q)} x {len(F.phi_q[0])}, "
+                      f"not num_tokens x r = {K} x {r}")
+        for rows, e, G, eg, nm in ((F.phi_q, F.eq, GQ, eq, "gram_q"), (F.phi_k, F.ek, GK, ek, "gram_k")):
+            A = fmpz_mat(rows)
+            if not _shift_equal(A.transpose() * A, 2 * e, G, eg):
+                raise Bad(f"{nm} 2^exponent is not the Gram matrix of the embedded features")
     if GQ != GQ.transpose() or GK != GK.transpose():
-        problems.append("Gram matrices are not symmetric")
-    feats = ev.get("features")
-    if feats:
-        gq = _gram_from_features(feats["phi_q"])
-        gk = _gram_from_features(feats["phi_k"])
-        if not _shift_equal(gq, 2 * int(feats["phi_q_exponent"]), GQ, eq):
-            problems.append("gram_q differs from the embedded PhiQ")
-        if not _shift_equal(gk, 2 * int(feats["phi_k_exponent"]), GK, ek):
-            problems.append("gram_k differs from the embedded PhiK")
-    return GQ, GK, eq, ek
+        raise Bad("Gram matrices are not symmetric")
+    return GQ, GK, eq, ek, F
+
+
+def matrix_sha256(rows: list[list[int]], scale: Any) -> str:
+    """sha256 of the exact kernel matrix: canonical JSON of ``scale``, a newline,
+    then the rows as int64 little-endian bytes (``int64:`` prefix) when every
+    entry fits, else their compact JSON (``json:``)."""
+    head = (json.dumps(scale, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    flat = [v for r in rows for v in r]
+    if all(-(1 << 63) <= v < (1 << 63) for v in flat):
+        body = np.array(flat, dtype="<i8").tobytes()
+        return "int64:" + hashlib.sha256(head + body).hexdigest()
+    return "json:" + hashlib.sha256(head + json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+
+
+def _scale(scale: Any, n1: int) -> Any:
+    if not isinstance(scale, dict):
+        raise Bad("scale must be an object")
+    if scale.get("kind") == "dyadic":
+        keys(scale, "scale", ("kind", "exponent"))
+        integer(scale["exponent"], "scale.exponent")
+    elif scale.get("kind") == "row_denominators":
+        keys(scale, "scale", ("kind", "row_den"))
+        if not isinstance(scale["row_den"], list) or len(scale["row_den"]) != n1 or \
+                any(integer(d, "row_den", 1) < 1 for d in scale["row_den"]):
+            raise Bad("scale.row_den must list one positive integer per row")
+    else:
+        raise Bad(f"unknown scale kind {scale.get('kind')!r}")
+    return scale
+
+
+def _get_matrix(ev, matrix) -> list[list[int]]:
+    shape = _indices(ev["shape"], "shape")
+    if len(shape) != 2:
+        raise Bad("shape must be [rows, cols]")
+    if matrix is not None:
+        rows = [[int(v) for v in r] for r in np.asarray(matrix).tolist()]
+    elif "matrix" in ev:
+        rows = int_matrix(ev["matrix"], "matrix", tuple(shape))
+    else:
+        raise Bad("matrix not embedded (pass matrix= to re-check)")
+    if [len(rows), len(rows[0]) if rows else 0] != shape:
+        raise Bad("matrix shape does not match")
+    _scale(ev["scale"], shape[0])
+    if matrix_sha256(rows, ev["scale"]) != ev["matrix_sha256"]:
+        raise Bad("matrix_sha256 is not the hash of the scale and the matrix")
+    return rows
+
+
+def _matrix_keys(ev, required, matrix) -> None:
+    keys(ev, f"{ev.get('form')} evidence", required, () if matrix is not None else ("matrix",))
+    if matrix is None and "matrix" not in ev:
+        raise Bad("matrix not embedded (pass matrix= to re-check)")
+
+
+def _rational_matrix(rows, scale):
+    import flint
+    A = flint.fmpq_mat(fmpz_mat(rows))
+    if scale["kind"] == "row_denominators":
+        for i, d in enumerate(scale["row_den"]):
+            for j in range(A.ncols()):
+                A[i, j] = A[i, j] / int(d)
+    else:
+        e = int(scale["exponent"])
+        A = A * (flint.fmpq(2) ** e if e >= 0 else flint.fmpq(1, 2 ** -e))
+    return A
+
+
+# ---------------------------------------------------------------- verdicts
+
+def _verdict_from_bounds(claim, lower: int, upper: int) -> list[str]:
+    ev, problems = claim["evidence"], []
+    if integer(ev["rank_lower"], "rank_lower") != lower:
+        problems.append(f"rank_lower {ev['rank_lower']} but the minor proves {lower}")
+    if integer(ev["rank_upper"], "rank_upper") != upper:
+        problems.append(f"rank_upper {ev['rank_upper']} but the witness proves {upper}")
+    if lower > upper:
+        problems.append(f"inconsistent bounds {lower} > {upper}")
+    expect = "proved" if lower == upper else "unknown"
+    if claim["verdict"] != expect:
+        problems.append(f"verdict {claim['verdict']} but the evidence gives {expect}")
+    return problems
+
+
+def check_exact_rank(claim, cert, matrix=None) -> list[str]:
+    ev = claim["evidence"]
+    if ev.get("form") == "factor":
+        keys(ev, "factor evidence", ("form",) + _GRAM + (
+            "prime", "minor_rows", "minor_cols", "null_basis", "null_prime", "null_minor_rows",
+            "null_minor_cols", "upper_witness", "rank_lower", "rank_upper"), _FEATURE_SOURCES)
+        GQ, GK, _, _, F = _check_grams(ev, cert, "exact_rank")
+        _check_params(claim, cert, "factor", integer(ev["num_tokens"], "num_tokens"), F.dtype)
+        core = GQ * GK
+        r = core.nrows()
+        R, C = _indices(ev["minor_rows"], "minor_rows"), _indices(ev["minor_cols"], "minor_cols")
+        problems = []
+        lower = _check_minor(core, ev["prime"], R, C, "minor of the core")
+        X = int_matrix(ev["null_basis"], "null_basis")
+        upper = r
+        if X:
+            import flint
+            Xm = fmpz_mat(X)
+            k = Xm.ncols()
+            NR, NC = _indices(ev["null_minor_rows"], "null_minor_rows"), _indices(ev["null_minor_cols"], "null_minor_cols")
+            if Xm.nrows() != r or core * Xm != flint.fmpz_mat(r, k):
+                problems.append("null_basis does not satisfy core X = 0")
+            elif _check_minor(Xm, ev["null_prime"], NR, NC, "null-basis minor") != k:
+                problems.append("the null-basis minor does not have full column rank k")
+            else:
+                upper = r - k
+            if ev["upper_witness"] != "null_space":
+                problems.append("upper_witness must be null_space when a null basis is given")
+        elif ev["upper_witness"] != "trivial" or ev["null_prime"] is not None \
+                or ev["null_minor_rows"] != [] or ev["null_minor_cols"] != []:
+            problems.append("without a null basis the upper witness is trivial with no null minor")
+        return problems + _verdict_from_bounds(claim, lower, upper)
+    if ev.get("form") != "matrix":
+        return [f"unknown form {ev.get('form')!r}"]
+    _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "prime", "minor_rows", "minor_cols",
+                      "upper_witness", "rank_lower", "rank_upper"), matrix)
+    rows = _get_matrix(ev, matrix)
+    _check_params(claim, cert, "matrix", None, None)
+    F = fmpz_mat(rows)
+    R, C = _indices(ev["minor_rows"], "minor_rows"), _indices(ev["minor_cols"], "minor_cols")
+    problems = []
+    lower = _check_minor(F, ev["prime"], R, C, "minor")
+    n1, n2 = F.nrows(), F.ncols()
+    upper = min(n1, n2)
+    if ev["upper_witness"] == "column_span":
+        import flint
+        if not lower:
+            problems.append("column-span witness without a nonsingular minor")
+        else:
+            other = [j for j in range(n2) if j not in set(C)]
+            M = flint.fmpz_mat([[F[i, j] for j in C] for i in R])
+            FC = flint.fmpz_mat([[F[i, j] for j in C] for i in range(n1)])
+            ok = True
+            for s in range(0, len(other), 256):          # blocks keep the big Y entries in memory bounds
+                blk = other[s:s + 256]
+                Yn, den = M.solve(flint.fmpz_mat([[F[i, j] for j in blk] for i in R])).numer_denom()
+                if FC * Yn != flint.fmpz_mat([[F[i, j] for j in blk] for i in range(n1)]) * den:
+                    ok = False
+                    break
+            if ok:
+                upper = len(C)
+            else:
+                problems.append("column-span witness fails: a column lies outside the span")
+    elif ev["upper_witness"] != "trivial":
+        problems.append(f"unknown upper_witness {ev['upper_witness']!r}")
+    return problems + _verdict_from_bounds(claim, lower, upper)
+
+
+# ---------------------------------------------------------------- eps-rank
+
+def _sign_changes(coeffs) -> int:
+    s = [1 if c > 0 else -1 for c in coeffs if c != 0]
+    return sum(1 for a, b in zip(s, s[1:]) if a != b)
+
+
+def _count_above(core, c: Fraction) -> int:
+    import flint
+    M = flint.fmpq_mat(core)
+    cq = flint.fmpq(c.numerator, c.denominator)
+    for i in range(M.nrows()):
+        M[i, i] = M[i, i] - cq
+    return _sign_changes(M.charpoly().coeffs())
+
+
+def _check_enclosures(core, scale_exp: int, enc: Any) -> None:
+    """Every eigenvalue ``lambda_i`` (largest first, with multiplicity) of
+    ``core 2^scale_exp`` lies in ``enc[i]``: ``#{lambda > hi_i} <= i`` and
+    ``#{lambda >= lo_i} >= i + 1``, counted exactly by Descartes' rule on the
+    real-rooted characteristic polynomial shifted to ``hi`` (and reflected at ``lo``)."""
+    import flint
+    r = core.nrows()
+    if not isinstance(enc, list) or len(enc) != r:
+        raise Bad(f"sigma_sq_enclosures must list {r} intervals")
+    pairs = [(rational(e[0], "enclosure"), rational(e[1], "enclosure")) if isinstance(e, list)
+             and len(e) == 2 else (_ for _ in ()).throw(Bad("an enclosure is not [lo, hi]"))
+             for e in enc]
+    s = Fraction(2) ** scale_exp
+    poly = flint.fmpq_mat(core).charpoly()
+    top = max((hi for _, hi in pairs), default=Fraction(0))
+    width = max(top, Fraction(1)) / (1 << ENCLOSURE_WIDTH_LOG2)
+
+    def fq(x: Fraction):
+        return flint.fmpq(x.numerator, x.denominator)
+
+    for i, (lo, hi) in enumerate(pairs):
+        if not lo <= hi or hi - lo > width:
+            raise Bad(f"enclosure {i} is empty or wider than 2^-{ENCLOSURE_WIDTH_LOG2} of the largest")
+        above = _sign_changes(poly(flint.fmpq_poly([fq(hi / s), 1])).coeffs())       # roots > hi
+        below = _sign_changes(poly(flint.fmpq_poly([fq(lo / s), -1])).coeffs())      # roots < lo
+        if above > i or r - below < i + 1:
+            raise Bad(f"sigma_sq_enclosures[{i}] does not contain the {i + 1}-th eigenvalue")
+
+
+def check_eps_rank(claim, cert, matrix=None) -> list[str]:
+    ev = claim["evidence"]
+    keys(claim["parameters"], "parameters", ("eps",))
+    eps = rational(ev["eps"], "eps")
+    if eps != rational(claim["parameters"]["eps"], "parameters.eps") or eps <= 0:
+        raise Bad("evidence eps must equal parameters.eps and be > 0")
+    k = integer(ev.get("k", 0), "k", 0)
+    exact = boolean(ev.get("exact", False), "exact")
+    problems: list[str] = []
+    if ev.get("form") == "factor":
+        keys(ev, "factor evidence", ("form",) + _GRAM + ("eps", "k", "exact", "sigma_sq_enclosures"),
+             _FEATURE_SOURCES)
+        GQ, GK, eq, ek, _ = _check_grams(ev, cert, "eps_rank")
+        if not (_is_psd(GQ) and _is_psd(GK)):
+            return ["Gram matrices are not PSD: the real-rooted count does not apply"]
+        core = GQ * GK
+        got = _count_above(core, eps * eps / Fraction(2) ** (eq + ek))
+        if got != k:
+            problems.append(f"charpoly sign changes give {got} singular values > eps, evidence says {k}")
+        if not exact:
+            problems.append("the charpoly count is exact: exact must be true")
+        if ev["sigma_sq_enclosures"]:
+            _check_enclosures(core, eq + ek, ev["sigma_sq_enclosures"])
+    elif ev.get("form") == "matrix" and ev.get("method") == "gram":
+        _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "eps", "k", "exact", "method"), matrix)
+        A = _rational_matrix(_get_matrix(ev, matrix), ev["scale"])
+        G = A.transpose() * A if A.ncols() <= A.nrows() else A * A.transpose()
+        got = _count_above(G, eps * eps)
+        if got != k:
+            problems.append(f"Gram count gives {got}, evidence says {k}")
+        if not exact:
+            problems.append("the Gram count is exact: exact must be true")
+    elif ev.get("form") == "matrix" and ev.get("method") == "projection":
+        wit = ("witness_y", "witness_y_exponent") if k else ()
+        _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "eps", "k", "exact", "method") + wit,
+                     matrix)
+        rows = _get_matrix(ev, matrix)
+        if ev["scale"]["kind"] != "dyadic":
+            return ["projection needs a dyadic matrix"]
+        if exact:
+            problems.append("a projection witness proves only k values > eps: exact must be false")
+        if k:
+            Y = fmpz_mat(int_matrix(ev["witness_y"], "witness_y", (len(rows[0]), k)))
+            integer(ev["witness_y_exponent"], "witness_y_exponent")
+            W = fmpz_mat(rows) * Y
+            H = W.transpose() * W
+            YtY = Y.transpose() * Y
+            b = max(sum(abs(int(YtY[i, j])) for j in range(k)) for i in range(k))
+            c = eps * eps * b / Fraction(2) ** (2 * int(ev["scale"]["exponent"]))
+            Hs = H * c.denominator
+            for i in range(k):
+                Hs[i, i] = Hs[i, i] - c.numerator
+            if not _positive_definite(Hs):
+                if claim["verdict"] == "unknown":
+                    return problems
+                problems.append("projection check fails: H - eps^2 b I is not positive definite")
+    elif ev.get("form") == "matrix" and ev.get("method") == "none":
+        keys(ev, "matrix evidence", ("form", "shape", "scale", "matrix_sha256", "eps", "method"), ("matrix",))
+        return [] if claim["verdict"] == "unknown" else ["without a method the verdict must be unknown"]
+    else:
+        return [f"unknown eps_rank evidence (form {ev.get('form')!r}, method {ev.get('method')!r})"]
+    if claim["verdict"] != "proved" and not problems:
+        problems.append(f"the evidence proves the claim but its verdict is {claim['verdict']}")
+    return problems
 
 
 def _is_psd(G) -> bool:
@@ -148,176 +592,6 @@ def _is_psd(G) -> bool:
     return True
 
 
-def _sign_changes(coeffs) -> int:
-    s = [1 if c > 0 else -1 for c in coeffs if c != 0]
-    return sum(1 for a, b in zip(s, s[1:]) if a != b)
-
-
-def _count_above(core, c: Fraction) -> int:
-    import flint
-    M = flint.fmpq_mat(core)
-    cq = flint.fmpq(c.numerator, c.denominator)
-    for i in range(M.nrows()):
-        M[i, i] = M[i, i] - cq
-    return _sign_changes(M.charpoly().coeffs())
-
-
-def _matrix_sha256(rows) -> str:
-    flat = [int(v) for r in rows for v in r]
-    if all(-(1 << 62) <= v < (1 << 62) for v in flat):
-        a = np.array(flat, dtype="<i8")
-        return "int64:" + hashlib.sha256(a.tobytes()).hexdigest()
-    return "json:" + hashlib.sha256(json.dumps([[int(v) for v in r] for r in rows],
-                                               separators=(",", ":")).encode()).hexdigest()
-
-
-def _get_matrix(ev, matrix, problems):
-    rows = ev.get("matrix") if matrix is None else [[int(v) for v in r] for r in np.asarray(matrix).tolist()]
-    if rows is None:
-        problems.append("matrix not embedded (pass matrix= to re-check)")
-        return None
-    if _matrix_sha256(rows) != ev.get("matrix_sha256"):
-        problems.append("matrix does not match matrix_sha256")
-    if [len(rows), len(rows[0]) if rows else 0] != list(ev.get("shape", [])):
-        problems.append("matrix shape does not match")
-    return rows
-
-
-# ---------------------------------------------------------------- claims
-
-def _verdict_from_bounds(claim, lower: int, upper: int, problems: list[str]) -> None:
-    ev = claim["evidence"]
-    if int(ev.get("rank_lower", -1)) != lower:
-        problems.append(f"rank_lower {ev.get('rank_lower')} but the minor proves {lower}")
-    if int(ev.get("rank_upper", -1)) != upper:
-        problems.append(f"rank_upper {ev.get('rank_upper')} but the witness proves {upper}")
-    expect = "proved" if lower == upper else "unknown"
-    if lower > upper:
-        problems.append(f"inconsistent bounds {lower} > {upper}")
-    if claim["verdict"] != expect and not (claim["verdict"] == "unknown" and expect == "proved"):
-        problems.append(f"verdict {claim['verdict']} but the evidence gives {expect}")
-
-
-def check_exact_rank(claim, cert, matrix=None) -> list[str]:
-    ev = claim["evidence"]
-    problems: list[str] = []
-    if ev.get("form") == "factor":
-        GQ, GK, _, _ = _check_grams(ev, problems)
-        core = GQ * GK
-        r = core.nrows()
-        R, C = [int(i) for i in ev["minor_rows"]], [int(j) for j in ev["minor_cols"]]
-        if not _minor_nonzero(core, int(ev["prime"]), R, C):
-            problems.append("the recorded minor of the core is singular mod p")
-            lower = 0
-        else:
-            lower = len(R)
-        X = ev.get("null_basis") or []
-        upper = r
-        if X:
-            Xm = _fmpz(X)
-            k = Xm.ncols()
-            import flint
-            if Xm.nrows() != r or core * Xm != flint.fmpz_mat(r, k):
-                problems.append("null_basis does not satisfy core X = 0")
-            elif not _minor_nonzero(Xm, int(ev["null_prime"] or 0), [int(i) for i in ev["null_minor_rows"]],
-                                    [int(j) for j in ev["null_minor_cols"]]) or len(ev["null_minor_rows"]) != k:
-                problems.append("null_basis independence minor is singular mod p")
-            else:
-                upper = r - k
-        _verdict_from_bounds(claim, lower, upper, problems)
-        return problems
-    if ev.get("form") != "matrix":
-        return [f"unknown form {ev.get('form')!r}"]
-    rows = _get_matrix(ev, matrix, problems)
-    if rows is None:
-        return problems
-    F = _fmpz(rows)
-    R, C = [int(i) for i in ev["minor_rows"]], [int(j) for j in ev["minor_cols"]]
-    lower = len(R) if _minor_nonzero(F, int(ev["prime"]), R, C) else 0
-    if lower == 0 and R:
-        problems.append("the recorded minor is singular mod p")
-    n1, n2 = F.nrows(), F.ncols()
-    upper = min(n1, n2)
-    if ev.get("upper_witness") == "column_span" and lower:
-        other = [j for j in range(n2) if j not in set(C)]
-        import flint
-        M = flint.fmpz_mat([[F[i, j] for j in C] for i in R])
-        FC = flint.fmpz_mat([[F[i, j] for j in C] for i in range(n1)])
-        ok = True
-        for s in range(0, len(other), 256):                 # blocks keep the big Y entries in memory bounds
-            blk = other[s:s + 256]
-            Yn, den = M.solve(flint.fmpz_mat([[F[i, j] for j in blk] for i in R])).numer_denom()
-            if FC * Yn != flint.fmpz_mat([[F[i, j] for j in blk] for i in range(n1)]) * den:
-                ok = False
-                break
-        if ok:
-            upper = len(C)
-        else:
-            problems.append("column-span witness fails: a column lies outside the span")
-    _verdict_from_bounds(claim, lower, upper, problems)
-    return problems
-
-
-def _rational_matrix(rows, scale):
-    import flint
-    A = flint.fmpq_mat(_fmpz(rows))
-    if scale.get("kind") == "row_denominators":
-        for i, d in enumerate(scale["row_den"]):
-            for j in range(A.ncols()):
-                A[i, j] = A[i, j] / int(d)
-    else:
-        e = int(scale.get("exponent", 0))
-        A = A * (flint.fmpq(2) ** e if e >= 0 else flint.fmpq(1, 2 ** -e))
-    return A
-
-
-def check_eps_rank(claim, cert, matrix=None) -> list[str]:
-    ev = claim["evidence"]
-    problems: list[str] = []
-    eps = _q(ev["eps"])
-    k = int(ev["k"])
-    if ev.get("form") == "factor":
-        GQ, GK, eq, ek = _check_grams(ev, problems)
-        if not (_is_psd(GQ) and _is_psd(GK)):
-            return problems + ["Gram matrices are not PSD: the real-rooted count does not apply"]
-        got = _count_above(GQ * GK, eps * eps / Fraction(2) ** (eq + ek))
-        if got != k:
-            problems.append(f"charpoly sign changes give {got} singular values > eps, evidence says {k}")
-    elif ev.get("method") == "gram":
-        rows = _get_matrix(ev, matrix, problems)
-        if rows is None:
-            return problems
-        A = _rational_matrix(rows, ev["scale"])
-        G = A.transpose() * A if A.ncols() <= A.nrows() else A * A.transpose()
-        got = _count_above(G, eps * eps)
-        if got != k:
-            problems.append(f"Gram count gives {got}, evidence says {k}")
-    elif ev.get("method") == "projection":
-        rows = _get_matrix(ev, matrix, problems)
-        if rows is None or "witness_y" not in ev:
-            return problems + ([] if rows is None else ["projection witness not embedded"])
-        if ev["scale"].get("kind") != "dyadic":
-            return problems + ["projection needs a dyadic matrix"]
-        Y = _fmpz(ev["witness_y"])
-        if Y.ncols() != k:
-            return problems + ["witness has the wrong number of columns"]
-        W = _fmpz(rows) * Y
-        H = W.transpose() * W
-        YtY = Y.transpose() * Y
-        b = max(sum(abs(int(YtY[i, j])) for j in range(k)) for i in range(k))
-        c = eps * eps * b / Fraction(2) ** (2 * int(ev["scale"]["exponent"]))
-        Hs = H * c.denominator
-        for i in range(k):
-            Hs[i, i] = Hs[i, i] - c.numerator
-        if not _positive_definite(Hs):
-            problems.append("projection check fails: H - eps^2 b I is not positive definite")
-    else:
-        return [f"unknown eps_rank evidence (form {ev.get('form')!r}, method {ev.get('method')!r})"]
-    if claim["verdict"] != "proved" and not problems:
-        problems.append("the evidence proves the claim but its verdict is not proved")
-    return problems
-
-
 def _positive_definite(H) -> bool:
     n = H.nrows()
     if H != H.transpose():
@@ -328,76 +602,182 @@ def _positive_definite(H) -> bool:
     return P == ident and all(U[i, i] > 0 for i in range(n))
 
 
+# ---------------------------------------------------------------- code rank
+
+def _cube_index(bitrow: list[int]) -> int:
+    return sum(b << k for k, b in enumerate(bitrow))
+
+
 def check_code_rank(claim, cert, matrix=None) -> list[str]:
     ev = claim["evidence"]
-    problems: list[str] = []
-    words = ev["words"]
+    p = keys(claim["parameters"], "parameters", ("code", "num_words", "M", "token_set"))
+    lemma = ("words", "t", "kept", "frobenius_sq", "bound", "rank_lower", "min_lambda")
+    if not isinstance(ev.get("words"), list) or not ev["words"]:
+        raise Bad("words must be a non-empty list of bit strings")
+    words = [bits(w, "code word") for w in ev["words"]]
+    W, M = len(words), len(words[0])
+    if any(len(w) != M for w in words) or len({sum(w) for w in words}) != 1:
+        raise Bad("the words are not of one length and one weight")
+    if (integer(p["num_words"], "num_words"), integer(p["M"], "M")) != (W, M):
+        raise Bad(f"parameters num_words, M are not the code's {W}, {M}")
     if "B" in ev:
-        B = [[_q(v) for v in row] for row in ev["B"]]
+        keys(ev, "code_rank evidence", lemma + ("B", "trusted"))
+        if ev["trusted"] != _TRUSTED["code_rank", "matrix"]:
+            raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'matrix']}")
+        B = rational_matrix(ev["B"], "B", (W, W))
     else:
-        P = _fmpz(ev["query_features"]) * _fmpz(ev["key_features"]).transpose()
-        s = Fraction(2) ** (int(ev["query_exponent"]) + int(ev["key_exponent"]))
-        B = [[Fraction(int(P[i, j])) * s for j in range(P.ncols())] for i in range(P.nrows())]
-    if len(B) != len(words) or any(len(r) != len(words) for r in B):
-        return ["B is not W x W for the W code words"]
-    W = len(words)
-    if len({len(w) for w in words}) != 1 or len({w.count("1") for w in words}) != 1:
-        problems.append("the words are not of one length and one weight")
+        rows = ("query_features", "query_exponent", "key_features", "key_exponent")
+        if "trusted" in ev:     # features not at hand: their hash is optional
+            keys(ev, "code_rank evidence", lemma + rows + ("trusted",), ("features_sha256",))
+            if ev["trusted"] != _TRUSTED["code_rank", "factor"]:
+                raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'factor']}")
+        else:
+            keys(ev, "code_rank evidence", lemma + rows + ("features_sha256",), _FEATURE_SOURCES)
+        qf = int_matrix(ev["query_features"], "query_features", (W, None))
+        kf = int_matrix(ev["key_features"], "key_features", (W, len(qf[0])))
+        qe, ke = integer(ev["query_exponent"], "query_exponent"), integer(ev["key_exponent"], "key_exponent")
+        F = _Features(ev, cert, "code_rank", "factor") if "trusted" not in ev else None
+        if F is not None and F.have:
+            ts = p["token_set"]
+            if ts != f"cube:{M}":
+                raise Bad(f"feature rows are located on the token set cube:{M} only, not {ts!r}")
+            for i, w in enumerate(words):
+                xs, xc = _cube_index(w), _cube_index([1 - b for b in w])
+                for c in range(len(qf[0])):
+                    if Fraction(qf[i][c]) * Fraction(2) ** qe != F.value("q", xs, c) or \
+                            Fraction(kf[i][c]) * Fraction(2) ** ke != F.value("k", xc, c):
+                        raise Bad(f"word {i}: query/key features are not the kernel's features "
+                                  f"at x_S = {xs}, x_(U^c) = {xc}")
+        P = fmpz_mat(qf) * fmpz_mat(kf).transpose()
+        sc = Fraction(2) ** (qe + ke)
+        B = [[Fraction(int(P[i, j])) * sc for j in range(W)] for i in range(W)]
     kept = [i for i in range(W) if B[i][i] != 0]
     t = len(kept)
-    frob = Fraction(t)
+    frob, lam = Fraction(t), None
     for i in kept:
         for j in kept:
-            if i != j:
-                frob += (B[i][j] / B[i][i]) ** 2
+            if i != j and B[i][j] != 0:
+                c = B[i][j] / B[i][i]
+                frob += c * c
+                lam = 1 / abs(c) if lam is None or 1 / abs(c) < lam else lam
+    problems = []
+    if _indices(ev["kept"], "kept") != kept or integer(ev["t"], "t") != t:
+        problems.append(f"kept / t differ from the nonzero diagonal {kept}")
+    if (ev["min_lambda"] is None) != (lam is None) or (lam is not None and rational(ev["min_lambda"], "min_lambda") != lam):
+        problems.append(f"min_lambda is {ev['min_lambda']!r:.40}, re-derived {lam}")
+    if claim["verdict"] == "refuted":
+        return problems + ["a Lemma 4 lower bound is never refuted"]
     if t == 0:
-        return problems + ([] if claim["verdict"] != "proved" else ["no nonzero diagonal"])
+        if claim["verdict"] != "unknown":
+            problems.append("no nonzero diagonal: the verdict must be unknown")
+        if (ev["frobenius_sq"], ev["bound"], ev["rank_lower"]) != ("0", "0", 0):
+            problems.append("with t = 0 the frobenius_sq, bound and rank_lower are 0")
+        return problems
     bound = Fraction(t * t) / frob
-    lower = math.ceil(bound)
-    if int(ev["rank_lower"]) > lower:
-        problems.append(f"claimed rank >= {ev['rank_lower']} but Lemma 4 gives {lower}")
-    if _q(ev["bound"]) != bound or _q(ev["frobenius_sq"]) != frob or int(ev["t"]) != t:
-        problems.append("bound, frobenius_sq or t differ from the recomputation")
+    same_rational(ev["frobenius_sq"], frob, "frobenius_sq")
+    same_rational(ev["bound"], bound, "bound")
+    if integer(ev["rank_lower"], "rank_lower") != math.ceil(bound):
+        problems.append(f"rank_lower is {ev['rank_lower']}, Lemma 4 gives ceil({bound}) = {math.ceil(bound)}")
+    if claim["verdict"] != "proved":
+        problems.append(f"the bound is proved but the verdict is {claim['verdict']}")
     return problems
 
 
+# ---------------------------------------------------------------- nonnegativity
+
 def check_nonnegative(claim, cert, matrix=None) -> list[str]:
     ev = claim["evidence"]
-    problems: list[str] = []
-    method = ev.get("method")
-    verdict = claim["verdict"]
-    if method == "features_nonnegative":
-        if _q(ev["min_phi_q"]) < 0 or _q(ev["min_phi_k"]) < 0:
-            problems.append("a feature minimum is negative")
-        elif verdict != "proved":
-            problems.append("nonnegative features prove the claim but the verdict is not proved")
-    elif method == "all_products":
-        if verdict != "proved":
-            problems.append("all products checked but the verdict is not proved")
-    elif method == "counterexample":
-        q = [Fraction(int(v)) for v in ev["phi_q_row"]]
-        k = [Fraction(int(v)) for v in ev["phi_k_row"]]
-        val = sum((a * b for a, b in zip(q, k)), Fraction(0)) * Fraction(2) ** (
-            int(ev["phi_q_exponent"]) + int(ev["phi_k_exponent"]))
-        if val != _q(ev["value"]) or val >= 0:
-            problems.append("the counterexample does not recompute to a negative value")
-        if verdict != "refuted":
-            problems.append("a counterexample refutes the claim but the verdict is not refuted")
-    elif method == "entries":
-        rows = _get_matrix(ev, matrix, problems)
-        if rows is None:
-            return problems
-        mn = min(int(v) for r in rows for v in r)
-        expect = "proved" if mn >= 0 else "refuted"
+    keys(claim["parameters"], "parameters", ())
+    verdict, method = claim["verdict"], ev.get("method")
+    if ev.get("form") == "matrix":
+        if method != "entries":
+            raise Bad(f"matrix form needs method 'entries', got {method!r}")
+        _matrix_keys(ev, ("form", "method", "shape", "scale", "matrix_sha256", "argmin", "min_sign"), matrix)
+        rows = _get_matrix(ev, matrix)
+        flat = [v for r in rows for v in r]
+        idx = flat.index(min(flat))
+        sign = (flat[idx] > 0) - (flat[idx] < 0)
+        problems = []
+        if _indices(ev["argmin"], "argmin") != list(divmod(idx, len(rows[0]))):
+            problems.append(f"argmin is not the first minimum entry {list(divmod(idx, len(rows[0])))}")
+        if integer(ev["min_sign"], "min_sign") != sign:
+            problems.append(f"min_sign is {ev['min_sign']}, the minimum entry's sign is {sign}")
+        expect = "proved" if sign >= 0 else "refuted"
         if verdict != expect:
             problems.append(f"minimum entry sign gives {expect}, verdict is {verdict}")
-    elif verdict == "proved":
-        problems.append(f"no exact evidence for nonnegativity (method {method!r})")
+        return problems
+    if ev.get("form") != "factor":
+        raise Bad(f"unknown form {ev.get('form')!r}")
+    base = ("form", "features_sha256", "method")
+    if method == "none":
+        keys(ev, "nonnegative evidence", base)
+        return [] if verdict == "unknown" else ["without evidence the verdict must be unknown"]
+    fields = {"features_nonnegative": ("min_phi_q", "min_phi_k"), "all_products": ("num_checked",),
+              "counterexample": ("pair", "value", "phi_q_row", "phi_q_exponent", "phi_k_row",
+                                 "phi_k_exponent")}.get(method)
+    if fields is None:
+        raise Bad(f"unknown nonnegative method {method!r}")
+    keys(ev, "nonnegative evidence", base + fields, _FEATURE_SOURCES)
+    F = _Features(ev, cert, "nonnegative", method)
+    problems = []
+    if method == "features_nonnegative":
+        mq, mk = rational(ev["min_phi_q"], "min_phi_q"), rational(ev["min_phi_k"], "min_phi_k")
+        if F.have:
+            rq = min(min(r) for r in F.phi_q) * Fraction(2) ** F.eq
+            rk = min(min(r) for r in F.phi_k) * Fraction(2) ** F.ek
+            if (mq, mk) != (rq, rk):
+                problems.append(f"min_phi_q, min_phi_k are {q_str(mq)}, {q_str(mk)}; re-derived "
+                                f"{q_str(rq)}, {q_str(rk)}")
+        if mq < 0 or mk < 0:
+            problems.append("a feature minimum is negative: the method does not apply")
+        elif verdict != "proved":
+            problems.append("nonnegative features prove the claim but the verdict is not proved")
+        return problems
+    if method == "all_products":
+        n = integer(ev["num_checked"], "num_checked")
+        if F.have:
+            K = len(F.phi_q)
+            if n != K * K:
+                problems.append(f"num_checked is {n}, not K^2 = {K * K}")
+            P = fmpz_mat(F.phi_q) * fmpz_mat(F.phi_k).transpose()
+            if min(int(v) for v in P.entries()) < 0:
+                problems.append("a product <phi_q(x), phi_k(z)> is negative")
+        if verdict != "proved":
+            problems.append("all products checked but the verdict is not proved")
+        return problems
+    i, j = _indices(ev["pair"], "pair")
+    qr, kr = ev["phi_q_row"], ev["phi_k_row"]
+    qrow = int_matrix([qr], "phi_q_row")[0]
+    krow = int_matrix([kr], "phi_k_row", (1, len(qrow)))[0]
+    qe, ke = integer(ev["phi_q_exponent"], "phi_q_exponent"), integer(ev["phi_k_exponent"], "phi_k_exponent")
+    if F.have:
+        if not (0 <= i < len(F.phi_q) and 0 <= j < len(F.phi_k)) or len(qrow) != len(F.phi_q[0]):
+            raise Bad(f"pair {[i, j]} is not a pair of tokens of the kernel")
+        if any(Fraction(v) * Fraction(2) ** qe != F.value("q", i, c) for c, v in enumerate(qrow)) or \
+                any(Fraction(v) * Fraction(2) ** ke != F.value("k", j, c) for c, v in enumerate(krow)):
+            problems.append(f"phi_q_row / phi_k_row are not the kernel's features of the pair {[i, j]}")
+    val = sum((Fraction(a * b) for a, b in zip(qrow, krow)), Fraction(0)) * Fraction(2) ** (qe + ke)
+    if val != rational(ev["value"], "value") or val >= 0:
+        problems.append("the counterexample does not recompute to a negative value")
+    if verdict != "refuted":
+        problems.append("a counterexample refutes the claim but the verdict is not refuted")
     return problems
 
 
 _CHECKS = {"exact_rank": check_exact_rank, "eps_rank": check_eps_rank,
            "code_rank": check_code_rank, "nonnegative": check_nonnegative}
+
+
+def trusted(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None) -> list[str]:
+    """The evidence fields this claim declares trusted (taken as stated, not re-derived)."""
+    ev = claim.get("evidence")
+    t = ev.get("trusted") if isinstance(ev, dict) else None
+    if not isinstance(t, list):
+        return []
+    fs = ev.get("features_sha256")
+    ident = f" (summaries of the features with sha256 {fs.get('phi_q', '?')[:16]}..., " \
+            f"{fs.get('phi_k', '?')[:16]}..., not embedded)" if isinstance(fs, dict) else ""
+    return [f"{name}{ident}" for name in t if isinstance(name, str)]
 
 
 def check(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None, *, matrix=None) -> list[str]:
@@ -406,7 +786,6 @@ def check(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None, *, ma
     fn = _CHECKS.get(claim.get("kind"))
     if fn is None:
         return [f"certify.checkers.rank does not check kind {claim.get('kind')!r}"]
-    try:
-        return fn(claim, cert or {}, matrix)
-    except (KeyError, ValueError, TypeError, ZeroDivisionError, IndexError) as exc:
-        return [f"malformed {claim.get('kind')} evidence: {type(exc).__name__}: {exc}"]
+    if not isinstance(claim.get("evidence"), dict) or not isinstance(claim.get("parameters"), dict):
+        return ["parameters and evidence must be objects"]
+    return guarded(fn)(claim, cert or {}, matrix)

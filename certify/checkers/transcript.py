@@ -1,6 +1,7 @@
 """Independent checker of ``transcript`` claims (Thm 9 on a quantized sketch model).
 
-Imports only the standard library and python-flint (for arb balls).
+Imports only the standard library, python-flint (for arb balls) and
+:mod:`certify.checkers.common`. Every object has exactly the keys listed here.
 
 The model (re-implemented here from its definition): tokens ``x`` (0/1 rows),
 ``h_i = E x_i (+ P_i)``; per layer ``l`` and head ``c``:
@@ -13,41 +14,56 @@ exp (arb balls; a coordinate is certain when both ends of its ball fall in one
 quantizer cell). Tokens meet only through the quantized sketches, so equal
 transcripts give equal query outputs (the query block is fixed).
 
-Quantizers: ``{"kind": "uniform", "bits": p, "lo", "hi"}`` with index
+Quantizers: ``{"kind": "uniform", "bits": p, "lo", "hi"}`` (optional
+``calibrated``: a description of how ``[lo, hi]`` was chosen) with index
 ``clamp(floor((x - lo)/step + 1/2), 0, 2^p - 1)``, ``step = (hi - lo)/(2^p - 1)``;
 ``{"kind": "float", "format": "fp8-e4m3"|"fp8-e5m2"|"bf16"|"fp16"}``: round to
 nearest even on the format's finite values, saturating at +-max; the symbol is
 the rounded value.
 
-Evidence fields (claim ``evidence``):
+Parameters: ``M, s, h, q`` (equal to the family's), ``layers, heads, rank, dv,
+feature_map`` (equal to the model config's), ``quantizer`` (equal to the
+model's). The context length, float64 search counts and display bit counts
+are in ``info`` (never read).
+
+Evidence fields (claim ``evidence``), always:
 * ``capacity``: ``{"coordinates": T, "alphabet": A, "assignments": (s+1)^q,
-  "holds": A^T >= (s+1)^q}`` -- re-derived.
-* ``family``: ``{"M", "s", "h", "q", "n", "words": [bitstrings]}`` -- the words
-  must have weight ``h`` and pairwise ``|U \\ S| >= s + 1``, ``2q <= n``.
+  "holds": A^T >= (s+1)^q, "bits_needed": least b with 2^b >= (s+1)^q,
+  "bits_available": T log2 A (an integer when A is a power of two, else null)}``
+  -- all re-derived, all exact.
+* ``family``: ``{"M", "s", "h", "q", "words": [bitstrings]}`` -- q words of
+  length M and weight ``h``, pairwise ``|U \\ S| >= s + 1``.
 * ``model``: ``{"config", "weights": {name: {"shape", "exp", "ints"}},
-  "weights_sha256", "quantizer"}`` -- value = ``ints * 2^exp`` exactly.
-* ``type``:
-  - ``"collision"`` (verdict refuted): ``kappa_a``, ``kappa_b``, ``input_a``,
-    ``input_b`` (bitstrings, must be the multilevel inputs of the kappas),
+  "weights_sha256", "quantizer", "source"}`` -- value = ``ints * 2^exp``
+  exactly; ``source`` is a label.
+* ``type`` and its fields:
+  - ``"collision"`` (verdict refuted): ``kappa_a``, ``kappa_b``, ``index_a``,
+    ``index_b`` (lexicographic positions, kappa_0 most significant),
+    ``input_a``, ``input_b`` (bitstrings, the multilevel inputs of the kappas),
     ``targets_a``, ``targets_b`` (Min-IP targets at the query positions,
     recomputed), ``transcript`` (ints or "p/q"); both inputs are replayed and
-    must give this transcript with certainty. Optional ``failing``
-    ``{"input", "position", "target", "output"}`` is re-checked exactly.
-  - ``"error"`` (refuted): ``kappa``, ``input``, ``position``, ``target``,
-    ``output``: the exact replay's query output errs by >= 1/2.
-  - ``"all"`` (proved): every assignment (``u_k`` = first k unary coordinates)
-    is replayed and every query output lies within < 1/2 of its target.
-  - ``"none"`` (unknown): nothing to re-derive.
+    must give this transcript with certainty. With an exact feature map
+    (identity / relu) also ``query_outputs`` (input_a's outputs at the q query
+    positions) and
+    ``failing`` ``{"input", "position", "target", "output"}`` (the first query
+    position where the targets differ and the input that errs there) --
+    both re-derived.
+  - ``"error"`` (refuted): ``kappa``, ``index``, ``input``, ``position``,
+    ``target``, ``output``: the exact replay's query output errs by >= 1/2.
+  - ``"all"`` (proved): ``exact_checked = (s+1)^q``; every assignment is
+    replayed and every query output lies within < 1/2 of its target.
+  - ``"none"`` (unknown, with a reason): nothing beyond the above.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from fractions import Fraction
 from itertools import product
 from typing import Any
+
+from certify.checkers.common import (Bad as _Bad, bits, canonical_sha256, guarded, integer,
+                                     keys, min_ip_targets, rational)
 
 HALF = Fraction(1, 2)
 MAX_ALL = 1 << 16
@@ -58,10 +74,16 @@ _FLOATS = {  # mantissa bits, emin, max, finite values (-0 == +0)
     "fp16": (10, -14, Fraction(65504), 63487),
 }
 _CONFIG_KEYS = {"m", "d", "layers", "heads", "rank", "dv", "feature_map", "positions"}
-
-
-class _Bad(Exception):
-    pass
+_PARAM_KEYS = ("M", "s", "h", "q", "layers", "heads", "rank", "dv", "feature_map", "quantizer")
+_COMMON = ("capacity", "type", "family", "model")
+_TYPE_KEYS = {
+    "none": (),
+    "all": ("exact_checked",),
+    "error": ("kappa", "index", "input", "position", "target", "output"),
+    "collision": ("kappa_a", "kappa_b", "index_a", "index_b", "input_a", "input_b", "targets_a",
+                  "targets_b", "transcript"),
+}
+_EXACT_MAPS = ("identity", "relu")
 
 
 class _Straddle(Exception):
@@ -69,20 +91,18 @@ class _Straddle(Exception):
 
 
 def _q(s: Any) -> Fraction:
-    if isinstance(s, bool) or isinstance(s, float):
-        raise _Bad(f"not an exact rational: {s!r}")
-    if isinstance(s, int):
-        return Fraction(s)
-    num, _, den = str(s).partition("/")
-    return Fraction(int(num), int(den) if den else 1)
+    return rational(s, "transcript value")
 
 
 # ---------------------------------------------------------------- quantizers
 
 class _Quant:
     def __init__(self, obj: dict) -> None:
-        self.kind = obj.get("kind")
+        self.kind = obj.get("kind") if isinstance(obj, dict) else None
         if self.kind == "uniform":
+            keys(obj, "quantizer", ("kind", "bits", "lo", "hi"), ("calibrated",))
+            if not isinstance(obj.get("calibrated", ""), str):
+                raise _Bad("quantizer.calibrated must be a string (how the range was chosen)")
             self.p = obj["bits"]
             if not isinstance(self.p, int) or self.p < 1:
                 raise _Bad("uniform quantizer bits must be an integer >= 1")
@@ -93,6 +113,7 @@ class _Quant:
             self.step = (self.hi - self.lo) / self.top
             self.alphabet = 2 ** self.p
         elif self.kind == "float":
+            keys(obj, "quantizer", ("kind", "format"))
             if obj.get("format") not in _FLOATS:
                 raise _Bad(f"unknown float format {obj.get('format')!r}")
             self.man, self.emin, self.max, self.alphabet = _FLOATS[obj["format"]]
@@ -206,14 +227,14 @@ def _weights(model: dict, cfg: dict) -> dict[str, list]:
                            p + "o.weight": [d, dv]})
         shapes[f"layers.{l}.o.bias"] = [d]
     W = model["weights"]
-    if set(W) != set(shapes):
+    if not isinstance(W, dict) or set(W) != set(shapes):
         raise _Bad("model weights do not match the architecture's tensor names")
-    want = hashlib.sha256(json.dumps(W, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-    if model.get("weights_sha256") != want:
+    if model.get("weights_sha256") != canonical_sha256(W):
         raise _Bad("weights_sha256 does not match the weights")
     out = {}
     for name, shape in shapes.items():
-        e = W[name]
+        e = keys(W[name], f"tensor {name}", ("shape", "exp", "ints"))
+        integer(e["exp"], f"tensor {name} exp")
         if list(e["shape"]) != shape or len(e["ints"]) != math.prod(shape):
             raise _Bad(f"tensor {name} has the wrong shape")
         if not all(isinstance(i, int) and not isinstance(i, bool) for i in e["ints"]):
@@ -293,14 +314,12 @@ def replay(cfg: dict, W: dict, quant: _Quant, tokens: list[list[int]]):
 # ---------------------------------------------------------------- family
 
 def _family(fam: dict):
-    M, s, h, q, n = (fam[k] for k in ("M", "s", "h", "q", "n"))
-    for k, v in (("M", M), ("s", s), ("q", q), ("n", n)):
-        if not isinstance(v, int) or v < 1:
-            raise _Bad(f"family {k} must be a positive integer")
-    if 2 * q > n:
-        raise _Bad("2q > n")
-    words = [[int(c) for c in w] for w in fam["words"]]
-    if len(words) != q or any(len(w) != M or set(w) - {0, 1} for w in words):
+    keys(fam, "family", ("M", "s", "h", "q", "words"))
+    M, s, h, q = (integer(fam[k], f"family {k}", 1 if k != "h" else 0) for k in ("M", "s", "h", "q"))
+    if not isinstance(fam["words"], list):
+        raise _Bad("family words must be a list of bit strings")
+    words = [bits(w, "code word", M) for w in fam["words"]]
+    if len(words) != q:
         raise _Bad("the family needs q words of length M")
     if any(sum(w) != h for w in words):
         raise _Bad("a code word does not have weight h")
@@ -311,8 +330,25 @@ def _family(fam: dict):
     return M, s, q, words
 
 
+def _index(kappa: list[int], s: int) -> int:
+    """Position of an assignment in lexicographic order (kappa_0 most significant)."""
+    out = 0
+    for k in kappa:
+        out = out * (s + 1) + k
+    return out
+
+
+def _kappa(v: Any, what: str, s: int, q: int) -> list[int]:
+    if not isinstance(v, list) or len(v) != q:
+        raise _Bad(f"{what} must list q levels")
+    out = [integer(k, what, 0) for k in v]
+    if any(k > s for k in out):
+        raise _Bad(f"{what} has a level above s")
+    return out
+
+
 def _min_ip(tokens):
-    return [min(sum(a * b for a, b in zip(x, y)) for y in tokens) for x in tokens]
+    return min_ip_targets(tokens)
 
 
 def _is_input(tokens, kappa, words, M, s, q) -> bool:
@@ -327,8 +363,10 @@ def _is_input(tokens, kappa, words, M, s, q) -> bool:
     return True
 
 
-def _tokens(bits: list[str]) -> list[list[int]]:
-    return [[int(c) for c in row] for row in bits]
+def _tokens(rows: Any) -> list[list[int]]:
+    if not isinstance(rows, list):
+        raise _Bad("an input must be a list of bit strings")
+    return [bits(row, "input token") for row in rows]
 
 
 def _canonical_input(kappa, words, M, s, q):
@@ -338,13 +376,8 @@ def _canonical_input(kappa, words, M, s, q):
 
 # ---------------------------------------------------------------- check
 
-def check(claim: dict, cert: dict) -> list[str]:
-    try:
-        return _check(claim)
-    except _Bad as exc:
-        return [str(exc)]
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        return [f"malformed transcript evidence: {type(exc).__name__}: {exc}"]
+def check(claim: dict, cert: dict | None = None) -> list[str]:
+    return guarded(_check)(claim)
 
 
 def _check(claim: dict) -> list[str]:
@@ -353,32 +386,54 @@ def _check(claim: dict) -> list[str]:
         return [f"not a transcript claim: {claim.get('kind')!r}"]
     ev, verdict = claim["evidence"], claim["verdict"]
     typ = ev.get("type")
-    if typ == "none":
-        return [] if verdict == "unknown" and claim.get("reason") else \
-            ["a claim without evidence must be unknown with a reason"]
+    if typ not in _TYPE_KEYS:
+        return [f"unknown evidence type {typ!r}"]
+    optional = ()
+    if typ == "collision" and ev.get("model", {}).get("config", {}).get("feature_map") in _EXACT_MAPS:
+        optional = ("query_outputs", "failing")
+    keys(ev, f"{typ} evidence", _COMMON + _TYPE_KEYS[typ] + optional)
+    if optional and not all(k in ev for k in optional):
+        raise _Bad("an exact collision records query_outputs and failing")
     M, s, q, words = _family(ev["family"])
-    cfg = ev["model"]["config"]
+    model = keys(ev["model"], "model", ("config", "weights", "weights_sha256", "quantizer", "source"))
+    if not isinstance(model["source"], str):
+        raise _Bad("model source must be a string (a label)")
+    cfg = model["config"]
+    if not isinstance(cfg, dict):
+        raise _Bad("model config must be an object")
+    W = _weights(model, cfg)
     if cfg["m"] != 2 + M + s:
         return ["model token dimension differs from 2 + M + s"]
-    W = _weights(ev["model"], cfg)
-    quant = _Quant(ev["model"]["quantizer"])
-    if claim.get("parameters", {}).get("quantizer") not in (None, ev["model"]["quantizer"]):
-        probs.append("the claim's quantizer differs from the evidence's")
-    cap = ev["capacity"]
+    quant = _Quant(model["quantizer"])
+    p = keys(claim["parameters"], "parameters", _PARAM_KEYS)
+    fam = ev["family"]
+    stated = {k: p[k] for k in _PARAM_KEYS}
+    derived = {"M": M, "s": s, "h": fam["h"], "q": q, "layers": cfg["layers"], "heads": cfg["heads"],
+               "rank": cfg["rank"], "dv": cfg["dv"], "feature_map": cfg["feature_map"],
+               "quantizer": model["quantizer"]}
+    for k in _PARAM_KEYS:
+        if stated[k] != derived[k] or isinstance(stated[k], bool):
+            probs.append(f"parameters.{k} is {stated[k]!r:.40}, the evidence's is {derived[k]!r:.40}")
+    cap = keys(ev["capacity"], "capacity", ("coordinates", "alphabet", "assignments", "holds",
+                                            "bits_available", "bits_needed"))
     T = cfg["layers"] * cfg["heads"] * cfg["rank"] * (cfg["dv"] + 1)
-    holds = quant.alphabet ** T >= (s + 1) ** q
-    if (cap["coordinates"], cap["alphabet"], cap["assignments"], cap["holds"]) != \
-            (T, quant.alphabet, (s + 1) ** q, holds):
-        probs.append("capacity (alphabet^T vs (s+1)^q) does not re-derive")
+    A, N = quant.alphabet, (s + 1) ** q
+    want = {"coordinates": T, "alphabet": A, "assignments": N, "holds": A ** T >= N,
+            "bits_available": T * (A.bit_length() - 1) if A & (A - 1) == 0 else None,
+            "bits_needed": (N - 1).bit_length()}
+    for k, v in want.items():
+        if cap[k] != v or isinstance(cap[k], bool) != isinstance(v, bool) or isinstance(cap[k], float):
+            probs.append(f"capacity.{k} is {cap[k]!r}, re-derived {v!r}")
+    if typ == "none":
+        return probs + ([] if verdict == "unknown" and claim.get("reason") else
+                        ["a claim without a decisive replay must be unknown with a reason"])
     try:
         if typ == "collision":
             probs += _check_collision(ev, verdict, cfg, W, quant, M, s, q, words)
         elif typ == "error":
             probs += _check_error(ev, verdict, cfg, W, quant, M, s, q, words)
-        elif typ == "all":
-            probs += _check_all(ev, verdict, cfg, W, quant, M, s, q, words)
         else:
-            probs.append(f"unknown evidence type {typ!r}")
+            probs += _check_all(ev, verdict, cfg, W, quant, M, s, q, words)
     except _Straddle as exc:
         probs.append(f"replay is not certain: {exc}")
     return probs
@@ -388,7 +443,9 @@ def _check_collision(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
     probs = []
     if verdict != "refuted":
         probs.append("a certified collision must refute the claim")
-    ka, kb = list(ev["kappa_a"]), list(ev["kappa_b"])
+    ka, kb = _kappa(ev["kappa_a"], "kappa_a", s, q), _kappa(ev["kappa_b"], "kappa_b", s, q)
+    if (ev["index_a"], ev["index_b"]) != (_index(ka, s), _index(kb, s)):
+        probs.append("index_a / index_b are not the assignments' lexicographic positions")
     if ka == kb:
         probs.append("the two assignments are equal")
     ta, tb = _tokens(ev["input_a"]), _tokens(ev["input_b"])
@@ -411,11 +468,16 @@ def _check_collision(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
     if tra != claimed:
         probs.append("the recorded transcript differs from the replay")
     if "failing" in ev:
-        f = ev["failing"]
-        y = (ya if f["input"] == "a" else yb)[f["position"]]
-        t = (ev["targets_a"] if f["input"] == "a" else ev["targets_b"])[f["position"]]
-        if not isinstance(y, Fraction) or y != _q(f["output"]) or t != f["target"] \
-                or abs(y - t) < HALF:
+        outs = ev["query_outputs"]
+        if not isinstance(outs, list) or [_q(y) for y in outs] != ya[:q]:
+            probs.append("query_outputs are not the exact outputs of input_a")
+        i = next(i for i in range(q) if ka[i] != kb[i])
+        which = "a" if abs(ya[i] - ka[i]) >= HALF else "b"
+        t = ka[i] if which == "a" else kb[i]
+        y = ya[i]           # the transcripts are equal, so are the query outputs
+        want = {"input": which, "position": i, "target": t, "output": _q(ev["failing"]["output"])}
+        f = keys(ev["failing"], "failing", ("input", "position", "target", "output"))
+        if {**f, "output": _q(f["output"])} != want or y != want["output"] or abs(y - t) < HALF:
             probs.append("the recorded failing output does not replay")
     return probs
 
@@ -423,7 +485,10 @@ def _check_collision(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
 def _check_error(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
     if verdict != "refuted":
         return ["an exact error >= 1/2 must refute the claim"]
-    toks, kap, pos = _tokens(ev["input"]), list(ev["kappa"]), ev["position"]
+    toks, kap = _tokens(ev["input"]), _kappa(ev["kappa"], "kappa", s, q)
+    pos = integer(ev["position"], "position")
+    if ev["index"] != _index(kap, s):
+        return ["index is not the assignment's lexicographic position"]
     if not _is_input(toks, kap, words, M, s, q) or not 0 <= pos < q:
         return ["the input is not a multilevel input at a query position"]
     t = _min_ip(toks)[pos]

@@ -1,0 +1,234 @@
+"""Shared helpers of the independent checkers (standard library, numpy, python-flint).
+
+* :class:`Bad` -- raised by every helper on malformed or inconsistent evidence;
+  each checker turns it into one problem line.
+* exact numbers: :func:`rational` (an int or a ``"p/q"`` string; floats, bools
+  and ``None`` are rejected), :func:`integer`, :func:`boolean`,
+  :func:`rational_matrix`, :func:`int_matrix`, :func:`q_str`.
+* :func:`keys` -- an object has exactly the expected keys (a missing key and an
+  unexpected key are both problems).
+* :func:`canonical_sha256` -- sha256 of the canonical JSON form (sorted keys, no
+  spaces), the hash every producer uses for embedded objects.
+* :func:`family` -- an embedded family file object, re-validated: its hash, its
+  key set, distinct 0/1 tokens, inputs in range, ``m`` and ``n``, and every
+  Min-IP target *re-derived* from the tokens (the stored targets must agree).
+* :func:`min_ip_targets` -- Min-IP targets of one sequence of 0/1 rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Iterable, Mapping
+
+FAMILY_FORMAT = "certify-attention/family/1"
+FAMILY_KEYS = ("format", "name", "m", "n", "tokens", "inputs", "scored", "targets", "params",
+               "words", "jumps", "sha256")
+JUMP_COLUMNS = ("word_s", "word_u", "step", "x", "y", "z", "t", "u", "input_y", "input_z",
+                "input_m")
+
+
+class Bad(Exception):
+    """Malformed or inconsistent evidence (the message is the problem)."""
+
+
+# ---------------------------------------------------------------- exact numbers
+
+def rational(v: Any, what: str = "value") -> Fraction:
+    """An exact rational from a JSON int or a ``"p"`` / ``"p/q"`` string."""
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise Bad(f"{what} must be an exact int or 'p/q' string, got {v!r:.60}")
+    if isinstance(v, int):
+        return Fraction(v)
+    num, sep, den = v.strip().partition("/")
+    try:
+        a = int(num)
+        b = int(den) if sep else 1
+    except ValueError:
+        raise Bad(f"{what} is not an exact rational: {v!r:.60}") from None
+    if b <= 0:
+        raise Bad(f"{what} has a denominator <= 0: {v!r:.60}")
+    return Fraction(a, b)
+
+
+def integer(v: Any, what: str = "value", lo: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise Bad(f"{what} must be an integer, got {v!r:.60}")
+    if lo is not None and v < lo:
+        raise Bad(f"{what} = {v} < {lo}")
+    return v
+
+
+def boolean(v: Any, what: str = "value") -> bool:
+    if not isinstance(v, bool):
+        raise Bad(f"{what} must be a boolean, got {v!r:.60}")
+    return v
+
+
+def q_str(x: Fraction | int) -> str:
+    x = Fraction(x)
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def same_rational(stated: Any, value: Fraction, what: str) -> None:
+    """``stated`` (JSON) must be exactly ``value``."""
+    if rational(stated, what) != value:
+        raise Bad(f"{what} is {stated!r:.60}, re-derived {q_str(value):.60}")
+
+
+def int_matrix(rows: Any, what: str, shape: tuple[int | None, int | None] = (None, None)) -> list[list[int]]:
+    """A rectangular list of integer rows."""
+    return _matrix(rows, what, shape, integer)
+
+
+def rational_matrix(rows: Any, what: str,
+                    shape: tuple[int | None, int | None] = (None, None)) -> list[list[Fraction]]:
+    """A rectangular list of rows of exact rationals."""
+    return _matrix(rows, what, shape, rational)
+
+
+def _matrix(rows: Any, what: str, shape, parse) -> list:
+    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+        raise Bad(f"{what} must be a list of rows")
+    _shape(rows, what, shape)
+    return [[parse(v, what) for v in r] for r in rows]
+
+
+def _shape(rows: list, what: str, shape) -> None:
+    if shape[0] is not None and len(rows) != shape[0]:
+        raise Bad(f"{what} has {len(rows)} rows, expected {shape[0]}")
+    widths = {len(r) for r in rows}
+    if len(widths) > 1 or (shape[1] is not None and rows and widths != {shape[1]}):
+        raise Bad(f"{what} has rows of the wrong length")
+
+
+def fmpz_mat(rows: list[list[int]]):
+    """A python-flint integer matrix (an empty matrix keeps its column count)."""
+    import flint
+    n1 = len(rows)
+    n2 = len(rows[0]) if n1 else 0
+    return flint.fmpz_mat(n1, n2, [int(v) for r in rows for v in r])
+
+
+# ---------------------------------------------------------------- objects
+
+def keys(obj: Any, what: str, required: Iterable[str], optional: Iterable[str] = ()) -> Mapping[str, Any]:
+    """``obj`` is a JSON object whose keys are all of ``required`` and some of
+    ``optional``, nothing else."""
+    if not isinstance(obj, dict):
+        raise Bad(f"{what} must be a JSON object")
+    required, optional = set(required), set(optional)
+    missing = sorted(required - set(obj))
+    extra = sorted(set(obj) - required - optional)
+    if missing or extra:
+        raise Bad(f"{what}: " + "; ".join(
+            ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])))
+    return obj
+
+
+def canonical_sha256(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def bits(s: Any, what: str, length: int | None = None) -> list[int]:
+    if not isinstance(s, str) or not s or set(s) - {"0", "1"}:
+        raise Bad(f"{what} must be a non-empty 0/1 string")
+    if length is not None and len(s) != length:
+        raise Bad(f"{what} has {len(s)} bits, expected {length}")
+    return [int(c) for c in s]
+
+
+def min_ip_targets(rows: list[list[int]]) -> list[int]:
+    """``t_i = min_j <x_i, x_j>`` for one sequence of 0/1 rows (Eq. 1)."""
+    return [min(sum(a & b for a, b in zip(x, y)) for y in rows) for x in rows]
+
+
+# ---------------------------------------------------------------- families
+
+@dataclass(frozen=True)
+class Family:
+    """An embedded family after re-validation (targets re-derived)."""
+
+    name: str
+    sha256: str
+    tokens: list[list[int]]
+    inputs: list[list[int]]
+    scored: list[list[bool]]
+    targets: list[list[int]]            # re-derived Min-IP targets
+    n: int
+    ip: list[list[int]]                 # token inner products
+    words: list[list[int]] | None
+    jumps: list[list[int]] | None
+    params: dict
+
+    def scored_positions(self) -> list[tuple[int, int]]:
+        return [(i, p) for i, row in enumerate(self.scored) for p, f in enumerate(row) if f]
+
+
+def family(fam: Any, params: Mapping[str, Any] | None = None) -> Family:
+    """Re-validate an embedded family file object; ``params`` (the claim's) must
+    name it (``family``) and carry its hash (``family_sha256``)."""
+    keys(fam, "family", FAMILY_KEYS)
+    if fam["format"] != FAMILY_FORMAT:
+        raise Bad(f"family format must be {FAMILY_FORMAT!r}")
+    body = {k: v for k, v in fam.items() if k != "sha256"}
+    digest = canonical_sha256(body)
+    if fam["sha256"] != digest:
+        raise Bad("the family's sha256 does not match its contents")
+    if params is not None:
+        if params.get("family_sha256") != digest:
+            raise Bad("parameters.family_sha256 is not the hash of the embedded family")
+        if params.get("family") != fam["name"]:
+            raise Bad(f"parameters.family {params.get('family')!r:.60} is not the embedded "
+                      f"family's name {fam['name']!r:.60}")
+    if not isinstance(fam["name"], str) or not isinstance(fam["params"], dict):
+        raise Bad("family name must be a string and params an object")
+    toks = fam["tokens"]
+    if not isinstance(toks, list) or not toks:
+        raise Bad("family tokens must be a non-empty list of bit strings")
+    tokens = [bits(s, "family token") for s in toks]
+    m = integer(fam["m"], "family m", 1)
+    if any(len(t) != m for t in tokens) or len({tuple(t) for t in tokens}) != len(tokens):
+        raise Bad("family tokens must be distinct 0/1 strings of length m")
+    K = len(tokens)
+    inputs = int_matrix(fam["inputs"], "family inputs")
+    n = integer(fam["n"], "family n", 1)
+    if not inputs or len(inputs[0]) != n or any(not 0 <= v < K for r in inputs for v in r):
+        raise Bad("family inputs must be non-empty rows of n token indices")
+    scored = int_matrix(fam["scored"], "family scored", (len(inputs), n))
+    if any(v not in (0, 1) for r in scored for v in r):
+        raise Bad("family scored flags must be 0 or 1")
+    stated = int_matrix(fam["targets"], "family targets", (len(inputs), n))
+    ip = [[sum(a & b for a, b in zip(u, v)) for v in tokens] for u in tokens]
+    targets = [[min(ip[x][z] for z in row) for x in row] for row in inputs]
+    for i, (a, b) in enumerate(zip(stated, targets)):
+        if a != b:
+            raise Bad(f"family input {i}: targets {a} are not the Min-IP targets {b}")
+    words = None
+    if fam["words"] is not None:
+        if not isinstance(fam["words"], list) or not fam["words"]:
+            raise Bad("family words must be a list of bit strings or null")
+        words = [bits(w, "family word") for w in fam["words"]]
+        if len({len(w) for w in words}) != 1:
+            raise Bad("family words must have one length")
+    jumps = None
+    if fam["jumps"] is not None:
+        jumps = int_matrix(fam["jumps"], "family jumps", (None, len(JUMP_COLUMNS)))
+    return Family(fam["name"], digest, tokens, inputs, [[bool(v) for v in r] for r in scored],
+                  targets, n, ip, words, jumps, dict(fam["params"]))
+
+
+def guarded(fn):
+    """Decorator: a checker body that raises :class:`Bad` (or stumbles on a
+    malformed structure) returns that as its one problem."""
+    def run(*args, **kwargs) -> list[str]:
+        try:
+            return fn(*args, **kwargs)
+        except Bad as exc:
+            return [str(exc)]
+        except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
+            return [f"malformed evidence: {type(exc).__name__}: {exc}"]
+    run.__name__, run.__doc__ = fn.__name__, fn.__doc__
+    return run

@@ -1,0 +1,507 @@
+"""``python -m certify.report CERT.json... --out DIR``: certificates -> a report.
+
+Made from certificates only, never from a live run. Writes into ``DIR``:
+
+* ``report.md`` -- a table of every claim (kind, verdict, statement), the
+  details of each (reason, method, parameters, the evidence's scalar values,
+  the evidence fields it declares trusted, and its ``info`` on a separate
+  line marked "not certified"),
+  the figures, the result of re-checking each certificate with
+  :mod:`certify.verify` (skip with ``--no-verify``), and a reproducibility block
+  (command lines, input hashes, seeds, package versions, git commit);
+* ``report.tex`` -- the claims as a booktabs table, ready to ``\\input``
+  (needs ``\\usepackage{booktabs}``);
+* figures as PNG and PDF, each drawn only when the certificates hold the data:
+  ``singular_values`` (certified enclosures of ``eps_rank`` claims, with eps),
+  ``verdict_vs_rank`` (``feasible`` / ``infeasible`` verdicts across ranks),
+  ``transcript_bits`` (``transcript`` claims: bits available vs
+  ``q log2(s+1)``).
+
+The folder is written into a temporary sibling and renamed into place, so a
+reader never sees a half-written report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Sequence
+
+from certify.certificate import sha256_file
+from certify.errors import InputError, run_command
+from certify import verify as _verify
+
+VERDICT_MARK = {"proved": "proved", "refuted": "REFUTED", "unknown": "unknown"}
+COLORS = {"proved": "#1b7837", "refuted": "#b2182b", "unknown": "#878787"}
+
+
+@dataclass(frozen=True)
+class Loaded:
+    label: str                   # short name used in the report
+    path: Path
+    sha256: str
+    cert: dict
+
+
+def load(paths: Sequence[str | os.PathLike]) -> list[Loaded]:
+    out, seen = [], set()
+    for p in paths:
+        path = Path(p)
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        try:
+            cert = _verify.parse(text)
+        except InputError as exc:
+            raise InputError(f"{path}: {exc}") from None
+        label = path.stem
+        k = 2
+        while label in seen:
+            label, k = f"{path.stem}-{k}", k + 1
+        seen.add(label)
+        out.append(Loaded(label, path, sha256_file(path), cert))
+    if not out:
+        raise InputError("no certificate given")
+    return out
+
+
+# ---------------------------------------------------------------- figures
+
+def _q(v: Any) -> Fraction | None:
+    if isinstance(v, bool) or v is None:
+        return None
+    if isinstance(v, int):
+        return Fraction(v)
+    if isinstance(v, float):
+        return Fraction(v)
+    try:
+        return Fraction(str(v))
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _sqrt_down(q: Fraction) -> float:
+    return math.sqrt(max(float(q), 0.0))
+
+
+def singular_value_series(certs: list[Loaded]) -> list[dict[str, Any]]:
+    """Per eps_rank claim with enclosures: sigma_i intervals (sqrt of the certified
+    sigma_i^2 enclosures), eps and k."""
+    out = []
+    for L in certs:
+        for i, c in enumerate(L.cert["claims"]):
+            ev = c.get("evidence", {})
+            encl = ev.get("sigma_sq_enclosures")
+            if c["kind"] != "eps_rank" or not isinstance(encl, list) or not encl:
+                continue
+            pairs = []
+            for e in encl:
+                if isinstance(e, list) and len(e) == 2 and _q(e[0]) is not None and _q(e[1]) is not None:
+                    pairs.append((_sqrt_down(_q(e[0])), _sqrt_down(_q(e[1]))))
+            pairs.sort(key=lambda p: -p[1])
+            eps = _q(ev.get("eps"))
+            out.append({"label": f"{L.label} #{i}", "intervals": pairs,
+                        "eps": None if eps is None else float(eps), "k": ev.get("k"),
+                        "verdict": c["verdict"]})
+    return out
+
+
+def feasibility_points(certs: list[Loaded]) -> list[dict[str, Any]]:
+    out = []
+    for L in certs:
+        for c in L.cert["claims"]:
+            if c["kind"] not in ("feasible", "infeasible"):
+                continue
+            p = c.get("parameters", {})
+            r = p.get("rank")
+            if not isinstance(r, int):
+                continue
+            out.append({"rank": r, "kind": c["kind"], "verdict": c["verdict"],
+                        "features": str(p.get("features", "real")),
+                        "family": str(p.get("family", "?"))})
+    return out
+
+
+def transcript_points(certs: list[Loaded]) -> list[dict[str, Any]]:
+    out = []
+    for L in certs:
+        for c in L.cert["claims"]:
+            if c["kind"] != "transcript":
+                continue
+            cap = {**c.get("evidence", {}).get("capacity", {}), **{
+                k: v for k, v in (c.get("info") or {}).items() if k in ("bits_available", "bits_needed")}}
+            p = c.get("parameters", {})
+            quant = p.get("quantizer", {}) if isinstance(p.get("quantizer"), dict) else {}
+            avail, need = cap.get("bits_available"), cap.get("bits_needed")
+            s, q = p.get("s"), p.get("q")
+            if isinstance(s, int) and isinstance(q, int):
+                need = q * math.log2(s + 1)
+            if not isinstance(avail, (int, float)) or not isinstance(need, (int, float)):
+                continue
+            model = c.get("evidence", {}).get("model")
+            source = model.get("source") if isinstance(model, dict) else None
+            out.append({"p": quant.get("bits"), "format": quant.get("format"), "source": source,
+                        "bits_available": float(avail), "bits_needed": float(need),
+                        "verdict": c["verdict"], "family": f"(M,s,h,q)=({p.get('M')},{s},"
+                                                           f"{p.get('h')},{q})"})
+    return out
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(fig, folder: Path, name: str) -> list[str]:
+    fig.tight_layout()
+    fig.savefig(folder / f"{name}.png", dpi=150)
+    fig.savefig(folder / f"{name}.pdf")
+    _plt().close(fig)
+    return [f"{name}.png", f"{name}.pdf"]
+
+
+def figure_singular_values(series, folder: Path) -> list[str]:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    positive = [a for s in series for a, _ in s["intervals"] if a > 0]
+    positive += [s["eps"] for s in series if s["eps"]]
+    floor = min(positive) / 100 if positive else 1e-12
+    for s in series:
+        xs = list(range(1, len(s["intervals"]) + 1))
+        color = ax._get_lines.get_next_color()
+        # an enclosure [lo, hi]: a bar; lo = 0 (sigma may vanish): a downward marker at
+        # hi, or at the bottom edge when hi lies below the plotted range
+        pos = [(x, a, b) for x, (a, b) in zip(xs, s["intervals"]) if a > 0]
+        zero = [(x, max(b, floor)) for x, (a, b) in zip(xs, s["intervals"]) if a <= 0]
+        if pos:
+            ax.vlines([x for x, _, _ in pos], [a for _, a, _ in pos], [b for _, _, b in pos],
+                      color=color, lw=3)
+            ax.scatter([x for x, _, _ in pos], [b for _, _, b in pos],
+                       marker="_" if len(xs) <= 16 else ".", s=160 if len(xs) <= 16 else 20,
+                       color=color, label=f"{s['label']}: {s['k']} values > eps")
+        if zero:
+            ax.scatter(*zip(*zero), marker="v", s=40, color=color,
+                       label=f"{s['label']}: 0 <= sigma_i <= marker")
+        if s["eps"]:
+            ax.axhline(s["eps"], ls="--", lw=1, color=color, label=f"eps = {s['eps']:.3g}")
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=floor / 2)
+    from matplotlib.ticker import MaxNLocator
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=12))
+    ax.set_xlabel("index i")
+    ax.set_ylabel("sigma_i (certified enclosure)")
+    ax.set_title("Singular values with certified enclosures")
+    ax.legend(fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    return _save(fig, folder, "singular_values")
+
+
+def figure_verdict_vs_rank(points, folder: Path) -> list[str]:
+    plt = _plt()
+    classes = sorted({p["features"] for p in points})
+    fig, ax = plt.subplots(figsize=(6.4, 2.0 + 0.8 * len(classes)))
+    style = {("infeasible", "proved"): ("x", "infeasible (proved)"),
+             ("feasible", "proved"): ("o", "feasible (proved)")}
+    seen = set()
+    for p in points:
+        y = classes.index(p["features"])
+        marker, label = style.get((p["kind"], p["verdict"]), ("s", f"{p['kind']} ({p['verdict']})"))
+        color = COLORS["refuted"] if p["kind"] == "infeasible" and p["verdict"] == "proved" else \
+            COLORS["proved"] if p["verdict"] == "proved" else COLORS["unknown"]
+        ax.scatter([p["rank"]], [y], marker=marker, s=70, color=color,
+                   label=None if label in seen else label, zorder=3)
+        seen.add(label)
+    for y, cls in enumerate(classes):
+        inf = [p["rank"] for p in points if p["features"] == cls and p["kind"] == "infeasible"
+               and p["verdict"] == "proved"]
+        fea = [p["rank"] for p in points if p["features"] == cls and p["kind"] == "feasible"
+               and p["verdict"] == "proved"]
+        if inf and fea:
+            lo, hi = max(inf) + 1, min(fea)
+            ax.annotate(f"minimal rank in [{lo}, {hi}]", (hi, y), textcoords="offset points",
+                        xytext=(0, 10), ha="right", fontsize=8)
+    ranks = sorted({p["rank"] for p in points})
+    ax.set_yticks(range(len(classes)), classes)
+    ax.set_ylim(-0.6, len(classes) - 0.4)
+    ax.set_xticks(ranks)
+    ax.set_xlabel("rank r (feature dimension)")
+    fams = sorted({p["family"] for p in points})
+    ax.set_title(f"Feasibility verdicts vs rank ({', '.join(fams)})", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, frameon=False)
+    ax.grid(True, axis="x", alpha=0.3)
+    return _save(fig, folder, "verdict_vs_rank")
+
+
+def figure_transcript(points, folder: Path) -> list[str]:
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    pts = sorted(points, key=lambda p: (p["p"] is None, p["p"] or 0, p["bits_available"]))
+    xs = [p["p"] if p["p"] is not None else i for i, p in enumerate(pts)]
+    for x, p in zip(xs, pts):
+        ax.scatter([x], [p["bits_available"]], s=60, color=COLORS[p["verdict"]] if p["verdict"]
+                   in COLORS else "k", zorder=3)
+        name = p["format"] or p["source"]
+        ax.annotate(f"{name}: {p['verdict']}" if name else p["verdict"],
+                    (x, p["bits_available"]), textcoords="offset points", xytext=(5, 5), fontsize=8)
+    for need in sorted({p["bits_needed"] for p in pts}):
+        ax.axhline(need, ls="--", color="k", lw=1, label=f"q log2(s+1) = {need:.3g}")
+    ax.set_xlabel("p (bits per coordinate)" if all(p["p"] is not None for p in pts) else "run")
+    ax.set_ylabel("transcript bits available")
+    ax.set_title("Theorem 9: transcript bits vs the bound", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(True, alpha=0.3)
+    return _save(fig, folder, "transcript_bits")
+
+
+# ---------------------------------------------------------------- text
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+        "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+
+
+def tex_escape(s: str) -> str:
+    """Escape LaTeX's special characters in plain text."""
+    return "".join(_TEX.get(ch, ch) for ch in str(s))
+
+
+def _md_cell(s: Any) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def _scalars(obj: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
+    """Scalar fields of an evidence / parameter object (short ones), one level deep."""
+    out = []
+    if not isinstance(obj, dict):
+        return out
+    for k, v in obj.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, (int, float, bool)) or v is None:
+            out.append((key, v))
+        elif isinstance(v, str) and len(v) <= 80:
+            out.append((key, v))
+        elif isinstance(v, list) and len(v) <= 8 and all(
+                isinstance(x, (int, str)) and len(str(x)) <= 20 for x in v):
+            out.append((key, v))
+        elif isinstance(v, dict) and depth < 1:
+            out += _scalars(v, f"{key}.", depth + 1)
+    return out
+
+
+def _rows(certs: list[Loaded]):
+    for L in certs:
+        for i, c in enumerate(L.cert["claims"]):
+            yield L, i, c
+
+
+def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[str]) -> str:
+    lines = ["# Certificate report", "",
+             "Made from the certificates listed below (no live run). Every claim's evidence is "
+             "re-checked by `python -m certify.verify CERT.json` with exact arithmetic only.", ""]
+    counts = {}
+    for _, _, c in _rows(certs):
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    lines += [f"{sum(counts.values())} claims in {len(certs)} certificate(s): "
+              + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), ""]
+    head = "| certificate | # | kind | verdict | statement |"
+    if checks is not None:
+        head = "| certificate | # | kind | verdict | re-checked | statement |"
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    for L, i, c in _rows(certs):
+        cells = [L.label, str(i), c["kind"], VERDICT_MARK.get(c["verdict"], c["verdict"])]
+        if checks is not None:
+            cc = checks[L.label].claims[i]
+            cells.append("holds" if cc.holds else "**FAILS**")
+        cells.append(_md_cell(c.get("statement", "")))
+        lines.append("| " + " | ".join(cells) + " |")
+    if figures:
+        lines += ["", "## Figures", ""]
+        for f in figures:
+            if f.endswith(".png"):
+                lines += [f"![{f[:-4]}]({f})", ""]
+    lines += ["", "## Claims", ""]
+    for L, i, c in _rows(certs):
+        lines += [f"### {L.label} #{i}: {c['kind']} ({c['verdict']})", "", c.get("statement", ""), ""]
+        if c.get("reason"):
+            lines += [f"- reason: {c['reason']}"]
+        if c.get("method"):
+            lines += [f"- method: {c['method']}"]
+        params = _scalars(c.get("parameters", {}))
+        if params:
+            lines += ["- parameters: " + ", ".join(f"`{k}` = {_fmt(v)}" for k, v in params)]
+        ev = [(k, v) for k, v in _scalars(c.get("evidence", {})) if k != "trusted"]
+        if ev:
+            lines += ["- evidence: " + ", ".join(f"`{k}` = {_fmt(v)}" for k, v in ev)]
+        trusted = c.get("evidence", {}).get("trusted") if isinstance(c.get("evidence"), dict) else None
+        if isinstance(trusted, list) and trusted:
+            lines += ["- trusted, not re-derived (features too large to embed): "
+                      + ", ".join(f"`{t}`" for t in trusted)]
+        info = _scalars(c.get("info", {})) if isinstance(c.get("info"), dict) else []
+        if info:
+            lines += ["- info (not certified): " + ", ".join(f"`{k}` = {_fmt(v)}" for k, v in info)]
+        if c.get("timings"):
+            lines += ["- seconds: " + ", ".join(f"{k} {float(v):.3g}" for k, v in c["timings"].items())]
+        if checks is not None:
+            cc = checks[L.label].claims[i]
+            lines += ["- re-checked: " + ("holds" if cc.holds else "FAILS: " + "; ".join(cc.problems))]
+        lines.append("")
+    lines += ["## Reproducibility", ""]
+    for L in certs:
+        cert = L.cert
+        env = cert.get("environment", {}) or {}
+        lines += [f"### {L.label}", "", f"- file: `{L.path.name}` (sha256 `{L.sha256}`)",
+                  f"- created: {cert.get('created', '')}"]
+        if cert.get("command"):
+            lines += [f"- command: `{shlex.join(str(a) for a in cert['command'])}`"]
+        for name, digest in (cert.get("inputs") or {}).items():
+            lines += [f"- input `{name}`: sha256 `{digest}`"]
+        if cert.get("seeds"):
+            lines += ["- seeds: " + ", ".join(f"{k} = {v}" for k, v in cert["seeds"].items())]
+        if env:
+            pk = env.get("packages") or {}
+            lines += [f"- python {env.get('python')} on {env.get('platform')}; git commit "
+                      f"`{env.get('git_commit')}`",
+                      "- packages: " + ", ".join(f"{k} {v}" for k, v in pk.items() if v)]
+        if checks is not None:
+            r = checks[L.label]
+            lines += [f"- `python -m certify.verify {L.path.name}`: "
+                      + ("holds" if r.holds else "FAILS")]
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, str):
+        q = _q(v)
+        if q is not None and q.denominator != 1 and len(v) > 12:
+            return f"{v} (~{float(q):.6g})"
+    return str(v)
+
+
+def latex(certs: list[Loaded], checks: dict[str, Any] | None) -> str:
+    lines = ["% Claims table made by certify.report; needs \\usepackage{booktabs}.",
+             "\\begin{tabular}{@{}llllp{0.52\\linewidth}@{}}", "\\toprule",
+             "Certificate & \\# & Kind & Verdict & Statement \\\\", "\\midrule"]
+    for L, i, c in _rows(certs):
+        verdict = c["verdict"]
+        if checks is not None and not checks[L.label].claims[i].holds:
+            verdict += " (fails re-check)"
+        lines.append(" & ".join(tex_escape(x) for x in (L.label, str(i), c["kind"].replace("_", " "),
+                                                         verdict, c.get("statement", ""))) + " \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}"]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- the report
+
+@dataclass(frozen=True)
+class ReportFiles:
+    folder: Path
+    files: tuple[str, ...]
+    holds: bool | None            # every certificate re-checked and holding (None: not checked)
+
+
+def build(certs: list[Loaded], out: str | os.PathLike, *, check: bool = True,
+          extra: dict[str, str] | None = None) -> ReportFiles:
+    """Write the report folder ``out`` (atomically replaced); ``extra`` adds files
+    (name -> text) to the folder, e.g. the certificate itself."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    checks = {L.label: _verify.verify_certificate(L.cert, base=L.path.resolve().parent)
+              for L in certs} if check else None
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        figures: list[str] = []
+        sv = singular_value_series(certs)
+        if sv:
+            figures += figure_singular_values(sv, tmp)
+        fp = feasibility_points(certs)
+        if fp:
+            figures += figure_verdict_vs_rank(fp, tmp)
+        tp = transcript_points(certs)
+        if tp:
+            figures += figure_transcript(tp, tmp)
+        (tmp / "report.md").write_text(markdown(certs, checks, figures))
+        (tmp / "report.tex").write_text(latex(certs, checks))
+        for name, text in (extra or {}).items():
+            (tmp / name).write_text(text)
+        files = ["report.md", "report.tex", *figures, *(extra or {})]
+        os.chmod(tmp, 0o755)
+        _replace_dir(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    holds = None if checks is None else all(r.holds for r in checks.values())
+    return ReportFiles(out, tuple(files), holds)
+
+
+def build_with_certificate(text: str, out: str | os.PathLike, name: str = "certificate.json"
+                           ) -> Path:
+    """``out/name`` (the certificate) and its report, written in one atomic step."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.stage.", dir=out.parent))
+    try:
+        (stage / name).write_text(text)
+        build(load([stage / name]), out, extra={name: text})
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return out
+
+
+def _replace_dir(new: Path, out: Path) -> None:
+    """Rename ``new`` to ``out``; an existing ``out`` is moved aside first and removed
+    after, so ``out`` is always either the old or the new complete folder."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} exists and is not a folder")
+    if not out.exists():
+        os.replace(new, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+    os.rmdir(old)
+    os.replace(out, old)
+    try:
+        os.replace(new, out)
+    except BaseException:
+        os.replace(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="certify.report",
+                                description="Certificates -> report.md, report.tex, figures.")
+    p.add_argument("certificates", nargs="+", metavar="CERT.json")
+    p.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="do not re-check the certificates (report only)")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    args = p.parse_args(argv)
+    certs = load(args.certificates)
+    rep = build(certs, args.out, check=not args.no_verify)
+    if args.json:
+        print(json.dumps({"folder": str(rep.folder), "files": list(rep.files),
+                          "verified": rep.holds}))
+    else:
+        print(f"report: {rep.folder / 'report.md'} ({len(rep.files)} files"
+              + ("" if rep.holds is None else f"; certificates {'hold' if rep.holds else 'FAIL'}")
+              + ")", file=sys.stderr)
+    return 0 if rep.holds in (None, True) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(run_command("certify.report", main))

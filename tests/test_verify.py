@@ -1,0 +1,156 @@
+"""certify.verify: parsing, dispatch, exit codes, input hashes, import hygiene."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from certify import verify
+from certify.certificate import SCHEMA, ClaimKind, sha256_bytes
+from certify.errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _cert(*claims, inputs=None):
+    return {"schema": SCHEMA, "created": "", "command": ["test"], "inputs": inputs or {},
+            "seeds": {}, "environment": {}, "claims": list(claims)}
+
+
+def _claim(kind="bound", verdict="proved", reason=None, evidence=None):
+    return {"kind": kind, "statement": "a statement", "verdict": verdict, "parameters": {},
+            "evidence": {"x": 1} if evidence is None else evidence, "method": "m",
+            "reason": reason, "timings": {}}
+
+
+@pytest.fixture
+def fake_checker(monkeypatch):
+    """A checker module 'certify.checkers._fake' whose answer the test sets."""
+    mod = types.ModuleType("certify.checkers._fake")
+    mod.answer = []
+
+    def check(claim, cert):
+        if mod.answer == "raise":
+            raise KeyError("evidence")
+        return list(mod.answer)
+
+    mod.check = check
+    monkeypatch.setitem(sys.modules, "certify.checkers._fake", mod)
+    monkeypatch.setitem(verify.CHECKERS, "bound", "_fake")
+    return mod
+
+
+def test_every_claim_kind_has_a_checker_area():
+    assert set(verify.CHECKERS) == {k.value for k in ClaimKind}
+
+
+def test_checker_answer_decides(fake_checker):
+    cert = _cert(_claim())
+    assert verify.verify_certificate(cert).holds
+    fake_checker.answer = ["minor is singular mod p"]
+    r = verify.verify_certificate(cert)
+    assert not r.holds and r.claims[0].problems == ("minor is singular mod p",)
+    assert r.exit_code() == 1
+    fake_checker.answer = "raise"
+    r = verify.verify_certificate(cert)
+    assert not r.holds and "KeyError" in r.claims[0].problems[0]
+
+
+def test_missing_or_unknown_checker_fails_never_passes(monkeypatch):
+    monkeypatch.setitem(verify.CHECKERS, "bound", "no_such_area_xyz")
+    r = verify.verify_certificate(_cert(_claim("bound")))
+    assert not r.holds and "no checker" in r.claims[0].problems[0]
+    r = verify.verify_certificate(_cert(_claim("telepathy")))
+    assert not r.holds and "no checker" in r.claims[0].problems[0]
+
+
+def test_unknown_and_refuted_hold_when_consistent_but_need_reasons(fake_checker):
+    for verdict in ("unknown", "refuted"):
+        assert verify.verify_certificate(_cert(_claim(verdict=verdict, reason="why"))).holds
+        r = verify.verify_certificate(_cert(_claim(verdict=verdict)))
+        assert not r.holds and "needs a reason" in r.claims[0].problems[0]
+    r = verify.verify_certificate(_cert(_claim(verdict="probably")))
+    assert not r.holds
+
+
+def test_counts(fake_checker):
+    cert = _cert(_claim(), _claim(verdict="unknown", reason="time"), _claim(verdict="refuted", reason="x"))
+    n = verify.verify_certificate(cert).counts()
+    assert n == {"proved": 1, "refuted": 1, "unknown": 1, "failed": 0}
+
+
+@pytest.mark.parametrize("text", ["", "{", "[]", json.dumps({"schema": "other", "claims": []}),
+                                  json.dumps(_cert()), json.dumps({**_cert(_claim()), "claims": [3]}),
+                                  json.dumps({**_cert(_claim()), "inputs": {"a": 5}})])
+def test_malformed_is_input_error(text):
+    with pytest.raises(InputError):
+        verify.parse(text)
+
+
+def test_input_hashes(tmp_path, fake_checker):
+    data = tmp_path / "family.json"
+    data.write_bytes(b"some input")
+    good = sha256_bytes(b"some input")
+    r = verify.verify_certificate(_cert(_claim(), inputs={"family.json": good, "builtin:paper-5.1": good}),
+                                  base=tmp_path)
+    assert r.holds
+    assert [i.status for i in r.inputs] == ["match", "not checked (no such file)"]
+    r = verify.verify_certificate(_cert(_claim(), inputs={"family.json": "0" * 64}), base=tmp_path)
+    assert not r.holds and r.inputs[0].status == "MISMATCH"
+
+
+def _run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "certify.verify", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_command_exit_codes(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = _run(str(bad))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    p = _run(str(tmp_path / "missing.json"))
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    nochecker = tmp_path / "nochecker.json"
+    nochecker.write_text(json.dumps(_cert(_claim("telepathy"))))
+    p = _run(str(nochecker), "--json")
+    assert p.returncode == 1
+    doc = json.loads(p.stdout)
+    assert doc["holds"] is False and "no checker" in doc["claims"][0]["problems"][0]
+
+
+def test_verify_imports_no_solver_no_torch_no_producer():
+    """The checker stays independent of what produced the claims."""
+    code = (
+        "import sys, importlib, pkgutil\n"
+        "import certify.verify as v\n"
+        "import certify.checkers as c\n"
+        "for m in pkgutil.iter_modules(c.__path__):\n"
+        "    importlib.import_module('certify.checkers.' + m.name)\n"
+        "for area in set(v.CHECKERS.values()):\n"
+        "    v.checker_for([k for k, a in v.CHECKERS.items() if a == area][0])\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'cvxpy', 'highspy', 'scipy',"
+        " 'models', 'solvers', 'mpmath', 'matplotlib') or m in ('certify.families', 'certify.bounds',"
+        " 'certify.kernel', 'certify.rank', 'certify.feasibility', 'certify.transcript',"
+        " 'certify.audit', 'certify.codes')]\n"
+        "print(','.join(sorted(bad)))\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "", f"forbidden modules imported: {p.stdout.strip()}"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("certify.checkers.bounds") is None,
+                    reason="certify.checkers.bounds has not landed")
+def test_bounds_command_certificate_verifies(tmp_path):
+    from certify import bounds
+    out = tmp_path / "bounds.json"
+    assert bounds.main(["--m", "200", "--out", str(out)]) == 0
+    p = _run(str(out))
+    assert p.returncode == 0, p.stderr
