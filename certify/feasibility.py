@@ -58,6 +58,7 @@ class FeasibilityResult:
     reason: str | None = None
     best_float_margin: float | None = None
     timings: dict = field(default_factory=dict)
+    search_info: dict = field(default_factory=dict)     # LP and restart counts (diagnostics)
 
     def summary(self) -> dict[str, Any]:
         out = {"verdict": self.outcome.value, "rank": self.rank,
@@ -86,14 +87,15 @@ class FeasibilityResult:
         if self.outcome is Outcome.FEASIBLE:
             return Claim(ClaimKind.FEASIBLE, statement, Verdict.PROVED, params,
                          {"family": fam, "witness": self.witness.to_json(),
-                          "margin": q_to_str(self.margin)}, self.method, None, self.timings)
-        ev: dict[str, Any] = {"family_sha256": self.family.sha256}
+                          "margin": q_to_str(self.margin)}, self.method, None, self.timings,
+                         info={"margin_float": float(self.margin), **self.search_info})
+        info: dict[str, Any] = dict(self.search_info)
         if self.bound is not None:
-            ev["lower_bound"] = q_to_str(self.bound.bound)
+            info["chain_bound"] = q_to_str(self.bound.bound)
         if self.best_float_margin is not None and np.isfinite(self.best_float_margin):
-            ev["best_float_lp_margin"] = float(self.best_float_margin)
-        return Claim(ClaimKind.FEASIBLE, statement, Verdict.UNKNOWN, params, ev,
-                     self.method, self.reason, self.timings)
+            info["best_float_lp_margin"] = float(self.best_float_margin)
+        return Claim(ClaimKind.FEASIBLE, statement, Verdict.UNKNOWN, params, {},
+                     self.method, self.reason, self.timings, info=info)
 
 
 # ---------------------------------------------------------------- library
@@ -134,10 +136,12 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                                  f"alternating LPs from the truncated construction (last rank: "
                                  f"{res.iterations} LPs, {res.restarts} restarts), dyadic "
                                  "rounding, value LP, exact re-check",
-                                 margin=chk.margin, bound=bound, witness=w, timings=timings)
+                                 margin=chk.margin, bound=bound, witness=w, timings=timings,
+                                 search_info={"lps": res.iterations, "restarts": res.restarts})
     lb = "" if bound is None else f"; the chain bound only excludes r <= {float(bound.bound):.4f}"
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, family, "alternating LPs",
                              bound=bound, best_float_margin=res.delta,
+                             search_info={"lps": res.iterations, "restarts": res.restarts},
                              reason=f"no exactly verified witness within {time_limit:g} s "
                                     f"(best float LP margin {res.delta:.3g}){lb}",
                              timings=timings)

@@ -28,6 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from certify.bounds import rank_bound_per_pair
 from certify.families import Family
 
 
@@ -53,6 +54,7 @@ class ChainBound:
     paths: dict                      # (i, j) -> tuple of edge indices
     lambdas: dict                    # (i, j) -> int
     bound: Fraction
+    n: int                           # the family's exact length (Lemma 3)
 
     @property
     def max_infeasible_rank(self) -> int:
@@ -63,7 +65,7 @@ class ChainBound:
         from certify.certificate import q_to_str
 
         return {
-            "lemma3": {"eps": "1/2", "n": None, "mu": "(n-2)(d-1)"},
+            "lemma3": {"eps": "1/2", "n": self.n, "mu": "(n-2)(d-1)"},
             "edges": [[e.x, e.y, e.z, e.t, e.u, e.mu, *e.inputs] for e in self.edges],
             "edge_columns": ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"],
             "queries": list(self.queries),
@@ -150,9 +152,9 @@ def chain_bound(family: Family, *, max_exhaustive: int = 12) -> ChainBound | Non
         return diag[b] in reach[a] and diag[b] != diag[a]
 
     def value(sel):
-        s = sum((Fraction(1, reach[a][diag[b]][0] ** 2) for a in sel for b in sel if a != b),
-                Fraction(0))
-        return Fraction(len(sel) ** 2) / (len(sel) + s)
+        """Lemma 4 per pair (strict): t^2 / (t + sum Lambda^-2), from certify.bounds."""
+        lam = [[None if a == b else reach[a][diag[b]][0] for b in sel] for a in sel]
+        return rank_bound_per_pair(lam, strict=True).bound
 
     best_sel = None
     if len(cand_q) <= max_exhaustive:
@@ -180,4 +182,4 @@ def chain_bound(family: Family, *, max_exhaustive: int = 12) -> ChainBound | Non
     return ChainBound(edges=tuple(edges[k] for k in used), queries=tuple(best_sel),
                       diagonal=tuple(diag[a] for a in best_sel),
                       paths={ij: tuple(renum[k] for k in p) for ij, p in paths.items()},
-                      lambdas=lambdas, bound=value(best_sel))
+                      lambdas=lambdas, bound=value(best_sel), n=family.n)

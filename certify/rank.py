@@ -123,27 +123,37 @@ def _gram_evidence(s: FactorSummary) -> dict[str, Any]:
             "gram_k": _ints(s.gram_k), "gram_k_exponent": s.ek}
 
 
-def _feature_evidence(s: FactorSummary, embed_limit: int) -> dict[str, Any]:
+#: what a claim takes as stated when the features are too large to embed
+#: (certify.checkers.rank documents and prints these as trusted)
+TRUSTED_GRAMS = ["gram_q", "gram_k", "num_tokens"]
+
+
+def _feature_evidence(s: FactorSummary, embed_limit: int, trusted: list[str]) -> dict[str, Any]:
+    """The features themselves when small enough, else the list of fields the
+    checker must take as stated (identified by ``features_sha256``)."""
     if s.phi_q is None or s.num_tokens * s.r > embed_limit:
-        return {}
+        return {"trusted": list(trusted)}
     dq, dk = ex.dyadic(s.phi_q), ex.dyadic(s.phi_k)
     return {"features": {"phi_q": dq.rows(), "phi_q_exponent": dq.exponent,
                          "phi_k": dk.rows(), "phi_k_exponent": dk.exponent}}
+
+
+def _attempts_info(res: ex.ExactRank) -> dict[str, Any]:
+    return {"prime_attempts": [[a.prime, a.rank_mod_p] for a in res.attempts]}
 
 
 def exact_rank_factor_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()
     res = ex.core_rank(ex.IntMatrix(ex._compact(s.gram_q)), ex.IntMatrix(ex._compact(s.gram_k)),
                        seed=opt.seed, max_primes=opt.max_primes)
-    ev = {**_gram_evidence(s), **_feature_evidence(s, opt.embed_limit),
+    ev = {**_gram_evidence(s), **_feature_evidence(s, opt.embed_limit, TRUSTED_GRAMS),
           "prime": res.prime, "minor_rows": list(res.minor_rows), "minor_cols": list(res.minor_cols),
           "null_basis": [list(r) for r in res.null_basis] if res.null_basis else [],
           "null_prime": res.null_prime, "null_minor_rows": list(res.null_minor_rows),
           "null_minor_cols": list(res.null_minor_cols),
-          "upper_witness": res.upper_witness, "rank_lower": res.lower, "rank_upper": res.upper,
-          "attempts": [[a.prime, a.rank_mod_p] for a in res.attempts]}
+          "upper_witness": res.upper_witness, "rank_lower": res.lower, "rank_upper": res.upper}
     return Claim(ClaimKind.EXACT_RANK, _rank_statement(kernel, res), res.verdict,
-                 parameters=_params(kernel, opt), evidence=ev,
+                 parameters=_params(kernel, opt), evidence=ev, info=_attempts_info(res),
                  method="factor form: exact Gram core rank(PhiQ PhiK^T) = rank(GQ GK); "
                         "lower: minor nonsingular mod p; upper: exact null-space basis of the core",
                  reason=res.reason,
@@ -159,7 +169,7 @@ def _rank_statement(kernel: Kernel, res: ex.ExactRank) -> str:
 
 def _params(kernel: Kernel, opt: RankOptions) -> dict[str, Any]:
     return {"token_set": kernel.token_set, "shape": list(kernel.shape), "form": kernel.form.value,
-            "seed": opt.seed, "source": kernel.provenance.source,
+            "source": kernel.provenance.source,
             "source_sha256": kernel.provenance.source_sha256, "adapter": kernel.provenance.adapter,
             "dtype": kernel.provenance.dtype}
 
@@ -173,11 +183,13 @@ def integer_matrix(kernel: Kernel) -> ex.IntMatrix:
 
 
 def matrix_sha256(N: ex.IntMatrix) -> str:
-    """sha256 of an integer matrix: int64 little-endian bytes when it fits, else
-    canonical JSON of its rows (the checker recomputes it the same way)."""
+    """sha256 of the exact kernel matrix: the canonical JSON of its scale and a
+    newline, then the integer rows as int64 little-endian bytes when they fit,
+    else their compact JSON (the checker recomputes it the same way)."""
+    head = (json.dumps(_scale_evidence(N), sort_keys=True, separators=(",", ":")) + "\n").encode()
     if N.values.dtype != object:
-        return "int64:" + sha256_bytes(np.ascontiguousarray(N.values, dtype="<i8").tobytes())
-    return "json:" + sha256_bytes(json.dumps(N.rows(), separators=(",", ":")).encode())
+        return "int64:" + sha256_bytes(head + np.ascontiguousarray(N.values, dtype="<i8").tobytes())
+    return "json:" + sha256_bytes(head + json.dumps(N.rows(), separators=(",", ":")).encode())
 
 
 def _scale_evidence(N: ex.IntMatrix) -> dict[str, Any]:
@@ -192,12 +204,11 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
     ev = {"form": "matrix", "shape": list(N.shape), "scale": _scale_evidence(N),
           "matrix_sha256": matrix_sha256(N), "prime": res.prime,
           "minor_rows": list(res.minor_rows), "minor_cols": list(res.minor_cols),
-          "upper_witness": res.upper_witness, "rank_lower": res.lower, "rank_upper": res.upper,
-          "attempts": [[a.prime, a.rank_mod_p] for a in res.attempts]}
+          "upper_witness": res.upper_witness, "rank_lower": res.lower, "rank_upper": res.upper}
     if N.values.size <= opt.embed_limit:
         ev["matrix"] = N.rows()
     return Claim(ClaimKind.EXACT_RANK, _rank_statement(kernel, res), res.verdict,
-                 parameters=_params(kernel, opt), evidence=ev,
+                 parameters=_params(kernel, opt), evidence=ev, info=_attempts_info(res),
                  method="matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
                         "upper: exact column-span (null-space) witness of that minor",
                  reason=res.reason, timings={**res.timings, "total": time.perf_counter() - t0})
@@ -212,7 +223,8 @@ def eps_rank_factor_claim(s: FactorSummary, eps: Fraction, opt: RankOptions) -> 
         raise RuntimeError("internal error: Gram matrices are not PSD")
     res = sp.eps_rank_core(GQ * GK, s.eq + s.ek, eps, enclosures=opt.enclosures and s.r <= 128,
                            prec=opt.enclosure_prec)
-    ev = {**_gram_evidence(s), "eps": q_to_str(eps), "k": res.k, "exact": True,
+    ev = {**_gram_evidence(s), **_feature_evidence(s, opt.embed_limit, TRUSTED_GRAMS),
+          "eps": q_to_str(eps), "k": res.k, "exact": True,
           "sigma_sq_enclosures": [[q_to_str(lo), q_to_str(hi)] for lo, hi in res.sigma_sq_enclosures]}
     return Claim(ClaimKind.EPS_RANK, _eps_statement(res), res.verdict,
                  parameters={"eps": q_to_str(eps)}, evidence=ev, method=res.method,
@@ -253,6 +265,7 @@ def eps_rank_matrix_claim(N: ex.IntMatrix, eps: Fraction, opt: RankOptions) -> C
         ev.update({"k": k, "exact": True, "method": "gram"})
     else:
         if N.row_den is not None:
+            ev["method"] = "none"
             return Claim(ClaimKind.EPS_RANK, f"eps-rank for eps = {q_to_str(eps)}", Verdict.UNKNOWN,
                          parameters={"eps": q_to_str(eps)}, evidence=ev, method="none",
                          reason=f"rational matrix larger than {SPECTRAL_EXACT_LIMIT}: no certified method")
@@ -267,7 +280,8 @@ def eps_rank_matrix_claim(N: ex.IntMatrix, eps: Fraction, opt: RankOptions) -> C
 
 # ---------------------------------------------------------------- code rank (Lemma 4 / Thm 5)
 
-def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: RankOptions) -> Claim:
+def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: RankOptions,
+                    summary: FactorSummary | None = None) -> Claim:
     from certify.codes import as_words
     t0 = time.perf_counter()
     W = as_words(words)
@@ -284,6 +298,13 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
         B = [[Fraction(int(v)) * scale for v in row] for row in prod]
         ev.update({"query_features": dq.rows(), "query_exponent": dq.exponent,
                    "key_features": dk.rows(), "key_exponent": dk.exponent})
+        trusted = ["query_features", "key_features"]
+        if summary is None:             # no pass over the token set: rows taken as stated
+            ev["trusted"] = trusted
+        else:
+            ev["features_sha256"] = _gram_evidence(summary)["features_sha256"]
+            ev.update(_feature_evidence(summary, opt.embed_limit, trusted)
+                      if kernel.token_set == f"cube:{W.shape[1]}" else {"trusted": trusted})
     else:
         rows, cols = kernel.token_rows(W), kernel.token_rows(comp)
         if kernel.rational is not None:
@@ -292,6 +313,7 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
             B = [[Fraction(float(kernel.matrix[i, j])) if kernel.matrix.dtype.kind == "f"
                   else Fraction(int(kernel.matrix[i, j])) for j in cols] for i in rows]
         ev["B"] = [[q_to_str(v) for v in row] for row in B]
+        ev["trusted"] = ["B"]
     b = sp.unit_diagonal_rank_bound(B)
     ev.update({"t": b.t, "kept": list(b.kept), "frobenius_sq": q_to_str(b.frobenius_sq),
                "bound": q_to_str(b.bound), "rank_lower": b.rank_lower,
@@ -303,7 +325,8 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
     if b.t == 0:
         verdict, reason = Verdict.UNKNOWN, "every diagonal entry alpha(x_S, x_(S^c)) is zero"
     return Claim(ClaimKind.CODE_RANK, stmt, verdict,
-                 parameters={"code": name, "num_words": int(len(W)), "M": int(W.shape[1])},
+                 parameters={"code": name, "num_words": int(len(W)), "M": int(W.shape[1]),
+                             "token_set": kernel.token_set},
                  evidence=ev, method="Lemma 4 with per-pair Lambda_SU = |B_SS / B_SU| (trace/nuclear/Frobenius)",
                  reason=reason, timings={"code_rank": time.perf_counter() - t0})
 
@@ -311,11 +334,12 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
 # ---------------------------------------------------------------- nonnegativity
 
 def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions) -> Claim:
-    base = {"form": "factor", "features_sha256": {"phi_q": s.sha_q, "phi_k": s.sha_k, "dtype": s.dtype}}
+    base = {"form": "factor", "features_sha256": _gram_evidence(s)["features_sha256"]}
     stmt = f"alpha(x, z) >= 0 for all x, z in {kernel.token_set}"
     if s.min_q >= 0 and s.min_k >= 0:
         return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED,
-                     evidence={**base, "method": "features_nonnegative",
+                     evidence={**base, **_feature_evidence(s, opt.embed_limit, ["min_phi_q", "min_phi_k"]),
+                               "method": "features_nonnegative",
                                "min_phi_q": q_to_str(s.min_q), "min_phi_k": q_to_str(s.min_k)},
                      method="every feature is >= 0 (exact minimum over all tokens)")
     K = kernel.num_tokens
@@ -328,13 +352,15 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
     neg, exact_checked = _find_negative(q, k)
     if neg is None:
         return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED,
-                     evidence={**base, "method": "all_products", "num_checked": K * K,
-                               "num_checked_exactly": exact_checked},
+                     evidence={**base, **_feature_evidence(s, opt.embed_limit, ["all_products"]),
+                               "method": "all_products", "num_checked": K * K},
+                     info={"pairs_summed_exactly": exact_checked},
                      method="every product: float64 with the rigorous bound gamma_r sum |q_i k_i|; "
                             "pairs the bound does not decide summed exactly")
     i, j, val = neg
     dq, dk = ex.dyadic(q[i:i + 1]), ex.dyadic(k[j:j + 1])
-    ev = {**base, "method": "counterexample", "pair": [int(i), int(j)], "value": q_to_str(val),
+    ev = {**base, **_feature_evidence(s, opt.embed_limit, ["phi_q_row", "phi_k_row"]),
+          "method": "counterexample", "pair": [int(i), int(j)], "value": q_to_str(val),
           "phi_q_row": dq.rows()[0], "phi_q_exponent": dq.exponent,
           "phi_k_row": dk.rows()[0], "phi_k_exponent": dk.exponent}
     return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, evidence=ev,
@@ -374,14 +400,14 @@ def nonnegative_claim_matrix(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) 
     vals = N.values
     if vals.dtype == object:
         flat = [int(v) for v in vals.ravel()]
-        idx = int(np.argmin(np.array([(v > 0) - (v < 0) for v in flat])))
+        idx = flat.index(min(flat))                 # first minimum, as np.argmin
         mn = flat[idx]
     else:
         idx = int(np.argmin(vals))
         mn = int(vals.ravel()[idx])
     i, j = divmod(idx, vals.shape[1])
-    ev = {"form": "matrix", "method": "entries", "matrix_sha256": matrix_sha256(N), "argmin": [i, j],
-          "min_sign": (mn > 0) - (mn < 0)}
+    ev = {"form": "matrix", "method": "entries", "shape": list(N.shape), "scale": _scale_evidence(N),
+          "matrix_sha256": matrix_sha256(N), "argmin": [i, j], "min_sign": (mn > 0) - (mn < 0)}
     if N.values.size <= opt.embed_limit:
         ev["matrix"] = N.rows()
     stmt = f"every entry of the kernel matrix on {kernel.token_set} is >= 0"
@@ -423,12 +449,32 @@ def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions()) -> RankReport
         if opt.eps is not None:
             claims.append(eps_rank_matrix_claim(N, opt.eps, opt))
     if opt.code is not None:
-        claims.append(code_rank_claim(kernel, opt.code, opt.code_name, opt))
+        claims.append(code_rank_claim(kernel, opt.code, opt.code_name, opt,
+                                      summary=s if kernel.form is Form.FACTOR else None))
+    claims = share_features(claims)
     prov = kernel.provenance
     inputs = {prov.source: prov.source_sha256} if prov.source_sha256 else {}
     cert = Certificate(claims=claims, inputs=inputs, seeds={"primes": opt.seed})
     ev = rank_claim.evidence
     return RankReport(cert, int(ev["rank_lower"]), int(ev["rank_upper"]), rank_claim.verdict)
+
+
+def share_features(claims: list[Claim]) -> list[Claim]:
+    """Embed the features once: a later claim with the same embedded features
+    refers to the first one's (``features_claim``, its index in the certificate)."""
+    import dataclasses
+    out: list[Claim] = []
+    first: tuple[int, Any] | None = None
+    for c in claims:
+        feats = c.evidence.get("features")
+        if feats is not None and first is None:
+            first = (len(out), feats)
+        elif feats is not None and feats == first[1]:
+            ev = {k: v for k, v in c.evidence.items() if k != "features"}
+            ev["features_claim"] = first[0]
+            c = dataclasses.replace(c, evidence=ev)
+        out.append(c)
+    return out
 
 
 def _require(claim: Claim) -> Claim:

@@ -90,9 +90,19 @@ class Capacity:
     bits_needed: float            # q log2(s+1)
 
     def to_json(self) -> dict[str, Any]:
-        return {"coordinates": self.coordinates, "alphabet": self.alphabet,
+        """Exact evidence: ``holds`` is ``alphabet^coordinates >= assignments``; the
+        integer bit counts are ``bits_needed`` = least b with ``2^b >= assignments``
+        and ``bits_available`` = ``coordinates log2 alphabet`` when the alphabet
+        is a power of two (else null)."""
+        A = self.alphabet
+        return {"coordinates": self.coordinates, "alphabet": A,
                 "assignments": self.assignments, "holds": self.holds,
-                "bits_available": _num(self.bits_available), "bits_needed": self.bits_needed}
+                "bits_available": self.coordinates * (A.bit_length() - 1) if A & (A - 1) == 0 else None,
+                "bits_needed": (self.assignments - 1).bit_length()}
+
+    def display(self) -> dict[str, float]:
+        """Float bit counts for people (never evidence)."""
+        return {"bits_available": float(self.bits_available), "bits_needed": float(self.bits_needed)}
 
 
 def _num(x: float):
@@ -257,7 +267,9 @@ def _query_error(y, t: int) -> tuple[bool | None, Any]:
 
 
 def family_evidence(spec, n: int) -> dict[str, Any]:
-    return {"M": spec.M, "s": spec.s, "h": spec.h, "q": spec.q, "n": n,
+    """The multilevel family (its inputs have length 2q; the context length ``n``
+    only has to admit them, so it is a diagnostic, not evidence)."""
+    return {"M": spec.M, "s": spec.s, "h": spec.h, "q": spec.q,
             "words": [_bits(w) for w in spec.words]}
 
 
@@ -336,15 +348,17 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
     res = search_collisions(spec, model, batch=batch, time_limit=time_limit, progress=progress)
     t1 = time.perf_counter()
     EW = exact_weights(model.weights)
-    params = {"M": spec.M, "s": spec.s, "h": spec.h, "q": spec.q, "n": n,
+    params = {"M": spec.M, "s": spec.s, "h": spec.h, "q": spec.q,
               "layers": model.cfg.layers, "heads": model.cfg.heads, "rank": model.cfg.rank,
               "dv": model.cfg.dv, "feature_map": model.cfg.feature_map,
               "quantizer": model.quantizer.to_json()}
     statement = (f"the quantized sketch model ({model.quantizer.describe()}) solves the multilevel "
                  f"family (M, s, h, q) = ({spec.M}, {spec.s}, {spec.h}, {spec.q}) with error < 1/2 "
                  f"at every query position of all {spec.num_assignments} assignments")
-    base_ev = {"capacity": cap.to_json(), "assignments_checked": res.checked,
-               "distinct_float_transcripts": res.distinct_transcripts}
+    base_ev = {"capacity": cap.to_json()}
+    info = {**cap.display(), "context_length": n, "assignments_checked_float64": res.checked,
+            "distinct_float64_transcripts": res.distinct_transcripts,
+            "float64_accuracy": res.float_accuracy if res.checked else None}
 
     verdict, reason, collision, ev = Verdict.UNKNOWN, None, None, None
     exact_checked = exact_correct = 0
@@ -414,7 +428,7 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
               "from the exact dyadic weights decides")
     claim = Claim(kind=ClaimKind.TRANSCRIPT, statement=statement, verdict=verdict,
                   parameters=params, evidence=evidence, method=method, reason=reason,
-                  timings={"search": t1 - t0, "exact": t2 - t1})
+                  timings={"search": t1 - t0, "exact": t2 - t1}, info=info)
     claims = [c for c in (bound_claim(model, spec.s, spec.q),) if c is not None] + [claim]
     return TranscriptResult(verdict, reason, cap, res, collision, injective, exact_checked,
                             exact_correct, tuple(claims),
