@@ -320,6 +320,52 @@ def rank_bound_per_pair(Lambda: Sequence[Sequence[Any]], strict: bool = False) -
                         rank_bound=_rank_from_bound(bound, applied))
 
 
+# ------------------------------------------------------------------ Lemma 4, nonnegative refinement
+
+def perron_discriminant(t: Any, rho: Any, r: Any) -> Fraction:
+    """``Delta(r) = t^2 (2 + (r-1) rho)^2 - 4 r (t^2 - (r-1) t (1 - rho))``.
+
+    Setting: a real ``t x t`` matrix ``C`` with ``C_ii = 1`` and
+    ``0 <= C_ij <= rho < 1`` off the diagonal (the row-normalized chain matrix
+    of Thm 5 is one, since the kernel is nonnegative on the pairs it uses).
+    Lemma 4's argument ignores the sign of ``C``; the sign forces a large top
+    singular value. With ``s = sum_{i != j} C_ij``, ``F = ||C||_F^2``,
+    ``sigma = ||C||_2`` and ``rank C <= r``:
+
+    (a) ``t = tr C <= ||C||_* <= sigma + sqrt(r - 1) sqrt(F - sigma^2)``;
+    (b) ``F <= t + rho s``  (``C_ij^2 <= rho C_ij``);
+    (c) ``sigma >= 1^T C 1 / t = 1 + s / t``;
+    (d) ``sigma^2 <= F <= t + rho t (t - 1) < t^2``, so ``t - sigma > 0``.
+
+    Squaring (a) and inserting (b), (c):
+    ``Q(sigma) = r sigma^2 - t (2 + (r-1) rho) sigma + t^2 - (r-1) t (1-rho) <= 0``.
+    When ``Delta(r) < 0`` no real ``sigma`` satisfies it: ``rank C > r``; and a
+    matrix of rank ``r' < r`` satisfies (a) with ``r`` too, so every rank
+    ``<= r`` is excluded.
+    """
+    t, rho, r = as_fraction(t, "t"), as_fraction(rho, "rho"), as_fraction(r, "r")
+    return t * t * (2 + (r - 1) * rho) ** 2 - 4 * r * (t * t - (r - 1) * t * (1 - rho))
+
+
+def perron_max_excluded_rank(t: Any, rho: Any) -> int:
+    """Largest ``r`` with ``Delta(r) < 0`` (0 when none): every rank ``<= r`` of a
+    ``t x t`` unit-diagonal matrix with off-diagonal entries in ``[0, rho]`` is
+    impossible. Needs ``t >= 2`` and ``0 <= rho < 1``.
+
+    >>> perron_max_excluded_rank(15, Fraction(1, 4))     # paper-5.1 chains
+    11
+    """
+    t = as_int(t, "t", minimum=2)
+    rho = as_fraction(rho, "rho")
+    if not 0 <= rho < 1:
+        raise InputError(f"rho must satisfy 0 <= rho < 1, got {rho}")
+    best = 0
+    for r in range(1, t + 1):
+        if perron_discriminant(t, rho, r) < 0:
+            best = r
+    return best
+
+
 # ------------------------------------------------------------------ Thm 5
 
 @dataclass(frozen=True)

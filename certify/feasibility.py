@@ -68,6 +68,7 @@ class FeasibilityResult:
                "margin_float": None if self.margin is None else float(self.margin),
                "lower_bound": None if self.bound is None else q_to_str(self.bound.bound),
                "lower_bound_float": None if self.bound is None else float(self.bound.bound),
+               "max_infeasible_rank": None if self.bound is None else self.bound.max_infeasible_rank,
                "reason": self.reason, "timings": dict(self.timings)}
         return out
 
@@ -114,9 +115,11 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     if bound is True:
         bound = chain_bound(family)
     timings["lower_bound_s"] = time.perf_counter() - t0
-    if bound is not None and rank <= bound.bound:
+    if bound is not None and rank <= bound.max_infeasible_rank:
+        how = ("Lemma 4 (per-pair Lambda, strict)" if rank <= bound.lemma4_rank else
+               "the nonnegative refinement of Lemma 4 (Delta(r) < 0)")
         return FeasibilityResult(Outcome.INFEASIBLE, rank, features, family,
-                                 "Lemma 3 chains of the family + Lemma 4 (per-pair Lambda, strict)",
+                                 f"Lemma 3 chains of the family + {how}",
                                  bound=bound, timings=timings)
     problem = problem or build_problem(family)
     t1 = time.perf_counter()
@@ -138,7 +141,7 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                                  "rounding, value LP, exact re-check",
                                  margin=chk.margin, bound=bound, witness=w, timings=timings,
                                  search_info={"lps": res.iterations, "restarts": res.restarts})
-    lb = "" if bound is None else f"; the chain bound only excludes r <= {float(bound.bound):.4f}"
+    lb = "" if bound is None else f"; the chain bounds only exclude r <= {bound.max_infeasible_rank}"
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, family, "alternating LPs",
                              bound=bound, best_float_margin=res.delta,
                              search_info={"lps": res.iterations, "restarts": res.restarts},
@@ -274,8 +277,10 @@ def _sweep_range(text: str) -> tuple[int, int]:
 def _line(res: FeasibilityResult) -> str:
     head = f"{res.family.name} rank {res.rank} {res.features.value}: {res.outcome.value}"
     if res.outcome is Outcome.INFEASIBLE:
-        detail = (f"(proved) r <= {q_to_str(res.bound.bound)} ~ {float(res.bound.bound):.4f} "
-                  f"[{res.method}]")
+        b = res.bound
+        detail = (f"(proved) ranks <= {b.max_infeasible_rank} excluded (Lemma 4 bound "
+                  f"{q_to_str(b.bound)} ~ {float(b.bound):.4f}; nonnegative refinement with "
+                  f"rho = {q_to_str(b.rho)}: r <= {b.perron_rank}) [{res.method}]")
     elif res.outcome is Outcome.FEASIBLE:
         detail = f"(proved) exact margin {float(res.margin):.6g} [{res.method}]"
     else:

@@ -18,6 +18,11 @@ sqrt(rank C) ||C||_F`` then gives, strictly,
     r >= rank(B) > t^2 / (t + sum_{i != j} Lambda_ij^-2),
 
 so every ``r <= t^2 / (t + sum Lambda^-2)`` is infeasible (for both classes).
+
+Since ``C >= 0``, the nonnegative refinement of Lemma 4
+(:func:`certify.bounds.perron_discriminant`, with ``rho = max 1/Lambda_ij``)
+excludes every ``r`` with ``Delta(r) < 0`` as well; the derivation reports
+both and ``max_infeasible_rank`` is the larger.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from certify.bounds import rank_bound_per_pair
+from certify.bounds import perron_discriminant, perron_max_excluded_rank, rank_bound_per_pair
 from certify.families import Family
 
 
@@ -57,9 +62,23 @@ class ChainBound:
     n: int                           # the family's exact length (Lemma 3)
 
     @property
-    def max_infeasible_rank(self) -> int:
-        """Largest r with ``r <= bound`` (every rank up to it is infeasible)."""
+    def lemma4_rank(self) -> int:
+        """Largest r with ``r <= bound`` (Lemma 4 per pair)."""
         return self.bound.numerator // self.bound.denominator
+
+    @property
+    def rho(self) -> Fraction:
+        return max(Fraction(1, L) for L in self.lambdas.values())
+
+    @property
+    def perron_rank(self) -> int:
+        """Largest r excluded by the nonnegative refinement (0 when none)."""
+        return perron_max_excluded_rank(len(self.queries), self.rho) if self.rho < 1 else 0
+
+    @property
+    def max_infeasible_rank(self) -> int:
+        """Every rank up to this one is infeasible."""
+        return max(self.lemma4_rank, self.perron_rank)
 
     def to_json(self) -> dict:
         from certify.certificate import q_to_str
@@ -75,6 +94,10 @@ class ChainBound:
             "sum_inverse_lambda_sq": q_to_str(sum((Fraction(1, L * L) for L in
                                                    self.lambdas.values()), Fraction(0))),
             "bound": q_to_str(self.bound),
+            "perron": {"rho": q_to_str(self.rho), "rank": self.perron_rank,
+                       "discriminant": (q_to_str(perron_discriminant(len(self.queries), self.rho,
+                                                                     self.perron_rank))
+                                        if self.perron_rank else None)},
             "max_infeasible_rank": self.max_infeasible_rank,
         }
 

@@ -46,15 +46,36 @@ def test_paper_rank8_infeasible_with_the_hand_bound(paper):
     assert sorted(b.lambdas.values()).count(4) == 208
     assert sorted(b.lambdas.values()).count(16) == 2
     assert b.bound == Fraction(225) / (15 + Fraction(208, 16) + Fraction(2, 256))
-    assert b.bound == Fraction(1920, 239) and b.max_infeasible_rank == 8
+    assert b.bound == Fraction(1920, 239) and b.lemma4_rank == 8
     for feats in Features:
         res = decide(paper, 8, feats, time_limit=1)
         assert res.outcome is Outcome.INFEASIBLE
         claim = res.to_claim()
         assert claim.verdict.value == "proved"
         assert checker.check(claim.to_json(), _cert(claim)) == []
-    # rank 9 is not excluded by the bound
+    # rank 9 is not excluded by Lemma 4 alone
     assert not 9 <= b.bound
+
+
+def test_paper_rank11_infeasible_by_the_nonnegative_refinement(paper):
+    b = chain_bound(paper)
+    # rho = 1/4, t = 15: Delta(11) = 225 (9/2)^2 - 44 (225 - 10*15*3/4) = -1575/4 < 0,
+    # Delta(12) = 225 (19/4)^2 - 48 (225 - 11*15*3/4) = 3465/16 >= 0
+    assert b.rho == Fraction(1, 4) and b.perron_rank == 11 and b.max_infeasible_rank == 11
+    for feats in Features:
+        res = decide(paper, 11, feats, time_limit=1)
+        assert res.outcome is Outcome.INFEASIBLE
+        claim = res.to_claim()
+        assert claim.evidence["derivation"]["perron"] == {"rho": "1/4", "rank": 11,
+                                                          "discriminant": "-1575/4"}
+        assert checker.check(claim.to_json(), _cert(claim)) == []
+        # the checker re-derives the refinement: an inflated rank is caught
+        bad = claim.to_json()
+        bad["evidence"]["derivation"]["perron"]["rank"] = 12
+        bad["evidence"]["derivation"]["max_infeasible_rank"] = 12
+        bad["parameters"]["rank"] = 12
+        assert checker.check(bad, _cert(claim)) != []
+    assert decide(paper, 12, Features.REAL, time_limit=0.5).outcome is not Outcome.INFEASIBLE
 
 
 def test_small_family_bound_by_hand_and_closed_bracket(small):
@@ -89,7 +110,7 @@ def test_infeasible_checker_rejects_tampering(paper):
     bad["evidence"]["derivation"]["pairs"][0][3] = 8           # inflated Lambda
     assert checker.check(bad, cert)
     bad = json.loads(json.dumps(claim))
-    bad["parameters"]["rank"] = 9                               # above the bound
+    bad["parameters"]["rank"] = 12                              # above both bounds (11)
     assert any("exceeds" in p for p in checker.check(bad, cert))
     bad = json.loads(json.dumps(claim))
     bad["evidence"]["family"]["targets"][0][0] += 1             # wrong target

@@ -25,15 +25,22 @@ object must have exactly the keys listed (missing or unexpected keys fail).
                  "edges": [[x, y, z, t, u, mu, input_y, input_z, input_m]...],
                  "edge_columns": [those nine names], "queries": [x_i], "diagonal": [c_i],
                  "pairs": [[i, j, [edge indices of the path c_i -> c_j], Lambda_ij]...],
-                 "sum_inverse_lambda_sq": "p/q", "bound": "p/q", "max_infeasible_rank": int}``.
+                 "sum_inverse_lambda_sq": "p/q", "bound": "p/q",
+                 "perron": {"rho": "p/q", "rank": int, "discriminant": "p/q" or null},
+                 "max_infeasible_rank": int}``.
   Re-derived: each edge is a Lemma 3 triple of the family at eps = 1/2 (inputs
   ``(x, y^(n-1))``, ``(x, z^(n-1))``, ``(x, y, z^(n-2))`` present, position 0
   scored, targets ``t, u, t``, ``t = <x,y> < u = <x,z> <= <x,x>``,
   ``(n-2)(u-t) >= n-1``, ``mu = (n-2)(u-t-1)``), so ``alpha(x,y) > mu alpha(x,z)``;
   each path is a non-empty chain of query ``x_i``'s edges from ``c_i`` to
   ``c_j`` with ``Lambda_ij`` the product of its ``mu``; every ordered pair is
-  present; then Lemma 4 (strict): ``rank > t^2 / (t + sum Lambda^-2) = bound``,
-  ``max_infeasible_rank = floor(bound)`` and the claimed rank is ``<= bound``.
+  present; then Lemma 4 (strict): ``rank > t^2 / (t + sum Lambda^-2) = bound``;
+  and the nonnegative refinement (``0 <= C_ij < rho = max 1/Lambda_ij``):
+  ``Delta(r) = t^2 (2 + (r-1) rho)^2 - 4 r (t^2 - (r-1) t (1 - rho)) < 0``
+  excludes every rank ``<= r`` (argument in :func:`certify.bounds.perron_discriminant`;
+  re-implemented here). ``perron.rank`` is the largest such ``r <= t`` (0 if
+  none), ``max_infeasible_rank = max(floor(bound), perron.rank)`` and the claimed
+  rank is ``<= max_infeasible_rank``.
 
 ``feasible``, verdict ``unknown``: empty evidence and a reason (search
 diagnostics live in ``info``). A feasibility claim is never ``refuted``: the
@@ -121,7 +128,7 @@ def _check_infeasible(claim) -> list[str]:
         return [f"Lemma 3 needs length n >= 3, family has n = {n}"]
     d = keys(ev["derivation"], "derivation", ("lemma3", "edges", "edge_columns", "queries", "diagonal",
                                                "pairs", "sum_inverse_lambda_sq", "bound",
-                                               "max_infeasible_rank"))
+                                               "perron", "max_infeasible_rank"))
     if d["lemma3"] != {"eps": "1/2", "n": n, "mu": "(n-2)(d-1)"}:
         raise Bad(f"derivation.lemma3 must be {{'eps': '1/2', 'n': {n}, 'mu': '(n-2)(d-1)'}}")
     if d["edge_columns"] != EDGE_COLUMNS:
@@ -176,10 +183,29 @@ def _check_infeasible(claim) -> list[str]:
     same_rational(d["sum_inverse_lambda_sq"], s, "sum_inverse_lambda_sq")
     same_rational(d["bound"], bound, "bound")
     top = bound.numerator // bound.denominator
-    if integer(d["max_infeasible_rank"], "max_infeasible_rank") != top:
-        return [f"max_infeasible_rank is {d['max_infeasible_rank']}, floor(bound) = {top}"]
-    if not rank <= bound:
-        return [f"rank {rank} exceeds the bound {bound}: not excluded"]
+    rho = max(Fraction(1, lam) for lam in seen.values())
+    if not rho < 1:
+        return [f"rho = {rho} is not < 1: no chain gives a factor above 1"]
+
+    def delta(r):
+        return (T * T * (2 + (r - 1) * rho) ** 2
+                - 4 * r * (T * T - (r - 1) * T * (1 - rho)))
+
+    perron_rank = max([r for r in range(1, T + 1) if delta(r) < 0], default=0)
+    p = keys(d["perron"], "derivation.perron", ("rho", "rank", "discriminant"))
+    same_rational(p["rho"], rho, "perron.rho")
+    if integer(p["rank"], "perron.rank") != perron_rank:
+        return [f"perron.rank is {p['rank']}, re-derived {perron_rank}"]
+    if perron_rank:
+        same_rational(p["discriminant"], delta(perron_rank), "perron.discriminant")
+    elif p["discriminant"] is not None:
+        return ["perron.discriminant must be null when no rank is excluded"]
+    best = max(top, perron_rank)
+    if integer(d["max_infeasible_rank"], "max_infeasible_rank") != best:
+        return [f"max_infeasible_rank is {d['max_infeasible_rank']}, re-derived {best} "
+                f"(Lemma 4: {top}, refinement: {perron_rank})"]
+    if not rank <= best:
+        return [f"rank {rank} exceeds {best}: not excluded"]
     return []
 
 
