@@ -5,9 +5,11 @@ Certifies, each claim re-checkable with ``python -m certify.verify``:
 1. the paper's closed-form bounds for the Sec. 5.1 code (Lemma 3, Thm 5) and
    Thm 6 at m = 200 (``bounds.json``);
 2. feasibility on ``paper-5.1``: rank 8 infeasible (Lemma 3 chains +
-   Lemma 4; every smaller rank follows), rank 9 searched under a time limit, ranks 15 (real and
-   nonnegative features) and 32 feasible with exactly verified witnesses
-   (``feasibility-r*.json``): the bracket on the minimal rank;
+   Lemma 4), rank 11 infeasible (the nonnegative refinement of Lemma 4; every
+   smaller rank follows), rank 12 searched under a time limit, rank 13 (real
+   features, alternating-LP search), 15 (nonnegative features) and 32 feasible
+   with exactly verified witnesses (``feasibility-r*.json``): the bracket on
+   the minimal rank;
 3. the committed trained checkpoints on ``paper-5.1`` (``models/checkpoints/``):
    kernel rank, exact correctness and the Lemma 3 audit, naming the input a
    failing model gets wrong (``checkpoint-*.json``);
@@ -53,7 +55,8 @@ def bounds_certificate() -> Certificate:
 
 def feasibility_certificates(stage: Path, time_limit: float, seed: int) -> list[Path]:
     from certify import feasibility
-    runs = [("8", "real"), ("9", "real"), ("15", "real"), ("15", "nonnegative"), ("32", "real")]
+    runs = [("8", "real"), ("11", "real"), ("12", "real"), ("13", "real"), ("15", "real"),
+            ("15", "nonnegative"), ("32", "real")]
     paths = []
     for ranks, feats in runs:
         name = f"feasibility-r{ranks.replace(':', '-')}" + (f"-{feats}" if feats else "") + ".json"
