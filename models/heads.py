@@ -126,7 +126,38 @@ class KernelAttention(nn.Module):
         return beta[:, None] + w @ v.T
 
 
-class KernelHead(KernelAttention):
+class _ProjectionReadout:
+    """What the projection heads share: ``m``-bit tokens, affine values
+    ``v(z)`` and the query-dependent affine readout ``beta(x) + w(x)^T a``."""
+
+    def _init_readout(self, m: int, rank: int, dv: int, feature_map: str,
+                      generator=None, dtype=None) -> None:
+        s = spec(feature_map)
+        if s.kind is not MapKind.PROJECTION:
+            raise InputError(f"{type(self).__name__} needs a projection feature map, "
+                             f"got {feature_map!r}")
+        self.m, self.rank, self.dv = int(m), int(rank), int(dv)
+        self.feature_map, self.guarantee = feature_map, s.guarantee
+
+    def _init_affine(self, generator, dtype) -> None:
+        """Values and readout; built after the feature maps (the order the seeded
+        generator draws in, so a seed gives the same head as before)."""
+        self.value = Affine(self.m, self.dv, generator=generator, dtype=dtype)
+        self.beta = Affine(self.m, 1, generator=generator, dtype=dtype)
+        self.w = Affine(self.m, self.dv, generator=generator, dtype=dtype)
+
+    def _tokens(self, tokens) -> torch.Tensor:
+        return as_token_tensor(tokens, self.m, self.dtype)
+
+    def values(self, tokens) -> torch.Tensor:
+        return per_token(self.value, self._tokens(tokens), True)           # (K, dv)
+
+    def readout(self, tokens) -> tuple[torch.Tensor, torch.Tensor]:
+        x = self._tokens(tokens)
+        return per_token(self.beta, x, True)[:, 0], per_token(self.w, x, True)   # (K,), (K, dv)
+
+
+class KernelHead(_ProjectionReadout, KernelAttention):
     """Normalized kernel head with projection feature maps (``m``-bit tokens).
 
     >>> import torch
@@ -142,27 +173,18 @@ class KernelHead(KernelAttention):
                  generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
                  init_scale: float = 1.0) -> None:
         super().__init__()
-        s = spec(feature_map)
-        if s.kind is not MapKind.PROJECTION:
-            raise InputError(f"KernelHead needs a projection feature map, got {feature_map!r}")
-        self.m, self.rank, self.dv = int(m), int(rank), int(dv)
-        self.feature_map, self.guarantee = feature_map, s.guarantee
+        self._init_readout(m, rank, dv, feature_map, generator, dtype)
         kw = dict(proj_dim=proj_dim, generator=generator, omega_seed=omega_seed, dtype=dtype,
                   init_scale=init_scale)
         self.query_map = ProjectionMap(feature_map, m, rank, **kw)
         self.key_map = ProjectionMap(feature_map, m, rank, **kw)
-        self.value = Affine(m, dv, generator=generator, dtype=dtype)
-        self.beta = Affine(m, 1, generator=generator, dtype=dtype)
-        self.w = Affine(m, dv, generator=generator, dtype=dtype)
+        self._init_affine(generator, dtype)
         self.train(False)
 
     def config(self) -> dict:
         return {"architecture": self.architecture, "feature_map": self.feature_map, "m": self.m,
                 "rank": self.rank, "dv": self.dv, "proj_dim": self.query_map.proj_dim
                 if self.feature_map in ("favor", "tensor_square") else None}
-
-    def _tokens(self, tokens) -> torch.Tensor:
-        return as_token_tensor(tokens, self.m, self.dtype)
 
     def token_tables(self, tokens, canonical: bool = True):
         """``(PhiQ (K, r), PhiK (K, r), V (K, dv), beta (K,), w (K, dv))`` for ``tokens (K, m)``."""
@@ -177,13 +199,6 @@ class KernelHead(KernelAttention):
     def feature_matrices(self, tokens) -> tuple[torch.Tensor, torch.Tensor]:
         x = self._tokens(tokens)                                           # (K, m)
         return per_token(self.query_map, x, True), per_token(self.key_map, x, True)
-
-    def values(self, tokens) -> torch.Tensor:
-        return per_token(self.value, self._tokens(tokens), True)           # (K, dv)
-
-    def readout(self, tokens) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self._tokens(tokens)
-        return per_token(self.beta, x, True)[:, 0], per_token(self.w, x, True)   # (K,), (K, dv)
 
     def forward_indexed(self, tokens, inputs: torch.Tensor, check: bool = True) -> torch.Tensor:
         """Predictions ``(B, N)`` for ``inputs (B, N)`` indexing ``tokens (K, m)``."""
@@ -321,7 +336,7 @@ class DenseSoftmaxHead(nn.Module):
         return self.beta(X)[..., 0] + (self.w(X) * y).sum(-1)
 
 
-class PositionalKernelHead(KernelAttention):
+class PositionalKernelHead(_ProjectionReadout, KernelAttention):
     """Thm 8: position-dependent key maps ``phiK_j`` in one shared ``r``-dim space,
     causal attention, the final query scored::
 
@@ -342,21 +357,16 @@ class PositionalKernelHead(KernelAttention):
                  generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
                  init_scale: float = 1.0) -> None:
         super().__init__()
-        s = spec(feature_map)
-        if s.kind is not MapKind.PROJECTION:
-            raise InputError(f"PositionalKernelHead needs a projection map, got {feature_map!r}")
         if positions < 1:
             raise InputError(f"positions must be >= 1, got {positions}")
-        self.m, self.rank, self.dv, self.positions = int(m), int(rank), int(dv), int(positions)
-        self.feature_map, self.guarantee = feature_map, s.guarantee
+        self._init_readout(m, rank, dv, feature_map, generator, dtype)
+        self.positions = int(positions)
         kw = dict(proj_dim=proj_dim, generator=generator, omega_seed=omega_seed, dtype=dtype,
                   init_scale=init_scale)
         self.query_map = ProjectionMap(feature_map, m, rank, **kw)
         self.key_maps = nn.ModuleList(ProjectionMap(feature_map, m, rank, **kw)
                                       for _ in range(positions))
-        self.value = Affine(m, dv, generator=generator, dtype=dtype)
-        self.beta = Affine(m, 1, generator=generator, dtype=dtype)
-        self.w = Affine(m, dv, generator=generator, dtype=dtype)
+        self._init_affine(generator, dtype)
         self.train(False)
 
     def config(self) -> dict:
@@ -364,9 +374,6 @@ class PositionalKernelHead(KernelAttention):
                 "rank": self.rank, "dv": self.dv, "positions": self.positions,
                 "proj_dim": self.query_map.proj_dim
                 if self.feature_map in ("favor", "tensor_square") else None}
-
-    def _tokens(self, tokens) -> torch.Tensor:
-        return as_token_tensor(tokens, self.m, self.dtype)
 
     def feature_matrices(self, tokens):
         raise UncertifiableError("position-dependent key maps have no single kernel; "
@@ -382,13 +389,6 @@ class PositionalKernelHead(KernelAttention):
     def key_feature_stack(self, tokens) -> torch.Tensor:       # (positions, K, r)
         x = self._tokens(tokens)
         return torch.stack([per_token(km, x, True) for km in self.key_maps])
-
-    def values(self, tokens) -> torch.Tensor:
-        return per_token(self.value, self._tokens(tokens), True)
-
-    def readout(self, tokens) -> tuple[torch.Tensor, torch.Tensor]:
-        x = self._tokens(tokens)
-        return per_token(self.beta, x, True)[:, 0], per_token(self.w, x, True)
 
     def forward(self, X, check: bool = True) -> torch.Tensor:   # (B, N, m) -> (B, N)
         X = self._tokens(X)
