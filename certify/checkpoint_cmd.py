@@ -186,7 +186,7 @@ def _print(res: CheckpointResult, ckpt: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="certify checkpoint", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="certify checkpoint", description='End-to-end certification of a trained head: kernel extraction, exact and approximate rank, exact correctness on the families it applies to, and the Lemma 3 audit naming inputs the model gets wrong. Writes one certificate and its report.')
     ap.add_argument("checkpoint", metavar="CKPT", help="models/ checkpoint (X, X.json, "
                     "X.safetensors) or a third-party state dict with --spec")
     ap.add_argument("--spec", help="adapter spec (JSON) for a third-party checkpoint")

@@ -19,7 +19,7 @@ from certify.kernel import Form, load_kernel
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="certify.extract", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="certify.extract", description="Extract the kernel alpha(x, z) = <phiQ(x), phiK(z)> from a checkpoint, a third-party state dict (with --spec) or a kernel matrix file, on the Boolean cube or a family's tokens.")
     p.add_argument("source", help="models/ checkpoint, state dict (with --spec), or a matrix file")
     p.add_argument("--out", required=True, help="kernel file to write (.npz or .json)")
     g = p.add_mutually_exclusive_group()

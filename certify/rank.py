@@ -486,7 +486,7 @@ def _require(claim: Claim) -> Claim:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="certify.rank", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="certify.rank", description='Exact two-sided rank (modular minor + exact span or null-space witness) and certified approximate rank of a kernel; optional Lemma 4 / Thm 5 code-rank and nonnegativity claims. Exit 0 when every claim is proved.')
     p.add_argument("source", help="kernel file, matrix file, models/ checkpoint, or state dict (with --spec)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--tokens", help="token set: cube:M")
