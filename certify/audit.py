@@ -299,15 +299,13 @@ def correctness_claim(head: ExactHead, family: Family, result: Correctness, mode
         "max_error": None if result.max_error is None else q_to_str(result.max_error),
         "counterexample": None if result.counterexample is None
         else result.counterexample.to_json(family)})
-    statement = (f"{model} solves {family.name} exactly: |t_hat - t| < {q_to_str(result.eps)} at all "
-                 f"{result.scored} scored positions of {family.inputs.shape[0]} inputs")
     reason = None
     if result.verdict is Verdict.REFUTED:
         c = result.counterexample
         t = "undefined (denominator <= 0)" if c.t_hat is None else f"{q_to_str(c.t_hat)}"
         reason = (f"{result.failures} of {result.scored} scored positions fail; input {c.input} "
                   f"position {c.position}: t_hat = {t}, target {c.target}")
-    return Claim(kind=ClaimKind.CORRECTNESS, statement=statement, verdict=result.verdict,
+    return Claim(kind=ClaimKind.CORRECTNESS, statement=None, verdict=result.verdict,
                  parameters=params, evidence=evidence, reason=reason,
                  method="every scored position evaluated in exact rational arithmetic "
                         "(certify.audit)")
@@ -324,9 +322,6 @@ def gap_domination_claim(head: ExactHead, family: Family, audit: GapAudit, model
             "jump": v.jump, "factor": q_to_str(v.factor), "alpha_xy": q_to_str(v.alpha_xy),
             "alpha_xz": q_to_str(v.alpha_xz), "role": v.role,
             "failing_input": None if v.failing is None else v.failing.to_json(family)}})
-    statement = (f"the kernel of {model} satisfies Lemma 3's gap domination alpha(x,y) > "
-                 f"(n-2)(d-2eps)/(2eps) alpha(x,z) on all {audit.applicable} jumps of "
-                 f"{family.name} (n = {audit.n}, eps = {q_to_str(audit.eps)})")
     reason = audit.reason
     if audit.verdict is Verdict.REFUTED:
         f = v.failing
@@ -335,7 +330,7 @@ def gap_domination_claim(head: ExactHead, family: Family, audit: GapAudit, model
                   f"{q_to_str(v.alpha_xz)}, and its input {v.role} (input {f.input}) is wrong: "
                   f"t_hat = {'undefined' if f.t_hat is None else q_to_str(f.t_hat)}, "
                   f"target {f.target}")
-    return Claim(kind=ClaimKind.GAP_DOMINATION, statement=statement, verdict=audit.verdict,
+    return Claim(kind=ClaimKind.GAP_DOMINATION, statement=None, verdict=audit.verdict,
                  parameters=params, evidence=evidence, reason=reason,
                  method="Lemma 3 inequality per jump in exact rationals; failing input "
                         "confirmed by exact evaluation (certify.audit)")

@@ -32,6 +32,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
 from certify.certificate import Certificate, Claim, ClaimKind, Verdict
+from certify.checkers.statements import render
 from certify.errors import InputError, UncertifiableError, run_command
 
 #: Largest token dimension evaluated exactly: keeps every recorded integer below
@@ -183,8 +184,7 @@ class Lemma3Factor:
         return {"gap_threshold": _qs(self.gap_threshold), "factor": _qs(self.factor)}
 
     def statement(self) -> str:
-        return (f"Lemma 3: correct with error < {_qs(self.eps)} at exact length {self.n}, a gap "
-                f"d = {_qs(self.d)} forces alpha(x,y) > {_qs(self.factor)} alpha(x,z)")
+        return render("bound", self.parameters(), self.evidence()).text
 
 
 def lemma3(n: Any, eps: Any, d: Any) -> Lemma3Factor:
@@ -238,9 +238,7 @@ class Lemma4Bound:
         return {"bound": _qs(self.bound), "rank_bound": self.rank_bound}
 
     def statement(self) -> str:
-        rel = "<" if self.strict else "<="
-        return (f"Lemma 4: a {self.t} x {self.t} matrix with unit diagonal and |C_ij| {rel} "
-                f"1/{_qs(self.lam)} has rank >= {self.rank_bound}")
+        return render("bound", self.parameters(), self.evidence()).text
 
 
 def lemma4(t: Any, lam: Any, strict: bool = False) -> Lemma4Bound:
@@ -274,9 +272,7 @@ class PerPairBound:
                 "strict_applied": self.strict_applied, "rank_bound": self.rank_bound}
 
     def statement(self) -> str:
-        rel = ">" if self.strict_applied else ">="
-        return (f"Lemma 4 per pair: a {self.t} x {self.t} unit-diagonal matrix with the given "
-                f"off-diagonal bounds has rank {rel} {_qs(self.bound)}, so rank >= {self.rank_bound}")
+        return render("bound", self.parameters(), self.evidence()).text
 
 
 def rank_bound_per_pair(Lambda: Sequence[Sequence[Any]], strict: bool = False) -> PerPairBound:
@@ -399,9 +395,7 @@ class Thm5Bound:
                 "weak_bound": _qs(self.weak_bound), "weak_rank_bound": self.weak_rank_bound}
 
     def statement(self) -> str:
-        return (f"Thm 5: a head correct with error < {_qs(self.eps)} on all length-{self.n} inputs "
-                f"over a code of {self.code_size} words at directed distance >= {self.delta} "
-                f"(g = {self.g}) has rank r >= {self.rank_bound}")
+        return render("bound", self.parameters(), self.evidence()).text
 
 
 def thm5(code_size: Any, delta: Any, g: Any, n: Any = 3, eps: Any = HALF) -> Thm5Bound:
@@ -499,13 +493,7 @@ class Thm6Bound:
                 "sharp_bound": _qs(self.sharp_bound), "sharp_rank_bound": self.sharp_rank_bound}
 
     def statement(self) -> str:
-        where = " (Thm 6's argument below m = 168, code size checked exactly)" if self.extended else ""
-        if self.log2_lower_bound is None:
-            return (f"Thm 6{where}: at m = {self.m} the guaranteed code size fails the "
-                    "hypothesis; no bound is claimed")
-        return (f"Thm 6{where}: at m = {self.m} every one-head normalized nonnegative kernel model "
-                f"correct with error < 1/2 on all length-3 inputs has r >= 2^{self.log2_lower_bound}"
-                f" (sharp form of Thm 5: r >= {self.sharp_rank_bound})")
+        return render("bound", self.parameters(), self.evidence()).text
 
 
 def thm6(m: Any, *, extended: bool = False) -> Thm6Bound | None:
@@ -592,10 +580,7 @@ class Cor7Bound:
                 "rank_bound": self.rank_bound, "delta_le_quarter": self.delta_le_quarter}
 
     def statement(self) -> str:
-        return (f"Cor 7 construction: at m = {self.m}, exact length n = {self.n}, every one-head "
-                f"normalized nonnegative kernel model correct with error < 1/2 has "
-                f"r >= {self.rank_bound} "
-                f"(>= 2^{self.log2_lower_bound}; code size from the greedy counting bound)")
+        return render("bound", self.parameters(), self.evidence()).text
 
 
 def cor7(m: Any, n: Any) -> Cor7Bound:
@@ -727,11 +712,7 @@ class Eq8Check:
                 "holds": self.holds}
 
     def statement(self) -> str:
-        if self.holds:
-            return (f"Eq. 8: {self.bits_available} transcript bits >= {self.bits_needed} = "
-                    f"ceil({self.q} log2 {self.s + 1}); the counting bound does not exclude this model")
-        return (f"Eq. 8: {self.bits_available} transcript bits < {self.bits_needed} = "
-                f"ceil({self.q} log2 {self.s + 1}); no such sketch model solves every assignment")
+        return render("bound", self.parameters(), self.evidence()).text
 
 
 def eq8(L: Any, H: Any, r: Any, dv: Any, p: Any, s: Any, q: Any) -> Eq8Check:
@@ -786,9 +767,7 @@ class Prop10Bound:
                 "paper_lower": self.paper_lower}
 
     def statement(self) -> str:
-        return (f"Prop 10: at m = {self.m} (s = {self.s}, M = {self.M}, h = {self.h}) a code with "
-                f"|U \\ S| >= {self.s + 1} and at least {self.greedy_lower} words exists "
-                f"(greedy guarantee; the paper's closed form gives >= {self.paper_lower})")
+        return render("bound", self.parameters(), self.evidence()).text
 
 
 def prop10(m: Any) -> Prop10Bound:
@@ -821,7 +800,7 @@ def bound_claim(result: Any) -> Claim:
     if isinstance(result, Thm6Bound) and result.log2_lower_bound is None:
         verdict = Verdict.UNKNOWN
         reason = "the guaranteed code size failed T^10 >= 2^M or T >= Lambda^2"
-    return Claim(kind=ClaimKind.BOUND, statement=result.statement(), verdict=verdict,
+    return Claim(kind=ClaimKind.BOUND, statement=None, verdict=verdict,
                  parameters=result.parameters(), evidence=result.evidence(),
                  method="closed form, exact integer/rational arithmetic (certify.bounds)",
                  reason=reason)

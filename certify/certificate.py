@@ -1,7 +1,10 @@
 """Claims, verdicts and the certificate container (JSON, hashed, written atomically).
 
-A claim is a frozen record: what is claimed (``kind``, ``statement``,
-``parameters``), the ``verdict``, the ``evidence`` that lets an independent
+A claim is a frozen record: what is claimed (``kind``, ``parameters``), the
+``statement`` rendered from them by the one renderer,
+:func:`certify.checkers.statements.render` (a producer passes ``None``; only a
+claim read back from JSON keeps the text it was stored with, which ``verify``
+then compares with the rendering), the ``verdict``, the ``evidence`` that lets an independent
 checker (``certify.verify``) re-derive the verdict without a solver, the
 ``method`` used and its ``timings``. Exact numbers in evidence are ints or
 ``"p/q"`` strings (see :func:`q_to_str`), never floats.
@@ -24,6 +27,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from certify.checkers.statements import RENDERER, render
 from certify.errors import InputError
 
 SCHEMA = "certify-attention/certificate/1"
@@ -57,7 +61,7 @@ class ClaimKind(str, enum.Enum):
 @dataclass(frozen=True)
 class Claim:
     kind: ClaimKind
-    statement: str
+    statement: str | None          # None: rendered from kind, parameters and evidence
     verdict: Verdict
     parameters: Mapping[str, Any] = field(default_factory=dict)
     evidence: Mapping[str, Any] = field(default_factory=dict)
@@ -73,6 +77,9 @@ class Claim:
         object.__setattr__(self, "verdict", Verdict(self.verdict))
         if self.verdict is not Verdict.PROVED and not self.reason:
             raise ValueError(f"a {self.verdict.value} claim needs a reason")
+        if self.statement is None:
+            object.__setattr__(self, "statement", render(
+                self.kind.value, _jsonable(self.parameters), _jsonable(self.evidence)).text)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -117,6 +124,7 @@ class Certificate:
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
                          .replace(microsecond=0).isoformat())
     schema: str = SCHEMA
+    renderer: str | None = RENDERER          # the statement renderer's version
 
     @property
     def all_proved(self) -> bool:
@@ -126,12 +134,25 @@ class Certificate:
         """0 when every claim is proved, 1 otherwise (DESIGN.md)."""
         return 0 if self.all_proved else 1
 
+    def bound_inputs(self) -> dict[str, str]:
+        """``inputs`` plus every family and source hash the claims name
+        (``family:NAME`` -> sha256, source path -> sha256): verify requires them."""
+        out = dict(self.inputs)
+        for c in self.claims:
+            p = c.parameters
+            if isinstance(p.get("family"), str) and isinstance(p.get("family_sha256"), str):
+                out.setdefault(f"family:{p['family']}", p["family_sha256"])
+            if isinstance(p.get("source"), str) and isinstance(p.get("source_sha256"), str):
+                out.setdefault(p["source"], p["source_sha256"])
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": self.schema,
+            "renderer": self.renderer,
             "created": self.created,
             "command": list(self.command),
-            "inputs": dict(self.inputs),
+            "inputs": self.bound_inputs(),
             "seeds": dict(self.seeds),
             "environment": self.environment,
             "claims": [c.to_json() for c in self.claims],
@@ -144,7 +165,7 @@ class Certificate:
     def from_json(cls, obj: Mapping[str, Any]) -> "Certificate":
         if not isinstance(obj, Mapping) or obj.get("schema") != SCHEMA:
             raise InputError(f"not a certificate (schema must be {SCHEMA!r})")
-        extra = set(obj) - {"schema", "created", "command", "inputs", "seeds",
+        extra = set(obj) - {"schema", "renderer", "created", "command", "inputs", "seeds",
                             "environment", "claims"}
         if extra:
             raise InputError(f"certificate has unknown keys: {sorted(extra)}")
@@ -154,9 +175,24 @@ class Certificate:
         return cls(claims=[Claim.from_json(c) for c in claims],
                    command=list(obj.get("command", [])), inputs=dict(obj.get("inputs", {})),
                    seeds=dict(obj.get("seeds", {})), environment=dict(obj.get("environment", {})),
-                   created=obj.get("created", ""), schema=obj["schema"])
+                   created=obj.get("created", ""), schema=obj["schema"],
+                   renderer=obj.get("renderer"))
+
+    def self_check(self, base: str | os.PathLike | None = None) -> None:
+        """Run the independent checker on this certificate before it leaves the
+        producer: a claim the checker rejects is a producer bug, never written."""
+        from certify.verify import verify_certificate
+        result = verify_certificate(json.loads(self.dumps()),
+                                    base=Path(base) if base is not None else Path.cwd())
+        bad = [c for c in result.claims if not c.holds]
+        if bad:
+            c = bad[0]
+            raise RuntimeError(f"internal error: the checker rejects claim {c.index} ({c.kind}) of "
+                               f"the certificate being written: {'; '.join(c.problems)[:500]}")
 
     def write(self, path: str | os.PathLike) -> None:
+        """Check, then write atomically."""
+        self.self_check()
         atomic_write_text(path, self.dumps())
 
     @classmethod
@@ -279,12 +315,16 @@ def environment() -> dict[str, Any]:
         versions["certify-attention"] = metadata.version("certify-attention")
     except metadata.PackageNotFoundError:
         versions["certify-attention"] = None
-    return {
+    out = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": versions,
         "git_commit": _git_commit(),
     }
+    if "torch" in sys.modules:          # the extraction step's arithmetic depends on these
+        torch = sys.modules["torch"]
+        out["torch_threads"] = int(torch.get_num_threads())
+    return out
 
 
 def _git_commit() -> str | None:

@@ -25,6 +25,8 @@ position-dependent keys).
 
 from __future__ import annotations
 
+import dataclasses
+
 import argparse
 import json
 import sys
@@ -148,9 +150,14 @@ def certify_checkpoint(ckpt: str, *, spec: str | None = None, families: Sequence
         if Path(fam_name).is_file():
             res.certificate.inputs[fam_name] = sha256_file(fam_name)
     claims = _rank_claims(source, spec, model, usable, eps, seed, res.skipped)
+    weights = ckpt if spec is not None else next(p for p in inputs if not p.endswith(".json"))
+    bound = {"source": weights, "source_sha256": inputs[weights],
+             "adapter": "spec-adapter" if spec is not None else "models.checkpoint"}
     for fam_name, fam in usable:
         head = audit.head_from_model(model, fam)
-        fam_claims = audit.audit_claims(head, fam, name)
+        # the head was computed from the weights: name them, so verify binds the claim to them
+        fam_claims = [dataclasses.replace(c, parameters={**c.parameters, **bound})
+                      for c in audit.audit_claims(head, fam, name)]
         claims += fam_claims
         res.families.append(fam.name)
         for c in fam_claims:

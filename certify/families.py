@@ -435,15 +435,25 @@ class MultilevelSpec:
         return targets_from_indices(self.tokens, self.inputs(kappas))
 
     def family(self, kappas: np.ndarray | None = None) -> Family:
+        """The family of ``kappas`` (all assignments by default). The built-in
+        name ``multilevel-M..-s..-h..-q..`` is used only for all assignments over
+        the default greedy code; any other choice is named apart from it."""
+        name = f"multilevel-M{self.M}-s{self.s}-h{self.h}-q{self.q}"
+        default_code = np.array_equal(
+            self.words, _codes.greedy_packing(self.M, self.h, self.s + 1, limit=self.q))
+        if not default_code:
+            name += "-code" + sha256_bytes(self.words.tobytes())[:12]
         if kappas is None:
             if self.num_assignments > 1 << 20:
                 raise InputError(f"{self.num_assignments} assignments are too many to "
                                  "materialise; enumerate them lazily")
             kappas = self.assignments()
+        elif len(np.asarray(kappas)) != self.num_assignments:
+            name += f"-subset{len(np.asarray(kappas))}"
         inputs = self.inputs(kappas)
         scored = np.zeros(inputs.shape, dtype=bool)
         scored[:, :self.q] = True
-        return Family(name=f"multilevel-M{self.M}-s{self.s}-h{self.h}-q{self.q}",
+        return Family(name=name,
                       tokens=self.tokens, inputs=inputs, scored=scored,
                       targets=targets_from_indices(self.tokens, inputs),
                       params={"builder": "multilevel", "M": self.M, "s": self.s, "h": self.h,
@@ -493,6 +503,9 @@ def ood_families(M: int, q: int, n: int | None = None, *, train_size: int = 2048
     coordinates, and a shuffle of the ``2q`` positions. Train and test pools
     are disjoint in codewords, assignments and coordinate permutations (each
     set split in two by a seeded shuffle). Queries are the scored positions.
+    The draws come from :func:`certify.checkers.generators.ood_pools` (a
+    versioned SplitMix64 stream), so a name means one family on every machine;
+    the name ``ood-M-q-n-split`` is built-in only at the default sizes and seed.
     """
     if n is None:
         n = 2 * q
@@ -500,50 +513,24 @@ def ood_families(M: int, q: int, n: int | None = None, *, train_size: int = 2048
         raise InputError(f"the Sec. 5.2 family has length n = 2q, got n = {n}, q = {q}")
     if M < 2 or M % 2 or q < 1:
         raise InputError(f"need even M >= 2 and q >= 1, got M = {M}, q = {q}")
-    rng = np.random.default_rng(seed)
-    import itertools
-    all_words = np.array([[1 if i in c else 0 for i in range(M)]
-                          for c in itertools.combinations(range(M), M // 2)], dtype=np.uint8)
-    perm_w = rng.permutation(len(all_words))
-    half_w = len(all_words) // 2
-    pools_w = (all_words[perm_w[:half_w]], all_words[perm_w[half_w:]])
-    if min(len(p) for p in pools_w) < q:
+    from certify.checkers.generators import OOD_DEFAULTS, OOD_GENERATOR, ood_pools
+    pools = ood_pools(M, q, train_size, test_size, seed)
+    if pools is None:
         raise InputError(f"M = {M} gives too few codewords for q = {q} in each pool")
-    assign = ((np.arange(1 << q)[:, None] >> np.arange(q)) & 1).astype(np.int64)
-    perm_a = rng.permutation(len(assign))
-    half_a = max(1, len(assign) // 2)
-    pools_a = (assign[perm_a[:half_a]], assign[perm_a[half_a:]])
-    perms = np.array([rng.permutation(M) for _ in range(64)])
-    pools_p = (perms[:32], perms[32:])
+    default = (train_size, test_size, seed) == (OOD_DEFAULTS["train_size"],
+                                                OOD_DEFAULTS["test_size"], OOD_DEFAULTS["seed"])
     out = []
-    for split, size in ((0, train_size), (1, test_size)):
-        table = _TokenTable()
-        rows, scored_rows = [], []
-        for _ in range(size):
-            idx = rng.choice(len(pools_w[split]), size=q, replace=False)
-            ws = pools_w[split][idx][:, pools_p[split][rng.integers(len(pools_p[split]))]]
-            a = pools_a[split][rng.integers(len(pools_a[split]))]
-            seq, is_q = [], []
-            for i in range(q):
-                S = ws[i]
-                seq.append(table.add(np.concatenate([[1, 0], S]).astype(np.uint8)))
-                is_q.append(True)
-                comp = (1 - S).astype(np.uint8)
-                if not a[i]:
-                    comp = comp.copy()
-                    comp[np.flatnonzero(S)[0]] = 1
-                seq.append(table.add(np.concatenate([[0, 1], comp]).astype(np.uint8)))
-                is_q.append(False)
-            order = rng.permutation(2 * q)
-            rows.append(np.array(seq)[order])
-            scored_rows.append(np.array(is_q)[order])
-        tokens = table.array()
+    for split, (toks, rows, flags) in zip(("train", "test"), pools):
+        tokens = np.array(toks, dtype=np.uint8)
         inputs = np.array(rows, dtype=np.int64)
-        fam = Family(name=f"ood-{M}-{q}-{n}-{'train' if split == 0 else 'test'}",
-                     tokens=tokens, inputs=inputs, scored=np.array(scored_rows),
+        name = f"ood-{M}-{q}-{n}-{split}"
+        if not default:      # the built-in name means the default sizes and seed only
+            name += f"-size{train_size if split == 'train' else test_size}-seed{seed}"
+        fam = Family(name=name, tokens=tokens, inputs=inputs, scored=np.array(flags, dtype=bool),
                      targets=targets_from_indices(tokens, inputs),
-                     params={"builder": "ood", "M": M, "q": q, "n": n, "seed": seed,
-                             "split": "train" if split == 0 else "test", "size": size})
+                     params={"builder": "ood", "generator": OOD_GENERATOR, "M": M, "q": q,
+                             "n": n, "seed": seed, "split": split,
+                             "size": train_size if split == "train" else test_size})
         t = fam.targets[fam.scored]
         assert set(np.unique(t).tolist()) <= {0, 1}
         out.append(fam)

@@ -73,20 +73,16 @@ class FeasibilityResult:
         return out
 
     def to_claim(self) -> Claim:
-        params = {"rank": self.rank, "features": self.features.value,
+        params = {"rank": self.rank, "features": self.features.value, "class": "used-pairs",
                   "family": self.family.name, "family_sha256": self.family.sha256,
                   "error": "1/2"}
         fam = self.family.to_json()
         if self.outcome is Outcome.INFEASIBLE:
-            return Claim(ClaimKind.INFEASIBLE,
-                         f"no rank-{self.rank} {self.features.value}-feature head solves "
-                         f"{self.family.name} with error < 1/2", Verdict.PROVED, params,
+            return Claim(ClaimKind.INFEASIBLE, None, Verdict.PROVED, params,
                          {"family": fam, "derivation": self.bound.to_json()},
                          self.method, None, self.timings)
-        statement = (f"a rank-{self.rank} {self.features.value}-feature head solves "
-                     f"{self.family.name} with error < 1/2")
         if self.outcome is Outcome.FEASIBLE:
-            return Claim(ClaimKind.FEASIBLE, statement, Verdict.PROVED, params,
+            return Claim(ClaimKind.FEASIBLE, None, Verdict.PROVED, params,
                          {"family": fam, "witness": self.witness.to_json(),
                           "margin": q_to_str(self.margin)}, self.method, None, self.timings,
                          info={"margin_float": float(self.margin), **self.search_info})
@@ -95,7 +91,7 @@ class FeasibilityResult:
             info["chain_bound"] = q_to_str(self.bound.bound)
         if self.best_float_margin is not None and np.isfinite(self.best_float_margin):
             info["best_float_lp_margin"] = float(self.best_float_margin)
-        return Claim(ClaimKind.FEASIBLE, statement, Verdict.UNKNOWN, params, {},
+        return Claim(ClaimKind.FEASIBLE, None, Verdict.UNKNOWN, params, {},
                      self.method, self.reason, self.timings, info=info)
 
 

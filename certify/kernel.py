@@ -547,8 +547,10 @@ def _from_checkpoint(path: Path, tokens: str | None) -> Kernel:
     model = build_model(config, tensors)
     weights = next((path.with_suffix(s) for s in (".safetensors", ".pt", ".pth")
                     if path.with_suffix(s).is_file()), path)
-    prov = Provenance(str(path), sha256_file(weights), "models.checkpoint", str(config.get("dtype", "float32")),
-                      details={"architecture": config.get("architecture"),
+    # the source is the weights file, named with its own hash; the config is a detail
+    prov = Provenance(str(weights), sha256_file(weights), "models.checkpoint", str(config.get("dtype", "float32")),
+                      details={"config": str(path.with_suffix(".json")),
+                               "architecture": config.get("architecture"),
                                "feature_map": getattr(model, "feature_map", None),
                                "config_sha256": sha256_file(path.with_suffix(".json"))})
     return from_model(model, tokens, prov)

@@ -36,7 +36,11 @@ from certify.kernel import Form, Kernel, load_kernel
 from solvers import exact as ex
 from solvers import spectral as sp
 
-DEFAULT_EMBED_LIMIT = 1 << 16       # entries of a matrix / feature pair embedded in a certificate
+from certify.verify import TRUSTED_MIN_ENTRIES
+
+#: entries of a matrix / feature pair embedded in a certificate: the checker's
+#: threshold (below it, verify refuses trusted summaries), not a user setting
+DEFAULT_EMBED_LIMIT = TRUSTED_MIN_ENTRIES
 SPECTRAL_EXACT_LIMIT = 160          # matrix form: exact charpoly of A^T A up to this side
 SIGNED_PRODUCT_LIMIT = 1 << 26      # signed factor kernels: K^2 products checked exactly
 
@@ -152,7 +156,7 @@ def exact_rank_factor_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions) 
           "null_prime": res.null_prime, "null_minor_rows": list(res.null_minor_rows),
           "null_minor_cols": list(res.null_minor_cols),
           "upper_witness": res.upper_witness, "rank_lower": res.lower, "rank_upper": res.upper}
-    return Claim(ClaimKind.EXACT_RANK, _rank_statement(kernel, res), res.verdict,
+    return Claim(ClaimKind.EXACT_RANK, None, res.verdict,
                  parameters=_params(kernel, opt), evidence=ev, info=_attempts_info(res),
                  method="factor form: exact Gram core rank(PhiQ PhiK^T) = rank(GQ GK); "
                         "lower: minor nonsingular mod p; upper: exact null-space basis of the core",
@@ -160,18 +164,17 @@ def exact_rank_factor_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions) 
                  timings={"features": s.seconds, "rank": time.perf_counter() - t0})
 
 
-def _rank_statement(kernel: Kernel, res: ex.ExactRank) -> str:
-    what = f"the kernel on {kernel.token_set} ({kernel.shape[0]} x {kernel.shape[1]})"
-    if res.lower == res.upper:
-        return f"rank over Q of {what} is exactly {res.lower}"
-    return f"rank over Q of {what} lies in [{res.lower}, {res.upper}]"
-
-
 def _params(kernel: Kernel, opt: RankOptions) -> dict[str, Any]:
     return {"token_set": kernel.token_set, "shape": list(kernel.shape), "form": kernel.form.value,
             "source": kernel.provenance.source,
             "source_sha256": kernel.provenance.source_sha256, "adapter": kernel.provenance.adapter,
             "dtype": kernel.provenance.dtype}
+
+
+def _source_params(kernel: Kernel) -> dict[str, Any]:
+    """What every claim about a kernel names, so that verify binds it to its source."""
+    return {"token_set": kernel.token_set, "source": kernel.provenance.source,
+            "source_sha256": kernel.provenance.source_sha256, "adapter": kernel.provenance.adapter}
 
 
 # ---------------------------------------------------------------- matrix form
@@ -207,7 +210,7 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
           "upper_witness": res.upper_witness, "rank_lower": res.lower, "rank_upper": res.upper}
     if N.values.size <= opt.embed_limit:
         ev["matrix"] = N.rows()
-    return Claim(ClaimKind.EXACT_RANK, _rank_statement(kernel, res), res.verdict,
+    return Claim(ClaimKind.EXACT_RANK, None, res.verdict,
                  parameters=_params(kernel, opt), evidence=ev, info=_attempts_info(res),
                  method="matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
                         "upper: exact column-span (null-space) witness of that minor",
@@ -216,7 +219,7 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
 
 # ---------------------------------------------------------------- eps-rank
 
-def eps_rank_factor_claim(s: FactorSummary, eps: Fraction, opt: RankOptions) -> Claim:
+def eps_rank_factor_claim(kernel: Kernel, s: FactorSummary, eps: Fraction, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()
     GQ, GK = ex.fmpz_matrix(s.gram_q), ex.fmpz_matrix(s.gram_k)
     if not (sp.is_psd(GQ) and sp.is_psd(GK)):
@@ -226,15 +229,10 @@ def eps_rank_factor_claim(s: FactorSummary, eps: Fraction, opt: RankOptions) -> 
     ev = {**_gram_evidence(s), **_feature_evidence(s, opt.embed_limit, TRUSTED_GRAMS),
           "eps": q_to_str(eps), "k": res.k, "exact": True,
           "sigma_sq_enclosures": [[q_to_str(lo), q_to_str(hi)] for lo, hi in res.sigma_sq_enclosures]}
-    return Claim(ClaimKind.EPS_RANK, _eps_statement(res), res.verdict,
-                 parameters={"eps": q_to_str(eps)}, evidence=ev, method=res.method,
+    return Claim(ClaimKind.EPS_RANK, None, res.verdict,
+                 parameters={"eps": q_to_str(eps), **_source_params(kernel)}, evidence=ev,
+                 method=res.method,
                  timings={"eps_rank": time.perf_counter() - t0})
-
-
-def _eps_statement(res: sp.EpsRank) -> str:
-    tail = (f"; sigma_{res.k + 1} <= eps, so the eps-rank is exactly {res.k}" if res.exact else "")
-    return (f"{res.k} singular values exceed eps = {q_to_str(res.eps)}: every matrix within eps "
-            f"in spectral norm has rank >= {res.k}{tail}")
 
 
 def _exact_rational_matrix(N: ex.IntMatrix):
@@ -250,7 +248,7 @@ def _exact_rational_matrix(N: ex.IntMatrix):
     return A
 
 
-def eps_rank_matrix_claim(N: ex.IntMatrix, eps: Fraction, opt: RankOptions) -> Claim:
+def eps_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, eps: Fraction, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()
     n1, n2 = N.shape
     ev: dict[str, Any] = {"form": "matrix", "shape": [n1, n2], "scale": _scale_evidence(N),
@@ -266,14 +264,17 @@ def eps_rank_matrix_claim(N: ex.IntMatrix, eps: Fraction, opt: RankOptions) -> C
     else:
         if N.row_den is not None:
             ev["method"] = "none"
-            return Claim(ClaimKind.EPS_RANK, f"eps-rank for eps = {q_to_str(eps)}", Verdict.UNKNOWN,
-                         parameters={"eps": q_to_str(eps)}, evidence=ev, method="none",
+            ev.update({"k": 0, "exact": False})
+            return Claim(ClaimKind.EPS_RANK, None, Verdict.UNKNOWN,
+                         parameters={"eps": q_to_str(eps), **_source_params(kernel)}, evidence=ev,
+                         method="none",
                          reason=f"rational matrix larger than {SPECTRAL_EXACT_LIMIT}: no certified method")
         res, Y = sp.eps_rank_projection(np.asarray(N.values), N.exponent, eps)
         ev.update({"k": res.k, "exact": False, "method": "projection"})
         if Y is not None and Y.values.size <= opt.embed_limit:
             ev.update({"witness_y": Y.rows(), "witness_y_exponent": Y.exponent})
-    return Claim(ClaimKind.EPS_RANK, _eps_statement(res), res.verdict, parameters={"eps": q_to_str(eps)},
+    return Claim(ClaimKind.EPS_RANK, None, res.verdict,
+                 parameters={"eps": q_to_str(eps), **_source_params(kernel)},
                  evidence=ev, method=res.method, reason=res.reason,
                  timings={"eps_rank": time.perf_counter() - t0})
 
@@ -299,12 +300,23 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
         ev.update({"query_features": dq.rows(), "query_exponent": dq.exponent,
                    "key_features": dk.rows(), "key_exponent": dk.exponent})
         trusted = ["query_features", "key_features"]
+        located = None                  # where the word rows sit among the embedded features
+        if summary is not None and kernel.tokens is not None and kernel.token_set != f"cube:{W.shape[1]}":
+            try:
+                located = (kernel.token_rows(W), kernel.token_rows(comp))
+            except InputError:          # a word or complement is not one of the tokens
+                located = None
         if summary is None:             # no pass over the token set: rows taken as stated
             ev["trusted"] = trusted
         else:
             ev["features_sha256"] = _gram_evidence(summary)["features_sha256"]
-            ev.update(_feature_evidence(summary, opt.embed_limit, trusted)
-                      if kernel.token_set == f"cube:{W.shape[1]}" else {"trusted": trusted})
+            if kernel.token_set == f"cube:{W.shape[1]}" or located is not None:
+                ev.update(_feature_evidence(summary, opt.embed_limit, trusted))
+            else:
+                ev["trusted"] = trusted
+            if located is not None and "trusted" not in ev:
+                ev["tokens"] = ["".join(map(str, t)) for t in kernel.tokens.tolist()]
+                ev["word_rows"] = [[int(a), int(b)] for a, b in zip(*located)]
     else:
         rows, cols = kernel.token_rows(W), kernel.token_rows(comp)
         if kernel.rational is not None:
@@ -318,15 +330,12 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
     ev.update({"t": b.t, "kept": list(b.kept), "frobenius_sq": q_to_str(b.frobenius_sq),
                "bound": q_to_str(b.bound), "rank_lower": b.rank_lower,
                "min_lambda": None if b.min_lambda is None else q_to_str(b.min_lambda)})
-    stmt = (f"B[S,U] = alpha(x_S, x_(U^c)) over the {len(W)}-word code{f' {name}' if name else ''}, "
-            f"row-normalized (t = {b.t} nonzero diagonals), has rank >= t^2/||C||_F^2 = "
-            f"{float(b.bound):.4f}, so the kernel has rank >= {b.rank_lower}")
     verdict, reason = Verdict.PROVED, None
     if b.t == 0:
         verdict, reason = Verdict.UNKNOWN, "every diagonal entry alpha(x_S, x_(S^c)) is zero"
-    return Claim(ClaimKind.CODE_RANK, stmt, verdict,
+    return Claim(ClaimKind.CODE_RANK, None, verdict,
                  parameters={"code": name, "num_words": int(len(W)), "M": int(W.shape[1]),
-                             "token_set": kernel.token_set},
+                             **_source_params(kernel)},
                  evidence=ev, method="Lemma 4 with per-pair Lambda_SU = |B_SS / B_SU| (trace/nuclear/Frobenius)",
                  reason=reason, timings={"code_rank": time.perf_counter() - t0})
 
@@ -335,23 +344,24 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
 
 def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions) -> Claim:
     base = {"form": "factor", "features_sha256": _gram_evidence(s)["features_sha256"]}
-    stmt = f"alpha(x, z) >= 0 for all x, z in {kernel.token_set}"
+    stmt = None                              # rendered from the parameters
+    params = _source_params(kernel)
     if s.min_q >= 0 and s.min_k >= 0:
-        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED,
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params,
                      evidence={**base, **_feature_evidence(s, opt.embed_limit, ["min_phi_q", "min_phi_k"]),
                                "method": "features_nonnegative",
                                "min_phi_q": q_to_str(s.min_q), "min_phi_k": q_to_str(s.min_k)},
                      method="every feature is >= 0 (exact minimum over all tokens)")
     K = kernel.num_tokens
     if K * K > SIGNED_PRODUCT_LIMIT:
-        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.UNKNOWN, evidence={**base, "method": "none"},
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.UNKNOWN, parameters=params, evidence={**base, "method": "none"},
                      method="signed features", reason=f"signed features on {K} tokens: {K}^2 products "
                      f"exceed the exact-check limit {SIGNED_PRODUCT_LIMIT}")
     q = s.phi_q if s.phi_q is not None else np.concatenate([b[0] for b in kernel.feature_batches()])
     k = s.phi_k if s.phi_k is not None else np.concatenate([b[1] for b in kernel.feature_batches()])
     neg, exact_checked = _find_negative(q, k)
     if neg is None:
-        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED,
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params,
                      evidence={**base, **_feature_evidence(s, opt.embed_limit, ["all_products"]),
                                "method": "all_products", "num_checked": K * K},
                      info={"pairs_summed_exactly": exact_checked},
@@ -363,7 +373,7 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
           "method": "counterexample", "pair": [int(i), int(j)], "value": q_to_str(val),
           "phi_q_row": dq.rows()[0], "phi_q_exponent": dq.exponent,
           "phi_k_row": dk.rows()[0], "phi_k_exponent": dk.exponent}
-    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, evidence=ev,
+    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, parameters=params, evidence=ev,
                  method="exact counterexample", reason=f"alpha(x_{i}, x_{j}) = {float(val):.6g} < 0")
 
 
@@ -410,11 +420,11 @@ def nonnegative_claim_matrix(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) 
           "matrix_sha256": matrix_sha256(N), "argmin": [i, j], "min_sign": (mn > 0) - (mn < 0)}
     if N.values.size <= opt.embed_limit:
         ev["matrix"] = N.rows()
-    stmt = f"every entry of the kernel matrix on {kernel.token_set} is >= 0"
+    stmt, params = None, _source_params(kernel)
     if mn < 0:
-        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, evidence=ev, method="exact entry",
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, parameters=params, evidence=ev, method="exact entry",
                      reason=f"entry ({i}, {j}) is negative")
-    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, evidence=ev, method="exact entries")
+    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params, evidence=ev, method="exact entries")
 
 
 # ---------------------------------------------------------------- front end
@@ -439,7 +449,7 @@ def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions()) -> RankReport
         rank_claim = exact_rank_factor_claim(kernel, s, opt)
         claims.insert(0, rank_claim)
         if opt.eps is not None:
-            claims.append(eps_rank_factor_claim(s, opt.eps, opt))
+            claims.append(eps_rank_factor_claim(kernel, s, opt.eps, opt))
     else:
         N = integer_matrix(kernel)
         if opt.require_nonnegative:
@@ -447,7 +457,7 @@ def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions()) -> RankReport
         rank_claim = exact_rank_matrix_claim(kernel, N, opt)
         claims.insert(0, rank_claim)
         if opt.eps is not None:
-            claims.append(eps_rank_matrix_claim(N, opt.eps, opt))
+            claims.append(eps_rank_matrix_claim(kernel, N, opt.eps, opt))
     if opt.code is not None:
         claims.append(code_rank_claim(kernel, opt.code, opt.code_name, opt,
                                       summary=s if kernel.form is Form.FACTOR else None))
@@ -501,8 +511,6 @@ def _parser() -> argparse.ArgumentParser:
                                   "0/1 strings, or a .npy (W, M) array")
     p.add_argument("--require-nonnegative", action="store_true",
                    help="certify alpha >= 0; a signed kernel exits with code 3")
-    p.add_argument("--embed-limit", type=int, default=DEFAULT_EMBED_LIMIT,
-                   help="embed matrices/features with at most this many entries in the certificate")
     p.add_argument("--batch-size", type=int, default=1 << 14)
     return p
 
@@ -538,14 +546,14 @@ def load_code(spec: str) -> tuple[np.ndarray, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     a = _parser().parse_args(argv)
-    if a.embed_limit < 0 or a.max_primes < 1 or a.batch_size < 1:
-        raise InputError("--embed-limit must be >= 0, --max-primes and --batch-size >= 1")
+    if a.max_primes < 1 or a.batch_size < 1:
+        raise InputError("--max-primes and --batch-size must be >= 1")
     tokens = a.tokens or a.family
     kernel = load_kernel(a.source, tokens=tokens, spec=a.spec)
     code, code_name = load_code(a.code) if a.code else (None, None)
     opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=parse_eps(a.eps) if a.eps else None,
                       code=code, code_name=code_name, require_nonnegative=a.require_nonnegative,
-                      embed_limit=a.embed_limit, batch_size=a.batch_size)
+                      batch_size=a.batch_size)
     rep = certify_rank(kernel, opt)
     cert = rep.certificate
     cert.command = ["certify.rank", *(sys.argv[1:] if argv is None else list(argv))]

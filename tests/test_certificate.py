@@ -6,6 +6,7 @@ import pytest
 
 from certify.certificate import (Certificate, Claim, ClaimKind, Verdict, atomic_write_text,
                                  q_to_str, str_to_q)
+from certify.bounds import bound_claim, lemma3, lemma4
 from certify.errors import InputError
 
 
@@ -21,18 +22,32 @@ def test_claim_needs_reason_unless_proved():
     Claim(ClaimKind.BOUND, "x", Verdict.UNKNOWN, reason="time limit")
 
 
+def test_statement_is_rendered_from_the_parameters():
+    claim = bound_claim(lemma4(15, 4, strict=True))
+    assert claim.statement == ("Lemma 4: a 15 x 15 matrix with unit diagonal and |C_ij| < 1/4 "
+                               "has rank >= 9")
+
+
 def test_roundtrip_and_exit_code(tmp_path):
-    c1 = Claim(ClaimKind.EXACT_RANK, "rank is 3", Verdict.PROVED,
-               evidence={"value": Fraction(2, 3), "rank": 3})
+    c1 = bound_claim(lemma3(3, "1/2", 3))
     cert = Certificate(claims=[c1], inputs={"m": "ab"}, seeds={"rng": 7})
     assert cert.exit_code() == 0
     path = tmp_path / "c.json"
     cert.write(path)
     back = Certificate.read(path)
-    assert back.claims[0].evidence["value"] == "2/3"
+    assert back.claims[0].evidence["factor"] == "2" and back.renderer == cert.renderer
     assert back.claims[0].verdict is Verdict.PROVED and back.seeds == {"rng": 7}
     cert.claims.append(Claim(ClaimKind.BOUND, "b", Verdict.UNKNOWN, reason="r"))
     assert cert.exit_code() == 1
+
+
+def test_a_claim_the_checker_rejects_is_never_written(tmp_path):
+    import dataclasses
+    c = bound_claim(lemma3(3, "1/2", 3))
+    forged = dataclasses.replace(c, evidence={**c.evidence, "factor": "3"})
+    with pytest.raises(RuntimeError, match="checker rejects claim 0"):
+        Certificate(claims=[forged]).write(tmp_path / "c.json")
+    assert not (tmp_path / "c.json").exists()
 
 
 def test_unknown_keys_rejected():

@@ -478,8 +478,21 @@ def _feasible_still_true(claim: dict) -> bool:
 
 
 #: kind -> oracle: is a tampered claim that the checker accepted nevertheless true?
+def _matrix_from_source(claim: dict) -> bool:
+    """A matrix-form claim without its embedded matrix still holds when its source
+    file is present: verify re-reads the exact matrix from it."""
+    import os
+    src = (claim.get("parameters") or {}).get("source")
+    ev = claim.get("evidence") or {}
+    return ev.get("form") == "matrix" and "matrix" not in ev and isinstance(src, str) \
+        and os.path.isfile(src)
+
+
 STILL_TRUE: dict[str, Callable[[dict], bool]] = {"bound": _bound_still_true,
-                                                 "feasible": _feasible_still_true}
+                                                 "feasible": _feasible_still_true,
+                                                 "exact_rank": _matrix_from_source,
+                                                 "eps_rank": _matrix_from_source,
+                                                 "nonnegative": _matrix_from_source}
 
 
 def _variants(certs: list[dict], kind: str, mutation: str) -> Iterator[tuple[str, dict]]:
@@ -555,27 +568,43 @@ def test_info_and_timings_are_never_evidence(kind, build_dir):
                 f"a float in the evidence of a {claim['kind']} claim"
 
 
-def test_trusted_grams_are_declared_printed_and_exact(tmp_path):
-    """Features too large to embed: the Gram summaries are trusted, the claim says
-    so, verify prints it, and the declaration cannot be dropped or widened."""
+def test_trusted_grams_only_above_the_checker_threshold(tmp_path):
+    """Trusted summaries are for data too large to embed: below the checker's
+    threshold they fail; above it the claim holds under a named assumption
+    (exit 4), accepted only by name, and the declaration cannot be dropped or widened."""
     from certify import rank
     from certify.kernel import load_kernel
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "f.npz", phi_q=rng.integers(0, 3, size=(16, 4)).astype(np.float64),
              phi_k=rng.integers(0, 3, size=(16, 4)).astype(np.float64))
     kernel = load_kernel(str(tmp_path / "f.npz"), tokens="cube:4")
-    cert = rank.certify_rank(kernel, rank.RankOptions(eps=Fraction(1, 10), require_nonnegative=True,
-                                                      embed_limit=8)).certificate.to_json()
+    small = rank.certify_rank(kernel, rank.RankOptions(eps=Fraction(1, 10), require_nonnegative=True,
+                                                       embed_limit=8)).certificate.to_json()
+    r = verify.verify_certificate(small)
+    assert not r.holds and r.exit_code() == 1
+    assert all(any("must be embedded" in p for p in c.problems) for c in r.claims)
+    # 2^14 tokens x 4 features = 65536 entries: at the threshold, trusted is allowed
+    M = 14
+    np.savez(tmp_path / "big.npz", phi_q=rng.integers(0, 3, size=(1 << M, 4)).astype(np.float64),
+             phi_k=rng.integers(0, 3, size=(1 << M, 4)).astype(np.float64))
+    kernel = load_kernel(str(tmp_path / "big.npz"), tokens=f"cube:{M}")
+    cert = rank.certify_rank(kernel, rank.RankOptions(embed_limit=8)).certificate.to_json()
+    (tmp_path / "big.npz").unlink()                    # the source is gone: nothing re-reads it
     r = verify.verify_certificate(cert)
-    assert r.holds and all(cc.trusted for cc in r.claims)
+    assert r.holds and r.exit_code() == verify.EXIT_ASSUMED
+    assert any(a.startswith("trusted:exact_rank:gram_q") for a in r.open_assumptions)
     text = verify.format_text(r, "x.json")
-    assert "trusted, not re-derived: gram_q" in text and "min_phi_q" in text
-    for k, claim in enumerate(cert["claims"]):
-        for change in ("drop", "widen"):
-            c = copy.deepcopy(cert)
-            ev = c["claims"][k]["evidence"]
-            if change == "drop":
-                del ev["trusted"]
-            else:
-                ev["trusted"] = ev["trusted"] + ["rank_lower"]
-            assert not verify.verify_certificate(c).holds, (claim["kind"], change)
+    assert "holds, assuming: " in text and "trusted:exact_rank" in text
+    names = [a.split(" ")[0] for a in r.open_assumptions]
+    assert verify.verify_certificate(cert, assume=names).exit_code() == 0
+    assert {a.split(":")[0] for a in r.open_assumptions} == {"trusted", "source"}
+    assert verify.verify_certificate(cert, assume=["trusted"]).exit_code() == verify.EXIT_ASSUMED
+    assert verify.verify_certificate(cert, assume=["trusted", "source"]).exit_code() == 0
+    for change in ("drop", "widen"):
+        c = copy.deepcopy(cert)
+        ev = c["claims"][0]["evidence"]
+        if change == "drop":
+            del ev["trusted"]
+        else:
+            ev["trusted"] = ev["trusted"] + ["rank_lower"]
+        assert not verify.verify_certificate(c).holds, change

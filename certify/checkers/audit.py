@@ -78,7 +78,8 @@ class _Setting:
         if not 0 < self.eps <= Fraction(1, 2):
             raise _Bad(f"eps must lie in (0, 1/2], got {self.eps}")
         keys(params, "parameters", ("model", "family", "family_sha256", "head_sha256", "rank", "eps")
-             + (("n",) if claim.get("kind") == "gap_domination" else ()))
+             + (("n",) if claim.get("kind") == "gap_domination" else ()),
+             ("source", "source_sha256", "adapter"))      # the checkpoint, bound by verify
         if not isinstance(params["model"], str):
             raise _Bad("parameters.model must be a string (the head's label)")
         fam = _family(ev.get("family"), params)

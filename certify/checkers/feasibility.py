@@ -4,6 +4,7 @@ Imports only the standard library and :mod:`certify.checkers.common`. Every
 object must have exactly the keys listed (missing or unexpected keys fail).
 
 ``parameters``: ``rank`` (r >= 1), ``features`` (``real`` | ``nonnegative``),
+``class`` (``used-pairs``: alpha >= 0 on the (query, token) pairs the inputs use),
 ``family`` (the embedded family's name), ``family_sha256`` (its hash),
 ``error`` (``"1/2"``: the only error level decided here).
 
@@ -58,7 +59,10 @@ EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
 
 
 def _params(claim) -> tuple[int, str]:
-    p = keys(claim["parameters"], "parameters", ("rank", "features", "family", "family_sha256", "error"))
+    p = keys(claim["parameters"], "parameters",
+             ("rank", "features", "class", "family", "family_sha256", "error"))
+    if p["class"] != "used-pairs":
+        raise Bad(f"unknown model class {p['class']!r} (this checker decides 'used-pairs')")
     if p["error"] != "1/2":
         raise Bad("only error 1/2 is decided (parameters.error must be '1/2')")
     if p["features"] not in ("real", "nonnegative"):

@@ -260,6 +260,10 @@ class _Features:
         return Fraction(rows[i][j]) * Fraction(2) ** e
 
 
+#: what a claim about a kernel may name besides its own parameters (bound by verify)
+SOURCE_KEYS = ("token_set", "source", "source_sha256", "adapter")
+
+
 def _check_params(claim, cert, form: str, num_tokens: int | None, dtype: str | None) -> None:
     p = keys(claim["parameters"], "parameters",
              ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype"))
@@ -507,7 +511,7 @@ def _check_enclosures(core, scale_exp: int, enc: Any) -> None:
 
 def check_eps_rank(claim, cert, matrix=None) -> list[str]:
     ev = claim["evidence"]
-    keys(claim["parameters"], "parameters", ("eps",))
+    keys(claim["parameters"], "parameters", ("eps",), SOURCE_KEYS)
     eps = rational(ev["eps"], "eps")
     if eps != rational(claim["parameters"]["eps"], "parameters.eps") or eps <= 0:
         raise Bad("evidence eps must equal parameters.eps and be > 0")
@@ -562,7 +566,10 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
                     return problems
                 problems.append("projection check fails: H - eps^2 b I is not positive definite")
     elif ev.get("form") == "matrix" and ev.get("method") == "none":
-        keys(ev, "matrix evidence", ("form", "shape", "scale", "matrix_sha256", "eps", "method"), ("matrix",))
+        keys(ev, "matrix evidence", ("form", "shape", "scale", "matrix_sha256", "eps", "method", "k",
+                                     "exact"), ("matrix",))
+        if k != 0 or exact:
+            return ["without a method nothing is counted: k must be 0 and exact false"]
         return [] if claim["verdict"] == "unknown" else ["without a method the verdict must be unknown"]
     else:
         return [f"unknown eps_rank evidence (form {ev.get('form')!r}, method {ev.get('method')!r})"]
@@ -610,7 +617,7 @@ def _cube_index(bitrow: list[int]) -> int:
 
 def check_code_rank(claim, cert, matrix=None) -> list[str]:
     ev = claim["evidence"]
-    p = keys(claim["parameters"], "parameters", ("code", "num_words", "M", "token_set"))
+    p = keys(claim["parameters"], "parameters", ("code", "num_words", "M", "token_set"), SOURCE_KEYS)
     lemma = ("words", "t", "kept", "frobenius_sq", "bound", "rank_lower", "min_lambda")
     if not isinstance(ev.get("words"), list) or not ev["words"]:
         raise Bad("words must be a non-empty list of bit strings")
@@ -632,17 +639,32 @@ def check_code_rank(claim, cert, matrix=None) -> list[str]:
             if ev["trusted"] != _TRUSTED["code_rank", "factor"]:
                 raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'factor']}")
         else:
-            keys(ev, "code_rank evidence", lemma + rows + ("features_sha256",), _FEATURE_SOURCES)
+            keys(ev, "code_rank evidence", lemma + rows + ("features_sha256",),
+                 _FEATURE_SOURCES + ("tokens", "word_rows"))
         qf = int_matrix(ev["query_features"], "query_features", (W, None))
         kf = int_matrix(ev["key_features"], "key_features", (W, len(qf[0])))
         qe, ke = integer(ev["query_exponent"], "query_exponent"), integer(ev["key_exponent"], "key_exponent")
         F = _Features(ev, cert, "code_rank", "factor") if "trusted" not in ev else None
         if F is not None and F.have:
             ts = p["token_set"]
-            if ts != f"cube:{M}":
-                raise Bad(f"feature rows are located on the token set cube:{M} only, not {ts!r}")
+            if ("tokens" in ev) != ("word_rows" in ev):
+                raise Bad("tokens and word_rows go together")
+            if "tokens" in ev:          # the rows of x_S and x_(U^c) among the listed tokens
+                toks = [bits(t, "token", M) for t in ev["tokens"]]
+                if len(toks) != len(F.phi_q):
+                    raise Bad(f"{len(toks)} tokens listed for {len(F.phi_q)} feature rows")
+                located = int_matrix(ev["word_rows"], "word_rows", (W, 2))
+                for i, (a, b) in enumerate(located):
+                    if not (0 <= a < len(toks) and 0 <= b < len(toks)) or toks[a] != words[i] \
+                            or toks[b] != [1 - v for v in words[i]]:
+                        raise Bad(f"word_rows[{i}] are not the rows of x_S and x_(S^c)")
+            elif ts != f"cube:{M}":
+                raise Bad(f"feature rows are located on the token set cube:{M}, or by tokens and "
+                          f"word_rows, not on {ts!r}")
+            else:
+                located = [[_cube_index(w), _cube_index([1 - b for b in w])] for w in words]
             for i, w in enumerate(words):
-                xs, xc = _cube_index(w), _cube_index([1 - b for b in w])
+                xs, xc = located[i]
                 for c in range(len(qf[0])):
                     if Fraction(qf[i][c]) * Fraction(2) ** qe != F.value("q", xs, c) or \
                             Fraction(kf[i][c]) * Fraction(2) ** ke != F.value("k", xc, c):
@@ -687,7 +709,7 @@ def check_code_rank(claim, cert, matrix=None) -> list[str]:
 
 def check_nonnegative(claim, cert, matrix=None) -> list[str]:
     ev = claim["evidence"]
-    keys(claim["parameters"], "parameters", ())
+    keys(claim["parameters"], "parameters", (), SOURCE_KEYS)
     verdict, method = claim["verdict"], ev.get("method")
     if ev.get("form") == "matrix":
         if method != "entries":

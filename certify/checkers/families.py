@@ -1,0 +1,144 @@
+"""Built-in family names bound to their content (standard library only).
+
+A built-in name means exactly one family:
+
+* ``paper-5.1`` -- by the pinned canonical sha256 :data:`PAPER51_SHA256` (a test
+  ties it to :func:`certify.families.paper51_family`);
+* ``multilevel-M{M}-s{s}-h{h}-q{q}`` -- the Sec. 4 family on the first ``q`` words
+  of the greedy packing of ``binom([M], h)`` at directed distance ``s + 1``, with
+  all ``(s+1)^q`` assignments: rebuilt here by :func:`multilevel_body`, a small
+  self-contained generator (no numpy, no RNG);
+* ``ood-{M}-{q}-{n}-{split}`` -- the Sec. 5.2 pools at the default sizes and seed:
+  rebuilt here by :func:`certify.checkers.generators.ood_body`, the generator the
+  builder itself uses (a versioned splitmix64 stream, not numpy's).
+
+Any other name is a family read from a file: the statement names it by its
+hash, so the name carries no meaning of its own. A built-in family too large
+to rebuild within :data:`REBUILD_LIMIT` inputs is bound only by assumption
+(``family:<name>``), which ``certify verify`` reports (exit 4).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any
+
+from certify.checkers.common import canonical_sha256
+
+FAMILY_FORMAT = "certify-attention/family/1"
+
+#: canonical sha256 of the built-in paper-5.1 family (certify.families.paper51_family)
+PAPER51_SHA256 = "1b2c4b72ecccb293ceab58e0a6acbc5c4d4db81de962a9e677636741342ed8b0"
+
+#: largest number of inputs a built-in family is rebuilt with here
+REBUILD_LIMIT = 1 << 16
+
+_MULTILEVEL = re.compile(r"multilevel-M(\d+)-s(\d+)-h(\d+)-q(\d+)")
+_OOD = re.compile(r"ood-(\d+)-(\d+)-(\d+)-(train|test)")
+
+
+def builtin_kind(name: Any) -> str | None:
+    """``"paper-5.1"``, ``"multilevel"``, ``"ood"`` or None (not a built-in name)."""
+    if not isinstance(name, str):
+        return None
+    if name == "paper-5.1":
+        return "paper-5.1"
+    if _MULTILEVEL.fullmatch(name):
+        return "multilevel"
+    if _OOD.fullmatch(name):
+        return "ood"
+    return None
+
+
+def _bits(mask: int, width: int) -> str:
+    return "".join("1" if mask >> i & 1 else "0" for i in range(width))
+
+
+def greedy_words(M: int, h: int, delta: int, limit: int) -> list[int]:
+    """The first ``limit`` words (bit masks, bit i = coordinate i) of the greedy
+    lexicographic packing of ``h``-subsets of ``[M]`` at directed distance
+    ``>= delta`` (subsets scanned in ``itertools.combinations`` order)."""
+    kept: list[int] = []
+    for combo in itertools.combinations(range(M), h):
+        cand = sum(1 << i for i in combo)
+        if all(bin(cand & ~u).count("1") >= delta for u in kept):
+            kept.append(cand)
+            if len(kept) >= limit:
+                break
+    return kept
+
+
+def multilevel_body(M: int, s: int, h: int, q: int) -> dict[str, Any] | None:
+    """The canonical JSON body (without its hash) of ``multilevel-M{M}-s{s}-h{h}-q{q}``,
+    or None when the code has fewer than ``q`` words."""
+    words = greedy_words(M, h, s + 1, q)
+    if len(words) < q:
+        return None
+    m = 2 + M + s
+    full = (1 << M) - 1
+    toks: list[list[int]] = []
+    for S in words:                                   # queries q_S = (0, 1, x_{S^c}, 1_s)
+        toks.append([0, 1] + [(full & ~S) >> i & 1 for i in range(M)] + [1] * s)
+    for S in words:                                   # d_{S,k} = (1, 0, x_S, u_k)
+        for k in range(s + 1):
+            toks.append([1, 0] + [S >> i & 1 for i in range(M)] + [1] * k + [0] * (s - k))
+    ip = [[sum(a & b for a, b in zip(u, v)) for v in toks] for u in toks]
+    inputs, targets = [], []
+    for kappa in itertools.product(range(s + 1), repeat=q):
+        row = list(range(q)) + [q + i * (s + 1) + k for i, k in enumerate(kappa)]
+        inputs.append(row)
+        targets.append([min(ip[x][z] for z in row) for x in row])
+    return {
+        "format": FAMILY_FORMAT,
+        "name": f"multilevel-M{M}-s{s}-h{h}-q{q}",
+        "m": m, "n": 2 * q,
+        "tokens": ["".join(map(str, t)) for t in toks],
+        "inputs": inputs,
+        "scored": [[1] * q + [0] * q for _ in inputs],
+        "targets": targets,
+        "params": {"builder": "multilevel", "M": M, "s": s, "h": h, "q": q,
+                   "assignments": len(inputs)},
+        "words": [_bits(w, M) for w in words],
+        "jumps": None,
+    }
+
+
+def bind(name: Any, sha256: Any) -> tuple[list[str], list[str]]:
+    """(problems, assumptions) of binding a family name to a hash."""
+    kind = builtin_kind(name)
+    if kind is None:
+        return [], []
+    if not isinstance(sha256, str):
+        return [f"family {name!r} has no sha256"], []
+    if kind == "paper-5.1":
+        if sha256 != PAPER51_SHA256:
+            return [f"'paper-5.1' is a built-in name for the family with sha256 "
+                    f"{PAPER51_SHA256[:16]}...; this claim's family has {sha256[:16]}... "
+                    "(a different family under the built-in name)"], []
+        return [], []
+    if kind == "multilevel":
+        M, s, h, q = (int(v) for v in _MULTILEVEL.fullmatch(name).groups())
+        if not (1 <= s and 1 <= q and 0 <= h <= M <= 62) or (s + 1) ** q > REBUILD_LIMIT:
+            return [], [f"family:{name}"]
+        body = multilevel_body(M, s, h, q)
+        if body is None:
+            return [f"built-in family {name!r} does not exist (the greedy code has fewer than "
+                    f"{q} words)"], []
+        want = canonical_sha256(body)
+    else:
+        from certify.checkers.generators import OOD_DEFAULTS, ood_body
+        M, q, n = (int(v) for v in _OOD.fullmatch(name).groups()[:3])
+        split = _OOD.fullmatch(name).group(4)
+        if n != 2 * q or M < 2 or M % 2 or q < 1 or M > 24 or \
+                max(OOD_DEFAULTS["train_size"], OOD_DEFAULTS["test_size"]) > REBUILD_LIMIT:
+            return [], [f"family:{name}"]
+        body = ood_body(M, q, split)
+        if body is None:
+            return [f"built-in family {name!r} does not exist at these parameters"], []
+        want = canonical_sha256(body)
+    if sha256 != want:
+        return [f"{name!r} is a built-in name; rebuilt here its sha256 is {want[:16]}..., "
+                f"not the claim's {sha256[:16]}... (a different family under the built-in "
+                "name)"], []
+    return [], []

@@ -1,0 +1,271 @@
+"""Sources bound to the evidence (standard library and numpy only).
+
+A rank-type claim names its source (``parameters.source``, ``source_sha256``,
+``adapter``). What ``certify verify`` can do with it:
+
+* a **matrix file** (adapter ``matrix-file``: ``.npy``, ``.npz``, ``.csv``,
+  ``.json``) that is present: its sha256 must be the claim's, and the exact
+  matrix (or the features ``phi_q``, ``phi_k``) is re-read here with numpy and
+  must be the one the evidence embeds (matrix form: the exact rationals; factor
+  form: the features' sha256). A large matrix that is not embedded is re-read
+  and handed to the checker, which hashes it against ``matrix_sha256``.
+* a matrix file that is **absent**: assumption ``source:<name>``.
+* a **checkpoint or construction** (any other adapter): the weights -> features
+  step needs torch, so it is assumption ``extraction:<source>`` unless
+  ``--replay-extraction`` re-ran it in a separate process and the features'
+  sha256 came out equal (a different value fails the claim; a different torch
+  version leaves the assumption, naming both versions).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+MATRIX_SUFFIXES = (".npy", ".npz", ".csv", ".json")
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def find(name: str, base: Path | None) -> Path | None:
+    """A named input file: absolute, else relative to the certificate's folder or
+    the working directory."""
+    if not isinstance(name, str) or not name or "\0" in name:
+        return None
+    cands = [Path(name)] if os.path.isabs(name) else \
+        [p for p in ((base / name) if base else None, Path.cwd() / name) if p is not None]
+    for p in cands:
+        try:
+            if p.is_file():
+                return p
+        except OSError:
+            continue
+    return None
+
+
+class SourceError(Exception):
+    pass
+
+
+def _exact_array(a: np.ndarray) -> list[list[Fraction]]:
+    if a.ndim != 2 or a.dtype.kind not in "biuf":
+        raise SourceError(f"expected a 2-d numeric array, got {a.dtype} of shape {a.shape}")
+    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
+        raise SourceError("the matrix has NaN or Inf entries")
+    return [[Fraction(v) for v in row] for row in a.tolist()]
+
+
+def read_source(path: Path) -> dict[str, Any]:
+    """``{"matrix": rows}`` or ``{"phi_q": array, "phi_k": array}`` read as the
+    producer reads it (certify.kernel.load_kernel), without pickles."""
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            return {"matrix": np.load(path, allow_pickle=False)}
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            if "kernel_meta" in arrays:
+                raise SourceError("a kernel file from `certify extract`: bound by its provenance")
+            if "phi_q" in arrays and "phi_k" in arrays:
+                return {"phi_q": arrays["phi_q"], "phi_k": arrays["phi_k"]}
+            keys = [k for k in arrays if k != "tokens"]
+            key = "matrix" if "matrix" in arrays else (keys[0] if len(keys) == 1 else None)
+            if key is None:
+                raise SourceError(f"no single matrix among {sorted(arrays)}")
+            return {"matrix": arrays[key]}
+        if suffix == ".csv":
+            rows = [r for r in csv.reader(io.StringIO(path.read_text()))
+                    if r and any(c.strip() for c in r)]
+            return {"matrix": [[Fraction(c.strip()) for c in r] for r in rows]}
+        if suffix == ".json":
+            obj = json.loads(path.read_text())
+            if isinstance(obj, dict) and "format" in obj:
+                raise SourceError("a kernel file from `certify extract`: bound by its provenance")
+            rows = obj.get("matrix") if isinstance(obj, dict) else obj
+            if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+                raise SourceError("no matrix in the JSON file")
+            out = []
+            for r in rows:
+                row = []
+                for v in r:
+                    if isinstance(v, bool) or not isinstance(v, (int, str)):
+                        raise SourceError(f"entry {v!r:.30} is not an exact number")
+                    row.append(Fraction(v))
+                out.append(row)
+            return {"matrix": out}
+    except SourceError:
+        raise
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, ZeroDivisionError,
+            UnicodeDecodeError, EOFError) as exc:
+        raise SourceError(f"cannot read it: {type(exc).__name__}") from None
+    raise SourceError(f"not a matrix file type verify reads ({suffix or 'no suffix'})")
+
+
+def _rows(value: Any) -> list[list[Fraction]]:
+    if isinstance(value, np.ndarray):
+        return _exact_array(value)
+    return value
+
+
+def _integer_rows(values: list[list[Fraction]], scale: Mapping[str, Any]) -> list[list[int]]:
+    """The integer matrix N with ``values = N * scale`` (dyadic or row denominators)."""
+    out = []
+    if scale.get("kind") == "dyadic":
+        f = Fraction(2) ** -int(scale["exponent"])
+        for r in values:
+            out.append([v * f for v in r])
+    elif scale.get("kind") == "row_denominators":
+        dens = scale["row_den"]
+        if len(dens) != len(values):
+            raise SourceError("the source has a different number of rows")
+        for r, d in zip(values, dens):
+            out.append([v * int(d) for v in r])
+    else:
+        raise SourceError("unknown scale")
+    if any(x.denominator != 1 for r in out for x in r):
+        raise SourceError("the source's entries are not the evidence's matrix (scale differs)")
+    return [[int(x) for x in r] for r in out]
+
+
+def _feature_sha(arr: np.ndarray, dtype: str) -> str:
+    a = np.ascontiguousarray(arr.astype(dtype), dtype=np.dtype(dtype).newbyteorder("<"))
+    return hashlib.sha256(a.tobytes()).hexdigest()
+
+
+def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], Any]:
+    ev = claim.get("evidence") or {}
+    data = read_source(path)
+    if ev.get("form") == "matrix" or "matrix_sha256" in ev:
+        if "matrix" not in data:
+            return ["the source holds features, the claim a matrix"], None
+        values = _rows(data["matrix"])
+        shape = ev.get("shape")
+        if shape is not None and [len(values), len(values[0]) if values else 0] != shape:
+            return [f"the source matrix is {len(values)} x {len(values[0]) if values else 0}, "
+                    f"the evidence's {shape}"], None
+        scale = ev.get("scale")
+        if not isinstance(scale, dict):
+            return ["the evidence has no scale to compare the source with"], None
+        N = _integer_rows(values, scale)
+        if "matrix" in ev:                    # embedded: it must be the file's
+            if ev["matrix"] != N:
+                return ["the embedded matrix is not the source file's matrix"], None
+            return [], None
+        return [], N                          # not embedded: the checker hashes the file's
+    fs = ev.get("features_sha256")
+    if isinstance(fs, dict) and "phi_q" in data:
+        dtype = fs.get("dtype")
+        if not isinstance(dtype, str):
+            return ["features_sha256 has no dtype"], None
+        if (_feature_sha(data["phi_q"], dtype), _feature_sha(data["phi_k"], dtype)) != \
+                (fs.get("phi_q"), fs.get("phi_k")):
+            return ["the embedded features are not the source file's features"], None
+        return [], None
+    return ["the source file does not hold what the claim's evidence describes"], None
+
+
+def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
+         replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any]:
+    """(problems, assumptions, exact integer matrix for the checker or None)."""
+    p = claim["parameters"]
+    source, sha, adapter = p["source"], p.get("source_sha256"), p.get("adapter")
+    inputs = cert.get("inputs") or {}
+    problems: list[str] = []
+    if sha is not None and inputs.get(source) != sha:
+        problems.append(f"the certificate's inputs do not list the source {source!r:.80} with "
+                        f"the claim's sha256")
+    if adapter == "matrix-file":
+        path = find(source, base)
+        if path is None:
+            return problems, [f"source:{source}"], None
+        if sha is not None and sha256_file(path) != sha:
+            return problems + [f"the source file {path} is not the one certified (sha256 "
+                               "differs)"], [], None
+        try:
+            bad, matrix = _bind_matrix_file(claim, path)
+        except SourceError as exc:
+            return problems, [f"source:{source} ({exc})"], None
+        return problems + bad, [], matrix
+    status = replayed.get(source)
+    if status == "match":
+        return problems, [], None
+    if status is not None and status.startswith("differs"):
+        return problems + [f"extraction replay of {source}: {status}"], [], None
+    if status is not None:
+        return problems, [f"extraction:{source} ({status})"], None
+    return problems, [f"extraction:{source}"], None
+
+
+# ---------------------------------------------------------------- replay
+
+def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> dict[str, str]:
+    """Re-run the weights -> features step of every checkpoint / construction
+    source in a separate process (``certify.replay``, torch, one thread), and
+    compare the features' sha256 with each claim's evidence. Returns
+    source -> "match" | "differs: ..." | a reason the replay could not decide."""
+    jobs: dict[str, dict[str, Any]] = {}
+    for _, cert, base in certs:
+        env = (cert.get("environment") or {}).get("packages") or {}
+        for c in cert["claims"]:
+            p, ev = c.get("parameters") or {}, c.get("evidence") or {}
+            if not isinstance(p, dict) or not isinstance(ev, dict) \
+                    or not isinstance(p.get("source"), str) \
+                    or p.get("adapter") in (None, "matrix-file"):
+                continue
+            fs, head = ev.get("features_sha256"), p.get("head_sha256")
+            src = p["source"]
+            path = find(src, base)
+            job = jobs.setdefault(src, {"source": src, "path": str(path) if path else None,
+                                        "adapter": p.get("adapter"), "token_set": None,
+                                        "dtype": None, "torch": env.get("torch"),
+                                        "want": [], "heads": []})
+            if isinstance(fs, dict):
+                job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
+                job["want"].append([fs.get("phi_q"), fs.get("phi_k")])
+            elif isinstance(head, str) and isinstance(p.get("family"), str):
+                job["heads"].append([p["family"], head])
+    if not jobs:
+        return {}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    try:
+        out = subprocess.run([sys.executable, "-m", "certify.replay"],
+                             input=json.dumps(list(jobs.values())), capture_output=True,
+                             text=True, timeout=600, env=env)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {s: f"replay could not run: {type(exc).__name__}" for s in jobs}
+    try:
+        got = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        line = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        return {s: f"replay failed: {line[:160]}" for s in jobs}
+    result = {}
+    for src, job in jobs.items():
+        r = got.get(src) or {}
+        if "error" in r:
+            result[src] = f"replay failed: {r['error']}"
+        elif job["torch"] is not None and r.get("torch") != job["torch"]:
+            result[src] = f"torch {r.get('torch')} here, {job['torch']} in the certificate"
+        elif all([r.get("phi_q"), r.get("phi_k")] == w for w in job["want"]) and \
+                all((r.get("heads") or {}).get(f) == h for f, h in job["heads"]):
+            result[src] = "match"
+        else:
+            result[src] = "differs: the replayed features' sha256 is not the certificate's"
+    return result

@@ -1,0 +1,425 @@
+"""The one renderer of claim statements: (kind, parameters, evidence) -> sentence.
+
+A claim is data; its sentence is a view. Producers never write a statement by
+hand: :class:`certify.certificate.Claim` renders it here, and ``certify verify``
+renders it again and fails a claim whose stored statement differs. So a
+statement cannot say more, or other, than the claim's parameters and the
+evidence fields the checker re-derives.
+
+What each kind reads (everything else is ignored, so it cannot leak into the
+sentence unchecked):
+
+==================  =====================================================================
+kind                read (p = parameters, e = evidence; every e-field is re-derived by
+                    the kind's checker before the verdict is accepted)
+==================  =====================================================================
+bound               p (the bound's inputs); e: the bound's values (re-derived exactly)
+exact_rank          p.token_set, p.shape, p.source; e.rank_lower, e.rank_upper
+eps_rank            p.eps; e.k, e.exact
+code_rank           p.code, p.num_words, p.token_set; e.t, e.rank_lower
+nonnegative         p.token_set (optional; default "tokens")
+feasible            p.rank, p.features, p.class, p.family, p.family_sha256, p.error,
+infeasible          p.scope (optional: "family" or "cube")
+correctness         p.model, p.family, p.family_sha256, p.eps; e.scored_positions, and the
+                    number of inputs of the embedded family
+gap_domination      p.model, p.family, p.family_sha256, p.n, p.eps; e.applicable
+transcript          p.M, p.s, p.h, p.q, p.quantizer
+==================  =====================================================================
+
+Family names: a built-in name (``paper-5.1``, ``multilevel-M..-s..-h..-q..``,
+``ood-M-q-n-split``) stands for exactly one content, which the checker pins or
+rebuilds (:mod:`certify.checkers.families`); any other family is named in the
+sentence by its sha256, so that two different families can never read alike.
+
+The renderer is versioned (:data:`RENDERER`, recorded in every certificate):
+a later wording gets a new version and the old one stays here, so an old
+certificate is still checked against the sentence it was made with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Callable, Mapping
+
+RENDERER = "certify-attention/statements/1"
+RENDERERS = (RENDERER,)
+
+#: model classes of feasibility claims, from the widest to the narrowest:
+#: a nonnegative-feature head is in the paper's class, which is in used-pairs.
+CLASSES = {
+    "paper": ("in the paper's class (alpha >= 0 on the whole Boolean domain, positive "
+              "denominators)",
+              r"in the paper's class ($\alpha \ge 0$ on $\{0,1\}^m$, positive denominators)"),
+    "used-pairs": ("in the used-pairs class (alpha >= 0 only on the (query, token) pairs the "
+                   "inputs use)",
+                   r"in the used-pairs class ($\alpha \ge 0$ only on the (query, token) pairs "
+                   r"the inputs use)"),
+}
+FEATURES = ("real", "nonnegative")
+#: finite values of each float format of a transcript quantizer (-0 == +0)
+_FLOAT_ALPHABETS = {"fp8-e4m3": 253, "fp8-e5m2": 247, "bf16": 65279, "fp16": 63487}
+
+
+class RenderError(Exception):
+    """The parameters do not determine a statement (a missing or ill-typed field)."""
+
+
+@dataclass(frozen=True)
+class Statement:
+    text: str
+    latex: str
+
+
+# ---------------------------------------------------------------- small helpers
+
+def _get(obj: Mapping[str, Any], key: str, types: type | tuple, what: str) -> Any:
+    if not isinstance(obj, Mapping) or key not in obj:
+        raise RenderError(f"{what}.{key} is missing")
+    v = obj[key]
+    if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise RenderError(f"{what}.{key} has the wrong type")
+    if not isinstance(v, types):
+        raise RenderError(f"{what}.{key} has the wrong type ({type(v).__name__})")
+    return v
+
+
+def _p(params, key, types=(int, str)):
+    return _get(params, key, types, "parameters")
+
+
+def _e(evidence, key, types=(int, str)):
+    return _get(evidence, key, types, "evidence")
+
+
+def _q(v: Any) -> str:
+    """A JSON int or "p/q" string, normalised ("2/4" -> "1/2")."""
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise RenderError(f"not an exact number: {v!r:.40}")
+    try:
+        x = Fraction(v) if isinstance(v, int) else Fraction(v.strip())
+    except (ValueError, ZeroDivisionError):
+        raise RenderError(f"not an exact number: {v!r:.40}") from None
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def _tq(v: Any) -> str:
+    s = _q(v)
+    if "/" not in s:
+        return s
+    a, b = s.split("/")
+    neg = a.startswith("-")
+    return ("-" if neg else "") + rf"\tfrac{{{a.lstrip('-')}}}{{{b}}}"
+
+
+def _tt(s: str) -> str:
+    """Plain text for LaTeX (escape the special characters)."""
+    out = []
+    for ch in str(s):
+        out.append({"\\": r"\textbackslash{}", "_": r"\_", "%": r"\%", "&": r"\&", "#": r"\#",
+                    "$": r"\$", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                    "^": r"\textasciicircum{}"}.get(ch, ch))
+    return "".join(out)
+
+
+def is_builtin_family_name(name: str) -> bool:
+    from certify.checkers.families import builtin_kind
+    return builtin_kind(name) is not None
+
+
+def family_ref(params: Mapping[str, Any]) -> tuple[str, str]:
+    """How a family is named in a sentence: a built-in name as is; anything else
+    by its hash (and its stated name in quotes, for people)."""
+    name = _p(params, "family", str)
+    sha = _p(params, "family_sha256", str)
+    if is_builtin_family_name(name):
+        return name, r"\texttt{" + _tt(name) + "}"
+    short = sha[:16]
+    return (f"the family {name!r} with sha256 {short}...",
+            rf"the family \texttt{{{_tt(name)}}} (sha256 \texttt{{{short}}}\ldots)")
+
+
+# ---------------------------------------------------------------- kinds
+
+def _exact_rank(p, e) -> Statement:
+    ts, src = _p(p, "token_set", str), _p(p, "source", str)
+    shape = _p(p, "shape", list)
+    if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
+        raise RenderError("parameters.shape must be two integers")
+    lo, hi = _e(e, "rank_lower", int), _e(e, "rank_upper", int)
+    what = f"the kernel of {src} on {ts} ({shape[0]} x {shape[1]})"
+    wl = rf"the kernel of \texttt{{{_tt(src)}}} on \texttt{{{_tt(ts)}}} (${shape[0]} \times {shape[1]}$)"
+    if lo == hi:
+        return Statement(f"{what} has rank exactly {lo} over Q",
+                         rf"{wl} has rank exactly ${lo}$ over $\mathbb{{Q}}$")
+    return Statement(f"{what} has rank over Q in [{lo}, {hi}]",
+                     rf"{wl} has rank over $\mathbb{{Q}}$ in $[{lo}, {hi}]$")
+
+
+def _eps_rank(p, e) -> Statement:
+    eps, k, exact = _q(_p(p, "eps")), _e(e, "k", int), _e(e, "exact", bool)
+    text = (f"{k} singular values of the kernel exceed eps = {eps}: every matrix within eps in "
+            f"spectral norm has rank >= {k}")
+    latex = (rf"${k}$ singular values of the kernel exceed $\varepsilon = {_tq(eps)}$: every "
+             rf"matrix within $\varepsilon$ in spectral norm has rank $\ge {k}$")
+    if exact:
+        text += f"; sigma_{k + 1} <= eps, so the eps-rank is exactly {k}"
+        latex += rf"; $\sigma_{{{k + 1}}} \le \varepsilon$, so the $\varepsilon$-rank is exactly ${k}$"
+    return Statement(text, latex)
+
+
+def _code_rank(p, e) -> Statement:
+    code = p.get("code")
+    if code is not None and not isinstance(code, str):
+        raise RenderError("parameters.code must be a string or null")
+    nw, ts = _p(p, "num_words", int), _p(p, "token_set", str)
+    t, lo = _e(e, "t", int), _e(e, "rank_lower", int)
+    name = f" {code}" if code else ""
+    lname = rf" \texttt{{{_tt(code)}}}" if code else ""
+    base = (f"Lemma 4 on B[S,U] = alpha(x_S, x_(U^c)) over the {nw}-word code{name} "
+            f"(row-normalized, t = {t} nonzero diagonal entries; kernel on {ts})")
+    lbase = (rf"Lemma 4 on $B[S,U] = \alpha(x_S, x_{{U^c}})$ over the ${nw}$-word code{lname} "
+             rf"(row-normalized, $t = {t}$ nonzero diagonal entries)")
+    if lo <= 1:
+        return Statement(f"{base} gives only the trivial bound: the kernel has rank >= {lo}",
+                         rf"{lbase} gives only the trivial bound: rank $\ge {lo}$")
+    return Statement(f"{base} proves that the kernel has rank >= {lo}",
+                     rf"{lbase} proves that the kernel has rank $\ge {lo}$")
+
+
+def _nonnegative(p, e) -> Statement:
+    ts = p.get("token_set", "tokens") if isinstance(p, Mapping) else "tokens"
+    if not isinstance(ts, str):
+        raise RenderError("parameters.token_set must be a string")
+    return Statement(f"alpha(x, z) >= 0 for all x, z in {ts}",
+                     rf"$\alpha(x, z) \ge 0$ for all $x, z$ in \texttt{{{_tt(ts)}}}")
+
+
+def _feasibility(kind: str) -> Callable:
+    def render(p, e) -> Statement:
+        r, feats = _p(p, "rank", int), _p(p, "features", str)
+        cls, err = _p(p, "class", str), _q(_p(p, "error"))
+        if feats not in FEATURES:
+            raise RenderError(f"parameters.features must be one of {FEATURES}")
+        if cls not in CLASSES:
+            raise RenderError(f"parameters.class must be one of {tuple(CLASSES)}")
+        scope = p.get("scope", "family")
+        if scope not in ("family", "cube"):
+            raise RenderError("parameters.scope must be 'family' or 'cube'")
+        fam, lfam = family_ref(p)
+        ctext, clatex = CLASSES[cls]
+        where = "" if scope == "family" else ", extended to the whole cube {0,1}^m,"
+        lwhere = "" if scope == "family" else r", extended to the whole cube $\{0,1\}^m$,"
+        head = f"rank-{r} {feats}-feature head {ctext}"
+        lhead = f"rank-${r}$ {feats}-feature head {clatex}"
+        if kind == "feasible":
+            return Statement(f"a {head}{where} solves {fam} with error < {err}",
+                             rf"a {lhead}{lwhere} solves {lfam} with error $< {_tq(err)}$")
+        return Statement(f"no {head}{where} solves {fam} with error < {err}",
+                         rf"no {lhead}{lwhere} solves {lfam} with error $< {_tq(err)}$")
+    return render
+
+
+def _num_inputs(e) -> int:
+    fam = e.get("family") if isinstance(e, Mapping) else None
+    inputs = fam.get("inputs") if isinstance(fam, Mapping) else None
+    if not isinstance(inputs, list):
+        raise RenderError("evidence.family.inputs is missing")
+    return len(inputs)
+
+
+def _correctness(p, e) -> Statement:
+    model, eps = _p(p, "model", str), _q(_p(p, "eps"))
+    fam, lfam = family_ref(p)
+    n, k = _e(e, "scored_positions", int), _num_inputs(e)
+    return Statement(f"{model} solves {fam} exactly: |t_hat - t| < {eps} at all {n} scored "
+                     f"positions of {k} inputs",
+                     rf"\texttt{{{_tt(model)}}} solves {lfam}: $|\hat t - t| < {_tq(eps)}$ at all "
+                     rf"${n}$ scored positions of ${k}$ inputs")
+
+
+def _gap_domination(p, e) -> Statement:
+    model, eps, n = _p(p, "model", str), _q(_p(p, "eps")), _p(p, "n", int)
+    fam, lfam = family_ref(p)
+    a = _e(e, "applicable", int)
+    return Statement(f"the kernel of {model} satisfies Lemma 3's gap domination alpha(x,y) > "
+                     f"(n-2)(d-2eps)/(2eps) alpha(x,z) on all {a} jumps of {fam} "
+                     f"(n = {n}, eps = {eps})",
+                     rf"the kernel of \texttt{{{_tt(model)}}} satisfies Lemma 3's gap domination "
+                     rf"$\alpha(x,y) > \frac{{(n-2)(d-2\varepsilon)}}{{2\varepsilon}}\alpha(x,z)$ "
+                     rf"on all ${a}$ jumps of {lfam} ($n = {n}$, $\varepsilon = {_tq(eps)}$)")
+
+
+def quantizer_text(qz: Any) -> str:
+    if not isinstance(qz, Mapping):
+        raise RenderError("parameters.quantizer must be an object")
+    if qz.get("kind") == "uniform":
+        bits = qz.get("bits")
+        if not isinstance(bits, int) or isinstance(bits, bool):
+            raise RenderError("quantizer.bits must be an integer")
+        return f"uniform {bits}-bit on [{_q(qz.get('lo'))}, {_q(qz.get('hi'))}]"
+    if qz.get("kind") == "float":
+        name = qz.get("format")
+        if name not in _FLOAT_ALPHABETS:
+            raise RenderError(f"quantizer.format must be one of {tuple(_FLOAT_ALPHABETS)}")
+        return (f"{name} (round to nearest even, saturating; {_FLOAT_ALPHABETS[name]} values)")
+    raise RenderError(f"unknown quantizer kind {qz.get('kind')!r:.20}")
+
+
+def _transcript(p, e) -> Statement:
+    M, s, h, q = (_p(p, k, int) for k in ("M", "s", "h", "q"))
+    qt = quantizer_text(_p(p, "quantizer", dict))
+    total = (s + 1) ** q
+    return Statement(f"the quantized sketch model ({qt}) solves the multilevel family "
+                     f"(M, s, h, q) = ({M}, {s}, {h}, {q}) with error < 1/2 at every query position "
+                     f"of all {total} assignments",
+                     rf"the quantized sketch model ({_tt(qt)}) solves the multilevel family "
+                     rf"$(M, s, h, q) = ({M}, {s}, {h}, {q})$ with error $< \tfrac12$ at every query "
+                     rf"position of all ${total}$ assignments")
+
+
+# ---------------------------------------------------------------- bounds
+
+def _bound(p, e) -> Statement:
+    name = _p(p, "bound", str)
+    fn = _BOUNDS.get(name)
+    if fn is None:
+        raise RenderError(f"unknown bound {name!r:.30}")
+    return fn(p, e)
+
+
+def _b_lemma3(p, e):
+    eps, n, d, f = _q(_p(p, "eps")), _p(p, "n", int), _q(_p(p, "d")), _q(_e(e, "factor"))
+    return Statement(f"Lemma 3: correct with error < {eps} at exact length {n}, a gap d = {d} "
+                     f"forces alpha(x,y) > {f} alpha(x,z)",
+                     rf"Lemma 3: correct with error $< {_tq(eps)}$ at exact length ${n}$, a gap "
+                     rf"$d = {_tq(d)}$ forces $\alpha(x,y) > {_tq(f)}\,\alpha(x,z)$")
+
+
+def _b_lemma4(p, e):
+    t, lam, strict = _p(p, "t", int), _q(_p(p, "lam")), _p(p, "strict", bool)
+    rb = _e(e, "rank_bound", int)
+    rel, lrel = ("<", "<") if strict else ("<=", r"\le")
+    return Statement(f"Lemma 4: a {t} x {t} matrix with unit diagonal and |C_ij| {rel} 1/{lam} "
+                     f"has rank >= {rb}",
+                     rf"Lemma 4: a ${t} \times {t}$ matrix with unit diagonal and "
+                     rf"$|C_{{ij}}| {lrel} 1/{_tq(lam)}$ has rank $\ge {rb}$")
+
+
+def _b_lemma4_pp(p, e):
+    t = _p(p, "t", int)
+    sa, b, rb = _e(e, "strict_applied", bool), _q(_e(e, "bound")), _e(e, "rank_bound", int)
+    rel, lrel = (">", ">") if sa else (">=", r"\ge")
+    return Statement(f"Lemma 4 per pair: a {t} x {t} unit-diagonal matrix with the given "
+                     f"off-diagonal bounds has rank {rel} {b}, so rank >= {rb}",
+                     rf"Lemma 4 per pair: a ${t} \times {t}$ unit-diagonal matrix with the given "
+                     rf"off-diagonal bounds has rank ${lrel} {_tq(b)}$, so rank $\ge {rb}$")
+
+
+def _b_thm5(p, e):
+    eps, n = _q(_p(p, "eps")), _p(p, "n", int)
+    size, delta, g = _p(p, "code_size", int), _p(p, "delta", int), _p(p, "g", int)
+    rb = _e(e, "rank_bound", int)
+    return Statement(f"Thm 5: a head correct with error < {eps} on all length-{n} inputs over a "
+                     f"code of {size} words at directed distance >= {delta} (g = {g}) has rank "
+                     f"r >= {rb}",
+                     rf"Thm 5: a head correct with error $< {_tq(eps)}$ on all length-${n}$ inputs "
+                     rf"over a code of ${size}$ words at directed distance $\ge {delta}$ "
+                     rf"($g = {g}$) has rank $r \ge {rb}$")
+
+
+def _b_thm6(p, e):
+    m, ext = _p(p, "m", int), _p(p, "extended", bool)
+    lg = e.get("log2_lower_bound") if isinstance(e, Mapping) else None
+    where = " (Thm 6's argument below m = 168, code size checked exactly)" if ext else ""
+    if lg is None:
+        t = (f"Thm 6{where}: at m = {m} the guaranteed code size fails the hypothesis; "
+             "no bound is claimed")
+        return Statement(t, _tt(t))
+    if not isinstance(lg, int) or isinstance(lg, bool):
+        raise RenderError("evidence.log2_lower_bound must be an integer or null")
+    sharp = _e(e, "sharp_rank_bound", int)
+    return Statement(f"Thm 6{where}: at m = {m} every one-head normalized nonnegative kernel model "
+                     f"correct with error < 1/2 on all length-3 inputs has r >= 2^{lg} "
+                     f"(sharp form of Thm 5: r >= {sharp})",
+                     rf"Thm 6{_tt(where)}: at $m = {m}$ every one-head normalized nonnegative "
+                     rf"kernel model correct with error $< \tfrac12$ on all length-3 inputs has "
+                     rf"$r \ge 2^{{{lg}}}$ (sharp form of Thm 5: $r \ge {sharp}$)")
+
+
+def _b_cor7(p, e):
+    m, n = _p(p, "m", int), _p(p, "n", int)
+    rb = _e(e, "rank_bound", int)
+    lg = rb.bit_length() - 1 if rb >= 1 else 0          # floor(log2 rb)
+    return Statement(f"Cor 7 construction: at m = {m}, exact length n = {n}, every one-head "
+                     f"normalized nonnegative kernel model correct with error < 1/2 has "
+                     f"r >= {rb} (>= 2^{lg}; code size from the greedy counting bound)",
+                     rf"Cor 7 construction: at $m = {m}$, exact length $n = {n}$, every one-head "
+                     rf"normalized nonnegative kernel model correct with error $< \tfrac12$ has "
+                     rf"$r \ge {rb}$ ($\ge 2^{{{lg}}}$; code size from the greedy counting bound)")
+
+
+def _b_eq8(p, e):
+    q, s = _p(p, "q", int), _p(p, "s", int)
+    avail, need, holds = _e(e, "bits_available", int), _e(e, "bits_needed", int), _e(e, "holds", bool)
+    if holds:
+        return Statement(f"Eq. 8: {avail} transcript bits >= {need} = ceil({q} log2 {s + 1}); the "
+                         "counting bound does not exclude this model",
+                         rf"Eq.~8: ${avail}$ transcript bits $\ge {need} = \lceil {q}\log_2 {s + 1}"
+                         r"\rceil$; the counting bound does not exclude this model")
+    return Statement(f"Eq. 8: {avail} transcript bits < {need} = ceil({q} log2 {s + 1}); no such "
+                     "sketch model solves every assignment",
+                     rf"Eq.~8: ${avail}$ transcript bits $< {need} = \lceil {q}\log_2 {s + 1}"
+                     r"\rceil$; no such sketch model solves every assignment")
+
+
+def _b_prop10(p, e):
+    m = _p(p, "m", int)
+    s, M, h = _e(e, "s", int), _e(e, "M", int), _e(e, "h", int)
+    gl, pl = _e(e, "greedy_lower", int), _e(e, "paper_lower", int)
+    return Statement(f"Prop 10: at m = {m} (s = {s}, M = {M}, h = {h}) a code with |U \\ S| >= "
+                     f"{s + 1} and at least {gl} words exists (greedy guarantee; the paper's "
+                     f"closed form gives >= {pl})",
+                     rf"Prop 10: at $m = {m}$ ($s = {s}$, $M = {M}$, $h = {h}$) a code with "
+                     rf"$|U \setminus S| \ge {s + 1}$ and at least ${gl}$ words exists (greedy "
+                     rf"guarantee; the paper's closed form gives $\ge {pl}$)")
+
+
+_BOUNDS = {"lemma3": _b_lemma3, "lemma4": _b_lemma4, "lemma4_per_pair": _b_lemma4_pp,
+           "thm5": _b_thm5, "thm6": _b_thm6, "cor7": _b_cor7, "eq8": _b_eq8, "prop10": _b_prop10}
+
+_KINDS: dict[str, Callable] = {
+    "bound": _bound, "exact_rank": _exact_rank, "eps_rank": _eps_rank, "code_rank": _code_rank,
+    "nonnegative": _nonnegative, "feasible": _feasibility("feasible"),
+    "infeasible": _feasibility("infeasible"), "correctness": _correctness,
+    "gap_domination": _gap_domination, "transcript": _transcript,
+}
+
+
+def render(kind: str, parameters: Mapping[str, Any], evidence: Mapping[str, Any] | None = None,
+           version: str = RENDERER) -> Statement:
+    """The statement of a claim; :class:`RenderError` when the claim's fields do
+    not determine one."""
+    if version not in RENDERERS:
+        raise RenderError(f"unknown statement renderer {version!r:.60}")
+    fn = _KINDS.get(kind)
+    if fn is None:
+        raise RenderError(f"no statement for claim kind {kind!r:.30}")
+    if not isinstance(parameters, Mapping):
+        raise RenderError("parameters must be an object")
+    return fn(parameters, evidence if isinstance(evidence, Mapping) else {})
+
+
+def check_statement(claim: Mapping[str, Any], version: str | None) -> list[str]:
+    """Problems with a stored statement: it must equal the rendered one."""
+    if version is None:
+        return ["the certificate names no statement renderer: its statements are not bound "
+                "to its parameters (made before rendered statements; regenerate it)"]
+    try:
+        want = render(claim.get("kind"), claim.get("parameters"), claim.get("evidence"), version)
+    except RenderError as exc:
+        return [f"cannot render the statement: {exc}"]
+    if claim.get("statement") != want.text:
+        return [f"the stored statement is not the one its parameters say: stored "
+                f"{str(claim.get('statement'))!r:.200}, rendered {want.text!r:.200}"]
+    return []
