@@ -136,7 +136,7 @@ def _feature_evidence(s: FactorSummary, embed_limit: int, trusted: list[str]) ->
     """The features themselves when small enough, else the list of fields the
     checker must take as stated (identified by ``features_sha256``)."""
     if s.phi_q is None or s.num_tokens * s.r > embed_limit:
-        return {"trusted": list(trusted)}
+        return {"trusted": list(trusted), "trusted_entries": s.num_tokens * s.r}
     dq, dk = ex.dyadic(s.phi_q), ex.dyadic(s.phi_k)
     return {"features": {"phi_q": dq.rows(), "phi_q_exponent": dq.exponent,
                          "phi_k": dk.rows(), "phi_k_exponent": dk.exponent}}

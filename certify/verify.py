@@ -261,6 +261,9 @@ def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | Non
 def _summary_size(ev: Mapping[str, Any], cert: Mapping[str, Any]) -> int | None:
     """Entries of the data a claim summarises: its own ``num_tokens x r``, or that
     of a claim on the same features (the same ``features_sha256``)."""
+    for key in ("trusted_entries", "num_checked"):
+        if isinstance(ev.get(key), int) and not isinstance(ev.get(key), bool):
+            return ev[key]
     if isinstance(ev.get("num_tokens"), int) and isinstance(ev.get("r"), int):
         return ev["num_tokens"] * ev["r"]
     fs = ev.get("features_sha256")

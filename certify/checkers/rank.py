@@ -101,6 +101,8 @@ LAYOUT = "row-major little-endian (K, r)"
 ENCLOSURE_WIDTH_LOG2 = 20
 
 _FEATURE_SOURCES = ("features", "features_claim", "trusted")
+#: evidence keys that may accompany the features: the size of trusted summaries
+_FEATURE_OPTIONAL = _FEATURE_SOURCES + ("trusted_entries",)
 _GRAM = ("num_tokens", "r", "features_sha256", "gram_q", "gram_q_exponent", "gram_k",
          "gram_k_exponent")
 _TRUSTED = {("exact_rank", "factor"): ["gram_q", "gram_k", "num_tokens"],
@@ -401,7 +403,7 @@ def check_exact_rank(claim, cert, matrix=None) -> list[str]:
     if ev.get("form") == "factor":
         keys(ev, "factor evidence", ("form",) + _GRAM + (
             "prime", "minor_rows", "minor_cols", "null_basis", "null_prime", "null_minor_rows",
-            "null_minor_cols", "upper_witness", "rank_lower", "rank_upper"), _FEATURE_SOURCES)
+            "null_minor_cols", "upper_witness", "rank_lower", "rank_upper"), _FEATURE_OPTIONAL)
         GQ, GK, _, _, F = _check_grams(ev, cert, "exact_rank")
         _check_params(claim, cert, "factor", integer(ev["num_tokens"], "num_tokens"), F.dtype)
         core = GQ * GK
@@ -442,7 +444,12 @@ def check_exact_rank(claim, cert, matrix=None) -> list[str]:
     upper = min(n1, n2)
     if ev["upper_witness"] == "column_span":
         import flint
-        if not lower:
+        if not C:                       # the span of no columns is {0}: every column is zero
+            if any(F[i, j] != 0 for i in range(n1) for j in range(n2)):
+                problems.append("an empty column-span witness, but the matrix is not zero")
+            else:
+                upper = 0
+        elif not lower:
             problems.append("column-span witness without a nonsingular minor")
         else:
             other = [j for j in range(n2) if j not in set(C)]
@@ -520,7 +527,7 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
     problems: list[str] = []
     if ev.get("form") == "factor":
         keys(ev, "factor evidence", ("form",) + _GRAM + ("eps", "k", "exact", "sigma_sq_enclosures"),
-             _FEATURE_SOURCES)
+             _FEATURE_OPTIONAL)
         GQ, GK, eq, ek, _ = _check_grams(ev, cert, "eps_rank")
         if not (_is_psd(GQ) and _is_psd(GK)):
             return ["Gram matrices are not PSD: the real-rooted count does not apply"]
@@ -628,14 +635,15 @@ def check_code_rank(claim, cert, matrix=None) -> list[str]:
     if (integer(p["num_words"], "num_words"), integer(p["M"], "M")) != (W, M):
         raise Bad(f"parameters num_words, M are not the code's {W}, {M}")
     if "B" in ev:
-        keys(ev, "code_rank evidence", lemma + ("B", "trusted"))
+        keys(ev, "code_rank evidence", lemma + ("B", "trusted"), ("trusted_entries",))
         if ev["trusted"] != _TRUSTED["code_rank", "matrix"]:
             raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'matrix']}")
         B = rational_matrix(ev["B"], "B", (W, W))
     else:
         rows = ("query_features", "query_exponent", "key_features", "key_exponent")
         if "trusted" in ev:     # features not at hand: their hash is optional
-            keys(ev, "code_rank evidence", lemma + rows + ("trusted",), ("features_sha256",))
+            keys(ev, "code_rank evidence", lemma + rows + ("trusted",),
+                 ("features_sha256", "trusted_entries"))
             if ev["trusted"] != _TRUSTED["code_rank", "factor"]:
                 raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'factor']}")
         else:
@@ -739,7 +747,7 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
                                  "phi_k_exponent")}.get(method)
     if fields is None:
         raise Bad(f"unknown nonnegative method {method!r}")
-    keys(ev, "nonnegative evidence", base + fields, _FEATURE_SOURCES)
+    keys(ev, "nonnegative evidence", base + fields, _FEATURE_OPTIONAL)
     F = _Features(ev, cert, "nonnegative", method)
     problems = []
     if method == "features_nonnegative":
