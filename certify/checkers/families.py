@@ -142,3 +142,22 @@ def bind(name: Any, sha256: Any) -> tuple[list[str], list[str]]:
                 f"not the claim's {sha256[:16]}... (a different family under the built-in "
                 "name)"], []
     return [], []
+
+
+def bind_transcript_code(params: Any, evidence: Any) -> list[str]:
+    """A transcript claim's sentence names "the multilevel family (M, s, h, q)":
+    its code must be the built-in one, the first q words of the greedy packing."""
+    fam = evidence.get("family") if isinstance(evidence, dict) else None
+    if not isinstance(params, dict) or not isinstance(fam, dict):
+        return []                      # the transcript checker reports the missing fields
+    try:
+        M, s, h, q = (int(params[k]) for k in ("M", "s", "h", "q"))
+    except (KeyError, TypeError, ValueError):
+        return []
+    if not (1 <= s and 1 <= q and 0 <= h <= M <= 62):
+        return []
+    want = [_bits(w, M) for w in greedy_words(M, h, s + 1, q)]
+    if fam.get("words") != want:
+        return [f"the statement names the multilevel family (M, s, h, q) = ({M}, {s}, {h}, {q}), "
+                "whose code is the greedy packing; the evidence's code words differ"]
+    return []
