@@ -2,7 +2,7 @@
 
 ``certify serve [--host 127.0.0.1] [--port 8000] [--data DIR] [--db URL]
 [--token-file FILE] [--workers N] [--max-upload-mb MB] [--job-seconds S]
-[--job-memory-mb MB]``
+[--job-memory-mb MB] [--job-attempts N]``
 
 Everything lives in ``--data`` (default ``./certify-service``): the SQLite
 database (unless ``--db postgresql://...``), uploads under generated names,
@@ -55,13 +55,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--max-unpacked-mb", type=float, default=256.0)
     p.add_argument("--job-seconds", type=float, default=600.0, help="time limit of one job")
     p.add_argument("--job-memory-mb", type=int, default=4096, help="memory limit of one job")
+    p.add_argument("--job-attempts", type=int, default=2,
+                   help="runs of a job that a server stop interrupted before it is marked failed")
     a = p.parse_args(argv)
     if not 0 < a.port < 65536:
         raise InputError(f"--port must be in 1..65535, got {a.port}")
     if a.workers < 1 or a.max_upload_mb <= 0 or a.job_seconds <= 0 or a.job_memory_mb < 256 \
-            or a.max_unpacked_mb <= 0:
+            or a.max_unpacked_mb <= 0 or a.job_attempts < 1:
         raise InputError("--workers >= 1, --max-upload-mb, --max-unpacked-mb and --job-seconds > 0, "
-                         "--job-memory-mb >= 256")
+                         "--job-memory-mb >= 256, --job-attempts >= 1")
     data = Path(a.data).resolve()
     if data.exists() and not data.is_dir():
         raise InputError(f"--data {a.data} is not a folder")
@@ -79,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     limits = Limits(time_seconds=a.job_seconds, memory_bytes=a.job_memory_mb << 20,
                     unpacked_bytes=int(a.max_unpacked_mb * (1 << 20)),
-                    upload_bytes=int(a.max_upload_mb * (1 << 20)))
+                    upload_bytes=int(a.max_upload_mb * (1 << 20)), max_attempts=a.job_attempts)
     app = create_app(ServiceConfig(data=data, db=db, token=token, limits=limits, workers=a.workers))
     print(f"certify serve: http://{a.host}:{a.port}/  data {data}  db {db.split('://')[0]}  "
           f"token in {token_path}", file=sys.stderr, flush=True)

@@ -181,7 +181,8 @@ def check_zip(path: Path, limits: Limits) -> list[str]:
         if (name.startswith("/") or "\\" in name or ".." in parts or re.match(r"^[A-Za-z]:", name)
                 or "\x00" in name):
             raise InputError(f"zip member {name!r} has an unsafe path")
-        if stat.S_ISLNK(mode) or (mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))):
+        ftype = stat.S_IFMT(mode)          # 0 when the zip records no file type
+        if ftype and ftype not in (stat.S_IFREG, stat.S_IFDIR):
             raise InputError(f"zip member {name!r} is not a plain file")
         if info.is_dir():
             continue
