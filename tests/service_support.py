@@ -106,3 +106,59 @@ def wait_job(client, base: str, job_id: str, timeout: float = 240.0, until=("don
             return j
         time.sleep(0.25)
     raise AssertionError(f"job {job_id} still {j['status']} after {timeout} s")
+
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+PG_USER = "certifypg"
+
+
+class PostgresCluster:
+    """A throwaway PostgreSQL 15 cluster on loopback: initdb + pg_ctl under a
+    non-root user (PostgreSQL refuses root; the user is created with useradd when
+    missing), removed afterwards."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.port = free_port()
+
+    def _as_user(self, *cmd: str) -> list[str]:
+        if os.geteuid() != 0:
+            return list(cmd)
+        return ["runuser", "-u", PG_USER, "--", *cmd]
+
+    def start(self) -> str:
+        import pwd
+        import shutil
+
+        if not (PG_BIN / "initdb").is_file():
+            raise RuntimeError(f"PostgreSQL 15 is not installed ({PG_BIN}); run 'make service-deps'")
+        if os.geteuid() == 0:
+            try:
+                pwd.getpwnam(PG_USER)
+            except KeyError:
+                subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                                "/usr/sbin/nologin", PG_USER], check=True)
+            uid = pwd.getpwnam(PG_USER).pw_uid
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.dir = Path(subprocess.run(["mktemp", "-d", "/tmp/certify-pg.XXXXXX"], check=True,
+                                       capture_output=True, text=True).stdout.strip())
+        if os.geteuid() == 0:
+            os.chown(self.dir, uid, -1)
+        self.pgdata, self.sock = self.dir / "data", self.dir
+        subprocess.run(self._as_user(str(PG_BIN / "initdb"), "-D", str(self.pgdata), "-U", "postgres",
+                                     "--auth=trust", "-E", "UTF8", "--no-sync"),
+                       check=True, capture_output=True)
+        subprocess.run(self._as_user(str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), "-w", "-l",
+                                     str(self.dir / "log"), "-o",
+                                     f"-h 127.0.0.1 -p {self.port} -k {self.sock} -c fsync=off",
+                                     "start"), check=True, capture_output=True)
+        self._shutil = shutil
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        if getattr(self, "pgdata", None) is None:
+            return
+        subprocess.run(self._as_user(str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), "-m", "immediate",
+                                     "-w", "stop"), capture_output=True)
+        self._shutil.rmtree(self.dir, ignore_errors=True)
+        self.pgdata = None

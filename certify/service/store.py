@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 from sqlalchemy import (Column, DateTime, ForeignKey, Integer, String, Text, create_engine,
-                        event, func, select, update)
+                        delete, event, func, select, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
@@ -218,7 +218,7 @@ class Store:
                         s.add(ClaimRow(cert_sha256=sha, idx=i, **c))
             s.execute(update(JobRow).where(JobRow.id == job_id).values(
                 status=DONE, finished_at=now(), exit_code=exit_code, cert_sha256=sha,
-                result=None if result is None else json.dumps(result), reason=None))
+                result=None if result is None else json.dumps(result)))
         return sha
 
     @staticmethod
@@ -307,13 +307,8 @@ class Store:
 
     def delete_certificate(self, sha: str) -> bool:
         with self.session() as s, s.begin():
-            row = s.get(CertificateRow, sha)
-            if row is None:
-                return False
-            for c in s.scalars(select(ClaimRow).where(ClaimRow.cert_sha256 == sha)):
-                s.delete(c)
-            s.delete(row)
-        return True
+            s.execute(delete(ClaimRow).where(ClaimRow.cert_sha256 == sha))
+            return s.execute(delete(CertificateRow).where(CertificateRow.sha256 == sha)).rowcount == 1
 
     def certificate_shas(self) -> Iterator[str]:
         with self.session() as s:
