@@ -221,7 +221,10 @@ def test_filters(server, client, certified):
     assert sha in get(rank=8) and sha not in get(rank=7)
     assert sha in get(model=model) and sha not in get(model="0" * 64)
     fam = json.loads(client.get(f"{server.url}/api/certificates/{sha}").text)["claims"][3]["parameters"]
+    import datetime as dt
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
     assert sha in get(since="2000-01-01") and sha not in get(until="2000-01-01")
+    assert sha in get(until=today) and sha in get(since=today)         # a date is a whole day
     html = client.get(server.url + "/", params={"verdict": "refuted"}).text
     assert sha[:12] in html and 'class="badge refuted"' in html
     assert client.get(server.url + "/api/certificates", params={"rank": "x"}).status_code == 400
@@ -304,3 +307,35 @@ def test_time_and_memory_limits(tmp_path):
         job = wait_job(c, s.url, r.json()["id"], timeout=120)
         assert job["status"] == "failed" and job["reason"], job
         assert job["cert_sha256"] is None
+
+
+def test_serve_needs_no_set_up(tmp_path):
+    """``certify serve`` in an empty folder: creates its data folder, database and token."""
+    import subprocess
+    import time
+
+    from service_support import free_port
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "certify", "serve", "--port", str(port)],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                if httpx.get(url + "/api/health").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        token = (tmp_path / "certify-service" / "token").read_text().strip()
+        assert len(token) >= 32 and (tmp_path / "certify-service" / "certify.db").is_file()
+        assert oct((tmp_path / "certify-service" / "token").stat().st_mode & 0o777) == "0o600"
+        r = httpx.post(url + "/api/jobs", headers={"Authorization": f"Bearer {token}"},
+                       data={"command": "rank"},
+                       files={"file": ("i.json", "[[1,0],[0,1]]", "application/json")})
+        assert r.status_code == 201
+        with httpx.Client(timeout=30) as c:
+            assert wait_job(c, url, r.json()["id"])["status"] == "done"
+    finally:
+        proc.terminate()
+        proc.wait(20)

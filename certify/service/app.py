@@ -156,18 +156,20 @@ def create_app(cfg: ServiceConfig) -> FastAPI:
         q = request.query_params
         rank = q.get("rank") or None
         import datetime as dt
-        def day(v):
+        def day(v, end=False):
+            """A date or time (UTC); a bare date as ``until`` includes that whole day."""
             try:
-                return dt.datetime.fromisoformat(v).replace(tzinfo=dt.timezone.utc) if v else None
+                t = dt.datetime.fromisoformat(v).replace(tzinfo=dt.timezone.utc) if v else None
             except ValueError:
                 raise HTTPException(400, f"bad date {v!r} (YYYY-MM-DD)") from None
+            return t + dt.timedelta(days=1) - dt.timedelta(seconds=1) if t and end and len(v) == 10 else t
         try:
             rank_i = int(rank) if rank else None
         except ValueError:
             raise HTTPException(400, f"rank must be an integer, got {rank!r}") from None
         return Filters(kind=q.get("kind") or None, verdict=q.get("verdict") or None,
                        family_sha256=q.get("family") or None, model_sha256=q.get("model") or None,
-                       rank=rank_i, since=day(q.get("since")), until=day(q.get("until")))
+                       rank=rank_i, since=day(q.get("since")), until=day(q.get("until"), end=True))
 
     # ------------------------------------------------------------ pages
 

@@ -394,8 +394,22 @@ class Dispatcher:
             print(f"certify serve: job {jid} re-queued (interrupted by a server stop)", file=sys.stderr)
         for jid in failed:
             print(f"certify serve: job {jid} failed (interrupted too often)", file=sys.stderr)
+        self._sweep()
         self._thread = threading.Thread(target=self._loop, name="certify-dispatcher", daemon=True)
         self._thread.start()
+
+    def _sweep(self) -> None:
+        """Remove what an interrupted run left behind: job folders, partial uploads,
+        and report folders whose certificate row was never committed."""
+        shutil.rmtree(self.data / "work", ignore_errors=True)
+        (self.data / "work").mkdir(parents=True, exist_ok=True)
+        for p in (self.data / "uploads").glob(".tmp-*"):
+            p.unlink(missing_ok=True)
+        certs = self.data / "certificates"
+        if certs.is_dir():
+            for d in certs.iterdir():
+                if self.store.certificate(d.name) is None:
+                    shutil.rmtree(d, ignore_errors=True)
 
     def wake(self) -> None:
         self._wake.set()
@@ -429,7 +443,14 @@ class Dispatcher:
                 self._cleanup(r)
             elif rc is not None:
                 del self.running[jid]
-                self._finish(r, rc)
+                try:
+                    self._finish(r, rc)
+                except Exception as exc:     # e.g. the database refused the commit
+                    traceback.print_exc()
+                    try:
+                        self.store.fail_job(jid, f"could not store the result: {exc!r}")
+                    finally:
+                        self._cleanup(r)
         while len(self.running) < self.workers and not self._stop.is_set():
             job = self.store.claim_next_job()
             if job is None:
