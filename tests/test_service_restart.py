@@ -18,18 +18,21 @@ def _db(server, sql: str):
 
 
 def _worker_pids(server) -> list[int]:
-    """Processes running a job of this server's data folder."""
+    """Processes running a job of this server (each job folder names its pid)."""
     out = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
+    for f in (server.data / "work").glob("*/worker.pid"):
         try:
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-        except OSError:
-            continue
-        if b"certify.service.jobs" in cmd and any(str(server.data).encode() in a for a in cmd):
-            out.append(int(pid))
+            out.append(int(f.read_text()))
+        except (OSError, ValueError):
+            pass
     return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+    except OSError:
+        return False
 
 
 def _submit_and_kill(s: Server, c: httpx.Client) -> str:
@@ -44,11 +47,9 @@ def _submit_and_kill(s: Server, c: httpx.Client) -> str:
     assert workers, "the job's worker process did not start"
     s.kill()
     t0 = time.monotonic()
-    while any(os.path.exists(f"/proc/{p}") and open(f"/proc/{p}/stat").read().split()[2] != "Z"
-              for p in workers) and time.monotonic() - t0 < 10:
+    while any(_alive(p) for p in workers) and time.monotonic() - t0 < 10:
         time.sleep(0.05)
-    assert not [p for p in workers if os.path.exists(f"/proc/{p}")
-                and open(f"/proc/{p}/stat").read().split()[2] != "Z"], "worker outlived the server"
+    assert not [p for p in workers if _alive(p)], "a job's worker outlived the server"
     # the row is still 'running', and nothing half-written exists
     assert _db(s, f"select status, cert_sha256 from jobs where id = '{job_id}'") == [("running", None)]
     assert _db(s, "select count(*) from certificates") == [(0,)]

@@ -2,9 +2,12 @@
 
 A job is a row in the store's ``jobs`` table (the queue survives a restart).
 The :class:`Dispatcher` (a thread of the server) claims queued jobs and runs
-each in its own worker process, ``python -m certify.service.jobs WORKDIR``,
-under a memory limit (``RLIMIT_AS``), a CPU-time limit (``RLIMIT_CPU``) and a
-wall-clock limit; the worker dies with the server (``PR_SET_PDEATHSIG``).
+each in its own worker process, forked from a ``multiprocessing`` fork server
+that has imported the library once (:data:`PRELOAD`), under a memory limit
+(``RLIMIT_AS``), a CPU-time limit (``RLIMIT_CPU``) and a wall-clock limit; the
+fork server exits with the service and the worker with it
+(``PR_SET_PDEATHSIG``). ``python -m certify.service.jobs WORKDIR`` runs one
+job the same way from the command line.
 The worker calls :mod:`certify.api` -- the same functions as the commands --
 then verifies the certificate with the input files present, builds its report,
 and writes ``result.json`` atomically. The dispatcher stores the certificate
@@ -25,7 +28,6 @@ import re
 import shutil
 import signal
 import stat
-import subprocess
 import sys
 import threading
 import time
@@ -358,23 +360,75 @@ def worker_main(argv: list[str]) -> int:
 
 # ---------------------------------------------------------------- the dispatcher
 
+#: modules the fork server imports once, so that a job starts in milliseconds
+#: instead of re-importing torch, numpy, python-flint and matplotlib
+PRELOAD = ["certify.service.jobs", "certify.api", "certify.kernel", "certify.rank",
+           "certify.checkpoint_cmd", "certify.audit", "certify.feasibility", "certify.transcript",
+           "certify.report", "certify.verify", "certify.checkers.rank", "certify.checkers.audit",
+           "certify.checkers.feasibility", "models.checkpoint", "matplotlib.pyplot"]
+
+
 def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL when the dispatcher thread's process dies."""
+    """SIGKILL this process when its parent (the fork server, which exits with
+    the service) dies; its own process group, so a limit kills all of it."""
     try:
         import ctypes
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
     except OSError:
         pass
+    if os.getppid() == 1:            # the parent is already gone
+        os._exit(1)
     os.setpgrp()
+
+
+def _forked_worker(workdir: str) -> None:
+    """Entry point of a job's process, forked from the fork server."""
+    _die_with_parent()
+    fd = os.open(os.path.join(workdir, "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.chdir(workdir)
+    code = worker_main([workdir])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+class _Child:
+    """A job process (``multiprocessing`` fork-server child) with a Popen-like face."""
+
+    def __init__(self, proc):
+        self.proc, self.pid = proc, proc.pid
+
+    def poll(self) -> int | None:
+        return self.proc.exitcode
+
+    def wait(self) -> int | None:
+        self.proc.join()
+        return self.proc.exitcode
+
+
+_CONTEXT = None
+
+
+def _context():
+    global _CONTEXT
+    if _CONTEXT is None:
+        import multiprocessing
+        for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ.setdefault(k, "1")
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        _CONTEXT = multiprocessing.get_context("forkserver")
+        _CONTEXT.set_forkserver_preload(PRELOAD)
+    return _CONTEXT
 
 
 @dataclass
 class _Running:
     job_id: str
-    proc: subprocess.Popen
+    proc: _Child
     workdir: Path
     started: float
-    log: Any
 
 
 class Dispatcher:
@@ -473,18 +527,13 @@ class Dispatcher:
         (workdir / "job.json").write_text(json.dumps({
             "id": job.id, "command": job.command, "options": json.loads(job.options),
             "upload": upload, "limits": lim}))
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "OPENBLAS_NUM_THREADS": "1", "MPLBACKEND": "Agg",
-               "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
-                                              os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        log = open(workdir / "worker.log", "wb")
-        proc = subprocess.Popen([sys.executable, "-m", "certify.service.jobs", str(workdir)],
-                                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
-        return _Running(job.id, proc, workdir, time.monotonic(), log)
+        proc = _context().Process(target=_forked_worker, args=(str(workdir),),
+                                  name=f"certify-job-{job.id}", daemon=False)
+        proc.start()
+        (workdir / "worker.pid").write_text(str(proc.pid))
+        return _Running(job.id, _Child(proc), workdir, time.monotonic())
 
     def _finish(self, r: _Running, rc: int) -> None:
-        r.log.close()
         res_path = r.workdir / "result.json"
         if not res_path.is_file():
             why = (f"killed by signal {signal.Signals(-rc).name}" if rc < 0 else f"exit status {rc}")
@@ -523,10 +572,6 @@ class Dispatcher:
         self._cleanup(r)
 
     def _cleanup(self, r: _Running) -> None:
-        try:
-            r.log.close()
-        except Exception:
-            pass
         shutil.rmtree(r.workdir, ignore_errors=True)
 
 
@@ -538,11 +583,12 @@ def _tail(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def _kill(proc: _Child) -> None:
+    for kill in (lambda: os.killpg(proc.pid, signal.SIGKILL), lambda: os.kill(proc.pid, signal.SIGKILL)):
+        try:
+            kill()
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 if __name__ == "__main__":
