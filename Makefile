@@ -9,7 +9,7 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: demo test install install-test bench reports clean
+.PHONY: demo test install install-test bench reports clean service-deps
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,21 @@ install-test: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(PY) -m certify demo
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed service-deps
 	$(PY) -m pytest -q -p no:cacheprovider tests
+
+# The service's browser and database tests use Debian's chromium + chromium-driver
+# and PostgreSQL 15 (its cluster stays stopped; the tests start a throwaway one).
+# Installed only when missing; needs root (or sudo) for apt-get.
+SERVICE_APT = $(if $(wildcard /usr/bin/chromium),,chromium) \
+              $(if $(wildcard /usr/bin/chromedriver),,chromium-driver) \
+              $(if $(wildcard /usr/lib/postgresql/15/bin/initdb),,postgresql-15)
+service-deps:
+	@if [ -n "$(strip $(SERVICE_APT))" ]; then \
+	  echo "installing $(strip $(SERVICE_APT)) (apt-get)"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(strip $(SERVICE_APT)) \
+	    && (service postgresql stop >/dev/null 2>&1 || true); \
+	fi
 
 bench: $(VENV)/.installed
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done

@@ -4,7 +4,7 @@ For each requested ``RANK:FEATURES`` the script (fixed seed, time limit per rank
 1. walks down from the one-feature-per-query construction with the alternating
    LPs of :func:`certify.feasibility.search_witness` (each rank starts from the
    truncation of the previous witness) until the chain breaks;
-2. at the target rank runs :func:`solvers.structured_search.smooth_search`
+2. at the target rank runs :func:`certify.witness_search.smooth_search`
    (soft-min margin, L-BFGS over PhiQ, PhiK, g; LP polish), first from the
    truncated last witness, then from random starts;
 3. writes every exactly verified witness as a FEASIBLE certificate
@@ -28,7 +28,7 @@ from certify.families import paper51_family
 from certify.feasibility import FeasibilityResult, Outcome, search_witness
 from certify.feasibility_bounds import chain_bound
 from certify.feasibility_model import Features, build_problem
-from solvers.structured_search import smooth_search
+from certify.witness_search import smooth_search
 
 
 def construction_factors(problem):

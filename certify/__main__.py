@@ -24,6 +24,7 @@ COMMANDS = {
     "verify": ("certify.verify", "re-check a certificate with exact arithmetic only"),
     "report": ("certify.report", "certificates -> Markdown, LaTeX table, figures"),
     "demo": ("certify.demo", "the main job on the built-in defaults (make demo)"),
+    "serve": ("certify.service.cli", "the certification service: job queue, certificate store, web pages"),
 }
 
 

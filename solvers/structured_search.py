@@ -1,6 +1,13 @@
 """Rank-r witness search by a smooth margin objective, then LP polish and an exact check.
 
-The head on a :class:`certify.feasibility_model.FeasibilityProblem`:
+No knowledge of attention: the problem is any object with the fields of a
+ratio-of-bilinear-forms problem (``entries`` (E, 2) row/column pairs,
+``counts`` a sparse (P, E) matrix, ``targets`` (P,), ``num_rows``,
+``num_cols``, ``num_entries`` and ``constraint_matrices()`` for the LP
+polish); the caller gives the start values ``g_init`` and the exact check
+``verify(PhiQ, PhiK) -> (witness, check)`` (``check.ok``). The attention
+binding is :func:`certify.witness_search.smooth_search`.
+
 ``alpha_e = <PhiQ[a_e], PhiK[b_e]>`` on the used pairs and free values ``g_e``;
 scored position ``p`` predicts ``t_hat_p = sum_e c_pe alpha_e g_e / sum_e c_pe alpha_e``.
 The slacks ``t_p + 1/2 - t_hat_p`` and ``t_hat_p - t_p + 1/2`` (and, for signed
@@ -8,9 +15,8 @@ features, the row-normalized kernel values ``alpha_e / mean_row(alpha)``) must b
 positive. :func:`smooth_search` maximizes a soft minimum of all of them,
 ``-log(sum exp(-beta * slack)) / beta`` with ``beta`` annealed, by L-BFGS over
 ``(PhiQ, PhiK, g)`` jointly (nonnegative class: ``PhiQ = A^2``, ``PhiK = B^2``),
-from random or given starts. Each candidate goes to
-:func:`certify.feasibility_model.verify_factors` (dyadic rounding, value LP for
-the exact kernel, exact re-check); if it is close but not yet exact, the
+from random or given starts. Each candidate goes to the caller's exact check;
+if it is close but not yet exact, the
 alternating LPs of :mod:`solvers.factor` continue from it. Floats propose, the
 exact check decides: a returned witness has passed it.
 """
@@ -19,17 +25,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
-from certify.feasibility_model import (ExactCheck, FeasibilityProblem, Features, Witness,
-                                       verify_factors)
+#: ``verify(PhiQ, PhiK) -> (witness or None, check or None)``; a witness counts
+#: only when ``check.ok`` (the caller's exact check passed).
+Verify = Callable[[np.ndarray, np.ndarray], "tuple[Any, Any]"]
 
 
 @dataclass(frozen=True)
 class StructuredResult:
-    witness: Witness | None            # exactly verified (None if not found)
-    check: ExactCheck | None
+    witness: Any | None                # exactly verified by the caller's check (None if not found)
+    check: Any | None
     phi_q: np.ndarray | None           # float factors of the best candidate
     phi_k: np.ndarray | None
     best_margin: float                 # best float soft-min slack reached
@@ -38,7 +46,7 @@ class StructuredResult:
     stage: str                         # "smooth", "alternating" or "none"
 
 
-def _torch_problem(problem: FeasibilityProblem):
+def _torch_problem(problem):
     import torch
 
     ex = torch.as_tensor(problem.entries, dtype=torch.long)
@@ -49,7 +57,7 @@ def _torch_problem(problem: FeasibilityProblem):
     return ex, C, tgt, rows, cnt
 
 
-def smooth_optimize(problem: FeasibilityProblem, rank: int, features: Features, *,
+def smooth_optimize(problem, rank: int, nonneg: bool, g_init: np.ndarray, *,
                     seed: int = 0, init: tuple[np.ndarray, np.ndarray] | None = None,
                     betas=(10.0, 30.0, 100.0, 300.0), max_iter: int = 400,
                     time_limit: float | None = None):
@@ -59,7 +67,7 @@ def smooth_optimize(problem: FeasibilityProblem, rank: int, features: Features, 
 
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(int(seed))
-    nonneg = Features(features) is Features.NONNEGATIVE
+    nonneg = bool(nonneg)
     ex, C, tgt, rows, cnt = _torch_problem(problem)
     R, K, E = problem.num_rows, problem.num_cols, problem.num_entries
     if init is not None:
@@ -80,11 +88,7 @@ def smooth_optimize(problem: FeasibilityProblem, rank: int, features: Features, 
             P0, Q0 = P0.sqrt(), Q0.sqrt()
     P = P0.contiguous().clone().requires_grad_()
     Q = Q0.contiguous().clone().requires_grad_()
-    # values start at the targets of the "pure" inputs: the key's overlap with the query
-    toks = torch.as_tensor(problem.family.tokens.astype(np.float64))
-    g0 = (toks[torch.as_tensor(problem.queries)][ex[:, 0]]
-          * toks[torch.as_tensor(problem.keys)][ex[:, 1]]).sum(-1)
-    g = g0.clone().requires_grad_()
+    g = torch.as_tensor(np.asarray(g_init, dtype=np.float64)).clone().requires_grad_()
 
     def slacks():
         Pf, Qf = (P * P, Q * Q) if nonneg else (P, Q)
@@ -123,7 +127,7 @@ def smooth_optimize(problem: FeasibilityProblem, rank: int, features: Features, 
         return Pf.numpy().copy(), Qf.numpy().copy(), g.detach().numpy().copy(), margin
 
 
-def smooth_search(problem: FeasibilityProblem, rank: int, features: Features, *,
+def smooth_search(problem, rank: int, nonneg: bool, *, verify: Verify, g_init: np.ndarray,
                   time_limit: float, seed: int = 0,
                   init: tuple[np.ndarray, np.ndarray] | None = None,
                   polish_threshold: float = -0.02, polish_seconds: float = 30.0,
@@ -131,14 +135,13 @@ def smooth_search(problem: FeasibilityProblem, rank: int, features: Features, *,
     """Random restarts (the first from ``init`` when given) of :func:`smooth_optimize`;
     every candidate is checked exactly, near misses are polished by alternating
     LPs. Stops at the first exactly verified witness or at ``time_limit``."""
-    features = Features(features)
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     best = (None, None, -np.inf)
     restarts = 0
     while time.perf_counter() - t0 < time_limit:
         left = time_limit - (time.perf_counter() - t0)
-        P, Q, _g, m = smooth_optimize(problem, rank, features, seed=int(rng.integers(2**31)),
+        P, Q, _g, m = smooth_optimize(problem, rank, nonneg, g_init, seed=int(rng.integers(2**31)),
                                       init=init if restarts == 0 else None, time_limit=left)
         restarts += 1
         if progress is not None:
@@ -147,7 +150,7 @@ def smooth_search(problem: FeasibilityProblem, rank: int, features: Features, *,
         if m > best[2]:
             best = (P, Q, m)
         if m > 0:
-            w, chk = verify_factors(problem, P, Q, features, rank)
+            w, chk = verify(P, Q)
             if w is not None and chk is not None and chk.ok:
                 return StructuredResult(w, chk, P, Q, m, restarts, time.perf_counter() - t0,
                                         "smooth")
@@ -155,7 +158,7 @@ def smooth_search(problem: FeasibilityProblem, rank: int, features: Features, *,
             left = time_limit - (time.perf_counter() - t0)
             if left <= 0:
                 break
-            res = _polish(problem, rank, features, P, Q, seed=int(rng.integers(2**31)),
+            res = _polish(problem, rank, nonneg, verify, P, Q, seed=int(rng.integers(2**31)),
                           time_limit=min(polish_seconds, left))
             if res is not None:
                 w, chk, P2, Q2 = res
@@ -165,7 +168,7 @@ def smooth_search(problem: FeasibilityProblem, rank: int, features: Features, *,
                             time.perf_counter() - t0, "none")
 
 
-def _polish(problem, rank, features, P, Q, *, seed, time_limit):
+def _polish(problem, rank, nonneg, verify, P, Q, *, seed, time_limit):
     """Alternating LPs from ``(P, Q)``; a witness only if it passes the exact check."""
     from solvers.factor import FactorProblem, alternating_search
 
@@ -174,13 +177,13 @@ def _polish(problem, rank, features, P, Q, *, seed, time_limit):
     found = []
 
     def accept(P_, Q_, delta):
-        w, chk = verify_factors(problem, P_, Q_, features, rank)
+        w, chk = verify(P_, Q_)
         if w is not None and chk is not None and chk.ok:
             found.append((w, chk, P_.copy(), Q_.copy()))
             return True
         return False
 
-    alternating_search(fp, rank, nonneg=features is Features.NONNEGATIVE,
+    alternating_search(fp, rank, nonneg=bool(nonneg),
                        rng=np.random.default_rng(seed), time_limit=time_limit, accept=accept,
                        init=(P, Q), max_iterations=200)
     return found[-1] if found else None

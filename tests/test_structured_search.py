@@ -8,7 +8,7 @@ from certify.bounds import perron_discriminant as discriminant, perron_max_exclu
 from certify.families import chain_family, paper51_family
 from certify.feasibility_bounds import chain_bound
 from certify.feasibility_model import Features, build_problem, exact_check
-from solvers.structured_search import smooth_search
+from certify.witness_search import smooth_search
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +70,13 @@ def test_perron_bound_on_small_family(small):
     # t = 3, rho = 1/2: Delta(2) = 9 (5/2)^2 - 8 (9 - 3/2) = -15/4 < 0; Delta(3) >= 0
     assert discriminant(3, Fraction(1, 2), 2) == Fraction(-15, 4)
     assert b.perron_rank == 2 and b.max_infeasible_rank == 2
+
+
+def test_the_solver_does_not_import_the_feasibility_model():
+    """Layers: solvers/ sit below certify/; the attention binding lives in certify.witness_search."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import sys, solvers.structured_search; "
+                          "print(sorted(m for m in sys.modules if m.startswith('certify')))"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

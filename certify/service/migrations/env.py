@@ -1,0 +1,13 @@
+"""Alembic environment: the connection is handed in by :func:`certify.service.store.migrate`."""
+
+from alembic import context
+
+from certify.service.store import Base
+
+connection = context.config.attributes.get("connection")
+if connection is None:
+    raise RuntimeError("run migrations through certify.service.store.migrate(engine)")
+context.configure(connection=connection, target_metadata=Base.metadata,
+                  render_as_batch=connection.dialect.name == "sqlite")
+with context.begin_transaction():
+    context.run_migrations()

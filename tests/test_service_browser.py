@@ -1,0 +1,144 @@
+"""certify serve as a person uses it: a real headless Chromium (Debian's
+chromium + chromium-driver, through Selenium) submits a checkpoint, follows the
+progress, lands on the certificate page, and re-verifies the downloaded
+certificate on the verify page; the server's verify result equals the
+command line's on the same JSON. A screenshot is taken and must not be blank
+(``CERTIFY_SCREENSHOT_DIR`` keeps a copy, as used for the README)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from service_support import ROOT, Server, checkpoint_zip
+
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+pytestmark = pytest.mark.skipif(not (CHROMIUM.is_file() and DRIVER.is_file()),
+                                reason="chromium / chromium-driver missing: run 'make service-deps'")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    os.environ.setdefault("SE_OFFLINE", "true")          # never let Selenium download anything
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
+              f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1200,1500"):
+        opts.add_argument(a)
+    driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def _wait(cond, timeout: float, what: str):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _not_blank(png: bytes) -> tuple[int, float]:
+    """(distinct colours, pixel standard deviation) of a screenshot."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    colours = len(np.unique(img.reshape(-1, 3), axis=0))
+    return colours, float(img.std())
+
+
+def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    zpath = tmp_path / "paper-model.zip"
+    zpath.write_bytes(checkpoint_zip())
+    with Server(tmp_path / "data") as s:
+        # without a token the browser shows the refusal, and nothing is queued
+        browser.get(s.url + "/submit")
+        browser.find_element(By.ID, "file").send_keys(str(zpath))
+        browser.find_element(By.ID, "submit-button").click()
+        # the token field is required: the form does not submit without it
+        assert "/submit" in browser.current_url
+        browser.find_element(By.ID, "token").send_keys("wrong-token-xxxxxxxxxxxx")
+        browser.find_element(By.ID, "submit-button").click()
+        msg = _wait(lambda: browser.find_element(By.ID, "submit-status").text, 20, "refusal")
+        assert "refused: the token is missing or wrong" in msg
+        assert httpx.get(s.url + "/api/health").json()["queued"] == 0
+
+        # submit with the token
+        tok = browser.find_element(By.ID, "token")
+        tok.clear()
+        tok.send_keys(s.token)
+        Select(browser.find_element(By.ID, "command")).select_by_value("checkpoint")
+        browser.find_element(By.ID, "submit-button").click()
+        _wait(lambda: "/jobs/" in browser.current_url, 30, "the job page")
+        seen = set()
+
+        def progressed():
+            if "/certificates/" in browser.current_url:
+                return True
+            try:
+                seen.add(browser.find_element(By.ID, "job-status").text)
+            except Exception:          # the page is navigating
+                pass
+            return False
+        _wait(progressed, 300, "the certificate page")
+        assert seen & {"queued", "running"}, seen          # live progress was shown
+
+        # the certificate page: claims, the server's verification and its meaning
+        exit_text = _wait(lambda: browser.find_element(By.ID, "verify-exit").text, 20, "verify")
+        page_exit = int(re.search(r"exit (\d+)", exit_text).group(1))
+        meaning = browser.find_element(By.ID, "verify-meaning").text
+        mode = browser.find_element(By.ID, "verify-mode").text
+        assert mode.startswith("sources present")
+        assert "rank over Q of the kernel on cube:8 (256 x 256) is exactly 8" in browser.page_source
+        assert browser.find_element(By.ID, "overall").text == "refuted"
+        png = browser.get_screenshot_as_png()
+        colours, std = _not_blank(png)
+        assert colours > 50 and std > 10, (colours, std)
+        shot = tmp_path / "certificate-page.png"
+        shot.write_bytes(png)
+        if os.environ.get("CERTIFY_SCREENSHOT_DIR"):
+            dest = Path(os.environ["CERTIFY_SCREENSHOT_DIR"])
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shot, dest / "certificate-page.png")
+
+        # download the JSON (the link on the page) and verify it on the command line
+        href = browser.find_element(By.ID, "download-json").get_attribute("href")
+        cert_path = tmp_path / "downloaded-certificate.json"
+        cert_path.write_bytes(httpx.get(href).content)
+        cli = subprocess.run([sys.executable, "-m", "certify", "verify", str(cert_path)],
+                             cwd=tmp_path, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert page_exit == cli.returncode == 0, cli.stderr
+        assert meaning.startswith("every claim's verdict is re-derived")
+
+        # the verify page, with the downloaded certificate
+        browser.get(s.url + "/verify")
+        browser.find_element(By.ID, "verify-file").send_keys(str(cert_path))
+        browser.find_element(By.ID, "verify-button").click()
+        _wait(lambda: "/jobs/" in browser.current_url, 30, "the verify job page")
+        res = _wait(lambda: browser.find_element(By.ID, "job-result").text, 240, "verify result")
+        assert f"certify verify: exit {cli.returncode}" in res
+        assert "certificate only" in res
+        colours, std = _not_blank(browser.get_screenshot_as_png())
+        assert colours > 20 and std > 5
