@@ -32,7 +32,7 @@ from certify.errors import (EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED, EXIT_U
 
 #: What each exit status of ``certify verify`` means (DESIGN.md, "Exit codes").
 VERIFY_EXIT_MEANING = {
-    EXIT_PROVED: "every claim's verdict is re-derived and every present input matches its hash",
+    EXIT_PROVED: "every claim's verdict is re-derived, with no assumption left",
     EXIT_NOT_PROVED: "some claim fails (or an input's hash differs)",
     EXIT_BAD_INPUT: "the file is not a certificate",
     EXIT_UNCERTIFIABLE: "input outside what can be certified",
@@ -110,14 +110,21 @@ def transcript_check(argv: Sequence[str]) -> tuple[int, Certificate | None]:
     return status, cert
 
 
-def verify_text(text: str, base: str | os.PathLike | None = None):
+def verify_text(text: str, base: str | os.PathLike | None = None, *,
+                replay_extraction: bool = False):
     """``certify verify`` on a certificate's JSON text: the
     :class:`certify.verify.Verification` result (``exit_code()``, ``to_json()``).
-    ``base`` is the folder where the certificate's input files are looked up."""
+    ``base`` is the folder where the certificate's input files are looked up;
+    ``replay_extraction`` re-runs the weights -> features step in a separate
+    process (``certify verify --replay-extraction``)."""
     from certify import verify as _verify
+    from certify.checkers import sources as _sources
 
-    return _verify.verify_certificate(_verify.parse(text),
-                                      base=None if base is None else Path(base))
+    cert = _verify.parse(text)
+    folder = None if base is None else Path(base)
+    replayed = _sources.replay_extraction([("certificate", cert, folder)]) \
+        if replay_extraction else {}
+    return _verify.verify_certificate(cert, base=folder, replayed=replayed)
 
 
 def verification_summary(result) -> dict[str, Any]:

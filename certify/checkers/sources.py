@@ -216,6 +216,15 @@ def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
 
 # ---------------------------------------------------------------- replay
 
+def _die_with_parent() -> None:
+    """In the replay child: be killed when verify (or a service worker) dies."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
 def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> dict[str, str]:
     """Re-run the weights -> features step of every checkpoint / construction
     source in a separate process (``certify.replay``, torch, one thread), and
@@ -248,7 +257,7 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
     try:
         out = subprocess.run([sys.executable, "-m", "certify.replay"],
                              input=json.dumps(list(jobs.values())), capture_output=True,
-                             text=True, timeout=600, env=env)
+                             text=True, timeout=600, env=env, preexec_fn=_die_with_parent)
     except (OSError, subprocess.SubprocessError) as exc:
         return {s: f"replay could not run: {type(exc).__name__}" for s in jobs}
     try:

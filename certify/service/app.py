@@ -366,11 +366,8 @@ def _rendered(claim: dict[str, Any]) -> str:
         from certify.checkers import statements
     except ImportError:
         return claim.get("statement", "")
-    for fn in ("render", "render_statement"):
-        f = getattr(statements, fn, None)
-        if callable(f):
-            try:
-                return str(f(claim["kind"], claim.get("parameters", {})))
-            except Exception:
-                break
-    return claim.get("statement", "")
+    try:
+        return statements.render(claim["kind"], claim.get("parameters", {}),
+                                 claim.get("evidence", {})).text
+    except (statements.RenderError, KeyError, TypeError):
+        return claim.get("statement", "")
