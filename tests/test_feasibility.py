@@ -137,8 +137,13 @@ def test_paper_feasible_with_exact_witness(paper, rank, feats):
 
 def test_search_finds_rank14_real_witness(paper):
     res = decide(paper, 14, Features.REAL, time_limit=60, seed=0)
-    assert res.outcome is Outcome.FEASIBLE
+    assert res.outcome is Outcome.FEASIBLE and res.model_class is PAPER
+    # the paper's class: alpha >= 0 on all 15 x 41 (query, token) pairs, exactly
+    alpha = paper_alpha(build_problem(paper, PAPER), res.witness)
+    assert len(alpha) == 615 and min(alpha.values()) >= 0
+    assert any(v < 0 for row in res.witness.phi_k.values() for v in row)     # signed features
     claim = res.to_claim()
+    assert claim.parameters["class"] == "paper"
     assert checker.check(claim.to_json(), _cert(claim)) == []
 
 
