@@ -465,3 +465,29 @@ def test_plus_one_is_chosen_when_no_query_row_is_positive(paper):
     claim = res.to_claim()
     assert claim.parameters["scope"] == "family" and claim.info["cube_rank"] == 16
     assert checker.check(claim.to_json(), _cert(claim)) == []
+
+
+def test_committed_paper51_sweep_verifies_in_the_papers_class(monkeypatch):
+    """reports/feasibility/paper51_sweep.json: every claim in the paper's class,
+    verify holds, and the brackets it proves are real [12, 13], nonnegative [12, 15]."""
+    from pathlib import Path
+
+    from certify import verify
+    root = Path(__file__).resolve().parent.parent
+    path = root / "reports" / "feasibility" / "paper51_sweep.json"
+    monkeypatch.chdir(root)
+    assert verify.verify_file(path).holds
+    claims = json.loads(path.read_text())["claims"]
+    assert {c["parameters"]["class"] for c in claims} == {"paper"}
+    got = {(c["parameters"]["features"], c["parameters"]["rank"]): (c["kind"], c["verdict"])
+           for c in claims}
+    for feats, feasible in (("real", {13, 14, 15}), ("nonnegative", {15})):
+        for r in range(8, 16):
+            want = ("infeasible", "proved") if r <= 11 else \
+                ("feasible", "proved") if r in feasible else ("feasible", "unknown")
+            assert got[feats, r] == want, (feats, r)
+    for c in claims:
+        if c["kind"] == "feasible" and c["verdict"] == "proved":
+            # copy-query: the whole-cube head has the same rank
+            assert c["parameters"]["scope"] == "cube"
+            assert c["evidence"]["witness"]["extension"]["rule"] == "copy-query"
