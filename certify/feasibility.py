@@ -1,12 +1,24 @@
 """Is there a rank-r normalized nonnegative kernel head that solves a finite family?
 
 ``python -m certify.feasibility --rank R [--family NAME|FILE] [--features real|nonnegative]
-[--json] [--out CERT] [--time-limit S] [--seed N] [--sweep LO:HI]``
+[--class paper|used-pairs] [--json] [--out CERT] [--time-limit S] [--seed N] [--sweep LO:HI]``
+
+Model class (``--class``, recorded as ``parameters["class"]`` of every claim):
+``paper`` (default) is the paper's head: ``alpha >= 0`` on every (query, token)
+pair of the family and ``alpha(q, q) > 0``, extended to the whole cube by a
+stored rule (:func:`certify.feasibility_model.extension_rule`); ``used-pairs``
+is the relaxed model (``alpha >= 0`` only on the pairs the inputs use).
+``parameters["scope"]`` says what ``rank`` is about: ``cube`` (a head on all of
+``{0,1}^m`` of that rank: the extension rule costs no feature) or ``family``
+(a head on the family's tokens; a paper-class ``plus-one`` witness extends to
+the cube at ``rank + 1``, recorded in the evidence).
 
 Verdicts, each re-checked exactly:
 
 * ``infeasible`` (proved): ``r`` is at most the Lemma 3 + Lemma 4 bound derived
-  from the family's own chains (:mod:`certify.feasibility_bounds`);
+  from the family's own chains (:mod:`certify.feasibility_bounds`). The bound
+  only uses ``alpha >= 0`` on used pairs, so it holds in both classes, and for
+  the whole-cube head too (its restriction to the family is a family head);
 * ``feasible`` (proved): a witness (``PhiQ``, ``PhiK``, lookup values ``g``) in
   exact rationals solves every scored position strictly
   (:mod:`certify.feasibility_model`); found by the one-feature-per-query
@@ -14,8 +26,8 @@ Verdicts, each re-checked exactly:
   (:mod:`solvers.factor`);
 * ``unknown``: no witness within the time limit and no bound excludes ``r``.
 
-A feasible witness at rank r pads with zero features to every larger rank, and
-a nonnegative witness is also a real one.
+A feasible witness at rank r pads with zero features to every larger rank, a
+nonnegative witness is also a real one, and a paper-class one is a used-pairs one.
 """
 
 from __future__ import annotations
@@ -35,8 +47,8 @@ from certify.certificate import Certificate, Claim, ClaimKind, Verdict, q_to_str
 from certify.errors import InputError, run_command
 from certify.families import Family, load_family
 from certify.feasibility_bounds import ChainBound, chain_bound
-from certify.feasibility_model import (ExactCheck, FeasibilityProblem, Features, Witness,
-                                       build_problem, lookup_witness, verify_factors)
+from certify.feasibility_model import (ExactCheck, FeasibilityProblem, Features, ModelClass,
+                                       Witness, build_problem, lookup_witness, verify_factors)
 
 
 class Outcome(str, enum.Enum):
@@ -59,10 +71,25 @@ class FeasibilityResult:
     best_float_margin: float | None = None
     timings: dict = field(default_factory=dict)
     search_info: dict = field(default_factory=dict)     # LP and restart counts (diagnostics)
+    model_class: ModelClass = ModelClass.PAPER
+
+    @property
+    def cube_rank(self) -> int | None:
+        """Rank of the whole-cube head a paper-class witness extends to."""
+        return None if self.witness is None else self.witness.cube_rank
+
+    @property
+    def scope(self) -> str:
+        """What ``rank`` is about: ``cube`` when a whole-cube head of that rank is
+        proved, else ``family``."""
+        return "cube" if self.cube_rank is not None and self.cube_rank == self.rank else "family"
 
     def summary(self) -> dict[str, Any]:
         out = {"verdict": self.outcome.value, "rank": self.rank,
-               "features": self.features.value, "family": self.family.name,
+               "features": self.features.value, "class": self.model_class.value,
+               "scope": self.scope, "cube_rank": self.cube_rank,
+               "extension": None if self.witness is None or self.witness.extension is None
+               else dict(self.witness.extension), "family": self.family.name,
                "sha256": self.family.sha256, "method": self.method,
                "margin": None if self.margin is None else q_to_str(self.margin),
                "margin_float": None if self.margin is None else float(self.margin),
@@ -73,25 +100,30 @@ class FeasibilityResult:
         return out
 
     def to_claim(self) -> Claim:
-        params = {"rank": self.rank, "features": self.features.value, "class": "used-pairs",
+        params = {"rank": self.rank, "features": self.features.value,
+                  "class": self.model_class.value, "scope": self.scope,
                   "family": self.family.name, "family_sha256": self.family.sha256,
                   "error": "1/2"}
         fam = self.family.to_json()
-        if self.outcome is Outcome.INFEASIBLE:
+        if self.outcome is Outcome.INFEASIBLE:      # statements: certify.checkers.statements
             return Claim(ClaimKind.INFEASIBLE, None, Verdict.PROVED, params,
                          {"family": fam, "derivation": self.bound.to_json()},
                          self.method, None, self.timings)
+        statement = None
         if self.outcome is Outcome.FEASIBLE:
-            return Claim(ClaimKind.FEASIBLE, None, Verdict.PROVED, params,
+            info = {"margin_float": float(self.margin), **self.search_info}
+            if self.cube_rank is not None:
+                info["cube_rank"] = self.cube_rank
+            return Claim(ClaimKind.FEASIBLE, statement, Verdict.PROVED, params,
                          {"family": fam, "witness": self.witness.to_json(),
                           "margin": q_to_str(self.margin)}, self.method, None, self.timings,
-                         info={"margin_float": float(self.margin), **self.search_info})
+                         info=info)
         info: dict[str, Any] = dict(self.search_info)
         if self.bound is not None:
             info["chain_bound"] = q_to_str(self.bound.bound)
         if self.best_float_margin is not None and np.isfinite(self.best_float_margin):
             info["best_float_lp_margin"] = float(self.best_float_margin)
-        return Claim(ClaimKind.FEASIBLE, None, Verdict.UNKNOWN, params, {},
+        return Claim(ClaimKind.FEASIBLE, statement, Verdict.UNKNOWN, params, {},
                      self.method, self.reason, self.timings, info=info)
 
 
@@ -99,13 +131,19 @@ class FeasibilityResult:
 
 def decide(family: Family, rank: int, features: Features, *, time_limit: float = 60.0,
            seed: int = 0, progress: bool = False, problem: FeasibilityProblem | None = None,
-           bound: ChainBound | None | bool = True) -> FeasibilityResult:
-    """The verdict at one rank. ``bound=True`` derives the chain bound here; pass a
-    precomputed one (or None) to reuse it across ranks."""
+           bound: ChainBound | None | bool = True,
+           model_class: ModelClass | str = ModelClass.PAPER) -> FeasibilityResult:
+    """The verdict at one rank in ``model_class``. ``bound=True`` derives the chain
+    bound here; pass a precomputed one (or None) to reuse it across ranks. A given
+    ``problem`` must be of ``model_class``."""
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
         raise InputError(f"rank must be an integer >= 1, got {rank!r}")
     rank = int(rank)
     features = Features(features)
+    model_class = ModelClass(model_class)
+    if problem is not None and problem.model_class is not model_class:
+        raise ValueError(f"problem is of class {problem.model_class.value}, "
+                         f"asked {model_class.value}")
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     if bound is True:
@@ -116,8 +154,8 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                "the nonnegative refinement of Lemma 4 (Delta(r) < 0)")
         return FeasibilityResult(Outcome.INFEASIBLE, rank, features, family,
                                  f"Lemma 3 chains of the family + {how}",
-                                 bound=bound, timings=timings)
-    problem = problem or build_problem(family)
+                                 bound=bound, timings=timings, model_class=model_class)
+    problem = problem or build_problem(family, model_class)
     t1 = time.perf_counter()
     w, chk = lookup_witness(problem, rank, features)
     timings["construction_s"] = time.perf_counter() - t1
@@ -125,7 +163,7 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
         return FeasibilityResult(Outcome.FEASIBLE, rank, features, family,
                                  "one feature per query token: PhiQ = I, PhiK = (2n)^-<x,z>, "
                                  "g = <x,z>; exact re-check", margin=chk.margin, bound=bound,
-                                 witness=w, timings=timings)
+                                 witness=w, timings=timings, model_class=model_class)
     t2 = time.perf_counter()
     res, w, chk = descend(problem, rank, features, time_limit=time_limit, seed=seed,
                           progress=progress)
@@ -136,14 +174,15 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                                  f"{res.iterations} LPs, {res.restarts} restarts), dyadic "
                                  "rounding, value LP, exact re-check",
                                  margin=chk.margin, bound=bound, witness=w, timings=timings,
-                                 search_info={"lps": res.iterations, "restarts": res.restarts})
+                                 search_info={"lps": res.iterations, "restarts": res.restarts},
+                                 model_class=model_class)
     lb = "" if bound is None else f"; the chain bounds only exclude r <= {bound.max_infeasible_rank}"
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, family, "alternating LPs",
                              bound=bound, best_float_margin=res.delta,
                              search_info={"lps": res.iterations, "restarts": res.restarts},
                              reason=f"no exactly verified witness within {time_limit:g} s "
                                     f"(best float LP margin {res.delta:.3g}){lb}",
-                             timings=timings)
+                             timings=timings, model_class=model_class)
 
 
 def search_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
@@ -221,17 +260,22 @@ def descend(problem: FeasibilityProblem, rank: int, features: Features, *, time_
 
 
 def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *,
-          time_limit: float, seed: int, progress: bool = False):
-    """Every rank in ``lo..hi`` for each class; returns ``(results, brackets)`` with
-    ``brackets[class] = (largest proved-infeasible + 1, smallest proved-feasible or None)``."""
-    problem = build_problem(family)
+          time_limit: float, seed: int, progress: bool = False,
+          model_class: ModelClass | str = ModelClass.PAPER):
+    """Every rank in ``lo..hi`` for each feature class; returns ``(results, brackets)``
+    with ``brackets[features] = (largest proved-infeasible + 1, smallest proved-feasible
+    or None)`` for the rank on the family. :func:`cube_brackets` gives the
+    whole-cube head's."""
+    model_class = ModelClass(model_class)
+    problem = build_problem(family, model_class)
     bound = chain_bound(family)
     results: list[FeasibilityResult] = []
     brackets = {}
     for feats in features_list:
         for r in range(lo, hi + 1):
             results.append(decide(family, r, feats, time_limit=time_limit, seed=seed,
-                                  progress=progress, problem=problem, bound=bound))
+                                  progress=progress, problem=problem, bound=bound,
+                                  model_class=model_class))
         mine = [x for x in results if x.features is feats]
         infeas = [x.rank for x in mine if x.outcome is Outcome.INFEASIBLE]
         feas = [x.rank for x in mine if x.outcome is Outcome.FEASIBLE]
@@ -243,6 +287,20 @@ def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *
     return results, brackets
 
 
+def cube_brackets(results: Sequence[FeasibilityResult],
+                  brackets: dict) -> dict[str, tuple[int, int | None]]:
+    """Brackets for the whole-cube head of the paper's class: the lower end is the
+    family's (a cube head restricts to a family head), the upper end the least
+    ``cube_rank`` of a proved witness (its rank, or rank + 1 under ``plus-one``)."""
+    out = {}
+    for feats, (lower, _) in brackets.items():
+        ok = {feats} | ({Features.NONNEGATIVE.value} if feats == Features.REAL.value else set())
+        cube = [x.cube_rank for x in results if x.outcome is Outcome.FEASIBLE
+                and x.features.value in ok and x.cube_rank is not None]
+        out[feats] = (lower, min(cube) if cube else None)
+    return out
+
+
 # ---------------------------------------------------------------- command
 
 def _parse(argv):
@@ -251,6 +309,11 @@ def _parse(argv):
     p.add_argument("--family", default="paper-5.1", help="built-in family name or family file")
     p.add_argument("--features", choices=[f.value for f in Features], default=None,
                    help="feature class (default: real; --sweep runs both unless given)")
+    p.add_argument("--class", dest="model_class", choices=[c.value for c in ModelClass],
+                   default=ModelClass.PAPER.value,
+                   help="model class: paper (alpha >= 0 on every (query, token) pair, "
+                        "extended to the whole cube; default) or used-pairs (alpha >= 0 on "
+                        "the pairs the inputs use)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--out", help="write the certificate here (atomically)")
     p.add_argument("--time-limit", type=float, default=60.0, help="search seconds per rank")
@@ -271,7 +334,8 @@ def _sweep_range(text: str) -> tuple[int, int]:
 
 
 def _line(res: FeasibilityResult) -> str:
-    head = f"{res.family.name} rank {res.rank} {res.features.value}: {res.outcome.value}"
+    head = (f"{res.family.name} rank {res.rank} {res.features.value} "
+            f"[class {res.model_class.value}]: {res.outcome.value}")
     if res.outcome is Outcome.INFEASIBLE:
         b = res.bound
         detail = (f"(proved) ranks <= {b.max_infeasible_rank} excluded (Lemma 4 bound "
@@ -279,6 +343,9 @@ def _line(res: FeasibilityResult) -> str:
                   f"rho = {q_to_str(b.rho)}: r <= {b.perron_rank}) [{res.method}]")
     elif res.outcome is Outcome.FEASIBLE:
         detail = f"(proved) exact margin {float(res.margin):.6g} [{res.method}]"
+        if res.cube_rank is not None:
+            detail += (f"; whole cube: rank {res.cube_rank} "
+                       f"({res.witness.extension['rule']} rule)")
     else:
         detail = f"- {res.reason}"
     secs = sum(res.timings.values())
@@ -289,12 +356,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     if args.time_limit is not None and args.time_limit <= 0:
         raise InputError(f"--time-limit must be positive, got {args.time_limit}")
+    model_class = ModelClass(args.model_class)
     family = load_family(args.family)
     if args.sweep:
         lo, hi = _sweep_range(args.sweep)
         feats = [Features(args.features)] if args.features else [Features.REAL, Features.NONNEGATIVE]
         results, brackets = sweep(family, lo, hi, feats, time_limit=args.time_limit,
-                                  seed=args.seed, progress=not args.no_progress)
+                                  seed=args.seed, progress=not args.no_progress,
+                                  model_class=model_class)
     else:
         if args.rank is None:
             raise InputError("give --rank R (or --sweep LO:HI)")
@@ -302,14 +371,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"rank must be an integer >= 1, got {args.rank}")
         results = [decide(family, args.rank, Features(args.features or "real"),
                           time_limit=args.time_limit, seed=args.seed,
-                          progress=not args.no_progress)]
+                          progress=not args.no_progress, model_class=model_class)]
         brackets = None
     for res in results:
         print(_line(res), file=sys.stderr)
+    cube = None
     if brackets:
+        cube = cube_brackets(results, brackets) if model_class is ModelClass.PAPER else None
         for k, (a, b) in brackets.items():
-            print(f"{family.name} {k}: minimum rank in [{a}, {b if b is not None else '?'}]",
-                  file=sys.stderr)
+            line = (f"{family.name} {k} [class {model_class.value}]: minimum rank on the family "
+                    f"in [{a}, {b if b is not None else '?'}]")
+            if cube is not None:
+                c = cube[k][1]
+                line += f"; whole-cube head in [{a}, {c if c is not None else '?'}]"
+            print(line, file=sys.stderr)
     cert = Certificate(claims=[r.to_claim() for r in results],
                        command=["python", "-m", "certify.feasibility",
                                 *(argv if argv is not None else sys.argv[1:])],
@@ -321,8 +396,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             doc = results[0].summary()
         else:
             doc = {"family": family.name, "sha256": family.sha256,
+                   "class": model_class.value,
                    "results": [r.summary() for r in results],
-                   "bracket": {k: list(v) for k, v in brackets.items()}}
+                   "bracket": {k: list(v) for k, v in brackets.items()},
+                   "bracket_cube": None if cube is None else {k: list(v)
+                                                              for k, v in cube.items()}}
         print(json.dumps(doc, indent=1))
     return cert.exit_code()
 

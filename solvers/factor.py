@@ -7,7 +7,10 @@ The problem (no knowledge of attention): rows ``a = 0..R-1``, columns
 
 each constraint touching the entries of one row, homogeneous in the row. Find
 ``P (R, r)``, ``Q (C, r)`` with either ``alpha >= 0`` on used entries
-(``nonneg=False``) or ``P, Q >= 0`` (``nonneg=True``).
+(``nonneg=False``) or ``P, Q >= 0`` (``nonneg=True``). An entry that no
+constraint touches (a zero column of ``Ga`` and ``Gh``) still gets
+``alpha_e >= floor``: that is how a caller asks ``alpha >= 0`` on pairs beyond
+the constrained ones (the paper's model class: every (query, token) pair).
 
 Method: alternating LPs. For fixed ``Q`` the constraints are linear in
 ``(P, H)`` jointly; for fixed ``P`` in ``(Q, H)``. Each LP maximizes a common

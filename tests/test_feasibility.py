@@ -1,5 +1,7 @@
 import json
+from dataclasses import replace
 from fractions import Fraction
+from itertools import product
 
 import numpy as np
 import pytest
@@ -8,10 +10,13 @@ from certify.certificate import Certificate, q_to_str
 from certify.checkers import feasibility as checker
 from certify.errors import run_command
 from certify.families import Family, chain_family, paper51_family
-from certify.feasibility import Outcome, decide, main, sweep
+from certify.feasibility import Outcome, cube_brackets, decide, main, sweep
 from certify.feasibility_bounds import chain_bound, gd_edges
-from certify.feasibility_model import (Features, Witness, build_problem, exact_check,
-                                       lookup_witness)
+from certify.feasibility_model import (Features, ModelClass, Witness, build_problem,
+                                       exact_check, lookup_witness, paper_alpha,
+                                       with_extension)
+
+PAPER, USED = ModelClass.PAPER, ModelClass.USED_PAIRS
 
 
 @pytest.fixture(scope="module")
@@ -132,8 +137,13 @@ def test_paper_feasible_with_exact_witness(paper, rank, feats):
 
 def test_search_finds_rank14_real_witness(paper):
     res = decide(paper, 14, Features.REAL, time_limit=60, seed=0)
-    assert res.outcome is Outcome.FEASIBLE
+    assert res.outcome is Outcome.FEASIBLE and res.model_class is PAPER
+    # the paper's class: alpha >= 0 on all 15 x 41 (query, token) pairs, exactly
+    alpha = paper_alpha(build_problem(paper, PAPER), res.witness)
+    assert len(alpha) == 615 and min(alpha.values()) >= 0
+    assert any(v < 0 for row in res.witness.phi_k.values() for v in row)     # signed features
     claim = res.to_claim()
+    assert claim.parameters["class"] == "paper"
     assert checker.check(claim.to_json(), _cert(claim)) == []
 
 
@@ -155,7 +165,7 @@ def _nudge_to_boundary(problem, w: Witness) -> Witness:
     delta = (t * D + sign * D / 2 - N) / (c * alpha[z0])
     g = dict(w.g)
     g[x, z0] = g[x, z0] + delta
-    return Witness(w.features, w.rank, w.phi_q, w.phi_k, g)
+    return replace(w, g=g)
 
 
 def test_planted_wrong_witness_is_rejected(small):
@@ -197,8 +207,26 @@ def test_command_json_and_certificate(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert code == 0 and doc["verdict"] == "infeasible" and doc["rank"] == 8
     assert doc["features"] == "real" and doc["sha256"] == paper51_family().sha256
+    assert doc["class"] == "paper" and doc["scope"] == "family"
     cert = json.loads(out.read_text())
     assert all(checker.check(c, cert) == [] for c in cert["claims"])
+    assert [c["parameters"]["class"] for c in cert["claims"]] == ["paper"]
+
+
+def test_command_class_flag_and_human_line(capsys):
+    code = main(["--rank", "15", "--json", "--no-progress", "--class", "used-pairs"])
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    assert code == 0 and doc["class"] == "used-pairs" and doc["verdict"] == "feasible"
+    assert doc["cube_rank"] is None and doc["scope"] == "family"
+    assert "[class used-pairs]" in cap.err
+    code = main(["--rank", "15", "--json", "--no-progress"])
+    cap = capsys.readouterr()
+    doc = json.loads(cap.out)
+    # the construction has alpha > 0 on all 615 pairs: copy-query, whole cube at rank 15
+    assert doc["class"] == "paper" and doc["scope"] == "cube" and doc["cube_rank"] == 15
+    assert doc["extension"]["rule"] == "copy-query"
+    assert "[class paper]" in cap.err and "whole cube: rank 15" in cap.err
 
 
 def test_command_on_a_family_file(tmp_path, small, capsys):
@@ -227,3 +255,239 @@ def test_bad_input_exits_2_with_one_line(tmp_path, small, capsys):
     bad.write_text(json.dumps(obj))
     assert "Min-IP" in _one_line_exit2(["--rank", "3", "--family", str(bad)], capsys)
     assert "sweep" in _one_line_exit2(["--sweep", "5:2"], capsys)
+
+
+# ---------------------------------------------------------------- the paper's class
+
+def test_paper_class_sizes(paper):
+    p = build_problem(paper, PAPER)
+    u = build_problem(paper, USED)
+    # 15 queries x 41 tokens = 615 pairs in the paper class; 257 of them are used
+    assert (p.num_rows, p.num_cols, p.num_entries, p.used) == (15, 41, 615, 257)
+    assert (u.num_rows, u.num_cols, u.num_entries, u.used) == (15, 41, 257, 257)
+    used = {(int(u.queries[a]), int(u.keys[b])) for a, b in u.entries}
+    assert used == {(int(p.queries[a]), int(p.keys[b])) for a, b in p.entries[:p.used]}
+
+
+def _unused_pair(problem):
+    """(query row, query token, key token) of a pair of Q x T no scored position uses,
+    whose key is a key of the used-pairs problem too, and not the query itself."""
+    used = {(int(problem.queries[a]), int(problem.keys[b])) for a, b in problem.entries}
+    for a, q in enumerate(problem.queries):
+        for z in problem.keys:
+            if (int(q), int(z)) not in used and int(z) != int(q):
+                return a, int(q), int(z)
+    return None
+
+
+def _set_phi_k(claim: dict, token: int, col: int, value: str) -> dict:
+    c = json.loads(json.dumps(claim))
+    for t, row in c["evidence"]["witness"]["phi_k"]:
+        if t == token:
+            row[col] = value
+    return c
+
+
+def test_negative_on_one_unused_pair_rejected_in_paper_accepted_in_used_pairs(paper):
+    """PhiQ = I in the construction, so phi_k[z][row of q] is alpha(q, z) alone: a
+    negative value there touches no scored position."""
+    a, q, z = _unused_pair(build_problem(paper, USED))
+    for cls, ok in ((USED, True), (PAPER, False)):
+        claim = decide(paper, 15, Features.REAL, time_limit=1, model_class=cls).to_claim().to_json()
+        assert claim["parameters"]["class"] == cls.value
+        assert checker.check(claim, {"claims": [claim]}) == []
+        bad = _set_phi_k(claim, z, a, "-1/1000")
+        problems = checker.check(bad, {"claims": [bad]})
+        if ok:
+            assert problems == []
+        else:
+            assert problems and "< 0" in problems[0] and "1 of the 615" in problems[0], problems
+    # the producer's exact check agrees
+    prob = build_problem(paper, PAPER)
+    w, chk = lookup_witness(prob, 15, Features.REAL)
+    k = dict(w.phi_k)
+    k[z] = tuple(Fraction(-1, 1000) if i == a else v for i, v in enumerate(k[z]))
+    bad = replace(w, phi_k=k)
+    assert not exact_check(prob, bad).ok
+    assert exact_check(build_problem(paper, USED),
+                       replace(bad, model_class=USED, extension=None)).ok
+
+
+def test_copy_query_rule_with_a_zero_in_its_row_is_rejected(paper):
+    res = decide(paper, 15, Features.NONNEGATIVE, time_limit=1)
+    claim = res.to_claim().to_json()
+    ext = claim["evidence"]["witness"]["extension"]
+    assert ext["rule"] == "copy-query" and claim["parameters"]["scope"] == "cube"
+    prob = build_problem(paper, PAPER)
+    qstar = ext["query"]
+    a = [int(t) for t in prob.queries].index(qstar)
+    used = {(int(prob.queries[i]), int(prob.keys[j])) for i, j in prob.entries[:prob.used]}
+    z = next(int(t) for t in prob.keys if (qstar, int(t)) not in used)
+    bad = _set_phi_k(claim, z, a, "0")          # alpha(q*, z) = 0, still >= 0
+    problems = checker.check(bad, {"claims": [bad]})
+    assert problems and "copy-query" in problems[0] and f"alpha({qstar}, {z}) = 0" in problems[0]
+    # the plus-one rule is valid for the same kernel, but only for the family's rank
+    bad["evidence"]["witness"]["extension"] = {"rule": "plus-one"}
+    assert "scope must be 'family'" in checker.check(bad, {"claims": [bad]})[0]
+    bad["parameters"]["scope"] = "family"
+    assert checker.check(bad, {"claims": [bad]}) == []
+    # a zero self term is rejected whatever the rule
+    selfz = _set_phi_k(bad, qstar, a, "0")
+    assert any("self term" in p for p in checker.check(selfz, {"claims": [selfz]}))
+    # an unknown rule, a non-query q*, a missing token row
+    nonq = next(t for t in range(len(paper.tokens)) if t not in set(int(v) for v in prob.queries))
+    for ext2 in ({"rule": "copy-query", "query": nonq}, {"rule": "zero"}, None,
+                 {"rule": "plus-one", "query": qstar}):
+        c = json.loads(json.dumps(bad))
+        c["evidence"]["witness"]["extension"] = ext2
+        assert checker.check(c, {"claims": [c]}), ext2
+    c = json.loads(json.dumps(bad))
+    c["evidence"]["witness"]["phi_k"] = [e for e in c["evidence"]["witness"]["phi_k"] if e[0] != z]
+    assert any("41 family tokens" in p for p in checker.check(c, {"claims": [c]}))
+
+
+def test_class_parameter_is_checked(paper):
+    claim = decide(paper, 15, Features.REAL, time_limit=1).to_claim().to_json()
+    for cls in ("paperish", None):
+        c = json.loads(json.dumps(claim))
+        c["parameters"]["class"] = cls
+        assert any("model class" in p for p in checker.check(c, {"claims": [c]}))
+    c = json.loads(json.dumps(claim))
+    del c["parameters"]["class"]
+    assert checker.check(c, {"claims": [c]})
+    c = json.loads(json.dumps(claim))           # class differs from the witness's
+    c["parameters"]["class"] = "used-pairs"
+    c["parameters"]["scope"] = "family"
+    assert checker.check(c, {"claims": [c]})
+    # lower bounds are class-free; scope cube is not for them
+    for cls in ("paper", "used-pairs"):
+        inf = decide(paper, 11, Features.REAL, time_limit=1, model_class=cls).to_claim().to_json()
+        assert inf["parameters"]["class"] == cls
+        assert checker.check(inf, {"claims": [inf]}) == []
+        inf["parameters"]["scope"] = "cube"
+        assert checker.check(inf, {"claims": [inf]})
+
+
+def _tiny():
+    # two weight-3 words of {0,1}^6: a cube of 64 tokens, small enough to enumerate
+    return chain_family(_words(range(0, 3), range(3, 6), M=6), n=3, g=3, name="tiny-6")
+
+
+def _cube_head(fam, problem, w: Witness):
+    """The whole-cube head of the stored rule, built here from the rule's text:
+    (phi_q, phi_k) over all 2^m tokens as dicts bit-tuple -> features."""
+    toks = [tuple(int(v) for v in t) for t in fam.tokens]
+    Q = {toks[int(q)]: int(q) for q in problem.queries}
+    T = {t: i for i, t in enumerate(toks)}
+    ext, r = w.extension, w.rank
+    one, zero = Fraction(1), Fraction(0)
+    e = tuple(zero for _ in range(r)) + (one,)
+    pq, pk = {}, {}
+    for x in product((0, 1), repeat=fam.m):
+        if ext["rule"] == "plus-one":
+            pq[x] = w.phi_q[Q[x]] + (zero,) if x in Q else e
+            pk[x] = w.phi_k[T[x]] + (one,) if x in T else e
+        else:
+            pq[x] = w.phi_q[Q[x]] if x in Q else w.phi_q[ext["query"]]
+            pk[x] = w.phi_k[T[x]] if x in T else w.phi_k[ext["query"]]
+    return pq, pk, toks
+
+
+def _dot(u, v):
+    return sum((a * b for a, b in zip(u, v)), Fraction(0))
+
+
+@pytest.mark.parametrize("rule", ["copy-query", "plus-one"])
+def test_extension_lemma_on_the_whole_cube(rule):
+    """Brute force over {0,1}^6: the rule gives alpha >= 0 on all 64 x 64 pairs,
+    alpha(x, x) > 0 for all x, and the same kernel on the family's Q x T."""
+    fam = _tiny()
+    prob = build_problem(fam, PAPER)
+    w, chk = lookup_witness(prob, prob.num_rows, Features.REAL)
+    assert chk.ok and w.extension["rule"] == "copy-query"
+    # signed features with the same kernel: PhiQ M, PhiK M^-T
+    M = [[Fraction(2), Fraction(-3)], [Fraction(1), Fraction(-1)]]     # det 1, inverse [[-1,3],[-1,2]]
+    Minv_t = [[Fraction(-1), Fraction(-1)], [Fraction(3), Fraction(2)]]
+    mul = lambda row, A: tuple(_dot(row, [A[i][j] for i in range(2)]) for j in range(2))  # noqa: E731
+    w = replace(w, phi_q={q: mul(v, M) for q, v in w.phi_q.items()},
+                phi_k={z: mul(v, Minv_t) for z, v in w.phi_k.items()})
+    assert any(v < 0 for row in w.phi_q.values() for v in row)
+    w = with_extension(prob, w)
+    assert w.extension == {"rule": "copy-query", "query": int(prob.queries[0])}
+    if rule == "plus-one":             # always valid (every pair of tiny-6 is used)
+        w = replace(w, extension={"rule": "plus-one"})
+    assert w.extension["rule"] == rule and w.cube_rank == w.rank + (rule == "plus-one")
+    chk = exact_check(prob, w)
+    assert chk.ok, chk.problems
+    pq, pk, toks = _cube_head(fam, prob, w)
+    cube = list(pq)
+    assert len(cube) == 64
+    alpha = {(x, z): _dot(pq[x], pk[z]) for x in cube for z in cube}
+    assert min(alpha.values()) >= 0
+    assert all(alpha[x, x] > 0 for x in cube)
+    fam_alpha = paper_alpha(prob, w)
+    assert all(alpha[toks[q], toks[z]] == a for (q, z), a in fam_alpha.items())
+    # and the claim verifies
+    res = decide(fam, prob.num_rows, Features.REAL, time_limit=1)
+    claim = res.to_claim().to_json()
+    claim["evidence"]["witness"] = w.to_json()
+    claim["evidence"]["margin"] = q_to_str(chk.margin)
+    claim["parameters"]["scope"] = "cube" if rule == "copy-query" else "family"
+    assert checker.check(claim, {"claims": [claim]}) == []
+
+
+def test_cube_brackets_use_the_rule_cost(small):
+    results, brackets = sweep(small, 3, 4, [Features.NONNEGATIVE], time_limit=5, seed=0)
+    assert brackets == {"nonnegative": (3, 3)}
+    cube = cube_brackets(results, brackets)
+    ranks = {r.rank: r.cube_rank for r in results}
+    assert cube == {"nonnegative": (3, min(ranks.values()))}
+    assert all(r.to_claim().parameters["class"] == "paper" for r in results)
+
+
+def test_plus_one_is_chosen_when_no_query_row_is_positive(paper):
+    """Zero alpha(q, z) on one unused pair of every query (PhiQ = I): the kernel
+    still solves the family, no copy-query rule applies, and plus-one (rank + 1
+    on the cube) is stored; the claim's scope is then the family."""
+    prob = build_problem(paper, PAPER)
+    base, _ = lookup_witness(prob, 15, Features.NONNEGATIVE)
+    used = {(int(prob.queries[a]), int(prob.keys[b])) for a, b in prob.entries[:prob.used]}
+    k = dict(base.phi_k)
+    for a, q in enumerate(prob.queries):
+        z = next(int(t) for t in prob.keys if (int(q), int(t)) not in used)
+        k[z] = tuple(Fraction(0) if i == a else v for i, v in enumerate(k[z]))
+    w = with_extension(prob, replace(base, phi_k=k))
+    assert w.extension == {"rule": "plus-one"} and w.cube_rank == 16
+    chk = exact_check(prob, w)
+    assert chk.ok
+    res = decide(paper, 15, Features.NONNEGATIVE, time_limit=1)
+    res = replace(res, witness=w, margin=chk.margin)
+    claim = res.to_claim()
+    assert claim.parameters["scope"] == "family" and claim.info["cube_rank"] == 16
+    assert checker.check(claim.to_json(), _cert(claim)) == []
+
+
+def test_committed_paper51_sweep_verifies_in_the_papers_class(monkeypatch):
+    """reports/feasibility/paper51_sweep.json: every claim in the paper's class,
+    verify holds, and the brackets it proves are real [12, 13], nonnegative [12, 15]."""
+    from pathlib import Path
+
+    from certify import verify
+    root = Path(__file__).resolve().parent.parent
+    path = root / "reports" / "feasibility" / "paper51_sweep.json"
+    monkeypatch.chdir(root)
+    assert verify.verify_file(path).holds
+    claims = json.loads(path.read_text())["claims"]
+    assert {c["parameters"]["class"] for c in claims} == {"paper"}
+    got = {(c["parameters"]["features"], c["parameters"]["rank"]): (c["kind"], c["verdict"])
+           for c in claims}
+    for feats, feasible in (("real", {13, 14, 15}), ("nonnegative", {15})):
+        for r in range(8, 16):
+            want = ("infeasible", "proved") if r <= 11 else \
+                ("feasible", "proved") if r in feasible else ("feasible", "unknown")
+            assert got[feats, r] == want, (feats, r)
+    for c in claims:
+        if c["kind"] == "feasible" and c["verdict"] == "proved":
+            # copy-query: the whole-cube head has the same rank
+            assert c["parameters"]["scope"] == "cube"
+            assert c["evidence"]["witness"]["extension"]["rule"] == "copy-query"

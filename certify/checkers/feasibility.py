@@ -4,23 +4,45 @@ Imports only the standard library and :mod:`certify.checkers.common`. Every
 object must have exactly the keys listed (missing or unexpected keys fail).
 
 ``parameters``: ``rank`` (r >= 1), ``features`` (``real`` | ``nonnegative``),
-``class`` (``used-pairs``: alpha >= 0 on the (query, token) pairs the inputs use),
-``family`` (the embedded family's name), ``family_sha256`` (its hash),
-``error`` (``"1/2"``: the only error level decided here).
+``class`` (``paper`` | ``used-pairs``: the model class), ``scope`` (``family`` |
+``cube``: whether ``rank`` is the rank of a head on the family's tokens or of a
+head on the whole cube ``{0,1}^m``), ``family`` (the embedded family's name),
+``family_sha256`` (its hash), ``error`` (``"1/2"``: the only error level decided here).
+
+Model classes. ``used-pairs``: ``alpha >= 0`` on the (query, key) pairs some
+scored position uses. ``paper`` (the paper's head, Sec. 2.3: ``alpha >= 0`` on
+the whole Boolean domain, every denominator positive): with ``Q`` the tokens at
+scored positions and ``T`` all of the family's tokens, ``alpha(q, z) >= 0`` on
+``Q x T``, ``alpha(q, q) > 0`` on ``Q``, and a stored rule extending the head to
+``{0,1}^m`` (lemma in :func:`certify.feasibility_model.extension_rule`):
+``{"rule": "plus-one"}`` (one appended coordinate: keys in ``T`` get 1 there,
+keys outside ``T`` get ``e_{r+1}``, queries in ``Q`` get 0, every other query
+``e_{r+1}``; always valid; whole-cube rank ``r + 1``) or ``{"rule": "copy-query",
+"query": q*}`` (every non-query takes ``phi_q(q*)``, every key outside ``T``
+takes ``phi_k(q*)``; valid when ``alpha(q*, z) > 0`` for every ``z`` in ``T``;
+whole-cube rank ``r``). Under either, ``alpha >= 0`` on the whole cube and
+``alpha(x, x) > 0`` for every ``x``, so every denominator (it holds its self
+term) is positive, while the kernel on ``Q x T`` -- all a scored position of the
+family uses -- is unchanged. ``scope: cube`` needs ``copy-query``. A paper-class
+head is a used-pairs head, so lower bounds are class-free.
 
 ``feasible``, verdict ``proved``:
   ``family``  the whole family file object (hash, key set and Min-IP targets
               re-derived by :func:`certify.checkers.common.family`);
-  ``witness`` ``{"features", "rank", "phi_q": [[token, [r "p/q"]]...],
-              "phi_k": [[token, [r "p/q"]]...], "g": [[query token, key token, "p/q"]...]}``
-              (``features`` and ``rank`` equal the parameters');
+  ``witness`` ``{"features", "rank", "class", "phi_q": [[token, [r "p/q"]]...],
+              "phi_k": [[token, [r "p/q"]]...], "g": [[query token, key token, "p/q"]...],
+              "extension": rule object (paper) or null (used-pairs)}``
+              (``features``, ``rank`` and ``class`` equal the parameters'; in the
+              paper class ``phi_q`` has exactly the rows ``Q`` and ``phi_k`` exactly ``T``);
   ``margin``  ``"p/q"``: min over scored positions of ``1/2 - |t_hat - t|``.
   Re-derived: for every scored position ``t_hat = sum_j alpha g / sum_j alpha``
   (self term included) with ``alpha = <phi_q[x], phi_k[z]>``: ``alpha >= 0`` on
   used pairs, positive denominators, strict ``|t_hat - t| < 1/2``, rank-r rows
-  (and ``phi >= 0`` entrywise for ``nonnegative``); the margin must be equal.
+  (and ``phi >= 0`` entrywise for ``nonnegative``); the margin must be equal;
+  in the paper class also the conditions above (``|Q| |T| r`` exact products).
 
-``infeasible``, verdict ``proved``:
+``infeasible``, verdict ``proved`` (either class, ``scope: family``; it uses
+  ``alpha >= 0`` on used pairs only):
   ``family`` as above;
   ``derivation`` ``{"lemma3": {"eps": "1/2", "n": n, "mu": "(n-2)(d-1)"},
                  "edges": [[x, y, z, t, u, mu, input_y, input_z, input_m]...],
@@ -43,7 +65,7 @@ object must have exactly the keys listed (missing or unexpected keys fail).
   none), ``max_infeasible_rank = max(floor(bound), perron.rank)`` and the claimed
   rank is ``<= max_infeasible_rank``.
 
-``feasible``, verdict ``unknown``: empty evidence and a reason (search
+``feasible``, verdict ``unknown`` (``scope: family``): empty evidence and a reason (search
 diagnostics live in ``info``). A feasibility claim is never ``refuted``: the
 opposite statement is the other claim kind, with its own evidence.
 """
@@ -58,25 +80,76 @@ _HALF = Fraction(1, 2)
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
 
 
+CLASSES = ("paper", "used-pairs")
+SCOPES = ("family", "cube")
+
+
 def _params(claim) -> tuple[int, str]:
-    p = keys(claim["parameters"], "parameters",
-             ("rank", "features", "class", "family", "family_sha256", "error"))
-    if p["class"] != "used-pairs":
-        raise Bad(f"unknown model class {p['class']!r} (this checker decides 'used-pairs')")
+    p = keys(claim["parameters"], "parameters", ("rank", "features", "class", "scope", "family",
+                                                 "family_sha256", "error"))
     if p["error"] != "1/2":
         raise Bad("only error 1/2 is decided (parameters.error must be '1/2')")
     if p["features"] not in ("real", "nonnegative"):
         raise Bad(f"unknown feature class {p['features']!r}")
+    if p["class"] not in CLASSES:
+        raise Bad(f"unknown model class {p['class']!r:.40} (expected one of {', '.join(CLASSES)})")
+    if p["scope"] not in SCOPES:
+        raise Bad(f"unknown scope {p['scope']!r:.40} (expected one of {', '.join(SCOPES)})")
+    if p["scope"] == "cube" and not (claim.get("kind") == "feasible" and p["class"] == "paper"
+                                     and claim.get("verdict") == "proved"):
+        raise Bad("scope 'cube' is for proved paper-class feasible claims only")
     return integer(p["rank"], "parameters.rank", 1), p["features"]
+
+
+def _paper_class(fam, phi_q: dict, phi_k: dict, ext, scope: str) -> list[str]:
+    """The paper-class conditions: alpha >= 0 on Q x T, alpha(q, q) > 0, a valid
+    extension rule (and ``copy-query`` when the scope is the cube)."""
+    Q = sorted({fam.inputs[i][p] for i, p in fam.scored_positions()})
+    T = list(range(len(fam.tokens)))
+    if sorted(phi_q) != Q:
+        return [f"phi_q must have exactly the {len(Q)} query tokens' rows (paper class)"]
+    if sorted(phi_k) != T:
+        return [f"phi_k must have exactly the {len(T)} family tokens' rows (paper class)"]
+    alpha = {(q, z): sum((u * v for u, v in zip(phi_q[q], phi_k[z])), Fraction(0))
+             for q in Q for z in T}
+    neg = [k for k in sorted(alpha) if alpha[k] < 0]
+    if neg:
+        return [f"alpha{neg[0]} = {alpha[neg[0]]} < 0: {len(neg)} of the {len(alpha)} "
+                f"(query, token) pairs are negative (paper class)"]
+    for q in Q:
+        if alpha[q, q] <= 0:
+            return [f"alpha({q}, {q}) = 0: the self term of query {q} is not positive"]
+    if not isinstance(ext, dict):
+        return ["witness.extension must be a rule object in the paper class"]
+    if ext.get("rule") == "plus-one":
+        keys(ext, "witness.extension", ("rule",))
+        if scope == "cube":
+            return ["the plus-one rule extends to the cube at rank + 1: scope must be 'family'"]
+        return []
+    if ext.get("rule") == "copy-query":
+        keys(ext, "witness.extension", ("rule", "query"))
+        q = integer(ext["query"], "witness.extension.query")
+        if q not in Q:
+            return [f"copy-query rule: {q} is not a query token"]
+        bad = [z for z in T if alpha[q, z] <= 0]
+        if bad:
+            return [f"copy-query rule with query {q}: alpha({q}, {bad[0]}) = {alpha[q, bad[0]]} "
+                    f"is not positive ({len(bad)} tokens)"]
+        return []
+    return [f"unknown extension rule {ext.get('rule')!r:.40}"]
 
 
 def _check_feasible(claim) -> list[str]:
     r, feats = _params(claim)
+    cls, scope = claim["parameters"]["class"], claim["parameters"]["scope"]
     ev = keys(claim["evidence"], "evidence", ("family", "witness", "margin"))
     fam = family(ev["family"], claim["parameters"])
-    w = keys(ev["witness"], "witness", ("features", "rank", "phi_q", "phi_k", "g"))
-    if w["features"] != feats or integer(w["rank"], "witness.rank") != r:
-        raise Bad("witness rank/features differ from the claim's parameters")
+    w = keys(ev["witness"], "witness", ("features", "rank", "class", "phi_q", "phi_k", "g",
+                                        "extension"))
+    if w["features"] != feats or integer(w["rank"], "witness.rank") != r or w["class"] != cls:
+        raise Bad("witness rank/features/class differ from the claim's parameters")
+    if cls == "used-pairs" and w["extension"] is not None:
+        raise Bad("witness.extension must be null in the used-pairs class")
     phi_q = {integer(t, "phi_q token"): [rational(v, "phi_q") for v in row] for t, row in w["phi_q"]}
     phi_k = {integer(t, "phi_k token"): [rational(v, "phi_k") for v in row] for t, row in w["phi_k"]}
     g = {(integer(x, "g query"), integer(z, "g key")): rational(v, "g") for x, z, v in w["g"]}
@@ -89,6 +162,10 @@ def _check_feasible(claim) -> list[str]:
                 return [f"{nm}[{t}] has {len(row)} entries, rank is {r}"]
             if feats == "nonnegative" and any(v < 0 for v in row):
                 return [f"{nm}[{t}] has a negative entry (nonnegative class)"]
+    if cls == "paper":
+        probs = _paper_class(fam, phi_q, phi_k, w["extension"], scope)
+        if probs:
+            return probs
     alpha: dict = {}
     margin = None
     for i, p in fam.scored_positions():

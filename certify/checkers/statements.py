@@ -208,10 +208,12 @@ def _feasibility(kind: str) -> Callable:
             raise RenderError("parameters.scope must be 'family' or 'cube'")
         fam, lfam = family_ref(p)
         ctext, clatex = CLASSES[cls]
-        where = "" if scope == "family" else ", extended to the whole cube {0,1}^m,"
-        lwhere = "" if scope == "family" else r", extended to the whole cube $\{0,1\}^m$,"
-        head = f"rank-{r} {feats}-feature head {ctext}"
-        lhead = f"rank-${r}$ {feats}-feature head {clatex}"
+        where = " on the family's tokens" if scope == "family" else " on the whole cube {0,1}^m"
+        lwhere = (" on the family's tokens" if scope == "family"
+                  else r" on the whole cube $\{0,1\}^m$")
+        head = f"rank-{r} {feats}-feature head{where} {ctext}"
+        lhead = f"rank-${r}$ {feats}-feature head{lwhere} {clatex}"
+        where = lwhere = ""
         if kind == "feasible":
             return Statement(f"a {head}{where} solves {fam} with error < {err}",
                              rf"a {lhead}{lwhere} solves {lfam} with error $< {_tq(err)}$")
