@@ -244,7 +244,7 @@ def rebased_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, pre=None) -> L
     gamma, beta = sd.get(p + "feature_map.gamma"), sd.get(p + "feature_map.beta")
     fd = int(gamma.shape[0]) if gamma is not None else int(cfg["feature_dim"])
     H = Wq.shape[0] // fd
-    Hkv = int(cfg.get("num_key_value_heads") or H)
+    Hkv = int(cfg["num_key_value_heads"]) if "num_key_value_heads" in cfg.get("_given", ()) else H
     phi = rebased(gamma, beta, bool(cfg.get("normalize", True)))
     for h in range(H):
         plan.heads.append(FeatureHead(
@@ -317,7 +317,7 @@ def detect_layer(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
         return Detected("fla", "fla:based", [plan], m, reason="q/k/v/o projections only (Based)",
                         config=dict(config))
     if cls == "ReBasedLinearAttention" or "feature_map.gamma" in sd:
-        cfg = {**defaults("fla", "ReBasedLinearAttention"), **config}
+        cfg = {**defaults("fla", "ReBasedLinearAttention"), **config, "_given": set(config)}
         return Detected("fla", "fla:rebased", [rebased_heads(sd, "", cfg, 0)], m,
                         reason="feature_map.gamma (ReBased)", config=dict(config))
     cfg = {**defaults("fla", "LinearAttention"), **config}

@@ -125,6 +125,12 @@ def _lat(sd, config, prefixes) -> Detected:
                 "dimension, so alpha(x, z) depends on every other token; a causal model needs "
                 "{\"causal\": true, \"heads\": H} in config.json"))
             continue
+        if int(cfg.get("blindspot_size", 1)) > 1:
+            plan.heads.append(Refusal(
+                i, None, plan.module, "bucketed causal mask",
+                f"blindspot_size {cfg['blindspot_size']}: a query does not see the keys of its own bucket, "
+                "so which keys count depends on positions"))
+            continue
         if "heads" not in config:
             raise InputError(f"{p}to_q.weight: linear-attention-transformer has no default head count; "
                              f"give \"heads\" in config.json next to the weights, or {SPEC_HINT}")
