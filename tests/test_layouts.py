@@ -286,8 +286,10 @@ def test_fla_bare_gated_layer_refused():
 def certify_heads_sd(sd, cfg, tmp=None):
     import tempfile
     d = Path(tempfile.mkdtemp())
-    _save(sd, d, cfg or None)
-    return certify_heads(str(d))
+    torch.save({k: v.clone() for k, v in sd.items()}, d / "model.pt")
+    if cfg:
+        (d / "config.json").write_text(json.dumps(cfg))
+    return certify_heads(str(d / "model.pt"))
 
 
 def _based_forward(det, layer_w, X, causal=True, eps=1e-12):
@@ -419,3 +421,37 @@ def test_unknown_layout_says_how_to_write_a_spec(tmp_path):
     r = _cli(tmp_path / "w.pt")
     assert r.returncode == 2 and "cannot tell the layout" in r.stderr and "--spec" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_performer_lm_rotary_and_positional_refused(tmp_path):
+    """PerformerLM (rotary by default; absolute positions otherwise): every layer refused,
+    each listed once (the redraw helper's second view of the layers is not a layer)."""
+    for name, kw, why in (("rot", {}, "rotary"), ("abs", {"rotary_position_emb": False}, "positional embedding")):
+        lm = performer.PerformerLM(num_tokens=12, max_seq_len=16, dim=8, depth=2, heads=2, dim_head=4,
+                                   nb_features=4, generalized_attention=True, **kw)
+        torch.save(lm.state_dict(), tmp_path / f"{name}.pt")
+        sd, _, _ = read_checkpoint(tmp_path / f"{name}.pt")
+        det = detect(sd, {"generalized_attention": True})
+        assert len(det.layers) == 2 and det.embedding.shape == (12, 8)
+        assert all(why in L.heads[0].mechanism for L in det.layers)
+        with pytest.raises(UncertifiableError, match=why):
+            certify_heads_sd(sd, {"generalized_attention": True})
+
+
+def test_performer_lm_without_positions_reads_embedding_rows(tmp_path):
+    """A PerformerLM with its positions removed: layer 0 on the vocabulary's rows through its LayerNorm."""
+    torch.manual_seed(11)
+    lm = performer.PerformerLM(num_tokens=12, max_seq_len=16, dim=8, depth=2, heads=2, dim_head=4,
+                               nb_features=4, generalized_attention=True, rotary_position_emb=False)
+    sd = {k: v for k, v in lm.state_dict().items() if not k.startswith("pos_emb")}
+    det = detect(sd, {"generalized_attention": True})
+    block = lm.performer.net.layers[0][0]                    # PreNorm(LayerNorm, SelfAttention)
+    with torch.no_grad():
+        x = block.norm(lm.token_emb.weight)
+        q_lib = performer.generalized_kernel((x @ block.fn.to_q.weight[4:8].T)[None, None],
+                                             projection_matrix=block.fn.fast_attention.projection_matrix)[0, 0]
+        q, _ = det.layers[0].heads[1].feature_matrices(lm.token_emb.weight)
+    assert torch.allclose(q, q_lib, atol=1e-5)
+    res = certify_heads_sd(sd, {"generalized_attention": True})
+    assert [(r.layer, r.status, r.token_set) for r in res.rows][:2] == [(0, "certified", "vocab:12")] * 2
+    assert [r.status for r in res.rows[2:]] == ["out of reach"] * 2

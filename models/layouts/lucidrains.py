@@ -29,16 +29,34 @@ from certify.errors import InputError, UncertifiableError
 from models.layouts.base import SPEC_HINT, Detected, LayerPlan, Refusal
 from models.layouts.defaults import defaults
 
-PERFORMER_CONFIG = {"library", "dim", "heads", "dim_head", "causal", "generalized_attention", "kernel_fn",
+LM_CONFIG = {"num_tokens", "max_seq_len", "depth", "rotary_position_emb", "axial_position_emb", "axial_shape",
+             "reversible", "ff_chunks", "use_scalenorm", "use_rezero", "ff_glu", "emb_dropout", "ff_dropout",
+             "attn_dropout", "shift_tokens", "tie_embed", "cross_attend", "amp", "ff_mult", "emb_dim",
+             "local_attn_window_size", "n_local_attn_heads", "attend_axially", "return_embeddings"}
+PERFORMER_CONFIG = LM_CONFIG | {"library", "dim", "heads", "dim_head", "causal", "generalized_attention", "kernel_fn",
                     "no_projection", "qkv_bias", "local_heads", "nb_features", "feature_redraw_interval",
                     "local_window_size", "dropout", "attn_out_bias"}
-LAT_CONFIG = {"library", "dim", "heads", "dim_head", "causal", "n_local_attn_heads", "receives_context",
+LAT_CONFIG = LM_CONFIG | {"library", "dim", "heads", "dim_head", "causal", "n_local_attn_heads", "receives_context",
               "blindspot_size", "local_attn_window_size", "dropout", "attn_dropout"}
 
 
 def _prefixes(sd: Mapping[str, torch.Tensor]) -> list[str]:
-    ps = [k[:-len("to_q.weight")] for k in sd if k.endswith("to_q.weight")]
+    ps = [k[:-len("to_q.weight")] for k in sd if k.endswith("to_q.weight")
+          and ".proj_updater.instance." not in k]      # PerformerLM's second view of the same layers
     return sorted((p for p in ps if p + "to_k.weight" in sd and p + "to_v.weight" in sd), key=_natural)
+
+
+def _lm_input(sd, prefixes, spec: dict) -> tuple[torch.Tensor | None, dict]:
+    """An LM (``token_emb.weight``): the first layer reads embedding rows through its
+    PreNorm LayerNorm (``...0.0.norm`` beside ``...0.0.fn``)."""
+    emb = sd.get("token_emb.weight")
+    if emb is None:
+        return None, spec
+    p = prefixes[0]
+    norm = p[:-len("fn.")] + "norm." if p.endswith("fn.") else None
+    if norm and norm + "weight" in sd:
+        spec = {**spec, "layer_norm": {"weight": norm + "weight", "bias": norm + "bias", "eps": 1e-5}}
+    return emb, spec
 
 
 def _natural(s: str):
@@ -65,6 +83,22 @@ def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detecte
     return None
 
 
+def _positional(sd, layer: int, module: str) -> Refusal | None:
+    """LMs of these libraries add positions: rotary (``layer_pos_emb``) or absolute / axial
+    embeddings (``pos_emb``) to the first layer's inputs."""
+    rot = next((k for k in sd if k.startswith("layer_pos_emb")), None)
+    if rot is not None:
+        return Refusal(layer, None, module, "rotary position embedding",
+                       f"{rot}: queries and keys are rotated by their positions, so alpha depends on "
+                       "positions, not on (x, z) alone")
+    pos = next((k for k in sd if k.startswith("pos_emb")), None)
+    if pos is not None:
+        return Refusal(layer, None, module, "positional embedding",
+                       f"{pos}: a position embedding is added to every token before the first layer, so "
+                       "the kernel on the tokens depends on their positions")
+    return None
+
+
 def _adapted(spec: dict, sd, layer: int, head: int, module: str):
     from models.adapters import adapt
     try:
@@ -88,7 +122,10 @@ def _performer(sd, config, prefixes) -> Detected:
             raise InputError(f"{p}to_q.weight has {rows} rows, not heads x dim_head = {heads} x {d}; "
                              f"give heads and dim_head in config.json, or {SPEC_HINT}")
         plan = LayerPlan(i, p, "performer_pytorch.SelfAttention")
-        if not cfg["generalized_attention"]:
+        pos = _positional(sd, i, plan.module)
+        if pos is not None:
+            plan.heads.append(pos)
+        elif not cfg["generalized_attention"]:
             plan.heads.append(Refusal(
                 i, None, plan.module, "FAVOR+ softmax kernel",
                 "generalized_attention=False (the library's default) is FAVOR+: the key features are "
@@ -104,9 +141,11 @@ def _performer(sd, config, prefixes) -> Detected:
                 spec = {"layout": "performer", "prefix": p, "heads": heads, "dim_head": d, "head": h,
                         "attention": "generalized", "kernel_fn": kfn, "causal": bool(cfg["causal"]),
                         "local_heads": int(cfg["local_heads"])}
+                if i == 0:
+                    emb, spec = _lm_input(sd, prefixes, spec)
                 plan.heads.append(_adapted(spec, sd, i, h, plan.module))
         layers.append(plan)
-    return Detected("performer-pytorch", "performer", layers, m,
+    return Detected("performer-pytorch", "performer", layers, m, sd.get("token_emb.weight"),
                     reason="to_q/to_k/to_v with fast_attention.projection_matrix", config=dict(config))
 
 
@@ -118,6 +157,10 @@ def _lat(sd, config, prefixes) -> Detected:
     for i, p in enumerate(prefixes):
         plan = LayerPlan(i, p, "linear_attention_transformer.SelfAttention")
         layers.append(plan)
+        pos = _positional(sd, i, plan.module)
+        if pos is not None:
+            plan.heads.append(pos)
+            continue
         if not cfg["causal"]:
             plan.heads.append(Refusal(
                 i, None, plan.module, "keys normalized over the sequence",
@@ -140,6 +183,9 @@ def _lat(sd, config, prefixes) -> Detected:
         for h in range(heads):
             spec = {"layout": "linear-attention-transformer", "prefix": p, "heads": heads, "dim_head": d,
                     "head": h, "causal": True, "local_heads": int(cfg["n_local_attn_heads"])}
+            if i == 0:
+                emb, spec = _lm_input(sd, prefixes, spec)
             plan.heads.append(_adapted(spec, sd, i, h, plan.module))
     return Detected("linear-attention-transformer", "linear-attention-transformer", layers, m,
+                    sd.get("token_emb.weight"),
                     reason="to_q/to_k/to_v without a random projection", config=dict(config))
