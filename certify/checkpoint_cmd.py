@@ -17,6 +17,12 @@
    domination, the concrete input (Y, Z or M of that jump) that the model gets
    wrong, confirmed by exact evaluation.
 
+A third-party checkpoint (a weights file or a Hugging Face style folder, or
+any checkpoint with ``--spec``) goes to :mod:`certify.checkpoint_heads`: its
+layout is detected (:mod:`models.layouts`) and every head of every layer is
+certified (``--layer L --head H`` to pick one); ``--out`` also writes
+``heads.md``, the layer x head table.
+
 ``--out DIR`` writes ``DIR/certificate.json`` and its report (``certify.report``)
 in one atomic step. Exit 0 when every claim is proved, 1 when some claim is
 refuted or unknown, 2 bad input, 3 not a kernel head (dense softmax,

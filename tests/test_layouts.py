@@ -1,11 +1,14 @@
 """Auto-detected layouts: real modules from each library, saved as their users save
 them, certified with no spec; kernels checked against the library's own computation."""
 
+import contextlib
 import importlib
 import inspect
+import io
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -41,6 +44,16 @@ def _heads(path):
 
 
 def _cli(*args):
+    """``certify checkpoint ARGS`` in this process: exit code, stdout, stderr."""
+    from certify import checkpoint_cmd
+    from certify.errors import run_command
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = run_command("certify checkpoint", checkpoint_cmd.main, [str(a) for a in args])
+    return types.SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def _cli_process(*args):
     return subprocess.run([sys.executable, "-m", "certify", "checkpoint", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
 
@@ -112,7 +125,7 @@ def test_width_24_third_party_head_says_what_is_out_of_reach(tmp_path):
     torch.manual_seed(3)
     att = performer.SelfAttention(dim=24, heads=2, dim_head=4, nb_features=8, generalized_attention=True)
     folder = _save(att.state_dict(), tmp_path / "w24", {"generalized_attention": True})
-    r = _cli(folder, "--out", tmp_path / "out", "--json")
+    r = _cli_process(folder, "--out", tmp_path / "out", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     kinds = {c["kind"] for c in doc["claims"]}
@@ -276,16 +289,16 @@ def test_fla_rotary_layer_exits_3(tmp_path):
     assert r.returncode == 3 and "rotary" in r.stderr and "positions" in r.stderr
 
 
-def test_fla_bare_gated_layer_refused():
+def test_fla_bare_gated_layer_refused(tmp_path):
     from fla.layers import GatedLinearAttention
     sd = GatedLinearAttention(hidden_size=8, num_heads=2).state_dict()
     with pytest.raises(UncertifiableError, match="gk_proj"):
-        certify_heads_sd(sd, {})
+        certify_heads_sd(sd, {}, tmp_path)
 
 
-def certify_heads_sd(sd, cfg, tmp=None):
-    import tempfile
-    d = Path(tempfile.mkdtemp())
+def certify_heads_sd(sd, cfg, d: Path):
+    """Save ``sd`` with torch.save (shared tensors allowed) and certify it."""
+    d.mkdir(parents=True, exist_ok=True)
     torch.save({k: v.clone() for k, v in sd.items()}, d / "model.pt")
     if cfg:
         (d / "config.json").write_text(json.dumps(cfg))
@@ -435,7 +448,7 @@ def test_performer_lm_rotary_and_positional_refused(tmp_path):
         assert len(det.layers) == 2 and det.embedding.shape == (12, 8)
         assert all(why in L.heads[0].mechanism for L in det.layers)
         with pytest.raises(UncertifiableError, match=why):
-            certify_heads_sd(sd, {"generalized_attention": True})
+            certify_heads_sd(sd, {"generalized_attention": True}, tmp_path / name)
 
 
 def test_performer_lm_without_positions_reads_embedding_rows(tmp_path):
@@ -452,6 +465,6 @@ def test_performer_lm_without_positions_reads_embedding_rows(tmp_path):
                                              projection_matrix=block.fn.fast_attention.projection_matrix)[0, 0]
         q, _ = det.layers[0].heads[1].feature_matrices(lm.token_emb.weight)
     assert torch.allclose(q, q_lib, atol=1e-5)
-    res = certify_heads_sd(sd, {"generalized_attention": True})
+    res = certify_heads_sd(sd, {"generalized_attention": True}, tmp_path)
     assert [(r.layer, r.status, r.token_set) for r in res.rows][:2] == [(0, "certified", "vocab:12")] * 2
     assert [r.status for r in res.rows[2:]] == ["out of reach"] * 2
