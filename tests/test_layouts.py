@@ -206,9 +206,11 @@ def _fla_model(tmp_path, name, **kw):
 
 @pytest.mark.parametrize("fmap,tied", [("elu", False), ("relu", False), ("identity", False), ("hedgehog", False),
                                        ("t2r", False), ("dpfp", False), ("elementwise_product", False)])
-def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied):
+def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied, kv_heads=2):
     from fla.ops.linear_attn.naive import naive_recurrent_linear_attn
-    model, folder = _fla_model(tmp_path, f"{fmap}{tied}", feature_map=fmap, tie_feature_map_qk=tied)
+    model, folder = _fla_model(tmp_path, f"{fmap}{tied}", feature_map=fmap, tie_feature_map_qk=tied,
+                               num_kv_heads=kv_heads)
+    g = 2 // kv_heads
     det = _heads(folder)
     assert det.layout == "fla:linear_attn" and det.embedding.shape == (12, 8)
     layer = model.model.layers[0]
@@ -217,8 +219,8 @@ def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied):
         x = torch.nn.functional.rms_norm(model.model.embeddings(ids), (8,), layer.attn_norm.weight, 1e-6)
         attn = layer.attn
         q = attn.feature_map_q(attn.q_proj(x).reshape(2, 7, 2, 4))
-        k = attn.feature_map_k(attn.k_proj(x).reshape(2, 7, 2, 4))
-        v = attn.v_proj(x).reshape(2, 7, 2, 4)
+        k = attn.feature_map_k(attn.k_proj(x).reshape(2, 7, kv_heads, 4).repeat_interleave(g, dim=2))
+        v = attn.v_proj(x).reshape(2, 7, kv_heads, 4).repeat_interleave(g, dim=2)
         ref, _ = naive_recurrent_linear_attn(q, k, v, normalize=True)              # (B, T, H, V)
         for h, head in enumerate(det.layers[0].heads):
             pq, pk = head.feature_matrices(model.model.embeddings.weight)          # (V, r)
@@ -232,6 +234,11 @@ def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied):
     else:
         assert nonneg == {"proved"}
     assert verify_certificate(res.certificate.to_json(), base=tmp_path).holds
+
+
+def test_fla_grouped_key_heads(tmp_path):
+    """num_kv_heads = 1: both query heads read the one key / value head."""
+    test_fla_linear_attn_folder_matches_reference_ops(tmp_path, "relu", False, kv_heads=1)
 
 
 @pytest.mark.parametrize("fmap", ["hedgehog", "t2r", "elementwise_product"])
