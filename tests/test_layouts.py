@@ -214,7 +214,7 @@ def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied, kv_h
     det = _heads(folder)
     assert det.layout == "fla:linear_attn" and det.embedding.shape == (12, 8)
     layer = model.model.layers[0]
-    ids = torch.randint(0, 12, (2, 7))
+    ids = torch.randint(0, 12, (2, 7), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         x = torch.nn.functional.rms_norm(model.model.embeddings(ids), (8,), layer.attn_norm.weight, 1e-6)
         attn = layer.attn
@@ -224,6 +224,11 @@ def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied, kv_h
         ref, _ = naive_recurrent_linear_attn(q, k, v, normalize=True)              # (B, T, H, V)
         for h, head in enumerate(det.layers[0].heads):
             pq, pk = head.feature_matrices(model.model.embeddings.weight)          # (V, r)
+            scale = q.shape[-1] ** -0.5                                            # fla's default scale
+            assert torch.allclose(pq[ids], q[:, :, h] * scale, atol=1e-5)
+            assert torch.allclose(pk[ids], k[:, :, h], atol=1e-5)
+            if fmap in ("identity", "elementwise_product"):
+                continue        # signed: the normalized output is ill-conditioned where sum alpha ~ 0
             got = _normalized(pq[ids], pk[ids], head.values(model.model.embeddings.weight)[ids], eps=1e-10)
             assert torch.allclose(got, ref[:, :, h], atol=1e-5), (fmap, (got - ref[:, :, h]).abs().max())
     res = certify_heads(str(folder))
@@ -264,7 +269,12 @@ def test_fla_bare_layer_tied_maps(tmp_path, fmap):
         ref, _ = naive_recurrent_linear_attn(q, k, v, normalize=True)
         for h, head in enumerate(det.layers[0].heads):
             pq, pk = head.feature_matrices(X.reshape(-1, M))
-            got = _normalized(pq.reshape(2, 7, -1), pk.reshape(2, 7, -1), v[:, :, h], eps=1e-10)
+            pq, pk = pq.reshape(2, 7, -1), pk.reshape(2, 7, -1)
+            assert torch.allclose(pq, q[:, :, h] * q.shape[-1] ** -0.5, atol=1e-5)
+            assert torch.allclose(pk, k[:, :, h], atol=1e-5)
+            if fmap == "elementwise_product":
+                continue        # signed: the normalized output is ill-conditioned where sum alpha ~ 0
+            got = _normalized(pq, pk, v[:, :, h], eps=1e-10)
             assert torch.allclose(got, ref[:, :, h], atol=1e-5), (got - ref[:, :, h]).abs().max()
     res = certify_heads(str(tmp_path / "layer.pt"))
     assert len(_certified(res)) == 2
