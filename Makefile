@@ -9,7 +9,7 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: demo test install install-test bench reports clean service-deps
+.PHONY: demo test install install-test bench reports gallery clean service-deps
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,10 @@ bench: $(VENV)/.installed
 # regenerate the committed reference reports (reports/reference/)
 reports: $(VENV)/.installed
 	$(PY) -m certify demo --out reports/reference
+
+# one small model of each supported library, saved and certified (reports/gallery/)
+gallery: $(VENV)/.installed
+	$(PY) reports/gallery/make_gallery.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

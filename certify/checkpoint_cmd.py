@@ -17,6 +17,12 @@
    domination, the concrete input (Y, Z or M of that jump) that the model gets
    wrong, confirmed by exact evaluation.
 
+A third-party checkpoint (a weights file or a Hugging Face style folder, or
+any checkpoint with ``--spec``) goes to :mod:`certify.checkpoint_heads`: its
+layout is detected (:mod:`models.layouts`) and every head of every layer is
+certified (``--layer L --head H`` to pick one); ``--out`` also writes
+``heads.md``, the layer x head table.
+
 ``--out DIR`` writes ``DIR/certificate.json`` and its report (``certify.report``)
 in one atomic step. Exit 0 when every claim is proved, 1 when some claim is
 refuted or unknown, 2 bad input, 3 not a kernel head (dense softmax,
@@ -196,7 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="certify checkpoint", description='End-to-end certification of a trained head: kernel extraction, exact and approximate rank, exact correctness on the families it applies to, and the Lemma 3 audit naming inputs the model gets wrong. Writes one certificate and its report.')
     ap.add_argument("checkpoint", metavar="CKPT", help="models/ checkpoint (X, X.json, "
                     "X.safetensors) or a third-party state dict with --spec")
-    ap.add_argument("--spec", help="adapter spec (JSON) for a third-party checkpoint")
+    ap.add_argument("--spec", help="adapter spec (JSON) for a custom third-party layout "
+                    "(known libraries are recognised without one)")
+    ap.add_argument("--layer", type=int, help="third-party checkpoints: certify only this layer")
+    ap.add_argument("--head", type=int, help="third-party checkpoints: certify only this head")
     ap.add_argument("--family", action="append", default=[],
                     help="also check this family (built-in name or file); repeatable")
     ap.add_argument("--eps", default=str(DEFAULT_EPS), help="eps-rank threshold (exact, e.g. 1/1000)")
@@ -212,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError(f"--eps must be > 0, got {args.eps}")
     command = ["python", "-m", "certify", "checkpoint",
                *(sys.argv[1:] if argv is None else list(argv))]
+    if args.spec is not None or not _is_models_checkpoint(args.checkpoint):
+        return _main_layouts(args, eps, command)
     res = certify_checkpoint(args.checkpoint, spec=args.spec, families=args.family, eps=eps,
                              seed=args.seed, command=command)
     out = {}
@@ -222,6 +233,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
         print(f"certificate and report: {folder}/ (certificate.json, report.md)", file=sys.stderr)
     _print(res, args.checkpoint)
+    if args.json:
+        print(json.dumps({**res.to_json(), **out}))
+    return res.certificate.exit_code()
+
+
+def _is_models_checkpoint(ckpt: str) -> bool:
+    """A ``models/`` checkpoint (X, X.json, X.safetensors with its config); anything
+    else is a third-party checkpoint whose layout is detected."""
+    from certify.kernel import _is_checkpoint
+    p = Path(ckpt)
+    return _is_checkpoint(p) or (not p.exists() and p.with_suffix(".json").is_file()
+                                 and _is_checkpoint(p.with_suffix(".json")))
+
+
+def _main_layouts(args, eps: Fraction, command: list[str]) -> int:
+    """Third-party checkpoints: every head of every layer (:mod:`certify.checkpoint_heads`)."""
+    from certify import checkpoint_heads as ch
+    res = ch.certify_heads(args.checkpoint, spec=args.spec, families=args.family, eps=eps, seed=args.seed,
+                           layer=args.layer, head=args.head, command=command)
+    out = {}
+    if args.out:
+        folder = ch.write_out(res, args.out)
+        out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
+        print(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)", file=sys.stderr)
+    ch.print_result(res, args.checkpoint)
     if args.json:
         print(json.dumps({**res.to_json(), **out}))
     return res.certificate.exit_code()

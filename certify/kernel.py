@@ -351,7 +351,8 @@ def load_kernel(source: str | os.PathLike, *, tokens: str | None = None, spec: s
         return _with_tokens(k, tokens) if toks is None else k
     if suffix in (".pt", ".pth", ".bin", ".pkl", ".pickle", ".ckpt"):
         raise InputError(f"{path.name}: kernel matrices are read from .npy/.npz/.safetensors/.csv/.json; "
-                         f"a torch state dict needs --spec (read with weights_only=True), pickles never")
+                         f"a torch state dict needs --spec (read with weights_only=True), pickles never; "
+                         f"`certify checkpoint {path}` detects known layouts")
     raise InputError(f"{path.name}: unknown kernel source type {suffix or '(no suffix)'}")
 
 
@@ -419,7 +420,9 @@ def _from_arrays(arrays: dict[str, np.ndarray], path: Path, digest: str, tokens:
         keys = [k for k in arrays if k != "tokens"]
         key = "matrix" if "matrix" in arrays else (keys[0] if len(keys) == 1 else None)
         if key is None:
-            raise InputError(f"{path.name}: expected one array (or 'matrix', or 'phi_q'+'phi_k'), got {sorted(arrays)}")
+            raise InputError(f"{path.name}: expected one array (or 'matrix', or 'phi_q'+'phi_k'), got "
+                             f"{sorted(arrays)[:6]}; a model's weights: `certify checkpoint {path}` detects "
+                             f"known layouts, or give --spec SPEC (README, 'Supported layouts')")
         prov = Provenance(str(path), digest, "matrix-file", arrays[key].dtype.name, details={"array": key})
         k = from_matrix(arrays[key], prov, tokens=toks)
     return _with_tokens(k, tokens) if toks is None else k

@@ -1,0 +1,65 @@
+"""Each supported library's own constructor defaults, pinned.
+
+A checkpoint holds tensors, not constructor arguments; where neither the
+state dict nor a config says otherwise, a layer is read with its library's
+defaults, so those defaults decide what is certified (a default Performer is
+FAVOR+ and is refused). ``tests/test_layouts.py`` compares this table with the
+installed constructors' signatures, so a library release that changes a
+default fails a test instead of silently changing a certificate.
+
+pytorch-fast-transformers does not build against the pinned torch (C++
+extensions, 2021 source release): its entries are read from its source and
+are not compared by the test (``checked = False``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+#: (library, class) -> (import path, defaults, checked against the installed library)
+DEFAULTS: Mapping[tuple[str, str], tuple[str, Mapping[str, Any], bool]] = {
+    ("performer-pytorch", "SelfAttention"): (
+        "performer_pytorch.performer_pytorch:SelfAttention",
+        {"causal": False, "heads": 8, "dim_head": 64, "local_heads": 0, "nb_features": None,
+         "feature_redraw_interval": 1000, "generalized_attention": False, "kernel_fn": "ReLU",
+         "no_projection": False, "qkv_bias": False}, True),
+    ("linear-attention-transformer", "SelfAttention"): (
+        "linear_attention_transformer.linear_attention_transformer:SelfAttention",
+        {"causal": False, "dim_head": None, "n_local_attn_heads": 0, "receives_context": False}, True),
+    ("fla", "LinearAttention"): (
+        "fla.layers:LinearAttention",
+        {"hidden_size": 1024, "expand_k": 1.0, "expand_v": 1.0, "num_heads": 8, "num_kv_heads": None,
+         "feature_map": "elementwise_product", "tie_feature_map_qk": False, "output_norm": "rmsnorm",
+         "norm_q": False, "norm_k": False, "do_feature_map_norm": False, "norm_eps": 1e-05}, True),
+    ("fla", "LinearAttentionConfig"): (
+        "fla.models:LinearAttentionConfig",
+        {"hidden_size": 2048, "expand_k": 1.0, "expand_v": 1.0, "num_heads": 4, "num_kv_heads": None,
+         "feature_map": "elementwise_product", "tie_feature_map_qk": False, "norm_q": False,
+         "norm_k": False, "norm_feature_map": False, "norm_eps": 1e-06, "fuse_norm": True,
+         "attn": None}, True),
+    ("fla", "BasedLinearAttention"): (
+        "fla.layers:BasedLinearAttention",
+        {"feature_dim": 16, "num_key_value_heads": 12, "num_heads": 12, "feature_name": "taylor_exp",
+         "eps": 1e-12, "causal": True, "mode": "parallel"}, True),
+    ("fla", "ReBasedLinearAttention"): (
+        "fla.layers:ReBasedLinearAttention",
+        {"feature_dim": 16, "num_key_value_heads": 16, "num_heads": 16, "use_gamma": True,
+         "use_beta": True, "normalize": True, "causal": True, "eps": 1e-05}, True),
+    # zoology is not on the package index: its Based mixer's defaults, read from
+    # zoology/mixers/based.py; the kernel is checked through fla's port above.
+    ("zoology", "Based"): (
+        "zoology.mixers.based:Based",
+        {"feature_dim": 16, "num_key_value_heads": 12, "num_heads": 12, "feature_name": "taylor_exp",
+         "eps": 1e-12, "causal": True}, False),
+    # fast_transformers.attention.attention_layer.AttentionLayer and the builder's
+    # attention types; LinearAttention(query_dimensions, feature_map=None, eps=1e-6)
+    # uses elu(x) + 1 when feature_map is None.
+    ("pytorch-fast-transformers", "AttentionLayer"): (
+        "fast_transformers.attention.attention_layer:AttentionLayer",
+        {"d_keys": None, "d_values": None, "attention_type": "full", "feature_map": "elu+1",
+         "eps": 1e-06}, False),
+}
+
+
+def defaults(library: str, cls: str) -> dict[str, Any]:
+    return dict(DEFAULTS[(library, cls)][1])
