@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import os
 import sqlite3
 import subprocess
@@ -195,9 +196,14 @@ def test_checkpoint_certified_end_to_end(server, client, certified, tmp_path):
     assert v["mode"].startswith("sources present (3 input file(s)") or v["mode"].startswith("sources present (2")
     path = tmp_path / "downloaded.json"
     path.write_text(client.get(f"{server.url}/certificates/{sha}/certificate.json").text)
-    cli = subprocess.run([sys.executable, "-m", "certify", "verify", str(path)], cwd=ROOT,
-                         capture_output=True, text=True)
+    # the user verifies beside their own checkpoint, replaying the extraction as the server did
+    for suffix in (".json", ".safetensors"):
+        shutil.copyfile(CKPT.with_suffix(suffix), tmp_path / (CKPT.name + suffix))
+    cli = subprocess.run([sys.executable, "-m", "certify", "verify", str(path),
+                          "--replay-extraction"], cwd=tmp_path, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert v["exit_code"] == cli.returncode == 0, cli.stderr
+    assert "extraction replayed" in v["mode"]
     assert v["verification"]["exit_meaning"].startswith("every claim's verdict is re-derived")
     # the page shows the claims and the verification with its meaning
     html = client.get(f"{server.url}/certificates/{sha}").text
