@@ -179,14 +179,14 @@ def test_options_are_checked_before_anything_is_stored(server, client):
 
 def test_checkpoint_certified_end_to_end(server, client, certified, tmp_path):
     sha = certified["cert_sha256"]
-    assert certified["exit_code"] == 0                    # the model solves its test pool exactly
+    assert certified["exit_code"] == 1                    # the model fails test inputs: refuted
     text = client.get(f"{server.url}/api/certificates/{sha}").text
     assert sha256_bytes(text.encode()) == sha             # content-addressed, kept verbatim
     cert = json.loads(text)
     kinds = [c["kind"] for c in cert["claims"]]
     assert kinds == ["exact_rank", "eps_rank", "nonnegative", "correctness"]
     assert cert["claims"][0]["evidence"]["rank_lower"] == cert["claims"][0]["evidence"]["rank_upper"] == 8
-    assert cert["claims"][3]["verdict"] == "proved"
+    assert cert["claims"][3]["verdict"] == "refuted"
     # the user's file names and hashes, never a path on the server
     assert cert["inputs"]["upload:my-model.zip"] == sha256_bytes(checkpoint_zip())
     assert cert["inputs"][CKPT.name + ".safetensors"] == sha256_bytes(CKPT.with_suffix(".safetensors").read_bytes())
@@ -223,7 +223,7 @@ def test_filters(server, client, certified):
                                                         params=q).json()]
     assert sha in get(kind="correctness") and sha in get(kind="eps_rank")
     assert sha not in get(kind="infeasible")
-    assert sha in get(verdict="proved") and sha not in get(verdict="refuted")
+    assert sha in get(verdict="refuted") and sha not in get(verdict="proved")
     assert sha in get(rank=8) and sha not in get(rank=7)
     assert sha in get(model=model) and sha not in get(model="0" * 64)
     fam = json.loads(client.get(f"{server.url}/api/certificates/{sha}").text)["claims"][3]["parameters"]
@@ -231,8 +231,8 @@ def test_filters(server, client, certified):
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
     assert sha in get(since="2000-01-01") and sha not in get(until="2000-01-01")
     assert sha in get(until=today) and sha in get(since=today)         # a date is a whole day
-    html = client.get(server.url + "/", params={"verdict": "proved"}).text
-    assert sha[:12] in html and 'class="badge proved"' in html
+    html = client.get(server.url + "/", params={"verdict": "refuted"}).text
+    assert sha[:12] in html and 'class="badge refuted"' in html
     assert client.get(server.url + "/api/certificates", params={"rank": "x"}).status_code == 400
     del fam
 

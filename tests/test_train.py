@@ -153,7 +153,7 @@ def test_committed_paper51_checkpoints_exactly(name, solves, paper51):
     assert float(res.max_error) == pytest.approx(evaluate_lookup(model, paper51)["max_error"], abs=1e-5)
 
 
-@pytest.mark.parametrize("rank,solves_test,fits_train", [(8, True, False), (32, True, True)])
+@pytest.mark.parametrize("rank,solves_test,fits_train", [(8, False, False), (32, True, True)])
 def test_committed_ood_checkpoints_exactly(rank, solves_test, fits_train):
     from models.constructions import exact_tables
 
@@ -166,7 +166,7 @@ def test_committed_ood_checkpoints_exactly(rank, solves_test, fits_train):
     assert exact.ok is solves_test and (acc == 1.0) is solves_test
     assert float(exact.max_error) == pytest.approx(max_err, abs=1e-4)
     assert acc == cfg["metrics"]["test_exact_seq_acc"]
-    # r = 32 fits the training pool exactly; r = 8 misses one of its 2048 inputs
+    # r = 32 fits the training pool exactly; r = 8 misses 21 of its 2048 inputs
     fit = exact_tables(model, train.tokens).check(train.inputs, train.targets, train.scored)
     assert fit.ok is fits_train
-    assert cfg["metrics"]["train_exact_seq_acc"] == (1.0 if fits_train else 2047 / 2048)
+    assert cfg["metrics"]["train_exact_seq_acc"] == (1.0 if fits_train else 2027 / 2048)

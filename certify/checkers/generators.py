@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-OOD_GENERATOR = "splitmix64/1"
+OOD_GENERATOR = "splitmix64-colex/1"
 OOD_DEFAULTS = {"train_size": 2048, "test_size": 1024, "seed": 0}
 FAMILY_FORMAT = "certify-attention/family/1"
 _MASK = (1 << 64) - 1
@@ -60,30 +60,60 @@ class SplitMix64:
         return p[:k]
 
 
+def _unrank(index: int, M: int, k: int) -> list[int]:
+    """The ``index``-th ``k``-subset of ``range(M)`` in colex order (combinatorial
+    number system: ``index = sum_j C(c_j, j)``), as a 0/1 list of length ``M``."""
+    from math import comb
+    word = [0] * M
+    for x in range(M - 1, -1, -1):
+        if k == 0:
+            break
+        c = comb(x, k)
+        if index >= c:
+            word[x] = 1
+            index -= c
+            k -= 1
+    return word
+
+
+def _pool_of(seed: int, salt: int, index: int) -> int:
+    """0 (train) or 1 (test): a keyed SplitMix64 bit, so a codeword's pool is known
+    without listing all codewords."""
+    return SplitMix64((seed * 0x100000001B3 + salt) ^ (index * 0xD1B54A32D192ED03)).next() >> 63
+
+
 def ood_pools(M: int, q: int, train_size: int, test_size: int, seed: int):
     """The two Sec. 5.2 pools as ``[(tokens, inputs, scored), (tokens, inputs, scored)]``
     (train, test): tokens are 0/1 lists of length ``M + 2`` in first-use order,
     inputs are rows of ``2q`` token indices, scored flags mark the queries.
 
-    Codewords are the weight-``M/2`` words of ``[M]``; codewords, assignments
-    ``{0,1}^q`` and 64 coordinate permutations are each split in two by a seeded
-    shuffle (train and test disjoint in all three). A query for codeword ``S`` is
-    ``(1, 0, x_S)``; its slot holds the matching token ``(0, 1, x_{S^c})`` (target 0)
-    when the assignment bit is 1, else safe padding ``(0, 1, x_{S^c} + e_c)`` with
-    ``c`` the first coordinate of ``S`` (target 1); positions are shuffled.
-    Returns None when a pool has fewer than ``q`` codewords."""
+    Codewords are the weight-``M/2`` words of ``[M]``, numbered in colex order;
+    each goes to the train or the test pool by a keyed hash bit, so that the
+    generator never lists all ``C(M, M/2)`` of them (``M = 24``: 2.7 million).
+    Assignments ``{0,1}^q`` and 64 coordinate permutations are split in two by a
+    seeded shuffle. Train and test are disjoint in all three. A query for codeword
+    ``S`` is ``(1, 0, x_S)``; its slot holds the matching token ``(0, 1, x_{S^c})``
+    (target 0) when the assignment bit is 1, else safe padding
+    ``(0, 1, x_{S^c} + e_c)`` with ``c`` the first coordinate of ``S`` (target 1);
+    positions are shuffled. Returns None when a pool has fewer than ``q`` codewords
+    or assignments."""
+    from math import comb
     rng = SplitMix64(seed)
-    words = [[1 if i in c else 0 for i in range(M)]
-             for c in itertools.combinations(range(M), M // 2)]
-    perm_w = rng.permutation(len(words))
-    half_w = len(words) // 2
-    pools_w = ([words[i] for i in perm_w[:half_w]], [words[i] for i in perm_w[half_w:]])
-    if min(len(p) for p in pools_w) < q:
+    total = comb(M, M // 2)
+    if total <= 1 << 16:                       # small: count the pools exactly
+        sizes = [0, 0]
+        for i in range(total):
+            sizes[_pool_of(seed, 1, i)] += 1
+        if min(sizes) < q:
+            return None
+    elif q > total // 4:
         return None
     assign = [[(a >> i) & 1 for i in range(q)] for a in range(1 << q)]
     perm_a = rng.permutation(len(assign))
     half_a = max(1, len(assign) // 2)
     pools_a = ([assign[i] for i in perm_a[:half_a]], [assign[i] for i in perm_a[half_a:]])
+    if not pools_a[1]:
+        return None
     perms = [rng.permutation(M) for _ in range(64)]
     pools_p = (perms[:32], perms[32:])
     out = []
@@ -100,9 +130,13 @@ def ood_pools(M: int, q: int, train_size: int, test_size: int, seed: int):
 
         inputs, scored = [], []
         for _ in range(size):
-            idx = rng.sample(len(pools_w[split]), q)
+            chosen: list[int] = []
+            while len(chosen) < q:             # q distinct codewords of this pool
+                i = rng.below(total)
+                if i not in chosen and _pool_of(seed, 1, i) == split:
+                    chosen.append(i)
             perm = pools_p[split][rng.below(len(pools_p[split]))]
-            ws = [[pools_w[split][i][perm[c]] for c in range(M)] for i in idx]
+            ws = [[w[perm[c]] for c in range(M)] for w in (_unrank(i, M, M // 2) for i in chosen)]
             a = pools_a[split][rng.below(len(pools_a[split]))]
             seq, is_q = [], []
             for i in range(q):
@@ -129,7 +163,9 @@ def ood_body(M: int, q: int, split: str, *, train_size: int = OOD_DEFAULTS["trai
         return None
     which = 0 if split == "train" else 1
     tokens, inputs, scored = pools[which]
-    ip = [[sum(a & b for a, b in zip(u, v)) for v in tokens] for u in tokens]
+
+    def ip(x: int, z: int) -> int:
+        return sum(a & b for a, b in zip(tokens[x], tokens[z]))
     return {
         "format": FAMILY_FORMAT,
         "name": f"ood-{M}-{q}-{2 * q}-{split}",
@@ -137,7 +173,7 @@ def ood_body(M: int, q: int, split: str, *, train_size: int = OOD_DEFAULTS["trai
         "tokens": ["".join(map(str, t)) for t in tokens],
         "inputs": inputs,
         "scored": scored,
-        "targets": [[min(ip[x][z] for z in row) for x in row] for row in inputs],
+        "targets": [[min(ip(x, z) for z in row) for x in row] for row in inputs],
         "params": {"builder": "ood", "generator": OOD_GENERATOR, "M": M, "q": q, "n": 2 * q,
                    "seed": seed, "split": split,
                    "size": train_size if which == 0 else test_size},
