@@ -32,6 +32,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from certify.certificate import Certificate, Claim, ClaimKind, Verdict, q_to_str
+from certify import cli, limits, outputs
 from certify.errors import InputError, run_command
 from certify.families import Family, load_family
 from certify.feasibility_bounds import ChainBound, chain_bound
@@ -250,17 +251,18 @@ def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *
 # ---------------------------------------------------------------- command
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="certify.feasibility", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="certify feasibility", description=__doc__.split("\n")[0])
     p.add_argument("--rank", type=int, help="feature dimension r >= 1")
     p.add_argument("--family", default="paper-5.1", help="built-in family name or family file")
     p.add_argument("--features", choices=[f.value for f in Features], default=None,
                    help="feature class (default: real; --sweep runs both unless given)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p.add_argument("--out", help="write the certificate here (atomically)")
-    p.add_argument("--time-limit", type=float, default=60.0, help="search seconds per rank")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sweep", metavar="LO:HI", help="run every rank in LO..HI")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
+    p.add_argument("--time-limit", type=float, default=60.0,
+                   help="search seconds per rank (finite, > 0; default 60)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the witness search (default 0)")
+    p.add_argument("--sweep", metavar="LO:HI", help="run every rank in LO..HI (not with --rank)")
+    cli.add_progress(p)
     return p.parse_args(argv)
 
 
@@ -291,14 +293,22 @@ def _line(res: FeasibilityResult) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise InputError(f"--time-limit must be positive, got {args.time_limit}")
+    limits.check_time_limit(args.time_limit)
+    if args.rank is not None and args.sweep:
+        raise InputError("give either --rank R or --sweep LO:HI, not both")
+    if args.rank is not None:
+        limits.check_int("rank", args.rank, "--rank")
+    if args.sweep:
+        limits.check_int("rank", _sweep_range(args.sweep)[1], "--sweep HI")
+    if args.out:
+        outputs.check_out_file(args.out)
+    progress = cli.show_progress(args.no_progress)
     family = load_family(args.family)
     if args.sweep:
         lo, hi = _sweep_range(args.sweep)
         feats = [Features(args.features)] if args.features else [Features.REAL, Features.NONNEGATIVE]
         results, brackets = sweep(family, lo, hi, feats, time_limit=args.time_limit,
-                                  seed=args.seed, progress=not args.no_progress)
+                                  seed=args.seed, progress=progress)
     else:
         if args.rank is None:
             raise InputError("give --rank R (or --sweep LO:HI)")
@@ -306,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"rank must be an integer >= 1, got {args.rank}")
         results = [decide(family, args.rank, Features(args.features or "real"),
                           time_limit=args.time_limit, seed=args.seed,
-                          progress=not args.no_progress)]
+                          progress=progress)]
         brackets = None
     for res in results:
         print(_line(res), file=sys.stderr)
@@ -315,11 +325,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{family.name} {k}: minimum rank in [{a}, {b if b is not None else '?'}]",
                   file=sys.stderr)
     cert = Certificate(claims=[r.to_claim() for r in results],
-                       command=["python", "-m", "certify.feasibility",
+                       command=["certify", "feasibility",
                                 *(argv if argv is not None else sys.argv[1:])],
                        inputs={f"family:{family.name}": family.sha256}, seeds={"search": args.seed})
     if args.out:
-        cert.write(args.out)
+        outputs.write_file(args.out, cert.dumps())
     if args.json:
         if brackets is None:
             doc = results[0].summary()

@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from certify.certificate import Certificate, Claim, ClaimKind, Verdict, q_to_str, sha256_bytes
+from certify import cli, limits, outputs
 from certify.errors import InputError, UncertifiableError, run_command
 from certify.kernel import Form, Kernel, load_kernel
 from solvers import exact as ex
@@ -486,35 +487,34 @@ def _require(claim: Claim) -> Claim:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="certify.rank", description='Exact two-sided rank (modular minor + exact span or null-space witness) and certified approximate rank of a kernel; optional Lemma 4 / Thm 5 code-rank and nonnegativity claims. Exit 0 when every claim is proved.')
-    p.add_argument("source", help="kernel file, matrix file, models/ checkpoint, or state dict (with --spec)")
+    p = argparse.ArgumentParser(prog="certify rank", description='Exact two-sided rank (modular minor + exact span or null-space witness) and certified approximate rank of a kernel; optional Lemma 4 / Thm 5 code-rank and nonnegativity claims. Exit 0 when every claim is proved.')
+    p.add_argument("source", help="kernel file, matrix file, models/ checkpoint, or state dict "
+                   "(with --spec); resolved as given, then a folder with a config and "
+                   "safetensors, then with a known suffix (.json, .safetensors, .npz, .npy, .csv)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--tokens", help="token set: cube:M")
     g.add_argument("--family", help="token set: a family's tokens (name or file)")
     p.add_argument("--spec", help="adapter spec (JSON) for a third-party checkpoint")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.add_argument("--out", help="write the certificate here (atomically)")
-    p.add_argument("--eps", help="eps-rank threshold (exact: '1/1000', '0.001')")
+    p.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
+    p.add_argument("--eps", help="eps-rank threshold (exact: '1/1000', '0.001'; > 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random primes")
-    p.add_argument("--max-primes", type=int, default=4)
+    p.add_argument("--max-primes", type=int, default=4,
+                   help="random primes tried for the modular rank (1..64, default 4)")
     p.add_argument("--code", help="code for the Lemma 4 claim: 'paper-5.1', a .json list of "
                                   "0/1 strings, or a .npy (W, M) array")
     p.add_argument("--require-nonnegative", action="store_true",
                    help="certify alpha >= 0; a signed kernel exits with code 3")
     p.add_argument("--embed-limit", type=int, default=DEFAULT_EMBED_LIMIT,
                    help="embed matrices/features with at most this many entries in the certificate")
-    p.add_argument("--batch-size", type=int, default=1 << 14)
+    p.add_argument("--batch-size", type=int, default=1 << 14,
+                   help="tokens per feature batch (1..2^20, default 2^14)")
+    cli.add_progress(p)
     return p
 
 
 def parse_eps(text: str) -> Fraction:
-    try:
-        v = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        raise InputError(f"--eps must be an exact number like 1/1000 or 0.001, got {text!r}") from None
-    if v <= 0:
-        raise InputError(f"--eps must be > 0, got {text}")
-    return v
+    return limits.parse_eps(text, "--eps")
 
 
 def load_code(spec: str) -> tuple[np.ndarray, str]:
@@ -538,19 +538,28 @@ def load_code(spec: str) -> tuple[np.ndarray, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     a = _parser().parse_args(argv)
-    if a.embed_limit < 0 or a.max_primes < 1 or a.batch_size < 1:
-        raise InputError("--embed-limit must be >= 0, --max-primes and --batch-size >= 1")
+    if a.embed_limit < 0 or not 1 <= a.max_primes <= 64 or not 1 <= a.batch_size <= 1 << 20:
+        raise InputError("--embed-limit must be >= 0, --max-primes in 1..64, --batch-size in 1..2^20")
+    eps = parse_eps(a.eps) if a.eps else None
+    if a.out:
+        outputs.check_out_file(a.out)
     tokens = a.tokens or a.family
-    kernel = load_kernel(a.source, tokens=tokens, spec=a.spec)
+    if a.tokens:
+        from certify.kernel import parse_tokens
+        parse_tokens(a.tokens)                  # cube:M bounds, before any model is loaded
+    source = a.source if a.spec else str(cli.resolve_source(a.source))
+    if not a.spec:
+        cli.precheck_checkpoint(source)
+    kernel = load_kernel(source, tokens=tokens, spec=a.spec)
     code, code_name = load_code(a.code) if a.code else (None, None)
-    opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=parse_eps(a.eps) if a.eps else None,
+    opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=eps,
                       code=code, code_name=code_name, require_nonnegative=a.require_nonnegative,
                       embed_limit=a.embed_limit, batch_size=a.batch_size)
     rep = certify_rank(kernel, opt)
     cert = rep.certificate
-    cert.command = ["certify.rank", *(sys.argv[1:] if argv is None else list(argv))]
+    cert.command = ["certify", "rank", *(sys.argv[1:] if argv is None else list(argv))]
     if a.out:
-        cert.write(a.out)
+        outputs.write_file(a.out, cert.dumps())
     for c in cert.claims:
         print(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
     if a.json:

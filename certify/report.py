@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from certify.certificate import sha256_file
+from certify import cli as _cli, outputs as _outputs
 from certify.errors import InputError, run_command
 from certify import verify as _verify
 
@@ -64,6 +65,7 @@ def load(paths: Sequence[str | os.PathLike]) -> list[Loaded]:
             cert = _verify.parse(text)
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
+        _check_shape(cert, path)
         label = path.stem
         k = 2
         while label in seen:
@@ -73,6 +75,22 @@ def load(paths: Sequence[str | os.PathLike]) -> list[Loaded]:
     if not out:
         raise InputError("no certificate given")
     return out
+
+
+def _check_shape(cert: dict, path: Path) -> None:
+    """The fields the report reads have the types it expects (one line, exit 2)."""
+    claims = cert.get("claims")
+    if not isinstance(claims, list) or not claims:
+        raise InputError(f"{path}: certificate has no claims")
+    for i, c in enumerate(claims):
+        if not isinstance(c, dict):
+            raise InputError(f"{path}: claim {i} is not an object")
+        for key, typ in (("kind", str), ("verdict", str), ("evidence", dict)):
+            if not isinstance(c.get(key), typ):
+                raise InputError(f"{path}: claim {i} has no {key} {'object' if typ is dict else 'string'}")
+        for key, typ in (("statement", str), ("parameters", dict), ("method", str)):
+            if c.get(key) is not None and not isinstance(c[key], typ):
+                raise InputError(f"{path}: claim {i}: {key} has the wrong type")
 
 
 # ---------------------------------------------------------------- figures
@@ -392,7 +410,7 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def latex(certs: list[Loaded], checks: dict[str, Any] | None) -> str:
+def latex(certs: list[Loaded], checks: dict[str, Any] | None, figures: Sequence[str] = ()) -> str:
     lines = ["% Claims table made by certify.report; needs \\usepackage{booktabs}.",
              "\\begin{tabular}{@{}llllp{0.52\\linewidth}@{}}", "\\toprule",
              "Certificate & \\# & Kind & Verdict & Statement \\\\", "\\midrule"]
@@ -416,15 +434,16 @@ class ReportFiles:
 
 
 def build(certs: list[Loaded], out: str | os.PathLike, *, check: bool = True,
-          extra: dict[str, str] | None = None) -> ReportFiles:
-    """Write the report folder ``out`` (atomically replaced); ``extra`` adds files
-    (name -> text) to the folder, e.g. the certificate itself."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+          extra: dict[str, str] | None = None, command: str = "report") -> ReportFiles:
+    """Write the report folder ``out`` (atomically replaced, see :mod:`certify.outputs`:
+    only a new, empty or earlier ``certify <command>`` folder is replaced); ``extra``
+    adds files (name -> text) to the folder, e.g. the certificate itself."""
+    out = _outputs.check_out_dir(out, command)
     checks = {L.label: _verify.verify_certificate(L.cert, base=L.path.resolve().parent)
               for L in certs} if check else None
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    files: list[str] = []
+
+    def fill(tmp: Path) -> None:
         figures: list[str] = []
         sv = singular_value_series(certs)
         if sv:
@@ -436,61 +455,47 @@ def build(certs: list[Loaded], out: str | os.PathLike, *, check: bool = True,
         if tp:
             figures += figure_transcript(tp, tmp)
         (tmp / "report.md").write_text(markdown(certs, checks, figures))
-        (tmp / "report.tex").write_text(latex(certs, checks))
+        (tmp / "report.tex").write_text(latex(certs, checks, figures))
         for name, text in (extra or {}).items():
             (tmp / name).write_text(text)
-        files = ["report.md", "report.tex", *figures, *(extra or {})]
-        os.chmod(tmp, 0o755)
-        _replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        files.extend(["report.md", "report.tex", *figures, *(extra or {})])
+
+    _outputs.write_dir(out, command, fill)
     holds = None if checks is None else all(r.holds for r in checks.values())
     return ReportFiles(out, tuple(files), holds)
 
 
-def build_with_certificate(text: str, out: str | os.PathLike, name: str = "certificate.json"
-                           ) -> Path:
+def loaded_from_text(text: str, path: str | os.PathLike) -> Loaded:
+    """A certificate held in memory, labelled by the path it will be written to."""
+    path = Path(path)
+    try:
+        cert = _verify.parse(text)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    _check_shape(cert, path)
+    import hashlib
+    return Loaded(path.stem, path, hashlib.sha256(text.encode()).hexdigest(), cert)
+
+
+def build_with_certificate(text: str, out: str | os.PathLike, name: str = "certificate.json",
+                           command: str = "checkpoint") -> Path:
     """``out/name`` (the certificate) and its report, written in one atomic step."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.stage.", dir=out.parent))
-    try:
-        (stage / name).write_text(text)
-        build(load([stage / name]), out, extra={name: text})
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    build([loaded_from_text(text, out / name)], out, extra={name: text}, command=command)
     return out
 
 
-def _replace_dir(new: Path, out: Path) -> None:
-    """Rename ``new`` to ``out``; an existing ``out`` is moved aside first and removed
-    after, so ``out`` is always either the old or the new complete folder."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out} exists and is not a folder")
-    if not out.exists():
-        os.replace(new, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-    os.rmdir(old)
-    os.replace(out, old)
-    try:
-        os.replace(new, out)
-    except BaseException:
-        os.replace(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="certify.report",
-                                description="Certificates -> report.md, report.tex, figures.")
-    p.add_argument("certificates", nargs="+", metavar="CERT.json")
-    p.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    p = argparse.ArgumentParser(prog="certify report",
+                                description="Certificates -> report.md, report.tex, figures.",
+                                epilog=_cli.EXIT_EPILOG)
+    p.add_argument("certificates", nargs="+", metavar="CERT.json", help="certificates to report on")
+    p.add_argument("--out", required=True, help=_cli.OUT_DIR_HELP)
     p.add_argument("--no-verify", action="store_true",
                    help="do not re-check the certificates (report only)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = p.parse_args(argv)
+    _outputs.check_out_dir(args.out, "report")
     certs = load(args.certificates)
     rep = build(certs, args.out, check=not args.no_verify)
     if args.json:

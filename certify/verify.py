@@ -285,7 +285,7 @@ def format_text(result: Verification, path: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="certify.verify",
+    p = argparse.ArgumentParser(prog="certify verify",
                                 description="Re-check a certificate with exact arithmetic only.")
     p.add_argument("certificates", nargs="+", metavar="CERT.json")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
