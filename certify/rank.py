@@ -319,9 +319,14 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
     ev.update({"t": b.t, "kept": list(b.kept), "frobenius_sq": q_to_str(b.frobenius_sq),
                "bound": q_to_str(b.bound), "rank_lower": b.rank_lower,
                "min_lambda": None if b.min_lambda is None else q_to_str(b.min_lambda)})
-    stmt = (f"B[S,U] = alpha(x_S, x_(U^c)) over the {len(W)}-word code{f' {name}' if name else ''}, "
-            f"row-normalized (t = {b.t} nonzero diagonals), has rank >= t^2/||C||_F^2 = "
-            f"{float(b.bound):.4f}, so the kernel has rank >= {b.rank_lower}")
+    head = (f"B[S,U] = alpha(x_S, x_(U^c)) over the {len(W)}-word code{f' {name}' if name else ''}, "
+            f"row-normalized (t = {b.t} nonzero diagonals)")
+    if b.rank_lower > 1:
+        stmt = (f"{head}, has rank >= t^2/||C||_F^2 = {float(b.bound):.4f}, so the kernel has "
+                f"rank >= {b.rank_lower}")
+    else:       # a bound <= 1 says only that the kernel is nonzero: say so, claim nothing more
+        stmt = (f"{head}: the Lemma 4 bound t^2/||C||_F^2 = {float(b.bound):.4g} is trivial "
+                f"(at most 1); it shows only that the kernel is nonzero on the code (rank >= 1)")
     verdict, reason = Verdict.PROVED, None
     if b.t == 0:
         verdict, reason = Verdict.UNKNOWN, "every diagonal entry alpha(x_S, x_(S^c)) is zero"

@@ -128,10 +128,27 @@ def singular_value_series(certs: list[Loaded]) -> list[dict[str, Any]]:
                     pairs.append((_sqrt_down(_q(e[0])), _sqrt_down(_q(e[1]))))
             pairs.sort(key=lambda p: -p[1])
             eps = _q(ev.get("eps"))
-            out.append({"label": f"{L.label} #{i}", "intervals": pairs,
+            out.append({"label": _series_name(L), "intervals": pairs,
                         "eps": None if eps is None else float(eps), "k": ev.get("k"),
                         "verdict": c["verdict"]})
     return out
+
+
+def _series_name(L: Loaded) -> str:
+    """A kernel's name for a figure legend: its model or matrix file (from a
+    claim's ``source`` parameter), else the certificate's name."""
+    for c in L.cert["claims"]:
+        src = (c.get("parameters") or {}).get("source")
+        if isinstance(src, str) and src:
+            name = Path(src).name
+            if "(" in name:                     # a construction: module.function(args)
+                name = name.rsplit(".", 1)[-1] if "." in name.split("(")[0] else name
+            for suf in (".json", ".safetensors", ".npz", ".npy", ".csv"):
+                if name.endswith(suf):
+                    name = name[: -len(suf)]
+            if name:
+                return name
+    return L.label
 
 
 def feasibility_points(certs: list[Loaded]) -> list[dict[str, Any]]:
@@ -184,19 +201,22 @@ def _plt():
 
 def _save(fig, folder: Path, name: str) -> list[str]:
     fig.tight_layout()
-    fig.savefig(folder / f"{name}.png", dpi=150)
-    fig.savefig(folder / f"{name}.pdf")
+    fig.savefig(folder / f"{name}.png", dpi=150, bbox_inches="tight")   # legends outside the axes
+    fig.savefig(folder / f"{name}.pdf", bbox_inches="tight")
     _plt().close(fig)
     return [f"{name}.png", f"{name}.pdf"]
 
 
 def figure_singular_values(series, folder: Path) -> list[str]:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = plt.subplots(figsize=(6.4, 4.2 + 0.18 * len(series)))
     positive = [a for s in series for a, _ in s["intervals"] if a > 0]
     positive += [s["eps"] for s in series if s["eps"]]
     floor = min(positive) / 100 if positive else 1e-12
-    for s in series:
+    names = [s["label"] for s in series]
+    for k, s in enumerate(series):        # one legend name per series
+        if names.count(s["label"]) > 1:
+            s = s | {"label": f"{s['label']} ({names[:k + 1].count(s['label'])})"}
         xs = list(range(1, len(s["intervals"]) + 1))
         color = ax._get_lines.get_next_color()
         # an enclosure [lo, hi]: a bar; lo = 0 (sigma may vanish): a downward marker at
@@ -208,20 +228,21 @@ def figure_singular_values(series, folder: Path) -> list[str]:
                       color=color, lw=3)
             ax.scatter([x for x, _, _ in pos], [b for _, _, b in pos],
                        marker="_" if len(xs) <= 16 else ".", s=160 if len(xs) <= 16 else 20,
-                       color=color, label=f"{s['label']}: {s['k']} values > eps")
+                       color=color, label=f"{s['label']}: {s['k']} values > $\\varepsilon$")
         if zero:
             ax.scatter(*zip(*zero), marker="v", s=40, color=color,
-                       label=f"{s['label']}: 0 <= sigma_i <= marker")
-        if s["eps"]:
-            ax.axhline(s["eps"], ls="--", lw=1, color=color, label=f"eps = {s['eps']:.3g}")
+                       label=f"{s['label']}: $0 \\leq \\sigma_i \\leq$ marker")
+    for j, eps in enumerate(sorted({s["eps"] for s in series if s["eps"]})):   # one line per eps
+        ax.axhline(eps, ls=("--", ":", "-.")[j % 3], lw=1, color="0.3",
+                   label=f"$\\varepsilon$ = {eps:.3g}")
     ax.set_yscale("log")
     ax.set_ylim(bottom=floor / 2)
     from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=12))
     ax.set_xlabel("index i")
-    ax.set_ylabel("sigma_i (certified enclosure)")
+    ax.set_ylabel("$\\sigma_i$ (certified enclosure)")
     ax.set_title("Singular values with certified enclosures")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     ax.grid(True, which="both", alpha=0.3)
     return _save(fig, folder, "singular_values")
 
@@ -278,7 +299,7 @@ def figure_transcript(points, folder: Path) -> list[str]:
     ax.set_xlabel("p (bits per coordinate)" if all(p["p"] is not None for p in pts) else "run")
     ax.set_ylabel("transcript bits available")
     ax.set_title("Theorem 9: transcript bits vs the bound", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(True, alpha=0.3)
     return _save(fig, folder, "transcript_bits")
 
@@ -355,7 +376,8 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
         if c.get("reason"):
             lines += [f"- reason: {c['reason']}"]
         if c.get("method"):
-            lines += [f"- method: {c['method']}"]
+            from certify.report_tex import explain
+            lines += [f"- method: [{c['method']}](#methods) -- {explain(c['method'])}"]
         params = _scalars(c.get("parameters", {}))
         if params:
             lines += ["- parameters: " + ", ".join(f"`{k}` = {_fmt(v)}" for k, v in params)]
@@ -375,6 +397,11 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
             cc = checks[L.label].claims[i]
             lines += ["- re-checked: " + ("holds" if cc.holds else "FAILS: " + "; ".join(cc.problems))]
         lines.append("")
+    from certify.report_tex import explain
+    meths = list(dict.fromkeys(c.get("method") for _, _, c in _rows(certs) if c.get("method")))
+    if meths:
+        lines += ["## Methods", "", "<a id=\"methods\"></a>", ""]
+        lines += [f"- **{m}**: {explain(m)}" for m in meths] + [""]
     lines += ["## Reproducibility", ""]
     for L in certs:
         cert = L.cert
@@ -411,17 +438,12 @@ def _fmt(v: Any) -> str:
 
 
 def latex(certs: list[Loaded], checks: dict[str, Any] | None, figures: Sequence[str] = ()) -> str:
-    lines = ["% Claims table made by certify.report; needs \\usepackage{booktabs}.",
-             "\\begin{tabular}{@{}llllp{0.52\\linewidth}@{}}", "\\toprule",
-             "Certificate & \\# & Kind & Verdict & Statement \\\\", "\\midrule"]
-    for L, i, c in _rows(certs):
-        verdict = c["verdict"]
-        if checks is not None and not checks[L.label].claims[i].holds:
-            verdict += " (fails re-check)"
-        lines.append(" & ".join(tex_escape(x) for x in (L.label, str(i), c["kind"].replace("_", " "),
-                                                         verdict, c.get("statement", ""))) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    return "\n".join(lines) + "\n"
+    """The paper-ready LaTeX fragment (see :mod:`certify.report_tex`)."""
+    from certify import report_tex
+
+    def fails(label: str, i: int) -> bool:
+        return checks is not None and not checks[label].claims[i].holds
+    return report_tex.latex([(L.label, i, c) for L, i, c in _rows(certs)], fails, figures)
 
 
 # ---------------------------------------------------------------- the report
