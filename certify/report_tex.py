@@ -209,11 +209,15 @@ def _exact_params(c: dict) -> list[tuple[str, str]]:
 
 FIGURE_CAPTIONS = {
     "singular_values": "Certified enclosures of the singular values $\\sigma_i$ of each kernel "
-                       "with an eps-rank claim; one dashed line per threshold $\\varepsilon$.",
+                       "with an eps-rank claim; one line per threshold $\\varepsilon$.",
     "verdict_vs_rank": "Feasibility verdicts across the feature dimension $r$: proved infeasible, "
                        "proved feasible (exactly verified witness) and unknown.",
     "transcript_bits": "Transcript bits available against the $q\\log_2(s+1)$ bits needed (Thm 9).",
 }
+
+
+#: estimated text lines of one table float (a page, with the caption)
+PAGE_LINES = 44
 
 
 def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], bool],
@@ -222,7 +226,7 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
     claim fails the re-check."""
     methods: dict[str, int] = {}
     exact: list[tuple[str, str, str]] = []
-    body, last = [], None
+    body, last, heights = [], None, []
     for label, i, c in rows:
         meth = c.get("method") or ""
         mark = ""
@@ -236,33 +240,51 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
             exact.append((ref, "statement", v))
         for k, v in _exact_params(c):
             exact.append((ref, k.replace("_", " "), v))
-        if last is not None and label != last:
-            body.append(r"\addlinespace")
-        cert_cell = _breakable(label) if label != last else ""
+        new_cert = label != last
         last = label
-        body.append(f"{cert_cell} & {i} & {tex_escape(c['kind'].replace('_', ' '))} & "
-                    f"{tex_statement(stmt)} & {tex_escape(verdict)} & {mark} \\\\")
+        body.append((new_cert, f"{i} & {tex_escape(c['kind'].replace('_', ' '))} & "
+                               f"{tex_statement(stmt)} & {tex_escape(verdict)} & {mark} \\\\", label))
+        heights.append(max(1, -(-len(stmt) // 62), -(-len(label) // 16)) + (0.4 if new_cert else 0))
     lines = [
         "% Made by certify.report. \\input{report.tex} needs \\usepackage{booktabs} and",
         "% \\usepackage{graphicx}; define \\certifyreportdir as this folder (with a trailing /)",
         "% when it is not the paper's own folder.",
         "\\providecommand{\\certifyreportdir}{}",
-        "\\begin{table}[htbp]",
-        "\\centering\\small",
-        "\\caption{Certified claims. Verdicts: \\emph{proved} after an exact check, "
-        "\\emph{refuted} by an exact counterexample, \\emph{unknown} otherwise. "
-        "Numbers are rounded (exact values in Table~\\ref{tab:certify-exact}); "
-        "methods M$k$ in Table~\\ref{tab:certify-methods}.}",
-        "\\label{tab:certify-claims}",
-        "\\begin{tabular}{@{}p{0.16\\linewidth}rp{0.11\\linewidth}p{0.45\\linewidth}p{0.08\\linewidth}l@{}}",
-        "\\toprule",
-        "Certificate & \\# & Claim & Statement & Verdict & Method \\\\",
-        "\\midrule",
-        *body,
-        "\\bottomrule",
-        "\\end{tabular}",
-        "\\end{table}",
-        "",
+    ]
+    # a float never breaks across pages: long tables go into several floats
+    chunks, cur, used = [], [], 0.0
+    for row, h in zip(body, heights):
+        if cur and used + h > PAGE_LINES:
+            chunks.append(cur)
+            cur, used = [], 0.0
+        cur.append(row)
+        used += h
+    if cur:
+        chunks.append(cur)
+    for k, chunk in enumerate(chunks):
+        lines += ["\\begin{table}[htbp]", "\\centering\\small"]
+        if k == 0:
+            lines += [
+                "\\caption{Certified claims. Verdicts: \\emph{proved} after an exact check, "
+                "\\emph{refuted} by an exact counterexample, \\emph{unknown} otherwise. "
+                "Numbers are rounded (exact values in Table~\\ref{tab:certify-exact}); "
+                "methods M$k$ in Table~\\ref{tab:certify-methods}.}",
+                "\\label{tab:certify-claims}"]
+        else:
+            lines += [f"\\caption{{Certified claims (continued, part {k + 1} of {len(chunks)}).}}",
+                      f"\\label{{tab:certify-claims-{k + 1}}}"]
+        lines += [
+            "\\begin{tabular}{@{}p{0.16\\linewidth}rp{0.11\\linewidth}p{0.45\\linewidth}p{0.08\\linewidth}l@{}}",
+            "\\toprule",
+            "Certificate & \\# & Claim & Statement & Verdict & Method \\\\",
+            "\\midrule"]
+        for j, (new_cert, row, label) in enumerate(chunk):
+            if new_cert and j > 0:
+                lines.append(r"\addlinespace")
+            cell = _breakable(label) if new_cert else (f"{_breakable(label)} (cont.)" if j == 0 else "")
+            lines.append(f"{cell} & {row}")
+        lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+    lines += [
         "\\begin{table}[htbp]",
         "\\centering\\small",
         "\\caption{Methods named in Table~\\ref{tab:certify-claims}, one line each.}",
