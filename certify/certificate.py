@@ -167,8 +167,10 @@ class Certificate:
             raise InputError(f"cannot read certificate {path}: {exc.strerror}") from None
         try:
             obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"certificate {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        except (ValueError, RecursionError) as exc:     # JSONDecodeError, over-long integers
+            why = f"{exc.msg} at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) \
+                else " ".join(str(exc).split())[:80]
+            raise InputError(f"certificate {path} is not JSON: {why}") from None
         return cls.from_json(obj)
 
 

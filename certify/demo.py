@@ -54,7 +54,8 @@ def bounds_certificate() -> Certificate:
                        command=["python", "-m", "certify", "demo", "(bounds)"])
 
 
-def feasibility_certificates(stage: Path, time_limit: float, seed: int) -> list[Path]:
+def feasibility_certificates(stage: Path, time_limit: float, seed: int,
+                             progress: bool = False) -> list[Path]:
     from certify import feasibility
     runs = [("8", "real"), ("11", "real"), ("12", "real"), ("13", "real"), ("15", "real"),
             ("15", "nonnegative"), ("32", "real")]
@@ -62,7 +63,7 @@ def feasibility_certificates(stage: Path, time_limit: float, seed: int) -> list[
     for ranks, feats in runs:
         name = f"feasibility-r{ranks.replace(':', '-')}" + (f"-{feats}" if feats else "") + ".json"
         args = ["--family", "paper-5.1", "--time-limit", str(time_limit), "--seed", str(seed),
-                "--no-progress", "--out", str(stage / name)]
+                "--out", str(stage / name)] + ([] if progress else ["--no-progress"])
         args += ["--sweep", ranks, "--features", "real"] if ":" in ranks else \
             ["--rank", ranks, "--features", feats]
         _log(f"feasibility on paper-5.1, rank {ranks}{'' if feats is None else ' ' + feats}")
@@ -145,7 +146,8 @@ def readme(out: Path, notes: list[str]) -> str:
     return "\n".join(lines)
 
 
-def run(out: Path, *, time_limit: float = 20.0, seed: int = 0, cube_m: int = 6) -> dict[str, Any]:
+def run(out: Path, *, time_limit: float = 20.0, seed: int = 0, cube_m: int = 6,
+        progress: bool = False) -> dict[str, Any]:
     from certify import report
 
     t0 = time.perf_counter()
@@ -156,7 +158,7 @@ def run(out: Path, *, time_limit: float = 20.0, seed: int = 0, cube_m: int = 6) 
         _log("bounds")
         bounds_certificate().write(stage / "bounds.json")
         paths = [stage / "bounds.json"]
-        paths += feasibility_certificates(stage, time_limit, seed)
+        paths += feasibility_certificates(stage, time_limit, seed, progress)
         ck_paths, notes = checkpoint_certificates(stage, seed)
         paths += ck_paths
         _log(f"Thm 2 cube kernel at m = {cube_m}")
@@ -185,10 +187,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="witness search seconds for the rank between the proved bounds (default 20)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the searches (default 0)")
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    cli.add_progress(ap)
     args = ap.parse_args(argv)
     limits.check_time_limit(args.time_limit)
     outputs.check_out_dir(args.out, "demo")
-    res = run(Path(args.out), time_limit=args.time_limit, seed=args.seed)
+    res = run(Path(args.out), time_limit=args.time_limit, seed=args.seed,
+              progress=cli.show_progress(args.no_progress))
     if args.json:
         print(json.dumps(res))
     print(f"certify-attention demo: {len(res['certificates'])} certificates, "

@@ -169,8 +169,9 @@ class Family:
         if path.suffix == ".json":
             try:
                 obj = json.loads(path.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise InputError(f"family file {path} is not valid JSON: {exc}") from None
+            except (ValueError, RecursionError) as exc:   # bad JSON, bad UTF-8, over-long integers
+                raise InputError(f"family file {path} is not valid JSON: "
+                                 f"{' '.join(str(exc).split())[:100]}") from None
             return cls.from_json(obj)
         if path.suffix == ".npz":
             try:
@@ -664,7 +665,8 @@ def main(argv=None) -> int:
     sv.add_argument("--out", required=True, help="output path ending in .json or .npz; an existing "
                     "file is replaced only when certify wrote it")
     b = sub.add_parser("build", help="build a family from parameters and write it")
-    b.add_argument("builder", choices=["chain", "multilevel", "ood"])
+    b.add_argument("builder", choices=["chain", "multilevel", "ood"],
+                   help="chain (Lemma 3, from a code file), multilevel (Sec. 4) or ood (Sec. 5.2)")
     b.add_argument("--code", help="code file (JSON list of bit strings, .npy, or .txt); "
                    "chain: required; multilevel: default greedy packing")
     b.add_argument("--n", type=int, default=3, help="chain: exact length (>= 3)")

@@ -175,17 +175,16 @@ def search_witness(problem: FeasibilityProblem, rank: int, features: Features, *
     start = None
     if init is not None:
         start = truncate(fp, init[0], init[1], rank, nonneg=nonneg)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(desc=f"rank {rank} {features.value}", unit="LP", file=sys.stderr,
-                   leave=False)
+    bar = cli.time_bar(f"rank {rank} {features.value}", time_limit, progress is True)
+    own_bar = bar is not None
+    if progress not in (True, False):        # a bar shared by the caller (descend)
+        bar = progress
     try:
         res = alternating_search(fp, rank, nonneg=nonneg, rng=np.random.default_rng(seed),
                                  time_limit=time_limit, accept=accept, progress=bar,
                                  init=start)
     finally:
-        if bar is not None:
+        if own_bar:
             bar.close()
     if found:
         return res, found[-1][0], found[-1][1], found[-1][2]
@@ -207,6 +206,18 @@ def descend(problem: FeasibilityProblem, rank: int, features: Features, *, time_
     t0 = time.perf_counter()
     cur = _construction_factors(problem)
     R = problem.num_rows
+    res = w = chk = None
+    # one bar for the whole descent, named by the rank asked for
+    bar = cli.time_bar(f"rank {rank} {features.value} search", time_limit, bool(progress))
+    progress = bar if bar is not None else False
+    try:
+        return _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R):
     res = w = chk = None
     for r in range(R - 1, rank - 1, -1):
         left = time_limit - (time.perf_counter() - t0)

@@ -413,7 +413,7 @@ def _from_arrays(arrays: dict[str, np.ndarray], path: Path, digest: str, tokens:
     if "kernel_meta" in arrays:
         try:
             meta = json.loads(bytes(arrays["kernel_meta"].astype(np.uint8)).decode())
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (ValueError, RecursionError):
             raise InputError(f"{path.name}: corrupt kernel metadata") from None
         return _from_kernel_meta(meta, arrays, path, digest)
     toks = arrays.get("tokens")
@@ -594,7 +594,8 @@ def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
 
     def fn(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():
-            q, k = model.feature_matrices(torch.from_numpy(np.ascontiguousarray(batch)))
+            # tokens may be a read-only view (a frozen family's array): torch needs its own copy
+            q, k = model.feature_matrices(torch.from_numpy(np.array(batch, order="C", copy=True)))
         return q.detach().cpu().numpy(), k.detach().cpu().numpy()
 
     K = (1 << m) if toks is None else len(toks)

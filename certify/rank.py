@@ -54,6 +54,7 @@ class RankOptions:
     batch_size: int = 1 << 14
     enclosures: bool = True
     enclosure_prec: int = 64
+    progress: bool = False                  # a bar over the token pass (stderr)
 
 
 # ---------------------------------------------------------------- factor form: one pass over the tokens
@@ -78,7 +79,8 @@ class FactorSummary:
     seconds: float
 
 
-def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit: int = 1 << 22) -> FactorSummary:
+def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit: int = 1 << 22,
+                       progress: bool = False) -> FactorSummary:
     t0 = time.perf_counter()
     r = int(kernel.rank)
     accq, acck = ex.GramAccumulator(r), ex.GramAccumulator(r)
@@ -87,7 +89,14 @@ def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit:
     keep = kernel.num_tokens * r <= keep_limit
     qs, ks = [], []
     dtype = None
+    bar = None
+    if progress and kernel.num_tokens > 4 * batch_size:     # long passes only
+        from tqdm import tqdm
+        bar = tqdm(total=kernel.num_tokens, desc="features", unit="tok", unit_scale=True,
+                   file=sys.stderr, leave=False)
     for q, k in kernel.feature_batches(batch_size):
+        if bar is not None:
+            bar.update(len(q))
         if q.shape[1] != r or k.shape[1] != r or len(q) != len(k):
             raise InputError(f"feature batch shapes {q.shape}, {k.shape} do not match rank {r}")
         dtype = dtype or q.dtype.name
@@ -439,7 +448,7 @@ def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions()) -> RankReport
     claims: list[Claim] = []
     if kernel.form is Form.FACTOR:
         s = summarize_features(kernel, batch_size=opt.batch_size,
-                               keep_limit=max(opt.embed_limit, 1 << 22))
+                               keep_limit=max(opt.embed_limit, 1 << 22), progress=opt.progress)
         if opt.require_nonnegative:
             claims.append(_require(nonnegative_claim_factor(kernel, s, opt)))
         rank_claim = exact_rank_factor_claim(kernel, s, opt)
@@ -559,7 +568,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     code, code_name = load_code(a.code) if a.code else (None, None)
     opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=eps,
                       code=code, code_name=code_name, require_nonnegative=a.require_nonnegative,
-                      embed_limit=a.embed_limit, batch_size=a.batch_size)
+                      embed_limit=a.embed_limit, batch_size=a.batch_size,
+                      progress=cli.show_progress(a.no_progress))
     rep = certify_rank(kernel, opt)
     cert = rep.certificate
     cert.command = ["certify", "rank", *(sys.argv[1:] if argv is None else list(argv))]

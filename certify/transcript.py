@@ -628,7 +628,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0, help="seed of a random model / calibration")
     qg = ap.add_mutually_exclusive_group()
     qg.add_argument("--bits", type=int, help="uniform quantizer, P bits per coordinate")
-    qg.add_argument("--format", choices=["fp8-e4m3", "fp8-e5m2", "bf16", "fp16"])
+    qg.add_argument("--format", choices=["fp8-e4m3", "fp8-e5m2", "bf16", "fp16"],
+                    help="floating-point quantizer format (instead of --bits)")
     ap.add_argument("--range", help="uniform range LO:HI (exact rationals) or 'auto' "
                                     "(calibrated on the family); builtin models default to 0:2^P-1")
     ap.add_argument("--M", type=int, required=True,
@@ -644,7 +645,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--rank", type=int, default=4, help="random model: feature dimension r (default 4)")
     ap.add_argument("--dv", type=int, default=2, help="random model: value dimension (default 2)")
     ap.add_argument("--d-model", type=int, help="state dimension of a random model (default m)")
-    ap.add_argument("--feature-map", default="relu", choices=["identity", "relu", "elu1", "exp"])
+    ap.add_argument("--feature-map", default="relu", choices=["identity", "relu", "elu1", "exp"],
+                    help="random model: feature map (default relu)")
     ap.add_argument("--sweep-bits", help="LO:HI: run every p in the range, print where collisions start")
     ap.add_argument("--figure", help="PNG path for the sweep figure (default reports/transcript/)")
     ap.add_argument("--exact-limit", type=int, default=DEFAULT_EXACT_LIMIT,

@@ -136,6 +136,9 @@ def parse(text: str) -> dict[str, Any]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+    except (ValueError, RecursionError) as exc:      # over-long integers, nesting too deep
+        raise InputError(f"not a usable JSON document ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:80]})") from None
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
         raise InputError(f"not a certificate (schema must be {SCHEMA!r})")
     claims = obj.get("claims")
@@ -287,7 +290,7 @@ def format_text(result: Verification, path: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="certify verify",
                                 description="Re-check a certificate with exact arithmetic only.")
-    p.add_argument("certificates", nargs="+", metavar="CERT.json")
+    p.add_argument("certificates", nargs="+", metavar="CERT.json", help="certificates to re-check")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = p.parse_args(argv)
     results = [(path, verify_file(path)) for path in args.certificates]

@@ -221,8 +221,8 @@ def _fuzz(command: str, n: int):
 
 
 #: examples per command in the normal run (about 90 s in all)
-NORMAL = {"rank": 200, "extract": 80, "feasibility": 200, "bounds": 120, "families": 200,
-          "transcript": 150, "verify": 100, "report": 100, "checkpoint": 60, "demo": 40}
+NORMAL = {"rank": 480, "extract": 200, "feasibility": 480, "bounds": 300, "families": 480,
+          "transcript": 360, "verify": 240, "report": 240, "checkpoint": 150, "demo": 100}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
