@@ -33,7 +33,7 @@ OUT_DIR_HELP = ("output folder: created (with missing parents) when new; an exis
 OUT_FILE_HELP = ("output file, written atomically; missing folders are created; an existing "
                  "file is replaced only when certify wrote it, otherwise refused with exit 2")
 EXIT_EPILOG = ("exit codes: 0 every claim proved; 1 a claim refuted or unknown; 2 bad input; "
-               "3 input outside what can be certified. Limits: see 'certify limits' / README.")
+               "3 input outside what can be certified. Limits, paths and output folders: README, Commands.")
 
 
 def prog(command: str) -> str:
