@@ -161,6 +161,8 @@ class Certificate:
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> "Certificate":
+        if Path(path).exists() and not Path(path).is_file():
+            raise InputError(f"{path} is not a regular file")
         try:
             text = Path(path).read_text()
         except OSError as exc:

@@ -663,7 +663,7 @@ def main(argv=None) -> int:
     sv = sub.add_parser("save", help="write a family to a file (.json or .npz), atomically")
     sv.add_argument("family", help="built-in name or a family file")
     sv.add_argument("--out", required=True, help="output path ending in .json or .npz; an existing "
-                    "file is replaced only when certify wrote it")
+                    "file is replaced only when certify wrote it; missing folders are created")
     b = sub.add_parser("build", help="build a family from parameters and write it")
     b.add_argument("builder", choices=["chain", "multilevel", "ood"],
                    help="chain (Lemma 3, from a code file), multilevel (Sec. 4) or ood (Sec. 5.2)")
@@ -680,7 +680,7 @@ def main(argv=None) -> int:
     b.add_argument("--size", type=int, default=1024, help="ood: inputs in the pool")
     b.add_argument("--seed", type=int, default=0, help="ood: seed")
     b.add_argument("--out", required=True, help="output path ending in .json or .npz; an existing "
-                   "file is replaced only when certify wrote it")
+                   "file is replaced only when certify wrote it; missing folders are created")
     b.add_argument("--json", action="store_true", help="print the counts as JSON")
     args = p.parse_args(argv)
     if args.cmd in ("save", "build"):

@@ -337,10 +337,15 @@ def load_kernel(source: str | os.PathLike, *, tokens: str | None = None, spec: s
     if path.is_dir():
         raise InputError(f"{source} is a directory, not a kernel file or checkpoint")
     suffix = path.suffix.lower()
+    if not path.is_file():
+        raise InputError(f"{source} is not a regular file")
+    if suffix == ".npy":
+        _np_header_check(path)
     digest = sha256_file(path)
     prov = lambda dtype, adapter="matrix-file", **d: Provenance(str(path), digest, adapter, dtype, details=d)  # noqa: E731
     if suffix == ".npy":
-        return _with_tokens(from_matrix(_np_load(path), prov(_np_load(path).dtype.name)), tokens)
+        arr = _np_load(path)
+        return _with_tokens(from_matrix(arr, prov(arr.dtype.name)), tokens)
     if suffix == ".npz":
         return _from_arrays(_npz_arrays(path), path, digest, tokens)
     if suffix == ".safetensors":
@@ -375,6 +380,7 @@ def _with_tokens(k: Kernel, tokens: str | None) -> Kernel:
 
 
 def _np_load(path: Path) -> np.ndarray:
+    _np_header_check(path)
     try:
         a = np.load(path, allow_pickle=False)
     except ValueError as exc:
@@ -386,6 +392,23 @@ def _np_load(path: Path) -> np.ndarray:
     if isinstance(a, np.lib.npyio.NpzFile):     # a zip renamed .npy
         raise InputError(f"{path.name} is an .npz archive, not .npy")
     return a
+
+
+def _np_header_check(path: Path) -> None:
+    try:                        # the header first: a huge matrix is refused before it is read
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                else np.lib.format.read_array_header_2_0
+            shape = read(f)[0]
+        if len(shape) == 2:
+            check_matrix_shape(int(shape[0]), int(shape[1]), f"{path.name}: the matrix")
+        elif any(int(d) > limit("matrix_n") ** 2 for d in shape):
+            raise InputError(f"{path.name}: array of shape {shape} is over the limit matrix_n")
+    except InputError:
+        raise
+    except Exception:           # not a plain .npy header: np.load says what is wrong
+        pass
 
 
 def _npz_arrays(path: Path) -> dict[str, np.ndarray]:

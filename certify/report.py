@@ -57,6 +57,8 @@ def load(paths: Sequence[str | os.PathLike]) -> list[Loaded]:
     out, seen = [], set()
     for p in paths:
         path = Path(p)
+        if path.exists() and not path.is_file():
+            raise InputError(f"{path} is not a regular file")
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:

@@ -252,6 +252,8 @@ def verify_certificate(cert: Mapping[str, Any], base: Path | None = None) -> Ver
 
 def verify_file(path: str | os.PathLike) -> Verification:
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise InputError(f"{path} is not a regular file")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:

@@ -109,6 +109,8 @@ def parse_spec(obj: Any) -> AdapterSpec:
 
 
 def read_spec(path: str | Path) -> AdapterSpec:
+    if Path(path).exists() and not Path(path).is_file():
+        raise InputError(f"adapter spec {path} is not a regular file")
     try:
         return parse_spec(json.loads(Path(path).read_text()))
     except FileNotFoundError:

@@ -57,6 +57,8 @@ def make_files(d: Path) -> None:
     (d / "longnum.csv").write_text("1," + "7" * 100000 + "\n2,3\n")
     (d / "ragged.csv").write_text("1,2\n3\n")
     (d / "wide.csv").write_text(",".join(["1"] * 9000) + "\n")
+    big = np.lib.format.open_memmap(d / "huge.npy", mode="w+", dtype=np.float64, shape=(9000, 9000))
+    del big                                     # a sparse 648 MB file: refused from its header
     (d / "ragged.json").write_text(json.dumps([["1", "2"], ["3"]]))
     (d / "bignum.json").write_text('[[1e999999999, 1], [1, 1]]')
     (d / "longint.json").write_text("[[" + "9" * 100000 + ", 1], [1, 1]]")
@@ -137,7 +139,7 @@ def cases() -> list[tuple[str, str, list[str]]]:
         add("wrong shape", *a)
     # NaN / Inf / ragged / huge matrices and numbers
     for f in ("nan.npy", "inf.npy", "nan.csv", "inf.csv", "ragged.csv", "ragged.json", "wide.csv",
-              "bigexp.csv", "tinyexp.csv", "longnum.csv", "bignum.json", "longint.json"):
+              "bigexp.csv", "tinyexp.csv", "longnum.csv", "bignum.json", "longint.json", "huge.npy"):
         add("bad matrix", "rank", f)
     add("bad matrix", "extract", "nan.npy", "--out", "k.npz")
     # absurd ranks
@@ -207,6 +209,13 @@ def cases() -> list[tuple[str, str, list[str]]]:
                    ("extract", ["ok.npy", "--out", "notes.json"]),
                    ("families", ["save", "paper-5.1", "--out", "notes.json"])):
         add("folder or file of the user's", cmd, *a)
+    # device files, a file used as a folder
+    for cmd, a in (("feasibility", ["--rank", "8", "--out", "/dev/null"]),
+                   ("bounds", ["--m", "8", "--out", "notes.json/x.json"]),
+                   ("report", ["bounds.json", "--out", "paper.tex/r"]),
+                   ("rank", ["/dev/null"]), ("verify", ["/dev/zero"]),
+                   ("families", ["show", "/dev/null"])):
+        add("device or file as folder", cmd, *a)
     return C
 
 
