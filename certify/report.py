@@ -103,10 +103,11 @@ def _q(v: Any) -> Fraction | None:
     if isinstance(v, int):
         return Fraction(v)
     if isinstance(v, float):
-        return Fraction(v)
+        return Fraction(v) if math.isfinite(v) else None
+    from certify.limits import parse_exact
     try:
-        return Fraction(str(v))
-    except (ValueError, ZeroDivisionError):
+        return parse_exact(str(v), "value")      # bounded: "1e999999999" is no number here
+    except InputError:
         return None
 
 
