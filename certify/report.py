@@ -90,9 +90,19 @@ def _check_shape(cert: dict, path: Path) -> None:
         for key, typ in (("kind", str), ("verdict", str), ("evidence", dict)):
             if not isinstance(c.get(key), typ):
                 raise InputError(f"{path}: claim {i} has no {key} {'object' if typ is dict else 'string'}")
-        for key, typ in (("statement", str), ("parameters", dict), ("method", str)):
+        for key, typ in (("statement", str), ("parameters", dict), ("method", str),
+                         ("reason", str), ("info", dict), ("timings", dict)):
             if c.get(key) is not None and not isinstance(c[key], typ):
                 raise InputError(f"{path}: claim {i}: {key} has the wrong type")
+    cmd = cert.get("command", [])
+    if not isinstance(cmd, list) or not all(isinstance(x, str) for x in cmd):
+        raise InputError(f"{path}: command must be a list of strings")
+    for key in ("inputs", "seeds", "environment"):
+        v = cert.get(key, {})
+        if v is not None and not isinstance(v, dict):
+            raise InputError(f"{path}: {key} must be an object")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in (cert.get("inputs") or {}).items()):
+        raise InputError(f"{path}: inputs must map file names to sha256 strings")
 
 
 # ---------------------------------------------------------------- figures

@@ -68,6 +68,7 @@ _TOKEN = re.compile("|".join([
     rf"(?P<sub>\b(?P<sb>[A-Za-z])_(?P<ss>[A-Za-z0-9]+|{_GROUP}))",
     r"(?P<pow>\b(?P<pb>\w+|\))\^(?P<pe>-?\w+))",
     r"(?P<times>\b(?P<t1>\d+) x (?P<t2>\d+)\b)",
+    r"(?P<rel>(?<![\w.-])(?P<rl>[b-zB-HJ-Z]) (?P<ro><=|>=|!=|<|>|=) (?P<rr>-?\d+(?:/\d+)?|[A-Za-z])(?![\w/.(]))",
     r"(?P<frac>(?<![\w/.])(?P<fn>\d+)/(?P<fd>\d+)(?![\w/]))",
     r"(?P<op>(?<=\s)(?:<=|>=|!=|<|>|=)(?=\s))",
     r"(?P<bar>\|)",
@@ -118,6 +119,8 @@ def _atom(m: re.Match, math: bool = False) -> str:
         k = "pow"
     elif m.group("times"):
         k = "times"
+    elif m.group("rel"):
+        k = "rel"
     elif m.group("frac"):
         k = "frac"
     elif m.group("op"):
@@ -143,6 +146,8 @@ def _atom(m: re.Match, math: bool = False) -> str:
         body = _plain_math(m.group("pb")) + "^{" + _plain_math(m.group("pe")) + "}"
     elif k == "times":
         body = f"{m.group('t1')} \\times {m.group('t2')}"
+    elif k == "rel":
+        body = f"{m.group('rl')} {_OPS[m.group('ro')]} {m.group('rr')}"
     elif k == "frac":
         body = _fraction(m.group("fn"), m.group("fd"))
     elif k == "op":

@@ -67,9 +67,9 @@ FILES = ["missing.npy", "empty.npy", "empty.npz", "empty.json", "empty.csv", "em
 OUTS = ["new-out.json", "new-out.npz", "outdir", "outdir.npz", "thesis", "notes.json", "paper.tex",
         ".", "/proc/certify-x.json", "emptydir", "sub/new.json", ""]
 
-NUM = st.sampled_from(["0", "-1", "1", "3", "8", "1000000000", "99999999999999999999999", "nan",
+NUM = st.one_of(st.text(alphabet="0123456789-+.e/:naif ", max_size=14), st.sampled_from(["0", "-1", "1", "3", "8", "1000000000", "99999999999999999999999", "nan",
                        "inf", "-inf", "1e999999999", "1e-999999999", "1/0", "1/1000", "0.5",
-                       "abc", "", " ", "9" * 5000, "2:1", "1:1000000000", "1:2", "-3:4"])
+                       "abc", "", " ", "9" * 5000, "2:1", "1:1000000000", "1:2", "-3:4"]))
 FAMILY = st.sampled_from(["paper-5.1", "ood-100000-4-8-test", "ood-6-4-8-test", "ood-7-4-8-test",
                           "multilevel-100000-2-6-4", "multilevel-12-2-6-4", "multilevel-x-2-6-4",
                           "ood-99999999999999999999-4-8-test", "nope"] + FILES[:8])
@@ -225,6 +225,46 @@ NORMAL = {"rank": 480, "extract": 200, "feasibility": 480, "bounds": 300, "famil
           "transcript": 360, "verify": 240, "report": 240, "checkpoint": 150, "demo": 100}
 
 
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(
+                        st.sampled_from(["schema", "format", "claims", "kind", "verdict", "evidence",
+                                         "matrix", "tokens", "phi_q", "phi_k", "name", "params",
+                                         "inputs", "words", "x"]), kids, max_size=5),
+                    max_leaves=20)
+READERS = [("rank", []), ("verify", []), ("report", ["--out", "new-out.json"]),
+           ("families", None), ("checkpoint", []), ("extract", ["--out", "new-out.npz"])]
+
+
+def _file_case(data: bytes, suffix: str, reader: int) -> None:
+    d = scratch()
+    f = d / f"fz{suffix}"
+    f.write_bytes(data)
+    command, extra = READERS[reader]
+    argv = ["show", f.name] if command == "families" else [f.name, *extra]
+    check_one(command, argv)
+
+
+@settings(max_examples=150, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(data=st.binary(max_size=300), suffix=st.sampled_from([".npy", ".npz", ".json", ".csv",
+                                                             ".safetensors", ""]),
+       reader=st.integers(0, len(READERS) - 1))
+def test_fuzz_input_file_bytes(data, suffix, reader):
+    _file_case(data, suffix, reader)
+
+
+@settings(max_examples=200, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(doc=JSON, reader=st.integers(0, len(READERS) - 1))
+def test_fuzz_input_json_documents(doc, reader):
+    import json
+    try:
+        text = json.dumps(doc)
+    except ValueError:
+        return
+    _file_case(text.encode(), ".json", reader)
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_fuzz_command(command):
     _fuzz(command, NORMAL[command])()
@@ -243,3 +283,55 @@ def test_the_harness_cases_in_process():
                 "thesis", "/proc/certify-d"):
             continue
         check_one(command, argv)
+
+
+BASES = ["bounds.json", str(ROOT / "reports" / "reference" / "cube-kernel.json"),
+         str(ROOT / "reports" / "reference" / "feasibility-r13-real.json")]
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(base=st.integers(0, len(BASES) - 1), where=st.sampled_from(
+           ["kind", "verdict", "statement", "parameters", "evidence", "method", "reason", "info",
+            "evidence.eps", "evidence.k", "evidence.sigma_sq_enclosures", "evidence.margin",
+            "parameters.rank", "parameters.eps", "top.claims", "top.inputs", "top.command"]),
+       value=JSON, reader=st.sampled_from([1, 2]))
+def test_fuzz_certificate_fields(base, where, value, reader):
+    _certificate_field_case(base, where, value, reader)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, derandomize=True, deadline=None, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(base=st.integers(0, 2), where=st.sampled_from(
+           ["kind", "verdict", "statement", "parameters", "evidence", "method", "reason", "info",
+            "evidence.eps", "evidence.k", "evidence.sigma_sq_enclosures", "evidence.margin",
+            "parameters.rank", "parameters.eps", "top.claims", "top.inputs", "top.command"]),
+       value=JSON, reader=st.sampled_from([1, 2]))
+def test_fuzz_certificate_fields_large(base, where, value, reader):
+    _certificate_field_case(base, where, value, reader)
+
+
+def _certificate_field_case(base, where, value, reader):
+    """A real certificate with one field replaced by arbitrary JSON: verify and
+    report answer with a documented exit code and one line, never a traceback."""
+    import json
+    path = Path(BASES[base]) if base else scratch() / BASES[0]
+    if not path.is_absolute():
+        path = scratch() / path
+    if not path.exists():
+        return
+    cert = json.loads(path.read_text())
+    head, _, key = where.partition(".")
+    if head == "top":
+        cert[key] = value
+    elif key:
+        if isinstance(cert["claims"][0].get(head), dict):
+            cert["claims"][0][head][key] = value
+    else:
+        cert["claims"][0][head] = value
+    try:
+        text = json.dumps(cert)
+    except ValueError:
+        return
+    _file_case(text.encode(), ".json", reader)
