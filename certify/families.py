@@ -483,6 +483,20 @@ def multilevel_spec(M: int, s: int, h: int, q: int, words=None) -> MultilevelSpe
 
 # ---------------------------------------------------------------- Sec. 5.2 OOD family
 
+def _weight_words(M: int, k: int) -> np.ndarray:
+    """Every weight-``k`` word of length ``M`` as a (C(M, k), M) uint8 array, in the
+    order of ``itertools.combinations(range(M), k)`` (vectorised: M = 24 in a
+    second instead of half a minute). Combinations in lexicographic order are the
+    words read as binary numbers (position 0 the top bit) in decreasing order."""
+    if M <= 26:
+        v = np.arange(1 << M, dtype=np.int64)
+        v = v[np.bitwise_count(v) == k][::-1]
+        return ((v[:, None] >> (M - 1 - np.arange(M))) & 1).astype(np.uint8)
+    import itertools
+    return np.array([[1 if i in c else 0 for i in range(M)]
+                     for c in itertools.combinations(range(M), k)], dtype=np.uint8)
+
+
 def ood_families(M: int, q: int, n: int | None = None, *, train_size: int = 2048,
                  test_size: int = 1024, seed: int = 0) -> tuple[Family, Family]:
     """The Sec. 5.2 train and joint-OOD test pools at scale ``(M, q, n = 2q)``.
@@ -506,8 +520,7 @@ def ood_families(M: int, q: int, n: int | None = None, *, train_size: int = 2048
         raise InputError(f"need even M >= 2 and q >= 1, got M = {M}, q = {q}")
     rng = np.random.default_rng(seed)
     import itertools
-    all_words = np.array([[1 if i in c else 0 for i in range(M)]
-                          for c in itertools.combinations(range(M), M // 2)], dtype=np.uint8)
+    all_words = _weight_words(M, M // 2)
     perm_w = rng.permutation(len(all_words))
     half_w = len(all_words) // 2
     pools_w = (all_words[perm_w[:half_w]], all_words[perm_w[half_w:]])
