@@ -197,3 +197,17 @@ def test_stale_stage_of_a_dead_run_is_cleaned_a_live_one_kept(tmp_path):
     assert removed == [dead] and live.is_dir() and not dead.exists()
     # the dead run had moved the old folder aside: it is put back
     assert (out / "report.md").read_text() == "previous output"
+
+
+def test_unwritable_folder_is_refused_before_work(tmp_path, monkeypatch):
+    """Permission denied (what a non-root user meets in a read-only folder) is one
+    line naming the folder; root is let through by chmod, so the OS answer is staged."""
+    import tempfile
+
+    def denied(*a, **k):
+        raise PermissionError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    with pytest.raises(InputError, match="cannot write in folder .*permission denied"):
+        outputs.check_out_file(tmp_path / "x.json")
+    with pytest.raises(InputError, match="permission denied"):
+        outputs.check_out_dir(tmp_path / "new" / "rep", "report")

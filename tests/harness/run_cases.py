@@ -290,7 +290,8 @@ def main() -> int:
     bad = [r for r in rows if r["problems"]]
     slow = max((r["seconds"] for r in rows), default=0)
     print(f"\n{len(rows)} cases, {len(rows) - len(bad)} pass, {len(bad)} fail; "
-          f"slowest {slow:.2f} s; classes: {len({r['class'] for r in rows})}")
+          f"slowest {slow:.2f} s; classes: {len({r['class'] for r in rows})}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     if a.json:
         print(json.dumps(rows))
     return 0 if not bad else 1
