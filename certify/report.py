@@ -9,16 +9,20 @@ Made from certificates only, never from a live run. Writes into ``DIR``:
   the figures, the result of re-checking each certificate with
   :mod:`certify.verify` (skip with ``--no-verify``), and a reproducibility block
   (command lines, input hashes, seeds, package versions, git commit);
-* ``report.tex`` -- the claims as a booktabs table, ready to ``\\input``
-  (needs ``\\usepackage{booktabs}``);
+* ``report.tex`` -- a fragment to ``\\input`` in a paper (needs ``booktabs`` and
+  ``graphicx``): the claims in ``table`` floats with caption and label,
+  statements typeset, numbers rounded with the exact values in an appendix
+  table, every method explained in one line, ``figure`` environments
+  (:mod:`certify.report_tex`);
 * figures as PNG and PDF, each drawn only when the certificates hold the data:
   ``singular_values`` (certified enclosures of ``eps_rank`` claims, with eps),
   ``verdict_vs_rank`` (``feasible`` / ``infeasible`` verdicts across ranks),
   ``transcript_bits`` (``transcript`` claims: bits available vs
   ``q log2(s+1)``).
 
-The folder is written into a temporary sibling and renamed into place, so a
-reader never sees a half-written report.
+The folder is built in a locked stage folder next to it and renamed into
+place (:mod:`certify.outputs`): a reader never sees a half-written report, and
+an existing ``--out`` is replaced only when it is an earlier report.
 """
 
 from __future__ import annotations
