@@ -1,5 +1,5 @@
 """Shared command-line helpers: one program name, one path resolution order,
-progress bars that stay off the data, and quiet libraries.
+progress bars that stay off the data.
 
 * Every command's usage line and message says ``certify <command>``, whether
   it was started as ``certify <command>``, ``python -m certify <command>`` or
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import warnings
 from pathlib import Path
 
 from certify.errors import InputError
@@ -165,10 +164,3 @@ def precheck_checkpoint(source: str | os.PathLike, kind: str = "checkpoint") -> 
                 ok = False
     if not ok:
         raise InputError(f"{w} is not a readable safetensors file (truncated or corrupt header)")
-
-
-def quiet_libraries() -> None:
-    """Silence library warnings that say nothing about the user's input."""
-    warnings.filterwarnings("ignore", category=UserWarning, module=r"torch\..*")
-    warnings.filterwarnings("ignore", category=FutureWarning)
-    warnings.filterwarnings("ignore", category=DeprecationWarning)
