@@ -9,7 +9,7 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: demo test install install-test bench reports gallery clean service-deps
+.PHONY: demo test install install-test bench reports gallery clean service-deps latex-tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,19 @@ install-test: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(PY) -m certify demo
 
-test: $(VENV)/.installed service-deps
+# report.tex is compiled in the tests with a real engine: Debian's
+# texlive-latex-recommended (booktabs) and latexmk, installed here when missing
+# (as root with apt-get; otherwise the step says what to install and the test skips).
+latex-tools:
+	@if command -v latexmk >/dev/null 2>&1 && kpsewhich booktabs.sty >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing texlive-latex-recommended and latexmk (report.tex compile test)"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    --no-install-recommends texlive-latex-recommended latexmk >/dev/null) \
+	  || echo "could not install texlive-latex-recommended latexmk: the LaTeX compile test will skip"; \
+	else echo "to compile report.tex in the tests install: texlive-latex-recommended latexmk (e.g. sudo apt-get install texlive-latex-recommended latexmk)"; fi
+
+test: $(VENV)/.installed service-deps latex-tools
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
 # The service's browser and database tests use Debian's chromium + chromium-driver

@@ -339,10 +339,8 @@ def gap_domination_claim(head: ExactHead, family: Family, audit: GapAudit, model
 def family_eps(family: Family) -> Fraction:
     """The family's error level (``params["eps"]``), 1/2 by default."""
     e = family.params.get("eps", "1/2") if family.params else "1/2"
-    try:
-        eps = Fraction(str(e))
-    except (ValueError, ZeroDivisionError):
-        raise InputError(f"family eps {e!r} is not a rational") from None
+    from certify.limits import parse_exact
+    eps = parse_exact(str(e), "family eps")
     if not 0 < eps <= HALF:
         raise InputError(f"family eps must lie in (0, 1/2], got {eps}")
     return eps

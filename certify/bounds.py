@@ -32,6 +32,7 @@ from fractions import Fraction
 from typing import Any, Iterable, Sequence
 
 from certify.certificate import Certificate, Claim, ClaimKind, Verdict
+from certify import cli as _cli, outputs as _outputs
 from certify.checkers.statements import render
 from certify.errors import InputError, UncertifiableError, run_command
 
@@ -59,6 +60,8 @@ def as_int(x: Any, name: str, *, minimum: int | None = None) -> int:
     if isinstance(x, bool) or isinstance(x, float):
         raise InputError(f"{name} must be an exact integer, got {x!r}")
     if isinstance(x, str):
+        if len(x.strip()) > 4000:
+            raise InputError(f"{name} has more than 4000 digits")
         try:
             x = int(x.strip())
         except ValueError:
@@ -84,13 +87,8 @@ def as_fraction(x: Any, name: str) -> Fraction:
     if isinstance(x, Fraction):
         return x
     if isinstance(x, str):
-        text = x.strip()
-        if not text or any(c.isalpha() and c not in "eE" for c in text):
-            raise InputError(f"{name} is not a rational number: {x!r}")
-        try:
-            return Fraction(text)
-        except (ValueError, ZeroDivisionError):
-            raise InputError(f"{name} is not a rational number: {x!r}") from None
+        from certify.limits import parse_exact
+        return parse_exact(x, name)
     try:
         return Fraction(operator.index(x))
     except TypeError:
@@ -926,13 +924,14 @@ def format_table(obj: dict[str, Any]) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="certify.bounds",
+    p = argparse.ArgumentParser(prog="certify bounds",
                                 description="The paper's closed-form bounds, exactly.")
     p.add_argument("--m", required=True, help="token dimension m >= 1")
     p.add_argument("--n", default="3", help="exact context length n >= 3 (default 3)")
     p.add_argument("--eps", default="1/2", help="error level, 0 < eps <= 1/2 (default 1/2)")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("--out", help="write a certificate of the BOUND claims here (atomic)")
+    p.add_argument("--out", metavar="CERT", help="write a certificate of the BOUND claims here; "
+                   + _cli.OUT_FILE_HELP)
     return p
 
 
@@ -943,11 +942,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if n < 3:
         raise InputError(f"--n must be >= 3 (Lemma 3 needs exact length n >= 3), got {n}")
     eps = check_eps(args.eps)
+    if args.out:
+        _outputs.check_out_file(args.out)
     obj, results = bounds_table(m, n, eps)
     claims = [bound_claim(r) for r in results]
     if args.out:
-        cmd = ["certify.bounds"] + list(sys.argv[1:] if argv is None else argv)
-        Certificate(claims=claims, command=cmd).write(args.out)
+        cmd = ["certify", "bounds"] + list(sys.argv[1:] if argv is None else argv)
+        _outputs.write_file(args.out, Certificate(claims=claims, command=cmd).dumps())
     if args.json:
         print(json.dumps(obj, indent=1))
     else:

@@ -158,8 +158,15 @@ class Certificate:
             "claims": [c.to_json() for c in self.claims],
         }
 
-    def dumps(self) -> str:
+    def _text(self) -> str:
         return json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+
+    def dumps(self) -> str:
+        """The certificate's JSON text, after the independent checker has accepted
+        every claim (see :meth:`self_check`): the only way certificates leave a producer."""
+        text = self._text()
+        self.self_check(text=text)
+        return text
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "Certificate":
@@ -178,11 +185,11 @@ class Certificate:
                    created=obj.get("created", ""), schema=obj["schema"],
                    renderer=obj.get("renderer"))
 
-    def self_check(self, base: str | os.PathLike | None = None) -> None:
+    def self_check(self, base: str | os.PathLike | None = None, *, text: str | None = None) -> None:
         """Run the independent checker on this certificate before it leaves the
         producer: a claim the checker rejects is a producer bug, never written."""
         from certify.verify import verify_certificate
-        result = verify_certificate(json.loads(self.dumps()),
+        result = verify_certificate(json.loads(text if text is not None else self._text()),
                                     base=Path(base) if base is not None else Path.cwd())
         bad = [c for c in result.claims if not c.holds]
         if bad:
@@ -192,19 +199,22 @@ class Certificate:
 
     def write(self, path: str | os.PathLike) -> None:
         """Check, then write atomically."""
-        self.self_check()
         atomic_write_text(path, self.dumps())
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> "Certificate":
+        if Path(path).exists() and not Path(path).is_file():
+            raise InputError(f"{path} is not a regular file")
         try:
             text = Path(path).read_text()
         except OSError as exc:
             raise InputError(f"cannot read certificate {path}: {exc.strerror}") from None
         try:
             obj = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"certificate {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+        except (ValueError, RecursionError) as exc:     # JSONDecodeError, over-long integers
+            why = f"{exc.msg} at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) \
+                else " ".join(str(exc).split())[:80]
+            raise InputError(f"certificate {path} is not JSON: {why}") from None
         return cls.from_json(obj)
 
 

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from certify.certificate import Certificate, Claim, Verdict, sha256_file
+from certify import cli, limits, outputs
 from certify.errors import InputError, UncertifiableError, run_command
 
 #: Built-in families tried on every checkpoint (those with the model's token dimension).
@@ -201,29 +202,36 @@ def _print(res: CheckpointResult, ckpt: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="certify checkpoint", description='End-to-end certification of a trained head: kernel extraction, exact and approximate rank, exact correctness on the families it applies to, and the Lemma 3 audit naming inputs the model gets wrong. Writes one certificate and its report.')
     ap.add_argument("checkpoint", metavar="CKPT", help="models/ checkpoint (X, X.json, "
-                    "X.safetensors) or a third-party state dict with --spec")
+                    "X.safetensors, or a folder holding one) or a third-party checkpoint; "
+                    "resolved as given, then a folder with a config and safetensors, then with "
+                    "a known suffix")
     ap.add_argument("--spec", help="adapter spec (JSON) for a custom third-party layout "
                     "(known libraries are recognised without one)")
     ap.add_argument("--layer", type=int, help="third-party checkpoints: certify only this layer")
     ap.add_argument("--head", type=int, help="third-party checkpoints: certify only this head")
     ap.add_argument("--family", action="append", default=[],
                     help="also check this family (built-in name or file); repeatable")
-    ap.add_argument("--eps", default=str(DEFAULT_EPS), help="eps-rank threshold (exact, e.g. 1/1000)")
+    ap.add_argument("--eps", default=str(DEFAULT_EPS),
+                    help="eps-rank threshold (exact, e.g. 1/1000; > 0; default 1/1000)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random primes")
-    ap.add_argument("--out", help="folder for certificate.json and its report (atomic)")
+    ap.add_argument("--out", metavar="DIR", help="folder for certificate.json and its report; "
+                    + cli.OUT_DIR_HELP)
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = ap.parse_args(argv)
-    try:
-        eps = Fraction(args.eps)
-    except (ValueError, ZeroDivisionError):
-        raise InputError(f"--eps must be an exact number like 1/1000, got {args.eps!r}") from None
-    if eps <= 0:
-        raise InputError(f"--eps must be > 0, got {args.eps}")
-    command = ["python", "-m", "certify", "checkpoint",
-               *(sys.argv[1:] if argv is None else list(argv))]
-    if args.spec is not None or not _is_models_checkpoint(args.checkpoint):
+    eps = limits.parse_eps(args.eps, "--eps")
+    if args.out:
+        outputs.check_out_dir(args.out, "checkpoint")
+    command = ["certify", "checkpoint", *(sys.argv[1:] if argv is None else list(argv))]
+    ckpt = None
+    if args.spec is None:
+        try:
+            ckpt = str(cli.resolve_source(args.checkpoint))
+        except InputError:
+            ckpt = None
+    if ckpt is None or not _is_models_checkpoint(ckpt):
         return _main_layouts(args, eps, command)
-    res = certify_checkpoint(args.checkpoint, spec=args.spec, families=args.family, eps=eps,
+    cli.precheck_checkpoint(ckpt)
+    res = certify_checkpoint(ckpt, spec=args.spec, families=args.family, eps=eps,
                              seed=args.seed, command=command)
     out = {}
     if args.out:
@@ -232,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         folder = report.build_with_certificate(text, args.out)
         out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
         print(f"certificate and report: {folder}/ (certificate.json, report.md)", file=sys.stderr)
-    _print(res, args.checkpoint)
+    _print(res, ckpt)
     if args.json:
         print(json.dumps({**res.to_json(), **out}))
     return res.certificate.exit_code()

@@ -84,12 +84,21 @@ def targets_from_indices(tokens: np.ndarray, inputs: np.ndarray) -> np.ndarray:
     """Min-IP targets for sequences given as token indices.
 
     ``tokens``: ``(K, m)``; ``inputs``: ``(I, N)`` indices into ``tokens``.
-    Uses the ``K x K`` overlap table, so it never materialises ``(I, N, m)``.
+    Small token sets use the ``K x K`` overlap table; large ones (where an
+    integer ``K x K`` product is slow and big) gather the tokens of a chunk of
+    inputs at a time, so neither ``(K, K)`` nor all of ``(I, N, m)`` is built.
     """
     tokens = np.asarray(tokens, dtype=np.int64)
-    G = tokens @ tokens.T                                   # (K, K)
     inputs = np.asarray(inputs, dtype=np.int64)
-    return G[inputs[:, :, None], inputs[:, None, :]].min(axis=-1)   # (I, N)
+    if len(tokens) <= 2048:
+        G = tokens @ tokens.T                                   # (K, K)
+        return G[inputs[:, :, None], inputs[:, None, :]].min(axis=-1)   # (I, N)
+    out = np.empty(inputs.shape, dtype=np.int64)
+    step = max(1, (1 << 22) // max(1, inputs.shape[1] * tokens.shape[1]))
+    for s in range(0, len(inputs), step):
+        X = tokens[inputs[s:s + step]]                          # (c, N, m)
+        out[s:s + step] = np.einsum("bim,bjm->bij", X, X).min(axis=-1)
+    return out
 
 
 def strict_success(pred, target, eps=Fraction(1, 2)) -> np.ndarray:

@@ -34,6 +34,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
 
+from certify import cli, limits, outputs
 from certify.certificate import Certificate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +54,8 @@ def bounds_certificate() -> Certificate:
                        command=["python", "-m", "certify", "demo", "(bounds)"])
 
 
-def feasibility_certificates(stage: Path, time_limit: float, seed: int) -> list[Path]:
+def feasibility_certificates(stage: Path, time_limit: float, seed: int,
+                             progress: bool = False) -> list[Path]:
     from certify import feasibility
     runs = [("8", "real"), ("11", "real"), ("12", "real"), ("13", "real"), ("15", "real"),
             ("15", "nonnegative"), ("32", "real")]
@@ -61,7 +63,7 @@ def feasibility_certificates(stage: Path, time_limit: float, seed: int) -> list[
     for ranks, feats in runs:
         name = f"feasibility-r{ranks.replace(':', '-')}" + (f"-{feats}" if feats else "") + ".json"
         args = ["--family", "paper-5.1", "--time-limit", str(time_limit), "--seed", str(seed),
-                "--no-progress", "--out", str(stage / name)]
+                "--out", str(stage / name)] + ([] if progress else ["--no-progress"])
         args += ["--sweep", ranks, "--features", "real"] if ":" in ranks else \
             ["--rank", ranks, "--features", feats]
         _log(f"feasibility on paper-5.1, rank {ranks}{'' if feats is None else ' ' + feats}")
@@ -144,28 +146,34 @@ def readme(out: Path, notes: list[str]) -> str:
     return "\n".join(lines)
 
 
-def run(out: Path, *, time_limit: float = 20.0, seed: int = 0, cube_m: int = 6) -> dict[str, Any]:
+def run(out: Path, *, time_limit: float = 20.0, seed: int = 0, cube_m: int = 6,
+        progress: bool = False) -> dict[str, Any]:
     from certify import report
 
     t0 = time.perf_counter()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.stage.", dir=out.parent) as tmp:
-        stage = Path(tmp)
+    out = outputs.check_out_dir(out, "demo")
+    with outputs.Stage(out, "demo") as st:
+        stage = st.root / "certificates"
+        stage.mkdir()
         _log("bounds")
         bounds_certificate().write(stage / "bounds.json")
         paths = [stage / "bounds.json"]
-        paths += feasibility_certificates(stage, time_limit, seed)
+        paths += feasibility_certificates(stage, time_limit, seed, progress)
         ck_paths, notes = checkpoint_certificates(stage, seed)
         paths += ck_paths
         _log(f"Thm 2 cube kernel at m = {cube_m}")
         cube_kernel_certificate(cube_m).write(stage / "cube-kernel.json")
         paths.append(stage / "cube-kernel.json")
         _log("report")
-        certs = report.load(paths)
+        for p in paths:     # commands name the user's folder, never the stage
+            text = p.read_text()
+            if str(stage) in text:
+                p.write_text(text.replace(str(stage), str(out)))
+        # each certificate is labelled by the path it ends up at, never the stage
+        certs = [report.loaded_from_text(p.read_text(), out / p.name) for p in paths]
         extra = {p.name: p.read_text() for p in paths}
         extra["README.md"] = readme(out, notes)
-        rep = report.build(certs, out, extra=extra)
+        rep = report.build(certs, out, extra=extra, command="demo")
     return {"out": str(out), "report": str(out / "report.md"), "verified": rep.holds,
             "certificates": [p.name for p in paths], "notes": notes,
             "seconds": round(time.perf_counter() - t0, 1)}
@@ -173,13 +181,18 @@ def run(out: Path, *, time_limit: float = 20.0, seed: int = 0, cube_m: int = 6) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="certify demo", description='The main job on the built-in defaults (make demo): bounds, the paper-5.1 feasibility bracket, the committed checkpoints and the Thm 2 cube kernel, each certificate re-checked, with a report.')
-    ap.add_argument("--out", default=str(DEFAULT_OUT), help="output folder (default reports/demo)")
+    ap.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
+                    help="output folder (default reports/demo); " + cli.OUT_DIR_HELP)
     ap.add_argument("--time-limit", type=float, default=20.0,
-                    help="witness search seconds for the rank between the proved bounds")
-    ap.add_argument("--seed", type=int, default=0)
+                    help="witness search seconds for the rank between the proved bounds (default 20)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the searches (default 0)")
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    cli.add_progress(ap)
     args = ap.parse_args(argv)
-    res = run(Path(args.out), time_limit=args.time_limit, seed=args.seed)
+    limits.check_time_limit(args.time_limit)
+    outputs.check_out_dir(args.out, "demo")
+    res = run(Path(args.out), time_limit=args.time_limit, seed=args.seed,
+              progress=cli.show_progress(args.no_progress))
     if args.json:
         print(json.dumps(res))
     print(f"certify-attention demo: {len(res['certificates'])} certificates, "

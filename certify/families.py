@@ -169,16 +169,20 @@ class Family:
         if path.suffix == ".json":
             try:
                 obj = json.loads(path.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise InputError(f"family file {path} is not valid JSON: {exc}") from None
+            except (ValueError, RecursionError) as exc:   # bad JSON, bad UTF-8, over-long integers
+                raise InputError(f"family file {path} is not valid JSON: "
+                                 f"{' '.join(str(exc).split())[:100]}") from None
             return cls.from_json(obj)
         if path.suffix == ".npz":
             try:
                 with np.load(path, allow_pickle=False) as z:
                     data = {k: z[k] for k in z.files}
                 meta = json.loads(str(data.pop("meta")))
-            except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-                raise InputError(f"family file {path} is corrupt: {exc}") from None
+            except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+                why = " ".join(str(exc).split())[:120] or type(exc).__name__
+                raise InputError(f"family file {path} is corrupt or empty ({why})") from None
+            if not isinstance(meta, dict):
+                raise InputError(f"family file {path}: metadata is not a JSON object")
             if meta.get("format") != FORMAT:
                 raise InputError(f"not a family file (format must be {FORMAT!r})")
             try:
@@ -489,6 +493,20 @@ def multilevel_spec(M: int, s: int, h: int, q: int, words=None) -> MultilevelSpe
 
 # ---------------------------------------------------------------- Sec. 5.2 OOD family
 
+def _weight_words(M: int, k: int) -> np.ndarray:
+    """Every weight-``k`` word of length ``M`` as a (C(M, k), M) uint8 array, in the
+    order of ``itertools.combinations(range(M), k)`` (vectorised: M = 24 in a
+    second instead of half a minute). Combinations in lexicographic order are the
+    words read as binary numbers (position 0 the top bit) in decreasing order."""
+    if M <= 26:
+        v = np.arange(1 << M, dtype=np.int64)
+        v = v[np.bitwise_count(v) == k][::-1]
+        return ((v[:, None] >> (M - 1 - np.arange(M))) & 1).astype(np.uint8)
+    import itertools
+    return np.array([[1 if i in c else 0 for i in range(M)]
+                     for c in itertools.combinations(range(M), k)], dtype=np.uint8)
+
+
 def ood_families(M: int, q: int, n: int | None = None, *, train_size: int = 2048,
                  test_size: int = 1024, seed: int = 0) -> tuple[Family, Family]:
     """The Sec. 5.2 train and joint-OOD test pools at scale ``(M, q, n = 2q)``.
@@ -552,20 +570,32 @@ def load_family(name_or_path: str) -> Family:
     parts = spec.split("-")
     if parts[0] == "ood" and len(parts) == 5 and parts[4] in ("train", "test"):
         try:
-            M, q, n = (int(p) for p in parts[1:4])
+            M, q, n = (int(p) for p in parts[1:4] if len(p) < 12)
         except ValueError:
             raise InputError(f"bad OOD family name {spec!r}") from None
+        _check_family_size(M=M, q=q)
         train, test = ood_families(M, q, n)
         return train if parts[4] == "train" else test
     if parts[0] == "multilevel" and len(parts) == 5 and not os.path.exists(spec):
         try:
-            M, s, h, q = (int(p) for p in parts[1:])
+            M, s, h, q = (int(p) for p in parts[1:] if len(p) < 12)
         except ValueError:
             raise InputError(f"bad multilevel family name {spec!r}") from None
+        _check_family_size(M=M, q=q, s=s, h=h)
         return multilevel_spec(M, s, h, q).family()
     if os.path.exists(spec):
         return Family.load(spec)
     raise InputError(f"unknown family {spec!r}: not a file and not one of {', '.join(builtin_names())}")
+
+
+def _check_family_size(**params: int | None) -> None:
+    """Family parameters against the documented limits (certify.limits)."""
+    from certify import limits
+    for nm, v in params.items():
+        if v is None:
+            continue
+        key = {"M": "family_m", "m": "family_m", "size": "family_size", "n": "chain_n"}.get(nm, "family_q")
+        limits.check_int(key, int(v), f"family parameter {nm}", low=0)
 
 
 def _bits(row: np.ndarray) -> str:
@@ -623,7 +653,7 @@ def main(argv=None) -> int:
     import sys
 
     p = argparse.ArgumentParser(
-        prog="python -m certify.families",
+        prog="certify families",
         description="Build, inspect and save the finite input families of the paper. "
                     f"Built-in names: {'; '.join(builtin_names())}. Files: .json or .npz "
                     "(format in the module docstring); loading re-derives every target.")
@@ -633,9 +663,11 @@ def main(argv=None) -> int:
     sh.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     sv = sub.add_parser("save", help="write a family to a file (.json or .npz), atomically")
     sv.add_argument("family", help="built-in name or a family file")
-    sv.add_argument("--out", required=True, help="output path ending in .json or .npz")
+    sv.add_argument("--out", required=True, help="output path ending in .json or .npz; an existing "
+                    "file is replaced only when certify wrote it; missing folders are created")
     b = sub.add_parser("build", help="build a family from parameters and write it")
-    b.add_argument("builder", choices=["chain", "multilevel", "ood"])
+    b.add_argument("builder", choices=["chain", "multilevel", "ood"],
+                   help="chain (Lemma 3, from a code file), multilevel (Sec. 4) or ood (Sec. 5.2)")
     b.add_argument("--code", help="code file (JSON list of bit strings, .npy, or .txt); "
                    "chain: required; multilevel: default greedy packing")
     b.add_argument("--n", type=int, default=3, help="chain: exact length (>= 3)")
@@ -648,10 +680,15 @@ def main(argv=None) -> int:
     b.add_argument("--split", choices=["train", "test"], default="test", help="ood: pool")
     b.add_argument("--size", type=int, default=1024, help="ood: inputs in the pool")
     b.add_argument("--seed", type=int, default=0, help="ood: seed")
-    b.add_argument("--out", required=True, help="output path ending in .json or .npz")
+    b.add_argument("--out", required=True, help="output path ending in .json or .npz; an existing "
+                   "file is replaced only when certify wrote it; missing folders are created")
     b.add_argument("--json", action="store_true", help="print the counts as JSON")
     args = p.parse_args(argv)
+    if args.cmd in ("save", "build"):
+        from certify import outputs
+        outputs.check_out_file(args.out, suffixes=(".json", ".npz"))
     if args.cmd == "build":
+        _check_family_size(M=args.M, q=args.q, s=args.s, h=args.h, size=args.size, n=args.n)
         fam = _build(args)
     else:
         fam = load_family(args.family)
@@ -677,10 +714,8 @@ def _build(args) -> Family:
                 raise InputError(f"build {args.builder} needs --{nm}")
     if args.builder == "chain":
         need("code")
-        try:
-            eps = Fraction(args.eps)
-        except (ValueError, ZeroDivisionError):
-            raise InputError(f"--eps must be a rational like 1/2, got {args.eps!r}") from None
+        from certify.limits import parse_exact
+        eps = parse_exact(args.eps, "--eps")
         return chain_family(load_code(args.code), n=args.n, eps=eps, g=args.g)
     if args.builder == "multilevel":
         need("M", "s", "h", "q")

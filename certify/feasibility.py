@@ -44,6 +44,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from certify.certificate import Certificate, Claim, ClaimKind, Verdict, q_to_str
+from certify import cli, limits, outputs
 from certify.errors import InputError, run_command
 from certify.families import Family, load_family
 from certify.feasibility_bounds import ChainBound, chain_bound
@@ -209,17 +210,16 @@ def search_witness(problem: FeasibilityProblem, rank: int, features: Features, *
     start = None
     if init is not None:
         start = truncate(fp, init[0], init[1], rank, nonneg=nonneg)
-    bar = None
-    if progress:
-        from tqdm import tqdm
-        bar = tqdm(desc=f"rank {rank} {features.value}", unit="LP", file=sys.stderr,
-                   leave=False)
+    bar = cli.time_bar(f"rank {rank} {features.value}", time_limit, progress is True)
+    own_bar = bar is not None
+    if progress not in (True, False):        # a bar shared by the caller (descend)
+        bar = progress
     try:
         res = alternating_search(fp, rank, nonneg=nonneg, rng=np.random.default_rng(seed),
                                  time_limit=time_limit, accept=accept, progress=bar,
                                  init=start)
     finally:
-        if bar is not None:
+        if own_bar:
             bar.close()
     if found:
         return res, found[-1][0], found[-1][1], found[-1][2]
@@ -241,6 +241,18 @@ def descend(problem: FeasibilityProblem, rank: int, features: Features, *, time_
     t0 = time.perf_counter()
     cur = _construction_factors(problem)
     R = problem.num_rows
+    res = w = chk = None
+    # one bar for the whole descent, named by the rank asked for
+    bar = cli.time_bar(f"rank {rank} {features.value} search", time_limit, bool(progress))
+    progress = bar if bar is not None else False
+    try:
+        return _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R):
     res = w = chk = None
     for r in range(R - 1, rank - 1, -1):
         left = time_limit - (time.perf_counter() - t0)
@@ -304,7 +316,7 @@ def cube_brackets(results: Sequence[FeasibilityResult],
 # ---------------------------------------------------------------- command
 
 def _parse(argv):
-    p = argparse.ArgumentParser(prog="certify.feasibility", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="certify feasibility", description=__doc__.split("\n")[0])
     p.add_argument("--rank", type=int, help="feature dimension r >= 1")
     p.add_argument("--family", default="paper-5.1", help="built-in family name or family file")
     p.add_argument("--features", choices=[f.value for f in Features], default=None,
@@ -315,11 +327,12 @@ def _parse(argv):
                         "extended to the whole cube; default) or used-pairs (alpha >= 0 on "
                         "the pairs the inputs use)")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    p.add_argument("--out", help="write the certificate here (atomically)")
-    p.add_argument("--time-limit", type=float, default=60.0, help="search seconds per rank")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--sweep", metavar="LO:HI", help="run every rank in LO..HI")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
+    p.add_argument("--time-limit", type=float, default=60.0,
+                   help="search seconds per rank (finite, > 0; default 60)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the witness search (default 0)")
+    p.add_argument("--sweep", metavar="LO:HI", help="run every rank in LO..HI (not with --rank)")
+    cli.add_progress(p)
     return p.parse_args(argv)
 
 
@@ -354,15 +367,23 @@ def _line(res: FeasibilityResult) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise InputError(f"--time-limit must be positive, got {args.time_limit}")
+    limits.check_time_limit(args.time_limit)
+    if args.rank is not None and args.sweep:
+        raise InputError("give either --rank R or --sweep LO:HI, not both")
+    if args.rank is not None:
+        limits.check_int("rank", args.rank, "--rank")
+    if args.sweep:
+        limits.check_int("rank", _sweep_range(args.sweep)[1], "--sweep HI")
+    if args.out:
+        outputs.check_out_file(args.out)
+    progress = cli.show_progress(args.no_progress)
     model_class = ModelClass(args.model_class)
     family = load_family(args.family)
     if args.sweep:
         lo, hi = _sweep_range(args.sweep)
         feats = [Features(args.features)] if args.features else [Features.REAL, Features.NONNEGATIVE]
         results, brackets = sweep(family, lo, hi, feats, time_limit=args.time_limit,
-                                  seed=args.seed, progress=not args.no_progress,
+                                  seed=args.seed, progress=progress,
                                   model_class=model_class)
     else:
         if args.rank is None:
@@ -371,7 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"rank must be an integer >= 1, got {args.rank}")
         results = [decide(family, args.rank, Features(args.features or "real"),
                           time_limit=args.time_limit, seed=args.seed,
-                          progress=not args.no_progress, model_class=model_class)]
+                          progress=progress, model_class=model_class)]
         brackets = None
     for res in results:
         print(_line(res), file=sys.stderr)
@@ -386,11 +407,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 line += f"; whole-cube head in [{a}, {c if c is not None else '?'}]"
             print(line, file=sys.stderr)
     cert = Certificate(claims=[r.to_claim() for r in results],
-                       command=["python", "-m", "certify.feasibility",
+                       command=["certify", "feasibility",
                                 *(argv if argv is not None else sys.argv[1:])],
                        inputs={f"family:{family.name}": family.sha256}, seeds={"search": args.seed})
     if args.out:
-        cert.write(args.out)
+        outputs.write_file(args.out, cert.dumps())
     if args.json:
         if brackets is None:
             doc = results[0].summary()

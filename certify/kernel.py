@@ -38,6 +38,7 @@ import numpy as np
 
 from certify.certificate import atomic_write_bytes, atomic_write_text, q_to_str, sha256_file, str_to_q
 from certify.errors import InputError
+from certify.limits import check_matrix_shape, limit, parse_exact
 
 KERNEL_FORMAT = "certify-attention/kernel/1"
 MAX_SAVE_BYTES = 1 << 31
@@ -237,11 +238,12 @@ def parse_tokens(spec: str | None):
         return None
     if spec.startswith("cube:"):
         try:
-            m = int(spec[5:])
+            m = int(spec[5:]) if len(spec) < 20 else -1
         except ValueError:
             raise InputError(f"bad token set {spec!r}: expected cube:M") from None
-        if not 1 <= m <= MAX_CUBE_M:
-            raise InputError(f"cube dimension must be 1..{MAX_CUBE_M}, got {m}")
+        if not 1 <= m <= limit("cube_m"):
+            raise InputError(f"cube dimension must be 1..{limit('cube_m')} (limit cube_m; raise it "
+                             f"with CERTIFY_LIMIT_CUBE_M), got {spec[5:][:30]}")
         return f"cube:{m}", m, None
     from certify.families import load_family
     fam = load_family(spec)
@@ -260,6 +262,8 @@ def from_feature_fn(fn: FeatureFn, tokens_spec: str, provenance: Provenance, *, 
 def from_features(phi_q, phi_k, provenance: Provenance, *, tokens=None, token_set: str | None = None,
                   guarantee: str | None = None) -> Kernel:
     q, k = _features(phi_q, "PhiQ"), _features(phi_k, "PhiK")
+    if q.ndim == 2 and q.shape[1] > limit("rank"):
+        raise InputError(f"features have {q.shape[1]} columns, over the limit rank = {limit('rank')}")
     if q.shape != k.shape or q.shape[0] == 0 or q.shape[1] == 0:
         raise InputError(f"PhiQ {q.shape} and PhiK {k.shape} must have one non-empty shape (K, r)")
     m = None
@@ -280,6 +284,9 @@ def from_features(phi_q, phi_k, provenance: Provenance, *, tokens=None, token_se
 
 def from_matrix(a, provenance: Provenance, *, tokens=None, token_set: str | None = None) -> Kernel:
     from solvers.exact import check_matrix
+    shape = getattr(a, "shape", None)
+    if shape is not None and len(shape) == 2:
+        check_matrix_shape(int(shape[0]), int(shape[1]))
     a = check_matrix(a, "kernel matrix")
     m = None
     if token_set and token_set.startswith("cube:"):
@@ -302,6 +309,7 @@ def from_rationals(rows, provenance: Provenance, *, tokens=None, token_set: str 
     n2 = len(rows[0])
     if n2 == 0 or any(len(r) != n2 for r in rows):
         raise InputError("kernel matrix: ragged or empty rows")
+    check_matrix_shape(len(rows), n2)
     q = tuple(tuple(v if isinstance(v, Fraction) else str_to_q(v) for v in r) for r in rows)
     m = None
     if tokens is not None:
@@ -329,10 +337,15 @@ def load_kernel(source: str | os.PathLike, *, tokens: str | None = None, spec: s
     if path.is_dir():
         raise InputError(f"{source} is a directory, not a kernel file or checkpoint")
     suffix = path.suffix.lower()
+    if not path.is_file():
+        raise InputError(f"{source} is not a regular file")
+    if suffix == ".npy":
+        _np_header_check(path)
     digest = sha256_file(path)
     prov = lambda dtype, adapter="matrix-file", **d: Provenance(str(path), digest, adapter, dtype, details=d)  # noqa: E731
     if suffix == ".npy":
-        return _with_tokens(from_matrix(_np_load(path), prov(_np_load(path).dtype.name)), tokens)
+        arr = _np_load(path)
+        return _with_tokens(from_matrix(arr, prov(arr.dtype.name)), tokens)
     if suffix == ".npz":
         return _from_arrays(_npz_arrays(path), path, digest, tokens)
     if suffix == ".safetensors":
@@ -368,6 +381,7 @@ def _with_tokens(k: Kernel, tokens: str | None) -> Kernel:
 
 
 def _np_load(path: Path) -> np.ndarray:
+    _np_header_check(path)
     try:
         a = np.load(path, allow_pickle=False)
     except ValueError as exc:
@@ -379,6 +393,23 @@ def _np_load(path: Path) -> np.ndarray:
     if isinstance(a, np.lib.npyio.NpzFile):     # a zip renamed .npy
         raise InputError(f"{path.name} is an .npz archive, not .npy")
     return a
+
+
+def _np_header_check(path: Path) -> None:
+    try:                        # the header first: a huge matrix is refused before it is read
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                else np.lib.format.read_array_header_2_0
+            shape = read(f)[0]
+        if len(shape) == 2:
+            check_matrix_shape(int(shape[0]), int(shape[1]), f"{path.name}: the matrix")
+        elif any(int(d) > limit("matrix_n") ** 2 for d in shape):
+            raise InputError(f"{path.name}: array of shape {shape} is over the limit matrix_n")
+    except InputError:
+        raise
+    except Exception:           # not a plain .npy header: np.load says what is wrong
+        pass
 
 
 def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
@@ -406,7 +437,7 @@ def _from_arrays(arrays: dict[str, np.ndarray], path: Path, digest: str, tokens:
     if "kernel_meta" in arrays:
         try:
             meta = json.loads(bytes(arrays["kernel_meta"].astype(np.uint8)).decode())
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (ValueError, RecursionError):
             raise InputError(f"{path.name}: corrupt kernel metadata") from None
         return _from_kernel_meta(meta, arrays, path, digest)
     toks = arrays.get("tokens")
@@ -475,8 +506,9 @@ def _dyadic_rows(rows, name: str) -> np.ndarray:
 def _json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path.name} is not valid JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:    # JSONDecodeError, UnicodeDecodeError, 4300-digit ints
+        why = " ".join(str(exc).split())[:100] or type(exc).__name__
+        raise InputError(f"{path.name} is not valid JSON ({why})") from None
 
 
 def _json_rows(rows: Any, name: str) -> list[list[Fraction]]:
@@ -484,6 +516,7 @@ def _json_rows(rows: Any, name: str) -> list[list[Fraction]]:
         raise InputError(f"{name}: expected a non-empty matrix (list of rows)")
     if len({len(r) for r in rows}) != 1 or not rows[0]:
         raise InputError(f"{name}: ragged or empty matrix")
+    check_matrix_shape(len(rows), len(rows[0]), f"{name}: the matrix")
     try:
         return [[str_to_q(v) for v in r] for r in rows]
     except InputError as exc:
@@ -499,15 +532,17 @@ def _csv_rows(path: Path) -> list[list[Fraction]]:
     if not rows:
         raise InputError(f"{path.name}: empty matrix")
     if len({len(r) for r in rows}) != 1:
-        raise InputError(f"{path.name}: ragged matrix (rows of lengths {sorted({len(r) for r in rows})})")
+        raise InputError(f"{path.name}: ragged matrix (rows of lengths {sorted({len(r) for r in rows})[:6]})")
+    check_matrix_shape(len(rows), len(rows[0]), f"{path.name}: the matrix")
     out = []
     for i, r in enumerate(rows):
         row = []
         for j, c in enumerate(r):
+            # exact: "3", "-1/7", "0.1" (= 1/10), "1e-3"; length and exponent bounded first
             try:
-                v = Fraction(c.strip())       # exact: "3", "-1/7", "0.1" (= 1/10), "1e-3"
-            except (ValueError, ZeroDivisionError):
-                raise InputError(f"{path.name}: entry ({i}, {j}) = {c.strip()!r} is not a finite number") from None
+                v = parse_exact(c, "entry")
+            except InputError as exc:
+                raise InputError(f"{path.name}: entry ({i}, {j}): {exc}") from None
             row.append(v)
         out.append(row)
     return out
@@ -531,17 +566,22 @@ def _token_strings(toks: Any) -> np.ndarray:
 def _is_checkpoint(path: Path) -> bool:
     """A ``models/`` checkpoint: ``X.json`` with the checkpoint format, or weights
     with such a sibling config."""
-    try:
-        from models.checkpoint import FORMAT
-    except Exception:    # torch missing: not a checkpoint we can read
-        return False
     cfg = path if path.suffix == ".json" else path.with_suffix(".json")
     if path.suffix not in (".json", ".safetensors", ".pt", ".pth", "") or not cfg.is_file():
         return False
     try:
-        return json.loads(cfg.read_text()).get("format") == FORMAT
-    except (json.JSONDecodeError, UnicodeDecodeError, AttributeError, OSError):
+        if cfg.stat().st_size > 16 << 20:
+            return False
+        fmt = json.loads(cfg.read_text()).get("format")
+    except (ValueError, AttributeError, OSError, RecursionError):
         return False
+    if not isinstance(fmt, str) or not fmt.startswith("certify-attention/"):
+        return False
+    try:
+        from models.checkpoint import FORMAT       # imports torch: only for a real candidate
+    except Exception:    # torch missing: not a checkpoint we can read
+        return False
+    return fmt == FORMAT
 
 
 def _from_checkpoint(path: Path, tokens: str | None) -> Kernel:
@@ -582,7 +622,8 @@ def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
 
     def fn(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():
-            q, k = model.feature_matrices(torch.from_numpy(np.ascontiguousarray(batch)))
+            # tokens may be a read-only view (a frozen family's array): torch needs its own copy
+            q, k = model.feature_matrices(torch.from_numpy(np.array(batch, order="C", copy=True)))
         return q.detach().cpu().numpy(), k.detach().cpu().numpy()
 
     K = (1 << m) if toks is None else len(toks)

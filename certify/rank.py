@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from certify.certificate import Certificate, Claim, ClaimKind, Verdict, q_to_str, sha256_bytes
+from certify import cli, limits, outputs
 from certify.errors import InputError, UncertifiableError, run_command
 from certify.kernel import Form, Kernel, load_kernel
 from solvers import exact as ex
@@ -57,6 +58,7 @@ class RankOptions:
     batch_size: int = 1 << 14
     enclosures: bool = True
     enclosure_prec: int = 64
+    progress: bool = False                  # a bar over the token pass (stderr)
 
 
 # ---------------------------------------------------------------- factor form: one pass over the tokens
@@ -81,7 +83,8 @@ class FactorSummary:
     seconds: float
 
 
-def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit: int = 1 << 22) -> FactorSummary:
+def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit: int = 1 << 22,
+                       progress: bool = False) -> FactorSummary:
     t0 = time.perf_counter()
     r = int(kernel.rank)
     accq, acck = ex.GramAccumulator(r), ex.GramAccumulator(r)
@@ -90,7 +93,14 @@ def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit:
     keep = kernel.num_tokens * r <= keep_limit
     qs, ks = [], []
     dtype = None
+    bar = None
+    if progress and kernel.num_tokens > 4 * batch_size:     # long passes only
+        from tqdm import tqdm
+        bar = tqdm(total=kernel.num_tokens, desc="features", unit="tok", unit_scale=True,
+                   file=sys.stderr, leave=False)
     for q, k in kernel.feature_batches(batch_size):
+        if bar is not None:
+            bar.update(len(q))
         if q.shape[1] != r or k.shape[1] != r or len(q) != len(k):
             raise InputError(f"feature batch shapes {q.shape}, {k.shape} do not match rank {r}")
         dtype = dtype or q.dtype.name
@@ -443,7 +453,7 @@ def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions()) -> RankReport
     claims: list[Claim] = []
     if kernel.form is Form.FACTOR:
         s = summarize_features(kernel, batch_size=opt.batch_size,
-                               keep_limit=max(opt.embed_limit, 1 << 22))
+                               keep_limit=max(opt.embed_limit, 1 << 22), progress=opt.progress)
         if opt.require_nonnegative:
             claims.append(_require(nonnegative_claim_factor(kernel, s, opt)))
         rank_claim = exact_rank_factor_claim(kernel, s, opt)
@@ -496,33 +506,32 @@ def _require(claim: Claim) -> Claim:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="certify.rank", description='Exact two-sided rank (modular minor + exact span or null-space witness) and certified approximate rank of a kernel; optional Lemma 4 / Thm 5 code-rank and nonnegativity claims. Exit 0 when every claim is proved.')
-    p.add_argument("source", help="kernel file, matrix file, models/ checkpoint, or state dict (with --spec)")
+    p = argparse.ArgumentParser(prog="certify rank", description='Exact two-sided rank (modular minor + exact span or null-space witness) and certified approximate rank of a kernel; optional Lemma 4 / Thm 5 code-rank and nonnegativity claims. Exit 0 when every claim is proved.')
+    p.add_argument("source", help="kernel file, matrix file, models/ checkpoint, or state dict "
+                   "(with --spec); resolved as given, then a folder with a config and "
+                   "safetensors, then with a known suffix (.json, .safetensors, .npz, .npy, .csv)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--tokens", help="token set: cube:M")
     g.add_argument("--family", help="token set: a family's tokens (name or file)")
     p.add_argument("--spec", help="adapter spec (JSON) for a third-party checkpoint")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    p.add_argument("--out", help="write the certificate here (atomically)")
-    p.add_argument("--eps", help="eps-rank threshold (exact: '1/1000', '0.001')")
+    p.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
+    p.add_argument("--eps", help="eps-rank threshold (exact: '1/1000', '0.001'; > 0)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random primes")
-    p.add_argument("--max-primes", type=int, default=4)
+    p.add_argument("--max-primes", type=int, default=4,
+                   help="random primes tried for the modular rank (1..64, default 4)")
     p.add_argument("--code", help="code for the Lemma 4 claim: 'paper-5.1', a .json list of "
                                   "0/1 strings, or a .npy (W, M) array")
     p.add_argument("--require-nonnegative", action="store_true",
                    help="certify alpha >= 0; a signed kernel exits with code 3")
-    p.add_argument("--batch-size", type=int, default=1 << 14)
+    p.add_argument("--batch-size", type=int, default=1 << 14,
+                   help="tokens per feature batch (1..2^20, default 2^14)")
+    cli.add_progress(p)
     return p
 
 
 def parse_eps(text: str) -> Fraction:
-    try:
-        v = Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        raise InputError(f"--eps must be an exact number like 1/1000 or 0.001, got {text!r}") from None
-    if v <= 0:
-        raise InputError(f"--eps must be > 0, got {text}")
-    return v
+    return limits.parse_eps(text, "--eps")
 
 
 def load_code(spec: str) -> tuple[np.ndarray, str]:
@@ -546,19 +555,28 @@ def load_code(spec: str) -> tuple[np.ndarray, str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     a = _parser().parse_args(argv)
-    if a.max_primes < 1 or a.batch_size < 1:
-        raise InputError("--max-primes and --batch-size must be >= 1")
+    if not 1 <= a.max_primes <= 64 or not 1 <= a.batch_size <= 1 << 20:
+        raise InputError("--max-primes must be in 1..64, --batch-size in 1..2^20")
+    eps = parse_eps(a.eps) if a.eps else None
+    if a.out:
+        outputs.check_out_file(a.out)
     tokens = a.tokens or a.family
-    kernel = load_kernel(a.source, tokens=tokens, spec=a.spec)
+    if a.tokens:
+        from certify.kernel import parse_tokens
+        parse_tokens(a.tokens)                  # cube:M bounds, before any model is loaded
+    source = a.source if a.spec else str(cli.resolve_source(a.source))
+    if not a.spec:
+        cli.precheck_checkpoint(source)
+    kernel = load_kernel(source, tokens=tokens, spec=a.spec)
     code, code_name = load_code(a.code) if a.code else (None, None)
-    opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=parse_eps(a.eps) if a.eps else None,
+    opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=eps,
                       code=code, code_name=code_name, require_nonnegative=a.require_nonnegative,
-                      batch_size=a.batch_size)
+                      batch_size=a.batch_size, progress=cli.show_progress(a.no_progress))
     rep = certify_rank(kernel, opt)
     cert = rep.certificate
-    cert.command = ["certify.rank", *(sys.argv[1:] if argv is None else list(argv))]
+    cert.command = ["certify", "rank", *(sys.argv[1:] if argv is None else list(argv))]
     if a.out:
-        cert.write(a.out)
+        outputs.write_file(a.out, cert.dumps())
     for c in cert.claims:
         print(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
     if a.json:

@@ -9,16 +9,20 @@ Made from certificates only, never from a live run. Writes into ``DIR``:
   the figures, the result of re-checking each certificate with
   :mod:`certify.verify` (skip with ``--no-verify``), and a reproducibility block
   (command lines, input hashes, seeds, package versions, git commit);
-* ``report.tex`` -- the claims as a booktabs table, ready to ``\\input``
-  (needs ``\\usepackage{booktabs}``);
+* ``report.tex`` -- a fragment to ``\\input`` in a paper (needs ``booktabs`` and
+  ``graphicx``): the claims in ``table`` floats with caption and label,
+  statements typeset, numbers rounded with the exact values in an appendix
+  table, every method explained in one line, ``figure`` environments
+  (:mod:`certify.report_tex`);
 * figures as PNG and PDF, each drawn only when the certificates hold the data:
   ``singular_values`` (certified enclosures of ``eps_rank`` claims, with eps),
   ``verdict_vs_rank`` (``feasible`` / ``infeasible`` verdicts across ranks),
   ``transcript_bits`` (``transcript`` claims: bits available vs
   ``q log2(s+1)``).
 
-The folder is written into a temporary sibling and renamed into place, so a
-reader never sees a half-written report.
+The folder is built in a locked stage folder next to it and renamed into
+place (:mod:`certify.outputs`): a reader never sees a half-written report, and
+an existing ``--out`` is replaced only when it is an earlier report.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from certify.certificate import sha256_file
+from certify import cli as _cli, outputs as _outputs
 from certify.errors import InputError, run_command
 from certify import verify as _verify
 
@@ -56,6 +61,8 @@ def load(paths: Sequence[str | os.PathLike]) -> list[Loaded]:
     out, seen = [], set()
     for p in paths:
         path = Path(p)
+        if path.exists() and not path.is_file():
+            raise InputError(f"{path} is not a regular file")
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -64,6 +71,7 @@ def load(paths: Sequence[str | os.PathLike]) -> list[Loaded]:
             cert = _verify.parse(text)
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
+        _check_shape(cert, path)
         label = path.stem
         k = 2
         while label in seen:
@@ -75,6 +83,32 @@ def load(paths: Sequence[str | os.PathLike]) -> list[Loaded]:
     return out
 
 
+def _check_shape(cert: dict, path: Path) -> None:
+    """The fields the report reads have the types it expects (one line, exit 2)."""
+    claims = cert.get("claims")
+    if not isinstance(claims, list) or not claims:
+        raise InputError(f"{path}: certificate has no claims")
+    for i, c in enumerate(claims):
+        if not isinstance(c, dict):
+            raise InputError(f"{path}: claim {i} is not an object")
+        for key, typ in (("kind", str), ("verdict", str), ("evidence", dict)):
+            if not isinstance(c.get(key), typ):
+                raise InputError(f"{path}: claim {i} has no {key} {'object' if typ is dict else 'string'}")
+        for key, typ in (("statement", str), ("parameters", dict), ("method", str),
+                         ("reason", str), ("info", dict), ("timings", dict)):
+            if c.get(key) is not None and not isinstance(c[key], typ):
+                raise InputError(f"{path}: claim {i}: {key} has the wrong type")
+    cmd = cert.get("command", [])
+    if not isinstance(cmd, list) or not all(isinstance(x, str) for x in cmd):
+        raise InputError(f"{path}: command must be a list of strings")
+    for key in ("inputs", "seeds", "environment"):
+        v = cert.get(key, {})
+        if v is not None and not isinstance(v, dict):
+            raise InputError(f"{path}: {key} must be an object")
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in (cert.get("inputs") or {}).items()):
+        raise InputError(f"{path}: inputs must map file names to sha256 strings")
+
+
 # ---------------------------------------------------------------- figures
 
 def _q(v: Any) -> Fraction | None:
@@ -83,10 +117,11 @@ def _q(v: Any) -> Fraction | None:
     if isinstance(v, int):
         return Fraction(v)
     if isinstance(v, float):
-        return Fraction(v)
+        return Fraction(v) if math.isfinite(v) else None
+    from certify.limits import parse_exact
     try:
-        return Fraction(str(v))
-    except (ValueError, ZeroDivisionError):
+        return parse_exact(str(v), "value")      # bounded: "1e999999999" is no number here
+    except InputError:
         return None
 
 
@@ -110,10 +145,27 @@ def singular_value_series(certs: list[Loaded]) -> list[dict[str, Any]]:
                     pairs.append((_sqrt_down(_q(e[0])), _sqrt_down(_q(e[1]))))
             pairs.sort(key=lambda p: -p[1])
             eps = _q(ev.get("eps"))
-            out.append({"label": f"{L.label} #{i}", "intervals": pairs,
+            out.append({"label": _series_name(L), "intervals": pairs,
                         "eps": None if eps is None else float(eps), "k": ev.get("k"),
                         "verdict": c["verdict"]})
     return out
+
+
+def _series_name(L: Loaded) -> str:
+    """A kernel's name for a figure legend: its model or matrix file (from a
+    claim's ``source`` parameter), else the certificate's name."""
+    for c in L.cert["claims"]:
+        src = (c.get("parameters") or {}).get("source")
+        if isinstance(src, str) and src:
+            name = Path(src).name
+            if "(" in name:                     # a construction: module.function(args)
+                name = name.rsplit(".", 1)[-1] if "." in name.split("(")[0] else name
+            for suf in (".json", ".safetensors", ".npz", ".npy", ".csv"):
+                if name.endswith(suf):
+                    name = name[: -len(suf)]
+            if name:
+                return name
+    return L.label
 
 
 def feasibility_points(certs: list[Loaded]) -> list[dict[str, Any]]:
@@ -166,19 +218,22 @@ def _plt():
 
 def _save(fig, folder: Path, name: str) -> list[str]:
     fig.tight_layout()
-    fig.savefig(folder / f"{name}.png", dpi=150)
-    fig.savefig(folder / f"{name}.pdf")
+    fig.savefig(folder / f"{name}.png", dpi=150, bbox_inches="tight")   # legends outside the axes
+    fig.savefig(folder / f"{name}.pdf", bbox_inches="tight")
     _plt().close(fig)
     return [f"{name}.png", f"{name}.pdf"]
 
 
 def figure_singular_values(series, folder: Path) -> list[str]:
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = plt.subplots(figsize=(6.4, 4.2 + 0.18 * len(series)))
     positive = [a for s in series for a, _ in s["intervals"] if a > 0]
     positive += [s["eps"] for s in series if s["eps"]]
     floor = min(positive) / 100 if positive else 1e-12
-    for s in series:
+    names = [s["label"] for s in series]
+    for k, s in enumerate(series):        # one legend name per series
+        if names.count(s["label"]) > 1:
+            s = s | {"label": f"{s['label']} ({names[:k + 1].count(s['label'])})"}
         xs = list(range(1, len(s["intervals"]) + 1))
         color = ax._get_lines.get_next_color()
         # an enclosure [lo, hi]: a bar; lo = 0 (sigma may vanish): a downward marker at
@@ -190,20 +245,21 @@ def figure_singular_values(series, folder: Path) -> list[str]:
                       color=color, lw=3)
             ax.scatter([x for x, _, _ in pos], [b for _, _, b in pos],
                        marker="_" if len(xs) <= 16 else ".", s=160 if len(xs) <= 16 else 20,
-                       color=color, label=f"{s['label']}: {s['k']} values > eps")
+                       color=color, label=f"{s['label']}: {s['k']} values > $\\varepsilon$")
         if zero:
             ax.scatter(*zip(*zero), marker="v", s=40, color=color,
-                       label=f"{s['label']}: 0 <= sigma_i <= marker")
-        if s["eps"]:
-            ax.axhline(s["eps"], ls="--", lw=1, color=color, label=f"eps = {s['eps']:.3g}")
+                       label=f"{s['label']}: $0 \\leq \\sigma_i \\leq$ marker")
+    for j, eps in enumerate(sorted({s["eps"] for s in series if s["eps"]})):   # one line per eps
+        ax.axhline(eps, ls=("--", ":", "-.")[j % 3], lw=1, color="0.3",
+                   label=f"$\\varepsilon$ = {eps:.3g}")
     ax.set_yscale("log")
     ax.set_ylim(bottom=floor / 2)
     from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=12))
     ax.set_xlabel("index i")
-    ax.set_ylabel("sigma_i (certified enclosure)")
+    ax.set_ylabel("$\\sigma_i$ (certified enclosure)")
     ax.set_title("Singular values with certified enclosures")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     ax.grid(True, which="both", alpha=0.3)
     return _save(fig, folder, "singular_values")
 
@@ -260,7 +316,7 @@ def figure_transcript(points, folder: Path) -> list[str]:
     ax.set_xlabel("p (bits per coordinate)" if all(p["p"] is not None for p in pts) else "run")
     ax.set_ylabel("transcript bits available")
     ax.set_title("Theorem 9: transcript bits vs the bound", fontsize=10)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(True, alpha=0.3)
     return _save(fig, folder, "transcript_bits")
 
@@ -337,7 +393,8 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
         if c.get("reason"):
             lines += [f"- reason: {c['reason']}"]
         if c.get("method"):
-            lines += [f"- method: {c['method']}"]
+            from certify.report_tex import explain
+            lines += [f"- method: [{c['method']}](#methods) -- {explain(c['method'])}"]
         params = _scalars(c.get("parameters", {}))
         if params:
             lines += ["- parameters: " + ", ".join(f"`{k}` = {_fmt(v)}" for k, v in params)]
@@ -357,6 +414,11 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
             cc = checks[L.label].claims[i]
             lines += ["- re-checked: " + ("holds" if cc.holds else "FAILS: " + "; ".join(cc.problems))]
         lines.append("")
+    from certify.report_tex import explain
+    meths = list(dict.fromkeys(c.get("method") for _, _, c in _rows(certs) if c.get("method")))
+    if meths:
+        lines += ["## Methods", "", "<a id=\"methods\"></a>", ""]
+        lines += [f"- **{m}**: {explain(m)}" for m in meths] + [""]
     lines += ["## Reproducibility", ""]
     for L in certs:
         cert = L.cert
@@ -392,18 +454,13 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def latex(certs: list[Loaded], checks: dict[str, Any] | None) -> str:
-    lines = ["% Claims table made by certify.report; needs \\usepackage{booktabs}.",
-             "\\begin{tabular}{@{}llllp{0.52\\linewidth}@{}}", "\\toprule",
-             "Certificate & \\# & Kind & Verdict & Statement \\\\", "\\midrule"]
-    for L, i, c in _rows(certs):
-        verdict = c["verdict"]
-        if checks is not None and not checks[L.label].claims[i].holds:
-            verdict += " (fails re-check)"
-        lines.append(" & ".join(tex_escape(x) for x in (L.label, str(i), c["kind"].replace("_", " "),
-                                                         verdict, c.get("statement", ""))) + " \\\\")
-    lines += ["\\bottomrule", "\\end{tabular}"]
-    return "\n".join(lines) + "\n"
+def latex(certs: list[Loaded], checks: dict[str, Any] | None, figures: Sequence[str] = ()) -> str:
+    """The paper-ready LaTeX fragment (see :mod:`certify.report_tex`)."""
+    from certify import report_tex
+
+    def fails(label: str, i: int) -> bool:
+        return checks is not None and not checks[label].claims[i].holds
+    return report_tex.latex([(L.label, i, c) for L, i, c in _rows(certs)], fails, figures)
 
 
 # ---------------------------------------------------------------- the report
@@ -416,15 +473,16 @@ class ReportFiles:
 
 
 def build(certs: list[Loaded], out: str | os.PathLike, *, check: bool = True,
-          extra: dict[str, str] | None = None) -> ReportFiles:
-    """Write the report folder ``out`` (atomically replaced); ``extra`` adds files
-    (name -> text) to the folder, e.g. the certificate itself."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+          extra: dict[str, str] | None = None, command: str = "report") -> ReportFiles:
+    """Write the report folder ``out`` (atomically replaced, see :mod:`certify.outputs`:
+    only a new, empty or earlier ``certify <command>`` folder is replaced); ``extra``
+    adds files (name -> text) to the folder, e.g. the certificate itself."""
+    out = _outputs.check_out_dir(out, command)
     checks = {L.label: _verify.verify_certificate(L.cert, base=L.path.resolve().parent)
               for L in certs} if check else None
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    files: list[str] = []
+
+    def fill(tmp: Path) -> None:
         figures: list[str] = []
         sv = singular_value_series(certs)
         if sv:
@@ -436,61 +494,47 @@ def build(certs: list[Loaded], out: str | os.PathLike, *, check: bool = True,
         if tp:
             figures += figure_transcript(tp, tmp)
         (tmp / "report.md").write_text(markdown(certs, checks, figures))
-        (tmp / "report.tex").write_text(latex(certs, checks))
+        (tmp / "report.tex").write_text(latex(certs, checks, figures))
         for name, text in (extra or {}).items():
             (tmp / name).write_text(text)
-        files = ["report.md", "report.tex", *figures, *(extra or {})]
-        os.chmod(tmp, 0o755)
-        _replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        files.extend(["report.md", "report.tex", *figures, *(extra or {})])
+
+    _outputs.write_dir(out, command, fill)
     holds = None if checks is None else all(r.holds for r in checks.values())
     return ReportFiles(out, tuple(files), holds)
 
 
-def build_with_certificate(text: str, out: str | os.PathLike, name: str = "certificate.json"
-                           ) -> Path:
+def loaded_from_text(text: str, path: str | os.PathLike) -> Loaded:
+    """A certificate held in memory, labelled by the path it will be written to."""
+    path = Path(path)
+    try:
+        cert = _verify.parse(text)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    _check_shape(cert, path)
+    import hashlib
+    return Loaded(path.stem, path, hashlib.sha256(text.encode()).hexdigest(), cert)
+
+
+def build_with_certificate(text: str, out: str | os.PathLike, name: str = "certificate.json",
+                           command: str = "checkpoint") -> Path:
     """``out/name`` (the certificate) and its report, written in one atomic step."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.stage.", dir=out.parent))
-    try:
-        (stage / name).write_text(text)
-        build(load([stage / name]), out, extra={name: text})
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+    build([loaded_from_text(text, out / name)], out, extra={name: text}, command=command)
     return out
 
 
-def _replace_dir(new: Path, out: Path) -> None:
-    """Rename ``new`` to ``out``; an existing ``out`` is moved aside first and removed
-    after, so ``out`` is always either the old or the new complete folder."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out} exists and is not a folder")
-    if not out.exists():
-        os.replace(new, out)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-    os.rmdir(old)
-    os.replace(out, old)
-    try:
-        os.replace(new, out)
-    except BaseException:
-        os.replace(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="certify.report",
-                                description="Certificates -> report.md, report.tex, figures.")
-    p.add_argument("certificates", nargs="+", metavar="CERT.json")
-    p.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    p = argparse.ArgumentParser(prog="certify report",
+                                description="Certificates -> report.md, report.tex, figures.",
+                                epilog=_cli.EXIT_EPILOG)
+    p.add_argument("certificates", nargs="+", metavar="CERT.json", help="certificates to report on")
+    p.add_argument("--out", required=True, help=_cli.OUT_DIR_HELP)
     p.add_argument("--no-verify", action="store_true",
                    help="do not re-check the certificates (report only)")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = p.parse_args(argv)
+    _outputs.check_out_dir(args.out, "report")
     certs = load(args.certificates)
     rep = build(certs, args.out, check=not args.no_verify)
     if args.json:

@@ -34,6 +34,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from certify.certificate import (Certificate, Claim, ClaimKind, Verdict, q_to_str, sha256_json)
+from certify import cli, limits, outputs
 from certify.errors import InputError, run_command
 
 DEFAULT_EXACT_LIMIT = 4096
@@ -613,7 +614,7 @@ def sweep_figure(rows: list[dict[str, Any]], path: str | Path, title: str) -> No
 # ---------------------------------------------------------------- command
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m certify.transcript",
+    ap = argparse.ArgumentParser(prog="certify transcript",
                                  description="Thm 9 transcript check of a quantized sketch model "
                                              "on the Sec. 4 multilevel family.")
     src = ap.add_mutually_exclusive_group()
@@ -624,29 +625,36 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0, help="seed of a random model / calibration")
     qg = ap.add_mutually_exclusive_group()
     qg.add_argument("--bits", type=int, help="uniform quantizer, P bits per coordinate")
-    qg.add_argument("--format", choices=["fp8-e4m3", "fp8-e5m2", "bf16", "fp16"])
+    qg.add_argument("--format", choices=["fp8-e4m3", "fp8-e5m2", "bf16", "fp16"],
+                    help="floating-point quantizer format (instead of --bits)")
     ap.add_argument("--range", help="uniform range LO:HI (exact rationals) or 'auto' "
                                     "(calibrated on the family); builtin models default to 0:2^P-1")
-    ap.add_argument("--M", type=int, required=True)
-    ap.add_argument("--s", type=int, required=True)
-    ap.add_argument("--h", type=int, required=True)
-    ap.add_argument("--q", type=int, required=True)
+    ap.add_argument("--M", type=int, required=True,
+                    help="multilevel family: code length M (token dimension m = 2 + M + s)")
+    ap.add_argument("--s", type=int, required=True,
+                    help="multilevel family: number of levels s (code distance s + 1)")
+    ap.add_argument("--h", type=int, required=True, help="multilevel family: code weight h (0 <= h <= M)")
+    ap.add_argument("--q", type=int, required=True,
+                    help="multilevel family: number of queries q (assignments (s+1)^q)")
     ap.add_argument("--n", type=int, help="context length (default 2q; 2q <= n is required)")
-    ap.add_argument("--layers", type=int, default=1)
-    ap.add_argument("--heads", type=int, default=1)
-    ap.add_argument("--rank", type=int, default=4)
-    ap.add_argument("--dv", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=1, help="random model: layers (default 1)")
+    ap.add_argument("--heads", type=int, default=1, help="random model: heads per layer (default 1)")
+    ap.add_argument("--rank", type=int, default=4, help="random model: feature dimension r (default 4)")
+    ap.add_argument("--dv", type=int, default=2, help="random model: value dimension (default 2)")
     ap.add_argument("--d-model", type=int, help="state dimension of a random model (default m)")
-    ap.add_argument("--feature-map", default="relu", choices=["identity", "relu", "elu1", "exp"])
+    ap.add_argument("--feature-map", default="relu", choices=["identity", "relu", "elu1", "exp"],
+                    help="random model: feature map (default relu)")
     ap.add_argument("--sweep-bits", help="LO:HI: run every p in the range, print where collisions start")
     ap.add_argument("--figure", help="PNG path for the sweep figure (default reports/transcript/)")
     ap.add_argument("--exact-limit", type=int, default=DEFAULT_EXACT_LIMIT,
                     help="largest family whose outputs are all checked exactly")
-    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH)
+    ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH,
+                    help=f"assignments per batch (default {DEFAULT_BATCH})")
     ap.add_argument("--time-limit", type=float, help="seconds for the streaming search")
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
-    ap.add_argument("--out", help="write the certificate here (atomically)")
-    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
+    ap.add_argument("--no-progress", action="store_true",
+                    help="no progress bar (bars are shown on stderr only when it is a terminal)")
     return ap
 
 
@@ -663,14 +671,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError("--sweep-bits sweeps the uniform quantizer's bits; drop --format")
     if not args.sweep_bits and args.bits is None and args.format is None and not args.checkpoint:
         raise InputError("give --bits P, --format NAME or --sweep-bits LO:HI")
-    if args.time_limit is not None and args.time_limit <= 0:
-        raise InputError("--time-limit must be > 0")
+    limits.check_time_limit(args.time_limit)
+    for nm, key in (("M", "family_m"), ("s", "family_q"), ("h", "family_q"), ("q", "family_q"),
+                    ("layers", "family_q"), ("heads", "family_q"), ("rank", "rank"), ("dv", "rank"),
+                    ("bits", "family_q")):
+        if getattr(args, nm) is not None:
+            limits.check_int(key, getattr(args, nm), f"--{nm}", low=0)
+    if args.n is not None:
+        limits.check_int("chain_n", args.n, "--n")
+    if args.d_model is not None:
+        limits.check_int("rank", args.d_model, "--d-model")
+    if args.out:
+        outputs.check_out_file(args.out)
+    if args.figure:
+        outputs.check_out_file(args.figure, suffixes=(".png",))
+    if args.checkpoint:
+        ck = cli.resolve_source(args.checkpoint)
+        cli.precheck_checkpoint(ck, "sketch")
     spec = multilevel_spec(args.M, args.s, args.h, args.q)
     n = 2 * spec.q if args.n is None else args.n
     if 2 * spec.q > n:
         raise InputError(f"2q = {2 * spec.q} exceeds the context length n = {n}")
-    progress = not args.no_progress
-    command = ["python", "-m", "certify.transcript"] + list(argv if argv is not None else sys.argv[1:])
+    progress = cli.show_progress(args.no_progress)
+    command = ["certify", "transcript"] + list(argv if argv is not None else sys.argv[1:])
 
     if args.sweep_bits:
         lo, hi = _parse_sweep(args.sweep_bits)
@@ -704,7 +727,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"figure: {fig}", file=sys.stderr)
         cert = Certificate(claims=claims, command=command, inputs=inputs, seeds=seeds)
         if args.out:
-            cert.write(args.out)
+            outputs.write_file(args.out, cert.dumps())
         if args.json:
             import json
 
@@ -719,7 +742,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     js = r.to_json()
     _print_human(spec, model, js)
     if args.out:
-        cert.write(args.out)
+        outputs.write_file(args.out, cert.dumps())
     if args.json:
         import json
 

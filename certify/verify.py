@@ -173,8 +173,9 @@ def parse(text: str) -> dict[str, Any]:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg} at line {exc.lineno}") from None
-    except RecursionError:
-        raise InputError("not a certificate (nested too deeply)") from None
+    except (ValueError, RecursionError) as exc:      # over-long integers, nesting too deep
+        raise InputError(f"not a usable JSON document ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:80]})") from None
     if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
         raise InputError(f"not a certificate (schema must be {SCHEMA!r})")
     claims = obj.get("claims")
@@ -458,6 +459,8 @@ def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
 
 def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
+    if path.exists() and not path.is_file():
+        raise InputError(f"{path} is not a regular file")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -511,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "re-derived with no assumption left; 1: some claim fails; 2: not a "
                     "certificate; 4: every claim holds, but only under the named assumptions "
                     "printed (accept them with --assume).")
-    p.add_argument("certificates", nargs="+", metavar="CERT.json")
+    p.add_argument("certificates", nargs="+", metavar="CERT.json", help="certificates to re-check")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--assume", action="append", default=[], metavar="NAME",
                    help="accept a named assumption (repeatable): 'extraction', 'source:NAME', "

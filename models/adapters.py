@@ -109,12 +109,14 @@ def parse_spec(obj: Any) -> AdapterSpec:
 
 
 def read_spec(path: str | Path) -> AdapterSpec:
+    if Path(path).exists() and not Path(path).is_file():
+        raise InputError(f"adapter spec {path} is not a regular file")
     try:
         return parse_spec(json.loads(Path(path).read_text()))
     except FileNotFoundError:
         raise InputError(f"no such adapter spec: {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"adapter spec {path} is not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:     # bad JSON or UTF-8, over-long integers
+        raise InputError(f"adapter spec {path} is not JSON ({' '.join(str(exc).split())[:100]})") from None
 
 
 def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
@@ -285,7 +287,7 @@ class AdaptedHead:
         return _KERNEL_FNS[fm](u)
 
     def _tokens(self, tokens) -> torch.Tensor:
-        t = torch.as_tensor(np.asarray(tokens)) if not isinstance(tokens, torch.Tensor) else tokens
+        t = torch.from_numpy(np.array(tokens, copy=True)) if not isinstance(tokens, torch.Tensor) else tokens
         if t.ndim != 2 or t.shape[1] != self.m:
             raise InputError(f"tokens must be (K, {self.m}), got {tuple(t.shape)}")
         return t.to(self.dtype)

@@ -234,8 +234,9 @@ def load_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.T
         raise InputError(f"checkpoint config {cfg_path} is missing")
     try:
         cfg = json.loads(cfg_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"checkpoint config {cfg_path.name} is not JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:     # bad JSON or UTF-8, over-long integers
+        raise InputError(f"checkpoint config {cfg_path.name} is not JSON: "
+                         f"{' '.join(str(exc).split())[:100]}") from None
     return validate_config(cfg), _read_weights(weights)
 
 

@@ -128,7 +128,8 @@ _BANNER_SHOWN = [False]
 
 def _new_highs():
     """A ``Highs`` instance. The first one prints a banner on file descriptor 1,
-    which would corrupt a command's ``--json`` output: send it to stderr."""
+    which would corrupt a command's ``--json`` output and is library noise on
+    stderr: send it to the null device."""
     import highspy
 
     if _BANNER_SHOWN[0]:
@@ -138,12 +139,14 @@ def _new_highs():
 
     sys.stdout.flush()
     saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(2, 1)
+        os.dup2(null, 1)
         h = highspy.Highs()
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+        os.close(null)
     _BANNER_SHOWN[0] = True
     return h
 

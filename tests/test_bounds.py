@@ -454,7 +454,7 @@ def test_cli_bad_input(argv, code, capsys, tmp_path):
     out = tmp_path / "c.json"
     assert run_command("certify.bounds", B.main, argv + ["--out", str(out)]) == code
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("certify.bounds:")
+    assert len(err) == 1 and err[0].startswith("certify bounds:")
     assert not out.exists()
 
 

@@ -76,9 +76,11 @@ def test_report_files_and_numbers(certs, tmp_path):
     assert "python -m certify.bounds --m 200" in md and "x = 3" in md
     tex = (out / "report.tex").read_text()
     assert "\\toprule" in tex and "\\bottomrule" in tex
-    # every data row has exactly 4 column separators (escaped & never splits a cell)
-    rows = [l for l in tex.splitlines() if l.endswith("\\\\") and "Certificate" not in l]
-    assert rows and all(l.count(" & ") == 4 for l in rows)
+    # every data row of the claims table has exactly 5 column separators (6 columns;
+    # an escaped & never splits a cell)
+    claims = tex.split("\\label{tab:certify-claims}")[1].split("\\end{table}")[0]
+    rows = [l for l in claims.splitlines() if l.endswith("\\\\") and "Certificate" not in l]
+    assert rows and all(l.count(" & ") == 5 for l in rows)
     names = {f.name for f in out.iterdir()}
     assert {"report.md", "report.tex"} <= names
     if any("feas" in p.name for p in certs):

@@ -208,7 +208,7 @@ def test_checkpoint_model(tmp_path, capsys):
     (["--checkpoint", "CK", "--bits", "2", "--M", "12", "--s", "2", "--h", "6", "--q", "2"],
      "dimension"),
     (["--checkpoint", "/nonexistent/x", "--bits", "2", "--M", "12", "--s", "3", "--h", "6",
-      "--q", "2"], "cannot read"),
+      "--q", "2"], "no such file"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, needle, tmp_path, capsys):
     spec = _spec(3, 4)

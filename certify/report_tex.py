@@ -1,0 +1,335 @@
+"""``report.tex``: the claims as a paper-ready LaTeX fragment.
+
+The fragment is meant for ``\\input{report.tex}`` in a paper whose preamble
+loads ``booktabs`` and ``graphicx``. It holds
+
+* a ``table`` (caption, label ``tab:certify-claims``, booktabs rules, a
+  ``p`` column for long names) of every claim: certificate, claim kind,
+  statement with its mathematics typeset and long exact numbers rounded, the
+  verdict, and a method mark ``M1``, ``M2``... ;
+* a ``table`` of the methods (``tab:certify-methods``), one line each;
+* an appendix ``table`` of the exact values behind every rounded number
+  (``tab:certify-exact``);
+* a ``figure`` per figure file (``fig:certify-NAME``), found under
+  ``\\certifyreportdir`` (define it as the report folder with a trailing
+  slash when the report is not in the paper's folder).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Any, Callable, Sequence
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+        "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+        "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}"}
+
+#: (substring of a method, one-line explanation); first match wins
+METHODS: list[tuple[str, str]] = [
+    ("descartes_charpoly_core", "singular values enclosed exactly: the characteristic polynomial "
+     "of the small Gram core is computed over Q and its roots above and below eps^2 are counted "
+     "by Descartes' rule of signs"),
+    ("closed form", "the paper's closed-form bound evaluated in exact integer and rational arithmetic"),
+    ("Gram core", "rank over Q of PhiQ PhiK^T computed exactly as the rank of the small Gram "
+     "product GQ GK"),
+    ("modular", "rank over Q: a nonzero minor modulo random primes (lower bound) and an exact "
+     "span or null-space witness (upper bound)"),
+    ("Lemma 4 with per-pair", "Lemma 4 (rank >= t^2/||C||_F^2) on the row-normalized code matrix "
+     "B[S,U], with per-pair ratios Lambda_SU"),
+    ("every feature is >= 0", "nonnegativity read off the features: every feature value on every "
+     "token is checked to be >= 0 exactly"),
+    ("every scored position", "every scored position of every input evaluated in exact rational "
+     "arithmetic"),
+    ("Lemma 3 inequality", "Lemma 3's gap-domination inequality checked jump by jump in exact "
+     "rationals; a failing jump names its input"),
+    ("Lemma 3 chains", "infeasibility: Lemma 3 chains in the family bound the kernel's "
+     "off-diagonal ratios, then Lemma 4 (or its nonnegative refinement) bounds the rank"),
+    ("alternating LP", "witness search by alternating linear programs; a witness found is "
+     "re-checked in exact arithmetic, otherwise the verdict is unknown"),
+    ("one feature per query", "the explicit construction with one feature per query token, "
+     "verified exactly on every input"),
+    ("transcript", "Thm 9: transcripts counted against the (s+1)^q assignments; collisions "
+     "are exhibited exactly"),
+]
+
+_GREEK = {"alpha": r"\alpha", "beta": r"\beta", "gamma": r"\gamma", "delta": r"\delta",
+          "epsilon": r"\varepsilon", "eps": r"\varepsilon", "sigma": r"\sigma", "rho": r"\rho",
+          "lambda": r"\lambda", "Lambda": r"\Lambda", "kappa": r"\kappa", "tau": r"\tau",
+          "mu": r"\mu", "phi": r"\phi", "Phi": r"\Phi"}
+
+_GROUP = r"\((?:[^()]|\([^()]*\))*\)"
+_TOKEN = re.compile("|".join([
+    r"(?P<norm>\|\|(?P<nv>[A-Za-z])\|\|_(?P<ns>\w)(?:\^(?P<np>\d+))?)",
+    r"(?P<phiqk>\bPhi(?P<pq>[QK])\b)",
+    r"(?P<that>\bt_hat\b)",
+    rf"(?P<greek>\b(?P<gn>{'|'.join(sorted(_GREEK, key=len, reverse=True))})"
+    rf"(?P<gs>_(?:\w+|{_GROUP}))?(?P<ga>{_GROUP})?(?![A-Za-z]))",
+    rf"(?P<sub>\b(?P<sb>[A-Za-z])_(?P<ss>[A-Za-z0-9]+|{_GROUP}))",
+    r"(?P<pow>\b(?P<pb>\w+|\))\^(?P<pe>-?\w+))",
+    r"(?P<times>\b(?P<t1>\d+) x (?P<t2>\d+)\b)",
+    r"(?P<rel>(?<![\w.-])(?P<rl>[b-zB-HJ-Z]) (?P<ro><=|>=|!=|<|>|=) (?P<rr>-?\d+(?:/\d+)?|[A-Za-z])(?![\w/.(]))",
+    r"(?P<frac>(?<![\w/.])(?P<fn>\d+)/(?P<fd>\d+)(?![\w/]))",
+    r"(?P<op>(?<=\s)(?:<=|>=|!=|<|>|=)(?=\s))",
+    r"(?P<bar>\|)",
+]))
+_OPS = {"<=": r"\le", ">=": r"\ge", "!=": r"\ne", "<": "<", ">": ">", "=": "="}
+
+
+def tex_escape(s: Any) -> str:
+    """Escape LaTeX's special characters in plain text."""
+    return "".join(_TEX.get(ch, ch) for ch in str(s))
+
+
+def _math_inner(s: str) -> str:
+    """ASCII mathematics inside a group -> LaTeX math (no ``$``)."""
+    out, pos = [], 0
+    for m in _TOKEN.finditer(s):
+        out.append(_plain_math(s[pos:m.start()]))
+        out.append(_atom(m, math=True))
+        pos = m.end()
+    out.append(_plain_math(s[pos:]))
+    return "".join(out)
+
+
+def _plain_math(s: str) -> str:
+    return "".join({"_": r"\_", "^": r"\^{}", "&": r"\&", "%": r"\%", "#": r"\#", "{": r"\{",
+                    "}": r"\}", "~": r"\sim{}", "\\": r"\backslash{}"}.get(ch, ch) for ch in s)
+
+
+def _group(g: str | None) -> str:
+    if not g:
+        return ""
+    return "(" + _math_inner(g[1:-1]) + ")"
+
+
+def _atom(m: re.Match, math: bool = False) -> str:
+    k = m.lastgroup
+    if m.group("norm"):
+        k = "norm"
+    elif m.group("phiqk"):
+        k = "phiqk"
+    elif m.group("that"):
+        k = "that"
+    elif m.group("greek"):
+        k = "greek"
+    elif m.group("sub"):
+        k = "sub"
+    elif m.group("pow"):
+        k = "pow"
+    elif m.group("times"):
+        k = "times"
+    elif m.group("rel"):
+        k = "rel"
+    elif m.group("frac"):
+        k = "frac"
+    elif m.group("op"):
+        k = "op"
+    else:
+        k = "bar"
+    if k == "norm":
+        body = rf"\|{m.group('nv')}\|_{{{m.group('ns')}}}" + (f"^{{{m.group('np')}}}" if m.group("np") else "")
+    elif k == "phiqk":
+        body = rf"\Phi_{{{m.group('pq')}}}"
+    elif k == "that":
+        body = r"\hat t"
+    elif k == "greek":
+        sub = m.group("gs")
+        sub_tex = ""
+        if sub:
+            sub_tex = "_{" + (_math_inner(sub[2:-1]) if sub[1] == "(" else _plain_math(sub[1:])) + "}"
+        body = _GREEK[m.group("gn")] + sub_tex + _group(m.group("ga"))
+    elif k == "sub":
+        ss = m.group("ss")
+        body = m.group("sb") + "_{" + (_math_inner(ss[1:-1]) if ss.startswith("(") else ss) + "}"
+    elif k == "pow":
+        body = _plain_math(m.group("pb")) + "^{" + _plain_math(m.group("pe")) + "}"
+    elif k == "times":
+        body = f"{m.group('t1')} \\times {m.group('t2')}"
+    elif k == "rel":
+        body = f"{m.group('rl')} {_OPS[m.group('ro')]} {m.group('rr')}"
+    elif k == "frac":
+        body = _fraction(m.group("fn"), m.group("fd"))
+    elif k == "op":
+        body = _OPS[m.group("op")]
+    else:
+        body = "|"
+    return body if math else f"${body}$"
+
+
+def _fraction(num: str, den: str) -> str:
+    if len(num) + len(den) > 8 and int(den) != 0:
+        return rf"\approx {rounded(Fraction(int(num), int(den)))}"
+    return f"{num}/{den}"
+
+
+def rounded(q: Fraction | int | float, digits: int = 4) -> str:
+    """A readable rounded number (the exact value belongs in the appendix)."""
+    x = float(q)
+    if x == 0:
+        return "0"
+    if abs(x) >= 1e6 or abs(x) < 1e-3:
+        mant, exp = f"{x:.{digits - 1}e}".split("e")
+        return rf"{mant} \times 10^{{{int(exp)}}}"
+    return f"{x:.{digits}g}"
+
+
+def tex_statement(text: str) -> str:
+    """A claim's ASCII statement -> LaTeX text with its mathematics typeset."""
+    out, pos = [], 0
+    for m in _TOKEN.finditer(text):
+        out.append(tex_escape(text[pos:m.start()]))
+        out.append(_atom(m))
+        pos = m.end()
+    out.append(tex_escape(text[pos:]))
+    return "".join(out).replace("$$", "")
+
+
+def long_numbers(text: str) -> list[str]:
+    """The exact fractions in ``text`` that :func:`tex_statement` rounds."""
+    return [f"{m.group('fn')}/{m.group('fd')}" for m in _TOKEN.finditer(text)
+            if m.group("frac") and len(m.group("fn")) + len(m.group("fd")) > 8]
+
+
+def explain(method: str) -> str:
+    for key, line in METHODS:
+        if key in method:
+            return line
+    return method
+
+
+def _breakable(label: str) -> str:
+    return tex_escape(label).replace("-", r"-\allowbreak{}").replace(r"\_", r"\_\allowbreak{}")
+
+
+def _exact_params(c: dict) -> list[tuple[str, str]]:
+    out = []
+    for k, v in (c.get("parameters") or {}).items():
+        if isinstance(v, str) and re.fullmatch(r"-?\d+/\d+", v) and len(v) > 9:
+            out.append((k, v))
+        elif isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**9:
+            out.append((k, str(v)))
+    return out
+
+
+FIGURE_CAPTIONS = {
+    "singular_values": "Certified enclosures of the singular values $\\sigma_i$ of each kernel "
+                       "with an eps-rank claim; one line per threshold $\\varepsilon$.",
+    "verdict_vs_rank": "Feasibility verdicts across the feature dimension $r$: proved infeasible, "
+                       "proved feasible (exactly verified witness) and unknown.",
+    "transcript_bits": "Transcript bits available against the $q\\log_2(s+1)$ bits needed (Thm 9).",
+}
+
+
+#: estimated text lines of one table float (a page, with the caption)
+PAGE_LINES = 44
+
+
+def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], bool],
+          figures: Sequence[str] = ()) -> str:
+    """``rows``: (certificate label, claim index, claim); ``fails(label, i)``: the
+    claim fails the re-check."""
+    methods: dict[str, int] = {}
+    exact: list[tuple[str, str, str]] = []
+    body, last, heights = [], None, []
+    for label, i, c in rows:
+        meth = c.get("method") or ""
+        mark = ""
+        if meth:
+            methods.setdefault(meth, len(methods) + 1)
+            mark = f"M{methods[meth]}"
+        verdict = c["verdict"] + (" (fails re-check)" if fails(label, i) else "")
+        stmt = str(c.get("statement") or "")
+        ref = f"{label} \\#{i}"
+        for v in long_numbers(stmt):
+            exact.append((ref, "statement", v))
+        for k, v in _exact_params(c):
+            exact.append((ref, k.replace("_", " "), v))
+        new_cert = label != last
+        last = label
+        body.append((new_cert, f"{i} & {tex_escape(c['kind'].replace('_', ' '))} & "
+                               f"{tex_statement(stmt)} & {tex_escape(verdict)} & {mark} \\\\", label))
+        heights.append(max(1, -(-len(stmt) // 62), -(-len(label) // 16)) + (0.4 if new_cert else 0))
+    lines = [
+        "% Made by certify.report. \\input{report.tex} needs \\usepackage{booktabs} and",
+        "% \\usepackage{graphicx}; define \\certifyreportdir as this folder (with a trailing /)",
+        "% when it is not the paper's own folder.",
+        "\\providecommand{\\certifyreportdir}{}",
+    ]
+    # a float never breaks across pages: long tables go into several floats
+    chunks, cur, used = [], [], 0.0
+    for row, h in zip(body, heights):
+        if cur and used + h > PAGE_LINES:
+            chunks.append(cur)
+            cur, used = [], 0.0
+        cur.append(row)
+        used += h
+    if cur:
+        chunks.append(cur)
+    for k, chunk in enumerate(chunks):
+        lines += ["\\begin{table}[htbp]", "\\centering\\small"]
+        if k == 0:
+            lines += [
+                "\\caption{Certified claims. Verdicts: \\emph{proved} after an exact check, "
+                "\\emph{refuted} by an exact counterexample, \\emph{unknown} otherwise. "
+                "Numbers are rounded (exact values in Table~\\ref{tab:certify-exact}); "
+                "methods M$k$ in Table~\\ref{tab:certify-methods}.}",
+                "\\label{tab:certify-claims}"]
+        else:
+            lines += [f"\\caption{{Certified claims (continued, part {k + 1} of {len(chunks)}).}}",
+                      f"\\label{{tab:certify-claims-{k + 1}}}"]
+        lines += [
+            "\\begin{tabular}{@{}p{0.16\\linewidth}rp{0.11\\linewidth}p{0.45\\linewidth}p{0.08\\linewidth}l@{}}",
+            "\\toprule",
+            "Certificate & \\# & Claim & Statement & Verdict & Method \\\\",
+            "\\midrule"]
+        for j, (new_cert, row, label) in enumerate(chunk):
+            if new_cert and j > 0:
+                lines.append(r"\addlinespace")
+            cell = _breakable(label) if new_cert else (f"{_breakable(label)} (cont.)" if j == 0 else "")
+            lines.append(f"{cell} & {row}")
+        lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+    lines += [
+        "\\begin{table}[htbp]",
+        "\\centering\\small",
+        "\\caption{Methods named in Table~\\ref{tab:certify-claims}, one line each.}",
+        "\\label{tab:certify-methods}",
+        "\\begin{tabular}{@{}lp{0.85\\linewidth}@{}}",
+        "\\toprule",
+        "Mark & Method \\\\",
+        "\\midrule",
+    ]
+    for meth, k in methods.items():
+        lines.append(f"M{k} & {tex_statement(explain(meth))} "
+                     f"{{\\footnotesize ({tex_statement(meth[:80] + ('...' if len(meth) > 80 else ''))})}} \\\\")
+    if not methods:
+        lines.append("-- & no method named \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
+    for name in figures:
+        stem = name.rsplit(".", 1)[0]
+        if not name.endswith(".pdf"):
+            continue
+        lines += ["\\begin{figure}[htbp]", "\\centering",
+                  f"\\includegraphics[width=0.8\\linewidth]{{\\certifyreportdir {stem}.pdf}}",
+                  f"\\caption{{{FIGURE_CAPTIONS.get(stem, tex_escape(stem))}}}",
+                  f"\\label{{fig:certify-{stem.replace('_', '-')}}}", "\\end{figure}", ""]
+    lines += ["% Appendix: exact values behind the rounded numbers.",
+              "\\begin{table}[htbp]", "\\centering\\small",
+              "\\caption{Exact values of the numbers rounded in Table~\\ref{tab:certify-claims}.}",
+              "\\label{tab:certify-exact}",
+              "\\begin{tabular}{@{}p{0.3\\linewidth}lp{0.45\\linewidth}@{}}", "\\toprule",
+              "Claim & Quantity & Exact value \\\\", "\\midrule"]
+    for ref, k, v in exact:
+        lines.append(f"{_breakable(ref.split(' ')[0])} {ref.split(' ', 1)[1]} & {tex_escape(k)} & "
+                     f"\\ensuremath{{{_exact_tex(v)}}} \\\\")
+    if not exact:
+        lines.append("-- & -- & every number is shown exactly \\\\")
+    lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def _exact_tex(v: str) -> str:
+    """An exact rational, breakable across lines."""
+    def chunks(d: str) -> str:
+        return r"\allowbreak ".join(d[i:i + 40] for i in range(0, len(d), 40))
+    return r"\,/\,".join(chunks(part) for part in v.split("/"))
