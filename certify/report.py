@@ -357,15 +357,34 @@ def _scalars(obj: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]
 
 
 def _rows(certs: list[Loaded]):
+    """(certificate, index, claim) with the claim's statement *rendered* from its
+    parameters (:mod:`certify.checkers.statements`), never the stored text: a
+    report says what the claim means; the re-check column says whether it holds."""
+    from certify.checkers import statements as _st
     for L in certs:
+        version = L.cert.get("renderer") or _st.RENDERER
         for i, c in enumerate(L.cert["claims"]):
-            yield L, i, c
+            try:
+                text = _st.render(c["kind"], c.get("parameters") or {}, c.get("evidence") or {},
+                                  version).text
+            except _st.RenderError as exc:
+                text = f"(no statement: the parameters do not determine one: {exc})"
+            yield L, i, {**c, "statement": text}
+
+
+def _held(cc) -> str:
+    """A claim's re-check as the report prints it."""
+    if not cc.holds:
+        return "**FAILS**"
+    return "holds, assuming: " + ", ".join(cc.assumptions) if cc.assumptions else "holds"
 
 
 def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[str]) -> str:
     lines = ["# Certificate report", "",
              "Made from the certificates listed below (no live run). Every claim's evidence is "
-             "re-checked by `python -m certify.verify CERT.json` with exact arithmetic only.", ""]
+             "re-checked by `certify verify CERT.json` with exact arithmetic only; statements are "
+             "rendered from each claim's parameters. \"holds, assuming: ...\" means the claim "
+             "holds only under the named assumptions (`verify` exit 4).", ""]
     counts = {}
     for _, _, c in _rows(certs):
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
@@ -379,7 +398,7 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
         cells = [L.label, str(i), c["kind"], VERDICT_MARK.get(c["verdict"], c["verdict"])]
         if checks is not None:
             cc = checks[L.label].claims[i]
-            cells.append("holds" if cc.holds else "**FAILS**")
+            cells.append(_held(cc))
         cells.append(_md_cell(c.get("statement", "")))
         lines.append("| " + " | ".join(cells) + " |")
     if figures:
@@ -412,7 +431,7 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
             lines += ["- seconds: " + ", ".join(f"{k} {float(v):.3g}" for k, v in c["timings"].items())]
         if checks is not None:
             cc = checks[L.label].claims[i]
-            lines += ["- re-checked: " + ("holds" if cc.holds else "FAILS: " + "; ".join(cc.problems))]
+            lines += ["- re-checked: " + (_held(cc) if cc.holds else "FAILS: " + "; ".join(cc.problems))]
         lines.append("")
     from certify.report_tex import explain
     meths = list(dict.fromkeys(c.get("method") for _, _, c in _rows(certs) if c.get("method")))
@@ -438,8 +457,11 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
                       "- packages: " + ", ".join(f"{k} {v}" for k, v in pk.items() if v)]
         if checks is not None:
             r = checks[L.label]
-            lines += [f"- `python -m certify.verify {L.path.name}`: "
-                      + ("holds" if r.holds else "FAILS")]
+            lines += [f"- `certify verify {L.path.name}`: exit {r.exit_code()}, "
+                      + ("FAILS" if not r.holds else
+                         f"holds, assuming: {', '.join(r.open_assumptions)} (accept with "
+                         "`--assume`, or re-derive the extraction with `--replay-extraction`)"
+                         if r.open_assumptions else "holds")]
         lines.append("")
     return "\n".join(lines) + "\n"
 

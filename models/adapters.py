@@ -136,7 +136,8 @@ def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
     except pickle.UnpicklingError:
         raise InputError(f"{path.name} is a pickle that torch.load(weights_only=True) refuses "
                          f"(it holds code or objects other than tensors); never unpickled") from None
-    except (RuntimeError, EOFError, OSError, ValueError, AttributeError, TypeError) as exc:
+    except (RuntimeError, EOFError, OSError, ValueError, AttributeError, TypeError,
+            IndexError, KeyError) as exc:    # torch's unpickler trips on junk in many ways
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{path.name} is not a readable torch weights file ({first})") from None
     if isinstance(obj, Mapping) and "state_dict" in obj and isinstance(obj["state_dict"], Mapping):

@@ -215,7 +215,8 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
         why = why.split(". ")[0] if why else "it holds objects other than tensors"
         raise InputError(f"{path.name} is a pickle that torch.load(weights_only=True) refuses "
                          f"({why}); checkpoints never run pickled code") from None
-    except (RuntimeError, EOFError, OSError, ValueError, AttributeError, TypeError) as exc:
+    except (RuntimeError, EOFError, OSError, ValueError, AttributeError, TypeError,
+            IndexError, KeyError) as exc:    # torch's unpickler trips on junk in many ways
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"{path.name} is not a readable torch weights file ({first})") from None
     if not isinstance(obj, Mapping) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)

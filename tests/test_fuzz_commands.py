@@ -24,7 +24,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from certify.__main__ import COMMANDS
+from certify.__main__ import COMMANDS as _ALL
+
+#: every command that runs and exits; `serve` is a long-running server, exercised by the
+#: service tests (tests/test_service_*.py) instead
+COMMANDS = {k: v for k, v in _ALL.items() if k != "serve"}
 from certify.errors import run_command
 
 ROOT = Path(__file__).resolve().parent.parent

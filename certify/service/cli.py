@@ -45,14 +45,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="certify serve", description="Run the certification service: "
                                 "submit jobs, store certificates in a database, read and re-verify "
                                 "them in a browser.")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--data", default="certify-service", help="folder for the database, uploads and reports")
     p.add_argument("--db", help="database URL (default sqlite:///DATA/certify.db; or postgresql://...)")
     p.add_argument("--token-file", help="file holding the submit/delete token (default DATA/token, created)")
     p.add_argument("--workers", type=int, default=2, help="jobs running at once")
-    p.add_argument("--max-upload-mb", type=float, default=64.0)
-    p.add_argument("--max-unpacked-mb", type=float, default=256.0)
+    p.add_argument("--max-upload-mb", type=float, default=64.0,
+                   help="largest upload accepted, in MB (larger: 413; default 64)")
+    p.add_argument("--max-unpacked-mb", type=float, default=256.0,
+                   help="largest unpacked size of an uploaded zip, in MB (default 256)")
     p.add_argument("--job-seconds", type=float, default=600.0, help="time limit of one job")
     p.add_argument("--job-memory-mb", type=int, default=4096, help="memory limit of one job")
     p.add_argument("--job-attempts", type=int, default=2,
