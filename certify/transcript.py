@@ -37,6 +37,7 @@ from certify.certificate import (Certificate, Claim, ClaimKind, Verdict, q_to_st
 from certify.errors import InputError, run_command
 
 DEFAULT_EXACT_LIMIT = 4096
+REPLAY_ASSUMPTION = "replay:transcript-enumeration"
 DEFAULT_BATCH = 4096
 MAX_CANDIDATES = 64
 
@@ -337,12 +338,23 @@ class TranscriptResult:
 
 def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
                      time_limit: float | None = None, exact_limit: int = DEFAULT_EXACT_LIMIT,
-                     batch: int = DEFAULT_BATCH, progress: bool = True) -> TranscriptResult:
-    """Run the Thm 9 check of ``model`` on ``spec``; see the module docstring."""
+                     batch: int = DEFAULT_BATCH, progress: bool = True,
+                     certified: bool = True, engine=None) -> TranscriptResult:
+    """Run the Thm 9 check of ``model`` on ``spec``; see the module docstring.
+    ``certified`` (default): models with identity/relu maps and a uniform quantizer
+    go through the certified enumeration of :mod:`certify.transcript_enum`, which
+    decides every assignment exactly at any family size (``exact_limit`` is then
+    not needed); ``engine`` shards it over workers."""
+    from certify import transcript_enum
     from models.sketch import exact_weights
 
     n = 2 * spec.q if n is None else n
     check_compatible(spec, model, n)
+    if certified and transcript_enum.supported(model):
+        from certify.transcript_certified import check_certified
+
+        return check_certified(spec, model, n, time_limit=time_limit, progress=progress,
+                               engine=engine)
     t0 = time.perf_counter()
     cap = capacity(model, spec.s, spec.q)
     res = search_collisions(spec, model, batch=batch, time_limit=time_limit, progress=progress)
