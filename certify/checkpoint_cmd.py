@@ -187,7 +187,7 @@ def _print(res: CheckpointResult, ckpt: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="certify checkpoint", description='End-to-end certification of a trained head: kernel extraction, exact and approximate rank, exact correctness on the families it applies to, and the Lemma 3 audit naming inputs the model gets wrong. Writes one certificate and its report.')
-    ap.add_argument("checkpoint", metavar="CKPT", help="models/ checkpoint (X, X.json, "
+    ap.add_argument("checkpoint", metavar="CKPT", nargs="?", help="models/ checkpoint (X, X.json, "
                     "X.safetensors) or a third-party state dict with --spec")
     ap.add_argument("--spec", help="adapter spec (JSON) for a third-party checkpoint")
     ap.add_argument("--family", action="append", default=[],
@@ -196,7 +196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed of the random primes")
     ap.add_argument("--out", help="folder for certificate.json and its report (atomic)")
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    # a folder of checkpoints (certify.checkpoint_batch), optionally on Ray
+    ap.add_argument("--batch", metavar="DIR", help="certify every checkpoint in folder DIR "
+                    "(with --out OUT: one subfolder per checkpoint)")
+    from certify.parallel import add_arguments
+    add_arguments(ap)
     args = ap.parse_args(argv)
+    if not args.batch and not args.checkpoint:
+        raise InputError("give a checkpoint CKPT or --batch DIR")
     try:
         eps = Fraction(args.eps)
     except (ValueError, ZeroDivisionError):
@@ -205,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError(f"--eps must be > 0, got {args.eps}")
     command = ["python", "-m", "certify", "checkpoint",
                *(sys.argv[1:] if argv is None else list(argv))]
+    if args.batch:
+        from certify.checkpoint_batch import run_batch
+        return run_batch(args, eps, command)
     res = certify_checkpoint(args.checkpoint, spec=args.spec, families=args.family, eps=eps,
                              seed=args.seed, command=command)
     out = {}

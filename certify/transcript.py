@@ -662,6 +662,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
     ap.add_argument("--out", help="write the certificate here (atomically)")
     ap.add_argument("--no-progress", action="store_true")
+    from certify.parallel import add_arguments
+    add_arguments(ap)                                  # shards of the certified enumeration
     return ap
 
 
@@ -728,8 +730,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cert.exit_code()
 
     model, seeds, inputs = build_model(args, spec)
-    r = check_transcript(spec, model, n=n, time_limit=args.time_limit,
-                         exact_limit=args.exact_limit, batch=args.batch_size, progress=progress)
+    from certify.parallel import engine_from_args
+    with engine_from_args(args, progress=progress) as engine:
+        r = check_transcript(spec, model, n=n, time_limit=args.time_limit,
+                             exact_limit=args.exact_limit, batch=args.batch_size,
+                             progress=progress, engine=engine)
     cert = Certificate(claims=list(r.claims), command=command, inputs=inputs, seeds=seeds)
     js = r.to_json()
     _print_human(spec, model, js)
