@@ -18,6 +18,12 @@ below 1/2 at every query position".
 4. Without a collision, ``proved`` needs an exact check of every query output of
    every assignment (done up to ``exact_limit`` assignments); a float failure is
    replayed exactly and may refute; everything else is ``unknown``.
+
+Models with identity / relu maps and a uniform quantizer skip steps 2-4: the
+certified enumeration (:mod:`certify.transcript_enum`, claims in
+:mod:`certify.transcript_certified`) decides every assignment's transcript and
+correctness exactly, so ``proved`` / ``refuted`` is available at any family
+size the enumeration reaches (``--workers N`` / ``--ray-address`` shard it).
 """
 
 from __future__ import annotations

@@ -102,17 +102,38 @@ def test_planted_collision_is_certified_at_scale():
     assert checker.check(_claim(res), {}) == []
 
 
+def _two_layer_injective(spec):
+    """The injective model with a second layer whose weights are all 0: same
+    outputs, but two layers, so the checker cannot replay it by integers."""
+    cfg1, W1 = injective_model(spec.words, spec.M, spec.s)
+    cfg = SketchConfig(m=cfg1.m, d=cfg1.d, layers=2, heads=1, rank=cfg1.rank, dv=cfg1.dv,
+                       feature_map="relu")
+    from models.sketch import param_shapes
+    W = {k: (W1[k].clone() if k in W1 else torch.zeros(shape, dtype=torch.float64))
+         for k, shape in param_shapes(cfg).items()}
+    return cfg, W
+
+
 def test_deep_model_proof_above_the_limits_names_its_assumption():
-    """A proved 'all' claim of a 2-layer model above MAX_ALL needs the named
-    assumption; without it the checker rejects, with it a sample is replayed."""
+    """A proved 'all' claim of a 2-layer model above MAX_ALL names the enumeration
+    as an assumption; the checker replays a seeded sample, rejects the claim
+    without the assumption and catches a model that errs everywhere."""
     spec = multilevel_spec(14, 1, 7, 17)
-    cfg, W = injective_model(spec.words, spec.M, spec.s)
+    cfg, W = _two_layer_injective(spec)
     res = check_transcript(spec, QuantizedSketchModel(cfg, W, builtin_uniform_quantizer(1)),
                            progress=False)
-    c = copy.deepcopy(_claim(res))
-    assert not checker.integer_replayable({**c["evidence"]["model"]["config"], "layers": 2},
-                                          spec.num_assignments)
-    assert checker.integer_replayable(c["evidence"]["model"]["config"], spec.num_assignments)
+    assert res.verdict is Verdict.PROVED
+    c = _claim(res)
+    assert c["evidence"]["assumptions"] == ["replay:transcript-enumeration"]
+    assert checker.check(c, {}) == []
+    gone = copy.deepcopy(c)
+    del gone["evidence"]["assumptions"]
+    assert any("no assumption" in p for p in checker.check(gone, {}))
+    bad = copy.deepcopy(c)
+    Wj = bad["evidence"]["model"]["weights"]
+    Wj["readout.bias"] = {"shape": [1], "exp": -1, "ints": [1]}
+    bad["evidence"]["model"]["weights_sha256"] = canonical_sha256(Wj)
+    assert any("errs by >= 1/2" in p for p in checker.check(bad, {}))
 
 
 def test_shards_merge_to_the_same_result_in_any_split():

@@ -407,10 +407,9 @@ def _check(claim: dict) -> list[str]:
     optional = ()
     if typ == "collision" and ev.get("model", {}).get("config", {}).get("feature_map") in _EXACT_MAPS:
         optional = ("query_outputs", "failing")
-    keys(ev, f"{typ} evidence", _COMMON + _TYPE_KEYS[typ] + optional)
-    if typ == "all":
-        optional = ("assumptions",)
-    if optional and typ != "all" and not all(k in ev for k in optional):
+    keys(ev, f"{typ} evidence", _COMMON + _TYPE_KEYS[typ],
+         optional + (("assumptions",) if typ == "all" else ()))
+    if optional and not all(k in ev for k in optional):
         raise _Bad("an exact collision records query_outputs and failing")
     M, s, q, words = _family(ev["family"])
     model = keys(ev["model"], "model", ("config", "weights", "weights_sha256", "quantizer", "source"))
