@@ -36,6 +36,16 @@ def params_statement(spec, model):
     return params, statement
 
 
+def _first_error(spec, model, index, EW):
+    """``(replay, position, output, target)`` of the first query output off by
+    >= 1/2 in the exact replay of assignment ``index``, or None."""
+    r = replay(spec, model, index, EW)
+    for i, (y, t) in enumerate(zip(r.outputs, r.kappa)):
+        if abs(y - t) >= Fraction(1, 2):
+            return r, i, y, t
+    return None
+
+
 def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
                     engine=None) -> TranscriptResult:
     from certify import transcript_enum
@@ -66,10 +76,11 @@ def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
                       f"errs by >= 1/2 (Thm 9)")
             collision = {"kappa_a": list(ra.kappa), "kappa_b": list(rb.kappa),
                          "index_a": a, "index_b": b, "transcript": ev["transcript"]}
+        elif er.errors and (bad := _first_error(spec, model, er.errors[0], EW)) is None:
+            reason = (f"assignment index {er.errors[0]}: the float64 ball said error >= 1/2, "
+                      "the exact replay does not confirm it")
         elif er.errors:
-            r = replay(spec, model, er.errors[0], EW)
-            i, y, t = next((i, y, t) for i, (y, t) in enumerate(zip(r.outputs, r.kappa))
-                           if abs(y - t) >= Fraction(1, 2))
+            r, i, y, t = bad
             verdict = Verdict.REFUTED
             reason = f"assignment {list(r.kappa)}: query {i} outputs {y} (exact), target {t}"
             ev = {"type": "error", "family": family_evidence(spec, n), "model": model.evidence(),
