@@ -510,7 +510,7 @@ def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float 
     ranges = [(a, min(N, a + shard)) for a in range(0, N, shard)]
     enum = Enumerator(spec, model)
     t0 = time.perf_counter()
-    if engine is not None and engine.workers > 1:
+    if engine is not None and engine.uses_ray:
         shards = engine.map(run_shard, [(spec, model, a, b) for a, b in ranges],
                             label="transcript shards")
         return merge(enum, shards), N, enum

@@ -593,7 +593,6 @@ def _lcm_den(fracs) -> int:
 
 def _integer_all(cfg, W, quant, M, s, q, words) -> list[str]:
     """Exact integer replay of every assignment of a one-layer rational model."""
-    import numpy as np  # noqa: F811  (numpy: allowed in checkers)
 
     ops = _Exact(cfg["feature_map"])
     r, dv, H = cfg["rank"], cfg["dv"], cfg["heads"]
