@@ -4,7 +4,6 @@ checker's exact integer replay of proofs above its Fraction-replay limit."""
 import copy
 from fractions import Fraction
 
-import numpy as np
 import pytest
 import torch
 
