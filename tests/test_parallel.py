@@ -133,3 +133,15 @@ def test_checkpoint_batch_on_two_workers_equals_one_process(tmp_path, ray2):
     one = _claims(tmp_path / "one" / "paper51-lookup-r8-s0" / "certificate.json")
     two = _claims(tmp_path / "two" / "paper51-lookup-r8-s0" / "certificate.json")
     assert one == two and len(one) > 3
+
+
+def test_factor_gram_pass_on_two_workers_equals_one_process(ray2):
+    from test_rank_fast import _cube_kernel
+
+    from certify.rank import summarize_features
+    k = _cube_kernel()
+    a = summarize_features(k, batch_size=512, keep_limit=0)
+    with Engine(2, progress=False) as e:
+        b = summarize_features(k, batch_size=512, keep_limit=0, engine=e)
+    assert (a.eq, a.ek, a.sha_q, a.sha_k) == (b.eq, b.ek, b.sha_q, b.sha_k)
+    assert (a.gram_q == b.gram_q).all() and (a.gram_k == b.gram_k).all()

@@ -51,3 +51,24 @@ def test_residues_are_exact_near_the_float_limit():
     assert np.array_equal(got, want)
     a = rng.integers(-(1 << 40), 1 << 40, 1000)
     assert np.array_equal(_mod_f(a, p), np.array([int(v) % p for v in a], dtype=np.float64))
+
+
+def _cube_kernel(m=12, r=16):
+    from certify.kernel import Provenance, from_feature_fn
+    W = (np.random.default_rng(0).standard_normal((r, m)) * 0.5).astype(np.float32)
+
+    def fn(t):
+        u = t.astype(np.float32) @ W.T
+        return np.exp(u), np.exp(-u)
+    return from_feature_fn(fn, f"cube:{m}", Provenance("test", None, "test", "float32"), rank=r)
+
+
+def test_sharded_gram_pass_equals_the_single_pass_exactly():
+    from certify.rank import summarize_features
+    k = _cube_kernel()
+    a = summarize_features(k, batch_size=256, keep_limit=0)
+    for shards in (2, 7):
+        b = summarize_features(k, batch_size=256, keep_limit=0, shards=shards)
+        assert (a.eq, a.ek, a.sha_q, a.sha_k, a.min_q, a.min_k) == \
+            (b.eq, b.ek, b.sha_q, b.sha_k, b.min_q, b.min_k)
+        assert (a.gram_q == b.gram_q).all() and (a.gram_k == b.gram_k).all()
