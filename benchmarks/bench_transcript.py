@@ -8,7 +8,15 @@
 2. The largest family (s = 1, M = 14, h = 7, growing q) whose whole streaming
    check finishes within a minute.
 
-Run: ``.venv/bin/python benchmarks/bench_transcript.py [--budget SECONDS]``
+3. Certified enumeration (``certify.transcript_enum``: ball arithmetic,
+   per-slot partial sums, exact replay near cell boundaries; decides every
+   assignment exactly) vs the float64 search above (proposes only), both in
+   this run: assignments per CPU second, the q = 20 (s = 1, 1 bit) proof of
+   the built-in injective model, and the throughput limit (flops per
+   assignment x assignments / sustained flops of one core, measured by a
+   float64 GEMM in the same run).
+
+Run: ``.venv/bin/python benchmarks/bench_transcript.py [--budget SECONDS] [--certified-only]``
 """
 
 from __future__ import annotations
@@ -41,8 +49,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--naive-count", type=int, default=3000)
+    ap.add_argument("--certified-only", action="store_true", help="only part 3")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    certified_part()
+    if args.certified_only:
+        return
 
     spec = multilevel_spec(14, 3, 7, 8)
     print(f"family q=8 s=3 M=14 h=7: {spec.num_assignments} assignments, m = {spec.m}")
@@ -89,6 +101,53 @@ def main() -> None:
         q += 2
     if best:
         print(f"  largest: q={best[0]} ({best[1]:,} assignments) in {best[2]:.1f} s")
+
+
+def _gemm_flops() -> float:
+    a, b = np.random.rand(2048, 256), np.random.rand(256, 2048)
+    t = time.process_time()
+    for _ in range(5):
+        a @ b
+    return 5 * 2 * 2048 * 256 * 2048 / (time.process_time() - t)
+
+
+def certified_part() -> None:
+    from threadpoolctl import threadpool_limits
+
+    from certify.transcript_enum import Enumerator, merge
+
+    # flops per assignment (value + radius, counted from the shapes; see transcript_enum)
+    cases = []
+    spec = multilevel_spec(14, 1, 7, 20)
+    cfg, W = injective_model(spec.words, spec.M, spec.s)
+    cases.append(("builtin-injective q=20 s=1 (1x1, r=20, dv=1, 1-bit)",
+                  spec, QuantizedSketchModel(cfg, W, builtin_uniform_quantizer(1)),
+                  3 * (2 * 20 * 20 * 2) + 25 * 40))
+    spec = multilevel_spec(16, 3, 8, 10)
+    cfg = SketchConfig(m=spec.m, d=spec.m, layers=2, heads=2, rank=4, dv=2, feature_map="relu")
+    W = random_model(cfg, 0)
+    cases.append(("random relu q=10 s=3 (2 layers x 2 heads, r=4, dv=2, 4-bit calibrated)",
+                  spec, QuantizedSketchModel(cfg, W, calibrated_uniform(spec, cfg, W, 4)),
+                  3 * 2 * 20 * 21 * 10 * 2 + 3 * 2 * (20 * 4 * 3 * 2 + 20 * 2 * 21 * 2)))
+    with threadpool_limits(1):
+        peak = _gemm_flops()
+    print(f"# certified enumeration (decides every assignment) vs float64 search (proposes); "
+          f"one core, CPU seconds; float64 GEMM here: {peak / 1e9:.1f} GFlop/s")
+    for name, spec, model, flops in cases:
+        N = spec.num_assignments
+        t = time.process_time()
+        en = Enumerator(spec, model)
+        r = merge(en, [en.run(a, min(N, a + (1 << 16))) for a in range(0, N, 1 << 16)])
+        ours = time.process_time() - t
+        t = time.process_time()
+        res = search_collisions(spec, model, progress=False)
+        base = time.process_time() - t
+        limit = N * flops / peak
+        print(f"  {name}: {N:,} assignments; certified {ours:.1f} CPU s ({N / ours:,.0f}/s; "
+              f"{r.replayed} replayed exactly, {'injective' if r.injective else 'not injective'}, "
+              f"{r.correct:,} correct), float search {base:.1f} CPU s ({N / base:,.0f}/s); "
+              f"ratio certified/float {ours / base:.2f}; throughput limit ~{flops:,} flops x {N:,} "
+              f"/ {peak / 1e9:.1f} GFlop/s = {limit:.1f} s ({limit / ours:.0%} of it reached)")
 
 
 if __name__ == "__main__":

@@ -201,7 +201,7 @@ def _print(res: CheckpointResult, ckpt: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="certify checkpoint", description='End-to-end certification of a trained head: kernel extraction, exact and approximate rank, exact correctness on the families it applies to, and the Lemma 3 audit naming inputs the model gets wrong. Writes one certificate and its report.')
-    ap.add_argument("checkpoint", metavar="CKPT", help="models/ checkpoint (X, X.json, "
+    ap.add_argument("checkpoint", metavar="CKPT", nargs="?", help="models/ checkpoint (X, X.json, "
                     "X.safetensors, or a folder holding one) or a third-party checkpoint; "
                     "resolved as given, then a folder with a config and safetensors, then with "
                     "a known suffix")
@@ -217,11 +217,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", metavar="DIR", help="folder for certificate.json and its report; "
                     + cli.OUT_DIR_HELP)
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    # a folder of checkpoints (certify.checkpoint_batch), optionally on Ray
+    ap.add_argument("--batch", metavar="DIR", help="certify every checkpoint in folder DIR "
+                    "(with --out OUT: one subfolder per checkpoint)")
+    from certify.parallel import add_arguments
+    add_arguments(ap)
     args = ap.parse_args(argv)
+    if not args.batch and not args.checkpoint:
+        raise InputError("give a checkpoint CKPT or --batch DIR")
+    if args.batch and args.checkpoint:
+        raise InputError("give either a checkpoint CKPT or --batch DIR, not both")
     eps = limits.parse_eps(args.eps, "--eps")
+    command = ["certify", "checkpoint", *(sys.argv[1:] if argv is None else list(argv))]
+    if args.batch:
+        from certify.checkpoint_batch import run_batch
+        return run_batch(args, eps, command)
     if args.out:
         outputs.check_out_dir(args.out, "checkpoint")
-    command = ["certify", "checkpoint", *(sys.argv[1:] if argv is None else list(argv))]
     ckpt = None
     if args.spec is None:
         try:

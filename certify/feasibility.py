@@ -133,10 +133,12 @@ class FeasibilityResult:
 def decide(family: Family, rank: int, features: Features, *, time_limit: float = 60.0,
            seed: int = 0, progress: bool = False, problem: FeasibilityProblem | None = None,
            bound: ChainBound | None | bool = True,
-           model_class: ModelClass | str = ModelClass.PAPER) -> FeasibilityResult:
+           model_class: ModelClass | str = ModelClass.PAPER,
+           iterations: int | None = None) -> FeasibilityResult:
     """The verdict at one rank in ``model_class``. ``bound=True`` derives the chain
     bound here; pass a precomputed one (or None) to reuse it across ranks. A given
-    ``problem`` must be of ``model_class``."""
+    ``problem`` must be of ``model_class``. ``iterations``: an LP budget per rank
+    step instead of the wall clock (reproducible results)."""
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
         raise InputError(f"rank must be an integer >= 1, got {rank!r}")
     rank = int(rank)
@@ -167,7 +169,7 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                                  witness=w, timings=timings, model_class=model_class)
     t2 = time.perf_counter()
     res, w, chk = descend(problem, rank, features, time_limit=time_limit, seed=seed,
-                          progress=progress)
+                          progress=progress, iterations=iterations)
     timings["search_s"] = time.perf_counter() - t2
     if w is not None and chk is not None and chk.ok:
         return FeasibilityResult(Outcome.FEASIBLE, rank, features, family,
@@ -181,14 +183,17 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, family, "alternating LPs",
                              bound=bound, best_float_margin=res.delta,
                              search_info={"lps": res.iterations, "restarts": res.restarts},
-                             reason=f"no exactly verified witness within {time_limit:g} s "
-                                    f"(best float LP margin {res.delta:.3g}){lb}",
+                             reason=f"no exactly verified witness within "
+                                    + (f"{iterations} LPs per rank " if iterations else
+                                       f"{time_limit:g} s ")
+                                    + f"(best float LP margin {res.delta:.3g}){lb}",
                              timings=timings, model_class=model_class)
 
 
 def search_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
                    time_limit: float, seed: int = 0, progress: bool = False,
-                   init: tuple[np.ndarray, np.ndarray] | None = None):
+                   init: tuple[np.ndarray, np.ndarray] | None = None,
+                   iterations: int | None = None):
     """Alternating-LP search; every improving float candidate is rounded and
     checked exactly. Starts from ``init`` (float factors of a higher rank,
     truncated) when given, then random restarts. Returns
@@ -215,9 +220,10 @@ def search_witness(problem: FeasibilityProblem, rank: int, features: Features, *
     if progress not in (True, False):        # a bar shared by the caller (descend)
         bar = progress
     try:
+        budget = {} if iterations is None else {"max_iterations": iterations}
         res = alternating_search(fp, rank, nonneg=nonneg, rng=np.random.default_rng(seed),
                                  time_limit=time_limit, accept=accept, progress=bar,
-                                 init=start)
+                                 init=start, **budget)
     finally:
         if own_bar:
             bar.close()
@@ -234,25 +240,27 @@ def _construction_factors(problem: FeasibilityProblem) -> tuple[np.ndarray, np.n
 
 
 def descend(problem: FeasibilityProblem, rank: int, features: Features, *, time_limit: float,
-            seed: int = 0, progress: bool = False):
+            seed: int = 0, progress: bool = False, iterations: int | None = None):
     """From the rank-#queries construction down to ``rank``, one rank at a time,
     each start the truncation of the previous solution; the remaining time goes
     to the target rank. Returns ``(FactorResult, witness, check)`` of the target."""
+    if iterations is not None:               # reproducible: LP budgets, no clock
+        time_limit = float("inf")
     t0 = time.perf_counter()
     cur = _construction_factors(problem)
     R = problem.num_rows
-    res = w = chk = None
     # one bar for the whole descent, named by the rank asked for
     bar = cli.time_bar(f"rank {rank} {features.value} search", time_limit, bool(progress))
     progress = bar if bar is not None else False
     try:
-        return _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R)
+        return _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R,
+                        iterations)
     finally:
         if bar is not None:
             bar.close()
 
 
-def _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R):
+def _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R, iterations=None):
     res = w = chk = None
     for r in range(R - 1, rank - 1, -1):
         left = time_limit - (time.perf_counter() - t0)
@@ -260,34 +268,51 @@ def _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R):
             break
         budget = left if r == rank else left / (r - rank + 1)
         res, w, chk, fac = search_witness(problem, r, features, time_limit=budget,
-                                          seed=seed + r, progress=progress, init=cur)
+                                          seed=seed + r, progress=progress, init=cur,
+                                          iterations=iterations)
         if fac is None:
             if r != rank:          # the chain broke: spend what is left at the target
                 left = time_limit - (time.perf_counter() - t0)
                 res, w, chk, fac = search_witness(problem, rank, features, time_limit=max(left, 0.01),
-                                                  seed=seed, progress=progress, init=cur)
+                                                  seed=seed, progress=progress, init=cur,
+                                                  iterations=iterations)
             break
         cur = fac
     return res, w, chk
 
 
+def _decide_task(family, r, feats, time_limit, seed, iterations, model_class):
+    """One sweep task (module level, so a Ray worker can run it)."""
+    return decide(family, r, feats, time_limit=time_limit, seed=seed, iterations=iterations,
+                  model_class=model_class)
+
+
 def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *,
           time_limit: float, seed: int, progress: bool = False,
-          model_class: ModelClass | str = ModelClass.PAPER):
+          model_class: ModelClass | str = ModelClass.PAPER, engine=None,
+          iterations: int | None = None):
     """Every rank in ``lo..hi`` for each feature class; returns ``(results, brackets)``
     with ``brackets[features] = (largest proved-infeasible + 1, smallest proved-feasible
     or None)`` for the rank on the family. :func:`cube_brackets` gives the
-    whole-cube head's."""
+    whole-cube head's. With an ``engine`` (:mod:`certify.parallel`) the (features,
+    rank) tasks run as parallel tasks; results are merged in the same order."""
     model_class = ModelClass(model_class)
     problem = build_problem(family, model_class)
     bound = chain_bound(family)
     results: list[FeasibilityResult] = []
     brackets = {}
+    if engine is not None and engine.uses_ray:
+        tasks = [(family, r, feats, time_limit, seed, iterations, model_class)
+                 for feats in features_list for r in range(lo, hi + 1)]
+        done = iter(engine.map(_decide_task, tasks, label="feasibility"))
     for feats in features_list:
         for r in range(lo, hi + 1):
+            if engine is not None and engine.uses_ray:
+                results.append(next(done))
+                continue
             results.append(decide(family, r, feats, time_limit=time_limit, seed=seed,
                                   progress=progress, problem=problem, bound=bound,
-                                  model_class=model_class))
+                                  model_class=model_class, iterations=iterations))
         mine = [x for x in results if x.features is feats]
         infeas = [x.rank for x in mine if x.outcome is Outcome.INFEASIBLE]
         feas = [x.rank for x in mine if x.outcome is Outcome.FEASIBLE]
@@ -333,6 +358,12 @@ def _parse(argv):
     p.add_argument("--seed", type=int, default=0, help="seed of the witness search (default 0)")
     p.add_argument("--sweep", metavar="LO:HI", help="run every rank in LO..HI (not with --rank)")
     cli.add_progress(p)
+    # parallel sweeps (certify.parallel) and reproducible budgets
+    from certify.parallel import add_arguments
+    add_arguments(p)
+    p.add_argument("--iterations", type=int, default=None,
+                   help="LP budget per rank step instead of --time-limit (reproducible "
+                        "whatever the worker count)")
     return p.parse_args(argv)
 
 
@@ -368,6 +399,8 @@ def _line(res: FeasibilityResult) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     limits.check_time_limit(args.time_limit)
+    if args.iterations is not None and args.iterations < 1:
+        raise InputError(f"--iterations must be >= 1, got {args.iterations}")
     if args.rank is not None and args.sweep:
         raise InputError("give either --rank R or --sweep LO:HI, not both")
     if args.rank is not None:
@@ -382,9 +415,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.sweep:
         lo, hi = _sweep_range(args.sweep)
         feats = [Features(args.features)] if args.features else [Features.REAL, Features.NONNEGATIVE]
-        results, brackets = sweep(family, lo, hi, feats, time_limit=args.time_limit,
-                                  seed=args.seed, progress=progress,
-                                  model_class=model_class)
+        from certify.parallel import engine_from_args
+
+        with engine_from_args(args, progress=progress) as engine:
+            results, brackets = sweep(family, lo, hi, feats, time_limit=args.time_limit,
+                                      seed=args.seed, progress=progress,
+                                      model_class=model_class, engine=engine,
+                                      iterations=args.iterations)
     else:
         if args.rank is None:
             raise InputError("give --rank R (or --sweep LO:HI)")
@@ -392,7 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"rank must be an integer >= 1, got {args.rank}")
         results = [decide(family, args.rank, Features(args.features or "real"),
                           time_limit=args.time_limit, seed=args.seed,
-                          progress=progress, model_class=model_class)]
+                          progress=progress, model_class=model_class,
+                          iterations=args.iterations)]
         brackets = None
     for res in results:
         print(_line(res), file=sys.stderr)

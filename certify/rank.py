@@ -83,9 +83,43 @@ class FactorSummary:
     seconds: float
 
 
+def _gram_shard(kernel: Kernel, start: int, stop: int, batch_size: int):
+    """Exact Grams of ``PhiQ, PhiK`` over tokens ``start..stop-1`` (one task)."""
+    accq, acck = ex.GramAccumulator(int(kernel.rank)), ex.GramAccumulator(int(kernel.rank))
+    for a in range(start, stop, batch_size):
+        q, k = kernel.features_at(kernel.token_batch(a, min(stop, a + batch_size)))
+        accq.add(q)
+        acck.add(k)
+    return accq.result(), acck.result(), accq.rows
+
+
+def _sum_pow2(parts) -> tuple[np.ndarray, int]:
+    """Exact sum of ``G_i 2^e_i`` (object arrays), as ``G 2^e`` normalized."""
+    tot, e0 = None, 0
+    for G, e in parts:
+        if not any(int(v) for v in G.ravel()):
+            continue
+        if tot is None:
+            tot, e0 = G, e
+        elif e >= e0:
+            tot = tot + G * (1 << (e - e0))
+        else:
+            tot, e0 = tot * (1 << (e0 - e)) + G, e
+    if tot is None:
+        return parts[0][0] * 0, 0
+    return ex.normalize_pow2(tot, e0)
+
+
 def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit: int = 1 << 22,
+                       engine=None, shards: int | None = None,
                        progress: bool = False) -> FactorSummary:
+    """One pass over the tokens. With an ``engine`` on Ray (or ``shards`` given)
+    the exact Gram products, the costly part, run as tasks over token blocks and
+    are summed exactly (integer sums: the result does not depend on the split);
+    this process still streams the features once for the hashes and minima."""
     t0 = time.perf_counter()
+    if (engine is not None and engine.uses_ray) or shards:
+        return _summarize_sharded(kernel, batch_size, keep_limit, engine, shards, t0)
     r = int(kernel.rank)
     accq, acck = ex.GramAccumulator(r), ex.GramAccumulator(r)
     hq, hk = hashlib.sha256(), hashlib.sha256()
@@ -120,6 +154,43 @@ def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit:
     gq, eq = accq.result()
     gk, ek = acck.result()
     return FactorSummary(kernel.num_tokens, r, dtype, gq, eq, gk, ek, hq.hexdigest(), hk.hexdigest(),
+                         Fraction(float(mq)), Fraction(float(mk)),
+                         np.concatenate(qs) if keep else None, np.concatenate(ks) if keep else None,
+                         time.perf_counter() - t0)
+
+
+def _summarize_sharded(kernel, batch_size, keep_limit, engine, shards, t0) -> FactorSummary:
+    r, K = int(kernel.rank), kernel.num_tokens
+    n = shards or 4 * max(engine.workers, 1)
+    step = -(-K // n)
+    step = -(-step // batch_size) * batch_size
+    tasks = [(kernel, a, min(K, a + step), batch_size) for a in range(0, K, step)]
+    from certify.parallel import Engine
+    runner = engine if engine is not None else Engine(1, progress=False)
+    parts = runner.map(_gram_shard, tasks, label="gram shards")
+    if sum(p[2] for p in parts) != K:
+        raise InputError(f"feature pass covered {sum(p[2] for p in parts)} of {K} tokens")
+    gq, eq = _sum_pow2([p[0] for p in parts])
+    gk, ek = _sum_pow2([p[1] for p in parts])
+    hq, hk = hashlib.sha256(), hashlib.sha256()
+    mq = mk = None
+    keep = K * r <= keep_limit
+    qs, ks = [], []
+    dtype = None
+    for q, k in kernel.feature_batches(batch_size):
+        if q.shape[1] != r or k.shape[1] != r or len(q) != len(k):
+            raise InputError(f"feature batch shapes {q.shape}, {k.shape} do not match rank {r}")
+        dtype = dtype or q.dtype.name
+        if q.dtype.name != dtype or k.dtype.name != dtype:
+            raise InputError("PhiQ and PhiK must have one dtype")
+        hq.update(np.ascontiguousarray(q, dtype=q.dtype.newbyteorder("<")).tobytes())
+        hk.update(np.ascontiguousarray(k, dtype=k.dtype.newbyteorder("<")).tobytes())
+        mq = q.min() if mq is None else min(mq, q.min())
+        mk = k.min() if mk is None else min(mk, k.min())
+        if keep:
+            qs.append(q)
+            ks.append(k)
+    return FactorSummary(K, r, dtype, gq, eq, gk, ek, hq.hexdigest(), hk.hexdigest(),
                          Fraction(float(mq)), Fraction(float(mk)),
                          np.concatenate(qs) if keep else None, np.concatenate(ks) if keep else None,
                          time.perf_counter() - t0)
@@ -447,13 +518,15 @@ class RankReport:
     verdict: Verdict
 
 
-def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions()) -> RankReport:
+def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions(), engine=None) -> RankReport:
     """All requested claims for ``kernel``; a signed kernel under
-    ``require_nonnegative`` raises :class:`UncertifiableError`."""
+    ``require_nonnegative`` raises :class:`UncertifiableError`. ``engine``
+    (:mod:`certify.parallel`) shards the factor-form Gram pass."""
     claims: list[Claim] = []
     if kernel.form is Form.FACTOR:
         s = summarize_features(kernel, batch_size=opt.batch_size,
-                               keep_limit=max(opt.embed_limit, 1 << 22), progress=opt.progress)
+                               keep_limit=max(opt.embed_limit, 1 << 22), engine=engine,
+                               progress=opt.progress)
         if opt.require_nonnegative:
             claims.append(_require(nonnegative_claim_factor(kernel, s, opt)))
         rank_claim = exact_rank_factor_claim(kernel, s, opt)
@@ -527,6 +600,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=1 << 14,
                    help="tokens per feature batch (1..2^20, default 2^14)")
     cli.add_progress(p)
+    from certify.parallel import add_arguments
+    add_arguments(p)                                   # sharded factor-form Gram pass
     return p
 
 
@@ -572,7 +647,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=eps,
                       code=code, code_name=code_name, require_nonnegative=a.require_nonnegative,
                       batch_size=a.batch_size, progress=cli.show_progress(a.no_progress))
-    rep = certify_rank(kernel, opt)
+    from certify.parallel import engine_from_args
+    with engine_from_args(a, progress=False) as engine:
+        rep = certify_rank(kernel, opt, engine=engine)
     cert = rep.certificate
     cert.command = ["certify", "rank", *(sys.argv[1:] if argv is None else list(argv))]
     if a.out:

@@ -18,6 +18,12 @@ below 1/2 at every query position".
 4. Without a collision, ``proved`` needs an exact check of every query output of
    every assignment (done up to ``exact_limit`` assignments); a float failure is
    replayed exactly and may refute; everything else is ``unknown``.
+
+Models with identity / relu maps and a uniform quantizer skip steps 2-4: the
+certified enumeration (:mod:`certify.transcript_enum`, claims in
+:mod:`certify.transcript_certified`) decides every assignment's transcript and
+correctness exactly, so ``proved`` / ``refuted`` is available at any family
+size the enumeration reaches (``--workers N`` / ``--ray-address`` shard it).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from certify import cli, limits, outputs
 from certify.errors import InputError, run_command
 
 DEFAULT_EXACT_LIMIT = 4096
+REPLAY_ASSUMPTION = "replay:transcript-enumeration"
 DEFAULT_BATCH = 4096
 MAX_CANDIDATES = 64
 
@@ -338,12 +345,23 @@ class TranscriptResult:
 
 def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
                      time_limit: float | None = None, exact_limit: int = DEFAULT_EXACT_LIMIT,
-                     batch: int = DEFAULT_BATCH, progress: bool = True) -> TranscriptResult:
-    """Run the Thm 9 check of ``model`` on ``spec``; see the module docstring."""
+                     batch: int = DEFAULT_BATCH, progress: bool = True,
+                     certified: bool = True, engine=None) -> TranscriptResult:
+    """Run the Thm 9 check of ``model`` on ``spec``; see the module docstring.
+    ``certified`` (default): models with identity/relu maps and a uniform quantizer
+    go through the certified enumeration of :mod:`certify.transcript_enum`, which
+    decides every assignment exactly at any family size (``exact_limit`` is then
+    not needed); ``engine`` shards it over workers."""
+    from certify import transcript_enum
     from models.sketch import exact_weights
 
     n = 2 * spec.q if n is None else n
     check_compatible(spec, model, n)
+    if certified and transcript_enum.supported(model):
+        from certify.transcript_certified import check_certified
+
+        return check_certified(spec, model, n, time_limit=time_limit, progress=progress,
+                               engine=engine)
     t0 = time.perf_counter()
     cap = capacity(model, spec.s, spec.q)
     res = search_collisions(spec, model, batch=batch, time_limit=time_limit, progress=progress)
@@ -655,6 +673,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
     ap.add_argument("--no-progress", action="store_true",
                     help="no progress bar (bars are shown on stderr only when it is a terminal)")
+    from certify.parallel import add_arguments
+    add_arguments(ap)                                  # shards of the certified enumeration
     return ap
 
 
@@ -736,8 +756,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cert.exit_code()
 
     model, seeds, inputs = build_model(args, spec)
-    r = check_transcript(spec, model, n=n, time_limit=args.time_limit,
-                         exact_limit=args.exact_limit, batch=args.batch_size, progress=progress)
+    from certify.parallel import engine_from_args
+    with engine_from_args(args, progress=progress) as engine:
+        r = check_transcript(spec, model, n=n, time_limit=args.time_limit,
+                             exact_limit=args.exact_limit, batch=args.batch_size,
+                             progress=progress, engine=engine)
     cert = Certificate(claims=list(r.claims), command=command, inputs=inputs, seeds=seeds)
     js = r.to_json()
     _print_human(spec, model, js)

@@ -213,8 +213,21 @@ def evaluate_lookup(model: LookupHead, fam: Family) -> dict:
             "ratios": ratios}
 
 
+def _job51(fam: Family, rank: int, seed: int, cfg: Sec51Config):
+    """One Sec. 5.1 run (module level: a parallel task). Returns the model too."""
+    t = time.perf_counter()
+    with one_thread():
+        model, loss = train_lookup(fam, rank, seed, cfg)
+        ev = evaluate_lookup(model, fam)
+    run = Run51(rank, seed, ev["max_error"], ev["mean_error"], ev["accuracy"], ev["coverage"],
+                ev["max_error"] < 0.5, loss, cfg.steps, time.perf_counter() - t)
+    return run, ev, model
+
+
 def sweep51(cfg: Sec51Config, out: Path, checkpoints: Path | None = None,
-            progress: bool = True) -> list[Run51]:
+            progress: bool = True, engine=None) -> list[Run51]:
+    """The Sec. 5.1 sweep; with an ``engine`` (:mod:`certify.parallel`) the
+    (rank, seed) runs are parallel tasks, merged in the same order."""
     from models.checkpoint import save_checkpoint
     from models.constructions import lookup_construction
 
@@ -223,13 +236,14 @@ def sweep51(cfg: Sec51Config, out: Path, checkpoints: Path | None = None,
     ratio_rows: list[dict] = []
     t0, c0 = time.perf_counter(), time.process_time()
     jobs = [(r, s) for r in cfg.ranks for s in cfg.seeds]
-    with one_thread(), tqdm(jobs, desc="sec51", file=sys.stderr, disable=not progress) as bar:
-        for rank, seed in bar:
-            t = time.perf_counter()
-            model, loss = train_lookup(fam, rank, seed, cfg)
-            ev = evaluate_lookup(model, fam)
-            run = Run51(rank, seed, ev["max_error"], ev["mean_error"], ev["accuracy"], ev["coverage"],
-                        ev["max_error"] < 0.5, loss, cfg.steps, time.perf_counter() - t)
+    if engine is not None and engine.uses_ray:
+        done = engine.map(_job51, [(fam, r, s, cfg) for r, s in jobs], label="sec51")
+    else:
+        done = None
+    with one_thread(), tqdm(jobs, desc="sec51", file=sys.stderr,
+                            disable=not progress or done is not None) as bar:
+        for j, (rank, seed) in enumerate(bar):
+            run, ev, model = done[j] if done is not None else _job51(fam, rank, seed, cfg)
             runs.append(run)
             if rank == max(cfg.ranks):           # Figure 1(c) uses the largest rank
                 ratio_rows += [{"rank": rank, "seed": seed, **r} for r in ev["ratios"]]
@@ -591,6 +605,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         s.add_argument("--seeds", type=_ints, default=None, help="comma-separated seeds")
         s.add_argument("--steps", type=int, default=None)
         s.add_argument("--no-progress", action="store_true")
+        if name == "sec51":
+            from certify.parallel import add_arguments
+            add_arguments(s)
         if name == "sec52":
             s.add_argument("--scales", type=_scale, nargs="+", default=None, help="M,q,n ...")
             s.add_argument("--batch", type=int, default=None)
@@ -612,7 +629,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = replace(SMOKE_51 if args.smoke else Sec51Config(), **over)
         if min(cfg.ranks) < 1:
             raise InputError("ranks must be >= 1")
-        runs = sweep51(cfg, args.out, args.save_checkpoints, progress=not args.no_progress)
+        from certify.parallel import engine_from_args
+
+        with engine_from_args(args, progress=not args.no_progress) as engine:
+            runs = sweep51(cfg, args.out, args.save_checkpoints, progress=not args.no_progress,
+                           engine=engine)
         print(f"sec51: {sum(r.solved for r in runs)}/{len(runs)} runs solve paper-5.1; "
               f"wrote {args.out}", file=sys.stderr)
         return 0

@@ -267,6 +267,220 @@ def span_check(N: IntMatrix, rows: Sequence[int], cols: Sequence[int], *, block:
     return True
 
 
+# ---------------------------------------------------------------- fast path: float proposal, multimodular span
+
+def float_minor(N: IntMatrix, *, seed: int = 0, oversample: int = 8
+                ) -> tuple[list[int], list[int]] | None:
+    """Propose ``r x r`` row and column indices of a well-conditioned minor from
+    float64 sketches (only a proposal: the caller checks it exactly). Sketch
+    ``A G`` and ``G^T A`` with ``k`` Gaussian columns, ``k`` doubled until the
+    numerical rank is below ``k``; columns and rows by pivoted QR. O(n^2 k)."""
+    from scipy.linalg import qr
+
+    if N.values.dtype == object or N.max_bits() > 53:
+        return None
+    A = N.values.astype(np.float64)
+    n1, n2 = A.shape
+    rng = np.random.default_rng(seed)
+    k = 32
+    while True:
+        k = min(k, min(n1, n2))
+        G = rng.standard_normal((n1, k))
+        Y = G.T @ A                                               # (k, n2)
+        sv = np.linalg.svd(Y, compute_uv=False)
+        tol = sv[0] * max(n1, n2) * np.finfo(np.float64).eps * 16 if sv.size else 0
+        r = int((sv > tol).sum())
+        if r < k or k == min(n1, n2):
+            break
+        k *= 2
+    if r == 0:
+        return None
+    _, _, cp = qr(Y, mode="economic", pivoting=True)
+    cols = sorted(int(c) for c in cp[:r])
+    _, _, rp = qr(A[:, cols].T, mode="economic", pivoting=True)
+    rows = sorted(int(i) for i in rp[:r])
+    return rows, cols
+
+
+def _float_exact_primes(r: int, bound: int) -> list[int]:
+    """Primes ``p`` with ``r (p - 1)^2 < 2^53`` (a float64 product of residues with
+    ``r`` terms is exact), largest first, until their product exceeds ``2 bound``."""
+    import flint
+    p = int(math.isqrt((1 << 53) // max(r, 1)))
+    out, prod = [], 1
+    while prod <= 2 * bound:
+        p -= 1
+        while not flint.fmpz(p).is_prime():
+            p -= 1
+        if p < 3:
+            raise ValueError("no room for float-exact primes")
+        out.append(p)
+        prod *= p
+    return out
+
+
+def _fmod_exact(c: np.ndarray, p: int) -> np.ndarray:
+    """Residues in [0, p) of nonnegative integer-valued float64 ``c < 2^53``:
+    ``c - floor(c / p) p`` is exact (every term an integer below 2^53); the
+    quotient may be off by one from rounding, corrected after."""
+    d = c - np.floor(c / p) * p
+    d[d < 0] += p
+    d[d >= p] -= p
+    return d
+
+
+def _mod_f(a: np.ndarray, p: int) -> np.ndarray:
+    """Residues in [0, p) as float64 (int64 input, |a| < 2^53)."""
+    af = a.astype(np.float64)
+    return _fmod_exact(af - np.floor(af / p) * p, p)
+
+
+def _hadamard_cols(cols_sq: list[int]) -> int:
+    """An integer upper bound of ``prod sqrt(c)`` for squared column norms ``c``."""
+    out = 1
+    for c in cols_sq:
+        out *= math.isqrt(c) + 1
+    return out
+
+
+def span_check_multimodular(N: IntMatrix, rows: Sequence[int], cols: Sequence[int],
+                            ) -> bool | None:
+    """Exact: every column of ``N`` lies in the span of ``N[:, cols]``, given
+    ``M = N[rows, cols]`` nonsingular (``D = det M != 0``). With
+    ``Yn = adj(M) N[rows, :]`` (Cramer: ``Yn[i, j]`` is ``det M`` with column
+    ``i`` replaced by ``N[rows, j]``, so ``|Yn[i, j]| <= H`` := the product of
+    the ``r`` largest column norms of ``N[rows, :]``, Hadamard), the claim is the
+    integer identity ``N[:, cols] Yn = D N``. Both sides are bounded by
+    ``B = max(r max|N[:, cols]| H, |D| max|N|)``, so it holds iff it holds modulo
+    primes whose product exceeds ``2 B``. Modulo ``p``:
+    ``Yn = D M^-1 N[rows, :]`` (``p`` does not divide ``D``), and each product
+    is a float64 product of residues, exact because ``r (p - 1)^2 < 2^53``.
+    None: not applicable (entries beyond int64)."""
+    import flint
+
+    if N.values.dtype == object:
+        return None
+    r = len(cols)
+    n2 = N.shape[1]
+    cset = set(cols)
+    other = np.array([j for j in range(n2) if j not in cset], dtype=np.int64)
+    if other.size == 0:
+        return True
+    if r == 0:
+        return not np.any(N.values)
+    R = np.asarray(rows, dtype=np.int64)
+    C = np.asarray(cols, dtype=np.int64)
+    D = int(N.fmpz(rows, cols).det())
+    if D == 0:
+        return None
+    NR = N.values[R]                                                   # (r, n2)
+    csq = sorted((int(v) for v in (NR.astype(object) ** 2).sum(0)), reverse=True)[:r]
+    H = _hadamard_cols(csq)
+    NC = N.values[:, C]                                                # (n1, r)
+    NO = N.values[:, other]                                            # (n1, n2 - r)
+    B = max(r * int(np.abs(NC).max()) * H, abs(D) * int(np.abs(NO).max(initial=0)))
+    NOf = NO.astype(np.float64)                                        # exact: |N| < 2^53
+    NRO = NR[:, other]
+    rblock = max(1, (1 << 15) // max(1, other.size))
+    buf = np.empty((rblock, other.size))
+    buf2 = np.empty((rblock, other.size))
+    for p in _float_exact_primes(r, B):
+        if D % p == 0:
+            return None
+        # mod p, multiplying by D^-1: N[:, C] (M^-1 N[R, other]) == N[:, other]
+        Mi = flint.nmod_mat(N.nmod(p, rows, cols).inv())
+        Mi = np.array([int(v) for v in Mi.entries()], dtype=np.float64).reshape(r, r)
+        Yp = _fmod_exact(Mi @ _mod_f(NRO, p), p)                       # (r, n2 - r)
+        NCp = _mod_f(NC, p)
+        inv = 1.0 / p
+        for a in range(0, NOf.shape[0], rblock):                       # rows in cache-sized blocks
+            b = min(NOf.shape[0], a + rblock)
+            diff = np.matmul(NCp[a:b], Yp, out=buf[:b - a])            # < r (p-1)^2 < 2^53
+            diff -= NOf[a:b]                                           # exact integers
+            q = np.multiply(diff, inv, out=buf2[:b - a])
+            np.rint(q, out=q)
+            q *= p
+            q -= diff                                                  # 0 iff diff = 0 mod p
+            if np.any(q):
+                return False
+    return True
+
+
+def _small_prime(n1: int, rng: np.random.Generator) -> int:
+    """A prime ``p`` with ``n1 (p - 1)^2 < 2^53`` (float-exact products over ``n1``
+    terms), drawn at random from the upper half of that range."""
+    import flint
+    top = int(math.isqrt((1 << 53) // max(n1, 1)))
+    x = int(rng.integers(top // 2, top)) | 1
+    while not flint.fmpz(x).is_prime():
+        x -= 2
+    return x
+
+
+def sketched_pivot_minor(N: IntMatrix, p: int, k: int, rng: np.random.Generator
+                         ) -> tuple[int, list[int], list[int]] | None:
+    """The canonical minor mod ``p`` (pivot columns of ``rref(N mod p)``, then the
+    pivot rows of ``N[:, cols]``), computed from the ``k x n2`` sketch ``G N mod
+    p``: row operations keep column dependencies, so when ``rank_p(G N) =
+    rank_p(N)`` the pivot columns agree. Returns ``(rank_p(G N), rows, cols)``,
+    or None when the sketch is full (``k`` too small). The caller proves
+    ``rank(N) <= rank_p(G N)`` (span check), which gives the equality."""
+    n1, n2 = N.shape
+    G = rng.integers(0, p, (k, n1)).astype(np.float64)
+    GN = _fmod_exact(G @ _mod_f(N.values, p), p)                    # exact: n1 (p-1)^2 < 2^53
+    R, rk = nmod_matrix(GN.astype(np.int64), p).rref()
+    if rk >= k and k < n1:
+        return None
+    if rk == 0:
+        return 0, [], []
+    cols = _pivots(R, rk, n2)
+    sub = N.nmod(p, cols=cols).transpose()                            # (rk, n1)
+    R2, rk2 = sub.rref()
+    if rk2 != rk:
+        return None
+    return rk, _pivots(R2, rk2, n1), cols
+
+
+def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60) -> ExactRank | None:
+    """Two-sided exact rank for int64 matrices: the canonical minor mod a small
+    prime from a sketch (:func:`sketched_pivot_minor`, ``k`` from a float64
+    rank estimate), checked nonsingular mod p (lower bound), and the
+    multimodular span check (upper bound). None when a step does not verify
+    (the caller falls back to the full modular elimination)."""
+    t0 = time.perf_counter()
+    timings = {}
+    if N.values.dtype == object or N.max_bits() > 52 or min(N.shape) == 0:
+        return None
+    rng = np.random.default_rng(seed)
+    A = N.values.astype(np.float64)
+    n1, n2 = A.shape
+    k = 32
+    while True:                                          # float rank estimate of a sketch
+        k = min(k, n1, n2)
+        sv = np.linalg.svd(rng.standard_normal((k, n1)) @ A, compute_uv=False)
+        r_est = int((sv > sv[0] * max(n1, n2) * 2.0 ** -40).sum()) if sv[0] > 0 else 0
+        if r_est < k or k == min(n1, n2):
+            break
+        k *= 2
+    timings["proposal"] = time.perf_counter() - t0
+    t = time.perf_counter()
+    p = _small_prime(n1, rng)
+    minor = sketched_pivot_minor(N, p, min(n1, r_est + 8), rng)
+    timings["modular"] = time.perf_counter() - t
+    if minor is None:
+        return None
+    rk, rows, cols = minor
+    if rk and N.nmod(p, rows, cols).det() == 0:
+        return None
+    t = time.perf_counter()
+    ok = span_check_multimodular(N, rows, cols) if rk < min(n1, n2) else True
+    timings["span_check"] = time.perf_counter() - t
+    if not ok:
+        return None
+    return _result((p, rk, rows, cols), rk, "trivial" if rk == min(n1, n2) else "column_span",
+                   (PrimeAttempt(p, rk),), timings, t0)
+
+
 # ---------------------------------------------------------------- results
 
 @dataclass(frozen=True)
@@ -295,13 +509,21 @@ class ExactRank:
     timings: dict = field(default_factory=dict)
 
 
-def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 60) -> ExactRank:
+def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 60,
+               fast_path: bool = True) -> ExactRank:
     """Rank over Q of an integer matrix, two-sided (see the module docstring).
+
+    Fast path first (:func:`exact_rank_fast`): a float-proposed minor checked
+    exactly, and the multimodular span check; it returns only exact results and
+    falls back to the path below when its proposal does not verify.
 
     Primes are drawn from ``np.random.default_rng(seed)``. A modular rank that
     falls short of the true rank (a prime dividing every maximal minor) is caught
     by the exact span check failing; another prime is then tried.
     """
+    fast = exact_rank_fast(N, seed=seed, bits=bits) if fast_path else None
+    if fast is not None:
+        return fast
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     n1, n2 = N.shape
