@@ -103,7 +103,7 @@ class FeasibilityResult:
 
 def decide(family: Family, rank: int, features: Features, *, time_limit: float = 60.0,
            seed: int = 0, progress: bool = False, problem: FeasibilityProblem | None = None,
-           bound: ChainBound | None | bool = True) -> FeasibilityResult:
+           bound: ChainBound | None | bool = True, method: str = "lp") -> FeasibilityResult:
     """The verdict at one rank. ``bound=True`` derives the chain bound here; pass a
     precomputed one (or None) to reuse it across ranks."""
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
@@ -115,6 +115,13 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     if bound is True:
         bound = chain_bound(family)
     timings["lower_bound_s"] = time.perf_counter() - t0
+    if method not in ("lp", "sdp", "auto"):
+        raise InputError(f"method must be lp, sdp or auto, got {method!r}")
+    if method != "lp" and (method == "sdp" or bound is None or rank > bound.max_infeasible_rank):
+        from certify.convex_bounds import convex_result      # convex dual certificate (SDP)
+        res = convex_result(family, rank, features, bound, timings)
+        if res is not None:
+            return res
     if bound is not None and rank <= bound.max_infeasible_rank:
         how = ("Lemma 4 (per-pair Lambda, strict)" if rank <= bound.lemma4_rank else
                "the nonnegative refinement of Lemma 4 (Delta(r) < 0)")
@@ -131,6 +138,12 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                                  "g = <x,z>; exact re-check", margin=chk.margin, bound=bound,
                                  witness=w, timings=timings)
     t2 = time.perf_counter()
+    if method != "lp":                                       # PSD-lift proposals (solvers.sdp)
+        from certify.sdp_search import sdp_result
+        out = sdp_result(problem, rank, features, bound, timings, time_limit=time_limit,
+                         seed=seed, lp_fallback=(method == "auto"))
+        if out is not None:
+            return out
     res, w, chk = descend(problem, rank, features, time_limit=time_limit, seed=seed,
                           progress=progress)
     timings["search_s"] = time.perf_counter() - t2
@@ -225,7 +238,7 @@ def descend(problem: FeasibilityProblem, rank: int, features: Features, *, time_
 
 
 def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *,
-          time_limit: float, seed: int, progress: bool = False):
+          time_limit: float, seed: int, progress: bool = False, method: str = "lp"):
     """Every rank in ``lo..hi`` for each class; returns ``(results, brackets)`` with
     ``brackets[class] = (largest proved-infeasible + 1, smallest proved-feasible or None)``."""
     problem = build_problem(family)
@@ -235,7 +248,8 @@ def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *
     for feats in features_list:
         for r in range(lo, hi + 1):
             results.append(decide(family, r, feats, time_limit=time_limit, seed=seed,
-                                  progress=progress, problem=problem, bound=bound))
+                                  progress=progress, problem=problem, bound=bound,
+                                  method=method))
         mine = [x for x in results if x.features is feats]
         infeas = [x.rank for x in mine if x.outcome is Outcome.INFEASIBLE]
         feas = [x.rank for x in mine if x.outcome is Outcome.FEASIBLE]
@@ -261,6 +275,9 @@ def _parse(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--sweep", metavar="LO:HI", help="run every rank in LO..HI")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--method", choices=["lp", "sdp", "auto"], default="lp",
+                   help="lp: chain bounds + alternating LPs; sdp: convex dual certificates and "
+                        "PSD-lift (SDP) witness proposals; auto: chain bounds, then both")
     return p.parse_args(argv)
 
 
@@ -276,7 +293,9 @@ def _sweep_range(text: str) -> tuple[int, int]:
 
 def _line(res: FeasibilityResult) -> str:
     head = f"{res.family.name} rank {res.rank} {res.features.value}: {res.outcome.value}"
-    if res.outcome is Outcome.INFEASIBLE:
+    if hasattr(res, "line_detail"):                          # convex dual / SDP results
+        detail = res.line_detail()
+    elif res.outcome is Outcome.INFEASIBLE:
         b = res.bound
         detail = (f"(proved) ranks <= {b.max_infeasible_rank} excluded (Lemma 4 bound "
                   f"{q_to_str(b.bound)} ~ {float(b.bound):.4f}; nonnegative refinement with "
@@ -298,7 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         lo, hi = _sweep_range(args.sweep)
         feats = [Features(args.features)] if args.features else [Features.REAL, Features.NONNEGATIVE]
         results, brackets = sweep(family, lo, hi, feats, time_limit=args.time_limit,
-                                  seed=args.seed, progress=not args.no_progress)
+                                  seed=args.seed, progress=not args.no_progress,
+                                  method=args.method)
     else:
         if args.rank is None:
             raise InputError("give --rank R (or --sweep LO:HI)")
@@ -306,7 +326,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError(f"rank must be an integer >= 1, got {args.rank}")
         results = [decide(family, args.rank, Features(args.features or "real"),
                           time_limit=args.time_limit, seed=args.seed,
-                          progress=not args.no_progress)]
+                          progress=not args.no_progress, method=args.method)]
         brackets = None
     for res in results:
         print(_line(res), file=sys.stderr)
