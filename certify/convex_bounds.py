@@ -86,11 +86,18 @@ def rho_matrix(bound: ChainBound) -> list[list[Fraction]]:
             for i in range(t)]
 
 
-def psd_ldl(M: list[list[Fraction]]) -> bool:
+def psd_ldl(M) -> bool:
     """Is the symmetric rational matrix ``M`` positive semidefinite? Exact symmetric
-    elimination: a negative pivot fails; a zero pivot needs its whole remaining
-    column to be zero (else a 2x2 principal minor is negative)."""
-    A = [list(map(Fraction, row)) for row in M]
+    elimination (``LDL^T``) in python-flint rationals: a negative pivot fails; a
+    zero pivot needs its whole remaining column to be zero (else a 2x2 principal
+    minor is negative)."""
+    import flint
+
+    def q(v):
+        v = Fraction(v)
+        return flint.fmpq(v.numerator, v.denominator)
+
+    A = [[q(v) for v in row] for row in M]
     n = len(A)
     for k in range(n):
         d = A[k][k]
@@ -100,10 +107,10 @@ def psd_ldl(M: list[list[Fraction]]) -> bool:
             if any(A[i][k] != 0 for i in range(k + 1, n)):
                 return False
             continue
+        row_k = A[k]
         for i in range(k + 1, n):
-            f = A[i][k] / d
-            if f:
-                row_k = A[k]
+            if A[i][k] != 0:
+                f = A[i][k] / d
                 row_i = A[i]
                 for j in range(k + 1, n):
                     row_i[j] -= f * row_k[j]
@@ -264,7 +271,8 @@ def certify_rank(bound: ChainBound, r: int, *, solver: str = "CLARABEL",
 
 
 def _contraction(Wf: np.ndarray, den: int):
-    """Rationalize ``Wf`` and shrink it until ``||W||_2 <= 1`` holds exactly."""
+    """Rationalize ``Wf`` (dyadic, 2^-30) and shrink it until ``||W||_2 <= 1`` holds
+    exactly."""
     nrm = float(np.linalg.norm(Wf, 2))
     if not np.isfinite(nrm) or nrm == 0:
         return None
@@ -274,7 +282,7 @@ def _contraction(Wf: np.ndarray, den: int):
     base = Wf / max(nrm, 1.0)
     for shrink in (Fraction(1), Fraction(1) - Fraction(1, 10 ** 8), Fraction(1) - Fraction(1, 10 ** 6),
                    Fraction(1) - Fraction(1, 10 ** 4)):
-        Wq = [[_q(v, den) * shrink for v in row] for row in base]
+        Wq = [[Fraction(round(float(v) * 2 ** 30), 2 ** 30) * shrink for v in row] for row in base]
         if contraction_ok(Wq):
             return Wq
     return None

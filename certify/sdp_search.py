@@ -27,8 +27,13 @@ from certify.feasibility_model import FeasibilityProblem, Features, verify_facto
 
 def sdp_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
                 time_limit: float, seed: int = 0, fraction: float = 0.05,
-                iterations: int = 12, polish_s: float = 5.0, solver: str = "CLARABEL"):
-    """Returns ``(witness, check, info)``; ``witness`` is None when nothing verified."""
+                iterations: int = 12, polish_s: float = 5.0, solver: str = "CLARABEL",
+                all_pairs: bool = False):
+    """Returns ``(witness, check, info)``; ``witness`` is None when nothing verified.
+    ``all_pairs``: the lift keeps ``alpha >= floor`` on every (query, key) pair, not
+    only the used ones, and a witness is accepted only when its exact kernel is
+    ``>= 0`` on all of them (:func:`negative_pairs`); the LP polish, which only
+    sees used pairs, is then skipped."""
     from solvers.factor import FactorProblem
     from solvers.sdp import reweighted_lift, round_to_rank
 
@@ -38,7 +43,7 @@ def sdp_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
     nonneg = features is Features.NONNEGATIVE
     info = {"sdp_solves": 0, "polish_lps": 0, "tail": None}
     gen = reweighted_lift(fp, nonneg=nonneg, fraction=fraction, iterations=iterations,
-                          rank=rank, solver=solver,
+                          rank=rank, solver=solver, all_nonneg=all_pairs,
                           time_limit=lambda: time_limit - (time.perf_counter() - t0))
     for res in gen:
         info["sdp_solves"] += 1
@@ -46,9 +51,12 @@ def sdp_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
         info["tail"] = float(sv[rank:].sum() / max(sv[0], 1e-300)) if sv.size > rank else 0.0
         P, Q = round_to_rank(res.K, rank, nonneg=nonneg)
         w, chk = verify_factors(problem, P, Q, features, rank)
-        if w is not None and chk is not None and chk.ok:
+        if w is not None and chk is not None and chk.ok and (
+                not all_pairs or negative_pairs(problem, w) == 0):
             info["found_by"] = "rounding"
             return w, chk, info
+        if all_pairs:
+            continue
         left = time_limit - (time.perf_counter() - t0)
         if left <= 0:
             break
@@ -61,6 +69,19 @@ def sdp_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
         if time.perf_counter() - t0 >= time_limit:
             break
     return None, None, info
+
+
+def negative_pairs(problem: FeasibilityProblem, w) -> int:
+    """How many (query, key) pairs of the family -- all of them, used or not --
+    have an exact kernel value ``alpha < 0``."""
+    from fractions import Fraction
+
+    bad = 0
+    for x in problem.queries:
+        for z in problem.keys:
+            a = sum((p * q for p, q in zip(w.phi_q[int(x)], w.phi_k[int(z)])), Fraction(0))
+            bad += a < 0
+    return bad
 
 
 def sdp_result(problem: FeasibilityProblem, rank: int, features: Features, bound, timings: dict,

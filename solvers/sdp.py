@@ -76,7 +76,9 @@ def _constraints(prob: FactorProblem, K, H, *, nonneg: bool, floor: float, all_n
     norm = sp.csr_matrix((np.ones(E), (prob.entries[:, 0], np.arange(E))), shape=(R, E))
     cons = [norm @ alpha == 1, alpha >= floor, H <= prob.g_box * alpha,
             H >= -prob.g_box * alpha]
-    if nonneg or all_nonneg:
+    if all_nonneg:                      # every (row, column) pair, not only the used ones
+        cons.append(K >= floor)
+    elif nonneg:
         cons.append(K >= 0)
     return alpha, cons
 

@@ -53,9 +53,18 @@ def is_convex_dual(claim) -> bool:
     return isinstance(d, dict) and d.get("method") == METHOD
 
 
-def psd_ldl(M: list[list[Fraction]]) -> bool:
-    """Exact PSD test of a symmetric rational matrix by symmetric elimination."""
-    A = [list(row) for row in M]
+def psd_ldl(M) -> bool:
+    """Is the symmetric rational matrix ``M`` positive semidefinite? Exact symmetric
+    elimination (``LDL^T``) in python-flint rationals: a negative pivot fails; a
+    zero pivot needs its whole remaining column to be zero (else a 2x2 principal
+    minor is negative)."""
+    import flint
+
+    def q(v):
+        v = Fraction(v)
+        return flint.fmpq(v.numerator, v.denominator)
+
+    A = [[q(v) for v in row] for row in M]
     n = len(A)
     for k in range(n):
         d = A[k][k]
@@ -65,11 +74,13 @@ def psd_ldl(M: list[list[Fraction]]) -> bool:
             if any(A[i][k] != 0 for i in range(k + 1, n)):
                 return False
             continue
+        row_k = A[k]
         for i in range(k + 1, n):
-            f = A[i][k] / d
-            if f:
+            if A[i][k] != 0:
+                f = A[i][k] / d
+                row_i = A[i]
                 for j in range(k + 1, n):
-                    A[i][j] -= f * A[k][j]
+                    row_i[j] -= f * row_k[j]
     return True
 
 
