@@ -92,6 +92,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=120.0, help="search seconds per rank and method")
     ap.add_argument("--families", default="g12,thm6,paper")
     ap.add_argument("--features", default="real,nonnegative")
+    ap.add_argument("--table", default="brackets_table.md", help="table file under reports/feasibility")
     args = ap.parse_args(argv)
     lines = []
 
@@ -147,7 +148,7 @@ def main(argv=None) -> int:
                      f"{', '.join(map(str, failed)) or '-'} ({args.budget:g} s per method) | "
                      f"{neg} / {npairs} pairs | {fname}{'' if ok else ' (verify FAILED)'} |")
     print("\n".join(lines))
-    (OUT / "brackets_table.md").write_text("\n".join(lines) + "\n")
+    (OUT / args.table).write_text("\n".join(lines) + "\n")
     return 0
 
 
