@@ -233,8 +233,11 @@ def certify_rank(bound: ChainBound, r: int, *, solver: str = "CLARABEL",
                  W0: np.ndarray | None = None, den: int = 10 ** 9) -> tuple[ConvexCertificate | None, dict]:
     """Try to exclude every rank ``<= r`` on the chain polytope of ``bound``.
 
-    Tries ``W = I`` and the program's dual ``W`` (or ``W0``); returns the exactly
-    checked certificate with the largest margin, or None, and diagnostics."""
+    Tries ``W = I`` and the program's dual ``W`` (or ``W0``); ``lambda`` and ``mu``
+    are optimized in floats and rationalized with denominators ``<= den`` (any
+    positive values give a valid certificate; only the margin's sign matters).
+    Returns the exactly checked certificate with the largest margin, or None,
+    and diagnostics."""
     if r < 2:
         raise ValueError("the convex certificate needs r >= 2 (r = 1 is Lemma 4's)")
     rho_q = rho_matrix(bound)
@@ -254,7 +257,7 @@ def certify_rank(bound: ChainBound, r: int, *, solver: str = "CLARABEL",
             candidates.append(Wd)
     best: ConvexCertificate | None = None
     for Wf in candidates:
-        Wq = _contraction(Wf, den)
+        Wq = _contraction(Wf)
         if Wq is None:
             continue
         Wf2 = np.array([[float(v) for v in row] for row in Wq])
@@ -270,7 +273,7 @@ def certify_rank(bound: ChainBound, r: int, *, solver: str = "CLARABEL",
     return best, info
 
 
-def _contraction(Wf: np.ndarray, den: int):
+def _contraction(Wf: np.ndarray):
     """Rationalize ``Wf`` (dyadic, 2^-30) and shrink it until ``||W||_2 <= 1`` holds
     exactly."""
     nrm = float(np.linalg.norm(Wf, 2))

@@ -218,3 +218,14 @@ def test_command_method_sdp_writes_a_verifying_certificate(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["claims"][0]["evidence"]["derivation"]["method"] == "convex-dual"
     assert verify.main([str(out)]) == 0
+
+
+def test_model_class_parameter(r11_cert):
+    """The bound holds for both model classes: either name is accepted, others not."""
+    for cls in ("paper", "used-pairs"):
+        ok = copy.deepcopy(r11_cert)
+        ok["claims"][0]["parameters"]["class"] = cls
+        assert convex_dual.check_infeasible(ok["claims"][0]) == []
+    bad = copy.deepcopy(r11_cert)
+    bad["claims"][0]["parameters"]["class"] = "anything"
+    _fails(bad, "unknown model class")
