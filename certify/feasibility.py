@@ -352,4 +352,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command("certify.feasibility", main))
+    from certify import feasibility as _module      # one copy of the result classes for the
+    sys.exit(run_command("certify.feasibility", _module.main))   # lazily imported searches

@@ -229,3 +229,20 @@ def test_model_class_parameter(r11_cert):
     bad = copy.deepcopy(r11_cert)
     bad["claims"][0]["parameters"]["class"] = "anything"
     _fails(bad, "unknown model class")
+
+
+def test_module_entry_point_prints_the_proof_line(tmp_path):
+    """`python -m certify.feasibility` runs the library's own module (one copy of the
+    result classes), so results of the lazily imported searches are printed as
+    proved: a convex-dual infeasibility and an SDP witness."""
+    from certify.codes import greedy_packing
+    from certify.families import chain_family
+    fam = tmp_path / "g12.json"
+    chain_family(greedy_packing(12, 6, 3), name="greedy-12-6-3").save(fam)
+    for rank, want in ((5, "infeasible (proved) every rank <= 5 excluded by a convex dual"),
+                       (7, "feasible (proved) exact margin")):
+        p = subprocess.run([sys.executable, "-m", "certify.feasibility", "--family", str(fam),
+                            "--rank", str(rank), "--method", "sdp", "--no-progress"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert want in p.stderr, p.stderr
