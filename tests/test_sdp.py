@@ -127,5 +127,5 @@ def test_paper51_rank13_sdp_witness():
     """paper-5.1 at rank 13 (real features): the SDP proposal verifies exactly."""
     from certify.families import load_family
     fam = load_family("paper-5.1")
-    res = decide(fam, 13, Features.REAL, method="sdp", time_limit=400)
+    res = decide(fam, 13, Features.REAL, method="sdp", time_limit=900)
     assert res.outcome is Outcome.FEASIBLE, res.reason
