@@ -134,11 +134,13 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
            seed: int = 0, progress: bool = False, problem: FeasibilityProblem | None = None,
            bound: ChainBound | None | bool = True,
            model_class: ModelClass | str = ModelClass.PAPER,
-           iterations: int | None = None) -> FeasibilityResult:
+           iterations: int | None = None, method: str = "lp") -> FeasibilityResult:
     """The verdict at one rank in ``model_class``. ``bound=True`` derives the chain
     bound here; pass a precomputed one (or None) to reuse it across ranks. A given
     ``problem`` must be of ``model_class``. ``iterations``: an LP budget per rank
-    step instead of the wall clock (reproducible results)."""
+    step instead of the wall clock (reproducible results). ``method``: ``lp``
+    (chain bounds, alternating LPs), ``sdp`` (convex dual certificates, PSD-lift
+    proposals) or ``auto`` (both)."""
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
         raise InputError(f"rank must be an integer >= 1, got {rank!r}")
     rank = int(rank)
@@ -152,6 +154,13 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     if bound is True:
         bound = chain_bound(family)
     timings["lower_bound_s"] = time.perf_counter() - t0
+    if method not in ("lp", "sdp", "auto"):
+        raise InputError(f"method must be lp, sdp or auto, got {method!r}")
+    if method != "lp" and (method == "sdp" or bound is None or rank > bound.max_infeasible_rank):
+        from certify.convex_bounds import convex_result      # convex dual certificate (SDP)
+        res = convex_result(family, rank, features, bound, timings, model_class=model_class)
+        if res is not None:
+            return res
     if bound is not None and rank <= bound.max_infeasible_rank:
         how = ("Lemma 4 (per-pair Lambda, strict)" if rank <= bound.lemma4_rank else
                "the nonnegative refinement of Lemma 4 (Delta(r) < 0)")
@@ -168,6 +177,12 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                                  "g = <x,z>; exact re-check", margin=chk.margin, bound=bound,
                                  witness=w, timings=timings, model_class=model_class)
     t2 = time.perf_counter()
+    if method != "lp":                                       # PSD-lift proposals (solvers.sdp)
+        from certify.sdp_search import sdp_result
+        out = sdp_result(problem, rank, features, bound, timings, time_limit=time_limit,
+                         seed=seed, lp_fallback=(method == "auto"))
+        if out is not None:
+            return out
     res, w, chk = descend(problem, rank, features, time_limit=time_limit, seed=seed,
                           progress=progress, iterations=iterations)
     timings["search_s"] = time.perf_counter() - t2
@@ -281,16 +296,16 @@ def _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R, it
     return res, w, chk
 
 
-def _decide_task(family, r, feats, time_limit, seed, iterations, model_class):
+def _decide_task(family, r, feats, time_limit, seed, iterations, model_class, method):
     """One sweep task (module level, so a Ray worker can run it)."""
     return decide(family, r, feats, time_limit=time_limit, seed=seed, iterations=iterations,
-                  model_class=model_class)
+                  model_class=model_class, method=method)
 
 
 def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *,
           time_limit: float, seed: int, progress: bool = False,
           model_class: ModelClass | str = ModelClass.PAPER, engine=None,
-          iterations: int | None = None):
+          iterations: int | None = None, method: str = "lp"):
     """Every rank in ``lo..hi`` for each feature class; returns ``(results, brackets)``
     with ``brackets[features] = (largest proved-infeasible + 1, smallest proved-feasible
     or None)`` for the rank on the family. :func:`cube_brackets` gives the
@@ -302,7 +317,7 @@ def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *
     results: list[FeasibilityResult] = []
     brackets = {}
     if engine is not None and engine.uses_ray:
-        tasks = [(family, r, feats, time_limit, seed, iterations, model_class)
+        tasks = [(family, r, feats, time_limit, seed, iterations, model_class, method)
                  for feats in features_list for r in range(lo, hi + 1)]
         done = iter(engine.map(_decide_task, tasks, label="feasibility"))
     for feats in features_list:
@@ -312,7 +327,8 @@ def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *
                 continue
             results.append(decide(family, r, feats, time_limit=time_limit, seed=seed,
                                   progress=progress, problem=problem, bound=bound,
-                                  model_class=model_class, iterations=iterations))
+                                  model_class=model_class, iterations=iterations,
+                                  method=method))
         mine = [x for x in results if x.features is feats]
         infeas = [x.rank for x in mine if x.outcome is Outcome.INFEASIBLE]
         feas = [x.rank for x in mine if x.outcome is Outcome.FEASIBLE]
@@ -358,6 +374,9 @@ def _parse(argv):
     p.add_argument("--seed", type=int, default=0, help="seed of the witness search (default 0)")
     p.add_argument("--sweep", metavar="LO:HI", help="run every rank in LO..HI (not with --rank)")
     cli.add_progress(p)
+    p.add_argument("--method", choices=["lp", "sdp", "auto"], default="lp",
+                   help="lp: chain bounds + alternating LPs; sdp: convex dual certificates and "
+                        "PSD-lift (SDP) witness proposals; auto: chain bounds, then both")
     # parallel sweeps (certify.parallel) and reproducible budgets
     from certify.parallel import add_arguments
     add_arguments(p)
@@ -380,7 +399,9 @@ def _sweep_range(text: str) -> tuple[int, int]:
 def _line(res: FeasibilityResult) -> str:
     head = (f"{res.family.name} rank {res.rank} {res.features.value} "
             f"[class {res.model_class.value}]: {res.outcome.value}")
-    if res.outcome is Outcome.INFEASIBLE:
+    if hasattr(res, "line_detail"):                          # convex dual / SDP results
+        detail = res.line_detail()
+    elif res.outcome is Outcome.INFEASIBLE:
         b = res.bound
         detail = (f"(proved) ranks <= {b.max_infeasible_rank} excluded (Lemma 4 bound "
                   f"{q_to_str(b.bound)} ~ {float(b.bound):.4f}; nonnegative refinement with "
@@ -421,7 +442,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results, brackets = sweep(family, lo, hi, feats, time_limit=args.time_limit,
                                       seed=args.seed, progress=progress,
                                       model_class=model_class, engine=engine,
-                                      iterations=args.iterations)
+                                      iterations=args.iterations, method=args.method)
     else:
         if args.rank is None:
             raise InputError("give --rank R (or --sweep LO:HI)")
@@ -430,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = [decide(family, args.rank, Features(args.features or "real"),
                           time_limit=args.time_limit, seed=args.seed,
                           progress=progress, model_class=model_class,
-                          iterations=args.iterations)]
+                          iterations=args.iterations, method=args.method)]
         brackets = None
     for res in results:
         print(_line(res), file=sys.stderr)
@@ -465,4 +486,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command("certify.feasibility", main))
+    from certify import feasibility as _module      # one copy of the result classes for the
+    sys.exit(run_command("certify.feasibility", _module.main))   # lazily imported searches

@@ -141,10 +141,12 @@ def test_verify_imports_no_solver_no_torch_no_producer():
         "    importlib.import_module('certify.checkers.' + m.name)\n"
         "for area in set(v.CHECKERS.values()):\n"
         "    v.checker_for([k for k, a in v.CHECKERS.items() if a == area][0])\n"
+        "import certify.checkers.convex_dual\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'cvxpy', 'highspy', 'scipy',"
-        " 'models', 'solvers', 'mpmath', 'matplotlib') or m in ('certify.families', 'certify.bounds',"
+        " 'models', 'solvers', 'mpmath', 'matplotlib', 'clarabel', 'scs') or m in ("
+        "'certify.families', 'certify.bounds',"
         " 'certify.kernel', 'certify.rank', 'certify.feasibility', 'certify.transcript',"
-        " 'certify.audit', 'certify.codes')]\n"
+        " 'certify.audit', 'certify.codes', 'certify.convex_bounds', 'certify.sdp_search')]\n"
         "print(','.join(sorted(bad)))\n")
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)

@@ -306,4 +306,7 @@ def check(claim: dict, cert: dict | None = None) -> list[str]:
         return [] if claim.get("reason") else ["an unknown claim lacks a reason"]
     if verdict != "proved":
         return [f"unknown verdict {verdict!r}"]
+    from certify.checkers import convex_dual            # convex dual certificates
+    if kind == "infeasible" and convex_dual.is_convex_dual(claim):
+        return convex_dual.check_infeasible(claim)
     return _check_feasible(claim) if kind == "feasible" else _check_infeasible(claim)
