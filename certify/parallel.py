@@ -88,7 +88,9 @@ class Engine:
             ray.init(address=self.address, **kw)
             self.workers = max(self.workers, int(ray.cluster_resources().get("CPU", 1)))
         else:
-            ray.init(num_cpus=self.workers, include_dashboard=False, **kw)
+            # a local Ray talks to itself over loopback only
+            ray.init(num_cpus=self.workers, include_dashboard=False,
+                     _node_ip_address="127.0.0.1", **kw)
         self._ray = ray
         self._remote = ray.remote(num_cpus=1, max_retries=self.max_retries,
                                   retry_exceptions=False)(_call_one_thread)
@@ -143,7 +145,8 @@ def init_local(workers: int) -> None:
     env = dict(_ONE_THREAD)
     pp = os.environ.get("PYTHONPATH", "")
     env["PYTHONPATH"] = ROOT + (os.pathsep + pp if pp else "")
-    ray.init(num_cpus=workers, include_dashboard=False, runtime_env={"env_vars": env},
+    ray.init(num_cpus=workers, include_dashboard=False, _node_ip_address="127.0.0.1",
+             runtime_env={"env_vars": env},
              log_to_driver=False, configure_logging=False)
 
 
