@@ -11,7 +11,7 @@ from certify import verify
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "reports" / "reference"
-CERTS = sorted(p for p in REFERENCE.glob("*.json")) if REFERENCE.is_dir() else []
+CERTS = sorted(p for p in REFERENCE.glob("*.json") if not p.name.startswith(".")) if REFERENCE.is_dir() else []
 
 
 @pytest.mark.skipif(not CERTS, reason="no committed reference certificates yet")
@@ -47,3 +47,48 @@ def test_demo_brackets_the_minimal_rank(tmp_path):
     cube = [c for c in claims if c["kind"] == "exact_rank" and "cube:6" in c["statement"]]
     assert cube and cube[0]["evidence"]["rank_lower"] == cube[0]["evidence"]["rank_upper"] == 64
     assert (tmp_path / "demo" / "report.md").is_file()
+
+
+def _feasible_claims():
+    for path in sorted((ROOT / "reports").rglob("*.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if not isinstance(doc, dict) or "claims" not in doc:
+            continue
+        for c in doc["claims"]:
+            if c.get("kind") == "feasible" and c.get("verdict") == "proved":
+                yield path, c
+
+
+def test_every_committed_witness_is_in_the_papers_class(monkeypatch):
+    """Every feasible witness in reports/ is a head of the paper's class: verify
+    re-derives alpha >= 0 on all (query, token) pairs, alpha(q, q) > 0 and its
+    whole-cube extension rule, exactly."""
+    monkeypatch.chdir(ROOT)
+    seen = 0
+    for path, c in _feasible_claims():
+        assert c["parameters"]["class"] == "paper", (path.name, c["parameters"])
+        assert c["evidence"]["witness"]["extension"]["rule"] in ("copy-query", "plus-one")
+        seen += 1
+    assert seen >= 10
+    paths = sorted({p for p, _ in _feasible_claims()})
+    results = verify.verify_many([(str(p), verify.read_certificate(p), p.parent) for p in paths])
+    assert all(r.exit_code() == 0 for r in results), [
+        (c.certificate, c.index, c.problems) for r in results for c in r.claims if not c.holds]
+
+
+@pytest.mark.skipif(not CERTS, reason="no committed reference certificates yet")
+def test_reference_checkpoints_replay_to_exit_0(monkeypatch):
+    """The checkpoint certificates hold assuming extraction (exit 4) until the
+    weights -> features step is replayed in a separate process (exit 0)."""
+    import subprocess
+    import sys
+    paths = [str(p) for p in CERTS if p.name.startswith("checkpoint-")]
+    p = subprocess.run([sys.executable, "-m", "certify", "verify", *paths], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 4 and "holds, assuming: extraction:" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "certify", "verify", "--replay-extraction", *paths],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
