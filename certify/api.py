@@ -146,7 +146,8 @@ def report(text: str, out: str | os.PathLike) -> list[str]:
     from certify import report as _report
 
     folder = _report.build_with_certificate(text, out)
-    return sorted(p.name for p in Path(folder).iterdir() if p.is_file())
+    return sorted(p.name for p in Path(folder).iterdir()
+                  if p.is_file() and not p.name.startswith("."))     # not the folder's manifest
 
 
 def _exact_positive(value: Fraction | str | int, name: str) -> Fraction:
