@@ -176,6 +176,8 @@ def rounded(q: Fraction | int | float, digits: int = 4) -> str:
 
 def tex_statement(text: str) -> str:
     """A claim's ASCII statement -> LaTeX text with its mathematics typeset."""
+    if "{0,1}^m" in text:                      # the Boolean cube, as the renderer writes it
+        return r"$\{0,1\}^m$".join(tex_statement(t) for t in text.split("{0,1}^m"))
     out, pos = [], 0
     for m in _TOKEN.finditer(text):
         out.append(tex_escape(text[pos:m.start()]))
