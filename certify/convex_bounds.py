@@ -87,34 +87,10 @@ def rho_matrix(bound: ChainBound) -> list[list[Fraction]]:
 
 
 def psd_ldl(M) -> bool:
-    """Is the symmetric rational matrix ``M`` positive semidefinite? Exact symmetric
-    elimination (``LDL^T``) in python-flint rationals: a negative pivot fails; a
-    zero pivot needs its whole remaining column to be zero (else a 2x2 principal
-    minor is negative)."""
-    import flint
-
-    def q(v):
-        v = Fraction(v)
-        return flint.fmpq(v.numerator, v.denominator)
-
-    A = [[q(v) for v in row] for row in M]
-    n = len(A)
-    for k in range(n):
-        d = A[k][k]
-        if d < 0:
-            return False
-        if d == 0:
-            if any(A[i][k] != 0 for i in range(k + 1, n)):
-                return False
-            continue
-        row_k = A[k]
-        for i in range(k + 1, n):
-            if A[i][k] != 0:
-                f = A[i][k] / d
-                row_i = A[i]
-                for j in range(k + 1, n):
-                    row_i[j] -= f * row_k[j]
-    return True
+    """Exact PSD test of a symmetric rational matrix: the checker's own
+    (:func:`certify.checkers.convex_dual.psd_ldl`), so producer and checker agree."""
+    from certify.checkers.convex_dual import psd_ldl as _psd_ldl
+    return _psd_ldl(M)
 
 
 def contraction_ok(W: list[list[Fraction]]) -> bool:

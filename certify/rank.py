@@ -122,33 +122,13 @@ def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit:
         return _summarize_sharded(kernel, batch_size, keep_limit, engine, shards, t0)
     r = int(kernel.rank)
     accq, acck = ex.GramAccumulator(r), ex.GramAccumulator(r)
-    hq, hk = hashlib.sha256(), hashlib.sha256()
-    mq = mk = None
     keep = kernel.num_tokens * r <= keep_limit
-    qs, ks = [], []
-    dtype = None
     bar = None
     if progress and kernel.num_tokens > 4 * batch_size:     # long passes only
         from tqdm import tqdm
         bar = tqdm(total=kernel.num_tokens, desc="features", unit="tok", unit_scale=True,
                    file=sys.stderr, leave=False)
-    for q, k in kernel.feature_batches(batch_size):
-        if bar is not None:
-            bar.update(len(q))
-        if q.shape[1] != r or k.shape[1] != r or len(q) != len(k):
-            raise InputError(f"feature batch shapes {q.shape}, {k.shape} do not match rank {r}")
-        dtype = dtype or q.dtype.name
-        if q.dtype.name != dtype or k.dtype.name != dtype:
-            raise InputError("PhiQ and PhiK must have one dtype")
-        accq.add(q)
-        acck.add(k)
-        hq.update(np.ascontiguousarray(q, dtype=q.dtype.newbyteorder("<")).tobytes())
-        hk.update(np.ascontiguousarray(k, dtype=k.dtype.newbyteorder("<")).tobytes())
-        mq = q.min() if mq is None else min(mq, q.min())
-        mk = k.min() if mk is None else min(mk, k.min())
-        if keep:
-            qs.append(q)
-            ks.append(k)
+    dtype, hq, hk, mq, mk, qs, ks = _feature_pass(kernel, r, batch_size, keep, (accq, acck), bar)
     if accq.rows != kernel.num_tokens:
         raise InputError(f"feature pass covered {accq.rows} of {kernel.num_tokens} tokens")
     gq, eq = accq.result()
@@ -157,6 +137,35 @@ def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit:
                          Fraction(float(mq)), Fraction(float(mk)),
                          np.concatenate(qs) if keep else None, np.concatenate(ks) if keep else None,
                          time.perf_counter() - t0)
+
+
+def _feature_pass(kernel: Kernel, r: int, batch_size: int, keep: bool, accs=None, bar=None):
+    """One streaming pass over the features: their dtype, sha256 hashers, exact
+    minima and (when ``keep``) the rows; ``accs`` (two Gram accumulators) are fed
+    on the way. Returns ``(dtype, hq, hk, min_q, min_k, qs, ks)``."""
+    hq, hk = hashlib.sha256(), hashlib.sha256()
+    mq = mk = None
+    qs, ks = [], []
+    dtype = None
+    for q, k in kernel.feature_batches(batch_size):
+        if bar is not None:
+            bar.update(len(q))
+        if q.shape[1] != r or k.shape[1] != r or len(q) != len(k):
+            raise InputError(f"feature batch shapes {q.shape}, {k.shape} do not match rank {r}")
+        dtype = dtype or q.dtype.name
+        if q.dtype.name != dtype or k.dtype.name != dtype:
+            raise InputError("PhiQ and PhiK must have one dtype")
+        if accs is not None:
+            accs[0].add(q)
+            accs[1].add(k)
+        hq.update(np.ascontiguousarray(q, dtype=q.dtype.newbyteorder("<")).tobytes())
+        hk.update(np.ascontiguousarray(k, dtype=k.dtype.newbyteorder("<")).tobytes())
+        mq = q.min() if mq is None else min(mq, q.min())
+        mk = k.min() if mk is None else min(mk, k.min())
+        if keep:
+            qs.append(q)
+            ks.append(k)
+    return dtype, hq, hk, mq, mk, qs, ks
 
 
 def _summarize_sharded(kernel, batch_size, keep_limit, engine, shards, t0) -> FactorSummary:
@@ -172,24 +181,8 @@ def _summarize_sharded(kernel, batch_size, keep_limit, engine, shards, t0) -> Fa
         raise InputError(f"feature pass covered {sum(p[2] for p in parts)} of {K} tokens")
     gq, eq = _sum_pow2([p[0] for p in parts])
     gk, ek = _sum_pow2([p[1] for p in parts])
-    hq, hk = hashlib.sha256(), hashlib.sha256()
-    mq = mk = None
     keep = K * r <= keep_limit
-    qs, ks = [], []
-    dtype = None
-    for q, k in kernel.feature_batches(batch_size):
-        if q.shape[1] != r or k.shape[1] != r or len(q) != len(k):
-            raise InputError(f"feature batch shapes {q.shape}, {k.shape} do not match rank {r}")
-        dtype = dtype or q.dtype.name
-        if q.dtype.name != dtype or k.dtype.name != dtype:
-            raise InputError("PhiQ and PhiK must have one dtype")
-        hq.update(np.ascontiguousarray(q, dtype=q.dtype.newbyteorder("<")).tobytes())
-        hk.update(np.ascontiguousarray(k, dtype=k.dtype.newbyteorder("<")).tobytes())
-        mq = q.min() if mq is None else min(mq, q.min())
-        mk = k.min() if mk is None else min(mk, k.min())
-        if keep:
-            qs.append(q)
-            ks.append(k)
+    dtype, hq, hk, mq, mk, qs, ks = _feature_pass(kernel, r, batch_size, keep)
     return FactorSummary(K, r, dtype, gq, eq, gk, ek, hq.hexdigest(), hk.hexdigest(),
                          Fraction(float(mq)), Fraction(float(mk)),
                          np.concatenate(qs) if keep else None, np.concatenate(ks) if keep else None,
