@@ -128,7 +128,11 @@ def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit:
         from tqdm import tqdm
         bar = tqdm(total=kernel.num_tokens, desc="features", unit="tok", unit_scale=True,
                    file=sys.stderr, leave=False)
-    dtype, hq, hk, mq, mk, qs, ks = _feature_pass(kernel, r, batch_size, keep, (accq, acck), bar)
+    try:
+        dtype, hq, hk, mq, mk, qs, ks = _feature_pass(kernel, r, batch_size, keep, (accq, acck), bar)
+    finally:
+        if bar is not None:
+            bar.close()
     if accq.rows != kernel.num_tokens:
         raise InputError(f"feature pass covered {accq.rows} of {kernel.num_tokens} tokens")
     gq, eq = accq.result()
