@@ -251,7 +251,9 @@ def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | Non
         assumptions += assume
     ev = claim.get("evidence")
     if claim.get("kind") == "transcript":
-        problems += _families.bind_transcript_code(p, ev)
+        bad, assume = _families.bind_transcript_code(p, ev)
+        problems += bad
+        assumptions += assume
     declared = ev.get("assumptions") if isinstance(ev, dict) else None
     if declared is not None:
         if not isinstance(declared, list) or not all(isinstance(a, str) and a for a in declared):

@@ -55,12 +55,19 @@ def _bits(mask: int, width: int) -> str:
     return "".join("1" if mask >> i & 1 else "0" for i in range(width))
 
 
-def greedy_words(M: int, h: int, delta: int, limit: int) -> list[int]:
+#: subsets the checker scans at most to rebuild a greedy code (beyond: an assumption)
+SCAN_LIMIT = 1 << 18
+
+
+def greedy_words(M: int, h: int, delta: int, limit: int) -> list[int] | None:
     """The first ``limit`` words (bit masks, bit i = coordinate i) of the greedy
     lexicographic packing of ``h``-subsets of ``[M]`` at directed distance
-    ``>= delta`` (subsets scanned in ``itertools.combinations`` order)."""
+    ``>= delta`` (subsets scanned in ``itertools.combinations`` order), or None
+    when that takes more than :data:`SCAN_LIMIT` subsets."""
     kept: list[int] = []
-    for combo in itertools.combinations(range(M), h):
+    for n, combo in enumerate(itertools.combinations(range(M), h)):
+        if n >= SCAN_LIMIT:
+            return None
         cand = sum(1 << i for i in combo)
         if all(bin(cand & ~u).count("1") >= delta for u in kept):
             kept.append(cand)
@@ -69,10 +76,16 @@ def greedy_words(M: int, h: int, delta: int, limit: int) -> list[int]:
     return kept
 
 
+class _TooLarge(Exception):
+    """The built-in family is too large to rebuild here."""
+
+
 def multilevel_body(M: int, s: int, h: int, q: int) -> dict[str, Any] | None:
     """The canonical JSON body (without its hash) of ``multilevel-M{M}-s{s}-h{h}-q{q}``,
     or None when the code has fewer than ``q`` words."""
     words = greedy_words(M, h, s + 1, q)
+    if words is None:
+        raise _TooLarge
     if len(words) < q:
         return None
     m = 2 + M + s
@@ -121,7 +134,10 @@ def bind(name: Any, sha256: Any) -> tuple[list[str], list[str]]:
         M, s, h, q = (int(v) for v in _MULTILEVEL.fullmatch(name).groups())
         if not (1 <= s and 1 <= q and 0 <= h <= M <= 62) or (s + 1) ** q > REBUILD_LIMIT:
             return [], [f"family:{name}"]
-        body = multilevel_body(M, s, h, q)
+        try:
+            body = multilevel_body(M, s, h, q)
+        except _TooLarge:
+            return [], [f"family:{name}"]
         if body is None:
             return [f"built-in family {name!r} does not exist (the greedy code has fewer than "
                     f"{q} words)"], []
@@ -144,20 +160,23 @@ def bind(name: Any, sha256: Any) -> tuple[list[str], list[str]]:
     return [], []
 
 
-def bind_transcript_code(params: Any, evidence: Any) -> list[str]:
+def bind_transcript_code(params: Any, evidence: Any) -> tuple[list[str], list[str]]:
     """A transcript claim's sentence names "the multilevel family (M, s, h, q)":
     its code must be the built-in one, the first q words of the greedy packing."""
     fam = evidence.get("family") if isinstance(evidence, dict) else None
     if not isinstance(params, dict) or not isinstance(fam, dict):
-        return []                      # the transcript checker reports the missing fields
+        return [], []                  # the transcript checker reports the missing fields
     try:
         M, s, h, q = (int(params[k]) for k in ("M", "s", "h", "q"))
     except (KeyError, TypeError, ValueError):
-        return []
+        return [], []
     if not (1 <= s and 1 <= q and 0 <= h <= M <= 62):
-        return []
-    want = [_bits(w, M) for w in greedy_words(M, h, s + 1, q)]
+        return [], []
+    words = greedy_words(M, h, s + 1, q)
+    if words is None:          # too large to rebuild here: the code is taken as the built-in one
+        return [], [f"family:multilevel-M{M}-s{s}-h{h}-q{q}"]
+    want = [_bits(w, M) for w in words]
     if fam.get("words") != want:
         return [f"the statement names the multilevel family (M, s, h, q) = ({M}, {s}, {h}, {q}), "
-                "whose code is the greedy packing; the evidence's code words differ"]
-    return []
+                "whose code is the greedy packing; the evidence's code words differ"], []
+    return [], []
