@@ -49,6 +49,7 @@ def scratch() -> Path:
         run_cases.make_files(_DIR)
         import torch  # noqa: F401  -- paid once, not inside an example's time
         import models.checkpoint  # noqa: F401
+        import matplotlib.pyplot  # noqa: F401  -- report's figures: import and font cache paid once
         for module, _ in COMMANDS.values():
             importlib.import_module(module)
         _MADE = True
@@ -203,7 +204,8 @@ def check_one(command: str, argv: list[str]) -> None:
     DURATIONS.append((secs, [command, *argv]))
     shown = f"certify {command} {' '.join(a[:40] for a in argv)}"
     assert rc is not None, f"{shown}: still running after {ALARM_S} s"
-    assert rc in (0, 1, 2, 3), f"{shown}: exit {rc}"
+    allowed = (0, 1, 2, 3, 4) if command == "verify" else (0, 1, 2, 3)   # 4: holds, assuming
+    assert rc in allowed, f"{shown}: exit {rc}"
     assert "Traceback" not in err, f"{shown}: {err[-800:]}"
     assert "internal error" not in err, f"{shown}: {err[-400:]}"
     assert ".stage." not in err, f"{shown}: {err[-400:]}"
