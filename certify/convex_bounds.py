@@ -102,21 +102,10 @@ def contraction_ok(W: list[list[Fraction]]) -> bool:
 
 
 def exact_margin(rho, r: int, W, x, y, lam: Fraction, mu: Fraction) -> Fraction:
-    """``min_{C in P} L(C) - k`` of the Lemma (exact)."""
-    t = len(rho)
-    c_off = Fraction(r - 1) / (2 * lam)
-    total = Fraction(0)
-    for i in range(t):
-        for j in range(t):
-            coef = W[i][j] + mu * x[i] * y[j]
-            if i == j:
-                total += coef
-            else:
-                coef -= c_off * rho[i][j]
-                if coef < 0:
-                    total += coef * rho[i][j]
-    k = lam / 2 + Fraction(r - 1) * t / (2 * lam) + (1 + mu) ** 2 * lam / (2 * (r - 1))
-    return total - k
+    """``min_{C in P} L(C) - k`` of the Lemma (exact): the checker's own
+    (:func:`certify.checkers.convex_dual.margin`), so producer and checker agree."""
+    from certify.checkers.convex_dual import margin
+    return margin(rho, r, W, x, y, lam, mu)
 
 
 def _float_margin(rho: np.ndarray, r: int, W: np.ndarray, x: np.ndarray, y: np.ndarray,

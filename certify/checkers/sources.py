@@ -24,6 +24,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -34,6 +35,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 MATRIX_SUFFIXES = (".npy", ".npz", ".csv", ".json")
+#: largest source verify re-reads exactly (bytes on disk, entries); beyond: an assumption
+MAX_SOURCE_BYTES = 256 << 20
+MAX_SOURCE_ENTRIES = 1 << 22
 
 
 def sha256_file(path: Path) -> str:
@@ -64,7 +68,22 @@ class SourceError(Exception):
     pass
 
 
+_EXPONENT = re.compile(r"[eE]([+-]?\d+)")
+
+
+def _number(text: str) -> Fraction:
+    """An exact number from a CSV/JSON entry, refusing ones whose size alone would
+    take unbounded time (``1e999999999`` is 10^999999999 as a Fraction)."""
+    t = text.strip()
+    m = _EXPONENT.search(t)
+    if len(t) > 4000 or (m and abs(int(m.group(1))) > 4000):
+        raise SourceError(f"entry {t[:40]!r} is too large to read exactly here")
+    return Fraction(t)
+
+
 def _exact_array(a: np.ndarray) -> list[list[Fraction]]:
+    if a.size > MAX_SOURCE_ENTRIES:
+        raise SourceError(f"{a.size} entries: too large to re-read exactly here")
     if a.ndim != 2 or a.dtype.kind not in "biuf":
         raise SourceError(f"expected a 2-d numeric array, got {a.dtype} of shape {a.shape}")
     if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
@@ -94,7 +113,7 @@ def read_source(path: Path) -> dict[str, Any]:
         if suffix == ".csv":
             rows = [r for r in csv.reader(io.StringIO(path.read_text()))
                     if r and any(c.strip() for c in r)]
-            return {"matrix": [[Fraction(c.strip()) for c in r] for r in rows]}
+            return {"matrix": [[_number(c) for c in r] for r in rows]}
         if suffix == ".json":
             obj = json.loads(path.read_text())
             if isinstance(obj, dict) and "format" in obj:
@@ -108,7 +127,7 @@ def read_source(path: Path) -> dict[str, Any]:
                 for v in r:
                     if isinstance(v, bool) or not isinstance(v, (int, str)):
                         raise SourceError(f"entry {v!r:.30} is not an exact number")
-                    row.append(Fraction(v))
+                    row.append(Fraction(v) if isinstance(v, int) else _number(v))
                 out.append(row)
             return {"matrix": out}
     except SourceError:
@@ -196,6 +215,8 @@ def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
         path = find(source, base)
         if path is None:
             return problems, [f"source:{source}"], None
+        if path.stat().st_size > MAX_SOURCE_BYTES:
+            return problems, [f"source:{source} (too large to re-read here)"], None
         if sha is not None and sha256_file(path) != sha:
             return problems + [f"the source file {path} is not the one certified (sha256 "
                                "differs)"], [], None
