@@ -22,9 +22,11 @@ from fractions import Fraction
 
 import numpy as np
 
-from certify.families import paper51_family
-from certify.feasibility import Outcome, search_witness, sweep
-from certify.feasibility_model import (Features, Witness, build_problem, exact_check,
+from certify.core.families import paper51_family
+from certify.feasibility.result import Outcome
+from certify.feasibility.lp_search import search_witness
+from certify.feasibility.decide import sweep
+from certify.feasibility.model import (Features, Witness, build_problem, exact_check,
                                        lookup_witness, with_extension)
 
 

@@ -39,8 +39,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
-    from certify import feasibility, transcript
-    from models import train
+    from certify.cli import feasibility, train
+    from certify.cli import transcript
 
     w = ["--workers", str(a.workers)]
     cases = [

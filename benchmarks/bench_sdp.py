@@ -17,11 +17,11 @@ import argparse
 import sys
 import time
 
-from certify.codes import greedy_packing
-from certify.families import chain_family, paper51_family
-from certify.feasibility import descend
-from certify.feasibility_model import Features, build_problem
-from certify.sdp_search import sdp_witness
+from certify.core.codes import greedy_packing
+from certify.core.families import chain_family, paper51_family
+from certify.feasibility.lp_search import descend
+from certify.feasibility.model import Features, build_problem
+from certify.feasibility.sdp_search import sdp_witness
 
 
 def _time(fn):

@@ -27,8 +27,10 @@ import time
 import numpy as np
 import torch
 
-from certify.families import multilevel_spec
-from certify.transcript import QuantizedSketchModel, calibrated_uniform, check_transcript, search_collisions
+from certify.core.families import multilevel_spec
+from certify.transcript.model import QuantizedSketchModel, calibrated_uniform
+from certify.transcript.run import check_transcript
+from certify.transcript.search import search_collisions
 from models.sketch import SketchConfig, builtin_uniform_quantizer, forward_fast, injective_model, random_model
 
 
@@ -114,7 +116,7 @@ def _gemm_flops() -> float:
 def certified_part() -> None:
     from threadpoolctl import threadpool_limits
 
-    from certify.transcript_enum import Enumerator, merge
+    from certify.transcript.enumerate import Enumerator, merge
 
     # flops per assignment (value + radius, counted from the shapes; see transcript_enum)
     cases = []

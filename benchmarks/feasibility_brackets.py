@@ -26,15 +26,17 @@ import sys
 import time
 from pathlib import Path
 
-from certify import verify
-from certify.certificate import Certificate
-from certify.codes import greedy_packing, thm6_code
-from certify.convex_bounds import max_certified_rank
-from certify.families import chain_family, paper51_family
-from certify.feasibility import Outcome, decide, descend
-from certify.feasibility_bounds import chain_bound
-from certify.feasibility_model import Features, build_problem, lookup_witness
-from certify.sdp_search import negative_pairs, sdp_witness
+from certify.checkers import verify
+from certify.core.certificate import Certificate
+from certify.core.codes import greedy_packing, thm6_code
+from certify.feasibility.convex_bounds import max_certified_rank
+from certify.core.families import chain_family, paper51_family
+from certify.feasibility.result import Outcome
+from certify.feasibility.decide import decide
+from certify.feasibility.lp_search import descend
+from certify.feasibility.chain_bounds import chain_bound
+from certify.feasibility.model import Features, build_problem, lookup_witness
+from certify.feasibility.sdp_search import negative_pairs, sdp_witness
 
 OUT = Path(__file__).resolve().parents[1] / "reports" / "feasibility"
 
@@ -115,9 +117,9 @@ def main(argv=None) -> int:
             assert low.outcome is Outcome.INFEASIBLE
             (hi, how, secs, w), failed = upper(fam, problem, feats, lo, args.budget, log)
             high = decide(fam, hi, feats, bound=b) if how == "construction" else None
-            from certify.feasibility import FeasibilityResult
+            from certify.feasibility.result import FeasibilityResult
             if high is None or high.outcome is not Outcome.FEASIBLE:
-                from certify.feasibility_model import exact_check
+                from certify.feasibility.model import exact_check
                 chk = exact_check(problem, w)
                 high = FeasibilityResult(Outcome.FEASIBLE, hi, feats, fam,
                                          f"{how}, dyadic rounding, value LP, exact re-check",

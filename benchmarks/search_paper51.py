@@ -23,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from certify.certificate import Certificate
-from certify.families import paper51_family
-from certify.feasibility import FeasibilityResult, Outcome, search_witness
-from certify.feasibility_bounds import chain_bound
-from certify.feasibility_model import Features, build_problem
-from certify.witness_search import smooth_search
+from certify.core.certificate import Certificate
+from certify.core.families import paper51_family
+from certify.feasibility.result import FeasibilityResult, Outcome
+from certify.feasibility.lp_search import search_witness
+from certify.feasibility.chain_bounds import chain_bound
+from certify.feasibility.model import Features, build_problem
+from certify.feasibility.witness_search import smooth_search
 
 
 def construction_factors(problem):

@@ -1,61 +1,6 @@
-"""Extract a kernel ``alpha`` from a model, checkpoint or matrix: ``python -m certify.extract``.
-
-``python -m certify.extract SOURCE --out FILE [--tokens cube:M | --family NAME|FILE] [--spec SPEC]``
-writes a kernel file (``.npz``: float features or matrix plus JSON metadata;
-``.json``: exact rationals) that ``certify.rank`` and the other commands read.
-Features are stored in the dtype the model computed them in, so the file
-holds the model's kernel exactly.
-"""
-
-from __future__ import annotations
-
-import argparse
-import json
-import sys
-from typing import Sequence
-
-from certify import cli, outputs
-from certify.errors import InputError, run_command
-from certify.kernel import Form, load_kernel
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="certify extract", description="Extract the kernel alpha(x, z) = <phiQ(x), phiK(z)> from a checkpoint, a third-party state dict (with --spec) or a kernel matrix file, on the Boolean cube or a family's tokens.")
-    p.add_argument("source", help="models/ checkpoint, state dict (with --spec), or a matrix file; "
-                   "resolved as given, then a folder with a config and safetensors, then with a "
-                   "known suffix (.json, .safetensors, .npz, .npy, .csv)")
-    p.add_argument("--out", required=True, help="kernel file to write (.npz or .json); "
-                   + cli.OUT_FILE_HELP)
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--tokens", help="token set: cube:M")
-    g.add_argument("--family", help="token set: a family's tokens (name or file)")
-    p.add_argument("--spec", help="adapter spec (JSON) for a third-party checkpoint")
-    p.add_argument("--json", action="store_true", help="print the kernel's metadata as JSON on stdout")
-    return p
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    a = _parser().parse_args(argv)
-    outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
-    if a.tokens:
-        from certify.kernel import parse_tokens
-        parse_tokens(a.tokens)
-    source = a.source if a.spec else str(cli.resolve_source(a.source))
-    if not a.spec:
-        cli.precheck_checkpoint(source)
-    kernel = load_kernel(source, tokens=a.tokens or a.family, spec=a.spec)
-    kernel = kernel.materialize()
-    outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
-    kernel.save(a.out)
-    meta = kernel.meta()
-    what = (f"features {kernel.num_tokens} x {kernel.rank}" if kernel.form is Form.FACTOR
-            else f"matrix {kernel.shape[0]} x {kernel.shape[1]}")
-    print(f"certify extract: wrote {a.out}: {what} on {kernel.token_set} "
-          f"({kernel.provenance.adapter}, {kernel.provenance.dtype})", file=sys.stderr)
-    if a.json:
-        print(json.dumps(meta))
-    return 0
-
+"""``python -m certify.extract``: the ``certify extract`` command (:mod:`certify.cli.extract`)."""
 
 if __name__ == "__main__":
-    sys.exit(run_command("certify.extract", main))
+    from certify.cli import run
+
+    raise SystemExit(run("extract"))

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from certify.errors import InputError, UncertifiableError
+from certify.core.errors import InputError, UncertifiableError
 
 SPEC_FORMAT = "certify-attention/adapter/1"
 LAYOUTS = ("performer", "linear-attention-transformer", "generic")
@@ -338,15 +338,3 @@ def adapt(state_dict: Mapping[str, torch.Tensor], spec: AdapterSpec | Mapping[st
     if not isinstance(spec, AdapterSpec):
         spec = parse_spec(spec)
     return AdaptedHead(spec, state_dict)
-
-
-def load_adapter_kernel(path: str | Path, spec_path: str | Path, *, tokens: str | None = None):
-    """Kernel of one head of a third-party checkpoint (factor form)."""
-    from certify.certificate import sha256_file
-    from certify.kernel import Provenance, from_model
-    spec = read_spec(spec_path)
-    sd = read_state_dict(path)
-    head = adapt(sd, spec)
-    prov = Provenance(str(path), sha256_file(path), f"adapter:{spec.layout}", str(head.dtype).replace("torch.", ""),
-                      details={**head.describe(), "spec": str(spec_path), "spec_sha256": sha256_file(spec_path)})
-    return from_model(head, tokens, prov)

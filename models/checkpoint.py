@@ -13,23 +13,21 @@ unexpected tensor or a wrong shape or dtype is an ``InputError`` with one line.
 Weights may also come as ``X.pt`` / ``X.pth`` (a plain dict of tensors) which is
 read with ``torch.load(weights_only=True)``; a pickle holding code is refused.
 
-Command: ``python -m models.checkpoint show CKPT [--json]`` prints the config
+Command: ``python -m models.checkpoint show CKPT [--json]`` (:mod:`certify.cli.model_checkpoint`) prints the config
 and the tensor shapes (exit 2 with one line on a bad checkpoint).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import pickle
-import sys
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import torch
 
-from certify.certificate import atomic_write_bytes, atomic_write_text
-from certify.errors import InputError, run_command
+from certify.core.files import atomic_write_bytes, atomic_write_text
+from certify.core.errors import InputError
 from models.feature_maps import MapKind, spec
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead, PositionalKernelHead
 
@@ -247,33 +245,7 @@ def load_model(path: str | Path) -> tuple[dict[str, Any], torch.nn.Module]:
     return cfg, build_model(cfg, tensors)
 
 
-# ---------------------------------------------------------------- command
+if __name__ == "__main__":          # ``python -m models.checkpoint``: the command is certify.cli.model_checkpoint
+    from certify.cli.model_checkpoint import run
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m models.checkpoint",
-                                description="Inspect a certify-attention checkpoint.")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    sh = sub.add_parser("show", help="print the config and the tensor shapes (validates them)")
-    sh.add_argument("checkpoint", help="stem, .json, .safetensors, .pt or .pth")
-    sh.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-    args = p.parse_args(argv)
-    cfg, tensors = load_checkpoint(args.checkpoint)
-    model = build_model(cfg, tensors)
-    shapes = {k: list(v.shape) for k, v in tensors.items()}
-    info = {"config": cfg, "tensors": shapes,
-            "parameters": int(sum(p.numel() for p in model.parameters())),
-            "guarantee": getattr(getattr(model, "guarantee", None), "value", None)}
-    if args.json:
-        print(json.dumps(info))
-    else:
-        for k in sorted(cfg):
-            print(f"{k:>13}: {json.dumps(cfg[k])}")
-        print(f"{'guarantee':>13}: {info['guarantee']}")
-        print(f"{'parameters':>13}: {info['parameters']}")
-        for k, s in shapes.items():
-            print(f"  {k}: {tuple(s)} {str(tensors[k].dtype).replace('torch.', '')}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run_command("models.checkpoint", main))
+    raise SystemExit(run())

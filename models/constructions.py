@@ -35,8 +35,8 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from certify.cube import all_tokens, enumerate_sequences, min_ip_targets, token_index
-from certify.errors import InputError
+from certify.core.cube import all_tokens, enumerate_sequences, min_ip_targets, token_index
+from certify.core.errors import InputError
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead
 
 

@@ -46,7 +46,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from certify.errors import InputError
+from certify.core.errors import InputError
 
 
 class Guarantee(str, enum.Enum):

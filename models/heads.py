@@ -41,7 +41,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from certify.errors import InputError, UncertifiableError
+from certify.core.errors import InputError, UncertifiableError
 from models.feature_maps import Affine, Guarantee, LookupMap, MapKind, ProjectionMap, spec
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping
 
-from certify.errors import InputError
+from certify.core.errors import InputError
 
 FORMAT_NAMES = ("fp8-e4m3", "fp8-e5m2", "bf16", "fp16")
 
@@ -119,7 +119,7 @@ class UniformQuantizer:
         return idx, self.dequantize_torch(idx)
 
     def to_json(self) -> dict[str, Any]:
-        from certify.certificate import q_to_str
+        from certify.core.numbers import q_to_str
 
         out = {"kind": "uniform", "bits": self.bits, "lo": q_to_str(self.lo),
                "hi": q_to_str(self.hi)}
@@ -209,7 +209,7 @@ def quantizer_from_json(obj: Mapping[str, Any]) -> Quantizer:
         extra = set(obj) - {"kind", "bits", "lo", "hi", "calibrated"}
         if extra:
             raise InputError(f"uniform quantizer has unknown keys: {sorted(extra)}")
-        from certify.certificate import str_to_q
+        from certify.core.numbers import str_to_q
 
         return UniformQuantizer(bits=obj.get("bits"), lo=str_to_q(obj.get("lo", "x")),
                                 hi=str_to_q(obj.get("hi", "x")), calibrated=obj.get("calibrated"))

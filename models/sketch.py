@@ -36,7 +36,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from certify.errors import InputError
+from certify.core.errors import InputError
 from models.quantize import Quantizer, UniformQuantizer, quantizer_from_json
 
 CHECKPOINT_FORMAT = "certify-attention/sketch-checkpoint/1"
@@ -140,7 +140,7 @@ def save_sketch_checkpoint(path: str | os.PathLike, cfg: SketchConfig,
     """Write ``X.safetensors`` and ``X.json`` atomically."""
     from safetensors.torch import save as st_save
 
-    from certify.certificate import atomic_write_bytes, atomic_write_text
+    from certify.core.files import atomic_write_bytes, atomic_write_text
 
     tensors = check_tensors(cfg, tensors)
     st_path, js_path = _paths(path)

@@ -22,7 +22,6 @@ and restore the previous thread count.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -30,7 +29,7 @@ import math
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from fractions import Fraction
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -39,9 +38,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from certify.certificate import atomic_write_bytes, atomic_write_text
-from certify.errors import InputError, run_command
-from certify.families import Family, ood_families, paper51_family
+from certify.core.files import atomic_write_bytes, atomic_write_text
+from certify.core.families import Family, ood_families, paper51_family
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -571,85 +569,7 @@ def write_readme(out: Path) -> None:
     atomic_write_text(out / "README.md", "\n".join(L))
 
 
-# ---------------------------------------------------------------- command
+if __name__ == "__main__":          # ``python -m models.train``: the command lives in certify.cli.train
+    from certify.cli.train import run
 
-def _ints(s: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(v) for v in s.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
-    if not vals or min(vals) < 0:
-        raise argparse.ArgumentTypeError(f"expected non-negative integers, got {s!r}")
-    return vals
-
-
-def _scale(s: str) -> tuple[int, int, int]:
-    v = _ints(s)
-    if len(v) != 3:
-        raise argparse.ArgumentTypeError(f"a scale is M,q,n, got {s!r}")
-    return v  # type: ignore[return-value]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m models.train",
-                                description="Train the Sec. 5 models and reproduce the sweeps.")
-    sub = p.add_subparsers(dest="cmd", required=True)
-    for name, help_ in (("sec51", "lookup-table heads on paper-5.1 (Figure 1)"),
-                        ("sec52", "positive-feature heads on the joint-OOD pools (Figure 2)")):
-        s = sub.add_parser(name, help=help_)
-        s.add_argument("--smoke", action="store_true", help="a few-second version (tests)")
-        s.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (CSV, PNG, README)")
-        s.add_argument("--save-checkpoints", type=Path, default=None, metavar="DIR",
-                       help="save the designated runs (and, for sec51, the r=15 construction) here")
-        s.add_argument("--ranks", type=_ints, default=None, help="comma-separated ranks")
-        s.add_argument("--seeds", type=_ints, default=None, help="comma-separated seeds")
-        s.add_argument("--steps", type=int, default=None)
-        s.add_argument("--no-progress", action="store_true")
-        if name == "sec51":
-            from certify.parallel import add_arguments
-            add_arguments(s)
-        if name == "sec52":
-            s.add_argument("--scales", type=_scale, nargs="+", default=None, help="M,q,n ...")
-            s.add_argument("--batch", type=int, default=None)
-            s.add_argument("--no-dense", action="store_true")
-    r = sub.add_parser("report", help="redraw figures and README from the CSV files")
-    r.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    args = p.parse_args(argv)
-    if args.cmd == "report":
-        figure1(args.out)
-        figure2(args.out)
-        write_readme(args.out)
-        print(f"wrote {args.out / 'README.md'}", file=sys.stderr)
-        return 0
-    if args.steps is not None and args.steps < 1:
-        raise InputError(f"--steps must be >= 1, got {args.steps}")
-    over = {k: v for k, v in (("ranks", args.ranks), ("seeds", args.seeds), ("steps", args.steps))
-            if v is not None}
-    if args.cmd == "sec51":
-        cfg = replace(SMOKE_51 if args.smoke else Sec51Config(), **over)
-        if min(cfg.ranks) < 1:
-            raise InputError("ranks must be >= 1")
-        from certify.parallel import engine_from_args
-
-        with engine_from_args(args, progress=not args.no_progress) as engine:
-            runs = sweep51(cfg, args.out, args.save_checkpoints, progress=not args.no_progress,
-                           engine=engine)
-        print(f"sec51: {sum(r.solved for r in runs)}/{len(runs)} runs solve paper-5.1; "
-              f"wrote {args.out}", file=sys.stderr)
-        return 0
-    if args.scales is not None:
-        over["scales"] = tuple(args.scales)
-    if args.batch is not None:
-        over["batch"] = args.batch
-    if args.no_dense:
-        over["dense"] = False
-    cfg = replace(SMOKE_52 if args.smoke else Sec52Config(), **over)
-    if min(cfg.ranks) < 1:
-        raise InputError("ranks must be >= 1")
-    runs = sweep52(cfg, args.out, args.save_checkpoints, progress=not args.no_progress)
-    print(f"sec52: {len(runs)} runs; wrote {args.out}", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(run_command("models.train", main))
+    raise SystemExit(run())

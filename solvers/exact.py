@@ -38,8 +38,9 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from certify.certificate import Verdict
-from certify.errors import InputError
+from certify.core.verdict import Verdict
+from certify.core.errors import InputError
+from certify.core.numbers import check_matrix
 
 _LIMB = 20                 # bits per limb in the exact float Gram product
 _CHUNK = 1 << 12           # rows per BLAS product: 2^12 * 2^40 = 2^52 < 2^53 stays exact
@@ -110,28 +111,6 @@ def nmod_matrix(a: np.ndarray, p: int):
 
 
 # ---------------------------------------------------------------- float/rational -> integers
-
-def check_matrix(a, what: str = "matrix") -> np.ndarray:
-    """A non-empty 2-D numeric array; NaN/Inf, ragged, complex, object data are bad input."""
-    try:
-        arr = np.asarray(a)
-    except ValueError as exc:               # ragged nested lists
-        raise InputError(f"{what}: not a rectangular array ({exc})") from None
-    if arr.dtype == object:
-        raise InputError(f"{what}: not a rectangular numeric array")
-    if arr.ndim != 2:
-        raise InputError(f"{what}: expected a 2-D matrix, got shape {arr.shape}")
-    if arr.size == 0:
-        raise InputError(f"{what}: empty matrix {arr.shape}")
-    if np.iscomplexobj(arr):
-        raise InputError(f"{what}: complex entries are not supported")
-    if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
-        bad = np.argwhere(~np.isfinite(arr))[0]
-        raise InputError(f"{what}: non-finite entry {arr[tuple(bad)]} at {tuple(int(i) for i in bad)}")
-    if arr.dtype.kind not in "biuf":
-        raise InputError(f"{what}: unsupported dtype {arr.dtype}")
-    return arr
-
 
 def _mantissas(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``arr = mant * 2^exp`` exactly with odd ``mant`` (int64) for nonzero entries

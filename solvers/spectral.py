@@ -37,7 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
-from certify.certificate import Verdict
+from certify.core.verdict import Verdict
 
 
 # ---------------------------------------------------------------- exact helpers

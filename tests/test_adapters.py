@@ -10,10 +10,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from certify.certificate import Verdict
-from certify.errors import InputError, UncertifiableError
-from certify.kernel import load_kernel
-from certify.rank import RankOptions, certify_rank
+from certify.core.verdict import Verdict
+from certify.core.errors import InputError, UncertifiableError
+from certify.sources.load import load_kernel
+from certify.rank.options import RankOptions
+from certify.rank.run import certify_rank
 from models.adapters import adapt, read_state_dict
 
 performer = pytest.importorskip("performer_pytorch.performer_pytorch")

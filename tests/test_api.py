@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 from certify import api
-from certify.errors import InputError
+from certify.core.errors import InputError
 
 
 def test_feasibility_at_rank_8_is_proved_infeasible_on_paper51():
@@ -39,13 +39,12 @@ def test_rank_of_matrix_and_a_tampered_copy(tmp_path):
         api.rank_of_matrix(p, eps="-1")
 
 
-def test_transcript_check_runs_the_command_with_an_argv():
-    status, cert = api.transcript_check(["--M", "12", "--s", "3", "--h", "6", "--q", "4",
-                                         "--bits", "1"])
-    assert status == 1 and cert.claims[-1].verdict.value == "refuted"    # a certified collision
+def test_transcript_check_without_an_argv():
+    cert = api.transcript_check(12, 3, 6, 4, bits=1)
+    assert cert.exit_code() == 1 and cert.claims[-1].verdict.value == "refuted"   # a collision
     assert api.verify_text(cert.dumps()).holds
-    status, cert = api.transcript_check(["--M", "12", "--s", "3", "--h", "6", "--q", "4"])
-    assert (status, cert) == (2, None)                 # no quantizer: refused, nothing written
+    with pytest.raises(InputError, match="bits or format"):
+        api.transcript_check(12, 3, 6, 4)             # no quantizer: refused before any work
 
 
 def test_report_writes_the_certificate_and_its_report(tmp_path):

@@ -8,10 +8,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certify import audit
-from certify.certificate import Certificate
+from certify.audit import run as audit
+from certify.core.certificate import Certificate
 from certify.checkers import audit as checker
-from certify.families import chain_family, paper51_family
+from certify.core.families import chain_family, paper51_family
 
 HALF = Fraction(1, 2)
 

@@ -14,10 +14,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from certify import bounds as B
-from certify.certificate import Certificate, ClaimKind, Verdict
+from certify.core import bounds as B
+from certify.core.certificate import Certificate, ClaimKind
+from certify.core.verdict import Verdict
 from certify.checkers.bounds import check
-from certify.errors import InputError, UncertifiableError, run_command
+from certify.core.errors import InputError, UncertifiableError, run_command
+from certify.cli import bounds as bounds_cli
 
 HALF = F(1, 2)
 SETTINGS = settings(derandomize=True, max_examples=60, deadline=None)
@@ -408,7 +410,7 @@ def test_bound_claim_rejects_non_results():
 # ----------------------------------------------------------------- command
 
 def test_cli_json(capsys):
-    assert B.main(["--m", "200", "--json"]) == 0
+    assert bounds_cli.main(["--m", "200", "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["thm6_log2_lower_bound"] == 19
     assert obj["thm6"]["agrees_with_paper"] is True
@@ -419,26 +421,26 @@ def test_cli_json(capsys):
 
 
 def test_cli_small_m_and_n(capsys):
-    assert B.main(["--m", "100", "--n", "18", "--eps", "1/4", "--json"]) == 0
+    assert bounds_cli.main(["--m", "100", "--n", "18", "--eps", "1/4", "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["thm6_log2_lower_bound"] is None
     assert obj["thm6_extended_log2_lower_bound"] == 7     # M = 100: 4 * 2 - 1
     assert obj["cor7"]["delta"] == 26                     # 16^(2k) >= 2^100 first at k = 13
     assert obj["eps"] == "1/4" and obj["thm1"]["ratio"] == "72"
-    assert B.main(["--m", "1", "--json"]) == 0
+    assert bounds_cli.main(["--m", "1", "--json"]) == 0
     obj = json.loads(capsys.readouterr().out)
     assert obj["thm6"] is None and obj["prop10"] is None and obj["eq8"] is None
 
 
 def test_cli_table_goes_to_stderr(capsys):
-    assert B.main(["--m", "168"]) == 0
+    assert bounds_cli.main(["--m", "168"]) == 0
     out = capsys.readouterr()
     assert out.out == "" and "r >= 2^15" in out.err and "agrees" in out.err
 
 
 def test_cli_out_certificate(tmp_path, capsys):
     path = tmp_path / "bounds.json"
-    assert B.main(["--m", "170", "--n", "20", "--out", str(path)]) == 0
+    assert bounds_cli.main(["--m", "170", "--n", "20", "--out", str(path)]) == 0
     cert = Certificate.read(path)
     assert cert.all_proved and len(cert.claims) == 4   # lemma3, thm6, cor7, prop10
     obj = json.loads(path.read_text())
@@ -452,7 +454,7 @@ def test_cli_out_certificate(tmp_path, capsys):
 ])
 def test_cli_bad_input(argv, code, capsys, tmp_path):
     out = tmp_path / "c.json"
-    assert run_command("certify.bounds", B.main, argv + ["--out", str(out)]) == code
+    assert run_command("certify.bounds", bounds_cli.main, argv + ["--out", str(out)]) == code
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("certify bounds:")
     assert not out.exists()

@@ -4,10 +4,12 @@ from fractions import Fraction
 
 import pytest
 
-from certify.certificate import (Certificate, Claim, ClaimKind, Verdict, atomic_write_text,
-                                 q_to_str, str_to_q)
-from certify.bounds import bound_claim, lemma3, lemma4
-from certify.errors import InputError
+from certify.core.certificate import Certificate, Claim, ClaimKind
+from certify.core.verdict import Verdict
+from certify.core.files import atomic_write_text
+from certify.core.numbers import q_to_str, str_to_q
+from certify.core.bounds import bound_claim, lemma3, lemma4
+from certify.core.errors import InputError
 
 
 def test_verdict_is_enum_not_substring():

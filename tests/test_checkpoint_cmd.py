@@ -15,11 +15,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("models.checkpoint")
 
-from certify import checkpoint_cmd, verify  # noqa: E402
-from certify.errors import UncertifiableError  # noqa: E402
-from certify.families import paper51_family  # noqa: E402
+from certify.checkpoints import run as checkpoint_cmd
+from certify.checkers import verify  # noqa: E402
+from certify.core.errors import UncertifiableError  # noqa: E402
+from certify.core.families import paper51_family  # noqa: E402
 from models.checkpoint import load_model, save_checkpoint  # noqa: E402
 from models.heads import DenseSoftmaxHead, LookupHead  # noqa: E402
+from certify.cli import checkpoint as checkpoint_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -96,7 +98,7 @@ def test_failing_checkpoint_names_an_input_that_really_fails(ckpts, tmp_path):
 
 def test_solving_checkpoint_is_proved(ckpts, tmp_path):
     out = tmp_path / "out"
-    code = checkpoint_cmd.main([str(ckpts / "good15"), "--out", str(out)])
+    code = checkpoint_cli.main([str(ckpts / "good15"), "--out", str(out)])
     cert = json.loads((out / "certificate.json").read_text())
     kinds = {c["kind"]: c for c in cert["claims"]}
     assert kinds["correctness"]["verdict"] == "proved"

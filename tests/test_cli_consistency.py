@@ -14,9 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from certify import cli, limits, outputs
-from certify.__main__ import COMMANDS
-from certify.errors import InputError, public_path, run_command
+from certify.cli import common as cli
+from certify.core import limits, outputs
+from certify.cli import COMMANDS
+from certify.sources.paths import resolve_source
+from certify.core.errors import InputError, public_path, run_command
+from certify.cli import feasibility as feasibility_cli
+from certify.cli import rank as rank_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 CKPT = ROOT / "models" / "checkpoints" / "paper51-lookup-r8-s0"
@@ -69,31 +73,31 @@ def test_python_dash_m_module_keeps_working_with_the_one_name(tmp_path):
 
 
 def test_contradictory_rank_and_sweep_rejected():
-    from certify import feasibility
+    from certify.feasibility import decide as feasibility
     with pytest.raises(InputError, match="not both"):
-        feasibility.main(["--rank", "13", "--sweep", "8:9"])
+        feasibility_cli.main(["--rank", "13", "--sweep", "8:9"])
 
 
 def test_resolution_order(tmp_path):
     # 1. the path as given
-    assert cli.resolve_source(str(CKPT) + ".json") == Path(str(CKPT) + ".json")
+    assert resolve_source(str(CKPT) + ".json") == Path(str(CKPT) + ".json")
     # 3. a known suffix added: the stem of a checkpoint resolves to its config
-    assert cli.resolve_source(str(CKPT)) == Path(str(CKPT) + ".json")
+    assert resolve_source(str(CKPT)) == Path(str(CKPT) + ".json")
     # 2. a folder holding one config and its safetensors
     d = tmp_path / "model"
     d.mkdir()
     for suf in (".json", ".safetensors"):
         (d / ("m" + suf)).write_bytes(Path(str(CKPT) + suf).read_bytes())
-    assert cli.resolve_source(d) == d / "m.json"
+    assert resolve_source(d) == d / "m.json"
     (tmp_path / "k.npy").write_bytes(b"")
-    assert cli.resolve_source(tmp_path / "k") == tmp_path / "k.npy"
+    assert resolve_source(tmp_path / "k") == tmp_path / "k.npy"
     with pytest.raises(InputError, match="no such file"):
-        cli.resolve_source(tmp_path / "nothing")
+        resolve_source(tmp_path / "nothing")
 
 
 def test_rank_and_checkpoint_take_a_checkpoint_without_its_suffix():
-    from certify import rank
-    assert run_command("certify rank", rank.main, [str(CKPT), "--family", "paper-5.1"]) == 0
+    from certify.rank import run as rank
+    assert run_command("certify rank", rank_cli.main, [str(CKPT), "--family", "paper-5.1"]) == 0
 
 
 def test_limits_refuse_before_work_and_are_overridable(monkeypatch):

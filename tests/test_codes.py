@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from certify import codes
-from certify.errors import InputError
+from certify.core import codes
+from certify.core.errors import InputError
 
 
 def test_paper51_code_distance_distribution():

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from certify.cube import all_tokens, enumerate_sequences, min_ip_targets, token_index
-from certify.families import Family, paper51_family
+from certify.core.cube import all_tokens, enumerate_sequences, min_ip_targets, token_index
+from certify.core.families import Family, paper51_family
 from models.constructions import (KernelConstruction, exhaustive_float_predictions,
                                   lookup_construction, softmin_base, thm1_softmin,
                                   thm1_softmin_head, thm2_exact_features, thm6_rank_one,
@@ -144,7 +144,7 @@ def test_thm6_torch_head_is_exact_and_matches_tables():
 def _cube_family(m, n):
     seqs = np.concatenate([token_index(X) for X in enumerate_sequences(m, n, min_length=n)])
     toks = all_tokens(m)
-    from certify.cube import targets_from_indices
+    from certify.core.cube import targets_from_indices
     return Family(name=f"cube-{m}-{n}", tokens=toks, inputs=seqs,
                   scored=np.ones(seqs.shape, dtype=bool), targets=targets_from_indices(toks, seqs))
 

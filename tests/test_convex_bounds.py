@@ -13,15 +13,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify import verify
-from certify.bounds import perron_max_excluded_rank
-from certify.certificate import Certificate
+from certify.checkers import verify
+from certify.core.bounds import perron_max_excluded_rank
+from certify.core.certificate import Certificate
 from certify.checkers import convex_dual
-from certify.convex_bounds import (certify_rank, contraction_ok, exact_margin, max_certified_rank,
-                                   psd_ldl, relaxation_value, rho_matrix)
-from certify.families import load_family
-from certify.feasibility import Outcome, decide
-from certify.feasibility_bounds import ChainBound, chain_bound
+from certify.feasibility.convex_bounds import (certify_rank, contraction_ok, exact_margin,
+                                               max_certified_rank, psd_ldl, relaxation_value,
+                                               rho_matrix)
+from certify.core.families import load_family
+from certify.feasibility.result import Outcome
+from certify.feasibility.decide import decide
+from certify.feasibility.chain_bounds import ChainBound, chain_bound
+from certify.cli import feasibility as feasibility_cli
+from certify.cli import verify as verify_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -211,13 +215,13 @@ def test_schema_keys_are_exact(r11_cert):
 
 
 def test_command_method_sdp_writes_a_verifying_certificate(tmp_path):
-    from certify import feasibility
+    from certify.feasibility import decide as feasibility
     out = tmp_path / "r11.json"
-    rc = feasibility.main(["--rank", "11", "--method", "sdp", "--out", str(out), "--no-progress"])
+    rc = feasibility_cli.main(["--rank", "11", "--method", "sdp", "--out", str(out), "--no-progress"])
     assert rc == 0
     doc = json.loads(out.read_text())
     assert doc["claims"][0]["evidence"]["derivation"]["method"] == "convex-dual"
-    assert verify.main([str(out)]) == 0
+    assert verify_cli.main([str(out)]) == 0
 
 
 def test_model_class_parameter(r11_cert):
@@ -235,8 +239,8 @@ def test_module_entry_point_prints_the_proof_line(tmp_path):
     """`python -m certify.feasibility` runs the library's own module (one copy of the
     result classes), so results of the lazily imported searches are printed as
     proved: a convex-dual infeasibility and an SDP witness."""
-    from certify.codes import greedy_packing
-    from certify.families import chain_family
+    from certify.core.codes import greedy_packing
+    from certify.core.families import chain_family
     fam = tmp_path / "g12.json"
     chain_family(greedy_packing(12, 6, 3), name="greedy-12-6-3").save(fam)
     for rank, want in ((5, "infeasible (proved) every rank <= 5 excluded by a convex dual"),

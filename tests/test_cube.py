@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from certify.cube import (all_tokens, enumerate_sequences, min_ip_targets, strict_success,
-                          targets_from_indices, token_index)
-from certify.errors import InputError
+from certify.core.cube import (all_tokens, enumerate_sequences, min_ip_targets, strict_success,
+                               targets_from_indices, token_index)
+from certify.core.errors import InputError
 
 
 def brute_targets(seq):

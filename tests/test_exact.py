@@ -9,8 +9,8 @@ import scipy.linalg
 from hypothesis import given, settings, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from certify.certificate import Verdict
-from certify.errors import InputError
+from certify.core.verdict import Verdict
+from certify.core.errors import InputError
 from solvers import exact as ex
 
 

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from certify import codes, families
-from certify.errors import InputError
-from certify.families import Family, JUMP_COLUMNS
+from certify.core import codes, families
+from certify.core.errors import InputError
+from certify.core.families import Family, JUMP_COLUMNS
+from certify.cli import families as families_cli
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +181,6 @@ def test_build_chain_from_code_file(tmp_path):
     code = tmp_path / "c.json"
     code.write_text('["111000", "100110", "010101"]')
     out = tmp_path / "f.json"
-    assert families.main(["build", "chain", "--code", str(code), "--n", "4", "--out", str(out)]) == 0
+    assert families_cli.main(["build", "chain", "--code", str(code), "--n", "4", "--out", str(out)]) == 0
     f = Family.load(out)
     assert f.jumps.shape[0] == 6 and f.n == 4

@@ -6,15 +6,17 @@ from itertools import product
 import numpy as np
 import pytest
 
-from certify.certificate import Certificate, q_to_str
+from certify.core.certificate import Certificate
+from certify.core.numbers import q_to_str
 from certify.checkers import feasibility as checker
-from certify.errors import run_command
-from certify.families import Family, chain_family, paper51_family
-from certify.feasibility import Outcome, cube_brackets, decide, main, sweep
-from certify.feasibility_bounds import chain_bound, gd_edges
-from certify.feasibility_model import (Features, ModelClass, Witness, build_problem,
-                                       exact_check, lookup_witness, paper_alpha,
-                                       with_extension)
+from certify.core.errors import run_command
+from certify.core.families import Family, chain_family, paper51_family
+from certify.feasibility.result import Outcome
+from certify.feasibility.decide import cube_brackets, decide, sweep
+from certify.cli.feasibility import main
+from certify.feasibility.chain_bounds import chain_bound, gd_edges
+from certify.feasibility.model import (Features, ModelClass, Witness, build_problem, exact_check,
+                                       lookup_witness, paper_alpha, with_extension)
 
 PAPER, USED = ModelClass.PAPER, ModelClass.USED_PAIRS
 
@@ -472,7 +474,7 @@ def test_committed_paper51_sweep_verifies_in_the_papers_class(monkeypatch):
     verify holds, and the brackets it proves are real [12, 13], nonnegative [12, 15]."""
     from pathlib import Path
 
-    from certify import verify
+    from certify.checkers import verify
     root = Path(__file__).resolve().parent.parent
     path = root / "reports" / "feasibility" / "paper51_sweep.json"
     monkeypatch.chdir(root)

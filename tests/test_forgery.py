@@ -19,9 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify import verify
+from certify.checkers import verify
 from certify.checkers.common import canonical_sha256
 from certify.checkers.statements import render
+from certify.cli import rank as rank_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,10 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def _paper51_claims() -> str:
     """Genuine certificates on paper-5.1: infeasible at rank 8 (the chain bound) and
     feasible at rank 15 (the construction), as JSON text."""
-    from certify.certificate import Certificate
-    from certify.families import paper51_family
-    from certify.feasibility import decide
-    from certify.feasibility_model import Features
+    from certify.core.certificate import Certificate
+    from certify.core.families import paper51_family
+    from certify.feasibility.decide import decide
+    from certify.feasibility.model import Features
     fam = paper51_family()
     r8 = decide(fam, 8, Features.REAL, time_limit=30).to_claim()
     r15 = decide(fam, 15, Features.NONNEGATIVE, time_limit=30).to_claim()
@@ -102,8 +103,8 @@ def test_built_in_family_with_scored_positions_removed_is_rejected():
 
 
 def test_built_in_family_swapped_for_another_code_is_rejected():
-    from certify.codes import greedy_packing
-    from certify.families import chain_family
+    from certify.core.codes import greedy_packing
+    from certify.core.families import chain_family
     other = chain_family(greedy_packing(12, 6, 3, limit=8), n=3, g=3, name="paper-5.1").to_json()
 
     def swap(fam):
@@ -136,7 +137,7 @@ def test_family_hash_missing_from_inputs_is_rejected():
 
 def test_parametric_built_in_names_are_rebuilt():
     from certify.checkers.families import bind
-    from certify.families import multilevel_spec, ood_families
+    from certify.core.families import multilevel_spec, ood_families
     fam = multilevel_spec(12, 3, 6, 4).family()
     assert bind(fam.name, fam.sha256) == ([], [])
     sub = multilevel_spec(12, 3, 6, 4).family(fam_kappas := np.array([[0, 0, 0, 0]]))
@@ -147,11 +148,11 @@ def test_parametric_built_in_names_are_rebuilt():
 
 
 def _rank_cert(tmp_path: Path, name: str, A: np.ndarray) -> dict:
-    from certify import rank
+    from certify.rank import run as rank
     path = tmp_path / name
     np.save(path, A)
     out = tmp_path / f"{name}.json"
-    assert rank.main([str(path), "--eps", "1/100", "--out", str(out)]) in (0, 1)
+    assert rank_cli.main([str(path), "--eps", "1/100", "--out", str(out)]) in (0, 1)
     return json.loads(out.read_text())
 
 
@@ -178,12 +179,12 @@ def test_matrix_swapped_under_a_present_source_is_rejected(tmp_path):
 
 
 def test_features_swapped_under_a_present_source_is_rejected(tmp_path):
-    from certify import rank
+    from certify.rank import run as rank
     rng = np.random.default_rng(3)
     for name in ("a.npz", "b.npz"):
         np.savez(tmp_path / name, phi_q=rng.integers(0, 3, size=(16, 3)).astype(np.float64),
                  phi_k=rng.integers(0, 3, size=(16, 3)).astype(np.float64))
-        rank.main([str(tmp_path / name), "--tokens", "cube:4", "--out", str(tmp_path / f"{name}.json")])
+        rank_cli.main([str(tmp_path / name), "--tokens", "cube:4", "--out", str(tmp_path / f"{name}.json")])
     a = json.loads((tmp_path / "a.npz.json").read_text())
     b = json.loads((tmp_path / "b.npz.json").read_text())
     pa = a["claims"][0]["parameters"]
@@ -195,9 +196,9 @@ def test_features_swapped_under_a_present_source_is_rejected(tmp_path):
 
 
 def test_trusted_fields_on_small_data_are_rejected(tmp_path):
-    from certify import rank
-    from certify.certificate import Certificate
-    from certify.kernel import load_kernel
+    from certify.rank import run as rank
+    from certify.core.certificate import Certificate
+    from certify.sources.load import load_kernel
     rng = np.random.default_rng(4)
     np.savez(tmp_path / "f.npz", phi_q=rng.normal(size=(41, 8)), phi_k=rng.normal(size=(41, 8)))
     kernel = load_kernel(str(tmp_path / "f.npz"))

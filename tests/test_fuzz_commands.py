@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from certify.__main__ import COMMANDS as _ALL
+from certify.cli import COMMANDS as _ALL
 
 #: every command that runs and exits; `serve` is a long-running server, exercised by the
 #: service tests (tests/test_service_*.py) instead
 COMMANDS = {k: v for k, v in _ALL.items() if k != "serve"}
-from certify.errors import run_command
+from certify.core.errors import run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 ALARM_S = 6.0          # hard stop of one example (the harness measures the 2 s / 5 s budgets)

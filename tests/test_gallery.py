@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from certify import verify
+from certify.checkers import verify
 
 ROOT = Path(__file__).resolve().parent.parent
 GALLERY = ROOT / "reports" / "gallery"

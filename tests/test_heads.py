@@ -9,8 +9,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from certify.cube import all_tokens, min_ip_targets
-from certify.errors import InputError, UncertifiableError
+from certify.core.cube import all_tokens, min_ip_targets
+from certify.core.errors import InputError, UncertifiableError
 from models.feature_maps import REGISTRY, Guarantee, MapKind
 from models.heads import (DenseSoftmaxHead, KernelHead, LookupHead, NonpositiveDenominator,
                           PositionalKernelHead)

@@ -15,13 +15,14 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from certify.certificate import Verdict
-from certify.checkpoint_heads import certify_heads
-from certify.errors import InputError, UncertifiableError
-from certify.verify import verify_certificate
+from certify.core.verdict import Verdict
+from certify.checkpoints.heads import certify_heads
+from certify.core.errors import InputError, UncertifiableError
+from certify.checkers.verify import verify_certificate
 from models.layouts import detect, read_checkpoint
 from models.layouts.base import FeatureHead
 from models.layouts.defaults import DEFAULTS
+from certify.cli import checkpoint as checkpoint_cli
 
 performer = pytest.importorskip("performer_pytorch.performer_pytorch")
 lat = pytest.importorskip("linear_attention_transformer.linear_attention_transformer")
@@ -45,11 +46,11 @@ def _heads(path):
 
 def _cli(*args):
     """``certify checkpoint ARGS`` in this process: exit code, stdout, stderr."""
-    from certify import checkpoint_cmd
-    from certify.errors import run_command
+    from certify.checkpoints import run as checkpoint_cmd
+    from certify.core.errors import run_command
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = run_command("certify checkpoint", checkpoint_cmd.main, [str(a) for a in args])
+        rc = run_command("certify checkpoint", checkpoint_cli.main, [str(a) for a in args])
     return types.SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 

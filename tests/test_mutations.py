@@ -37,8 +37,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pytest
 
-from certify import verify
-from certify.certificate import Certificate, ClaimKind
+from certify.checkers import verify
+from certify.core.certificate import Certificate, ClaimKind
+from certify.cli import feasibility as feasibility_cli
+from certify.cli import rank as rank_cli
+from certify.cli import transcript as transcript_cli
 
 KINDS = [k.value for k in ClaimKind]
 _RATIONAL = re.compile(r"^-?\d+(/\d+)?$")
@@ -56,7 +59,7 @@ def _have(*modules: str) -> str | None:
 # ---------------------------------------------------------------- builders (real certificates)
 
 def _bound_certs(tmp) -> list[dict]:
-    from certify import bounds
+    from certify.core import bounds
     results = [bounds.lemma3(3, "1/2", 3), bounds.lemma4(15, 4, True),
                bounds.rank_bound_per_pair([[None, 2, 3], [2, None, "5/2"], [3, "5/2", None]], True),
                bounds.thm5(15, 6, 3), bounds.thm6(200), bounds.cor7(40, 4),
@@ -66,7 +69,7 @@ def _bound_certs(tmp) -> list[dict]:
 
 def _small_chain_family():
     """A 3-word code of weight 4 in 8 coordinates at directed distance 3."""
-    from certify import families
+    from certify.core import families
     words = np.array([[1, 1, 1, 1, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 1, 0], [1, 0, 0, 0, 0, 1, 1, 1]],
                      dtype=np.uint8)
     return families.chain_family(words, n=3)
@@ -76,7 +79,7 @@ def softmin_head(family, base: int):
     """alpha(x, z) = base^-<x,z> (phi_q = e_x, phi_k(z)_u = base^-<u,z>), g = overlap.
     base 8 solves every chain family at n = 3 (Thm 1: tau = log 8 > log 6); base 1
     is uniform attention and fails."""
-    from certify import audit
+    from certify.audit import run as audit
     T = family.tokens.astype(np.int64)
     G = T @ T.T
     q = family.query_tokens()
@@ -88,7 +91,7 @@ def softmin_head(family, base: int):
 
 
 def _audit_certs(tmp) -> list[dict]:
-    from certify import audit
+    from certify.audit import run as audit
     fam = _small_chain_family()
     out = []
     for base in (8, 1):
@@ -99,24 +102,24 @@ def _audit_certs(tmp) -> list[dict]:
 
 
 def _transcript_certs(tmp) -> list[dict]:
-    from certify import transcript
+    from certify.transcript import run as transcript
     out = []
     for i, args in enumerate((["--bits", "4"], ["--model", "builtin-planted", "--bits", "4"])):
         path = tmp / f"transcript{i}.json"
-        transcript.main(["--M", "6", "--s", "1", "--h", "3", "--q", "2", "--no-progress",
+        transcript_cli.main(["--M", "6", "--s", "1", "--h", "3", "--q", "2", "--no-progress",
                          "--out", str(path), *args])
         out.append(json.loads(path.read_text()))
     return out
 
 
 def _feasibility_certs(tmp) -> list[dict]:
-    from certify import feasibility
+    from certify.feasibility import decide as feasibility
     out = []
     fam = tmp / "family.json"
     _small_chain_family().save(fam)
     for rank in ("1", "4"):
         path = tmp / f"feasibility{rank}.json"
-        feasibility.main(["--rank", rank, "--family", str(fam), "--time-limit", "20",
+        feasibility_cli.main(["--rank", rank, "--family", str(fam), "--time-limit", "20",
                           "--no-progress", "--out", str(path)])
         out.append(json.loads(path.read_text()))
     return out
@@ -125,8 +128,8 @@ def _feasibility_certs(tmp) -> list[dict]:
 def _rank_certs(tmp) -> list[dict]:
     """Factor form on cube:4 (planted rank 3, nonnegative, eps-rank, a 3-word code),
     matrix form (planted rank 3), and a signed kernel whose nonnegativity is refuted."""
-    from certify import rank
-    from certify.kernel import load_kernel
+    from certify.rank import run as rank
+    from certify.sources.load import load_kernel
     rng = np.random.default_rng(0)
     A = rng.integers(0, 4, size=(16, 3)) @ rng.integers(0, 4, size=(3, 5))
     np.savez(tmp / "fac.npz", phi_q=A.astype(np.float64),
@@ -139,7 +142,7 @@ def _rank_certs(tmp) -> list[dict]:
     for name, args in (("c1", ["fac.npz", "--tokens", "cube:4", "--eps", "1/100", "--code",
                                str(tmp / "code.json"), "--require-nonnegative"]),
                        ("c2", ["mat.npy", "--eps", "1/100"])):
-        rank.main([str(tmp / args[0]), *args[1:], "--out", str(tmp / f"{name}.json")])
+        rank_cli.main([str(tmp / args[0]), *args[1:], "--out", str(tmp / f"{name}.json")])
         out.append(json.loads((tmp / f"{name}.json").read_text()))
     kernel = load_kernel(str(tmp / "signed.npz"), tokens="cube:4")
     opt = rank.RankOptions()
@@ -422,7 +425,7 @@ def _bound_still_true(claim: dict) -> bool:
     """The producer's own answer for the (tampered) parameters: a changed parameter
     that leaves the closed form's value unchanged (Thm 5 with Delta 6 -> 7 has the
     same floor(Delta/g)) is a different claim that is true, not a tampering."""
-    from certify import bounds
+    from certify.core import bounds
     p = dict(claim["parameters"])
     name = p.pop("bound")
     build = {"lemma3": bounds.lemma3, "lemma4": bounds.lemma4, "thm5": bounds.thm5,
@@ -440,8 +443,8 @@ def _feasible_still_true(claim: dict) -> bool:
     """A feasible claim is true when its witness solves the family (evaluated with
     certify.audit, an implementation independent of the checker's) with the
     stated margin, in the stated feature class and rank."""
-    from certify import audit
-    from certify.families import Family
+    from certify.audit import run as audit
+    from certify.core.families import Family
     if claim["verdict"] != "proved":
         return False
     try:
@@ -572,8 +575,8 @@ def test_trusted_grams_only_above_the_checker_threshold(tmp_path):
     """Trusted summaries are for data too large to embed: below the checker's
     threshold they fail; above it the claim holds under a named assumption
     (exit 4), accepted only by name, and the declaration cannot be dropped or widened."""
-    from certify import rank
-    from certify.kernel import load_kernel
+    from certify.rank import run as rank
+    from certify.sources.load import load_kernel
     rng = np.random.default_rng(1)
     np.savez(tmp_path / "f.npz", phi_q=rng.integers(0, 3, size=(16, 4)).astype(np.float64),
              phi_k=rng.integers(0, 3, size=(16, 4)).astype(np.float64))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from certify.parallel import Engine, init_local
+from certify.core.engine import Engine, init_local
 
 pytest.importorskip("ray")
 
@@ -87,7 +87,7 @@ def _claims(path):
 
 
 def test_feasibility_sweep_with_two_workers_equals_one_process(tmp_path, ray2):
-    from certify.feasibility import main
+    from certify.cli.feasibility import main
     args = ["--sweep", "11:12", "--features", "real", "--iterations", "2", "--no-progress"]
     main(args + ["--out", str(tmp_path / "one.json")])
     main(args + ["--workers", "2", "--out", str(tmp_path / "two.json")])
@@ -96,7 +96,7 @@ def test_feasibility_sweep_with_two_workers_equals_one_process(tmp_path, ray2):
 
 
 def test_sec51_reduced_sweep_with_two_workers_equals_one_process(tmp_path, ray2):
-    from models.train import main
+    from certify.cli.train import main
     base = ["sec51", "--smoke", "--seeds", "0,1", "--no-progress"]
     assert main(base + ["--out", str(tmp_path / "one")]) == 0
     assert main(base + ["--workers", "2", "--out", str(tmp_path / "two")]) == 0
@@ -111,7 +111,7 @@ def test_sec51_reduced_sweep_with_two_workers_equals_one_process(tmp_path, ray2)
 
 
 def test_transcript_shards_on_two_workers_give_the_same_claims(tmp_path, ray2):
-    from certify.transcript import main
+    from certify.cli.transcript import main
     args = ["--M", "14", "--s", "1", "--h", "7", "--q", "17", "--bits", "1", "--no-progress"]
     assert main(args + ["--out", str(tmp_path / "one.json")]) == 0
     assert main(args + ["--workers", "2", "--out", str(tmp_path / "two.json")]) == 0
@@ -121,7 +121,7 @@ def test_transcript_shards_on_two_workers_give_the_same_claims(tmp_path, ray2):
 
 def test_checkpoint_batch_on_two_workers_equals_one_process(tmp_path, ray2):
     import shutil
-    from certify.checkpoint_cmd import main
+    from certify.cli.checkpoint import main
     src = Path(__file__).resolve().parent.parent / "models" / "checkpoints"
     d = tmp_path / "ck"
     d.mkdir()
@@ -138,7 +138,7 @@ def test_checkpoint_batch_on_two_workers_equals_one_process(tmp_path, ray2):
 def test_factor_gram_pass_on_two_workers_equals_one_process(ray2):
     from test_rank_fast import _cube_kernel
 
-    from certify.rank import summarize_features
+    from certify.rank.summary import summarize_features
     k = _cube_kernel()
     a = summarize_features(k, batch_size=512, keep_limit=0)
     with Engine(2, progress=False) as e:

@@ -9,9 +9,10 @@ import numpy as np
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from certify import verify
-from certify.kernel import Provenance, from_features, from_matrix
-from certify.rank import RankOptions, certify_rank
+from certify.checkers import verify
+from certify.core.kernel import Provenance, from_features, from_matrix
+from certify.rank.options import RankOptions
+from certify.rank.run import certify_rank
 
 _ENTRY = st.sampled_from([0.0, 1.0, -1.0, 2.0, 0.5, 3.0, -7.25, 1e-300, -2e-300, 5e-324,
                           1e300, -3e300, 1.0000000000000002, 123456789.0])

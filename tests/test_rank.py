@@ -10,11 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify.certificate import ClaimKind, Verdict
+from certify.core.certificate import ClaimKind
+from certify.core.verdict import Verdict
 from certify.checkers.rank import check
-from certify.codes import paper51_code
-from certify.kernel import Provenance, from_feature_fn, from_features, from_matrix
-from certify.rank import RankOptions, certify_rank, code_rank_claim
+from certify.core.codes import paper51_code
+from certify.core.kernel import Provenance, from_feature_fn, from_features, from_matrix
+from certify.rank.options import RankOptions
+from certify.rank.run import certify_rank
+from certify.rank.code import code_rank_claim
 
 ROOT = Path(__file__).resolve().parent.parent
 PROV = Provenance("test", None, "test", "float32")
@@ -94,7 +97,7 @@ def test_signed_features_nonnegative_kernel_is_proved_and_signed_refuted():
     cj = rep.certificate.to_json()
     nn = next(c for c in cj["claims"] if c["kind"] == "nonnegative")
     assert nn["verdict"] == "proved" and nn["evidence"]["method"] == "all_products" and check(nn, cj) == []
-    from certify.errors import UncertifiableError
+    from certify.core.errors import UncertifiableError
     with pytest.raises(UncertifiableError, match="signed"):
         certify_rank(from_features(u, u, PROV), RankOptions(require_nonnegative=True))
 
@@ -122,7 +125,7 @@ def test_code_rank_on_paper51_code_known_value():
 
 def test_thm2_matrix_kernel_command(tmp_path):
     """The cube kernel exp(-tau <x, z>) at m = 6, tau = 1/2: rank 2^6, all entries > 0."""
-    from certify.cube import all_tokens
+    from certify.core.cube import all_tokens
     T = all_tokens(6).astype(np.int64)
     np.save(tmp_path / "k.npy", np.exp(-0.5 * (T @ T.T)))
     r = run("certify.rank", str(tmp_path / "k.npy"), "--tokens", "cube:6", "--json", "--require-nonnegative")
@@ -135,8 +138,9 @@ import resource, sys, json, time
 import numpy as np
 sys.path.insert(0, {root!r})
 from tests.test_rank import _planted_features, PROV
-from certify.kernel import from_feature_fn
-from certify.rank import RankOptions, certify_rank
+from certify.core.kernel import from_feature_fn
+from certify.rank.options import RankOptions
+from certify.rank.run import certify_rank
 k = from_feature_fn(_planted_features, "cube:20", PROV, rank=12)
 t = time.time()
 rep = certify_rank(k, RankOptions(batch_size=1 << 15))

@@ -54,7 +54,7 @@ def test_residues_are_exact_near_the_float_limit():
 
 
 def _cube_kernel(m=12, r=16):
-    from certify.kernel import Provenance, from_feature_fn
+    from certify.core.kernel import Provenance, from_feature_fn
     W = (np.random.default_rng(0).standard_normal((r, m)) * 0.5).astype(np.float32)
 
     def fn(t):
@@ -64,7 +64,7 @@ def _cube_kernel(m=12, r=16):
 
 
 def test_sharded_gram_pass_equals_the_single_pass_exactly():
-    from certify.rank import summarize_features
+    from certify.rank.summary import summarize_features
     k = _cube_kernel()
     a = summarize_features(k, batch_size=256, keep_limit=0)
     for shards in (2, 7):

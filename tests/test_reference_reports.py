@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from certify import verify
+from certify.checkers import verify
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "reports" / "reference"
@@ -35,7 +35,7 @@ def test_reference_folder_is_complete_and_documented():
 
 
 def test_demo_brackets_the_minimal_rank(tmp_path):
-    from certify import demo
+    from certify.api import demo
     res = demo.run(tmp_path / "demo", time_limit=2.0)
     assert res["verified"] is True
     claims = [c for name in res["certificates"]

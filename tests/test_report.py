@@ -13,15 +13,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify import report
-from certify.certificate import Certificate
-from certify.errors import InputError
+from certify.report import build as report
+from certify.core.certificate import Certificate
+from certify.core.errors import InputError
+from certify.cli import feasibility as feasibility_cli
+from certify.cli import rank as rank_cli
+from certify.cli import report as report_cli
+from certify.cli import transcript as transcript_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _chain_family():
-    from certify import families
+    from certify.core import families
     words = np.array([[1, 1, 1, 1, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 1, 0], [1, 0, 0, 0, 0, 1, 1, 1]],
                      dtype=np.uint8)
     return families.chain_family(words, n=3)
@@ -33,31 +37,31 @@ def certs(tmp_path_factory):
     has not landed are left out."""
     d = tmp_path_factory.mktemp("report_certs")
     paths = []
-    from certify import bounds
+    from certify.core import bounds
     c = Certificate(claims=[bounds.bound_claim(bounds.thm5(15, 6, 3)),
                             bounds.bound_claim(bounds.lemma4(15, 4, True))],
                     command=["python", "-m", "certify.bounds", "--m", "200"], seeds={"x": 3})
     c.write(d / "bounds.json")
     paths.append(d / "bounds.json")
     if importlib.util.find_spec("certify.feasibility"):
-        from certify import feasibility
+        from certify.feasibility import decide as feasibility
         fam = d / "family.json"
         _chain_family().save(fam)
         for r in ("1", "4"):
-            feasibility.main(["--rank", r, "--family", str(fam), "--no-progress",
+            feasibility_cli.main(["--rank", r, "--family", str(fam), "--no-progress",
                               "--out", str(d / f"feas{r}.json")])
             paths.append(d / f"feas{r}.json")
     if importlib.util.find_spec("certify.transcript"):
-        from certify import transcript
-        transcript.main(["--M", "6", "--s", "1", "--h", "3", "--q", "2", "--no-progress",
+        from certify.transcript import run as transcript
+        transcript_cli.main(["--M", "6", "--s", "1", "--h", "3", "--q", "2", "--no-progress",
                          "--model", "builtin-planted", "--bits", "4", "--out", str(d / "tr.json")])
         paths.append(d / "tr.json")
     if importlib.util.find_spec("certify.rank"):
-        from certify import rank
+        from certify.rank import run as rank
         rng = np.random.default_rng(1)
         np.savez(d / "fac.npz", phi_q=rng.integers(0, 3, size=(16, 4)).astype(float),
                  phi_k=rng.integers(0, 3, size=(16, 4)).astype(float))
-        rank.main([str(d / "fac.npz"), "--tokens", "cube:4", "--eps", "1/10",
+        rank_cli.main([str(d / "fac.npz"), "--tokens", "cube:4", "--eps", "1/10",
                    "--out", str(d / "rank.json")])
         paths.append(d / "rank.json")
     return paths
@@ -65,7 +69,7 @@ def certs(tmp_path_factory):
 
 def test_report_files_and_numbers(certs, tmp_path):
     out = tmp_path / "rep"
-    assert report.main([*map(str, certs), "--out", str(out)]) == 0
+    assert report_cli.main([*map(str, certs), "--out", str(out)]) == 0
     md = (out / "report.md").read_text()
     for p in certs:
         cert = json.loads(p.read_text())
@@ -117,7 +121,7 @@ def test_tex_escape():
 
 def test_output_folder_is_replaced_atomically(certs, tmp_path, monkeypatch):
     out = tmp_path / "rep"
-    report.main([str(certs[0]), "--out", str(out)])
+    report_cli.main([str(certs[0]), "--out", str(out)])
     before = (out / "report.md").read_text()
 
     def boom(*a, **k):
@@ -125,7 +129,7 @@ def test_output_folder_is_replaced_atomically(certs, tmp_path, monkeypatch):
 
     monkeypatch.setattr(report, "markdown", boom)
     with pytest.raises(RuntimeError):
-        report.main([*map(str, certs), "--out", str(out)])
+        report_cli.main([*map(str, certs), "--out", str(out)])
     assert (out / "report.md").read_text() == before       # the old report is intact
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rep"]   # no temporary left behind
 
@@ -136,7 +140,7 @@ def test_failing_certificate_is_reported(certs, tmp_path):
     p = tmp_path / "tampered.json"
     p.write_text(json.dumps(bad))
     out = tmp_path / "rep"
-    assert report.main([str(p), "--out", str(out)]) == 1
+    assert report_cli.main([str(p), "--out", str(out)]) == 1
     assert "**FAILS**" in (out / "report.md").read_text()
 
 
@@ -144,7 +148,7 @@ def test_bad_input_exits_2(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text("[1, 2")
     with pytest.raises(InputError):
-        report.main([str(bad), "--out", str(tmp_path / "o")])
+        report_cli.main([str(bad), "--out", str(tmp_path / "o")])
     p = subprocess.run([sys.executable, "-m", "certify.report", str(bad), "--out",
                         str(tmp_path / "o")], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
@@ -154,7 +158,7 @@ def test_bad_input_exits_2(tmp_path):
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="pdflatex is not installed here")
 def test_report_tex_compiles(certs, tmp_path):
     out = tmp_path / "rep"
-    report.main([*map(str, certs), "--out", str(out)])
+    report_cli.main([*map(str, certs), "--out", str(out)])
     (out / "doc.tex").write_text("\\documentclass{article}\\usepackage{booktabs}\\usepackage{graphicx}"
                                  "\\begin{document}\\input{report.tex}\\end{document}\n")
     p = subprocess.run(["pdflatex", "-interaction=nonstopmode", "doc.tex"], cwd=out,

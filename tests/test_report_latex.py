@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from certify import report, report_tex
+from certify.report import build as report, latex as report_tex
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "reports" / "reference"

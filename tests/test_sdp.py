@@ -8,15 +8,17 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from certify import verify
-from certify.codes import greedy_packing
-from certify.families import chain_family
-from certify.feasibility import Outcome, decide
-from certify.feasibility_bounds import chain_bound
-from certify.feasibility_model import Features, build_problem, exact_check
+from certify.checkers import verify
+from certify.core.codes import greedy_packing
+from certify.core.families import chain_family
+from certify.feasibility.result import Outcome
+from certify.feasibility.decide import decide
+from certify.feasibility.chain_bounds import chain_bound
+from certify.feasibility.model import Features, build_problem, exact_check
 from solvers.factor import FactorProblem
 from solvers.sdp import (SDPStatus, lift_solve, max_margin, reweighted_lift, round_to_rank,
                          status_of)
+from certify.cli import feasibility as feasibility_cli
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +100,7 @@ def test_g12_bracket_pinned_by_sdp_both_sides(g12, tmp_path):
     assert low.outcome is Outcome.INFEASIBLE and low.convex.rank == 5
     six = decide(g12, 6, Features.REAL, method="auto", bound=b, time_limit=120)
     assert six.outcome is Outcome.FEASIBLE
-    from certify.certificate import Certificate
+    from certify.core.certificate import Certificate
     doc = Certificate(claims=[low.to_claim(), six.to_claim()], command=["test"],
                       inputs={f"family:{g12.name}": g12.sha256}).to_json()
     res = verify.verify_certificate(doc)
@@ -107,17 +109,17 @@ def test_g12_bracket_pinned_by_sdp_both_sides(g12, tmp_path):
 
 
 def test_command_method_choice_and_bad_method(g12, tmp_path, capsys):
-    from certify import feasibility
-    from certify.errors import InputError
+    from certify.feasibility import decide as feasibility
+    from certify.core.errors import InputError
     fam = tmp_path / "g12.json"
     g12.save(fam)
-    rc = feasibility.main(["--family", str(fam), "--rank", "7", "--method", "sdp", "--json",
+    rc = feasibility_cli.main(["--family", str(fam), "--rank", "7", "--method", "sdp", "--json",
                            "--no-progress", "--time-limit", "60"])
     assert rc == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["verdict"] == "feasible" and doc["method"].startswith("SDP")
     with pytest.raises(SystemExit):
-        feasibility.main(["--rank", "7", "--method", "simplex"])
+        feasibility_cli.main(["--rank", "7", "--method", "simplex"])
     with pytest.raises(InputError):
         decide(g12, 7, Features.REAL, method="simplex")
 
@@ -125,7 +127,7 @@ def test_command_method_choice_and_bad_method(g12, tmp_path, capsys):
 @pytest.mark.slow
 def test_paper51_rank13_sdp_witness():
     """paper-5.1 at rank 13 (real features): the SDP proposal verifies exactly."""
-    from certify.families import load_family
+    from certify.core.families import load_family
     fam = load_family("paper-5.1")
     res = decide(fam, 13, Features.REAL, method="sdp", time_limit=900)
     assert res.outcome is Outcome.FEASIBLE, res.reason

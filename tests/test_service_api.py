@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from certify.certificate import sha256_bytes
-from certify.errors import InputError
+from certify.core.files import sha256_bytes
+from certify.core.errors import InputError
 from certify.service import jobs
 from service_support import CKPT, ROOT, Server, checkpoint_zip, wait_job
 

@@ -11,7 +11,9 @@ import threading
 import pytest
 from sqlalchemy import inspect, text
 
-from certify.certificate import Certificate, Claim, ClaimKind, Verdict, sha256_bytes
+from certify.core.certificate import Certificate, Claim, ClaimKind
+from certify.core.verdict import Verdict
+from certify.core.files import sha256_bytes
 from certify.service import store as st
 from service_support import PostgresCluster
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from certify.errors import InputError
-from certify.families import multilevel_spec
+from certify.core.errors import InputError
+from certify.core.families import multilevel_spec
 from models.quantize import FloatFormatQuantizer, UniformQuantizer, quantizer_from_json
 from models.sketch import (SketchConfig, Uncertain, exact_weights, forward_exact, forward_fast,
                            injective_model, load_sketch_checkpoint, random_model,

@@ -5,8 +5,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certify.bounds import lemma4_bound
-from certify.certificate import Verdict
+from certify.core.bounds import lemma4_bound
+from certify.core.verdict import Verdict
 from solvers import exact as ex
 from solvers import spectral as sp
 

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 from flint import fmpq, fmpq_mat
 
-from certify.bounds import perron_discriminant as discriminant, perron_max_excluded_rank as max_excluded_rank
-from certify.families import chain_family, paper51_family
-from certify.feasibility_bounds import chain_bound
-from certify.feasibility_model import Features, build_problem, exact_check
-from certify.witness_search import smooth_search
+from certify.core.bounds import (perron_discriminant as discriminant,
+                                 perron_max_excluded_rank as max_excluded_rank)
+from certify.core.families import chain_family, paper51_family
+from certify.feasibility.chain_bounds import chain_bound
+from certify.feasibility.model import Features, build_problem, exact_check
+from certify.feasibility.witness_search import smooth_search
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,14 @@ from fractions import Fraction
 import pytest
 import torch
 
-from certify.errors import run_command
-from certify.families import ood_families, paper51_family
+from certify.core.errors import run_command
+from certify.core.families import ood_families, paper51_family
 from models.checkpoint import load_model
 from models.constructions import lookup_construction
 from models.train import (Run52, Sec51Config, Sec52Config, evaluate_lookup,
-                          exact_sequence_accuracy, main, one_thread, train_lookup, train_ood,
+                          exact_sequence_accuracy, one_thread, train_lookup, train_ood,
                           transition_rank)
+from certify.cli.train import main
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -7,12 +7,15 @@ from fractions import Fraction
 import pytest
 import torch
 
-from certify.certificate import Certificate, Verdict
+from certify.core.certificate import Certificate
+from certify.core.verdict import Verdict
 from certify.checkers import transcript as checker
-from certify.errors import run_command
-from certify.families import multilevel_spec
-from certify.transcript import (QuantizedSketchModel, calibrated_uniform, capacity,
-                                check_transcript, main)
+from certify.core.errors import run_command
+from certify.core.families import multilevel_spec
+from certify.transcript.model import QuantizedSketchModel, calibrated_uniform
+from certify.transcript.capacity import capacity
+from certify.transcript.run import check_transcript
+from certify.cli.transcript import main
 from models.quantize import FloatFormatQuantizer, UniformQuantizer
 from models.sketch import (SketchConfig, builtin_uniform_quantizer, exact_weights, forward_exact,
                            injective_model, random_model, save_sketch_checkpoint)

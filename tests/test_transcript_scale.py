@@ -7,12 +7,13 @@ from fractions import Fraction
 import pytest
 import torch
 
-from certify.certificate import Verdict
+from certify.core.verdict import Verdict
 from certify.checkers import transcript as checker
 from certify.checkers.common import canonical_sha256
-from certify.families import multilevel_spec
-from certify.transcript import QuantizedSketchModel, calibrated_uniform, check_transcript
-from certify.transcript_enum import Enumerator, merge
+from certify.core.families import multilevel_spec
+from certify.transcript.model import QuantizedSketchModel, calibrated_uniform
+from certify.transcript.run import check_transcript
+from certify.transcript.enumerate import Enumerator, merge
 from models.quantize import UniformQuantizer
 from models.sketch import (SketchConfig, builtin_uniform_quantizer, exact_weights, forward_exact,
                            injective_model, random_model)

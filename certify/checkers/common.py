@@ -34,6 +34,17 @@ class Bad(Exception):
     """Malformed or inconsistent evidence (the message is the problem)."""
 
 
+class NotACertificate(ValueError):
+    """A file or text that is not a certificate at all (``certify verify`` exit 2).
+    The command layer maps it to its bad-input exit code like any input error."""
+
+
+#: ``certify verify`` exit codes (DESIGN.md, "Exit codes"): 0 every verdict
+#: re-derived, no assumption left; 1 some claim fails; 2 not a certificate;
+#: 4 every claim holds, but only under named assumptions.
+EXIT_PROVED, EXIT_NOT_PROVED, EXIT_BAD_INPUT, EXIT_ASSUMED = 0, 1, 2, 4
+
+
 # ---------------------------------------------------------------- exact numbers
 
 def rational(v: Any, what: str = "value") -> Fraction:

@@ -248,7 +248,7 @@ def _die_with_parent() -> None:
 
 def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> dict[str, str]:
     """Re-run the weights -> features step of every checkpoint / construction
-    source in a separate process (``certify.replay``, torch, one thread), and
+    source in a separate process (``certify.cli.replay``, torch, one thread), and
     compare the features' sha256 with each claim's evidence. Returns
     source -> "match" | "differs: ..." | a reason the replay could not decide."""
     jobs: dict[str, dict[str, Any]] = {}
@@ -276,7 +276,7 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
         return {}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     try:
-        out = subprocess.run([sys.executable, "-m", "certify.replay"],
+        out = subprocess.run([sys.executable, "-m", "certify.cli.replay"],
                              input=json.dumps(list(jobs.values())), capture_output=True,
                              text=True, timeout=600, env=env, preexec_fn=_die_with_parent)
     except (OSError, subprocess.SubprocessError) as exc:

@@ -24,7 +24,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Redirect
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from certify.errors import InputError
+from certify.core.errors import InputError
 from certify.service import jobs as _jobs
 from certify.service.store import Filters, Store, as_dict
 

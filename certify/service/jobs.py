@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Mapping
 
-from certify.errors import InputError
+from certify.core.errors import InputError
 
 COMMANDS = ("checkpoint", "rank", "feasibility", "transcript", "verify")
 #: file suffixes a job may upload, per command
@@ -224,7 +224,7 @@ def unpack_zip(path: Path, dest: Path, limits: Limits) -> list[Path]:
 # ---------------------------------------------------------------- the worker process
 
 def _progress(workdir: Path, stage: str) -> None:
-    from certify.certificate import atomic_write_text
+    from certify.core.files import atomic_write_text
     atomic_write_text(workdir / "progress", stage)
 
 
@@ -248,7 +248,7 @@ def run_job(workdir: Path) -> dict[str, Any]:
     """Run the job described by ``workdir/job.json`` (in the current, limited
     process); the result document (certificate text, verification, report files)."""
     from certify import api
-    from certify.certificate import Certificate, sha256_bytes
+    from certify.core.files import sha256_bytes
 
     job = json.loads((workdir / "job.json").read_text())
     command, opts = job["command"], job["options"]
@@ -289,10 +289,10 @@ def run_job(workdir: Path) -> dict[str, Any]:
                 "--q", str(opts["q"]), "--seed", str(opts["seed"]),
                 "--time-limit", str(opts["time_limit"])]
         argv += ["--bits", str(opts["bits"])] if opts["bits"] else ["--format", opts["format"]]
-        status, cert = api.transcript_check(argv)
-        if cert is None:
-            raise InputError(f"certify transcript refused the options (exit {status})")
-        cert.command = tag + argv
+        cert = api.transcript_check(opts["M"], opts["s"], opts["h"], opts["q"], bits=opts["bits"],
+                                    format=opts["format"], seed=opts["seed"],
+                                    time_limit=opts["time_limit"], command=tag + argv)
+        status = cert.exit_code()
     elif command == "verify":
         _progress(workdir, "verifying")
         text = local.read_text()
@@ -338,7 +338,7 @@ def _limit_self(limits: Mapping[str, Any]) -> None:
 
 def worker_main(argv: list[str]) -> int:
     """``python -m certify.service.jobs WORKDIR``: one job, then exit."""
-    from certify.certificate import atomic_write_text
+    from certify.core.files import atomic_write_text
     workdir = Path(argv[0]).resolve()
     job = json.loads((workdir / "job.json").read_text())
     _limit_self(job["limits"])
@@ -350,7 +350,7 @@ def worker_main(argv: list[str]) -> int:
     except MemoryError:
         doc, code = {"kind": "error", "error": "the job exceeded its memory limit", "exit_code": 1}, 1
     except Exception as exc:       # a crash of the job is a failed job with its reason
-        from certify.errors import UncertifiableError
+        from certify.core.errors import UncertifiableError
         if isinstance(exc, UncertifiableError):
             doc, code = {"kind": "error", "error": f"cannot certify: {exc}", "exit_code": 3}, 3
         else:
@@ -554,7 +554,7 @@ class Dispatcher:
         else:
             sha = doc["sha256"]
             text = (r.workdir / doc["certificate_file"]).read_text()
-            from certify.certificate import sha256_bytes
+            from certify.core.files import sha256_bytes
             if sha256_bytes(text.encode()) != sha:
                 self.store.fail_job(r.job_id, "the worker's certificate does not match its hash")
                 self._cleanup(r)

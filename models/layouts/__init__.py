@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from certify.errors import InputError
+from certify.core.errors import InputError
 from models.layouts import fla, lucidrains, others
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal
 

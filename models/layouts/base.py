@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from certify.errors import InputError
+from certify.core.errors import InputError
 
 #: appended to every "cannot tell the layout" error
 SPEC_HINT = ("write an adapter spec (README, 'Supported layouts'): "

@@ -38,7 +38,7 @@ from typing import Any, Mapping
 import torch
 from torch.nn import functional as F
 
-from certify.errors import InputError
+from certify.core.errors import InputError
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, rms_norm, rows_of_head
 from models.layouts.defaults import defaults
 

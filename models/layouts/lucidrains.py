@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import torch
 
-from certify.errors import InputError, UncertifiableError
+from certify.core.errors import InputError, UncertifiableError
 from models.layouts.base import SPEC_HINT, Detected, LayerPlan, Refusal
 from models.layouts.defaults import defaults
 

@@ -24,7 +24,7 @@ from typing import Any, Mapping
 
 import torch
 
-from certify.errors import InputError
+from certify.core.errors import InputError
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, rows_of_head
 from models.layouts.defaults import defaults
 from models.layouts.fla import based_heads, elu1

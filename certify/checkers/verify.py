@@ -1,0 +1,519 @@
+"""Re-check certificates exactly (``certify verify CERT.json... [--json] [--assume NAME]
+[--replay-extraction]``, whose front is :mod:`certify.cli.verify`).
+
+The part of the project a reader must trust, so it is small and plain. It
+imports only the standard library, numpy and python-flint (through the
+checker modules): never a solver, torch, or the code that produced the claims
+(``--replay-extraction`` runs the extraction in a *separate* process).
+
+For every claim it
+
+1. checks the claim's shape (kind, verdict, statement, evidence; a reason for
+   every verdict other than ``proved``);
+2. renders the statement again from the claim's parameters with the
+   certificate's renderer version (:mod:`certify.checkers.statements`): a
+   stored statement that differs fails the claim;
+3. binds what the claim names to content: a built-in family name to its pinned
+   or rebuilt hash (:mod:`certify.checkers.families`), every family and source
+   hash to the certificate's top-level ``inputs``, a matrix source file that is
+   present to the embedded exact matrix or features (re-read here with numpy,
+   :mod:`certify.checkers.sources`);
+4. hands it to the checker of its kind, ``certify.checkers.<area>.check``,
+   which re-derives the verdict from the evidence (rank minors modulo their
+   primes, null-space products, witnesses re-evaluated on every input,
+   counterexamples replayed, bound arithmetic). A kind without a checker
+   *fails*; it is never passed silently.
+
+Then it looks across all claims of all the certificates given: two claims
+about the same family hash or the same matrix that contradict each other fail
+both (feasible at r in a class inside another class that is infeasible at
+r' >= r; two different exact ranks of one matrix).
+
+What is not re-derived is a named **assumption**, never a silent "not
+checked": ``extraction:<source>`` (features computed from a checkpoint's
+weights by torch; re-derived by ``--replay-extraction``), ``source:<name>`` (a
+named source file that is not present), ``family:<name>`` (a built-in family
+too large to rebuild here), ``trusted:<kind>:<fields>`` (summaries of data too
+large to embed -- only above :data:`TRUSTED_MIN_ENTRIES` entries; below it the
+data must be embedded), and any ``assumptions`` a claim's evidence declares.
+``--assume NAME`` accepts one (``--assume extraction`` accepts every
+``extraction:...``).
+
+Exit codes: **0** every claim's verdict (proved, refuted, or an honest unknown)
+is re-derived, with no assumption left; **1** some claim fails (printed with its
+reasons; outranks 4); **2** a file is not a certificate (one line on stderr);
+**4** every claim holds, but only under the listed assumptions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from certify.checkers import families as _families
+from certify.checkers import sources as _sources
+from certify.checkers.statements import RENDERERS, check_statement
+from certify.checkers.common import (EXIT_ASSUMED, EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED,
+                                     NotACertificate)
+
+SCHEMA = "certify-attention/certificate/1"
+VERDICTS = ("proved", "refuted", "unknown")
+
+#: below this many entries, data a claim summarises must be embedded, never trusted
+TRUSTED_MIN_ENTRIES = 1 << 16
+
+#: claim kind -> checker module under ``certify.checkers``.
+CHECKERS: dict[str, str] = {
+    "bound": "bounds",
+    "exact_rank": "rank",
+    "eps_rank": "rank",
+    "code_rank": "rank",
+    "nonnegative": "rank",
+    "feasible": "feasibility",
+    "infeasible": "feasibility",
+    "transcript": "transcript",
+    "correctness": "audit",
+    "gap_domination": "audit",
+}
+
+
+@dataclass(frozen=True)
+class ClaimCheck:
+    index: int
+    kind: str
+    verdict: str
+    statement: str
+    problems: tuple[str, ...]
+    trusted: tuple[str, ...] = ()           # evidence fields taken as stated (declared by the claim)
+    has_info: bool = False                  # the claim carries unchecked diagnostics
+    assumptions: tuple[str, ...] = ()       # named assumptions the claim holds under
+    certificate: str = ""                   # the file it came from (cross-certificate messages)
+
+    @property
+    def holds(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "kind": self.kind, "verdict": self.verdict,
+                "holds": self.holds, "problems": list(self.problems),
+                "statement": self.statement, "trusted": list(self.trusted),
+                "assumptions": list(self.assumptions),
+                "info": "unchecked" if self.has_info else None}
+
+
+@dataclass(frozen=True)
+class InputCheck:
+    name: str
+    status: str            # "match", "MISMATCH", "built-in" or "absent"
+    path: str | None = None
+
+    @property
+    def holds(self) -> bool:
+        return self.status != "MISMATCH"
+
+
+@dataclass(frozen=True)
+class Verification:
+    claims: tuple[ClaimCheck, ...]
+    inputs: tuple[InputCheck, ...] = field(default_factory=tuple)
+    accepted: frozenset[str] = frozenset()  # assumptions the user accepted by name
+
+    @property
+    def holds(self) -> bool:
+        """Every claim holds (possibly under assumptions) and every input matches."""
+        return (bool(self.claims) and all(c.holds for c in self.claims)
+                and all(i.holds for i in self.inputs))
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        return tuple(sorted({a for c in self.claims for a in c.assumptions}))
+
+    @property
+    def open_assumptions(self) -> tuple[str, ...]:
+        return tuple(a for a in self.assumptions if not accepted(a, self.accepted))
+
+    def exit_code(self) -> int:
+        if not self.holds:
+            return EXIT_NOT_PROVED
+        return EXIT_ASSUMED if self.open_assumptions else EXIT_PROVED
+
+    def counts(self) -> dict[str, int]:
+        out = {v: 0 for v in VERDICTS}
+        for c in self.claims:
+            if c.holds and c.verdict in out:
+                out[c.verdict] += 1
+        out["failed"] = sum(not c.holds for c in self.claims)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"holds": self.holds, "exit_code": self.exit_code(), "counts": self.counts(),
+                "assumptions": list(self.assumptions),
+                "open_assumptions": list(self.open_assumptions),
+                "claims": [c.to_json() for c in self.claims],
+                "inputs": [{"name": i.name, "status": i.status, "path": i.path}
+                           for i in self.inputs]}
+
+
+def accepted(assumption: str, names: Iterable[str]) -> bool:
+    """``--assume extraction`` accepts ``extraction:...``; a full name accepts itself."""
+    return any(assumption == n or assumption.startswith(n + ":") for n in names)
+
+
+# ---------------------------------------------------------------- parsing
+
+def parse(text: str) -> dict[str, Any]:
+    """JSON text -> certificate object; :class:`NotACertificate` when it is not one."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotACertificate(f"not JSON: {exc.msg} at line {exc.lineno}") from None
+    except (ValueError, RecursionError) as exc:      # over-long integers, nesting too deep
+        raise NotACertificate(f"not a usable JSON document ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:80]})") from None
+    if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
+        raise NotACertificate(f"not a certificate (schema must be {SCHEMA!r})")
+    claims = obj.get("claims")
+    if not isinstance(claims, list) or not claims:
+        raise NotACertificate("certificate has no claims")
+    for i, c in enumerate(claims):
+        if not isinstance(c, dict) or not isinstance(c.get("kind"), str) \
+                or not isinstance(c.get("verdict"), str):
+            raise NotACertificate(f"claim {i} is not an object with a kind and a verdict")
+    inputs = obj.get("inputs", {})
+    if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
+        raise NotACertificate("certificate inputs must map names to sha256 strings")
+    renderer = obj.get("renderer")
+    if renderer is not None and renderer not in RENDERERS:
+        raise NotACertificate(f"unknown statement renderer {str(renderer)[:60]!r}")
+    return obj
+
+
+# ---------------------------------------------------------------- claims
+
+def _shape_problems(claim: Mapping[str, Any]) -> list[str]:
+    out = []
+    if claim["verdict"] not in VERDICTS:
+        out.append(f"verdict {claim['verdict']!r} is not one of {', '.join(VERDICTS)}")
+    if not isinstance(claim.get("statement"), str) or not claim["statement"].strip():
+        out.append("no statement")
+    for key in ("parameters", "evidence"):
+        if not isinstance(claim.get(key, {}), dict):
+            out.append(f"{key} is not an object")
+    if claim["verdict"] != "proved":
+        reason = claim.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            out.append(f"a {claim['verdict']} claim needs a reason")
+    return out
+
+
+def checker_for(kind: str):
+    """The checker module of a claim kind, or ``None`` when there is none."""
+    area = CHECKERS.get(kind)
+    if area is None:
+        return None
+    name = f"certify.checkers.{area}"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return None
+        raise
+    return module if callable(getattr(module, "check", None)) else None
+
+
+def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
+             replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any]:
+    """(problems, assumptions, exact matrix for the checker) of what the claim names."""
+    problems: list[str] = []
+    assumptions: list[str] = []
+    matrix = None
+    p = claim.get("parameters") or {}
+    inputs = cert.get("inputs") or {}
+    if "family" in p or "family_sha256" in p:
+        name, sha = p.get("family"), p.get("family_sha256")
+        bad, assume = _families.bind(name, sha)
+        problems += bad
+        assumptions += assume
+        key = f"family:{name}"
+        if inputs.get(key) != sha:
+            problems.append(f"the certificate's inputs do not list {key} with the claim's "
+                            f"family_sha256 {str(sha)[:16]}... (inputs say "
+                            f"{str(inputs.get(key))[:16]}...)")
+    if isinstance(p.get("source"), str) and "source_sha256" in p:
+        bad, assume, matrix = _sources.bind(claim, cert, base, replayed)
+        problems += bad
+        assumptions += assume
+    ev = claim.get("evidence")
+    if claim.get("kind") == "transcript":
+        bad, assume = _families.bind_transcript_code(p, ev)
+        problems += bad
+        assumptions += assume
+    declared = ev.get("assumptions") if isinstance(ev, dict) else None
+    if declared is not None:
+        if not isinstance(declared, list) or not all(isinstance(a, str) and a for a in declared):
+            problems.append("evidence.assumptions must be a list of names")
+        else:
+            assumptions += declared
+    return problems, assumptions, matrix
+
+
+def _summary_size(ev: Mapping[str, Any], cert: Mapping[str, Any]) -> int | None:
+    """Entries of the data a claim summarises: its own ``num_tokens x r``, or that
+    of a claim on the same features (the same ``features_sha256``)."""
+    for key in ("trusted_entries", "num_checked"):
+        if isinstance(ev.get(key), int) and not isinstance(ev.get(key), bool):
+            return ev[key]
+    if isinstance(ev.get("num_tokens"), int) and isinstance(ev.get("r"), int):
+        return ev["num_tokens"] * ev["r"]
+    fs = ev.get("features_sha256")
+    for other in cert.get("claims") or []:
+        oe = other.get("evidence") if isinstance(other, dict) else None
+        if isinstance(oe, dict) and fs is not None and oe.get("features_sha256") == fs \
+                and isinstance(oe.get("num_tokens"), int) and isinstance(oe.get("r"), int):
+            return oe["num_tokens"] * oe["r"]
+    return None
+
+
+def _trusted_problems(claim: Mapping[str, Any], cert: Mapping[str, Any],
+                      fields: list[str]) -> tuple[list[str], list[str]]:
+    """Trusted summaries are allowed only for data too large to embed."""
+    if not fields:
+        return [], []
+    ev = claim.get("evidence") or {}
+    size = _summary_size(ev, cert)
+    if size is not None and size < TRUSTED_MIN_ENTRIES:
+        return [f"trusted summaries ({', '.join(fields)}) of data with {size} entries: below "
+                f"{TRUSTED_MIN_ENTRIES} entries the data must be embedded and re-derived"], []
+    return [], [f"trusted:{claim.get('kind')}:{','.join(f.split(' ')[0] for f in fields)}"]
+
+
+def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
+                base: Path | None = None, replayed: Mapping[str, str] | None = None) -> ClaimCheck:
+    kind, verdict = claim["kind"], claim["verdict"]
+    problems = _shape_problems(claim)
+    trusted: list[str] = []
+    assumptions: list[str] = []
+    if not problems:
+        problems = check_statement(claim, cert.get("renderer"))
+        try:
+            bad, assumptions, matrix = _binding(claim, cert, base, replayed or {})
+        except Exception as exc:                        # a malformed binding is a failure
+            bad, assumptions, matrix = [f"cannot bind the claim's inputs: {exc!r}"], [], None
+        problems += bad
+        try:
+            module = checker_for(kind)
+        except Exception as exc:                       # a checker that cannot load
+            module = None
+            problems.append(f"checker for {kind!r} failed to load: {exc!r}")
+        if module is None and not any("failed to load" in p for p in problems):
+            problems.append(f"no checker for claim kind {kind!r}")
+        elif module is not None:
+            try:
+                found = module.check(dict(claim), dict(cert), **({"matrix": matrix}
+                                                                if matrix is not None else {}))
+            except Exception as exc:                   # missing or malformed evidence
+                found = [f"checker raised {type(exc).__name__}: {exc}"]
+            if not isinstance(found, list) or not all(isinstance(p, str) for p in found):
+                found = [f"checker for {kind!r} returned {type(found).__name__}, not a list of problems"]
+            problems += found
+            lister = getattr(module, "trusted", None)
+            if callable(lister):
+                try:
+                    trusted = [str(t) for t in lister(dict(claim), dict(cert))]
+                except Exception as exc:                # never hide a trusted field
+                    problems.append(f"cannot list trusted fields: {exc!r}")
+            bad, assume = _trusted_problems(claim, cert, trusted)
+            problems += bad
+            assumptions += assume
+    return ClaimCheck(index=index, kind=kind, verdict=verdict,
+                      statement=str(claim.get("statement", "")), problems=tuple(problems),
+                      trusted=tuple(trusted), has_info=bool(claim.get("info")),
+                      assumptions=tuple(dict.fromkeys(assumptions)))
+
+
+# ---------------------------------------------------------------- input files
+
+def check_inputs(inputs: Mapping[str, str], base: Path | None) -> tuple[InputCheck, ...]:
+    """Compare the hash of every named input file that can be found; a family
+    name (``family:...``) is bound per claim instead."""
+    out = []
+    for name, digest in inputs.items():
+        if name.startswith("family:"):
+            out.append(InputCheck(name, "bound per claim"))
+            continue
+        path = _sources.find(name, base)
+        if path is None:
+            out.append(InputCheck(name, "absent"))
+            continue
+        status = "match" if _sources.sha256_file(path) == digest.lower() else "MISMATCH"
+        out.append(InputCheck(name, status, str(path)))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- contradictions
+
+_FEATURE_ORDER = {"nonnegative": 0, "real": 1}
+_CLASS_ORDER = {"paper": 0, "used-pairs": 1}
+_SCOPE_ORDER = {"cube": 0, "family": 1}
+
+
+def _within(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Every head of class ``a`` is a head of class ``b`` (same family)."""
+    try:
+        return (_FEATURE_ORDER[a["features"]] <= _FEATURE_ORDER[b["features"]]
+                and _CLASS_ORDER[a["class"]] <= _CLASS_ORDER[b["class"]]
+                and _SCOPE_ORDER[a.get("scope", "family")] <= _SCOPE_ORDER[b.get("scope", "family")])
+    except (KeyError, TypeError):
+        return False
+
+
+def _matrix_key(claim: Mapping[str, Any]) -> str | None:
+    ev = claim.get("evidence") or {}
+    if isinstance(ev.get("matrix_sha256"), str):
+        return "matrix:" + ev["matrix_sha256"]
+    fs = ev.get("features_sha256")
+    if isinstance(fs, dict) and isinstance(fs.get("phi_q"), str) and isinstance(fs.get("phi_k"), str):
+        return f"features:{fs['phi_q']}:{fs['phi_k']}"
+    return None
+
+
+def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[tuple[str, int], list[str]]:
+    """Problems per (certificate, claim index) for claims that contradict each other.
+    ``items`` are (certificate label, claim index, claim) of claims that hold alone."""
+    out: dict[tuple[str, int], list[str]] = {}
+    feas, infeas, ranks = [], [], []
+    for label, i, c in items:
+        p = c.get("parameters") or {}
+        if c.get("verdict") != "proved":
+            continue
+        if c.get("kind") == "feasible":
+            feas.append((label, i, p))
+        elif c.get("kind") == "infeasible":
+            infeas.append((label, i, p))
+        elif c.get("kind") == "exact_rank":
+            key = _matrix_key(c)
+            ev = c.get("evidence") or {}
+            if key is not None and isinstance(ev.get("rank_lower"), int) \
+                    and isinstance(ev.get("rank_upper"), int):
+                ranks.append((label, i, key, ev["rank_lower"], ev["rank_upper"]))
+
+    def where(label, i):
+        return f"claim {i} of {label}"
+
+    for fl, fi, fp in feas:
+        for il, ii, ip in infeas:
+            if fp.get("family_sha256") != ip.get("family_sha256"):
+                continue
+            r, r2 = fp.get("rank"), ip.get("rank")
+            if isinstance(r, int) and isinstance(r2, int) and r <= r2 and _within(fp, ip):
+                msg = (f"contradiction: {where(fl, fi)} proves a rank-{r} {fp.get('features')} "
+                       f"head ({fp.get('class')}) solves the family, {where(il, ii)} proves none of "
+                       f"rank {r2} >= {r} ({ip.get('features')}, {ip.get('class')}) does")
+                out.setdefault((fl, fi), []).append(msg)
+                out.setdefault((il, ii), []).append(msg)
+    for a in range(len(ranks)):
+        for b in range(a + 1, len(ranks)):
+            la, ia, ka, loa, hia = ranks[a]
+            lb, ib, kb, lob, hib = ranks[b]
+            if ka == kb and (hia < lob or hib < loa):
+                msg = (f"contradiction: {where(la, ia)} puts the rank of the same matrix in "
+                       f"[{loa}, {hia}], {where(lb, ib)} in [{lob}, {hib}]")
+                out.setdefault((la, ia), []).append(msg)
+                out.setdefault((lb, ib), []).append(msg)
+    return out
+
+
+# ---------------------------------------------------------------- front end
+
+def verify_certificate(cert: Mapping[str, Any], base: Path | None = None, *,
+                       assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
+                       label: str = "the certificate") -> Verification:
+    """Check every claim of a parsed certificate (see :func:`parse`)."""
+    return verify_many([(label, cert, base)], assume=assume, replayed=replayed)[0]
+
+
+def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
+                assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None
+                ) -> list[Verification]:
+    """Check several certificates, including contradictions between their claims."""
+    checked = []
+    for label, cert, base in certs:
+        checks = [check_claim(i, c, cert, base, replayed) for i, c in enumerate(cert["claims"])]
+        checked.append((label, cert, base, checks))
+    items = [(label, c.index, cert["claims"][c.index]) for label, cert, _, checks in checked
+             for c in checks if c.holds]
+    conflicts = contradictions(items)
+    out = []
+    for label, cert, base, checks in checked:
+        final = tuple(ClaimCheck(c.index, c.kind, c.verdict, c.statement,
+                                 c.problems + tuple(conflicts.get((label, c.index), ())),
+                                 c.trusted, c.has_info, c.assumptions, label) for c in checks)
+        out.append(Verification(claims=final, inputs=check_inputs(cert.get("inputs", {}), base),
+                                accepted=frozenset(assume)))
+    return out
+
+
+def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise NotACertificate(f"{path} is not a regular file")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NotACertificate(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return parse(text)
+    except NotACertificate as exc:
+        raise NotACertificate(f"{path}: {exc}") from None
+
+
+def verify_file(path: str | os.PathLike, *, assume: Iterable[str] = ()) -> Verification:
+    cert = read_certificate(path)
+    return verify_certificate(cert, base=Path(path).resolve().parent, assume=assume,
+                              label=str(path))
+
+
+def format_text(result: Verification, path: str) -> str:
+    lines = [f"certificate {path}"]
+    for c in result.claims:
+        mark = "ok  " if c.holds else "FAIL"
+        lines.append(f"  [{mark}] claim {c.index} {c.kind} {c.verdict}: {c.statement}")
+        lines += [f"         - {p}" for p in c.problems]
+        if c.assumptions:
+            lines.append(f"         assuming: {'; '.join(c.assumptions)}")
+        if c.has_info:
+            lines.append("         info: unchecked diagnostics (not evidence)")
+    for i in result.inputs:
+        lines.append(f"  input {i.name}: {i.status}")
+    n = result.counts()
+    if not result.holds:
+        bad = [str(c.index) for c in result.claims if not c.holds]
+        lines.append(f"FAILS: {len(bad)} of {len(result.claims)} claims do not hold"
+                     + (f" (claims {', '.join(bad)})" if bad else "")
+                     + ("; an input file's hash differs" if not all(i.holds for i in result.inputs) else ""))
+    elif result.open_assumptions:
+        lines.append(f"holds, assuming: {', '.join(result.open_assumptions)} "
+                     f"({len(result.claims)} claims: {n['proved']} proved, {n['refuted']} refuted, "
+                     f"{n['unknown']} unknown; accept with --assume NAME, or re-derive: "
+                     "--replay-extraction for extraction)")
+    else:
+        acc = f"; accepted: {', '.join(result.assumptions)}" if result.assumptions else ""
+        lines.append(f"holds: all {len(result.claims)} claims re-derived ({n['proved']} proved, "
+                     f"{n['refuted']} refuted, {n['unknown']} unknown){acc}")
+    return "\n".join(lines)
+
+
+def combined_exit(results: Iterable[Verification]) -> int:
+    codes = [r.exit_code() for r in results]
+    if EXIT_NOT_PROVED in codes:
+        return EXIT_NOT_PROVED
+    return EXIT_ASSUMED if EXIT_ASSUMED in codes else EXIT_PROVED
+
+
+__all__ = ["CHECKERS", "ClaimCheck", "InputCheck", "Verification", "parse", "check_claim",
+           "checker_for", "verify_certificate", "verify_many", "verify_file", "combined_exit",
+           "contradictions", "EXIT_BAD_INPUT", "EXIT_ASSUMED", "TRUSTED_MIN_ENTRIES"]

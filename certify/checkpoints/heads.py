@@ -1,0 +1,345 @@
+"""Every head of every layer of a third-party checkpoint, in one certificate.
+
+``certify checkpoint PATH`` (a weights file or a Hugging Face style folder,
+no ``--spec``) recognises the layout (:mod:`models.layouts`), then per head:
+
+* tokens: the first layer's inputs -- the vocabulary's embedding rows when the
+  model has an embedding (``vocab:V``), else the cube ``{0,1}^m`` (m <= 16) or
+  the tokens of the first built-in / given family with the model's width.
+  A deeper layer reads the previous layers' outputs, which are not a finite
+  known set: it is listed as out of reach, not guessed;
+* claims: exact rank over Q on the tokens, the certified eps-rank, and
+  nonnegativity on the tokens (``certify.rank``); on each family with the
+  model's width, correctness and Lemma 3's gap domination when the head has a
+  scalar readout (``models/`` heads). Third-party heads have none: their
+  outputs are vectors fed to an output projection, so correctness is out of
+  reach; Lemma 3's inequality itself concerns alpha alone, and is audited
+  exactly per jump for the report (not a certificate claim: its checker
+  needs the value table).
+
+Refused heads (:class:`models.layouts.Refusal`) are listed with their
+reasons. Every head refused: ``UncertifiableError`` (exit 3). Some heads
+certified: the exit code is the certified claims' (0 all proved, 1 otherwise)
+and the report lists the refused heads.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Sequence
+
+
+from certify.core.certificate import Certificate, Claim
+from certify.core.verdict import Verdict, overall
+from certify.core.files import sha256_file
+from certify.core.errors import InputError, UncertifiableError
+
+BUILTIN_FAMILIES = ("paper-5.1", "ood-6-4-8-test", "ood-8-6-12-test", "ood-10-8-16-test")
+MAX_CUBE = 16
+
+
+@dataclass
+class HeadRow:
+    """One line of the report table."""
+
+    layer: int
+    head: int | None
+    status: str                                   # certified | refused | out of reach
+    token_set: str = ""
+    rank: str = ""
+    eps_rank: str = ""
+    nonnegative: str = ""
+    lemma3: dict[str, str] = field(default_factory=dict)      # family -> audit summary
+    claims_made: list[str] = field(default_factory=list)
+    out_of_reach: dict[str, str] = field(default_factory=dict)
+    reason: str = ""
+    feature_map: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class HeadsResult:
+    certificate: Certificate
+    rows: list[HeadRow]
+    library: str
+    layout: str
+    families: list[str] = field(default_factory=list)
+
+    @property
+    def refused(self) -> list[HeadRow]:
+        return [r for r in self.rows if r.status == "refused"]
+
+    def to_json(self) -> dict[str, Any]:
+        claims = self.certificate.claims
+        return {"verdict": overall(c.verdict for c in claims).value, "library": self.library, "layout": self.layout,
+                "heads": [r.to_json() for r in self.rows], "families": self.families,
+                "claims": [{"kind": c.kind.value, "verdict": c.verdict.value, "statement": c.statement,
+                            "reason": c.reason, **dict(c.info)} for c in claims]}
+
+    def table(self) -> str:
+        fams = sorted({f for r in self.rows for f in r.lemma3})
+        head = ["layer", "head", "status", "tokens", "exact rank", "eps-rank", "nonnegative",
+                *[f"Lemma 3 on {f}" for f in fams], "claims made", "out of reach / reason"]
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in self.rows:
+            why = r.reason or "; ".join(f"{k}: {v}" for k, v in r.out_of_reach.items())
+            cells = [str(r.layer), "all" if r.head is None else str(r.head), r.status, r.token_set, r.rank,
+                     r.eps_rank, r.nonnegative, *[r.lemma3.get(f, "") for f in fams],
+                     ", ".join(r.claims_made), why]
+            lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+        return "\n".join(lines)
+
+
+def load_detected(path: str, spec: str | None):
+    """``(Detected, input hashes, weights path)`` for a checkpoint (+ optional spec)."""
+    from models.layouts import Detected, LayerPlan, Refusal, detect, read_checkpoint
+    if spec is not None:
+        from models.adapters import adapt, read_spec, read_state_dict
+        s = read_spec(spec)
+        sd = read_state_dict(path)
+        try:
+            h = adapt(sd, s)
+        except UncertifiableError as exc:
+            h = Refusal(0, s.head, f"adapter:{s.layout}", "spec", str(exc))
+        m = getattr(h, "m", 0)
+        det = Detected(f"spec:{s.layout}", f"adapter:{s.layout}", [LayerPlan(0, s.prefix, s.layout, [h])], m,
+                       reason="adapter spec")
+        return det, {str(path): sha256_file(path), str(spec): sha256_file(spec)}, Path(path)
+    sd, config, files = read_checkpoint(path)
+    det = detect(sd, config, name=str(path))
+    return det, {str(p): sha256_file(p) for p in files.values()}, files["weights"]
+
+
+def _head_index(h) -> int | None:
+    if hasattr(h, "spec"):
+        return h.spec.head
+    if hasattr(h, "details"):
+        return h.details.get("head")
+    return getattr(h, "head", None)
+
+
+# ---------------------------------------------------------------- Lemma 3 on alpha alone
+
+def kernel_lemma3(head, family) -> dict[str, Any]:
+    """Lemma 3's inequality ``alpha(x,y) > (n-2)(d-2eps)/(2eps) alpha(x,z)`` on every
+    applicable jump, in exact rationals from the head's float features."""
+    from certify.audit.run import family_eps, lemma3_factor, rationalize
+    from certify.core.families import JUMP_COLUMNS
+    import torch
+    eps = family_eps(family)
+    with torch.no_grad():
+        q, k = head.feature_matrices(family.tokens)
+    Q, K = rationalize(q, "query features"), rationalize(k, "key features")
+    col = {c: i for i, c in enumerate(JUMP_COLUMNS)}
+    cache: dict[tuple[int, int], Fraction] = {}
+
+    def alpha(x, z):
+        if (x, z) not in cache:
+            cache[(x, z)] = sum((a * b for a, b in zip(Q[x], K[z])), Fraction(0))
+        return cache[(x, z)]
+    applicable, violated = 0, []
+    for j, jump in enumerate(family.jumps):
+        f = lemma3_factor(family.n, eps, int(jump[col["u"]] - jump[col["t"]]))
+        if f is None:
+            continue
+        applicable += 1
+        x, y, z = (int(jump[col[c]]) for c in ("x", "y", "z"))
+        if not alpha(x, y) > f * alpha(x, z):
+            violated.append(j)
+    return {"applicable": applicable, "violated": len(violated), "first_violated": violated[:5]}
+
+
+# ---------------------------------------------------------------- certification
+
+def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str] = (),
+                  eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
+                  head: int | None = None, command: Sequence[str] = ()) -> HeadsResult:
+    from certify.audit import run as audit
+    from certify.rank import run as rank_mod
+    from certify.core.families import load_family
+    from certify.core.kernel import Provenance, from_features
+    from certify.sources.checkpoint import from_model
+    from models.layouts import Refusal
+
+    t0 = time.perf_counter()
+    det, inputs, weights = load_detected(path, spec)
+    layers = det.layers
+    if layer is not None:
+        layers = [L for L in layers if L.index == layer]
+        if not layers:
+            raise InputError(f"--layer {layer}: the model has layers {[L.index for L in det.layers]}")
+    cert = Certificate(claims=[], command=list(command), inputs=dict(inputs), seeds={"primes": seed})
+    rows: list[HeadRow] = []
+    fams = []
+    for name in dict.fromkeys([*families, *BUILTIN_FAMILIES]):
+        fam = load_family(name)
+        if fam.m == det.m and det.embedding is None:
+            fams.append((name, fam))
+            if Path(name).is_file():
+                cert.inputs[name] = sha256_file(name)
+        elif name in families:
+            raise InputError(f"family {name}: token dimension {fam.m}, the model reads "
+                             + (f"vocabulary rows (width {det.m})" if det.embedding is not None else f"{det.m} bits"))
+    first = min(L.index for L in det.layers)
+    label = Path(path).name
+    any_head = False
+    for L in layers:
+        heads = L.heads
+        if head is not None:
+            heads = [h for h in heads if isinstance(h, Refusal) and h.head is None or _head_index(h) == head]
+            if not heads:
+                raise InputError(f"--head {head}: layer {L.index} has heads 0..{len(L.heads) - 1}")
+        for h in heads:
+            if isinstance(h, Refusal):
+                rows.append(HeadRow(L.index, h.head, "refused", reason=f"{h.module}: {h.mechanism}: {h.reason}"))
+                continue
+            any_head = True
+            hi = _head_index(h)
+            row = HeadRow(L.index, hi, "certified", feature_map=str(getattr(h, "feature_map", "")))
+            rows.append(row)
+            if L.index != first:
+                row.status = "out of reach"
+                row.reason = (f"its inputs are the outputs of layer {L.index - 1}, not a finite known token set; "
+                              f"only the first layer's inputs are known")
+                continue
+            adapter = f"layout:{det.layout} layer {L.index} head {hi}"
+            prov = Provenance(str(weights), sha256_file(weights), adapter, str(h.dtype).replace("torch.", ""),
+                              details={**h.describe(), "library": det.library, "layer": L.index, "head": hi})
+            if det.embedding is not None:
+                import torch
+                with torch.no_grad():
+                    q, k = h.feature_matrices(det.embedding)
+                kernel = from_features(q.numpy(), k.numpy(), prov, token_set=f"vocab:{det.embedding.shape[0]}",
+                                       guarantee=h.guarantee)
+            elif det.m <= MAX_CUBE:
+                kernel = from_model(h, f"cube:{det.m}", prov)
+            elif fams:
+                kernel = from_model(h, fams[0][0], prov)
+            else:
+                row.status = "out of reach"
+                row.reason = f"width {det.m} > {MAX_CUBE} and no family of that width: no finite token set"
+                continue
+            row.token_set = kernel.token_set
+            code = next((f.words for n, f in fams if n == "paper-5.1" and f.words is not None), None)
+            opt = rank_mod.RankOptions(seed=seed, eps=eps, code=code, code_name="paper-5.1" if code is not None else None)
+            claims = list(rank_mod.certify_rank(kernel, opt).certificate.claims)
+            s = rank_mod.summarize_features(kernel)
+            claims.append(rank_mod.nonnegative_claim_factor(kernel, s, opt))
+            tag = {"layer": L.index, "head": hi, "library": det.library}
+            claims = [_shift(replace(c, info={**dict(c.info), **tag}), len(cert.claims))
+                      for c in rank_mod.share_features(claims)]
+            for c in claims:
+                kind = c.kind.value
+                val = _short(c)
+                if kind == "exact_rank":
+                    row.rank = val
+                elif kind == "eps_rank":
+                    row.eps_rank = val
+                elif kind == "nonnegative":
+                    row.nonnegative = val
+                row.claims_made.append(kind)
+            readout = (hasattr(h, "readout") and hasattr(h, "values")) or hasattr(h, "g")
+            for name, fam in fams:
+                if readout:
+                    fc = audit.audit_claims(audit.head_from_model(h, fam), fam, f"{label} layer {L.index} head {hi}")
+                    claims += [replace(c, info={**dict(c.info), **tag}) for c in fc]
+                    row.claims_made += [f"{c.kind.value} on {fam.name}" for c in fc]
+                elif fam.jumps is not None and fam.n >= 3:
+                    a = kernel_lemma3(h, fam)
+                    row.lemma3[fam.name] = (f"{a['violated']} of {a['applicable']} jumps violated"
+                                            if a["violated"] else f"holds on all {a['applicable']} jumps")
+            if fams and not readout:
+                row.out_of_reach["correctness"] = (
+                    "no scalar readout: the head's outputs are vectors fed to the layer's output projection, "
+                    "so t_hat on a family is not defined by the head")
+                row.out_of_reach["gap_domination claim"] = (
+                    "audited exactly per jump for this report (Lemma 3 concerns alpha alone), but its "
+                    "certificate claim carries the value table, which this head does not have")
+            elif not fams:
+                row.out_of_reach["families"] = ("the model reads vocabulary rows, not Boolean tokens"
+                                                if det.embedding is not None else
+                                                f"no family has the model's width {det.m}")
+            cert.claims += claims
+    if not any_head:
+        why = "; ".join(f"layer {r.layer} head {'all' if r.head is None else r.head}: {r.reason}" for r in rows)
+        raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed normalized kernel head: {why}")
+    if not cert.claims:
+        raise UncertifiableError(f"{det.library}: no head of the first layer can be certified: "
+                                 + "; ".join(r.reason for r in rows if r.reason))
+    cert.environment.setdefault("seconds", round(time.perf_counter() - t0, 3))
+    cert.environment["layout"] = {"library": det.library, "layout": det.layout, "detected_by": det.reason,
+                                  "heads": [r.to_json() for r in rows]}
+    return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams])
+
+
+def _shift(c: Claim, offset: int) -> Claim:
+    """References between claims (``features_claim``) are certificate indices."""
+    if "features_claim" not in c.evidence:
+        return c
+    return replace(c, evidence={**dict(c.evidence), "features_claim": c.evidence["features_claim"] + offset})
+
+
+def _short(c: Claim) -> str:
+    p, ev = c.parameters, c.evidence
+    if c.kind.value == "exact_rank":
+        lo, hi = ev.get("rank_lower"), ev.get("rank_upper")
+        v = str(lo) if lo == hi else f"[{lo}, {hi}]"
+    elif c.kind.value == "eps_rank":
+        v = f"{'' if c.statement and 'exactly' in c.statement else '>= '}{ev.get('k')} (eps {p.get('eps')})"
+    else:
+        v = ""
+    return f"{v} {c.verdict.value}".strip()
+
+
+# ---------------------------------------------------------------- output
+
+def write_out(res: HeadsResult, out: str) -> Path:
+    """Certificate, report and the head table, written as one folder (atomic)."""
+    import shutil
+    import tempfile
+    from certify.report import build as report
+    outp = Path(out)
+    outp.parent.mkdir(parents=True, exist_ok=True)
+    text = res.certificate.dumps()
+    stage = Path(tempfile.mkdtemp(prefix=f".{outp.name}.stage.", dir=outp.parent))
+    try:
+        (stage / "certificate.json").write_text(text)
+        report.build(report.load([stage / "certificate.json"]), outp,
+                     extra={"certificate.json": text, "heads.md": heads_markdown(res),
+                            "heads.json": json.dumps(res.to_json(), indent=1)})
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return outp
+
+
+def heads_markdown(res: HeadsResult) -> str:
+    n_cert = sum(r.status == "certified" for r in res.rows)
+    lines = [f"# Heads of a {res.library} checkpoint ({res.layout})", "",
+             f"{n_cert} head(s) certified, {len(res.refused)} refused, "
+             f"{sum(r.status == 'out of reach' for r in res.rows)} out of reach.", "",
+             res.table(), ""]
+    if res.refused:
+        lines += ["## Refused", ""] + [f"- layer {r.layer}, head {'all' if r.head is None else r.head}: "
+                                       f"{r.reason}" for r in res.refused] + [""]
+    lines += ["Lemma 3 columns: the inequality alpha(x,y) > (n-2)(d-2eps)/(2eps) alpha(x,z) on each "
+              "applicable jump, decided in exact rationals from the head's features (a report entry; "
+              "the certificate's gap_domination claims exist only for heads with a scalar readout).", ""]
+    return "\n".join(lines)
+
+
+def print_result(res: HeadsResult, ckpt: str) -> None:
+    p = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    p(f"checkpoint {ckpt}: {res.library} ({res.layout})")
+    p(res.table())
+    for c in res.certificate.claims:
+        if c.verdict is not Verdict.PROVED:
+            p(f"  [{c.verdict.value}] layer {c.info.get('layer')} head {c.info.get('head')} "
+              f"{c.kind.value}: {c.reason}")
+    p(f"verdict: {overall(c.verdict for c in res.certificate.claims).value}")

@@ -1,0 +1,60 @@
+"""The command line: ``certify <command>`` (the script), ``python -m certify
+<command>`` or ``python -m certify.<command>``.
+
+One module per command, each parsing its arguments and calling the library
+(:mod:`certify.api` and the capability packages); no library module parses
+arguments or exits. :func:`main` dispatches; ``certify --help`` lists the
+commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Sequence
+
+from certify.core.errors import EXIT_BAD_INPUT, run_command
+
+#: command -> (module, one-line description)
+COMMANDS = {
+    "families": ("certify.cli.families", "build, show and save the paper's finite input families"),
+    "bounds": ("certify.cli.bounds", "the paper's closed-form bounds in exact arithmetic"),
+    "extract": ("certify.cli.extract", "extract a kernel alpha(x, z) from a model, checkpoint or matrix"),
+    "rank": ("certify.cli.rank", "exact (two-sided) and certified approximate rank of a kernel"),
+    "feasibility": ("certify.cli.feasibility", "is there a rank-r head that solves a finite family?"),
+    "transcript": ("certify.cli.transcript", "Theorem 9 transcript bound against quantized sketches"),
+    "checkpoint": ("certify.cli.checkpoint", "end-to-end certification of a trained checkpoint"),
+    "verify": ("certify.cli.verify", "re-check a certificate with exact arithmetic only"),
+    "report": ("certify.cli.report", "certificates -> Markdown, LaTeX table, figures"),
+    "demo": ("certify.cli.demo", "the main job on the built-in defaults (make demo)"),
+    "serve": ("certify.cli.serve", "the certification service: job queue, certificate store, web pages"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: certify <command> [options]   (or python -m certify <command>)", "",
+             "commands:"]
+    lines += [f"  {name:<12} {desc}" for name, (_, desc) in COMMANDS.items()]
+    lines += ["", "Run 'certify <command> --help' for a command's options.",
+              "Exit codes: 0 every claim proved; 1 some claim refuted or unknown;",
+              "2 usage error or bad input; 3 input outside what can be certified."]
+    return "\n".join(lines)
+
+
+def run(name: str, argv: Sequence[str] | None = None) -> int:
+    """Run command ``name`` with ``argv`` (default: ``sys.argv[1:]``) under the
+    exit-code convention (:func:`certify.core.errors.run_command`)."""
+    module = importlib.import_module(COMMANDS[name][0])
+    return run_command(f"certify {name}", module.main, argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_usage())
+        return 0 if argv else EXIT_BAD_INPUT
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"certify: error: unknown command {name!r}; see 'certify --help'", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return run(name, rest)

@@ -1,0 +1,151 @@
+"""``certify checkpoint CKPT``: end-to-end certification of a trained head.
+
+``certify checkpoint CKPT [--spec SPEC] [--family NAME|FILE ...] [--eps E]
+[--out DIR] [--json] [--seed N]``; ``--batch DIR`` certifies every checkpoint
+of a folder. A ``models/`` checkpoint goes to
+:func:`certify.checkpoints.run.certify_checkpoint`, any other to
+:func:`certify.checkpoints.heads.certify_heads`.
+
+``--out DIR`` writes ``DIR/certificate.json`` and its report (``certify.report``)
+in one atomic step. Exit 0 when every claim is proved, 1 when some claim is
+refuted or unknown, 2 bad input, 3 not a kernel head (dense softmax,
+position-dependent keys).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from fractions import Fraction
+from pathlib import Path
+from typing import Sequence
+
+from certify.checkpoints import heads as ch
+from certify.checkpoints.batch import run_batch
+from certify.checkpoints.run import DEFAULT_EPS, CheckpointResult, certify_checkpoint
+from certify.cli import common as cli
+from certify.core import limits, outputs
+from certify.core.errors import InputError
+from certify.core.verdict import Verdict, overall
+from certify.report.build import build_with_certificate
+from certify.sources.paths import precheck_checkpoint, resolve_source
+
+
+def _print(res: CheckpointResult, ckpt: str) -> None:
+    p = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    p(f"checkpoint {ckpt}")
+    for c in res.certificate.claims:
+        p(f"  [{c.verdict.value}] {c.kind.value}: {c.statement}")
+        if c.reason and c.verdict is not Verdict.PROVED:
+            p(f"      {c.reason}")
+    for f, why in res.skipped.items():
+        p(f"  skipped {f}: {why}")
+    for f in res.failing:
+        p(f"  FAILING INPUT ({f['family']}, {f['claim']}"
+          + (f", jump {f['jump']} input {f['role']}" if "jump" in f else "")
+          + f"): input {f['input']} = {f['tokens']} position {f['position']}: "
+            f"t_hat = {f['t_hat']}, target {f['target']}")
+    p(f"verdict: {overall(c.verdict for c in res.certificate.claims).value}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = cli.parser("checkpoint", 'End-to-end certification of a trained head: kernel extraction, exact and approximate rank, exact correctness on the families it applies to, and the Lemma 3 audit naming inputs the model gets wrong. Writes one certificate and its report.')
+    ap.add_argument("checkpoint", metavar="CKPT", nargs="?", help="models/ checkpoint (X, X.json, "
+                    "X.safetensors, or a folder holding one) or a third-party checkpoint; "
+                    "resolved as given, then a folder with a config and safetensors, then with "
+                    "a known suffix")
+    ap.add_argument("--spec", help="adapter spec (JSON) for a custom third-party layout "
+                    "(known libraries are recognised without one)")
+    ap.add_argument("--layer", type=int, help="third-party checkpoints: certify only this layer")
+    ap.add_argument("--head", type=int, help="third-party checkpoints: certify only this head")
+    ap.add_argument("--family", action="append", default=[],
+                    help="also check this family (built-in name or file); repeatable")
+    ap.add_argument("--eps", default=str(DEFAULT_EPS),
+                    help="eps-rank threshold (exact, e.g. 1/1000; > 0; default 1/1000)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the random primes")
+    ap.add_argument("--out", metavar="DIR", help="folder for certificate.json and its report; "
+                    + cli.OUT_DIR_HELP)
+    ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    # a folder of checkpoints (certify.checkpoints.batch), optionally on Ray
+    ap.add_argument("--batch", metavar="DIR", help="certify every checkpoint in folder DIR "
+                    "(with --out OUT: one subfolder per checkpoint)")
+    cli.add_engine_arguments(ap)
+    args = ap.parse_args(argv)
+    if not args.batch and not args.checkpoint:
+        raise InputError("give a checkpoint CKPT or --batch DIR")
+    if args.batch and args.checkpoint:
+        raise InputError("give either a checkpoint CKPT or --batch DIR, not both")
+    eps = limits.parse_eps(args.eps, "--eps")
+    command = ["certify", "checkpoint", *(sys.argv[1:] if argv is None else list(argv))]
+    if args.batch:
+        return _batch(args, eps, command)
+    if args.out:
+        outputs.check_out_dir(args.out, "checkpoint")
+    ckpt = None
+    if args.spec is None:
+        try:
+            ckpt = str(resolve_source(args.checkpoint))
+        except InputError:
+            ckpt = None
+    if ckpt is None or not _is_models_checkpoint(ckpt):
+        return _main_layouts(args, eps, command)
+    precheck_checkpoint(ckpt)
+    res = certify_checkpoint(ckpt, spec=args.spec, families=args.family, eps=eps,
+                             seed=args.seed, command=command)
+    out = {}
+    if args.out:
+        folder = build_with_certificate(res.certificate.dumps(), args.out)
+        out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
+        print(f"certificate and report: {folder}/ (certificate.json, report.md)", file=sys.stderr)
+    _print(res, ckpt)
+    if args.json:
+        print(json.dumps({**res.to_json(), **out}))
+    return res.certificate.exit_code()
+
+
+def _is_models_checkpoint(ckpt: str) -> bool:
+    """A ``models/`` checkpoint (X, X.json, X.safetensors with its config); anything
+    else is a third-party checkpoint whose layout is detected."""
+    from certify.sources.load import is_models_checkpoint
+    p = Path(ckpt)
+    return is_models_checkpoint(p) or (not p.exists() and p.with_suffix(".json").is_file()
+                                 and is_models_checkpoint(p.with_suffix(".json")))
+
+
+def _main_layouts(args, eps: Fraction, command: list[str]) -> int:
+    """Third-party checkpoints: every head of every layer (:mod:`certify.checkpoints.heads`)."""
+    res = ch.certify_heads(args.checkpoint, spec=args.spec, families=args.family, eps=eps, seed=args.seed,
+                           layer=args.layer, head=args.head, command=command)
+    out = {}
+    if args.out:
+        folder = ch.write_out(res, args.out)
+        out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
+        print(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)", file=sys.stderr)
+    ch.print_result(res, args.checkpoint)
+    if args.json:
+        print(json.dumps({**res.to_json(), **out}))
+    return res.certificate.exit_code()
+
+
+def _batch(args, eps: Fraction, command: list[str]) -> int:
+    if args.checkpoint or args.spec:
+        raise InputError("--batch DIR certifies a folder; give no CKPT and no --spec with it")
+    with cli.engine_from_args(args, progress=not args.json) as engine:
+        entries, ignored = run_batch(args.batch, families=args.family, eps=eps, seed=args.seed,
+                                     command=command, engine=engine, out=args.out)
+    summary, worst = [], 0
+    for e in entries:
+        cert = e.result.certificate
+        entry = {"checkpoint": e.stem.name,
+                 "verdict": overall(c.verdict for c in cert.claims).value,
+                 "exit_code": cert.exit_code()}
+        if e.out is not None:
+            entry["out"] = str(e.out)
+        _print(e.result, str(e.stem))
+        summary.append(entry)
+        worst = max(worst, entry["exit_code"])
+    for name in ignored:
+        print(f"ignored {name} (not a head checkpoint)", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"batch": args.batch, "checkpoints": summary, "ignored": ignored}))
+    return worst

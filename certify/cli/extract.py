@@ -1,0 +1,58 @@
+"""``certify extract``: the kernel ``alpha`` of a model, checkpoint or matrix, as a file.
+
+``certify extract SOURCE --out FILE [--tokens cube:M | --family NAME|FILE] [--spec SPEC]``
+writes a kernel file (``.npz``: float features or matrix plus JSON metadata;
+``.json``: exact rationals) that ``certify.rank`` and the other commands read.
+Features are stored in the dtype the model computed them in, so the file
+holds the model's kernel exactly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from certify.cli import common as cli
+from certify.core import outputs
+from certify.core.kernel import Form, parse_tokens
+from certify.sources.load import load_kernel
+from certify.sources.paths import precheck_checkpoint, resolve_source
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = cli.parser("extract", "Extract the kernel alpha(x, z) = <phiQ(x), phiK(z)> from a checkpoint, a third-party state dict (with --spec) or a kernel matrix file, on the Boolean cube or a family's tokens.")
+    p.add_argument("source", help="models/ checkpoint, state dict (with --spec), or a matrix file; "
+                   "resolved as given, then a folder with a config and safetensors, then with a "
+                   "known suffix (.json, .safetensors, .npz, .npy, .csv)")
+    p.add_argument("--out", required=True, help="kernel file to write (.npz or .json); "
+                   + cli.OUT_FILE_HELP)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--tokens", help="token set: cube:M")
+    g.add_argument("--family", help="token set: a family's tokens (name or file)")
+    p.add_argument("--spec", help="adapter spec (JSON) for a third-party checkpoint")
+    p.add_argument("--json", action="store_true", help="print the kernel's metadata as JSON on stdout")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
+    if a.tokens:
+        parse_tokens(a.tokens)
+    source = a.source if a.spec else str(resolve_source(a.source))
+    if not a.spec:
+        precheck_checkpoint(source)
+    kernel = load_kernel(source, tokens=a.tokens or a.family, spec=a.spec)
+    kernel = kernel.materialize()
+    outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
+    kernel.save(a.out)
+    meta = kernel.meta()
+    what = (f"features {kernel.num_tokens} x {kernel.rank}" if kernel.form is Form.FACTOR
+            else f"matrix {kernel.shape[0]} x {kernel.shape[1]}")
+    print(f"certify extract: wrote {a.out}: {what} on {kernel.token_set} "
+          f"({kernel.provenance.adapter}, {kernel.provenance.dtype})", file=sys.stderr)
+    if a.json:
+        print(json.dumps(meta))
+    return 0

@@ -1,0 +1,279 @@
+"""Claims, verdicts and the certificate container (JSON, hashed, written atomically).
+
+A claim is a frozen record: what is claimed (``kind``, ``parameters``), the
+``statement`` rendered from them by the one renderer,
+:func:`certify.checkers.statements.render` (a producer passes ``None``; only a
+claim read back from JSON keeps the text it was stored with, which ``verify``
+then compares with the rendering), the ``verdict``, the ``evidence`` that lets an independent
+checker (``certify.verify``) re-derive the verdict without a solver, the
+``method`` used and its ``timings``. Exact numbers in evidence are ints or
+``"p/q"`` strings (see :func:`q_to_str`), never floats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import enum
+import json
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from certify.checkers.statements import RENDERER, render
+from certify.core.errors import InputError
+from certify.core.files import atomic_write_text
+from certify.core.numbers import q_to_str
+from certify.core.verdict import Verdict
+
+SCHEMA = "certify-attention/certificate/1"
+
+
+class ClaimKind(str, enum.Enum):
+    """Every kind of claim a certificate may hold. ``certify.verify`` has one
+    checker per kind; a kind it does not know is reported, not skipped."""
+
+    BOUND = "bound"                          # closed-form bound, hypotheses checked exactly
+    EXACT_RANK = "exact_rank"                # rank over Q, two-sided
+    EPS_RANK = "eps_rank"                    # every matrix within eps has rank >= k
+    CODE_RANK = "code_rank"                  # Lemma 4 / Thm 5 on B[S,U] of a kernel on a code
+    FEASIBLE = "feasible"                    # a rank-r head solves the family (witness)
+    INFEASIBLE = "infeasible"                # no rank-r head solves the family (derivation)
+    CORRECTNESS = "correctness"              # a given model solves a family exactly
+    GAP_DOMINATION = "gap_domination"        # Lemma 3 audit of a model's kernel
+    TRANSCRIPT = "transcript"                # Thm 9 on a quantized sketch model
+    NONNEGATIVE = "nonnegative"              # kernel >= 0 on a token set
+
+
+@dataclass(frozen=True)
+class Claim:
+    kind: ClaimKind
+    statement: str | None          # None: rendered from kind, parameters and evidence
+    verdict: Verdict
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    method: str = ""
+    reason: str | None = None          # required when the verdict is not proved
+    timings: Mapping[str, float] = field(default_factory=dict)
+    #: diagnostics for people (float margins, attempt counts, float accuracy):
+    #: never evidence, never re-checked, shown in reports as uncertified.
+    info: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", ClaimKind(self.kind))
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        if self.verdict is not Verdict.PROVED and not self.reason:
+            raise ValueError(f"a {self.verdict.value} claim needs a reason")
+        if self.statement is None:
+            object.__setattr__(self, "statement", render(
+                self.kind.value, _jsonable(self.parameters), _jsonable(self.evidence)).text)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "statement": self.statement,
+            "verdict": self.verdict.value,
+            "parameters": _jsonable(self.parameters),
+            "evidence": _jsonable(self.evidence),
+            "method": self.method,
+            "reason": self.reason,
+            "timings": {k: float(v) for k, v in self.timings.items()},
+            "info": _jsonable(self.info),
+        }
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Claim":
+        known = {"kind", "statement", "verdict", "parameters", "evidence",
+                 "method", "reason", "timings", "info"}
+        extra = set(obj) - known
+        if extra:
+            raise InputError(f"claim has unknown keys: {sorted(extra)}")
+        try:
+            return cls(kind=ClaimKind(obj["kind"]), statement=obj["statement"],
+                       verdict=Verdict(obj["verdict"]),
+                       parameters=obj.get("parameters", {}),
+                       evidence=obj.get("evidence", {}), method=obj.get("method", ""),
+                       reason=obj.get("reason"), timings=obj.get("timings", {}),
+                       info=obj.get("info", {}))
+        except (KeyError, ValueError) as exc:
+            raise InputError(f"malformed claim: {exc}") from None
+
+
+@dataclass
+class Certificate:
+    """A list of claims plus what is needed to reproduce them."""
+
+    claims: list[Claim]
+    command: list[str] = field(default_factory=list)
+    inputs: dict[str, str] = field(default_factory=dict)       # name -> sha256
+    seeds: dict[str, int] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=lambda: environment())
+    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc)
+                         .replace(microsecond=0).isoformat())
+    schema: str = SCHEMA
+    renderer: str | None = RENDERER          # the statement renderer's version
+
+    @property
+    def all_proved(self) -> bool:
+        return bool(self.claims) and all(c.verdict is Verdict.PROVED for c in self.claims)
+
+    def exit_code(self) -> int:
+        """0 when every claim is proved, 1 otherwise (DESIGN.md)."""
+        return 0 if self.all_proved else 1
+
+    def bound_inputs(self) -> dict[str, str]:
+        """``inputs`` plus every family and source hash the claims name
+        (``family:NAME`` -> sha256, source path -> sha256): verify requires them."""
+        out = dict(self.inputs)
+        for c in self.claims:
+            p = c.parameters
+            if isinstance(p.get("family"), str) and isinstance(p.get("family_sha256"), str):
+                out.setdefault(f"family:{p['family']}", p["family_sha256"])
+            if isinstance(p.get("source"), str) and isinstance(p.get("source_sha256"), str):
+                out.setdefault(p["source"], p["source_sha256"])
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": self.schema,
+            "renderer": self.renderer,
+            "created": self.created,
+            "command": list(self.command),
+            "inputs": self.bound_inputs(),
+            "seeds": dict(self.seeds),
+            "environment": self.environment,
+            "claims": [c.to_json() for c in self.claims],
+        }
+
+    def _text(self) -> str:
+        return json.dumps(self.to_json(), indent=1, sort_keys=False) + "\n"
+
+    def dumps(self) -> str:
+        """The certificate's JSON text, after the independent checker has accepted
+        every claim (see :meth:`self_check`): the only way certificates leave a producer."""
+        text = self._text()
+        self.self_check(text=text)
+        return text
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "Certificate":
+        if not isinstance(obj, Mapping) or obj.get("schema") != SCHEMA:
+            raise InputError(f"not a certificate (schema must be {SCHEMA!r})")
+        extra = set(obj) - {"schema", "renderer", "created", "command", "inputs", "seeds",
+                            "environment", "claims"}
+        if extra:
+            raise InputError(f"certificate has unknown keys: {sorted(extra)}")
+        claims = obj.get("claims")
+        if not isinstance(claims, list):
+            raise InputError("certificate has no claim list")
+        return cls(claims=[Claim.from_json(c) for c in claims],
+                   command=list(obj.get("command", [])), inputs=dict(obj.get("inputs", {})),
+                   seeds=dict(obj.get("seeds", {})), environment=dict(obj.get("environment", {})),
+                   created=obj.get("created", ""), schema=obj["schema"],
+                   renderer=obj.get("renderer"))
+
+    def self_check(self, base: str | os.PathLike | None = None, *, text: str | None = None) -> None:
+        """Run the independent checker on this certificate before it leaves the
+        producer: a claim the checker rejects is a producer bug, never written."""
+        from certify.checkers.verify import verify_certificate
+        result = verify_certificate(json.loads(text if text is not None else self._text()),
+                                    base=Path(base) if base is not None else Path.cwd())
+        bad = [c for c in result.claims if not c.holds]
+        if bad:
+            c = bad[0]
+            raise RuntimeError(f"internal error: the checker rejects claim {c.index} ({c.kind}) of "
+                               f"the certificate being written: {'; '.join(c.problems)[:500]}")
+
+    def write(self, path: str | os.PathLike) -> None:
+        """Check, then write atomically."""
+        atomic_write_text(path, self.dumps())
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> "Certificate":
+        if Path(path).exists() and not Path(path).is_file():
+            raise InputError(f"{path} is not a regular file")
+        try:
+            text = Path(path).read_text()
+        except OSError as exc:
+            raise InputError(f"cannot read certificate {path}: {exc.strerror}") from None
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError) as exc:     # JSONDecodeError, over-long integers
+            why = f"{exc.msg} at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) \
+                else " ".join(str(exc).split())[:80]
+            raise InputError(f"certificate {path} is not JSON: {why}") from None
+        return cls.from_json(obj)
+
+
+# ---------------------------------------------------------------- environment
+
+_PACKAGES = ("numpy", "scipy", "python-flint", "mpmath", "highspy", "cvxpy", "torch",
+             "safetensors")
+
+
+def environment() -> dict[str, Any]:
+    """Package versions, Python, platform and git commit (when there is one)."""
+    from importlib import metadata
+
+    versions = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    try:
+        versions["certify-attention"] = metadata.version("certify-attention")
+    except metadata.PackageNotFoundError:
+        versions["certify-attention"] = None
+    out = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": versions,
+        "git_commit": _git_commit(),
+    }
+    if "torch" in sys.modules:          # the extraction step's arithmetic depends on these
+        torch = sys.modules["torch"]
+        out["torch_threads"] = int(torch.get_num_threads())
+    return out
+
+
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent.parent.parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _jsonable(obj: Any) -> Any:
+    """Convert evidence to JSON: Fractions to "p/q", numpy scalars/arrays to ints or
+    lists, enums to values. Floats pass through (they are allowed in
+    parameters and timings, never as exact evidence)."""
+    import numpy as np
+
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, Fraction):
+        return q_to_str(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return _jsonable(obj.tolist())
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(dataclasses.asdict(obj))
+    return obj

@@ -1,0 +1,49 @@
+"""Progress bars on stderr (tqdm, with an ETA), shown only when stderr is a
+terminal and neither ``--no-progress`` nor ``CERTIFY_NO_PROGRESS`` says no.
+Bars never touch stdout, which carries ``--json`` output."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def show_progress(no_progress: bool = False) -> bool:
+    """Progress bars on: stderr is a terminal and ``--no-progress`` not given."""
+    if no_progress or os.environ.get("CERTIFY_NO_PROGRESS"):
+        return False
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class TimeBar:
+    """A progress bar over a time budget (stderr): elapsed, the budget, an ETA, and
+    a counter of steps (LPs) in the postfix. ``update``/``set_postfix`` as tqdm's."""
+
+    def __init__(self, desc: str, seconds: float, unit: str = "LP"):
+        import time
+        from tqdm import tqdm
+
+        self._time = time.perf_counter
+        self._t0 = self._time()
+        self.steps, self.unit = 0, unit
+        self.bar = tqdm(total=max(float(seconds), 0.01), desc=desc, file=sys.stderr, leave=False,
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} of at most "
+                                   "{total:.0f} s, ETA {remaining}{postfix}")
+
+    def update(self, n: int = 1) -> None:
+        self.steps += n
+        self.bar.n = min(self._time() - self._t0, self.bar.total)
+        self.bar.refresh()
+
+    def set_postfix(self, **kw) -> None:
+        self.bar.set_postfix({self.unit + "s": self.steps, **kw})
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def time_bar(desc: str, seconds: float, enabled: bool) -> TimeBar | None:
+    return TimeBar(desc, seconds) if enabled else None

@@ -1,0 +1,103 @@
+"""The ``nonnegative`` claim: ``alpha >= 0`` on the token set, exactly (a
+negative entry is a counterexample; a refusal of a signed kernel is exit 3).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from certify.core.certificate import Claim, ClaimKind
+from certify.core.kernel import Kernel
+from certify.core.numbers import q_to_str
+from certify.core.verdict import Verdict
+from certify.rank.evidence import (feature_evidence, gram_evidence, scale_evidence,
+                                   source_params, matrix_sha256)
+from certify.rank.options import RankOptions, SIGNED_PRODUCT_LIMIT
+from certify.rank.summary import FactorSummary
+from solvers import exact as ex
+
+def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions) -> Claim:
+    base = {"form": "factor", "features_sha256": gram_evidence(s)["features_sha256"]}
+    stmt = None                              # rendered from the parameters
+    params = source_params(kernel)
+    if s.min_q >= 0 and s.min_k >= 0:
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params,
+                     evidence={**base, **feature_evidence(s, opt.embed_limit, ["min_phi_q", "min_phi_k"]),
+                               "method": "features_nonnegative",
+                               "min_phi_q": q_to_str(s.min_q), "min_phi_k": q_to_str(s.min_k)},
+                     method="every feature is >= 0 (exact minimum over all tokens)")
+    K = kernel.num_tokens
+    if K * K > SIGNED_PRODUCT_LIMIT:
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.UNKNOWN, parameters=params, evidence={**base, "method": "none"},
+                     method="signed features", reason=f"signed features on {K} tokens: {K}^2 products "
+                     f"exceed the exact-check limit {SIGNED_PRODUCT_LIMIT}")
+    q = s.phi_q if s.phi_q is not None else np.concatenate([b[0] for b in kernel.feature_batches()])
+    k = s.phi_k if s.phi_k is not None else np.concatenate([b[1] for b in kernel.feature_batches()])
+    neg, exact_checked = _find_negative(q, k)
+    if neg is None:
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params,
+                     evidence={**base, **feature_evidence(s, opt.embed_limit, ["all_products"]),
+                               "method": "all_products", "num_checked": K * K},
+                     info={"pairs_summed_exactly": exact_checked},
+                     method="every product: float64 with the rigorous bound gamma_r sum |q_i k_i|; "
+                            "pairs the bound does not decide summed exactly")
+    i, j, val = neg
+    dq, dk = ex.dyadic(q[i:i + 1]), ex.dyadic(k[j:j + 1])
+    ev = {**base, **feature_evidence(s, opt.embed_limit, ["phi_q_row", "phi_k_row"]),
+          "method": "counterexample", "pair": [int(i), int(j)], "value": q_to_str(val),
+          "phi_q_row": dq.rows()[0], "phi_q_exponent": dq.exponent,
+          "phi_k_row": dk.rows()[0], "phi_k_exponent": dk.exponent}
+    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, parameters=params, evidence=ev,
+                 method="exact counterexample", reason=f"alpha(x_{i}, x_{j}) = {float(val):.6g} < 0")
+
+
+def _exact_dot(a: np.ndarray, b: np.ndarray) -> Fraction:
+    return sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(a, b)), Fraction(0))
+
+
+def _find_negative(q: np.ndarray, k: np.ndarray, block: int = 512):
+    """A pair with ``<q_i, k_j> < 0`` (exact) or None, and how many pairs were
+    summed exactly. Float64 products with the bound
+    ``|fl(s) - s| <= gamma_r sum |q_i k_i|`` (``gamma_r = r u / (1 - r u)``, any
+    summation order, plus an underflow margin): a pair with ``fl(s) - bound >= 0``
+    is nonnegative; every other pair is summed exactly."""
+    q64, k64 = q.astype(np.float64), k.astype(np.float64)
+    r = q.shape[1]
+    u = 2.0 ** -53
+    gamma = (r * u) / (1 - r * u) * (1 + 8 * r * u)
+    aq, ak = np.abs(q64), np.abs(k64)
+    exact_checked = 0
+    for s in range(0, len(q64), block):
+        P = q64[s:s + block] @ k64.T
+        E = gamma * (aq[s:s + block] @ ak.T) + 1e-300
+        amb = np.argwhere(P - E < 0)
+        amb = amb[np.argsort(P[amb[:, 0], amb[:, 1]])] if len(amb) else amb
+        for a, b in amb:
+            exact_checked += 1
+            v = _exact_dot(q[s + a], k[b])
+            if v < 0:
+                return (s + int(a), int(b), v), exact_checked
+    return None, exact_checked
+
+
+def nonnegative_claim_matrix(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -> Claim:
+    vals = N.values
+    if vals.dtype == object:
+        flat = [int(v) for v in vals.ravel()]
+        idx = flat.index(min(flat))                 # first minimum, as np.argmin
+        mn = flat[idx]
+    else:
+        idx = int(np.argmin(vals))
+        mn = int(vals.ravel()[idx])
+    i, j = divmod(idx, vals.shape[1])
+    ev = {"form": "matrix", "method": "entries", "shape": list(N.shape), "scale": scale_evidence(N),
+          "matrix_sha256": matrix_sha256(N), "argmin": [i, j], "min_sign": (mn > 0) - (mn < 0)}
+    if N.values.size <= opt.embed_limit:
+        ev["matrix"] = N.rows()
+    stmt, params = None, source_params(kernel)
+    if mn < 0:
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, parameters=params, evidence=ev, method="exact entry",
+                     reason=f"entry ({i}, {j}) is negative")
+    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params, evidence=ev, method="exact entries")

@@ -1,0 +1,37 @@
+"""What a ``certify rank`` run asks for (:class:`RankOptions`), and the sizes
+above which data is summarized rather than embedded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from certify.checkers.verify import TRUSTED_MIN_ENTRIES
+
+#: entries of a matrix / feature pair embedded in a certificate: the checker's
+#: threshold (below it, verify refuses trusted summaries), not a user setting
+DEFAULT_EMBED_LIMIT = TRUSTED_MIN_ENTRIES
+
+
+SPECTRAL_EXACT_LIMIT = 160          # matrix form: exact charpoly of A^T A up to this side
+
+
+SIGNED_PRODUCT_LIMIT = 1 << 26      # signed factor kernels: K^2 products checked exactly
+
+
+@dataclass(frozen=True)
+class RankOptions:
+    seed: int = 0
+    max_primes: int = 4
+    eps: Fraction | None = None
+    code: np.ndarray | None = None          # (W, M) 0/1 words
+    code_name: str | None = None
+    require_nonnegative: bool = False
+    embed_limit: int = DEFAULT_EMBED_LIMIT
+    batch_size: int = 1 << 14
+    enclosures: bool = True
+    enclosure_prec: int = 64
+    progress: bool = False                  # a bar over the token pass (stderr)

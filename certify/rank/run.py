@@ -1,0 +1,124 @@
+"""Exact and certified approximate rank of a kernel (``certify rank SOURCE``).
+
+Claims (evidence fields: :mod:`certify.checkers.rank`):
+
+* ``exact_rank`` -- two-sided rank over Q of ``alpha`` on the token set
+  (factor form through the exact Gram core, matrix form through a modular
+  minor and an exact column-span witness); ``proved`` only when the bounds meet.
+* ``eps_rank`` (``--eps``) -- ``k`` singular values ``> eps``: every matrix
+  within ``eps`` in spectral norm has rank ``>= k`` (exact count on the core).
+* ``code_rank`` (``--code``) -- Lemma 4 / Thm 5: the row-normalized
+  ``B[S, U] = alpha(x_S, x_{U^c})`` over a constant-weight code has rank
+  ``>= ceil(t^2 / ||C||_F^2)`` (per-pair Lambda).
+* ``nonnegative`` (``--require-nonnegative``) -- ``alpha >= 0`` on the token
+  set; a signed kernel is refused with exit code 3.
+
+:func:`certify_rank` makes every requested claim for one kernel; the claim
+builders are :mod:`.exact`, :mod:`.eps`, :mod:`.code` and :mod:`.nonnegative`
+over the factor-form summary (:mod:`.summary`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from certify.core.certificate import Certificate, Claim
+from certify.core.errors import InputError, UncertifiableError
+from certify.core.kernel import Form, Kernel
+from certify.core.verdict import Verdict
+from certify.rank.code import code_rank_claim
+from certify.rank.eps import eps_rank_factor_claim, eps_rank_matrix_claim
+from certify.rank.evidence import integer_matrix
+from certify.rank.exact import exact_rank_factor_claim, exact_rank_matrix_claim
+from certify.rank.nonnegative import nonnegative_claim_factor, nonnegative_claim_matrix
+from certify.rank.options import RankOptions
+from certify.rank.summary import summarize_features
+
+@dataclass(frozen=True)
+class RankReport:
+    certificate: Certificate
+    rank_lower: int
+    rank_upper: int
+    verdict: Verdict
+
+
+def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions(), engine=None) -> RankReport:
+    """All requested claims for ``kernel``; a signed kernel under
+    ``require_nonnegative`` raises :class:`UncertifiableError`. ``engine``
+    (:mod:`certify.parallel`) shards the factor-form Gram pass."""
+    claims: list[Claim] = []
+    if kernel.form is Form.FACTOR:
+        s = summarize_features(kernel, batch_size=opt.batch_size,
+                               keep_limit=max(opt.embed_limit, 1 << 22), engine=engine,
+                               progress=opt.progress)
+        if opt.require_nonnegative:
+            claims.append(_require(nonnegative_claim_factor(kernel, s, opt)))
+        rank_claim = exact_rank_factor_claim(kernel, s, opt)
+        claims.insert(0, rank_claim)
+        if opt.eps is not None:
+            claims.append(eps_rank_factor_claim(kernel, s, opt.eps, opt))
+    else:
+        N = integer_matrix(kernel)
+        if opt.require_nonnegative:
+            claims.append(_require(nonnegative_claim_matrix(kernel, N, opt)))
+        rank_claim = exact_rank_matrix_claim(kernel, N, opt)
+        claims.insert(0, rank_claim)
+        if opt.eps is not None:
+            claims.append(eps_rank_matrix_claim(kernel, N, opt.eps, opt))
+    if opt.code is not None:
+        claims.append(code_rank_claim(kernel, opt.code, opt.code_name, opt,
+                                      summary=s if kernel.form is Form.FACTOR else None))
+    claims = share_features(claims)
+    prov = kernel.provenance
+    inputs = {prov.source: prov.source_sha256} if prov.source_sha256 else {}
+    cert = Certificate(claims=claims, inputs=inputs, seeds={"primes": opt.seed})
+    ev = rank_claim.evidence
+    return RankReport(cert, int(ev["rank_lower"]), int(ev["rank_upper"]), rank_claim.verdict)
+
+
+def share_features(claims: list[Claim]) -> list[Claim]:
+    """Embed the features once: a later claim with the same embedded features
+    refers to the first one's (``features_claim``, its index in the certificate)."""
+    import dataclasses
+    out: list[Claim] = []
+    first: tuple[int, Any] | None = None
+    for c in claims:
+        feats = c.evidence.get("features")
+        if feats is not None and first is None:
+            first = (len(out), feats)
+        elif feats is not None and feats == first[1]:
+            ev = {k: v for k, v in c.evidence.items() if k != "features"}
+            ev["features_claim"] = first[0]
+            c = dataclasses.replace(c, evidence=ev)
+        out.append(c)
+    return out
+
+
+def _require(claim: Claim) -> Claim:
+    if claim.verdict is Verdict.REFUTED:
+        raise UncertifiableError(f"nonnegativity required but the kernel is signed: {claim.reason}")
+    if claim.verdict is not Verdict.PROVED:
+        raise UncertifiableError(f"nonnegativity required but not certifiable: {claim.reason}")
+    return claim
+
+
+def load_code(spec: str) -> tuple[np.ndarray, str]:
+    from pathlib import Path
+    if spec == "paper-5.1":
+        from certify.core.codes import paper51_code
+        return paper51_code(), "paper-5.1"
+    path = Path(spec)
+    if not path.is_file():
+        raise InputError(f"unknown code {spec!r}: not 'paper-5.1' and not a file")
+    if path.suffix == ".npy":
+        from certify.sources.files import _np_load
+        return _np_load(path), path.name
+    if path.suffix == ".json":
+        from certify.sources.files import _json, _token_strings
+        obj = _json(path)
+        words = obj.get("words") if isinstance(obj, dict) else obj
+        return _token_strings(words), path.name
+    raise InputError(f"{path.name}: a code is a .json list of 0/1 strings or a .npy array")

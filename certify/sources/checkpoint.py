@@ -1,0 +1,78 @@
+"""Kernels of models, extracted with torch: ``models/`` checkpoints
+(``X.json`` + ``X.safetensors``), any module with ``feature_matrices``, and
+one head of a third-party state dict described by an adapter spec.
+
+The kernel of a model is the exact product of the float feature matrices it
+computes; the features are computed by the model's own modules, in batches,
+on ``cube:M`` or a family's tokens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from certify.core.errors import InputError
+from certify.core.files import sha256_file
+from certify.core.kernel import Form, Kernel, Provenance, parse_tokens
+
+
+def load_models_checkpoint(path: Path, tokens: str | None) -> Kernel:
+    from models.checkpoint import build_model, load_checkpoint
+    config, tensors = load_checkpoint(path)
+    model = build_model(config, tensors)
+    weights = next((path.with_suffix(s) for s in (".safetensors", ".pt", ".pth")
+                    if path.with_suffix(s).is_file()), path)
+    # the source is the weights file, named with its own hash; the config is a detail
+    prov = Provenance(str(weights), sha256_file(weights), "models.checkpoint", str(config.get("dtype", "float32")),
+                      details={"config": str(path.with_suffix(".json")),
+                               "architecture": config.get("architecture"),
+                               "feature_map": getattr(model, "feature_map", None),
+                               "config_sha256": sha256_file(path.with_suffix(".json"))})
+    return from_model(model, tokens, prov)
+
+
+def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
+    """Factor-form kernel of a module with ``feature_matrices`` (models/ heads,
+    adapters). Tokens default to the model's lookup table or ``cube:m``."""
+    import torch
+    if not hasattr(model, "feature_matrices"):
+        raise InputError(f"{type(model).__name__} has no feature maps (not a kernel head)")
+    if tokens is None:
+        table = getattr(model, "tokens", None)
+        if isinstance(table, torch.Tensor):
+            toks = table.detach().cpu().numpy().astype(np.uint8)
+            token_set, m = "tokens", toks.shape[1]
+        elif getattr(model, "m", None) is not None and int(model.m) <= 16:
+            token_set, m, toks = f"cube:{int(model.m)}", int(model.m), None
+        else:
+            raise InputError("give a token set: --tokens cube:M or --family NAME|FILE")
+    else:
+        token_set, m, toks = parse_tokens(tokens)
+    if getattr(model, "m", m) != m:
+        raise InputError(f"the model reads {model.m}-bit tokens; the token set has m = {m}")
+    guarantee = getattr(getattr(model, "guarantee", None), "value", getattr(model, "guarantee", None))
+
+    def fn(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with torch.no_grad():
+            # tokens may be a read-only view (a frozen family's array): torch needs its own copy
+            q, k = model.feature_matrices(torch.from_numpy(np.array(batch, order="C", copy=True)))
+        return q.detach().cpu().numpy(), k.detach().cpu().numpy()
+
+    K = (1 << m) if toks is None else len(toks)
+    return Kernel(form=Form.FACTOR, provenance=provenance, token_set=token_set, num_tokens=K, m=m,
+                  tokens=toks, rank=int(model.rank), feature_fn=fn,
+                  guarantee=str(guarantee) if guarantee is not None else None)
+
+
+def load_adapter_kernel(path: str | Path, spec_path: str | Path, *, tokens: str | None = None) -> Kernel:
+    """Kernel of one head of a third-party checkpoint (factor form)."""
+    from models.adapters import adapt, read_spec, read_state_dict
+
+    spec = read_spec(spec_path)
+    sd = read_state_dict(path)
+    head = adapt(sd, spec)
+    prov = Provenance(str(path), sha256_file(path), f"adapter:{spec.layout}", str(head.dtype).replace("torch.", ""),
+                      details={**head.describe(), "spec": str(spec_path), "spec_sha256": sha256_file(spec_path)})
+    return from_model(head, tokens, prov)

@@ -1,0 +1,84 @@
+"""Re-run the weights -> features step for ``certify verify --replay-extraction``.
+
+Run by :func:`certify.checkers.sources.replay_extraction` in a separate process
+(``python -m certify.cli.replay``)
+(so the checker itself never imports torch), with one thread. Reads a JSON list
+of jobs on stdin (``source``, ``path``, ``adapter``, ``token_set``, ``dtype``)
+and prints one JSON object: source -> ``{"phi_q": sha256, "phi_k": sha256,
+"torch": version}`` or ``{"error": reason}``. The hashes are those of
+:func:`certify.rank.summary.summarize_features` (the features in their dtype,
+row-major little-endian), so equal hashes mean bit-for-bit equal features.
+
+Sources it can replay: ``models/`` checkpoints (adapter ``models.checkpoint``)
+and the constructions of :mod:`models.constructions` named as
+``models.constructions.NAME(int, ...)``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_CONSTRUCTION = re.compile(r"models\.constructions\.(\w+)\(([\d, ]*)\)")
+_ALLOWED = {"thm2_exact_features"}
+
+
+def _kernel(job: dict[str, Any]):
+    from certify.sources.load import load_kernel
+    adapter, ts = job.get("adapter"), job.get("token_set")
+    tokens = None if ts in (None, "tokens") else ts
+    if adapter == "construction":
+        m = _CONSTRUCTION.fullmatch(job.get("source") or "")
+        if m is None or m.group(1) not in _ALLOWED:
+            raise ValueError("not a construction this replay knows")
+        return _construction(m.group(1), [int(v) for v in m.group(2).split(",") if v.strip()],
+                             ts)
+    if job.get("path") is None:
+        raise ValueError("the checkpoint file is not present")
+    return load_kernel(job["path"], tokens=tokens)
+
+
+def _construction(name: str, args: list[int], token_set: str | None):
+    from certify.core.kernel import Provenance, from_features
+    import models.constructions as con
+    import numpy as np
+    out = getattr(con, name)(*args)
+    # exact dyadic Fractions -> float64, as certify.demo.cube_kernel_certificate does
+    phi_q = np.array([[float(v) for v in row] for row in out.phi_q])
+    phi_k = np.array([[float(v) for v in row] for row in out.phi_k])
+    return from_features(phi_q, phi_k, Provenance(name, None, "construction", "float64"),
+                         tokens=out.tokens, token_set=token_set)
+
+
+def _heads(job: dict[str, Any]) -> dict[str, str]:
+    """family name -> sha256 of the exact head of a models/ checkpoint on it."""
+    from certify.audit import run as audit
+    from certify.checkpoints.run import load_head
+    from certify.core.families import load_family
+    if job.get("adapter") != "models.checkpoint" or job.get("path") is None:
+        raise ValueError("only a present models/ checkpoint's head can be replayed")
+    model, _, _ = load_head(job["path"], None)
+    return {f: audit.head_from_model(model, load_family(f)).sha256
+            for f in dict.fromkeys(f for f, _ in job["heads"])}
+
+
+def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    import torch
+    torch.set_num_threads(1)
+    from certify.rank.summary import summarize_features
+    out: dict[str, Any] = {}
+    for job in jobs:
+        try:
+            rec: dict[str, Any] = {"torch": torch.__version__}
+            if job.get("want"):
+                s = summarize_features(_kernel(job))
+                if job.get("dtype") not in (None, s.dtype):
+                    raise ValueError(f"features come out as {s.dtype}, the certificate has "
+                                     f"{job['dtype']}")
+                rec.update({"phi_q": s.sha_q, "phi_k": s.sha_k})
+            if job.get("heads"):
+                rec["heads"] = _heads(job)
+            out[job["source"]] = rec
+        except Exception as exc:           # reported back to verify, which names it
+            out[str(job.get("source"))] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return out
