@@ -73,7 +73,7 @@ k = from_feature_fn(fn, f"cube:{{m}}", Provenance("bench", None, "bench", "float
 t = time.perf_counter()
 if mode == "exact":
     s = summarize_features(k, batch_size=1 << 15, keep_limit=0)
-    res = ex.core_rank(ex.IntMatrix(ex._compact(s.gram_q)), ex.IntMatrix(ex._compact(s.gram_k)))
+    res = ex.core_rank(ex.IntMatrix(ex.compact(s.gram_q)), ex.IntMatrix(ex.compact(s.gram_k)))
     out = {{"rank_lower": res.lower, "rank_upper": res.upper, "verdict": res.verdict.value}}
 else:
     gq = np.zeros((r, r)); gk = np.zeros((r, r))

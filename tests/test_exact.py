@@ -130,7 +130,7 @@ def test_core_rank_matches_full_product():
     PK = (rng.integers(-5, 6, (40, 3)) @ rng.integers(-3, 4, (3, 6))).astype(np.float64)  # rank 3
     gq, eq = ex.batch_gram(PQ)
     gk, ek = ex.batch_gram(PK)
-    res = ex.core_rank(ex.IntMatrix(ex._compact(gq)), ex.IntMatrix(ex._compact(gk)))
+    res = ex.core_rank(ex.IntMatrix(ex.compact(gq)), ex.IntMatrix(ex.compact(gk)))
     full = ex.fmpz_matrix(PQ.astype(np.int64)) * ex.fmpz_matrix(PK.astype(np.int64)).transpose()
     assert full.rank() == 3
     assert (res.lower, res.upper, res.verdict, res.upper_witness) == (3, 3, Verdict.PROVED, "null_space")

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from solvers.exact import (IntMatrix, _fmod_exact, _mod_f, exact_rank, exact_rank_fast,
-                           minor_mod_p, span_check, span_check_multimodular)
+from solvers.exact import (IntMatrix, exact_rank, exact_rank_fast, minor_mod_p, span_check,
+                           span_check_multimodular)
+from solvers.exact.modular import _fmod_exact, _mod_f
 
 
 def _planted(n1, n2, r, seed, bits=12):

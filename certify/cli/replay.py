@@ -1,5 +1,5 @@
 """``python -m certify.cli.replay``: the worker process of ``certify verify
---replay-extraction`` (:mod:`certify.sources.replay`). Reads a JSON list of
+--replay-extraction`` (:mod:`certify.checkpoints.replay`). Reads a JSON list of
 jobs on stdin, prints one JSON object on stdout."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from certify.sources.replay import replay
+from certify.checkpoints.replay import replay
 
 
 def main() -> int:

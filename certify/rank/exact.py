@@ -19,7 +19,7 @@ from solvers import exact as ex
 
 def exact_rank_factor_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()
-    res = ex.core_rank(ex.IntMatrix(ex._compact(s.gram_q)), ex.IntMatrix(ex._compact(s.gram_k)),
+    res = ex.core_rank(ex.IntMatrix(ex.compact(s.gram_q)), ex.IntMatrix(ex.compact(s.gram_k)),
                        seed=opt.seed, max_primes=opt.max_primes)
     ev = {**gram_evidence(s), **feature_evidence(s, opt.embed_limit, TRUSTED_GRAMS),
           "prime": res.prime, "minor_rows": list(res.minor_rows), "minor_cols": list(res.minor_cols),

@@ -106,19 +106,15 @@ def _require(claim: Claim) -> Claim:
 
 
 def load_code(spec: str) -> tuple[np.ndarray, str]:
+    """The code of a ``code_rank`` claim: ``paper-5.1`` or a code file
+    (:func:`certify.core.families.load_code`), with the name it is shown by."""
     from pathlib import Path
+
+    from certify.core.codes import paper51_code
+    from certify.core.families import load_code as read_code
+
     if spec == "paper-5.1":
-        from certify.core.codes import paper51_code
         return paper51_code(), "paper-5.1"
-    path = Path(spec)
-    if not path.is_file():
+    if not Path(spec).is_file():
         raise InputError(f"unknown code {spec!r}: not 'paper-5.1' and not a file")
-    if path.suffix == ".npy":
-        from certify.sources.files import _np_load
-        return _np_load(path), path.name
-    if path.suffix == ".json":
-        from certify.sources.files import _json, _token_strings
-        obj = _json(path)
-        words = obj.get("words") if isinstance(obj, dict) else obj
-        return _token_strings(words), path.name
-    raise InputError(f"{path.name}: a code is a .json list of 0/1 strings or a .npy array")
+    return read_code(spec), Path(spec).name

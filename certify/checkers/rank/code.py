@@ -1,0 +1,108 @@
+"""Checker of ``code_rank`` claims: Lemma 4 / Thm 5 re-derived from the rows of
+the features at the code's tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+from certify.checkers.common import (Bad, bits, fmpz_mat, int_matrix, integer, keys, rational,
+                                     rational_matrix, same_rational)
+from certify.checkers.rank.evidence import (SOURCE_KEYS, _FEATURE_SOURCES, _Features, _TRUSTED,
+                                            _indices)
+
+
+def _cube_index(bitrow: list[int]) -> int:
+    return sum(b << k for k, b in enumerate(bitrow))
+
+
+def check_code_rank(claim, cert, matrix=None) -> list[str]:
+    ev = claim["evidence"]
+    p = keys(claim["parameters"], "parameters", ("code", "num_words", "M", "token_set"), SOURCE_KEYS)
+    lemma = ("words", "t", "kept", "frobenius_sq", "bound", "rank_lower", "min_lambda")
+    if not isinstance(ev.get("words"), list) or not ev["words"]:
+        raise Bad("words must be a non-empty list of bit strings")
+    words = [bits(w, "code word") for w in ev["words"]]
+    W, M = len(words), len(words[0])
+    if any(len(w) != M for w in words) or len({sum(w) for w in words}) != 1:
+        raise Bad("the words are not of one length and one weight")
+    if (integer(p["num_words"], "num_words"), integer(p["M"], "M")) != (W, M):
+        raise Bad(f"parameters num_words, M are not the code's {W}, {M}")
+    if "B" in ev:
+        keys(ev, "code_rank evidence", lemma + ("B", "trusted"), ("trusted_entries",))
+        if ev["trusted"] != _TRUSTED["code_rank", "matrix"]:
+            raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'matrix']}")
+        B = rational_matrix(ev["B"], "B", (W, W))
+    else:
+        rows = ("query_features", "query_exponent", "key_features", "key_exponent")
+        if "trusted" in ev:     # features not at hand: their hash is optional
+            keys(ev, "code_rank evidence", lemma + rows + ("trusted",),
+                 ("features_sha256", "trusted_entries"))
+            if ev["trusted"] != _TRUSTED["code_rank", "factor"]:
+                raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'factor']}")
+        else:
+            keys(ev, "code_rank evidence", lemma + rows + ("features_sha256",),
+                 _FEATURE_SOURCES + ("tokens", "word_rows"))
+        qf = int_matrix(ev["query_features"], "query_features", (W, None))
+        kf = int_matrix(ev["key_features"], "key_features", (W, len(qf[0])))
+        qe, ke = integer(ev["query_exponent"], "query_exponent"), integer(ev["key_exponent"], "key_exponent")
+        F = _Features(ev, cert, "code_rank", "factor") if "trusted" not in ev else None
+        if F is not None and F.have:
+            ts = p["token_set"]
+            if ("tokens" in ev) != ("word_rows" in ev):
+                raise Bad("tokens and word_rows go together")
+            if "tokens" in ev:          # the rows of x_S and x_(U^c) among the listed tokens
+                toks = [bits(t, "token", M) for t in ev["tokens"]]
+                if len(toks) != len(F.phi_q):
+                    raise Bad(f"{len(toks)} tokens listed for {len(F.phi_q)} feature rows")
+                located = int_matrix(ev["word_rows"], "word_rows", (W, 2))
+                for i, (a, b) in enumerate(located):
+                    if not (0 <= a < len(toks) and 0 <= b < len(toks)) or toks[a] != words[i] \
+                            or toks[b] != [1 - v for v in words[i]]:
+                        raise Bad(f"word_rows[{i}] are not the rows of x_S and x_(S^c)")
+            elif ts != f"cube:{M}":
+                raise Bad(f"feature rows are located on the token set cube:{M}, or by tokens and "
+                          f"word_rows, not on {ts!r}")
+            else:
+                located = [[_cube_index(w), _cube_index([1 - b for b in w])] for w in words]
+            for i, w in enumerate(words):
+                xs, xc = located[i]
+                for c in range(len(qf[0])):
+                    if Fraction(qf[i][c]) * Fraction(2) ** qe != F.value("q", xs, c) or \
+                            Fraction(kf[i][c]) * Fraction(2) ** ke != F.value("k", xc, c):
+                        raise Bad(f"word {i}: query/key features are not the kernel's features "
+                                  f"at x_S = {xs}, x_(U^c) = {xc}")
+        P = fmpz_mat(qf) * fmpz_mat(kf).transpose()
+        sc = Fraction(2) ** (qe + ke)
+        B = [[Fraction(int(P[i, j])) * sc for j in range(W)] for i in range(W)]
+    kept = [i for i in range(W) if B[i][i] != 0]
+    t = len(kept)
+    frob, lam = Fraction(t), None
+    for i in kept:
+        for j in kept:
+            if i != j and B[i][j] != 0:
+                c = B[i][j] / B[i][i]
+                frob += c * c
+                lam = 1 / abs(c) if lam is None or 1 / abs(c) < lam else lam
+    problems = []
+    if _indices(ev["kept"], "kept") != kept or integer(ev["t"], "t") != t:
+        problems.append(f"kept / t differ from the nonzero diagonal {kept}")
+    if (ev["min_lambda"] is None) != (lam is None) or (lam is not None and rational(ev["min_lambda"], "min_lambda") != lam):
+        problems.append(f"min_lambda is {ev['min_lambda']!r:.40}, re-derived {lam}")
+    if claim["verdict"] == "refuted":
+        return problems + ["a Lemma 4 lower bound is never refuted"]
+    if t == 0:
+        if claim["verdict"] != "unknown":
+            problems.append("no nonzero diagonal: the verdict must be unknown")
+        if (ev["frobenius_sq"], ev["bound"], ev["rank_lower"]) != ("0", "0", 0):
+            problems.append("with t = 0 the frobenius_sq, bound and rank_lower are 0")
+        return problems
+    bound = Fraction(t * t) / frob
+    same_rational(ev["frobenius_sq"], frob, "frobenius_sq")
+    same_rational(ev["bound"], bound, "bound")
+    if integer(ev["rank_lower"], "rank_lower") != math.ceil(bound):
+        problems.append(f"rank_lower is {ev['rank_lower']}, Lemma 4 gives ceil({bound}) = {math.ceil(bound)}")
+    if claim["verdict"] != "proved":
+        problems.append(f"the bound is proved but the verdict is {claim['verdict']}")
+    return problems

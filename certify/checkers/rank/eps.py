@@ -1,0 +1,157 @@
+"""Checker of ``eps_rank`` claims: the count of eigenvalues above ``eps^2`` by
+Descartes' rule on the exact characteristic polynomial, the enclosures by
+exact root counting, the projection witness by an exact definiteness test.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+from certify.checkers.common import Bad, boolean, fmpz_mat, int_matrix, integer, keys, rational
+from certify.checkers.rank.evidence import (ENCLOSURE_WIDTH_LOG2, SOURCE_KEYS, _FEATURE_OPTIONAL,
+                                            _GRAM, _check_grams, _get_matrix, _matrix_keys,
+                                            _rational_matrix)
+
+
+def _sign_changes(coeffs) -> int:
+    s = [1 if c > 0 else -1 for c in coeffs if c != 0]
+    return sum(1 for a, b in zip(s, s[1:]) if a != b)
+
+
+def _count_above(core, c: Fraction) -> int:
+    import flint
+    M = flint.fmpq_mat(core)
+    cq = flint.fmpq(c.numerator, c.denominator)
+    for i in range(M.nrows()):
+        M[i, i] = M[i, i] - cq
+    return _sign_changes(M.charpoly().coeffs())
+
+
+def _check_enclosures(core, scale_exp: int, enc: Any) -> None:
+    """Every eigenvalue ``lambda_i`` (largest first, with multiplicity) of
+    ``core 2^scale_exp`` lies in ``enc[i]``: ``#{lambda > hi_i} <= i`` and
+    ``#{lambda >= lo_i} >= i + 1``, counted exactly by Descartes' rule on the
+    real-rooted characteristic polynomial shifted to ``hi`` (and reflected at ``lo``)."""
+    import flint
+    r = core.nrows()
+    if not isinstance(enc, list) or len(enc) != r:
+        raise Bad(f"sigma_sq_enclosures must list {r} intervals")
+    pairs = [(rational(e[0], "enclosure"), rational(e[1], "enclosure")) if isinstance(e, list)
+             and len(e) == 2 else (_ for _ in ()).throw(Bad("an enclosure is not [lo, hi]"))
+             for e in enc]
+    s = Fraction(2) ** scale_exp
+    poly = flint.fmpq_mat(core).charpoly()
+    top = max((hi for _, hi in pairs), default=Fraction(0))
+    width = max(top, Fraction(1)) / (1 << ENCLOSURE_WIDTH_LOG2)
+
+    def fq(x: Fraction):
+        return flint.fmpq(x.numerator, x.denominator)
+
+    for i, (lo, hi) in enumerate(pairs):
+        if not lo <= hi or hi - lo > width:
+            raise Bad(f"enclosure {i} is empty or wider than 2^-{ENCLOSURE_WIDTH_LOG2} of the largest")
+        above = _sign_changes(poly(flint.fmpq_poly([fq(hi / s), 1])).coeffs())       # roots > hi
+        below = _sign_changes(poly(flint.fmpq_poly([fq(lo / s), -1])).coeffs())      # roots < lo
+        if above > i or r - below < i + 1:
+            raise Bad(f"sigma_sq_enclosures[{i}] does not contain the {i + 1}-th eigenvalue")
+
+
+def check_eps_rank(claim, cert, matrix=None) -> list[str]:
+    ev = claim["evidence"]
+    keys(claim["parameters"], "parameters", ("eps",), SOURCE_KEYS)
+    eps = rational(ev["eps"], "eps")
+    if eps != rational(claim["parameters"]["eps"], "parameters.eps") or eps <= 0:
+        raise Bad("evidence eps must equal parameters.eps and be > 0")
+    k = integer(ev.get("k", 0), "k", 0)
+    exact = boolean(ev.get("exact", False), "exact")
+    problems: list[str] = []
+    if ev.get("form") == "factor":
+        keys(ev, "factor evidence", ("form",) + _GRAM + ("eps", "k", "exact", "sigma_sq_enclosures"),
+             _FEATURE_OPTIONAL)
+        GQ, GK, eq, ek, _ = _check_grams(ev, cert, "eps_rank")
+        if not (_is_psd(GQ) and _is_psd(GK)):
+            return ["Gram matrices are not PSD: the real-rooted count does not apply"]
+        core = GQ * GK
+        got = _count_above(core, eps * eps / Fraction(2) ** (eq + ek))
+        if got != k:
+            problems.append(f"charpoly sign changes give {got} singular values > eps, evidence says {k}")
+        if not exact:
+            problems.append("the charpoly count is exact: exact must be true")
+        if ev["sigma_sq_enclosures"]:
+            _check_enclosures(core, eq + ek, ev["sigma_sq_enclosures"])
+    elif ev.get("form") == "matrix" and ev.get("method") == "gram":
+        _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "eps", "k", "exact", "method"), matrix)
+        A = _rational_matrix(_get_matrix(ev, matrix), ev["scale"])
+        G = A.transpose() * A if A.ncols() <= A.nrows() else A * A.transpose()
+        got = _count_above(G, eps * eps)
+        if got != k:
+            problems.append(f"Gram count gives {got}, evidence says {k}")
+        if not exact:
+            problems.append("the Gram count is exact: exact must be true")
+    elif ev.get("form") == "matrix" and ev.get("method") == "projection":
+        wit = ("witness_y", "witness_y_exponent") if k else ()
+        _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "eps", "k", "exact", "method") + wit,
+                     matrix)
+        rows = _get_matrix(ev, matrix)
+        if ev["scale"]["kind"] != "dyadic":
+            return ["projection needs a dyadic matrix"]
+        if exact:
+            problems.append("a projection witness proves only k values > eps: exact must be false")
+        if k:
+            Y = fmpz_mat(int_matrix(ev["witness_y"], "witness_y", (len(rows[0]), k)))
+            integer(ev["witness_y_exponent"], "witness_y_exponent")
+            W = fmpz_mat(rows) * Y
+            H = W.transpose() * W
+            YtY = Y.transpose() * Y
+            b = max(sum(abs(int(YtY[i, j])) for j in range(k)) for i in range(k))
+            c = eps * eps * b / Fraction(2) ** (2 * int(ev["scale"]["exponent"]))
+            Hs = H * c.denominator
+            for i in range(k):
+                Hs[i, i] = Hs[i, i] - c.numerator
+            if not _positive_definite(Hs):
+                if claim["verdict"] == "unknown":
+                    return problems
+                problems.append("projection check fails: H - eps^2 b I is not positive definite")
+    elif ev.get("form") == "matrix" and ev.get("method") == "none":
+        keys(ev, "matrix evidence", ("form", "shape", "scale", "matrix_sha256", "eps", "method", "k",
+                                     "exact"), ("matrix",))
+        if k != 0 or exact:
+            return ["without a method nothing is counted: k must be 0 and exact false"]
+        return [] if claim["verdict"] == "unknown" else ["without a method the verdict must be unknown"]
+    else:
+        return [f"unknown eps_rank evidence (form {ev.get('form')!r}, method {ev.get('method')!r})"]
+    if claim["verdict"] != "proved" and not problems:
+        problems.append(f"the evidence proves the claim but its verdict is {claim['verdict']}")
+    return problems
+
+
+def _is_psd(G) -> bool:
+    import flint
+    n = G.nrows()
+    a = [[flint.fmpq(int(G[i, j])) for j in range(n)] for i in range(n)]
+    for k in range(n):
+        piv = a[k][k]
+        if piv < 0:
+            return False
+        if piv == 0:
+            if any(a[k][j] != 0 for j in range(k + 1, n)):
+                return False
+            continue
+        for i in range(k + 1, n):
+            if a[i][k] != 0:
+                f = a[i][k] / piv
+                for j in range(k + 1, n):
+                    if a[k][j] != 0:
+                        a[i][j] -= f * a[k][j]
+    return True
+
+
+def _positive_definite(H) -> bool:
+    n = H.nrows()
+    if H != H.transpose():
+        return False
+    import flint                     # Sylvester: every leading principal minor > 0
+    P, L, D, U = H.fflu()
+    ident = flint.fmpz_mat(n, n, [1 if i == j else 0 for i in range(n) for j in range(n)])
+    return P == ident and all(U[i, i] > 0 for i in range(n))

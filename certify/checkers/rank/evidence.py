@@ -1,0 +1,322 @@
+"""What every rank claim's evidence shares, checked: minors modulo a prime,
+the embedded or referenced features and their hashes, the parameters that
+bind a claim to its source, Gram matrices, integer matrices and their scale.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from fractions import Fraction
+from typing import Any, Mapping
+
+import numpy as np
+
+from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
+
+
+KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
+
+
+LAYOUT = "row-major little-endian (K, r)"
+
+
+ENCLOSURE_WIDTH_LOG2 = 20
+
+
+_FEATURE_SOURCES = ("features", "features_claim", "trusted")
+
+
+#: evidence keys that may accompany the features: the size of trusted summaries
+_FEATURE_OPTIONAL = _FEATURE_SOURCES + ("trusted_entries",)
+
+
+_GRAM = ("num_tokens", "r", "features_sha256", "gram_q", "gram_q_exponent", "gram_k",
+         "gram_k_exponent")
+
+
+_TRUSTED = {("exact_rank", "factor"): ["gram_q", "gram_k", "num_tokens"],
+            ("eps_rank", "factor"): ["gram_q", "gram_k", "num_tokens"],
+            ("code_rank", "factor"): ["query_features", "key_features"],
+            ("code_rank", "matrix"): ["B"],
+            ("nonnegative", "features_nonnegative"): ["min_phi_q", "min_phi_k"],
+            ("nonnegative", "all_products"): ["all_products"],
+            ("nonnegative", "counterexample"): ["phi_q_row", "phi_k_row"]}
+
+
+def _minor_nonzero(F, p: Any, R: list[int], C: list[int]) -> bool:
+    """det F[R, C] != 0 mod p (p a prime) for a flint fmpz_mat F."""
+    import flint
+    if len(R) != len(C) or len(set(R)) != len(R) or len(set(C)) != len(C):
+        return False
+    if not R:
+        return True
+    p = integer(p, "prime", 2)
+    if not flint.fmpz(p).is_prime():
+        return False
+    if any(not 0 <= i < F.nrows() for i in R) or any(not 0 <= j < F.ncols() for j in C):
+        return False
+    sub = flint.nmod_mat(len(R), len(C), [int(F[i, j]) % p for i in R for j in C], p)
+    return int(sub.det()) != 0
+
+
+def _pivot_minor(F, p: int) -> tuple[list[int], list[int]]:
+    """The canonical minor mod p: the pivot columns of rref(F mod p), then the
+    pivot columns of rref(F[:, cols]^T mod p) as rows (the producer's choice)."""
+    import flint
+
+    def pivots(A) -> list[int]:
+        R, rk = A.rref()
+        out, j = [], 0
+        for i in range(rk):
+            while int(R[i, j]) == 0:
+                j += 1
+            out.append(j)
+            j += 1
+        return out
+
+    n1, n2 = F.nrows(), F.ncols()
+    if not n1 or not n2:
+        return [], []
+    cols = pivots(flint.nmod_mat(n1, n2, [int(F[i, j]) % p for i in range(n1) for j in range(n2)], p))
+    if not cols:
+        return [], []
+    sub = flint.nmod_mat(len(cols), n1, [int(F[i, j]) % p for j in cols for i in range(n1)], p)
+    return pivots(sub), cols
+
+
+def _check_minor(F, prime: Any, R: list[int], C: list[int], what: str) -> int:
+    """The rank F is proved to have at least: ``len(R)`` when ``(R, C)`` is the
+    canonical minor of F mod ``prime`` and nonsingular there (else a problem)."""
+    if not R and not C:
+        return 0
+    if prime is None or not _minor_nonzero(F, prime, R, C):
+        raise Bad(f"the recorded {what} is singular mod p (or p is not prime)")
+    if _pivot_minor(F, prime) != (R, C):
+        raise Bad(f"the recorded {what} is not the pivot minor mod p")
+    return len(R)
+
+
+def _indices(v: Any, what: str) -> list[int]:
+    if not isinstance(v, list):
+        raise Bad(f"{what} must be a list of indices")
+    return [integer(i, what, 0) for i in v]
+
+
+def _shift_equal(G1, e1: int, G2, e2: int) -> bool:
+    """G1 2^e1 == G2 2^e2 for flint integer matrices."""
+    if e1 >= e2:
+        return G1 * (1 << (e1 - e2)) == G2
+    return G1 == G2 * (1 << (e2 - e1))
+
+
+def _dyadic_array(rows: list[list[int]], exponent: int, dtype: str) -> np.ndarray:
+    """The array ``rows 2^exponent`` in ``dtype``; every value must be exact there."""
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        if exponent < 0 and any(v % (1 << -exponent) for r in rows for v in r):
+            raise Bad(f"features are not integers although the dtype is {dtype}")
+        vals = [[v << exponent if exponent >= 0 else v >> -exponent for v in r] for r in rows]
+        try:
+            return np.array(vals, dtype=dt).reshape(len(rows), -1)
+        except OverflowError:
+            raise Bad(f"features do not fit {dtype}") from None
+    if dt.kind != "f":
+        raise Bad(f"unsupported feature dtype {dtype!r}")
+    flat = [v for r in rows for v in r]
+    if all(abs(v) < (1 << 53) for v in flat):
+        a = np.ldexp(np.array(flat, dtype=np.float64), exponent)
+    else:
+        a = np.array([float(Fraction(v) * Fraction(2) ** exponent) for v in flat], dtype=np.float64)
+    out = a.astype(dt)
+    back = [Fraction(float(x)) for x in out.tolist()]
+    if any(b != Fraction(v) * Fraction(2) ** exponent for b, v in zip(back, flat)):
+        raise Bad(f"embedded features are not representable in {dtype}")
+    return out.reshape(len(rows), -1)
+
+
+def _sha(arr: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(arr, dtype=arr.dtype.newbyteorder("<")).tobytes()).hexdigest()
+
+
+class _Features:
+    """The kernel's features, or None when the claim declares them trusted."""
+
+    def __init__(self, ev: Mapping[str, Any], cert: Mapping[str, Any], kind: str, key: str) -> None:
+        fs = keys(ev["features_sha256"], "features_sha256", ("phi_q", "phi_k", "dtype", "layout"))
+        if fs["layout"] != LAYOUT:
+            raise Bad(f"features_sha256.layout must be {LAYOUT!r}")
+        present = [k for k in _FEATURE_SOURCES if k in ev]
+        if len(present) != 1:
+            raise Bad(f"evidence needs exactly one of {list(_FEATURE_SOURCES)}, has {present}")
+        self.dtype = fs["dtype"]
+        self.trusted: list[str] = []
+        self.phi_q = self.phi_k = None
+        if present[0] == "trusted":
+            want = _TRUSTED.get((kind, key))
+            if want is None or ev["trusted"] != want:
+                raise Bad(f"trusted must be exactly {want} for {kind} ({key})")
+            self.trusted = list(want)
+            return
+        if present[0] == "features":
+            feats = ev["features"]
+        else:
+            idx = integer(ev["features_claim"], "features_claim", 0)
+            claims = cert.get("claims", [])
+            if idx >= len(claims) or not isinstance(claims[idx], dict) \
+                    or not isinstance(claims[idx].get("evidence"), dict) \
+                    or "features" not in claims[idx]["evidence"]:
+                raise Bad(f"features_claim {idx} is not a claim with embedded features")
+            feats = claims[idx]["evidence"]["features"]
+        keys(feats, "features", ("phi_q", "phi_q_exponent", "phi_k", "phi_k_exponent"))
+        q = int_matrix(feats["phi_q"], "features.phi_q")
+        k = int_matrix(feats["phi_k"], "features.phi_k", (len(q), len(q[0]) if q else None))
+        eq = integer(feats["phi_q_exponent"], "features.phi_q_exponent")
+        ek = integer(feats["phi_k_exponent"], "features.phi_k_exponent")
+        if not q or not q[0]:
+            raise Bad("embedded features are empty")
+        if _sha(_dyadic_array(q, eq, self.dtype)) != fs["phi_q"]:
+            raise Bad("features_sha256.phi_q is not the hash of the embedded PhiQ")
+        if _sha(_dyadic_array(k, ek, self.dtype)) != fs["phi_k"]:
+            raise Bad("features_sha256.phi_k is not the hash of the embedded PhiK")
+        self.phi_q, self.eq, self.phi_k, self.ek = q, eq, k, ek
+
+    @property
+    def have(self) -> bool:
+        return self.phi_q is not None
+
+    def value(self, which: str, i: int, j: int) -> Fraction:
+        rows, e = (self.phi_q, self.eq) if which == "q" else (self.phi_k, self.ek)
+        return Fraction(rows[i][j]) * Fraction(2) ** e
+
+
+#: what a claim about a kernel may name besides its own parameters (bound by verify)
+SOURCE_KEYS = ("token_set", "source", "source_sha256", "adapter")
+
+
+def _check_params(claim, cert, form: str, num_tokens: int | None, dtype: str | None) -> None:
+    p = keys(claim["parameters"], "parameters",
+             ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype"))
+    if p["form"] != form:
+        raise Bad(f"parameters.form {p['form']!r} is not the evidence's form {form!r}")
+    shape = _indices(p["shape"], "parameters.shape")
+    ts = p["token_set"]
+    if not isinstance(ts, str) or not isinstance(p["adapter"], str) or not isinstance(p["source"], str):
+        raise Bad("parameters token_set, source and adapter must be strings")
+    if form == "factor":
+        if num_tokens is not None and shape != [num_tokens, num_tokens]:
+            raise Bad(f"parameters.shape {shape} is not [K, K] for K = {num_tokens}")
+        if dtype is not None and p["dtype"] != dtype:
+            raise Bad(f"parameters.dtype {p['dtype']!r} is not the features' dtype {dtype!r}")
+    else:
+        ev_shape = claim["evidence"]["shape"]
+        if shape != ev_shape:
+            raise Bad(f"parameters.shape {shape} is not the matrix shape {ev_shape}")
+    if ts.startswith("cube:"):
+        M = int(ts[5:]) if ts[5:].isdigit() else -1
+        if M < 0 or len(shape) != 2 or (form == "factor" and shape[0] != 1 << M):
+            raise Bad(f"token set {ts} does not have {shape[:1]} tokens")
+    sha = p["source_sha256"]
+    if sha is not None:
+        if not isinstance(sha, str) or sha not in (cert.get("inputs") or {}).values():
+            raise Bad("parameters.source_sha256 is not among the certificate's input hashes")
+
+
+def _check_grams(ev, cert, kind: str):
+    """Parsed Grams (GQ, GK, eq, ek, features)."""
+    r = integer(ev["r"], "r", 1)
+    K = integer(ev["num_tokens"], "num_tokens", 1)
+    GQ = fmpz_mat(int_matrix(ev["gram_q"], "gram_q", (r, r)))
+    GK = fmpz_mat(int_matrix(ev["gram_k"], "gram_k", (r, r)))
+    eq, ek = integer(ev["gram_q_exponent"], "gram_q_exponent"), integer(ev["gram_k_exponent"], "gram_k_exponent")
+    F = _Features(ev, cert, kind, "factor")
+    if F.have:
+        if len(F.phi_q) != K or len(F.phi_q[0]) != r:
+            raise Bad(f"the embedded features are {len(F.phi_q)} x {len(F.phi_q[0])}, "
+                      f"not num_tokens x r = {K} x {r}")
+        for rows, e, G, eg, nm in ((F.phi_q, F.eq, GQ, eq, "gram_q"), (F.phi_k, F.ek, GK, ek, "gram_k")):
+            A = fmpz_mat(rows)
+            if not _shift_equal(A.transpose() * A, 2 * e, G, eg):
+                raise Bad(f"{nm} 2^exponent is not the Gram matrix of the embedded features")
+    if GQ != GQ.transpose() or GK != GK.transpose():
+        raise Bad("Gram matrices are not symmetric")
+    return GQ, GK, eq, ek, F
+
+
+def matrix_sha256(rows: list[list[int]], scale: Any) -> str:
+    """sha256 of the exact kernel matrix: canonical JSON of ``scale``, a newline,
+    then the rows as int64 little-endian bytes (``int64:`` prefix) when every
+    entry fits, else their compact JSON (``json:``)."""
+    head = (json.dumps(scale, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    flat = [v for r in rows for v in r]
+    if all(-(1 << 63) <= v < (1 << 63) for v in flat):
+        body = np.array(flat, dtype="<i8").tobytes()
+        return "int64:" + hashlib.sha256(head + body).hexdigest()
+    return "json:" + hashlib.sha256(head + json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+
+
+def _scale(scale: Any, n1: int) -> Any:
+    if not isinstance(scale, dict):
+        raise Bad("scale must be an object")
+    if scale.get("kind") == "dyadic":
+        keys(scale, "scale", ("kind", "exponent"))
+        integer(scale["exponent"], "scale.exponent")
+    elif scale.get("kind") == "row_denominators":
+        keys(scale, "scale", ("kind", "row_den"))
+        if not isinstance(scale["row_den"], list) or len(scale["row_den"]) != n1 or \
+                any(integer(d, "row_den", 1) < 1 for d in scale["row_den"]):
+            raise Bad("scale.row_den must list one positive integer per row")
+    else:
+        raise Bad(f"unknown scale kind {scale.get('kind')!r}")
+    return scale
+
+
+def _get_matrix(ev, matrix) -> list[list[int]]:
+    shape = _indices(ev["shape"], "shape")
+    if len(shape) != 2:
+        raise Bad("shape must be [rows, cols]")
+    if matrix is not None:
+        rows = [[int(v) for v in r] for r in np.asarray(matrix).tolist()]
+    elif "matrix" in ev:
+        rows = int_matrix(ev["matrix"], "matrix", tuple(shape))
+    else:
+        raise Bad("matrix not embedded (pass matrix= to re-check)")
+    if [len(rows), len(rows[0]) if rows else 0] != shape:
+        raise Bad("matrix shape does not match")
+    _scale(ev["scale"], shape[0])
+    if matrix_sha256(rows, ev["scale"]) != ev["matrix_sha256"]:
+        raise Bad("matrix_sha256 is not the hash of the scale and the matrix")
+    return rows
+
+
+def _matrix_keys(ev, required, matrix) -> None:
+    keys(ev, f"{ev.get('form')} evidence", required, () if matrix is not None else ("matrix",))
+    if matrix is None and "matrix" not in ev:
+        raise Bad("matrix not embedded (pass matrix= to re-check)")
+
+
+def _rational_matrix(rows, scale):
+    import flint
+    A = flint.fmpq_mat(fmpz_mat(rows))
+    if scale["kind"] == "row_denominators":
+        for i, d in enumerate(scale["row_den"]):
+            for j in range(A.ncols()):
+                A[i, j] = A[i, j] / int(d)
+    else:
+        e = int(scale["exponent"])
+        A = A * (flint.fmpq(2) ** e if e >= 0 else flint.fmpq(1, 2 ** -e))
+    return A
+
+
+def _verdict_from_bounds(claim, lower: int, upper: int) -> list[str]:
+    ev, problems = claim["evidence"], []
+    if integer(ev["rank_lower"], "rank_lower") != lower:
+        problems.append(f"rank_lower {ev['rank_lower']} but the minor proves {lower}")
+    if integer(ev["rank_upper"], "rank_upper") != upper:
+        problems.append(f"rank_upper {ev['rank_upper']} but the witness proves {upper}")
+    if lower > upper:
+        problems.append(f"inconsistent bounds {lower} > {upper}")
+    expect = "proved" if lower == upper else "unknown"
+    if claim["verdict"] != expect:
+        problems.append(f"verdict {claim['verdict']} but the evidence gives {expect}")
+    return problems

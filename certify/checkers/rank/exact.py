@@ -1,0 +1,84 @@
+"""Checker of ``exact_rank`` claims (factor and matrix form): the lower bound's
+minor modulo its prime, the upper bound's null-space basis or column-span
+witness, exactly.
+"""
+
+from __future__ import annotations
+
+from certify.checkers.common import fmpz_mat, int_matrix, integer, keys
+from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, _GRAM, _check_grams, _check_minor,
+                                            _check_params, _get_matrix, _indices, _matrix_keys,
+                                            _verdict_from_bounds)
+
+
+def check_exact_rank(claim, cert, matrix=None) -> list[str]:
+    ev = claim["evidence"]
+    if ev.get("form") == "factor":
+        keys(ev, "factor evidence", ("form",) + _GRAM + (
+            "prime", "minor_rows", "minor_cols", "null_basis", "null_prime", "null_minor_rows",
+            "null_minor_cols", "upper_witness", "rank_lower", "rank_upper"), _FEATURE_OPTIONAL)
+        GQ, GK, _, _, F = _check_grams(ev, cert, "exact_rank")
+        _check_params(claim, cert, "factor", integer(ev["num_tokens"], "num_tokens"), F.dtype)
+        core = GQ * GK
+        r = core.nrows()
+        R, C = _indices(ev["minor_rows"], "minor_rows"), _indices(ev["minor_cols"], "minor_cols")
+        problems = []
+        lower = _check_minor(core, ev["prime"], R, C, "minor of the core")
+        X = int_matrix(ev["null_basis"], "null_basis")
+        upper = r
+        if X:
+            import flint
+            Xm = fmpz_mat(X)
+            k = Xm.ncols()
+            NR, NC = _indices(ev["null_minor_rows"], "null_minor_rows"), _indices(ev["null_minor_cols"], "null_minor_cols")
+            if Xm.nrows() != r or core * Xm != flint.fmpz_mat(r, k):
+                problems.append("null_basis does not satisfy core X = 0")
+            elif _check_minor(Xm, ev["null_prime"], NR, NC, "null-basis minor") != k:
+                problems.append("the null-basis minor does not have full column rank k")
+            else:
+                upper = r - k
+            if ev["upper_witness"] != "null_space":
+                problems.append("upper_witness must be null_space when a null basis is given")
+        elif ev["upper_witness"] != "trivial" or ev["null_prime"] is not None \
+                or ev["null_minor_rows"] != [] or ev["null_minor_cols"] != []:
+            problems.append("without a null basis the upper witness is trivial with no null minor")
+        return problems + _verdict_from_bounds(claim, lower, upper)
+    if ev.get("form") != "matrix":
+        return [f"unknown form {ev.get('form')!r}"]
+    _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "prime", "minor_rows", "minor_cols",
+                      "upper_witness", "rank_lower", "rank_upper"), matrix)
+    rows = _get_matrix(ev, matrix)
+    _check_params(claim, cert, "matrix", None, None)
+    F = fmpz_mat(rows)
+    R, C = _indices(ev["minor_rows"], "minor_rows"), _indices(ev["minor_cols"], "minor_cols")
+    problems = []
+    lower = _check_minor(F, ev["prime"], R, C, "minor")
+    n1, n2 = F.nrows(), F.ncols()
+    upper = min(n1, n2)
+    if ev["upper_witness"] == "column_span":
+        import flint
+        if not C:                       # the span of no columns is {0}: every column is zero
+            if any(F[i, j] != 0 for i in range(n1) for j in range(n2)):
+                problems.append("an empty column-span witness, but the matrix is not zero")
+            else:
+                upper = 0
+        elif not lower:
+            problems.append("column-span witness without a nonsingular minor")
+        else:
+            other = [j for j in range(n2) if j not in set(C)]
+            M = flint.fmpz_mat([[F[i, j] for j in C] for i in R])
+            FC = flint.fmpz_mat([[F[i, j] for j in C] for i in range(n1)])
+            ok = True
+            for s in range(0, len(other), 256):          # blocks keep the big Y entries in memory bounds
+                blk = other[s:s + 256]
+                Yn, den = M.solve(flint.fmpz_mat([[F[i, j] for j in blk] for i in R])).numer_denom()
+                if FC * Yn != flint.fmpz_mat([[F[i, j] for j in blk] for i in range(n1)]) * den:
+                    ok = False
+                    break
+            if ok:
+                upper = len(C)
+            else:
+                problems.append("column-span witness fails: a column lies outside the span")
+    elif ev["upper_witness"] != "trivial":
+        problems.append(f"unknown upper_witness {ev['upper_witness']!r}")
+    return problems + _verdict_from_bounds(claim, lower, upper)

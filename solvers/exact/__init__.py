@@ -1,0 +1,33 @@
+"""Exact rank over Q and the exact integer arithmetic under it.
+
+* :mod:`.integers` -- integer matrices; floats and rationals converted losslessly;
+* :mod:`.modular` -- ranks and minors modulo primes (lower bounds), exact span
+  checks (upper bounds);
+* :mod:`.gram` -- exact Gram matrices of huge factors, in batches;
+* :mod:`.rank` -- the two-sided rank (:func:`exact_rank`, :func:`core_rank`)
+  and its result type.
+
+Factor form. Over Q (an ordered field), ``rank(A B^T) = rank(A^T A B^T B)``:
+``A^T A x = 0`` implies ``|A x|^2 = 0``, so ``ker(A^T A) = ker(A)``; the ``r x r``
+core is then handled exactly. A verdict is ``proved`` only when the two bounds
+meet.
+
+This package namespace re-exports the public names of its modules.
+"""
+
+from __future__ import annotations
+
+from solvers.exact.integers import (IntMatrix, fmpz_matrix, nmod_matrix, dyadic, rational_rows,
+                                    compact, dyadic_to_fraction, as_int_lists, iter_int)
+from solvers.exact.modular import (random_prime, minor_mod_p, span_check, float_minor,
+                                   span_check_multimodular, sketched_pivot_minor)
+from solvers.exact.gram import GramAccumulator, normalize_pow2, batch_gram, exact_products
+from solvers.exact.rank import exact_rank_fast, PrimeAttempt, ExactRank, exact_rank, core_rank
+
+__all__ = [
+    "ExactRank", "GramAccumulator", "IntMatrix", "PrimeAttempt", "as_int_lists", "batch_gram",
+    "compact", "core_rank", "dyadic", "dyadic_to_fraction", "exact_products", "exact_rank",
+    "exact_rank_fast", "float_minor", "fmpz_matrix", "iter_int", "minor_mod_p", "nmod_matrix",
+    "normalize_pow2", "random_prime", "rational_rows", "sketched_pivot_minor", "span_check",
+    "span_check_multimodular",
+]

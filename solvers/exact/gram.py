@@ -1,0 +1,173 @@
+"""Exact Gram matrices of huge float factors, accumulated in batches
+(:class:`GramAccumulator`): integer limbs multiplied in float64 while every
+partial sum stays below 2^53, so the ``K x K`` kernel is never formed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from certify.core.errors import InputError
+from solvers.exact.integers import IntMatrix, _mantissas, _obj, fmpz_matrix
+
+
+_LIMB = 20                 # bits per limb in the exact float Gram product
+
+
+_CHUNK = 1 << 12           # rows per BLAS product: 2^12 * 2^40 = 2^52 < 2^53 stays exact
+
+
+class GramAccumulator:
+    """Exact ``X^T X`` over row batches of a float matrix ``X (K, r)``.
+
+    Each batch is written as ``N D`` with integer ``N`` and a power of two per
+    column; ``N`` is split into 20-bit limbs and the limb products are float64
+    BLAS products over at most 2^12 rows: every partial sum is an integer below
+    2^52, so each product is exact. The total is kept as Python ints with one
+    exponent: ``gram = G * 2^exponent``.
+
+    >>> acc = GramAccumulator(2)
+    >>> acc.add(np.array([[0.5, 1.0], [0.25, -3.0]]))
+    >>> G, e = acc.result(); (G.tolist(), e)
+    ([[5, -4], [-4, 160]], -4)
+    """
+
+    def __init__(self, r: int) -> None:
+        self.r = int(r)
+        self._total: np.ndarray | None = None        # object (r, r)
+        self._exp = 0
+        self.rows = 0
+
+    def add(self, X: np.ndarray) -> None:
+        X = np.asarray(X)
+        if X.ndim != 2 or X.shape[1] != self.r:
+            raise ValueError(f"batch must have shape (B, {self.r}), got {X.shape}")
+        if X.dtype.kind == "f" and not np.all(np.isfinite(X)):
+            raise InputError("features contain NaN or Inf")
+        self.rows += X.shape[0]
+        G, e = batch_gram(X)
+        if G is None:
+            return
+        if self._total is None:
+            self._total, self._exp = G, e
+        elif e >= self._exp:
+            self._total = self._total + _shift_obj(G, e - self._exp)
+        else:
+            self._total = _shift_obj(self._total, self._exp - e) + G
+            self._exp = e
+
+    def result(self) -> tuple[np.ndarray, int]:
+        """``(G, e)`` with ``X^T X = G 2^e``, ``G`` not all even (canonical)."""
+        if self._total is None:
+            return np.zeros((self.r, self.r), dtype=object) * 0, 0
+        return normalize_pow2(self._total, self._exp)
+
+
+def normalize_pow2(G: np.ndarray, e: int) -> tuple[np.ndarray, int]:
+    """Strip the common power of two of an integer object array: ``G 2^e``."""
+    tz = [(int(v) & -int(v)).bit_length() - 1 for v in G.ravel() if int(v) != 0]
+    if not tz:
+        return G, 0
+    s = min(tz)
+    if s == 0:
+        return G, e
+    out = np.empty(G.shape, dtype=object)
+    for idx, v in enumerate(G.ravel().tolist()):
+        out.flat[idx] = int(v) >> s
+    return out, e + s
+
+
+def _shift_obj(G: np.ndarray, s: int) -> np.ndarray:
+    return G * (1 << s) if s else G
+
+
+def _chunk_grams(Z: np.ndarray) -> np.ndarray:
+    """``sum_c Z_c^T Z_c`` over row chunks of 2^12, each product in float64 and
+    exact (integer-valued inputs, every partial sum below 2^53, any summation
+    order), summed in int64. Uses torch on one thread (scoped, restored) when
+    available: small products are much faster there than with a contended
+    multi-threaded BLAS."""
+    B, c = Z.shape
+    pad = (-B) % _CHUNK
+    if pad:
+        Z = np.concatenate([Z, np.zeros((pad, c))])
+    Zb = Z.reshape(-1, _CHUNK, c)                          # (nchunks, 2^12, c)
+    try:
+        import torch
+    except ImportError:          # pragma: no cover - torch is a dependency; numpy is the fallback
+        return np.matmul(Zb.transpose(0, 2, 1), Zb).astype(np.int64).sum(0)
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        t = torch.from_numpy(Zb)
+        prods = torch.bmm(t.transpose(1, 2), t)            # (nchunks, c, c) exact integers < 2^52
+        return prods.to(torch.int64).sum(0).numpy()        # < 2^62 for up to 2^10 chunks
+    finally:
+        torch.set_num_threads(old)
+
+
+def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
+    """Exact ``X^T X = G * 2^e`` for one float (or integer) batch; ``(None, 0)`` if X = 0.
+
+    Column ``j`` is ``Y_j 2^(E_j)`` with integer-valued float64 ``Y_j`` (power-of-two
+    scaling is exact). ``|Y|`` is cut into 20-bit limbs by exact float steps
+    (``floor`` of a power-of-two scaling, and a subtraction whose exact result is
+    a representable integer below 2^20). Limb products summed over at most 2^12
+    rows stay below 2^52, so each float64 product ``Z^T Z`` is exact.
+    """
+    X = np.asarray(X)
+    B, r = X.shape
+    if X.dtype.kind in "biu":
+        if np.abs(X).max(initial=0) >= (1 << 53):
+            F = fmpz_matrix(X.astype(object))
+            return _obj(F.transpose() * F), 0
+        X = X.astype(np.float64)
+    p = {np.dtype(np.float16): 11, np.dtype(np.float32): 24}.get(X.dtype, 53)   # significand bits
+    x = X.astype(np.float64)
+    nz = x != 0
+    if not nz.any():
+        return None, 0
+    big = np.iinfo(np.int64).max
+    e = np.frexp(x)[1].astype(np.int64)            # x = f 2^e, |f| in [1/2, 1): x is a multiple of 2^(e - p)
+    colE = np.where(nz, e - p, big).min(axis=0)    # (r,) per-column exponent
+    colE = np.where(colE == big, 0, colE)
+    y = np.ldexp(np.abs(x), (-colE)[None, :].astype(np.int32))   # exact integers (B, r)
+    top = int(np.frexp(y.max(axis=0))[1].max())
+    if top > 1000 or not np.all(np.isfinite(y)):    # huge spread: exact integer fallback
+        mant, exp = _mantissas(X)
+        F = fmpz_matrix(_dyadic_cols(mant, exp, colE))
+        G = _obj(F.transpose() * F)
+    else:
+        L = max(1, -(-top // _LIMB))
+        sign = np.sign(x)
+        Z = np.empty((B, L * r), dtype=np.float64)  # (B, L r): limb k of column j at k r + j
+        t = y
+        for k in range(L):
+            nxt = np.floor(np.ldexp(t, -_LIMB))
+            Z[:, k * r:(k + 1) * r] = (t - np.ldexp(nxt, _LIMB)) * sign
+            t = nxt
+        if B > (_CHUNK << 10):
+            raise ValueError(f"batch of {B} rows is too large for the exact int64 sum (max {_CHUNK << 10})")
+        Po = _chunk_grams(Z).astype(object)
+        G = np.zeros((r, r), dtype=object)
+        for k in range(L):
+            for l in range(L):
+                G = G + Po[k * r:(k + 1) * r, l * r:(l + 1) * r] * (1 << (_LIMB * (k + l)))
+    # undo the per-column powers of two: entry (i, j) carries 2^(E_i + E_j)
+    e0 = int(colE.min())
+    Dv = np.array([(1 << int(c - e0)) for c in colE.tolist()], dtype=object)
+    G = G * Dv[:, None] * Dv[None, :]
+    return G, 2 * e0
+
+
+def _dyadic_cols(mant: np.ndarray, exp: np.ndarray, colE: np.ndarray) -> np.ndarray:
+    out = np.empty(mant.shape, dtype=object)
+    sh = exp - colE[None, :]
+    for idx, (m_, s_) in enumerate(zip(mant.ravel().tolist(), sh.ravel().tolist())):
+        out.flat[idx] = int(m_) << int(s_) if m_ else 0
+    return out
+
+
+def exact_products(Q: IntMatrix, K: IntMatrix) -> list[list[int]]:
+    """``Q K^T`` exactly (small matrices: code-rank blocks, counterexamples)."""
+    return (Q.fmpz() * K.fmpz().transpose()).tolist()
