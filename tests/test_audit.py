@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from certify.audit import run as audit
+from certify import audit
 from certify.core.certificate import Certificate
 from certify.checkers import audit as checker
 from certify.core.families import chain_family, paper51_family

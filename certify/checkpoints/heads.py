@@ -130,7 +130,9 @@ def _head_index(h) -> int | None:
 def kernel_lemma3(head, family) -> dict[str, Any]:
     """Lemma 3's inequality ``alpha(x,y) > (n-2)(d-2eps)/(2eps) alpha(x,z)`` on every
     applicable jump, in exact rationals from the head's float features."""
-    from certify.audit.run import family_eps, lemma3_factor, rationalize
+    from certify.audit.run import family_eps
+    from certify.audit.lemma3 import lemma3_factor
+    from certify.audit.head import rationalize
     from certify.core.families import JUMP_COLUMNS
     import torch
     eps = family_eps(family)
@@ -161,7 +163,7 @@ def kernel_lemma3(head, family) -> dict[str, Any]:
 def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str] = (),
                   eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
                   head: int | None = None, command: Sequence[str] = ()) -> HeadsResult:
-    from certify.audit import run as audit
+    from certify import audit
     from certify.rank import run as rank_mod
     from certify.core.families import load_family
     from certify.core.kernel import Provenance, from_features

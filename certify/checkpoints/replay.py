@@ -52,7 +52,7 @@ def _construction(name: str, args: list[int], token_set: str | None):
 
 def _heads(job: dict[str, Any]) -> dict[str, str]:
     """family name -> sha256 of the exact head of a models/ checkpoint on it."""
-    from certify.audit import run as audit
+    from certify import audit
     from certify.checkpoints.run import load_head
     from certify.core.families import load_family
     if job.get("adapter") != "models.checkpoint" or job.get("path") is None:
