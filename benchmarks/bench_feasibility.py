@@ -23,11 +23,11 @@ from fractions import Fraction
 import numpy as np
 
 from certify.core.families import paper51_family
-from certify.feasibility.result import Outcome
-from certify.feasibility.lp_search import search_witness
 from certify.feasibility.decide import sweep
+from certify.feasibility.lp_search import search_witness
 from certify.feasibility.model import (Features, Witness, build_problem, exact_check,
                                        lookup_witness, with_extension)
+from certify.feasibility.result import Outcome
 
 
 def baseline_gradient(problem, rank: int, *, budget: float, seed: int = 0, lr: float = 0.05):

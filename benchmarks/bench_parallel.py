@@ -39,8 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
-    from certify.cli import feasibility, train
-    from certify.cli import transcript
+    from certify.cli import feasibility, train, transcript
 
     w = ["--workers", str(a.workers)]
     cases = [

@@ -31,7 +31,8 @@ from certify.core.families import multilevel_spec
 from certify.transcript.model import QuantizedSketchModel, calibrated_uniform
 from certify.transcript.run import check_transcript
 from certify.transcript.search import search_collisions
-from models.sketch import SketchConfig, builtin_uniform_quantizer, forward_fast, injective_model, random_model
+from models.sketch import (SketchConfig, builtin_uniform_quantizer, forward_fast, injective_model,
+                           random_model)
 
 
 def naive_rate(spec, model, count: int) -> float:

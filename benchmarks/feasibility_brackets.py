@@ -29,13 +29,13 @@ from pathlib import Path
 from certify.checkers import verify
 from certify.core.certificate import Certificate
 from certify.core.codes import greedy_packing, thm6_code
-from certify.feasibility.convex_bounds import max_certified_rank
 from certify.core.families import chain_family, paper51_family
-from certify.feasibility.result import Outcome
+from certify.feasibility.chain_bounds import chain_bound
+from certify.feasibility.convex_bounds import max_certified_rank
 from certify.feasibility.decide import decide
 from certify.feasibility.lp_search import descend
-from certify.feasibility.chain_bounds import chain_bound
 from certify.feasibility.model import Features, build_problem, lookup_witness
+from certify.feasibility.result import Outcome
 from certify.feasibility.sdp_search import negative_pairs, sdp_witness
 
 OUT = Path(__file__).resolve().parents[1] / "reports" / "feasibility"

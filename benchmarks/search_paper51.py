@@ -25,10 +25,10 @@ import numpy as np
 
 from certify.core.certificate import Certificate
 from certify.core.families import paper51_family
-from certify.feasibility.result import FeasibilityResult, Outcome
-from certify.feasibility.lp_search import search_witness
 from certify.feasibility.chain_bounds import chain_bound
+from certify.feasibility.lp_search import search_witness
 from certify.feasibility.model import Features, build_problem
+from certify.feasibility.result import FeasibilityResult, Outcome
 from certify.feasibility.witness_search import smooth_search
 
 

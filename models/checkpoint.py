@@ -26,8 +26,8 @@ from typing import Any, Mapping
 
 import torch
 
-from certify.core.files import atomic_write_bytes, atomic_write_text
 from certify.core.errors import InputError
+from certify.core.files import atomic_write_bytes, atomic_write_text
 from models.feature_maps import MapKind, spec
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead, PositionalKernelHead
 

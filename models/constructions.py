@@ -39,7 +39,6 @@ from certify.core.cube import all_tokens, enumerate_sequences, min_ip_targets, t
 from certify.core.errors import InputError
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead
 
-
 # ---------------------------------------------------------------- exact evaluation
 
 @dataclass(frozen=True)

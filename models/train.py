@@ -38,8 +38,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from certify.core.files import atomic_write_bytes, atomic_write_text
 from certify.core.families import Family, ood_families, paper51_family
+from certify.core.files import atomic_write_bytes, atomic_write_text
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -39,7 +39,6 @@ import numpy as np
 
 from certify.core.verdict import Verdict
 
-
 # ---------------------------------------------------------------- exact helpers
 
 def fmpq_matrix(rows: Sequence[Sequence[Fraction | int]]):
@@ -185,8 +184,9 @@ def eps_rank_projection(N_values: np.ndarray, exponent: int, eps: Fraction, *,
     """Certified lower bound ``sigma_k(A) > eps`` for ``A = N 2^exponent`` (integer
     ``N``, any size), with ``k`` proposed by a float SVD unless given.
     Returns ``(EpsRank, Y)`` where ``Y`` is the dyadic witness (IntMatrix) or None."""
-    from solvers.exact import IntMatrix, dyadic
     import flint
+
+    from solvers.exact import IntMatrix, dyadic
 
     eps = Fraction(eps)
     A = N_values.astype(np.float64) * 2.0 ** exponent

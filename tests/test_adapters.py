@@ -10,11 +10,11 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from certify.core.verdict import Verdict
 from certify.core.errors import InputError, UncertifiableError
-from certify.sources.load import load_kernel
+from certify.core.verdict import Verdict
 from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank
+from certify.sources.load import load_kernel
 from models.adapters import adapt, read_state_dict
 
 performer = pytest.importorskip("performer_pytorch.performer_pytorch")

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from certify import audit
-from certify.core.certificate import Certificate
 from certify.checkers import audit as checker
+from certify.core.certificate import Certificate
 from certify.core.families import chain_family, paper51_family
 
 HALF = Fraction(1, 2)

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from certify.checkers.bounds import check
+from certify.cli import bounds as bounds_cli
 from certify.core import bounds as B
 from certify.core.certificate import Certificate, ClaimKind
-from certify.core.verdict import Verdict
-from certify.checkers.bounds import check
 from certify.core.errors import InputError, UncertifiableError, run_command
-from certify.cli import bounds as bounds_cli
+from certify.core.verdict import Verdict
 
 HALF = F(1, 2)
 SETTINGS = settings(derandomize=True, max_examples=60, deadline=None)

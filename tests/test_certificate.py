@@ -4,12 +4,12 @@ from fractions import Fraction
 
 import pytest
 
+from certify.core.bounds import bound_claim, lemma3, lemma4
 from certify.core.certificate import Certificate, Claim, ClaimKind
-from certify.core.verdict import Verdict
+from certify.core.errors import InputError
 from certify.core.files import atomic_write_text
 from certify.core.numbers import q_to_str, str_to_q
-from certify.core.bounds import bound_claim, lemma3, lemma4
-from certify.core.errors import InputError
+from certify.core.verdict import Verdict
 
 
 def test_verdict_is_enum_not_substring():

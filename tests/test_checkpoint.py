@@ -11,11 +11,11 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from certify.cli.model_checkpoint import main
 from certify.core.cube import all_tokens
 from certify.core.errors import InputError, run_command
 from models.checkpoint import (build_model, load_checkpoint, load_model, save_checkpoint,
                                validate_config)
-from certify.cli.model_checkpoint import main
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead, PositionalKernelHead
 
 ROOT = Path(__file__).resolve().parent.parent

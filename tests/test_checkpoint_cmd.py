@@ -15,13 +15,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("models.checkpoint")
 
-from certify.checkpoints import run as checkpoint_cmd
 from certify.checkers import verify  # noqa: E402
+from certify.checkpoints import run as checkpoint_cmd
+from certify.cli import checkpoint as checkpoint_cli
 from certify.core.errors import UncertifiableError  # noqa: E402
 from certify.core.families import paper51_family  # noqa: E402
 from models.checkpoint import load_model, save_checkpoint  # noqa: E402
 from models.heads import DenseSoftmaxHead, LookupHead  # noqa: E402
-from certify.cli import checkpoint as checkpoint_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from certify.cli import common as cli
-from certify.core import limits, outputs
 from certify.cli import COMMANDS
-from certify.sources.paths import resolve_source
-from certify.core.errors import InputError, public_path, run_command
+from certify.cli import common as cli
 from certify.cli import feasibility as feasibility_cli
 from certify.cli import rank as rank_cli
+from certify.core import limits, outputs
+from certify.core.errors import InputError, public_path, run_command
+from certify.sources.paths import resolve_source
 
 ROOT = Path(__file__).resolve().parent.parent
 CKPT = ROOT / "models" / "checkpoints" / "paper51-lookup-r8-s0"

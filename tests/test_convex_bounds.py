@@ -13,19 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify.checkers import verify
+from certify.checkers import convex_dual, verify
+from certify.cli import feasibility as feasibility_cli
+from certify.cli import verify as verify_cli
 from certify.core.bounds import perron_max_excluded_rank
 from certify.core.certificate import Certificate
-from certify.checkers import convex_dual
+from certify.core.families import load_family
+from certify.feasibility.chain_bounds import ChainBound, chain_bound
 from certify.feasibility.convex_bounds import (certify_rank, contraction_ok, exact_margin,
                                                max_certified_rank, psd_ldl, relaxation_value,
                                                rho_matrix)
-from certify.core.families import load_family
-from certify.feasibility.result import Outcome
 from certify.feasibility.decide import decide
-from certify.feasibility.chain_bounds import ChainBound, chain_bound
-from certify.cli import feasibility as feasibility_cli
-from certify.cli import verify as verify_cli
+from certify.feasibility.result import Outcome
 
 ROOT = Path(__file__).resolve().parents[1]
 

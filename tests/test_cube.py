@@ -3,7 +3,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certify.core.cube import (all_tokens, enumerate_sequences, min_ip_targets, strict_success,
                                targets_from_indices, token_index)

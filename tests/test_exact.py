@@ -6,11 +6,12 @@ from math import comb
 import numpy as np
 import pytest
 import scipy.linalg
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from certify.core.verdict import Verdict
 from certify.core.errors import InputError
+from certify.core.verdict import Verdict
 from solvers import exact as ex
 
 

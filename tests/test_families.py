@@ -5,12 +5,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from certify.cli import families as families_cli
 from certify.core import codes, families
 from certify.core.errors import InputError
-from certify.core.families import Family, JUMP_COLUMNS
-from certify.cli import families as families_cli
+from certify.core.families import JUMP_COLUMNS, Family
 
 
 @pytest.fixture(scope="module")

@@ -196,8 +196,8 @@ def test_features_swapped_under_a_present_source_is_rejected(tmp_path):
 
 
 def test_trusted_fields_on_small_data_are_rejected(tmp_path):
-    from certify.rank import run as rank
     from certify.core.certificate import Certificate
+    from certify.rank import run as rank
     from certify.sources.load import load_kernel
     rng = np.random.default_rng(4)
     np.savez(tmp_path / "f.npz", phi_q=rng.normal(size=(41, 8)), phi_k=rng.normal(size=(41, 8)))

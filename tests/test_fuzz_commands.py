@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from certify.cli import COMMANDS as _ALL
 
@@ -47,9 +48,10 @@ def scratch() -> Path:
     global _MADE
     if not _MADE:
         run_cases.make_files(_DIR)
-        import torch  # noqa: F401  -- paid once, not inside an example's time
-        import models.checkpoint  # noqa: F401
         import matplotlib.pyplot  # noqa: F401  -- report's figures: import and font cache paid once
+        import torch  # noqa: F401  -- paid once, not inside an example's time
+
+        import models.checkpoint  # noqa: F401
         for module, _ in COMMANDS.values():
             importlib.import_module(module)
         _MADE = True

@@ -7,7 +7,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from certify.core.cube import all_tokens, min_ip_targets
 from certify.core.errors import InputError, UncertifiableError

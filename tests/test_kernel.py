@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
+from certify.cli.extract import main as extract_main
 from certify.core.errors import InputError
 from certify.core.kernel import Form, Provenance, from_feature_fn
 from certify.sources.load import load_kernel
-from certify.cli.extract import main as extract_main
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable

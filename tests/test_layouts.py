@@ -15,14 +15,14 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from certify.core.verdict import Verdict
-from certify.checkpoints.heads import certify_heads
-from certify.core.errors import InputError, UncertifiableError
 from certify.checkers.verify import verify_certificate
+from certify.checkpoints.heads import certify_heads
+from certify.cli import checkpoint as checkpoint_cli
+from certify.core.errors import InputError, UncertifiableError
+from certify.core.verdict import Verdict
 from models.layouts import detect, read_checkpoint
 from models.layouts.base import FeatureHead
 from models.layouts.defaults import DEFAULTS
-from certify.cli import checkpoint as checkpoint_cli
 
 performer = pytest.importorskip("performer_pytorch.performer_pytorch")
 lat = pytest.importorskip("linear_attention_transformer.linear_attention_transformer")

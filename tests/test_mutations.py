@@ -38,10 +38,10 @@ import numpy as np
 import pytest
 
 from certify.checkers import verify
-from certify.core.certificate import Certificate, ClaimKind
 from certify.cli import feasibility as feasibility_cli
 from certify.cli import rank as rank_cli
 from certify.cli import transcript as transcript_cli
+from certify.core.certificate import Certificate, ClaimKind
 
 KINDS = [k.value for k in ClaimKind]
 _RATIONAL = re.compile(r"^-?\d+(/\d+)?$")

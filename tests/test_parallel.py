@@ -121,6 +121,7 @@ def test_transcript_shards_on_two_workers_give_the_same_claims(tmp_path, ray2):
 
 def test_checkpoint_batch_on_two_workers_equals_one_process(tmp_path, ray2):
     import shutil
+
     from certify.cli.checkpoint import main
     src = Path(__file__).resolve().parent.parent / "models" / "checkpoints"
     d = tmp_path / "ck"

@@ -10,14 +10,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify.core.certificate import ClaimKind
-from certify.core.verdict import Verdict
 from certify.checkers.rank import check
+from certify.core.certificate import ClaimKind
 from certify.core.codes import paper51_code
 from certify.core.kernel import Provenance, from_feature_fn, from_features, from_matrix
+from certify.core.verdict import Verdict
+from certify.rank.code import code_rank_claim
 from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank
-from certify.rank.code import code_rank_claim
 
 ROOT = Path(__file__).resolve().parent.parent
 PROV = Provenance("test", None, "test", "float32")

@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify.report import build as report
-from certify.core.certificate import Certificate
-from certify.core.errors import InputError
 from certify.cli import feasibility as feasibility_cli
 from certify.cli import rank as rank_cli
 from certify.cli import report as report_cli
 from certify.cli import transcript as transcript_cli
+from certify.core.certificate import Certificate
+from certify.core.errors import InputError
+from certify.report import build as report
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from certify.report import build as report, latex as report_tex
+from certify.report import build as report
+from certify.report import latex as report_tex
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "reports" / "reference"

@@ -9,16 +9,15 @@ import pytest
 import scipy.sparse as sp
 
 from certify.checkers import verify
+from certify.cli import feasibility as feasibility_cli
 from certify.core.codes import greedy_packing
 from certify.core.families import chain_family
-from certify.feasibility.result import Outcome
-from certify.feasibility.decide import decide
 from certify.feasibility.chain_bounds import chain_bound
+from certify.feasibility.decide import decide
 from certify.feasibility.model import Features, build_problem, exact_check
+from certify.feasibility.result import Outcome
 from solvers.factor import FactorProblem
-from solvers.sdp import (SDPStatus, lift_solve, max_margin, reweighted_lift, round_to_rank,
-                         status_of)
-from certify.cli import feasibility as feasibility_cli
+from solvers.sdp import SDPStatus, lift_solve, max_margin, reweighted_lift, round_to_rank, status_of
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +108,8 @@ def test_g12_bracket_pinned_by_sdp_both_sides(g12, tmp_path):
 
 
 def test_command_method_choice_and_bad_method(g12, tmp_path, capsys):
-    from certify.feasibility import decide as feasibility
     from certify.core.errors import InputError
+    from certify.feasibility import decide as feasibility
     fam = tmp_path / "g12.json"
     g12.save(fam)
     rc = feasibility_cli.main(["--family", str(fam), "--rank", "7", "--method", "sdp", "--json",

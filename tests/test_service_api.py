@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from certify.core.files import sha256_bytes
-from certify.core.errors import InputError
-from certify.service import jobs
 from service_support import CKPT, ROOT, Server, checkpoint_zip, wait_job
+
+from certify.core.errors import InputError
+from certify.core.files import sha256_bytes
+from certify.service import jobs
 
 LIMIT_KB = 1024
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from service_support import CKPT, ROOT, Server, checkpoint_zip
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")

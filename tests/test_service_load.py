@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-
 from service_support import Server, wait_job
 
 

@@ -8,7 +8,6 @@ import sqlite3
 import time
 
 import httpx
-
 from service_support import Server, checkpoint_zip, wait_job
 
 

@@ -9,13 +9,13 @@ import json
 import threading
 
 import pytest
+from service_support import PostgresCluster
 from sqlalchemy import inspect, text
 
 from certify.core.certificate import Certificate, Claim, ClaimKind
-from certify.core.verdict import Verdict
 from certify.core.files import sha256_bytes
+from certify.core.verdict import Verdict
 from certify.service import store as st
-from service_support import PostgresCluster
 
 
 @pytest.fixture(scope="module")

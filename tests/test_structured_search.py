@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from flint import fmpq, fmpq_mat
 
-from certify.core.bounds import (perron_discriminant as discriminant,
-                                 perron_max_excluded_rank as max_excluded_rank)
+from certify.core.bounds import perron_discriminant as discriminant
+from certify.core.bounds import perron_max_excluded_rank as max_excluded_rank
 from certify.core.families import chain_family, paper51_family
 from certify.feasibility.chain_bounds import chain_bound
 from certify.feasibility.model import Features, build_problem, exact_check

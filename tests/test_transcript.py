@@ -7,15 +7,15 @@ from fractions import Fraction
 import pytest
 import torch
 
-from certify.core.certificate import Certificate
-from certify.core.verdict import Verdict
 from certify.checkers import transcript as checker
+from certify.cli.transcript import main
+from certify.core.certificate import Certificate
 from certify.core.errors import run_command
 from certify.core.families import multilevel_spec
-from certify.transcript.model import QuantizedSketchModel, calibrated_uniform
+from certify.core.verdict import Verdict
 from certify.transcript.capacity import capacity
+from certify.transcript.model import QuantizedSketchModel, calibrated_uniform
 from certify.transcript.run import check_transcript
-from certify.cli.transcript import main
 from models.quantize import FloatFormatQuantizer, UniformQuantizer
 from models.sketch import (SketchConfig, builtin_uniform_quantizer, exact_weights, forward_exact,
                            injective_model, random_model, save_sketch_checkpoint)

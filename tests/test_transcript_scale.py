@@ -7,13 +7,13 @@ from fractions import Fraction
 import pytest
 import torch
 
-from certify.core.verdict import Verdict
 from certify.checkers import transcript as checker
 from certify.checkers.common import canonical_sha256
 from certify.core.families import multilevel_spec
+from certify.core.verdict import Verdict
+from certify.transcript.enumerate import Enumerator, merge
 from certify.transcript.model import QuantizedSketchModel, calibrated_uniform
 from certify.transcript.run import check_transcript
-from certify.transcript.enumerate import Enumerator, merge
 from models.quantize import UniformQuantizer
 from models.sketch import (SketchConfig, builtin_uniform_quantizer, exact_weights, forward_exact,
                            injective_model, random_model)

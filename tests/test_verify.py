@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from certify.checkers import verify
-from certify.core.certificate import SCHEMA, ClaimKind
-from certify.core.files import sha256_bytes
-from certify.checkers.statements import RENDERER, render
 from certify.checkers.common import NotACertificate
-from certify.core.errors import InputError
+from certify.checkers.statements import RENDERER, render
 from certify.cli import bounds as bounds_cli
+from certify.core.certificate import SCHEMA, ClaimKind
+from certify.core.errors import InputError
+from certify.core.files import sha256_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -120,6 +120,7 @@ def checkpoint_certificates(stage: Path, seed: int) -> tuple[list[Path], list[st
 def cube_kernel_certificate(m: int = 6) -> Certificate:
     """Thm 2 exact positive features over {0,1}^m: rank exactly 2^m."""
     import numpy as np
+
     from certify.core.kernel import Provenance, from_features
     from certify.rank.options import RankOptions
     from certify.rank.run import certify_rank

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from certify.audit.head import ExactHead, HALF, Output, evaluate
+from certify.audit.head import HALF, ExactHead, Output, evaluate
 from certify.core.families import Family
 from certify.core.verdict import Verdict
 

@@ -18,7 +18,6 @@ from certify.core.families import Family
 from certify.core.files import sha256_json
 from certify.core.numbers import q_to_str
 
-
 HALF = Fraction(1, 2)
 
 

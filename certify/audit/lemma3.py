@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from certify.audit.head import ExactHead, HALF, Output, ROLES, evaluate
+from certify.audit.head import HALF, ROLES, ExactHead, Output, evaluate
 from certify.core.errors import InputError
-from certify.core.families import Family, JUMP_COLUMNS
+from certify.core.families import JUMP_COLUMNS, Family
 from certify.core.verdict import Verdict
 
 

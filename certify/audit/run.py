@@ -27,7 +27,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from certify.audit.correctness import Correctness, check_correctness
-from certify.audit.head import ExactHead, HALF
+from certify.audit.head import HALF, ExactHead
 from certify.audit.lemma3 import GapAudit, audit_gap_domination
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.errors import InputError

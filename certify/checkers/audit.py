@@ -51,8 +51,11 @@ from typing import Any
 
 import flint
 
-from certify.checkers.common import (JUMP_COLUMNS as _JUMP_COLS, Bad as _Bad, canonical_sha256 as _canonical_sha,
-                                     family as _family, guarded, integer, keys, rational, rational_matrix)
+from certify.checkers.common import JUMP_COLUMNS as _JUMP_COLS
+from certify.checkers.common import Bad as _Bad
+from certify.checkers.common import canonical_sha256 as _canonical_sha
+from certify.checkers.common import family as _family
+from certify.checkers.common import guarded, integer, keys, rational, rational_matrix
 
 KINDS = ("correctness", "gap_domination")
 ROLES = ("Y", "Z", "M")

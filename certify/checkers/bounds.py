@@ -53,7 +53,8 @@ import math
 from fractions import Fraction
 from typing import Any, Callable
 
-from certify.checkers.common import Bad as _Bad, boolean, integer, keys, q_str, rational
+from certify.checkers.common import Bad as _Bad
+from certify.checkers.common import boolean, integer, keys, q_str, rational
 
 _MAX_M = 1 << 13          # larger parameters are not re-derived here
 _MAX_POWER_BITS = 1 << 24

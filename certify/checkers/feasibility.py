@@ -74,7 +74,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from certify.checkers.common import (Bad, family, guarded, integer, keys, rational, same_rational)
+from certify.checkers.common import Bad, family, guarded, integer, keys, rational, same_rational
 
 _HALF = Fraction(1, 2)
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
@@ -306,7 +306,7 @@ def check(claim: dict, cert: dict | None = None) -> list[str]:
         return [] if claim.get("reason") else ["an unknown claim lacks a reason"]
     if verdict != "proved":
         return [f"unknown verdict {verdict!r}"]
-    from certify.checkers import convex_dual            # convex dual certificates
+    from certify.checkers import convex_dual  # convex dual certificates
     if kind == "infeasible" and convex_dual.is_convex_dual(claim):
         return convex_dual.check_infeasible(claim)
     return _check_feasible(claim) if kind == "feasible" else _check_infeasible(claim)

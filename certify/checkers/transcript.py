@@ -75,8 +75,9 @@ from typing import Any
 
 import numpy as np
 
-from certify.checkers.common import (Bad as _Bad, bits, canonical_sha256, guarded, integer,
-                                     keys, min_ip_targets, rational)
+from certify.checkers.common import Bad as _Bad
+from certify.checkers.common import (bits, canonical_sha256, guarded, integer, keys, min_ip_targets,
+                                     rational)
 
 HALF = Fraction(1, 2)
 MAX_ALL = 1 << 16

@@ -56,9 +56,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from certify.checkers import families as _families
 from certify.checkers import sources as _sources
-from certify.checkers.statements import RENDERERS, check_statement
 from certify.checkers.common import (EXIT_ASSUMED, EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED,
                                      NotACertificate)
+from certify.checkers.statements import RENDERERS, check_statement
 
 SCHEMA = "certify-attention/certificate/1"
 VERDICTS = ("proved", "refuted", "unknown")

@@ -33,11 +33,10 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
 
-
 from certify.core.certificate import Certificate, Claim
-from certify.core.verdict import Verdict, overall
-from certify.core.files import sha256_file
 from certify.core.errors import InputError, UncertifiableError
+from certify.core.files import sha256_file
+from certify.core.verdict import Verdict, overall
 
 BUILTIN_FAMILIES = ("paper-5.1", "ood-6-4-8-test", "ood-8-6-12-test", "ood-10-8-16-test")
 MAX_CUBE = 16
@@ -130,11 +129,12 @@ def _head_index(h) -> int | None:
 def kernel_lemma3(head, family) -> dict[str, Any]:
     """Lemma 3's inequality ``alpha(x,y) > (n-2)(d-2eps)/(2eps) alpha(x,z)`` on every
     applicable jump, in exact rationals from the head's float features."""
-    from certify.audit.run import family_eps
-    from certify.audit.lemma3 import lemma3_factor
-    from certify.audit.head import rationalize
-    from certify.core.families import JUMP_COLUMNS
     import torch
+
+    from certify.audit.head import rationalize
+    from certify.audit.lemma3 import lemma3_factor
+    from certify.audit.run import family_eps
+    from certify.core.families import JUMP_COLUMNS
     eps = family_eps(family)
     with torch.no_grad():
         q, k = head.feature_matrices(family.tokens)
@@ -164,9 +164,9 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                   eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
                   head: int | None = None, command: Sequence[str] = ()) -> HeadsResult:
     from certify import audit
-    from certify.rank import run as rank_mod
     from certify.core.families import load_family
     from certify.core.kernel import Provenance, from_features
+    from certify.rank import run as rank_mod
     from certify.sources.checkpoint import from_model
     from models.layouts import Refusal
 
@@ -306,6 +306,7 @@ def write_out(res: HeadsResult, out: str) -> Path:
     """Certificate, report and the head table, written as one folder (atomic)."""
     import shutil
     import tempfile
+
     from certify.report import build as report
     outp = Path(out)
     outp.parent.mkdir(parents=True, exist_ok=True)

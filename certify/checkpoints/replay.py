@@ -39,9 +39,10 @@ def _kernel(job: dict[str, Any]):
 
 
 def _construction(name: str, args: list[int], token_set: str | None):
-    from certify.core.kernel import Provenance, from_features
-    import models.constructions as con
     import numpy as np
+
+    import models.constructions as con
+    from certify.core.kernel import Provenance, from_features
     out = getattr(con, name)(*args)
     # exact dyadic Fractions -> float64, as certify.demo.cube_kernel_certificate does
     phi_q = np.array([[float(v) for v in row] for row in out.phi_q])

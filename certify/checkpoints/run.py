@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from certify.core.certificate import Certificate, Claim
-from certify.core.verdict import Verdict, overall
-from certify.core.files import sha256_file
 from certify.core.errors import InputError, UncertifiableError
+from certify.core.files import sha256_file
+from certify.core.verdict import Verdict, overall
 
 #: Built-in families tried on every checkpoint (those with the model's token dimension).
 BUILTIN_FAMILIES = ("paper-5.1", "ood-6-4-8-test", "ood-8-6-12-test", "ood-10-8-16-test")

@@ -8,9 +8,9 @@ import sys
 
 from certify.cli import common
 from certify.core import outputs
-from certify.core.families import (Family, check_family_size, builtin_names, chain_family,
-                                   load_code, load_family, multilevel_spec, ood_families)
 from certify.core.errors import InputError
+from certify.core.families import (Family, builtin_names, chain_family, check_family_size,
+                                   load_code, load_family, multilevel_spec, ood_families)
 from certify.core.limits import parse_exact
 
 

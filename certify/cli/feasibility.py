@@ -11,13 +11,13 @@ import json
 import sys
 from typing import Sequence
 
-from certify.core.progress import show_progress
 from certify.cli import common as cli
 from certify.core import limits, outputs
 from certify.core.certificate import Certificate
 from certify.core.errors import InputError
 from certify.core.families import load_family
 from certify.core.numbers import q_to_str
+from certify.core.progress import show_progress
 from certify.feasibility.decide import cube_brackets, decide, sweep
 from certify.feasibility.model import Features, ModelClass
 from certify.feasibility.result import FeasibilityResult, Outcome

@@ -14,8 +14,8 @@ from certify.core.errors import InputError
 from certify.core.families import multilevel_spec
 from certify.core.progress import show_progress
 from certify.core.verdict import Verdict
-from certify.transcript.figure import sweep_figure
 from certify.sources.paths import precheck_checkpoint, resolve_source
+from certify.transcript.figure import sweep_figure
 from certify.transcript.model import MODELS, ModelRequest
 from certify.transcript.result import DEFAULT_EXACT_LIMIT
 from certify.transcript.run import run_transcript

@@ -30,10 +30,10 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from certify.core.files import atomic_write_bytes, atomic_write_text
-from certify.core.numbers import check_matrix, q_to_str, str_to_q
 from certify.core.errors import InputError
+from certify.core.files import atomic_write_bytes, atomic_write_text
 from certify.core.limits import check_matrix_shape, limit
+from certify.core.numbers import check_matrix, q_to_str, str_to_q
 
 KERNEL_FORMAT = "certify-attention/kernel/1"
 MAX_SAVE_BYTES = 1 << 31

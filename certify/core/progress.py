@@ -24,6 +24,7 @@ class TimeBar:
 
     def __init__(self, desc: str, seconds: float, unit: str = "LP"):
         import time
+
         from tqdm import tqdm
 
         self._time = time.perf_counter

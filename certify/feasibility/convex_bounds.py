@@ -71,10 +71,10 @@ from fractions import Fraction
 import numpy as np
 
 from certify.core.certificate import Claim, ClaimKind
-from certify.core.verdict import Verdict
 from certify.core.numbers import q_to_str
-from certify.feasibility.result import FeasibilityResult, Outcome
+from certify.core.verdict import Verdict
 from certify.feasibility.chain_bounds import ChainBound
+from certify.feasibility.result import FeasibilityResult, Outcome
 
 METHOD = "convex-dual"
 

@@ -73,7 +73,7 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     if method not in ("lp", "sdp", "auto"):
         raise InputError(f"method must be lp, sdp or auto, got {method!r}")
     if method != "lp" and (method == "sdp" or bound is None or rank > bound.max_infeasible_rank):
-        from certify.feasibility.convex_bounds import convex_result      # convex dual certificate (SDP)
+        from certify.feasibility.convex_bounds import convex_result  # convex dual certificate (SDP)
         res = convex_result(family, rank, features, bound, timings, model_class=model_class)
         if res is not None:
             return res

@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from certify.feasibility.result import FeasibilityResult, Outcome
 from certify.feasibility.lp_search import search_witness
 from certify.feasibility.model import FeasibilityProblem, Features, verify_factors
+from certify.feasibility.result import FeasibilityResult, Outcome
 
 
 def sdp_witness(problem: FeasibilityProblem, rank: int, features: Features, *,

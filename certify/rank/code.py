@@ -19,7 +19,9 @@ from certify.core.verdict import Verdict
 from certify.rank.evidence import feature_evidence, gram_evidence, source_params
 from certify.rank.options import RankOptions
 from certify.rank.summary import FactorSummary
-from solvers import exact as ex, spectral as sp
+from solvers import exact as ex
+from solvers import spectral as sp
+
 
 def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: RankOptions,
                     summary: FactorSummary | None = None) -> Claim:

@@ -15,11 +15,13 @@ from certify.core.certificate import Claim, ClaimKind
 from certify.core.kernel import Kernel
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
-from certify.rank.evidence import (TRUSTED_GRAMS, feature_evidence, gram_evidence,
-                                   scale_evidence, source_params, matrix_sha256)
-from certify.rank.options import RankOptions, SPECTRAL_EXACT_LIMIT
+from certify.rank.evidence import (TRUSTED_GRAMS, feature_evidence, gram_evidence, matrix_sha256,
+                                   scale_evidence, source_params)
+from certify.rank.options import SPECTRAL_EXACT_LIMIT, RankOptions
 from certify.rank.summary import FactorSummary
-from solvers import exact as ex, spectral as sp
+from solvers import exact as ex
+from solvers import spectral as sp
+
 
 def eps_rank_factor_claim(kernel: Kernel, s: FactorSummary, eps: Fraction, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()

@@ -16,6 +16,7 @@ from certify.rank.options import RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
 
+
 def int_rows(a) -> list[list[int]]:
     return [[int(v) for v in row] for row in np.asarray(a).tolist()]
 

@@ -11,11 +11,12 @@ import time
 
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.kernel import Kernel
-from certify.rank.evidence import (TRUSTED_GRAMS, attempts_info, feature_evidence,
-                                   gram_evidence, rank_params, scale_evidence, matrix_sha256)
+from certify.rank.evidence import (TRUSTED_GRAMS, attempts_info, feature_evidence, gram_evidence,
+                                   matrix_sha256, rank_params, scale_evidence)
 from certify.rank.options import RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
+
 
 def exact_rank_factor_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()

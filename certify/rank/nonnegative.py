@@ -12,11 +12,12 @@ from certify.core.certificate import Claim, ClaimKind
 from certify.core.kernel import Kernel
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
-from certify.rank.evidence import (feature_evidence, gram_evidence, scale_evidence,
-                                   source_params, matrix_sha256)
-from certify.rank.options import RankOptions, SIGNED_PRODUCT_LIMIT
+from certify.rank.evidence import (feature_evidence, gram_evidence, matrix_sha256, scale_evidence,
+                                   source_params)
+from certify.rank.options import SIGNED_PRODUCT_LIMIT, RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
+
 
 def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions) -> Claim:
     base = {"form": "factor", "features_sha256": gram_evidence(s)["features_sha256"]}

@@ -37,6 +37,7 @@ from certify.rank.nonnegative import nonnegative_claim_factor, nonnegative_claim
 from certify.rank.options import RankOptions
 from certify.rank.summary import summarize_features
 
+
 @dataclass(frozen=True)
 class RankReport:
     certificate: Certificate

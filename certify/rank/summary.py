@@ -18,6 +18,7 @@ from certify.core.errors import InputError
 from certify.core.kernel import Kernel
 from solvers import exact as ex
 
+
 @dataclass(frozen=True, eq=False)
 class FactorSummary:
     """Exact summaries of ``PhiQ, PhiK`` from one batched pass (never ``K x K``)."""

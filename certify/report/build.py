@@ -35,11 +35,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
 
-from certify.core.files import sha256_file
-from certify.core import outputs as _outputs
-from certify.checkers.common import NotACertificate
-from certify.core.errors import InputError
 from certify.checkers import verify as _verify
+from certify.checkers.common import NotACertificate
+from certify.core import outputs as _outputs
+from certify.core.errors import InputError
+from certify.core.files import sha256_file
 
 VERDICT_MARK = {"proved": "proved", "refuted": "REFUTED", "unknown": "unknown"}
 COLORS = {"proved": "#1b7837", "refuted": "#b2182b", "unknown": "#878787"}

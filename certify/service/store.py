@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from sqlalchemy import (Column, DateTime, ForeignKey, Integer, String, Text, create_engine,
-                        delete, event, func, select, update)
+from sqlalchemy import (Column, DateTime, ForeignKey, Integer, String, Text, create_engine, delete,
+                        event, func, select, update)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 

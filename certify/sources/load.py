@@ -48,7 +48,7 @@ def is_models_checkpoint(path: Path) -> bool:
     if not isinstance(fmt, str) or not fmt.startswith("certify-attention/"):
         return False
     try:
-        from models.checkpoint import FORMAT       # imports torch: only for a real candidate
+        from models.checkpoint import FORMAT  # imports torch: only for a real candidate
     except Exception:    # torch missing: not a checkpoint we can read
         return False
     return fmt == FORMAT

@@ -20,12 +20,12 @@ import time
 from fractions import Fraction
 
 from certify.core.certificate import Claim, ClaimKind
-from certify.core.verdict import Verdict
 from certify.core.numbers import q_to_str
+from certify.core.verdict import Verdict
+from certify.transcript.capacity import bound_claim, capacity
+from certify.transcript.replay import _bits, collision_evidence, family_evidence, replay
 from certify.transcript.result import REPLAY_ASSUMPTION, TranscriptResult
 from certify.transcript.search import SearchResult
-from certify.transcript.replay import _bits, collision_evidence, family_evidence, replay
-from certify.transcript.capacity import bound_claim, capacity
 
 
 def transcript_params(spec, model) -> dict:
@@ -48,8 +48,8 @@ def _first_error(spec, model, index, EW):
 
 def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
                     engine=None) -> TranscriptResult:
-    from certify.transcript import enumerate as transcript_enum
     from certify.checkers.transcript import integer_replayable
+    from certify.transcript import enumerate as transcript_enum
 
     t0 = time.perf_counter()
     cap = capacity(model, spec.s, spec.q)

@@ -127,10 +127,10 @@ def build_model(req: ModelRequest, spec, p: int | None = None) -> tuple[Quantize
                                                                   dict[str, str]]:
     """The model ``req`` names, with its quantizer (``p`` overrides ``req.bits``),
     the seeds it used and the input files it read (name -> sha256)."""
+    from certify.core.files import sha256_file
     from models.quantize import FloatFormatQuantizer, UniformQuantizer
     from models.sketch import (SketchConfig, builtin_uniform_quantizer, injective_model,
                                load_sketch_checkpoint, random_model)
-    from certify.core.files import sha256_file
 
     bits = p if p is not None else req.bits
     seeds, inputs = {}, {}

@@ -12,7 +12,6 @@ from certify.core.verdict import Verdict
 from certify.transcript.capacity import Capacity, _num
 from certify.transcript.search import SearchResult
 
-
 DEFAULT_EXACT_LIMIT = 4096
 
 

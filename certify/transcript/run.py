@@ -39,7 +39,8 @@ from certify.core.errors import InputError
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 from certify.transcript.capacity import bound_claim, capacity
-from certify.transcript.model import ModelRequest, QuantizedSketchModel, build_model, check_compatible
+from certify.transcript.model import (ModelRequest, QuantizedSketchModel, build_model,
+                                      check_compatible)
 from certify.transcript.replay import (_bits, _query_error, collision_evidence, family_evidence,
                                        replay)
 from certify.transcript.result import DEFAULT_EXACT_LIMIT, TranscriptResult

@@ -13,7 +13,6 @@ import numpy as np
 
 from certify.transcript.model import QuantizedSketchModel
 
-
 DEFAULT_BATCH = 4096
 
 

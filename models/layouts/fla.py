@@ -39,7 +39,8 @@ import torch
 from torch.nn import functional as F
 
 from certify.core.errors import InputError
-from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, rms_norm, rows_of_head
+from models.layouts.base import (SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, rms_norm,
+                                 rows_of_head)
 from models.layouts.defaults import defaults
 
 #: fla model types (config.json "model_type") whose kernel is not a fixed function of (x, z)

@@ -17,12 +17,12 @@ This package namespace re-exports the public names of its modules.
 
 from __future__ import annotations
 
-from solvers.exact.integers import (IntMatrix, fmpz_matrix, nmod_matrix, dyadic, rational_rows,
-                                    compact, dyadic_to_fraction, as_int_lists, iter_int)
-from solvers.exact.modular import (random_prime, minor_mod_p, span_check, float_minor,
-                                   span_check_multimodular, sketched_pivot_minor)
-from solvers.exact.gram import GramAccumulator, normalize_pow2, batch_gram, exact_products
-from solvers.exact.rank import exact_rank_fast, PrimeAttempt, ExactRank, exact_rank, core_rank
+from solvers.exact.gram import GramAccumulator, batch_gram, exact_products, normalize_pow2
+from solvers.exact.integers import (IntMatrix, as_int_lists, compact, dyadic, dyadic_to_fraction,
+                                    fmpz_matrix, iter_int, nmod_matrix, rational_rows)
+from solvers.exact.modular import (float_minor, minor_mod_p, random_prime, sketched_pivot_minor,
+                                   span_check, span_check_multimodular)
+from solvers.exact.rank import ExactRank, PrimeAttempt, core_rank, exact_rank, exact_rank_fast
 
 __all__ = [
     "ExactRank", "GramAccumulator", "IntMatrix", "PrimeAttempt", "as_int_lists", "batch_gram",

@@ -10,7 +10,6 @@ import numpy as np
 from certify.core.errors import InputError
 from solvers.exact.integers import IntMatrix, _mantissas, _obj, fmpz_matrix
 
-
 _LIMB = 20                 # bits per limb in the exact float Gram product
 
 

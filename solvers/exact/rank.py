@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from certify.core.verdict import Verdict
-from solvers.exact.integers import IntMatrix, compact, _obj, _zero
+from solvers.exact.integers import IntMatrix, _obj, _zero, compact
 from solvers.exact.modular import (_small_prime, minor_mod_p, random_prime, sketched_pivot_minor,
                                    span_check, span_check_multimodular)
 

@@ -90,10 +90,10 @@ from typing import Any, Mapping
 from certify.checkers.common import guarded
 from certify.checkers.rank.code import check_code_rank
 from certify.checkers.rank.eps import check_eps_rank
-from certify.checkers.rank.evidence import KINDS, matrix_sha256  # noqa: F401 (the area's public names)
+from certify.checkers.rank.evidence import (KINDS,  # noqa: F401 (the area's public names)
+                                            matrix_sha256)
 from certify.checkers.rank.exact import check_exact_rank
 from certify.checkers.rank.nonnegative import check_nonnegative
-
 
 _CHECKS = {"exact_rank": check_exact_rank, "eps_rank": check_eps_rank,
            "code_rank": check_code_rank, "nonnegative": check_nonnegative}

@@ -9,7 +9,7 @@ from fractions import Fraction
 
 from certify.checkers.common import (Bad, bits, fmpz_mat, int_matrix, integer, keys, rational,
                                      rational_matrix, same_rational)
-from certify.checkers.rank.evidence import (SOURCE_KEYS, _FEATURE_SOURCES, _Features, _TRUSTED,
+from certify.checkers.rank.evidence import (_FEATURE_SOURCES, _TRUSTED, SOURCE_KEYS, _Features,
                                             _indices)
 
 

@@ -9,8 +9,8 @@ from fractions import Fraction
 from typing import Any
 
 from certify.checkers.common import Bad, boolean, fmpz_mat, int_matrix, integer, keys, rational
-from certify.checkers.rank.evidence import (ENCLOSURE_WIDTH_LOG2, SOURCE_KEYS, _FEATURE_OPTIONAL,
-                                            _GRAM, _check_grams, _get_matrix, _matrix_keys,
+from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, _GRAM, ENCLOSURE_WIDTH_LOG2,
+                                            SOURCE_KEYS, _check_grams, _get_matrix, _matrix_keys,
                                             _rational_matrix)
 
 
@@ -151,7 +151,7 @@ def _positive_definite(H) -> bool:
     n = H.nrows()
     if H != H.transpose():
         return False
-    import flint                     # Sylvester: every leading principal minor > 0
+    import flint  # Sylvester: every leading principal minor > 0
     P, L, D, U = H.fflu()
     ident = flint.fmpz_mat(n, n, [1 if i == j else 0 for i in range(n) for j in range(n)])
     return P == ident and all(U[i, i] > 0 for i in range(n))

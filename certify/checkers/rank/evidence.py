@@ -14,7 +14,6 @@ import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
 
-
 KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys, q_str, rational
-from certify.checkers.rank.evidence import (SOURCE_KEYS, _FEATURE_OPTIONAL, _Features, _get_matrix,
+from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, SOURCE_KEYS, _Features, _get_matrix,
                                             _indices, _matrix_keys)
 
 

@@ -17,7 +17,6 @@ from certify.core.bounds.exact import (E_UPPER, HALF, MAX_EXACT_M, THM6_EXTENDED
 from certify.core.bounds.lemmas import _rank_from_bound, lemma3_factor, lemma3_min_gap
 from certify.core.errors import InputError, UncertifiableError
 
-
 # ------------------------------------------------------------------ Thm 5
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from typing import Any
 
 from certify.core.errors import InputError, UncertifiableError
 
-
 #: Largest token dimension evaluated exactly: keeps every recorded integer below
 #: Python's 4300-digit int/str conversion limit and the run well under a second.
 MAX_EXACT_M = 4096

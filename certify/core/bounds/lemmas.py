@@ -12,7 +12,6 @@ from certify.checkers.statements import render
 from certify.core.bounds.exact import HALF, _qs, as_fraction, as_int, ceil_q, check_eps, floor_q
 from certify.core.errors import InputError
 
-
 # ------------------------------------------------------------------ Lemma 3
 
 def lemma3_min_gap(n: Any, eps: Any = HALF) -> Fraction:

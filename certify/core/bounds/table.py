@@ -16,7 +16,6 @@ from certify.core.certificate import Claim, ClaimKind
 from certify.core.errors import UncertifiableError
 from certify.core.verdict import Verdict
 
-
 # ------------------------------------------------------------------ claims
 
 def bound_claim(result: Any) -> Claim:

@@ -10,7 +10,6 @@ from typing import Any
 from certify.core.bounds.exact import HALF, as_fraction, as_int
 from certify.core.errors import InputError
 
-
 # ------------------------------------------------------------------ Thm 1
 
 @dataclass(frozen=True)

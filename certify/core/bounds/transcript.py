@@ -10,7 +10,6 @@ from certify.checkers.statements import render
 from certify.core.bounds.exact import MAX_POWER_BITS, as_int, ceil_log2
 from certify.core.errors import UncertifiableError
 
-
 # ------------------------------------------------------------------ Thm 9 / Eq. 8
 
 def bits_available(L: Any, H: Any, r: Any, dv: Any, p: Any) -> int:

@@ -12,11 +12,11 @@ This package namespace re-exports the public names of its modules.
 
 from __future__ import annotations
 
+from certify.core.families.chain import chain_family, chain_levels, paper51_family
 from certify.core.families.family import FORMAT, JUMP_COLUMNS, Family, validate
-from certify.core.families.chain import chain_levels, chain_family, paper51_family
 from certify.core.families.multilevel import MultilevelSpec, multilevel_spec
 from certify.core.families.ood import ood_families
-from certify.core.families.registry import builtin_names, load_family, check_family_size, load_code
+from certify.core.families.registry import builtin_names, check_family_size, load_code, load_family
 
 __all__ = [
     "FORMAT", "Family", "JUMP_COLUMNS", "MultilevelSpec", "builtin_names", "chain_family",

@@ -36,7 +36,6 @@ from certify.core.cube import check_binary, targets_from_indices
 from certify.core.errors import InputError
 from certify.core.files import atomic_write_bytes, atomic_write_text, sha256_bytes
 
-
 FORMAT = "certify-attention/family/1"
 
 
