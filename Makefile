@@ -9,7 +9,7 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: demo test install install-test bench reports gallery clean service-deps latex-tools
+.PHONY: demo test test-all lint-imports install install-test bench reports gallery clean service-deps latex-tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,19 @@ latex-tools:
 	  || echo "could not install texlive-latex-recommended latexmk: the LaTeX compile test will skip"; \
 	else echo "to compile report.tex in the tests install: texlive-latex-recommended latexmk (e.g. sudo apt-get install texlive-latex-recommended latexmk)"; fi
 
-test: $(VENV)/.installed service-deps latex-tools
-	$(PY) -m pytest -q -p no:cacheprovider tests
+# The default suite (under 3 minutes on 2 cores): the import contracts, then
+# every test except those marked slow, on two pytest workers; the 15 slowest
+# are printed. `make test-all` adds the slow profile (--runslow).
+PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
+
+lint-imports: $(VENV)/.installed
+	$(VENV)/bin/lint-imports --no-cache
+
+test: $(VENV)/.installed service-deps latex-tools lint-imports
+	$(PYTEST) tests
+
+test-all: $(VENV)/.installed service-deps latex-tools lint-imports
+	$(PYTEST) --runslow tests
 
 # The service's browser and database tests use Debian's chromium + chromium-driver
 # and PostgreSQL 15 (its cluster stays stopped; the tests start a throwaway one).

@@ -108,7 +108,7 @@ def _overlap_rank_oracle(f, m):
     return sum(comb(m, j) for j in range(m + 1) if a[j] != 0)
 
 
-@pytest.mark.parametrize("tau", [2e-3, 1e-3])
+@pytest.mark.parametrize("tau", [2e-3, pytest.param(1e-3, marks=pytest.mark.slow)])
 def test_thm2_cube_kernel_float64(tau):
     m = 10
     K = np.array([[1.0, 1.0], [1.0, np.exp(-tau)]])

@@ -17,10 +17,10 @@ from certify.core.engine import Engine, init_local
 pytest.importorskip("ray")
 
 
-def _square_slowly(x, folder):
+def _square_slowly(x, folder, seconds=1.0):
     """Record this attempt (pid), sleep, return x^2."""
     Path(folder, f"{x}-{os.getpid()}-{time.monotonic_ns()}").write_text(str(os.getpid()))
-    time.sleep(1.0)
+    time.sleep(seconds)
     return x * x
 
 
@@ -44,7 +44,7 @@ def ray2():
 def test_in_process_map_keeps_order(tmp_path):
     e = Engine(1, progress=False)
     assert not e.uses_ray
-    assert e.map(_square_slowly, [(i, str(tmp_path)) for i in (3, 1, 2)]) == [9, 1, 4]
+    assert e.map(_square_slowly, [(i, str(tmp_path), 0.0) for i in (3, 1, 2)]) == [9, 1, 4]
 
 
 def test_killed_worker_task_is_retried_once_and_counted_once(tmp_path, ray2):

@@ -81,15 +81,21 @@ def test_truncated_nuclear_norm_drives_rank_down(g12):
     assert len(tails) == 3 and tails[-1] < tails[0]
 
 
-def test_sdp_finds_and_exactly_verifies_witness(g12):
-    res = decide(g12, 6, Features.REAL, method="sdp", time_limit=120)
+@pytest.fixture(scope="module")
+def g12_rank6(g12):
+    """The SDP search at rank 6 on greedy-12-6-3 (shared: one solve for the module)."""
+    return decide(g12, 6, Features.REAL, method="sdp", time_limit=120)
+
+
+def test_sdp_finds_and_exactly_verifies_witness(g12, g12_rank6):
+    res = g12_rank6
     assert res.outcome is Outcome.FEASIBLE, res.reason
     assert res.method.startswith("SDP")
     chk = exact_check(build_problem(g12), res.witness)
     assert chk.ok and chk.margin == res.margin and len(next(iter(res.witness.phi_q.values()))) == 6
 
 
-def test_g12_bracket_pinned_by_sdp_both_sides(g12, tmp_path):
+def test_g12_bracket_pinned_by_sdp_both_sides(g12, g12_rank6, tmp_path):
     """greedy-12-6-3, real features (used pairs): rank <= 5 is excluded by a convex
     dual certificate (Lemma 4 per pair gives 3, the nonnegative refinement 4), and
     an SDP witness verifies at rank 6: the minimal rank is exactly 6."""
@@ -97,7 +103,7 @@ def test_g12_bracket_pinned_by_sdp_both_sides(g12, tmp_path):
     assert (b.lemma4_rank, b.perron_rank) == (3, 4)
     low = decide(g12, 5, Features.REAL, method="auto", bound=b)
     assert low.outcome is Outcome.INFEASIBLE and low.convex.rank == 5
-    six = decide(g12, 6, Features.REAL, method="auto", bound=b, time_limit=120)
+    six = g12_rank6                # method "auto" also ends in the SDP witness above r = 5
     assert six.outcome is Outcome.FEASIBLE
     from certify.core.certificate import Certificate
     doc = Certificate(claims=[low.to_claim(), six.to_claim()], command=["test"],

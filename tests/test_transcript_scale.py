@@ -114,11 +114,20 @@ def _two_layer_injective(spec):
     return cfg, W
 
 
-def test_deep_model_proof_above_the_limits_names_its_assumption():
+@pytest.mark.parametrize("q, max_all", [
+    (11, 1 << 10),                                     # the checker's limit lowered: seconds
+    pytest.param(17, None, marks=pytest.mark.slow),    # above the real limit (2^16)
+])
+def test_deep_model_proof_above_the_limits_names_its_assumption(q, max_all, monkeypatch):
     """A proved 'all' claim of a 2-layer model above MAX_ALL names the enumeration
     as an assumption; the checker replays a seeded sample, rejects the claim
     without the assumption and catches a model that errs everywhere."""
-    spec = multilevel_spec(14, 1, 7, 17)
+    import certify.checkers.transcript as transcript_checker
+
+    if max_all is not None:
+        monkeypatch.setattr(transcript_checker, "MAX_ALL", max_all)
+    assert 2 ** q > transcript_checker.MAX_ALL
+    spec = multilevel_spec(14, 1, 7, q)
     cfg, W = _two_layer_injective(spec)
     res = check_transcript(spec, QuantizedSketchModel(cfg, W, builtin_uniform_quantizer(1)),
                            progress=False)
