@@ -65,7 +65,7 @@ def test_killed_worker_task_is_retried_once_and_counted_once(tmp_path, ray2):
     th.start()
     with Engine(2, progress=False) as e:
         assert e.uses_ray
-        out = e.map(_square_slowly, [(i, str(folder)) for i in range(8)])
+        out = e.map(_square_slowly, [(i, str(folder), 0.4) for i in range(8)])
     th.join(5)
     assert out == [i * i for i in range(8)]
     assert killed
