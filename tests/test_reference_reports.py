@@ -44,7 +44,7 @@ def test_demo_brackets_the_minimal_rank(tmp_path):
               for c in claims if c["verdict"] == "proved"}
     assert ("infeasible", 8, "real") in proved and ("infeasible", 11, "real") in proved
     assert ("feasible", 15, "real") in proved and ("feasible", 15, "nonnegative") in proved
-    cube = [c for c in claims if c["kind"] == "exact_rank" and "cube:6" in c["statement"]]
+    cube = [c for c in claims if c["kind"] == "exact_rank" and "{0,1}^6" in c["statement"]]
     assert cube and cube[0]["evidence"]["rank_lower"] == cube[0]["evidence"]["rank_upper"] == 64
     assert (tmp_path / "demo" / "report.md").is_file()
 

@@ -208,7 +208,7 @@ def test_checkpoint_certified_end_to_end(server, client, certified, tmp_path):
     # the page shows the claims and the verification with its meaning
     html = client.get(f"{server.url}/certificates/{sha}").text
     assert "certify verify: exit 0" in html and "sources present" in html
-    assert "on cube:8 (256 x 256) has rank exactly 8 over Q" in html
+    assert "on {0,1}^8 (256 x 256) has rank exactly 8 over Q" in html
     assert 'src="/certificates/%s/files/singular_values.png"' % sha in html
     png = client.get(f"{server.url}/certificates/{sha}/files/singular_values.png")
     assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"

@@ -109,7 +109,7 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         meaning = browser.find_element(By.ID, "verify-meaning").text
         mode = browser.find_element(By.ID, "verify-mode").text
         assert mode.startswith("sources present")
-        assert "on cube:8 (256 x 256) has rank exactly 8 over Q" in browser.page_source
+        assert "on {0,1}^8 (256 x 256) has rank exactly 8 over Q" in browser.page_source
         assert browser.find_element(By.ID, "overall").text == "refuted"
         png = browser.get_screenshot_as_png()
         colours, std = _not_blank(png)

@@ -89,9 +89,18 @@ def test_unknown_and_refuted_hold_when_consistent_but_need_reasons(fake_checker)
 
 
 def test_counts(fake_checker):
-    cert = _cert(_claim(), _claim(verdict="unknown", reason="time"), _claim(verdict="refuted", reason="x"))
+    other = {"gap_threshold": "2", "factor": "3"}            # another sentence
+    cert = _cert(_claim(), _claim(verdict="unknown", reason="time"),
+                 _claim(verdict="refuted", reason="x", evidence=other))
     n = verify.verify_certificate(cert).counts()
     assert n == {"proved": 1, "refuted": 1, "unknown": 1, "failed": 0}
+
+
+def test_one_sentence_proved_and_refuted_contradicts(fake_checker):
+    """Two claims with the same rendered sentence and opposite verdicts both fail."""
+    r = verify.verify_certificate(_cert(_claim(), _claim(verdict="refuted", reason="x")))
+    assert [c.holds for c in r.claims] == [False, False]
+    assert all("proves and" in c.problems[-1] for c in r.claims)
 
 
 @pytest.mark.parametrize("text", ["", "{", "[]", json.dumps({"schema": "other", "claims": []}),

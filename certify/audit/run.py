@@ -36,15 +36,20 @@ from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 
 
-def _common(head: ExactHead, family: Family, eps: Fraction, model: str) -> tuple[dict, dict]:
-    params = {"model": model, "family": family.name, "family_sha256": family.sha256,
+def _common(head: ExactHead, family: Family, eps: Fraction) -> tuple[dict, dict]:
+    """Parameters and evidence both kinds share. The head is named by the hash of
+    its exact tables; a producer that read it from weights adds the weights file
+    (``source``, ``source_sha256``, ``adapter``) and their canonical hash
+    (``weights_sha256``), which verify binds."""
+    params = {"family": family.name, "family_sha256": family.sha256,
               "head_sha256": head.sha256, "rank": head.rank, "eps": q_to_str(eps)}
     evidence = {"family": family.to_json(), "head": head.to_json()}
     return params, evidence
 
 
-def correctness_claim(head: ExactHead, family: Family, result: Correctness, model: str) -> Claim:
-    params, evidence = _common(head, family, result.eps, model)
+def correctness_claim(head: ExactHead, family: Family, result: Correctness,
+                      model: str | None = None) -> Claim:
+    params, evidence = _common(head, family, result.eps)
     evidence.update({
         "scored_positions": result.scored, "failures": result.failures,
         "max_error": None if result.max_error is None else q_to_str(result.max_error),
@@ -62,8 +67,9 @@ def correctness_claim(head: ExactHead, family: Family, result: Correctness, mode
                         "(certify.audit)")
 
 
-def gap_domination_claim(head: ExactHead, family: Family, audit: GapAudit, model: str) -> Claim:
-    params, evidence = _common(head, family, audit.eps, model)
+def gap_domination_claim(head: ExactHead, family: Family, audit: GapAudit,
+                         model: str | None = None) -> Claim:
+    params, evidence = _common(head, family, audit.eps)
     params["n"] = audit.n
     v = audit.first
     evidence.update({
@@ -97,8 +103,9 @@ def family_eps(family: Family) -> Fraction:
     return eps
 
 
-def audit_claims(head: ExactHead, family: Family, model: str) -> list[Claim]:
-    """CORRECTNESS, and GAP_DOMINATION when the family has Lemma 3 chains."""
+def audit_claims(head: ExactHead, family: Family, model: str | None = None) -> list[Claim]:
+    """CORRECTNESS, and GAP_DOMINATION when the family has Lemma 3 chains. ``model`` (a
+    label for people) is not a parameter: a sentence names the head by content."""
     eps = family_eps(family)
     claims = [correctness_claim(head, family, check_correctness(head, family, eps), model)]
     if family.jumps is not None and family.n >= 3:

@@ -5,10 +5,13 @@ Imports only the standard library, python-flint and
 listed keys (a missing or an unexpected key fails). Both kinds carry the same
 self-contained description of a normalized kernel head on a finite family:
 
-``parameters``: ``model`` (a label), ``family`` (the embedded family's name),
-``family_sha256``,
-``head_sha256``, ``rank``, ``eps`` (``"p/q"``, ``0 < eps <= 1/2``), and for
-``gap_domination`` the exact length ``n``.
+``parameters``: ``family`` (the embedded family's name), ``family_sha256``,
+``head_sha256`` (re-derived here from the embedded head), ``rank``, ``eps``
+(``"p/q"``, ``0 < eps <= 1/2``), for ``gap_domination`` the exact length ``n``;
+and, for a head read from weights, ``source``, ``source_sha256``, ``adapter``,
+``weights_sha256`` (bound by ``certify verify``: :mod:`certify.checkers.binding`).
+``model`` (certificates made before renderer version 2) must be the weights
+file's name.
 
 ``evidence["family"]``: the family file object (``tokens`` as bit strings,
 ``inputs`` as token indices, ``scored`` 0/1, ``jumps`` for the chains, its
@@ -80,11 +83,11 @@ class _Setting:
         self.eps = rational(params.get("eps"), "eps")
         if not 0 < self.eps <= Fraction(1, 2):
             raise _Bad(f"eps must lie in (0, 1/2], got {self.eps}")
-        keys(params, "parameters", ("model", "family", "family_sha256", "head_sha256", "rank", "eps")
+        keys(params, "parameters", ("family", "family_sha256", "head_sha256", "rank", "eps")
              + (("n",) if claim.get("kind") == "gap_domination" else ()),
-             ("source", "source_sha256", "adapter"))      # the checkpoint, bound by verify
-        if not isinstance(params["model"], str):
-            raise _Bad("parameters.model must be a string (the head's label)")
+             ("model", "source", "source_sha256", "adapter", "weights_sha256"))  # bound by verify
+        if "model" in params and not isinstance(params["model"], str):
+            raise _Bad("parameters.model must be a string (the weights file's name)")
         fam = _family(ev.get("family"), params)
         self.tokens = fam.tokens
         K = len(self.tokens)

@@ -28,8 +28,13 @@ from certify.checkers.common import canonical_sha256
 
 FAMILY_FORMAT = "certify-attention/family/1"
 
-#: canonical sha256 of the built-in paper-5.1 family (certify.families.paper51_family)
+#: canonical sha256 of the built-in paper-5.1 family (certify.core.families.paper51_family)
 PAPER51_SHA256 = "1b2c4b72ecccb293ceab58e0a6acbc5c4d4db81de962a9e677636741342ed8b0"
+#: its tokens (count, canonical sha256 of the list of bit strings) and its code's words
+PAPER51_TOKENS = (41, "3ea3997ccda439eb1397d7549a4aa7b30a5e2af6443e5fe96fed00520815c31d")
+PAPER51_CODE = (15, "fadcd14183f3fcd3d73a6911e929330e716bd786ba295baeb23e125e9ad590c7")
+#: built-in code names -> (words, canonical sha256 of the word list)
+BUILTIN_CODES = {"paper-5.1": PAPER51_CODE}
 
 #: largest number of inputs a built-in family is rebuilt with here
 REBUILD_LIMIT = 1 << 16
@@ -76,6 +81,25 @@ def greedy_words(M: int, h: int, delta: int, limit: int) -> list[int] | None:
     return kept
 
 
+def multilevel_query(word: list[int], s: int) -> list[int]:
+    """The query token ``q_S = (0, 1, x_{S^c}, 1^s)`` of code word ``S`` (0/1 list)."""
+    return [0, 1] + [1 - x for x in word] + [1] * s
+
+
+def multilevel_database(word: list[int], k: int, s: int) -> list[int]:
+    """The database token ``d_{S,k} = (1, 0, x_S, u_k)`` with ``u_k = 1^k 0^(s-k)``:
+    the family uses only these level vectors, so it has ``(s+1)^q`` inputs."""
+    return [1, 0] + list(word) + [1] * k + [0] * (s - k)
+
+
+def multilevel_input(kappa: list[int], words: list[list[int]], s: int) -> list[list[int]]:
+    """The input of assignment ``kappa``: the ``q`` queries, then ``d_{S_i, kappa_i}``.
+    The one definition of the family's inputs (its enumeration and every
+    counterexample's membership test use it)."""
+    return [multilevel_query(w, s) for w in words] + \
+        [multilevel_database(w, k, s) for w, k in zip(words, kappa)]
+
+
 class _TooLarge(Exception):
     """The built-in family is too large to rebuild here."""
 
@@ -89,13 +113,10 @@ def multilevel_body(M: int, s: int, h: int, q: int) -> dict[str, Any] | None:
     if len(words) < q:
         return None
     m = 2 + M + s
-    full = (1 << M) - 1
-    toks: list[list[int]] = []
-    for S in words:                                   # queries q_S = (0, 1, x_{S^c}, 1_s)
-        toks.append([0, 1] + [(full & ~S) >> i & 1 for i in range(M)] + [1] * s)
-    for S in words:                                   # d_{S,k} = (1, 0, x_S, u_k)
-        for k in range(s + 1):
-            toks.append([1, 0] + [S >> i & 1 for i in range(M)] + [1] * k + [0] * (s - k))
+    wb = [[S >> i & 1 for i in range(M)] for S in words]
+    toks: list[list[int]] = [multilevel_query(w, s) for w in wb]
+    for w in wb:
+        toks += [multilevel_database(w, k, s) for k in range(s + 1)]
     ip = [[sum(a & b for a, b in zip(u, v)) for v in toks] for u in toks]
     inputs, targets = [], []
     for kappa in itertools.product(range(s + 1), repeat=q):
@@ -180,3 +201,31 @@ def bind_transcript_code(params: Any, evidence: Any) -> tuple[list[str], list[st
         return [f"the statement names the multilevel family (M, s, h, q) = ({M}, {s}, {h}, {q}), "
                 "whose code is the greedy packing; the evidence's code words differ"], []
     return [], []
+
+
+def builtin_tokens(name: Any) -> tuple[list[str], list[str], tuple[int, str] | None]:
+    """(problems, assumptions, (count, sha256) of the token list) of the tokens of a
+    built-in family; ``None`` when it is not a built-in name or too large to rebuild."""
+    kind = builtin_kind(name)
+    if kind is None:
+        return [], [], None
+    if kind == "paper-5.1":
+        return [], [], PAPER51_TOKENS
+    if kind == "multilevel":
+        M, s, h, q = (int(v) for v in _MULTILEVEL.fullmatch(name).groups())
+        if not (1 <= s and 1 <= q and 0 <= h <= M <= 62) or (s + 1) ** q > REBUILD_LIMIT:
+            return [], [f"family:{name}"], None
+        try:
+            body = multilevel_body(M, s, h, q)
+        except _TooLarge:
+            return [], [f"family:{name}"], None
+    else:
+        from certify.checkers.generators import OOD_DEFAULTS, ood_body
+        M, q, n = (int(v) for v in _OOD.fullmatch(name).groups()[:3])
+        if n != 2 * q or M < 2 or M % 2 or q < 1 or M > 24 or \
+                max(OOD_DEFAULTS["train_size"], OOD_DEFAULTS["test_size"]) > REBUILD_LIMIT:
+            return [], [f"family:{name}"], None
+        body = ood_body(M, q, _OOD.fullmatch(name).group(4))
+    if body is None:
+        return [f"built-in family {name!r} does not exist at these parameters"], [], None
+    return [], [], (len(body["tokens"]), canonical_sha256(body["tokens"]))

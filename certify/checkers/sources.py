@@ -266,12 +266,14 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             job = jobs.setdefault(src, {"source": src, "path": str(path) if path else None,
                                         "adapter": p.get("adapter"), "token_set": None,
                                         "dtype": None, "torch": env.get("torch"),
-                                        "want": [], "heads": []})
+                                        "want": [], "heads": [], "weights": []})
             if isinstance(fs, dict):
                 job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
                 job["want"].append([fs.get("phi_q"), fs.get("phi_k")])
             elif isinstance(head, str) and isinstance(p.get("family"), str):
                 job["heads"].append([p["family"], head])
+                if isinstance(p.get("weights_sha256"), str):
+                    job["weights"].append(p["weights_sha256"])
     if not jobs:
         return {}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -294,8 +296,10 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
         elif job["torch"] is not None and r.get("torch") != job["torch"]:
             result[src] = f"torch {r.get('torch')} here, {job['torch']} in the certificate"
         elif all([r.get("phi_q"), r.get("phi_k")] == w for w in job["want"]) and \
-                all((r.get("heads") or {}).get(f) == h for f, h in job["heads"]):
+                all((r.get("heads") or {}).get(f) == h for f, h in job["heads"]) and \
+                all(r.get("weights_sha256") == w for w in job["weights"]):
             result[src] = "match"
         else:
-            result[src] = "differs: the replayed features' sha256 is not the certificate's"
+            result[src] = ("differs: the replayed features' sha256 (or the head's, or the "
+                           "weights') is not the certificate's")
     return result

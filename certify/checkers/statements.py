@@ -42,8 +42,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
-RENDERER = "certify-attention/statements/1"
-RENDERERS = (RENDERER,)
+RENDERER_V1 = "certify-attention/statements/1"
+RENDERER = "certify-attention/statements/2"
+RENDERERS = (RENDERER_V1, RENDERER)
 
 #: model classes of feasibility claims, from the widest to the narrowest:
 #: a nonnegative-feature head is in the paper's class, which is in used-pairs.
@@ -73,7 +74,16 @@ class Statement:
 
 # ---------------------------------------------------------------- small helpers
 
+class _Reads:
+    """The fields a rendering read, as ``("parameters"|"evidence", key)``: the
+    field table (:data:`FIELDS`) must cover them (a test checks)."""
+
+    current: set | None = None
+
+
 def _get(obj: Mapping[str, Any], key: str, types: type | tuple, what: str) -> Any:
+    if _Reads.current is not None:
+        _Reads.current.add((what, key))
     if not isinstance(obj, Mapping) or key not in obj:
         raise RenderError(f"{what}.{key} is missing")
     v = obj[key]
@@ -387,29 +397,253 @@ def _b_prop10(p, e):
                      rf"guarantee; the paper's closed form gives $\ge {pl}$)")
 
 
+# ---------------------------------------------------------------- version 2: every name bound
+
+def _opt(obj: Mapping[str, Any], key: str, types, what: str) -> Any:
+    """An optional field (``None`` when absent), recorded like :func:`_get`."""
+    if _Reads.current is not None:
+        _Reads.current.add((what, key))
+    if not isinstance(obj, Mapping) or obj.get(key) is None:
+        return None
+    return _get(obj, key, types, what)
+
+
+def _short(sha: str) -> str:
+    return sha[:16] + "..."
+
+
+def tokens_ref(p: Mapping[str, Any]) -> tuple[str, str]:
+    """The token set of a kernel claim, in words verify binds: ``{0,1}^m`` for
+    ``cube:m``; "the K tokens of NAME" for a built-in family (its tokens pinned or
+    rebuilt by the checker); otherwise "K tokens (sha256 ...)" (the hash of the
+    token list); for a matrix without tokens, its K row indices."""
+    ts = _p(p, "token_set", str)
+    k = _p(p, "num_tokens", int)
+    if ts.startswith("cube:"):
+        m = ts[5:]
+        if not m.isdigit():
+            raise RenderError("parameters.token_set: cube:M needs an integer M")
+        return f"{{0,1}}^{int(m)}", rf"$\{{0,1\}}^{{{int(m)}}}$"
+    if ts == "index":
+        return f"its {k} row indices", f"its ${k}$ row indices"
+    if ts.startswith("vocab:"):
+        return (f"its {k} vocabulary tokens (the embedding's rows)",
+                f"its ${k}$ vocabulary tokens (the embedding's rows)")
+    sha = _p(p, "tokens_sha256", str)
+    if ts.startswith("family:") and is_builtin_family_name(ts[7:]):
+        name = ts[7:]
+        return f"the {k} tokens of {name}", rf"the ${k}$ tokens of \texttt{{{_tt(name)}}}"
+    if ts == "tokens" or ts.startswith("family:"):
+        return (f"{k} tokens (sha256 {_short(sha)})",
+                rf"${k}$ tokens (sha256 \texttt{{{sha[:16]}}}\ldots)")
+    raise RenderError(f"parameters.token_set {ts!r:.40} is not cube:M, family:NAME, vocab:N, "
+                      "tokens or index")
+
+
+def source_ref(p: Mapping[str, Any]) -> tuple[str, str]:
+    """A kernel's source: a file named with its sha256 (verify ties the name to
+    the hash through the certificate's inputs and re-reads a present file), or
+    a construction (re-derived by ``--replay-extraction``, else assumed)."""
+    src = _p(p, "source", str)
+    sha = _opt(p, "source_sha256", str, "parameters")
+    layer, head = _opt(p, "layer", int, "parameters"), _opt(p, "head", int, "parameters")
+    where = lwhere = ""
+    if layer is not None or head is not None:           # one head of a model's weights
+        where = f"head {head} of layer {layer} of "
+        lwhere = f"head ${head}$ of layer ${layer}$ of "
+    if sha is None:
+        return where + src, lwhere + rf"\texttt{{{_tt(src)}}}"
+    return (f"{where}{src} (sha256 {_short(sha)})",
+            rf"{lwhere}\texttt{{{_tt(src)}}} (sha256 \texttt{{{sha[:16]}}}\ldots)")
+
+
+def _kernel_ref(p) -> tuple[str, str]:
+    src, lsrc = source_ref(p)
+    ts, lts = tokens_ref(p)
+    if _p(p, "token_set", str) == "index":
+        return f"the kernel matrix of {src}", rf"the kernel matrix of {lsrc}"
+    return f"the kernel of {src} on {ts}", rf"the kernel of {lsrc} on {lts}"
+
+
+def _exact_rank2(p, e) -> Statement:
+    shape = _p(p, "shape", list)
+    if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
+        raise RenderError("parameters.shape must be two integers")
+    k, lk = _kernel_ref(p)
+    lo, hi = _e(e, "rank_lower", int), _e(e, "rank_upper", int)
+    what, wl = f"{k} ({shape[0]} x {shape[1]})", rf"{lk} (${shape[0]} \times {shape[1]}$)"
+    if lo == hi:
+        return Statement(f"{what} has rank exactly {lo} over Q",
+                         rf"{wl} has rank exactly ${lo}$ over $\mathbb{{Q}}$")
+    return Statement(f"{what} has rank over Q in [{lo}, {hi}]",
+                     rf"{wl} has rank over $\mathbb{{Q}}$ in $[{lo}, {hi}]$")
+
+
+def _eps_rank2(p, e) -> Statement:
+    k_, lk_ = _kernel_ref(p)
+    eps, k, exact = _q(_p(p, "eps")), _e(e, "k", int), _e(e, "exact", bool)
+    text = (f"{k} singular values of {k_} exceed eps = {eps}: every matrix within eps in "
+            f"spectral norm has rank >= {k}")
+    latex = (rf"${k}$ singular values of {lk_} exceed $\varepsilon = {_tq(eps)}$: every "
+             rf"matrix within $\varepsilon$ in spectral norm has rank $\ge {k}$")
+    if exact:
+        text += f"; sigma_{k + 1} <= eps, so the eps-rank is exactly {k}"
+        latex += rf"; $\sigma_{{{k + 1}}} \le \varepsilon$, so the $\varepsilon$-rank is exactly ${k}$"
+    return Statement(text, latex)
+
+
+def code_ref(p) -> tuple[str, str]:
+    """A code: a built-in name (its words pinned by the checker), else the hash of
+    its word list."""
+    from certify.checkers.families import BUILTIN_CODES
+    nw = _p(p, "num_words", int)
+    name = _opt(p, "code", str, "parameters")
+    sha = _p(p, "code_sha256", str)
+    if name is not None and name in BUILTIN_CODES:
+        return f"the {nw}-word code {name}", rf"the ${nw}$-word code \texttt{{{_tt(name)}}}"
+    return (f"the {nw}-word code with sha256 {_short(sha)}",
+            rf"the ${nw}$-word code with sha256 \texttt{{{sha[:16]}}}\ldots")
+
+
+def _code_rank2(p, e) -> Statement:
+    code, lcode = code_ref(p)
+    k, lk = _kernel_ref(p)
+    t, lo = _e(e, "t", int), _e(e, "rank_lower", int)
+    base = (f"Lemma 4 on B[S,U] = alpha(x_S, x_(U^c)) over {code} (row-normalized, t = {t} "
+            f"nonzero diagonal entries) for {k}")
+    lbase = (rf"Lemma 4 on $B[S,U] = \alpha(x_S, x_{{U^c}})$ over {lcode} (row-normalized, "
+             rf"$t = {t}$ nonzero diagonal entries) for {lk}")
+    if lo <= 1:
+        return Statement(f"{base} gives only the trivial bound: rank >= {lo}",
+                         rf"{lbase} gives only the trivial bound: rank $\ge {lo}$")
+    return Statement(f"{base} proves rank >= {lo}", rf"{lbase} proves rank $\ge {lo}$")
+
+
+def _nonnegative2(p, e) -> Statement:
+    k, lk = _kernel_ref(p)
+    if _p(p, "token_set", str) == "index":
+        return Statement(f"every entry of {k} is >= 0", rf"every entry of {lk} is $\ge 0$")
+    return Statement(f"{k} is nonnegative: alpha(x, z) >= 0 for every pair of its tokens",
+                     rf"{lk} is nonnegative: $\alpha(x, z) \ge 0$ for every pair of its tokens")
+
+
+def model_ref(p) -> tuple[str, str]:
+    """A head: the weights file it was read from (name tied to its sha256 by the
+    inputs) and the canonical hash of its tensors; a head built in memory by the
+    hash of its exact tables."""
+    src = _opt(p, "source", str, "parameters")
+    if src is None:
+        h = _p(p, "head_sha256", str)
+        return f"the head with tables sha256 {_short(h)}", \
+            rf"the head with tables sha256 \texttt{{{h[:16]}}}\ldots"
+    w = _p(p, "weights_sha256", str)
+    return (f"the head of {src} (weights sha256 {_short(w)})",
+            rf"the head of \texttt{{{_tt(src)}}} (weights sha256 \texttt{{{w[:16]}}}\ldots)")
+
+
+def _correctness2(p, e) -> Statement:
+    model, lmodel = model_ref(p)
+    eps = _q(_p(p, "eps"))
+    fam, lfam = family_ref(p)
+    n = _e(e, "scored_positions", int)
+    if _Reads.current is not None:
+        _Reads.current.add(("evidence", "family"))
+    k = _num_inputs(e)
+    return Statement(f"{model} solves {fam} exactly: |t_hat - t| < {eps} at all {n} scored "
+                     f"positions of {k} inputs",
+                     rf"{lmodel} solves {lfam}: $|\hat t - t| < {_tq(eps)}$ at all "
+                     rf"${n}$ scored positions of ${k}$ inputs")
+
+
+def _gap_domination2(p, e) -> Statement:
+    model, lmodel = model_ref(p)
+    eps, n = _q(_p(p, "eps")), _p(p, "n", int)
+    fam, lfam = family_ref(p)
+    a = _e(e, "applicable", int)
+    return Statement(f"the kernel of {model} satisfies Lemma 3's gap domination alpha(x,y) > "
+                     f"(n-2)(d-2eps)/(2eps) alpha(x,z) on all {a} jumps of {fam} "
+                     f"(n = {n}, eps = {eps})",
+                     rf"the kernel of {lmodel} satisfies Lemma 3's gap domination "
+                     rf"$\alpha(x,y) > \frac{{(n-2)(d-2\varepsilon)}}{{2\varepsilon}}\alpha(x,z)$ "
+                     rf"on all ${a}$ jumps of {lfam} ($n = {n}$, $\varepsilon = {_tq(eps)}$)")
+
+
+def _transcript2(p, e) -> Statement:
+    M, s, h, q = (_p(p, k, int) for k in ("M", "s", "h", "q"))
+    qt = quantizer_text(_p(p, "quantizer", dict))
+    w = _p(p, "weights_sha256", str)
+    total = (s + 1) ** q
+    return Statement(f"the quantized sketch model with weights sha256 {_short(w)} ({qt}) solves "
+                     f"the multilevel family (M, s, h, q) = ({M}, {s}, {h}, {q}) with error < 1/2 "
+                     f"at every query position of all {total} assignments",
+                     rf"the quantized sketch model with weights sha256 \texttt{{{w[:16]}}}\ldots "
+                     rf"({_tt(qt)}) solves the multilevel family $(M, s, h, q) = ({M}, {s}, {h}, "
+                     rf"{q})$ with error $< \tfrac12$ at every query position of all ${total}$ "
+                     rf"assignments")
+
+
 _BOUNDS = {"lemma3": _b_lemma3, "lemma4": _b_lemma4, "lemma4_per_pair": _b_lemma4_pp,
            "thm5": _b_thm5, "thm6": _b_thm6, "cor7": _b_cor7, "eq8": _b_eq8, "prop10": _b_prop10}
 
-_KINDS: dict[str, Callable] = {
+_KINDS_V1: dict[str, Callable] = {
     "bound": _bound, "exact_rank": _exact_rank, "eps_rank": _eps_rank, "code_rank": _code_rank,
     "nonnegative": _nonnegative, "feasible": _feasibility("feasible"),
     "infeasible": _feasibility("infeasible"), "correctness": _correctness,
     "gap_domination": _gap_domination, "transcript": _transcript,
 }
+_KINDS_V2: dict[str, Callable] = {
+    **_KINDS_V1, "exact_rank": _exact_rank2, "eps_rank": _eps_rank2, "code_rank": _code_rank2,
+    "nonnegative": _nonnegative2, "correctness": _correctness2,
+    "gap_domination": _gap_domination2, "transcript": _transcript2,
+}
+_KINDS = {RENDERER_V1: _KINDS_V1, RENDERER: _KINDS_V2}
+
+#: What each kind's sentence reads (version 2), as ``(where, key)``: every field a
+#: sentence prints is either re-derived by the kind's checker or bound by verify
+#: (:mod:`certify.checkers.binding`); ``tests/test_trust.py`` mutates each one.
+_KERNEL = (("parameters", "token_set"), ("parameters", "num_tokens"),
+           ("parameters", "tokens_sha256"), ("parameters", "source"),
+           ("parameters", "source_sha256"), ("parameters", "layer"), ("parameters", "head"))
+_FAMILY = (("parameters", "family"), ("parameters", "family_sha256"))
+_MODEL = (("parameters", "source"), ("parameters", "weights_sha256"), ("parameters", "head_sha256"))
+_HEAD = (("parameters", "rank"), ("parameters", "features"), ("parameters", "class"),
+         ("parameters", "error"), ("parameters", "scope"))
+FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "exact_rank": _KERNEL + (("parameters", "shape"), ("evidence", "rank_lower"),
+                             ("evidence", "rank_upper")),
+    "eps_rank": _KERNEL + (("parameters", "eps"), ("evidence", "k"), ("evidence", "exact")),
+    "code_rank": _KERNEL + (("parameters", "code"), ("parameters", "code_sha256"),
+                            ("parameters", "num_words"), ("evidence", "t"),
+                            ("evidence", "rank_lower")),
+    "nonnegative": _KERNEL,
+    "feasible": _FAMILY + _HEAD,
+    "infeasible": _FAMILY + _HEAD,
+    "correctness": _MODEL + _FAMILY + (("parameters", "eps"), ("evidence", "scored_positions"),
+                                       ("evidence", "family")),
+    "gap_domination": _MODEL + _FAMILY + (("parameters", "eps"), ("parameters", "n"),
+                                          ("evidence", "applicable")),
+    "transcript": (("parameters", "M"), ("parameters", "s"), ("parameters", "h"),
+                   ("parameters", "q"), ("parameters", "quantizer"),
+                   ("parameters", "weights_sha256")),
+}
 
 
 def render(kind: str, parameters: Mapping[str, Any], evidence: Mapping[str, Any] | None = None,
-           version: str = RENDERER) -> Statement:
+           version: str = RENDERER, reads: set | None = None) -> Statement:
     """The statement of a claim; :class:`RenderError` when the claim's fields do
-    not determine one."""
+    not determine one. ``reads`` collects the ``(where, key)`` fields it read."""
     if version not in RENDERERS:
         raise RenderError(f"unknown statement renderer {version!r:.60}")
-    fn = _KINDS.get(kind)
+    fn = _KINDS[version].get(kind)
     if fn is None:
         raise RenderError(f"no statement for claim kind {kind!r:.30}")
     if not isinstance(parameters, Mapping):
         raise RenderError("parameters must be an object")
-    return fn(parameters, evidence if isinstance(evidence, Mapping) else {})
+    prev, _Reads.current = _Reads.current, reads
+    try:
+        return fn(parameters, evidence if isinstance(evidence, Mapping) else {})
+    finally:
+        _Reads.current = prev
 
 
 def check_statement(claim: Mapping[str, Any], version: str | None) -> list[str]:

@@ -78,6 +78,7 @@ import numpy as np
 from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import (bits, canonical_sha256, guarded, integer, keys, min_ip_targets,
                                      rational)
+from certify.checkers.families import multilevel_database, multilevel_input, multilevel_query
 
 HALF = Fraction(1, 2)
 MAX_ALL = 1 << 16
@@ -369,15 +370,9 @@ def _min_ip(tokens):
 
 
 def _is_input(tokens, kappa, words, M, s, q) -> bool:
-    if len(tokens) != 2 * q or len(kappa) != q:
-        return False
-    for i, w in enumerate(words):
-        if tokens[i] != [0, 1] + [1 - x for x in w] + [1] * s:
-            return False
-        d = tokens[q + i]
-        if d[:2 + M] != [1, 0] + w or sum(d[2 + M:]) != kappa[i] or len(d) != 2 + M + s:
-            return False
-    return True
+    """Membership: ``tokens`` is the family's input of ``kappa``, token for token
+    (a level vector of the right weight but another arrangement is not one)."""
+    return len(kappa) == q and tokens == _canonical_input(kappa, words, M, s, q)
 
 
 def _tokens(rows: Any) -> list[list[int]]:
@@ -387,8 +382,9 @@ def _tokens(rows: Any) -> list[list[int]]:
 
 
 def _canonical_input(kappa, words, M, s, q):
-    return ([[0, 1] + [1 - x for x in w] + [1] * s for w in words]
-            + [[1, 0] + w + [1] * k + [0] * (s - k) for w, k in zip(words, kappa)])
+    """The family's input of assignment ``kappa`` (the one definition, shared with
+    the family's enumeration: :func:`certify.checkers.families.multilevel_input`)."""
+    return multilevel_input(list(kappa), words, s)
 
 
 # ---------------------------------------------------------------- check
@@ -423,13 +419,14 @@ def _check(claim: dict) -> list[str]:
     if cfg["m"] != 2 + M + s:
         return ["model token dimension differs from 2 + M + s"]
     quant = _Quant(model["quantizer"])
-    p = keys(claim["parameters"], "parameters", _PARAM_KEYS)
+    p = keys(claim["parameters"], "parameters", _PARAM_KEYS, ("weights_sha256",))
     fam = ev["family"]
-    stated = {k: p[k] for k in _PARAM_KEYS}
+    names = _PARAM_KEYS + (("weights_sha256",) if "weights_sha256" in p else ())
+    stated = {k: p[k] for k in names}
     derived = {"M": M, "s": s, "h": fam["h"], "q": q, "layers": cfg["layers"], "heads": cfg["heads"],
                "rank": cfg["rank"], "dv": cfg["dv"], "feature_map": cfg["feature_map"],
-               "quantizer": model["quantizer"]}
-    for k in _PARAM_KEYS:
+               "quantizer": model["quantizer"], "weights_sha256": canonical_sha256(model["weights"])}
+    for k in names:
         if stated[k] != derived[k] or isinstance(stated[k], bool):
             probs.append(f"parameters.{k} is {stated[k]!r:.40}, the evidence's is {derived[k]!r:.40}")
     cap = keys(ev["capacity"], "capacity", ("coordinates", "alphabet", "assignments", "holds",
@@ -575,7 +572,7 @@ def _mx(a) -> int:
 
 
 def _fit(*arrays) -> bool:
-    """All entries small enough that int64 sums of up to 2^10 products stay exact."""
+    """All entries below 2^26 (so that a sum of two stays far below 2^63)."""
     return all(int(np.abs(a).max(initial=0)) < (1 << 26) for a in arrays)
 
 
@@ -597,8 +594,8 @@ def _integer_all(cfg, W, quant, M, s, q, words) -> list[str]:
 
     ops = _Exact(cfg["feature_map"])
     r, dv, H = cfg["rank"], cfg["dv"], cfg["heads"]
-    Q = [[0, 1] + [1 - x for x in w] + [1] * s for w in words]
-    D = [[[1, 0] + w + [1] * k + [0] * (s - k) for k in range(s + 1)] for w in words]
+    Q = [multilevel_query(w, s) for w in words]
+    D = [[multilevel_database(w, k, s) for k in range(s + 1)] for w in words]
     h0 = lambda tok: _matvec(W["embed.weight"], [Fraction(b) for b in tok])  # noqa: E731
     HQ = [h0(t) for t in Q]
     HD = [[h0(t) for t in row] for row in D]
@@ -659,10 +656,14 @@ def _integer_all(cfg, W, quant, M, s, q, words) -> list[str]:
         for A2, B2, gam, Pm, Gc in tables:
             X = A2[np.repeat(hs, nlo)] + B2[np.tile(np.arange(nlo), len(hs))]   # (B, T1)
             k = np.clip(X // gam, 0, top)
-            L = ln * sd + k.astype(object if X.dtype == object else np.int64) * (sn * ld)
+            # L = ln sd + k sn ld with 0 <= k <= top: int64 only when that bound fits
+            lmax = abs(ln * sd) + top * abs(sn * ld)
+            small = X.dtype != object and lmax < _LIM
+            L = ln * sd + k.astype(np.int64 if small else object) * (sn * ld)
             Ls = L[:, :r * dv].reshape(Bn, r, dv)
             Lz = L[:, r * dv:]
-            if _fit(Ls, Lz, Pm.astype(np.int64) if _fit(Pm) else Pm) and _fit(Pm):
+            # the products below sum r terms |P| |L|: int64 only when r max|P| max|L| fits
+            if small and r * _mx(Pm) * lmax < _LIM:
                 Pi = Pm.astype(np.int64)
                 Ls, Lz = Ls.astype(np.int64), Lz.astype(np.int64)
             else:

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from certify.checkers import binding as _binding_mod
 from certify.checkers import families as _families
 from certify.checkers import sources as _sources
 from certify.checkers.common import (EXIT_ASSUMED, EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED,
@@ -248,8 +249,19 @@ def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | Non
         problems += bad
         assumptions += assume
     ev = claim.get("evidence")
-    if claim.get("kind") == "transcript":
+    kind = claim.get("kind")
+    if kind == "transcript":
         bad, assume = _families.bind_transcript_code(p, ev)
+        problems += bad
+        assumptions += assume
+    if kind in _binding_mod.KERNEL_KINDS:
+        bad, assume = _binding_mod.bind_tokens(claim, cert)
+        problems += bad
+        assumptions += assume
+    if kind == "code_rank":
+        problems += _binding_mod.bind_code(claim)
+    if kind in _binding_mod.MODEL_KINDS:
+        bad, assume = _binding_mod.bind_model(claim, cert, base)
         problems += bad
         assumptions += assume
     declared = ev.get("assumptions") if isinstance(ev, dict) else None
@@ -261,31 +273,19 @@ def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | Non
     return problems, assumptions, matrix
 
 
-def _summary_size(ev: Mapping[str, Any], cert: Mapping[str, Any]) -> int | None:
-    """Entries of the data a claim summarises: its own ``num_tokens x r``, or that
-    of a claim on the same features (the same ``features_sha256``)."""
-    for key in ("trusted_entries", "num_checked"):
-        if isinstance(ev.get(key), int) and not isinstance(ev.get(key), bool):
-            return ev[key]
-    if isinstance(ev.get("num_tokens"), int) and isinstance(ev.get("r"), int):
-        return ev["num_tokens"] * ev["r"]
-    fs = ev.get("features_sha256")
-    for other in cert.get("claims") or []:
-        oe = other.get("evidence") if isinstance(other, dict) else None
-        if isinstance(oe, dict) and fs is not None and oe.get("features_sha256") == fs \
-                and isinstance(oe.get("num_tokens"), int) and isinstance(oe.get("r"), int):
-            return oe["num_tokens"] * oe["r"]
-    return None
-
-
 def _trusted_problems(claim: Mapping[str, Any], cert: Mapping[str, Any],
                       fields: list[str]) -> tuple[list[str], list[str]]:
-    """Trusted summaries are allowed only for data too large to embed."""
+    """Trusted summaries are allowed only for data too large to embed, by a size
+    re-derived here (:func:`certify.checkers.binding.measured_size`), never a
+    declared one; a claim whose size cannot be re-derived cannot trust anything."""
     if not fields:
         return [], []
-    ev = claim.get("evidence") or {}
-    size = _summary_size(ev, cert)
-    if size is not None and size < TRUSTED_MIN_ENTRIES:
+    size = _binding_mod.measured_size(claim, cert)
+    if size is None:
+        return [f"trusted summaries ({', '.join(fields)}) of data whose size cannot be "
+                "re-derived from the evidence: the data must be embedded (nothing may be taken "
+                "as stated)"], []
+    if size < TRUSTED_MIN_ENTRIES:
         return [f"trusted summaries ({', '.join(fields)}) of data with {size} entries: below "
                 f"{TRUSTED_MIN_ENTRIES} entries the data must be embedded and re-derived"], []
     return [], [f"trusted:{claim.get('kind')}:{','.join(f.split(' ')[0] for f in fields)}"]
@@ -381,50 +381,184 @@ def _matrix_key(claim: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _model_key(p: Mapping[str, Any]) -> str | None:
+    """A head's identity: its weights' canonical hash, else its exact tables' hash."""
+    for k in ("weights_sha256", "head_sha256"):
+        if isinstance(p.get(k), str):
+            return f"{k}:{p[k]}"
+    return None
+
+
+def _kernel_source(p: Mapping[str, Any]) -> tuple | None:
+    src = p.get("source_sha256") or p.get("source")
+    return (src, p.get("adapter")) if isinstance(src, str) else None
+
+
+def _token_of(ts: Any, ev: Mapping[str, Any], i: Any) -> str | None:
+    """Token ``i`` of a claim's token set as a bit string, when the claim shows it."""
+    if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+        return None
+    if isinstance(ts, str) and ts.startswith("cube:") and ts[5:].isdigit():
+        m = int(ts[5:])
+        return "".join(str(i >> b & 1) for b in range(m)) if i < 1 << m else None
+    toks = ev.get("tokens")
+    return toks[i] if isinstance(toks, list) and i < len(toks) else None
+
+
+def _has_token(p: Mapping[str, Any], ev: Mapping[str, Any], tok: str) -> bool | None:
+    """Whether a claim's token set holds ``tok`` (None: the claim does not show it)."""
+    ts = p.get("token_set")
+    if isinstance(ts, str) and ts.startswith("cube:") and ts[5:].isdigit():
+        return len(tok) == int(ts[5:])
+    toks = ev.get("tokens")
+    return tok in toks if isinstance(toks, list) else None
+
+
+def _pair(ev: Mapping[str, Any]) -> Any:
+    if isinstance(ev.get("pair"), list):
+        return ev["pair"]
+    return ev.get("argmin")
+
+
 def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[tuple[str, int], list[str]]:
     """Problems per (certificate, claim index) for claims that contradict each other.
-    ``items`` are (certificate label, claim index, claim) of claims that hold alone."""
+    ``items`` are (certificate label, claim index, claim) of claims that hold alone.
+
+    Checked, each naming both claims: one sentence proved and refuted; feasible at
+    rank r in a class inside a class proved infeasible at r' >= r; two exact ranks
+    of one matrix that do not overlap; an eps-rank above the exact rank of the same
+    matrix; correctness of one head on one family proved at eps and refuted at
+    eps' >= eps (gap domination: proved and refuted); a transcript claim of one
+    model (weights and quantizer) on one family proved and refuted; nonnegativity
+    of one kernel proved on a token set and refuted at a pair of its tokens (token
+    sets compared through the tokens themselves)."""
     out: dict[tuple[str, int], list[str]] = {}
-    feas, infeas, ranks = [], [], []
+    feas, infeas, ranks, eps = [], [], [], []
+    by_sentence: dict[str, list] = {}
+    by_kind: dict[str, list] = {}
     for label, i, c in items:
         p = c.get("parameters") or {}
-        if c.get("verdict") != "proved":
+        ev = c.get("evidence") or {}
+        verdict, kind = c.get("verdict"), c.get("kind")
+        if verdict in ("proved", "refuted") and isinstance(c.get("statement"), str):
+            by_sentence.setdefault(c["statement"], []).append((label, i, verdict))
+        by_kind.setdefault(kind, []).append((label, i, verdict, p, ev))
+        if verdict != "proved":
             continue
-        if c.get("kind") == "feasible":
+        if kind == "feasible":
             feas.append((label, i, p))
-        elif c.get("kind") == "infeasible":
+        elif kind == "infeasible":
             infeas.append((label, i, p))
-        elif c.get("kind") == "exact_rank":
+        elif kind in ("exact_rank", "eps_rank"):
             key = _matrix_key(c)
-            ev = c.get("evidence") or {}
-            if key is not None and isinstance(ev.get("rank_lower"), int) \
+            if key is None:
+                continue
+            if kind == "exact_rank" and isinstance(ev.get("rank_lower"), int) \
                     and isinstance(ev.get("rank_upper"), int):
                 ranks.append((label, i, key, ev["rank_lower"], ev["rank_upper"]))
+            elif kind == "eps_rank" and isinstance(ev.get("k"), int):
+                eps.append((label, i, key, ev["k"]))
 
     def where(label, i):
         return f"claim {i} of {label}"
 
+    def both(a, b, msg):
+        out.setdefault((a[0], a[1]), []).append(msg)
+        out.setdefault((b[0], b[1]), []).append(msg)
+
+    for sentence, group in by_sentence.items():
+        pro = [g for g in group if g[2] == "proved"]
+        ref = [g for g in group if g[2] == "refuted"]
+        for a in pro:
+            for b in ref:
+                both(a, b, f"contradiction: {where(a[0], a[1])} proves and {where(b[0], b[1])} "
+                           f"refutes the same sentence: {sentence[:160]}")
     for fl, fi, fp in feas:
         for il, ii, ip in infeas:
             if fp.get("family_sha256") != ip.get("family_sha256"):
                 continue
             r, r2 = fp.get("rank"), ip.get("rank")
             if isinstance(r, int) and isinstance(r2, int) and r <= r2 and _within(fp, ip):
-                msg = (f"contradiction: {where(fl, fi)} proves a rank-{r} {fp.get('features')} "
-                       f"head ({fp.get('class')}) solves the family, {where(il, ii)} proves none of "
-                       f"rank {r2} >= {r} ({ip.get('features')}, {ip.get('class')}) does")
-                out.setdefault((fl, fi), []).append(msg)
-                out.setdefault((il, ii), []).append(msg)
+                both((fl, fi), (il, ii),
+                     f"contradiction: {where(fl, fi)} proves a rank-{r} {fp.get('features')} "
+                     f"head ({fp.get('class')}) solves the family, {where(il, ii)} proves none of "
+                     f"rank {r2} >= {r} ({ip.get('features')}, {ip.get('class')}) does")
     for a in range(len(ranks)):
         for b in range(a + 1, len(ranks)):
             la, ia, ka, loa, hia = ranks[a]
             lb, ib, kb, lob, hib = ranks[b]
             if ka == kb and (hia < lob or hib < loa):
-                msg = (f"contradiction: {where(la, ia)} puts the rank of the same matrix in "
-                       f"[{loa}, {hia}], {where(lb, ib)} in [{lob}, {hib}]")
-                out.setdefault((la, ia), []).append(msg)
-                out.setdefault((lb, ib), []).append(msg)
-    return out
+                both((la, ia), (lb, ib),
+                     f"contradiction: {where(la, ia)} puts the rank of the same matrix in "
+                     f"[{loa}, {hia}], {where(lb, ib)} in [{lob}, {hib}]")
+    for el, ei, ek, k in eps:
+        for rl, ri, rk, lo, hi in ranks:
+            if ek == rk and k > hi:
+                both((el, ei), (rl, ri),
+                     f"contradiction: {where(el, ei)} proves {k} singular values above eps, "
+                     f"{where(rl, ri)} proves the same matrix has rank <= {hi}")
+    for kind in ("correctness", "gap_domination"):
+        group = by_kind.get(kind, [])
+        for a in group:
+            for b in group:
+                if a[2] != "proved" or b[2] != "refuted":
+                    continue
+                ka, kb = _model_key(a[3]), _model_key(b[3])
+                if ka is None or ka != kb or a[3].get("family_sha256") != b[3].get("family_sha256"):
+                    continue
+                try:
+                    ea, eb = _fraction(a[3].get("eps")), _fraction(b[3].get("eps"))
+                except (ValueError, ZeroDivisionError, TypeError):
+                    continue
+                if eb >= ea if kind == "correctness" else eb == ea:
+                    both(a, b, f"contradiction: {where(a[0], a[1])} proves and {where(b[0], b[1])} "
+                               f"refutes {kind} of the same head ({ka[:40]}...) on the same "
+                               f"family (eps {ea} and {eb})")
+    group = by_kind.get("transcript", [])
+    for a in group:
+        for b in group:
+            if a[2] != "proved" or b[2] != "refuted":
+                continue
+            if _transcript_key(a[3], a[4]) is not None and \
+                    _transcript_key(a[3], a[4]) == _transcript_key(b[3], b[4]):
+                both(a, b, f"contradiction: {where(a[0], a[1])} proves the transcript claim of a "
+                           f"model that {where(b[0], b[1])} refutes (the same weights, quantizer "
+                           "and family)")
+    group = by_kind.get("nonnegative", [])
+    for a in group:
+        for b in group:
+            if a[2] != "proved" or b[2] != "refuted":
+                continue
+            if _kernel_source(a[3]) is None or _kernel_source(a[3]) != _kernel_source(b[3]):
+                continue
+            pair = _pair(b[4])
+            if not isinstance(pair, list) or len(pair) != 2:
+                continue
+            toks = [_token_of(b[3].get("token_set"), b[4], j) for j in pair]
+            same_set = (a[3].get("token_set"), a[3].get("tokens_sha256")) == \
+                (b[3].get("token_set"), b[3].get("tokens_sha256"))
+            inside = same_set or (None not in toks and all(_has_token(a[3], a[4], t) for t in toks))
+            if inside:
+                both(a, b, f"contradiction: {where(a[0], a[1])} proves alpha >= 0 on a token set "
+                           f"that holds the pair where {where(b[0], b[1])} finds alpha < 0 "
+                           "(the same kernel)")
+    return {k: list(dict.fromkeys(v)) for k, v in out.items()}
+
+
+def _fraction(v: Any):
+    from fractions import Fraction
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise ValueError
+    return Fraction(v)
+
+
+def _transcript_key(p: Mapping[str, Any], ev: Mapping[str, Any]) -> tuple | None:
+    model = ev.get("model") if isinstance(ev, Mapping) else None
+    w = model.get("weights_sha256") if isinstance(model, Mapping) else None
+    if not isinstance(w, str):
+        return None
+    fam = tuple(p.get(k) for k in ("M", "s", "h", "q"))
+    return (w, json.dumps(p.get("quantizer"), sort_keys=True), fam)
 
 
 # ---------------------------------------------------------------- front end
@@ -477,11 +611,26 @@ def verify_file(path: str | os.PathLike, *, assume: Iterable[str] = ()) -> Verif
                               label=str(path))
 
 
+#: how a verdict reads in front of its sentence: never a mark of approval in
+#: front of a sentence that is false
+VERDICT_WORDS = {"proved": "PROVED", "refuted": "REFUTED (the sentence is false)",
+                 "unknown": "UNKNOWN (undecided)"}
+
+
+def claim_line(c: "ClaimCheck") -> str:
+    """One claim for people, verdict first: ``claim 4 correctness: re-derived,
+    REFUTED (the sentence is false): ...``; a claim that fails the check says so
+    before its stated verdict."""
+    said = VERDICT_WORDS.get(c.verdict, c.verdict.upper())
+    if c.holds:
+        return f"claim {c.index} {c.kind}: verdict re-derived, {said}: {c.statement}"
+    return f"claim {c.index} {c.kind}: CHECK FAILS (stated {said}): {c.statement}"
+
+
 def format_text(result: Verification, path: str) -> str:
     lines = [f"certificate {path}"]
     for c in result.claims:
-        mark = "ok  " if c.holds else "FAIL"
-        lines.append(f"  [{mark}] claim {c.index} {c.kind} {c.verdict}: {c.statement}")
+        lines.append("  " + claim_line(c))
         lines += [f"         - {p}" for p in c.problems]
         if c.assumptions:
             lines.append(f"         assuming: {'; '.join(c.assumptions)}")

@@ -51,16 +51,17 @@ def _construction(name: str, args: list[int], token_set: str | None):
                          tokens=out.tokens, token_set=token_set)
 
 
-def _heads(job: dict[str, Any]) -> dict[str, str]:
-    """family name -> sha256 of the exact head of a models/ checkpoint on it."""
+def _heads(job: dict[str, Any]) -> tuple[dict[str, str], str]:
+    """(family name -> sha256 of the exact head of a models/ checkpoint on it,
+    the canonical hash of the checkpoint's tensors)."""
     from certify import audit
     from certify.checkpoints.run import load_head
     from certify.core.families import load_family
     if job.get("adapter") != "models.checkpoint" or job.get("path") is None:
         raise ValueError("only a present models/ checkpoint's head can be replayed")
-    model, _, _ = load_head(job["path"], None)
+    model, _, _, wsha = load_head(job["path"], None)
     return {f: audit.head_from_model(model, load_family(f)).sha256
-            for f in dict.fromkeys(f for f, _ in job["heads"])}
+            for f in dict.fromkeys(f for f, _ in job["heads"])}, wsha
 
 
 def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
                                      f"{job['dtype']}")
                 rec.update({"phi_q": s.sha_q, "phi_k": s.sha_k})
             if job.get("heads"):
-                rec["heads"] = _heads(job)
+                rec["heads"], rec["weights_sha256"] = _heads(job)
             out[job["source"]] = rec
         except Exception as exc:           # reported back to verify, which names it
             out[str(job.get("source"))] = {"error": f"{type(exc).__name__}: {exc}"[:300]}

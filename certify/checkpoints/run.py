@@ -60,13 +60,18 @@ class CheckpointResult:
 
 
 def load_head(ckpt: str, spec: str | None):
-    """``(model, config, input hashes)``; the model must be a kernel head."""
+    """``(model, config, input hashes, weights_sha256)``: the model must be a kernel
+    head; ``weights_sha256`` is the canonical hash of the tensors it was built from
+    (:func:`certify.sources.tensor_hash.weights_sha256`)."""
+    from certify.sources.tensor_hash import weights_sha256
+
     path = Path(ckpt)
     if spec is not None:
         from models.adapters import adapt, read_spec, read_state_dict
-        model = adapt(read_state_dict(path), read_spec(spec))
+        sd = read_state_dict(path)
+        model = adapt(sd, read_spec(spec))
         return model, {"architecture": f"adapter:{model.spec.layout}"}, \
-            {str(path): sha256_file(path), str(spec): sha256_file(spec)}
+            {str(path): sha256_file(path), str(spec): sha256_file(spec)}, weights_sha256(sd)
     from models.checkpoint import _paths, build_model, load_checkpoint
     config, tensors = load_checkpoint(path)
     model = build_model(config, tensors)
@@ -76,7 +81,8 @@ def load_head(ckpt: str, spec: str | None):
     if getattr(model, "position_dependent", False):
         raise UncertifiableError("position-dependent key maps have no single kernel alpha(x, z)")
     cfg_path, weights = _paths(path)
-    return model, config, {str(weights): sha256_file(weights), str(cfg_path): sha256_file(cfg_path)}
+    return model, config, {str(weights): sha256_file(weights), str(cfg_path): sha256_file(cfg_path)}, \
+        weights_sha256(tensors)
 
 
 def applicable(model, family) -> str | None:
@@ -127,7 +133,7 @@ def certify_checkpoint(ckpt: str, *, spec: str | None = None, families: Sequence
     from certify.core.families import load_family
 
     t0 = time.perf_counter()
-    model, config, inputs = load_head(ckpt, spec)
+    model, config, inputs, wsha = load_head(ckpt, spec)
     name = Path(ckpt).stem
     source = ckpt if spec is not None else str(next(p for p in inputs if p.endswith(".json")))
     res = CheckpointResult(Certificate(claims=[], command=list(command), inputs=inputs,
@@ -146,12 +152,12 @@ def certify_checkpoint(ckpt: str, *, spec: str | None = None, families: Sequence
             res.certificate.inputs[fam_name] = sha256_file(fam_name)
     claims = _rank_claims(source, spec, model, usable, eps, seed, res.skipped)
     weights = ckpt if spec is not None else next(p for p in inputs if not p.endswith(".json"))
-    bound = {"source": weights, "source_sha256": inputs[weights],
+    bound = {"source": weights, "source_sha256": inputs[weights], "weights_sha256": wsha,
              "adapter": "spec-adapter" if spec is not None else "models.checkpoint"}
     for fam_name, fam in usable:
         head = audit.head_from_model(model, fam)
         # the head was computed from the weights: name them, so verify binds the claim to them
-        fam_claims = [dataclasses.replace(c, parameters={**c.parameters, **bound})
+        fam_claims = [dataclasses.replace(c, parameters={**c.parameters, **bound}, statement=None)
                       for c in audit.audit_claims(head, fam, name)]
         claims += fam_claims
         res.families.append(fam.name)

@@ -37,7 +37,10 @@ def _usage() -> str:
     lines += [f"  {name:<12} {desc}" for name, (_, desc) in COMMANDS.items()]
     lines += ["", "Run 'certify <command> --help' for a command's options.",
               "Exit codes: 0 every claim proved; 1 some claim refuted or unknown;",
-              "2 usage error or bad input; 3 input outside what can be certified."]
+              "2 usage error or bad input; 3 input outside what can be certified.",
+              "certify verify: 0 every verdict re-derived (proved, refuted or unknown), no",
+              "assumption left; 1 some claim fails its check; 2 not a certificate;",
+              "4 every claim holds, but only under the named assumptions it prints."]
     return "\n".join(lines)
 
 

@@ -10,17 +10,24 @@ from typing import Sequence
 
 from certify.checkers.common import NotACertificate
 from certify.checkers.sources import replay_extraction
-from certify.checkers.verify import combined_exit, format_text, read_certificate, verify_many
+from certify.checkers.verify import (accepted, combined_exit, format_text, read_certificate,
+                                     verify_many)
 from certify.cli import common as cli
 from certify.core.errors import InputError
+
+VERIFY_EPILOG = ("exit codes: 0 every verdict re-derived (proved, refuted or unknown), no "
+                 "assumption left; 1 some claim fails its check (outranks 4); 2 not a certificate, "
+                 "or bad usage (an --assume that names no assumption); 4 every claim holds, but "
+                 "only under the named assumptions printed (accept one with --assume NAME, or "
+                 "re-derive extraction with --replay-extraction)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = cli.parser(
-        "verify", epilog=None, description="Re-check certificates with exact arithmetic only. Exit 0: every claim "
-                    "re-derived with no assumption left; 1: some claim fails; 2: not a "
-                    "certificate; 4: every claim holds, but only under the named assumptions "
-                    "printed (accept them with --assume).")
+        "verify", epilog=VERIFY_EPILOG,
+        description="Re-check certificates with exact arithmetic only: every claim's verdict "
+                    "(proved, refuted or unknown) is re-derived from its evidence, and every name "
+                    "its sentence prints is bound to content.")
     p.add_argument("certificates", nargs="+", metavar="CERT.json", help="certificates to re-check")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--assume", action="append", default=[], metavar="NAME",
@@ -30,6 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="re-run each checkpoint's weights -> features step in a separate process "
                         "(one thread) and compare bit for bit, instead of assuming it")
     args = p.parse_args(argv)
+    for name in args.assume:
+        if not name.strip():
+            raise InputError("--assume needs the name of an assumption (as verify prints it)")
     try:
         certs = [(path, read_certificate(path), Path(path).resolve().parent)
                  for path in args.certificates]
@@ -40,6 +50,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         replayed = replay_extraction(certs)
     results = list(zip(args.certificates, verify_many(certs, assume=args.assume,
                                                       replayed=replayed)))
+    named = sorted({a for _, r in results for a in r.assumptions})
+    unknown = [n for n in args.assume if not any(accepted(a, [n]) for a in named)]
+    if unknown:
+        raise InputError(f"--assume {unknown[0]!r} matches no assumption of "
+                         + ("these certificates" if len(results) > 1 else "the certificate")
+                         + (f"; they hold under: {', '.join(named)}" if named
+                            else "; it names none"))
     if args.json:
         doc = [{"certificate": path, **r.to_json()} for path, r in results]
         print(json.dumps(doc[0] if len(doc) == 1 else {

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
+from certify.checkers.binding import token_list_sha256
 from certify.core.errors import InputError
 from certify.core.files import atomic_write_bytes, atomic_write_text
 from certify.core.limits import check_matrix_shape, limit
@@ -102,6 +103,19 @@ class Kernel:
     @property
     def dtype(self) -> str:
         return self.provenance.dtype
+
+    def token_strings(self) -> list[str] | None:
+        """The tokens as bit strings in row order (None for the lazy cube and index sets)."""
+        if self.tokens is None:
+            return None
+        return ["".join(map(str, row)) for row in self.tokens.tolist()]
+
+    @property
+    def tokens_sha256(self) -> str | None:
+        """The canonical hash of the token list (what a sentence names an explicit
+        token set by; :func:`certify.checkers.binding.token_list_sha256`)."""
+        toks = self.token_strings()
+        return None if toks is None else token_list_sha256(toks)
 
     def token_batch(self, start: int, stop: int) -> np.ndarray:
         """Tokens ``start:stop`` as ``(B, m)`` uint8 (computed for the cube)."""

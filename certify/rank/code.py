@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from certify.checkers.common import canonical_sha256
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.errors import InputError
 from certify.core.kernel import Form, Kernel
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
-from certify.rank.evidence import feature_evidence, gram_evidence, source_params
+from certify.rank.evidence import feature_evidence, gram_evidence, source_params, token_evidence
 from certify.rank.options import RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
@@ -76,7 +77,8 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
     if b.t == 0:
         verdict, reason = Verdict.UNKNOWN, "every diagonal entry alpha(x_S, x_(S^c)) is zero"
     return Claim(ClaimKind.CODE_RANK, None, verdict,
-                 parameters={"code": name, "num_words": int(len(W)), "M": int(W.shape[1]),
+                 parameters={"code": name, "code_sha256": canonical_sha256(ev["words"]),
+                             "num_words": int(len(W)), "M": int(W.shape[1]),
                              **source_params(kernel)},
-                 evidence=ev, method="Lemma 4 with per-pair Lambda_SU = |B_SS / B_SU| (trace/nuclear/Frobenius)",
+                 evidence={**ev, **token_evidence(kernel)}, method="Lemma 4 with per-pair Lambda_SU = |B_SS / B_SU| (trace/nuclear/Frobenius)",
                  reason=reason, timings={"code_rank": time.perf_counter() - t0})

@@ -16,7 +16,7 @@ from certify.core.kernel import Kernel
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 from certify.rank.evidence import (TRUSTED_GRAMS, feature_evidence, gram_evidence, matrix_sha256,
-                                   scale_evidence, source_params)
+                                   scale_evidence, source_params, token_evidence)
 from certify.rank.options import SPECTRAL_EXACT_LIMIT, RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
@@ -34,7 +34,7 @@ def eps_rank_factor_claim(kernel: Kernel, s: FactorSummary, eps: Fraction, opt: 
           "eps": q_to_str(eps), "k": res.k, "exact": True,
           "sigma_sq_enclosures": [[q_to_str(lo), q_to_str(hi)] for lo, hi in res.sigma_sq_enclosures]}
     return Claim(ClaimKind.EPS_RANK, None, res.verdict,
-                 parameters={"eps": q_to_str(eps), **source_params(kernel)}, evidence=ev,
+                 parameters={"eps": q_to_str(eps), **source_params(kernel)}, evidence={**ev, **token_evidence(kernel)},
                  method=res.method,
                  timings={"eps_rank": time.perf_counter() - t0})
 
@@ -70,7 +70,7 @@ def eps_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, eps: Fraction, opt: R
             ev["method"] = "none"
             ev.update({"k": 0, "exact": False})
             return Claim(ClaimKind.EPS_RANK, None, Verdict.UNKNOWN,
-                         parameters={"eps": q_to_str(eps), **source_params(kernel)}, evidence=ev,
+                         parameters={"eps": q_to_str(eps), **source_params(kernel)}, evidence={**ev, **token_evidence(kernel)},
                          method="none",
                          reason=f"rational matrix larger than {SPECTRAL_EXACT_LIMIT}: no certified method")
         res, Y = sp.eps_rank_projection(np.asarray(N.values), N.exponent, eps)
@@ -79,5 +79,5 @@ def eps_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, eps: Fraction, opt: R
             ev.update({"witness_y": Y.rows(), "witness_y_exponent": Y.exponent})
     return Claim(ClaimKind.EPS_RANK, None, res.verdict,
                  parameters={"eps": q_to_str(eps), **source_params(kernel)},
-                 evidence=ev, method=res.method, reason=res.reason,
+                 evidence={**ev, **token_evidence(kernel)}, method=res.method, reason=res.reason,
                  timings={"eps_rank": time.perf_counter() - t0})

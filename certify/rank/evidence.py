@@ -48,17 +48,43 @@ def attempts_info(res: ex.ExactRank) -> dict[str, Any]:
     return {"prime_attempts": [[a.prime, a.rank_mod_p] for a in res.attempts]}
 
 
+#: explicit token lists up to this many tokens are embedded in the evidence (the
+#: checker re-derives their count and hash); longer ones are named by their hash
+#: and bound by the extraction replay (an assumption until then)
+EMBED_TOKENS = 1 << 16
+
+
 def rank_params(kernel: Kernel, opt: RankOptions) -> dict[str, Any]:
-    return {"token_set": kernel.token_set, "shape": list(kernel.shape), "form": kernel.form.value,
-            "source": kernel.provenance.source,
-            "source_sha256": kernel.provenance.source_sha256, "adapter": kernel.provenance.adapter,
+    return {**source_params(kernel), "shape": list(kernel.shape), "form": kernel.form.value,
             "dtype": kernel.provenance.dtype}
 
 
 def source_params(kernel: Kernel) -> dict[str, Any]:
-    """What every claim about a kernel names, so that verify binds it to its source."""
-    return {"token_set": kernel.token_set, "source": kernel.provenance.source,
-            "source_sha256": kernel.provenance.source_sha256, "adapter": kernel.provenance.adapter}
+    """What every claim about a kernel names, so that verify binds it: the source
+    (a file with its sha256, or a construction), the token set, the token count,
+    and the hash of an explicit token list."""
+    out = {"token_set": kernel.token_set, "source": kernel.provenance.source,
+           "source_sha256": kernel.provenance.source_sha256, "adapter": kernel.provenance.adapter,
+           "num_tokens": int(kernel.shape[0])}
+    if kernel.tokens_sha256 is not None and not kernel.token_set.startswith("cube:"):
+        out["tokens_sha256"] = kernel.tokens_sha256
+    d = kernel.provenance.details or {}
+    if isinstance(d.get("layer"), int) and isinstance(d.get("head"), int):
+        out["layer"], out["head"] = int(d["layer"]), int(d["head"])   # one head of a model
+    return out
+
+
+def token_evidence(kernel: Kernel) -> dict[str, Any]:
+    """The explicit token list, when the sentence names it by its hash and it is
+    small enough to embed (a cube or a built-in family's tokens are re-derived by
+    the checker from the name)."""
+    from certify.checkers.families import builtin_kind
+    ts = kernel.token_set
+    if kernel.tokens is None or ts.startswith("cube:") or ts == "index" \
+            or (ts.startswith("family:") and builtin_kind(ts[7:]) is not None) \
+            or kernel.num_tokens > EMBED_TOKENS:
+        return {}
+    return {"tokens": kernel.token_strings()}
 
 
 def integer_matrix(kernel: Kernel) -> ex.IntMatrix:

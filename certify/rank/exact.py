@@ -12,7 +12,7 @@ import time
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.kernel import Kernel
 from certify.rank.evidence import (TRUSTED_GRAMS, attempts_info, feature_evidence, gram_evidence,
-                                   matrix_sha256, rank_params, scale_evidence)
+                                   matrix_sha256, rank_params, scale_evidence, token_evidence)
 from certify.rank.options import RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
@@ -29,7 +29,7 @@ def exact_rank_factor_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions) 
           "null_minor_cols": list(res.null_minor_cols),
           "upper_witness": res.upper_witness, "rank_lower": res.lower, "rank_upper": res.upper}
     return Claim(ClaimKind.EXACT_RANK, None, res.verdict,
-                 parameters=rank_params(kernel, opt), evidence=ev, info=attempts_info(res),
+                 parameters=rank_params(kernel, opt), evidence={**ev, **token_evidence(kernel)}, info=attempts_info(res),
                  method="factor form: exact Gram core rank(PhiQ PhiK^T) = rank(GQ GK); "
                         "lower: minor nonsingular mod p; upper: exact null-space basis of the core",
                  reason=res.reason,
@@ -46,7 +46,7 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
     if N.values.size <= opt.embed_limit:
         ev["matrix"] = N.rows()
     return Claim(ClaimKind.EXACT_RANK, None, res.verdict,
-                 parameters=rank_params(kernel, opt), evidence=ev, info=attempts_info(res),
+                 parameters=rank_params(kernel, opt), evidence={**ev, **token_evidence(kernel)}, info=attempts_info(res),
                  method="matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
                         "upper: exact column-span (null-space) witness of that minor",
                  reason=res.reason, timings={**res.timings, "total": time.perf_counter() - t0})

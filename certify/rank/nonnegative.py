@@ -13,7 +13,7 @@ from certify.core.kernel import Kernel
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 from certify.rank.evidence import (feature_evidence, gram_evidence, matrix_sha256, scale_evidence,
-                                   source_params)
+                                   source_params, token_evidence)
 from certify.rank.options import SIGNED_PRODUCT_LIMIT, RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
@@ -26,12 +26,13 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
     if s.min_q >= 0 and s.min_k >= 0:
         return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params,
                      evidence={**base, **feature_evidence(s, opt.embed_limit, ["min_phi_q", "min_phi_k"]),
+                               **token_evidence(kernel),
                                "method": "features_nonnegative",
                                "min_phi_q": q_to_str(s.min_q), "min_phi_k": q_to_str(s.min_k)},
                      method="every feature is >= 0 (exact minimum over all tokens)")
     K = kernel.num_tokens
     if K * K > SIGNED_PRODUCT_LIMIT:
-        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.UNKNOWN, parameters=params, evidence={**base, "method": "none"},
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.UNKNOWN, parameters=params, evidence={**base, "method": "none", **token_evidence(kernel)},
                      method="signed features", reason=f"signed features on {K} tokens: {K}^2 products "
                      f"exceed the exact-check limit {SIGNED_PRODUCT_LIMIT}")
     q = s.phi_q if s.phi_q is not None else np.concatenate([b[0] for b in kernel.feature_batches()])
@@ -40,6 +41,7 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
     if neg is None:
         return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params,
                      evidence={**base, **feature_evidence(s, opt.embed_limit, ["all_products"]),
+                               **token_evidence(kernel),
                                "method": "all_products", "num_checked": K * K},
                      info={"pairs_summed_exactly": exact_checked},
                      method="every product: float64 with the rigorous bound gamma_r sum |q_i k_i|; "
@@ -50,7 +52,7 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
           "method": "counterexample", "pair": [int(i), int(j)], "value": q_to_str(val),
           "phi_q_row": dq.rows()[0], "phi_q_exponent": dq.exponent,
           "phi_k_row": dk.rows()[0], "phi_k_exponent": dk.exponent}
-    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, parameters=params, evidence=ev,
+    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, parameters=params, evidence={**ev, **token_evidence(kernel)},
                  method="exact counterexample", reason=f"alpha(x_{i}, x_{j}) = {float(val):.6g} < 0")
 
 
@@ -99,6 +101,6 @@ def nonnegative_claim_matrix(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) 
         ev["matrix"] = N.rows()
     stmt, params = None, source_params(kernel)
     if mn < 0:
-        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, parameters=params, evidence=ev, method="exact entry",
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, parameters=params, evidence={**ev, **token_evidence(kernel)}, method="exact entry",
                      reason=f"entry ({i}, {j}) is negative")
-    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params, evidence=ev, method="exact entries")
+    return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params, evidence={**ev, **token_evidence(kernel)}, method="exact entries")

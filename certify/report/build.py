@@ -41,7 +41,9 @@ from certify.core import outputs as _outputs
 from certify.core.errors import InputError
 from certify.core.files import sha256_file
 
-VERDICT_MARK = {"proved": "proved", "refuted": "REFUTED", "unknown": "unknown"}
+#: a verdict as the report prints it next to (or before) its sentence: a refuted
+#: sentence is false, and says so first
+VERDICT_MARK = {"proved": "proved", "refuted": "REFUTED (false)", "unknown": "unknown"}
 COLORS = {"proved": "#1b7837", "refuted": "#b2182b", "unknown": "#878787"}
 
 
@@ -361,11 +363,13 @@ def _rows(certs: list[Loaded]):
         version = L.cert.get("renderer") or _st.RENDERER
         for i, c in enumerate(L.cert["claims"]):
             try:
-                text = _st.render(c["kind"], c.get("parameters") or {}, c.get("evidence") or {},
-                                  version).text
+                st = _st.render(c["kind"], c.get("parameters") or {}, c.get("evidence") or {},
+                                version)
+                text, latex = st.text, st.latex
             except _st.RenderError as exc:
                 text = f"(no statement: the parameters do not determine one: {exc})"
-            yield L, i, {**c, "statement": text}
+                latex = None
+            yield L, i, {**c, "statement": text, "statement_latex": latex}
 
 
 def _held(cc) -> str:
@@ -404,7 +408,9 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
                 lines += [f"![{f[:-4]}]({f})", ""]
     lines += ["", "## Claims", ""]
     for L, i, c in _rows(certs):
-        lines += [f"### {L.label} #{i}: {c['kind']} ({c['verdict']})", "", c.get("statement", ""), ""]
+        lines += [f"### {L.label} #{i}: {c['kind']}", "",
+                  f"{VERDICT_MARK.get(c['verdict'], c['verdict']).upper()}: {c.get('statement', '')}",
+                  ""]
         if c.get("reason"):
             lines += [f"- reason: {c['reason']}"]
         if c.get("method"):

@@ -200,6 +200,14 @@ def explain(method: str) -> str:
     return method
 
 
+_TT = re.compile(r"\\texttt\{((?:[^{}\\]|\\.)*)\}")
+
+
+def _breakable_tt(latex: str) -> str:
+    """Let long file names in ``\\texttt`` break after ``/`` (a table column is narrow)."""
+    return _TT.sub(lambda m: r"\texttt{" + m.group(1).replace("/", r"/\allowbreak{}") + "}", latex)
+
+
 def _breakable(label: str) -> str:
     return tex_escape(label).replace("-", r"-\allowbreak{}").replace(r"\_", r"\_\allowbreak{}")
 
@@ -240,7 +248,8 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
         if meth:
             methods.setdefault(meth, len(methods) + 1)
             mark = f"M{methods[meth]}"
-        verdict = c["verdict"] + (" (fails re-check)" if fails(label, i) else "")
+        verdict = {"refuted": "REFUTED (false)"}.get(c["verdict"], c["verdict"]) \
+            + (" (fails re-check)" if fails(label, i) else "")
         stmt = str(c.get("statement") or "")
         ref = f"{label} \\#{i}"
         for v in long_numbers(stmt):
@@ -249,14 +258,18 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
             exact.append((ref, k.replace("_", " "), v))
         new_cert = label != last
         last = label
+        typeset = _breakable_tt(c.get("statement_latex") or tex_statement(stmt))  # the renderer's
         body.append((new_cert, f"{i} & {tex_escape(c['kind'].replace('_', ' '))} & "
-                               f"{tex_statement(stmt)} & {tex_escape(verdict)} & {mark} \\\\", label))
+                               f"{typeset} & {tex_escape(verdict)} & {mark} \\\\", label))
         heights.append(max(1, -(-len(stmt) // 62), -(-len(label) // 16)) + (0.4 if new_cert else 0))
     lines = [
         "% Made by certify.report. \\input{report.tex} needs \\usepackage{booktabs} and",
         "% \\usepackage{graphicx}; define \\certifyreportdir as this folder (with a trailing /)",
         "% when it is not the paper's own folder.",
         "\\providecommand{\\certifyreportdir}{}",
+        "% statements use amsmath's \\tfrac and amssymb's \\mathbb; plain fallbacks otherwise",
+        "\\providecommand{\\tfrac}[2]{{\\textstyle\\frac{#1}{#2}}}",
+        "\\providecommand{\\mathbb}[1]{\\mathbf{#1}}",
     ]
     # a float never breaks across pages: long tables go into several floats
     chunks, cur, used = [], [], 0.0

@@ -20,6 +20,7 @@ import time
 from fractions import Fraction
 
 from certify.core.certificate import Claim, ClaimKind
+from certify.core.files import sha256_json
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 from certify.transcript.capacity import bound_claim, capacity
@@ -29,11 +30,14 @@ from certify.transcript.search import SearchResult
 
 
 def transcript_params(spec, model) -> dict:
-    """The claim's parameters (its statement is rendered from them)."""
+    """The claim's parameters (its statement is rendered from them): the family,
+    the model's shape, its quantizer and the hash of its exact weights, by which
+    the sentence names the model (the checker recomputes it from the weights)."""
     return {"M": spec.M, "s": spec.s, "h": spec.h, "q": spec.q,
             "layers": model.cfg.layers, "heads": model.cfg.heads, "rank": model.cfg.rank,
             "dv": model.cfg.dv, "feature_map": model.cfg.feature_map,
-            "quantizer": model.quantizer.to_json()}
+            "quantizer": model.quantizer.to_json(),
+            "weights_sha256": sha256_json(model.weights_json())}
 
 
 def _first_error(spec, model, index, EW):

@@ -71,10 +71,8 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
     res = search_collisions(spec, model, batch=batch, time_limit=time_limit, progress=progress)
     t1 = time.perf_counter()
     EW = exact_weights(model.weights)
-    params = {"M": spec.M, "s": spec.s, "h": spec.h, "q": spec.q,
-              "layers": model.cfg.layers, "heads": model.cfg.heads, "rank": model.cfg.rank,
-              "dv": model.cfg.dv, "feature_map": model.cfg.feature_map,
-              "quantizer": model.quantizer.to_json()}
+    from certify.transcript.certified import transcript_params
+    params = transcript_params(spec, model)
     base_ev = {"capacity": cap.to_json()}
     info = {**cap.display(), "context_length": n, "assignments_checked_float64": res.checked,
             "distinct_float64_transcripts": res.distinct_transcripts,

@@ -19,7 +19,8 @@ def _cube_index(bitrow: list[int]) -> int:
 
 def check_code_rank(claim, cert, matrix=None) -> list[str]:
     ev = claim["evidence"]
-    p = keys(claim["parameters"], "parameters", ("code", "num_words", "M", "token_set"), SOURCE_KEYS)
+    p = keys(claim["parameters"], "parameters", ("code", "num_words", "M", "token_set"),
+             SOURCE_KEYS + ("code_sha256",))
     lemma = ("words", "t", "kept", "frobenius_sq", "bound", "rank_lower", "min_lambda")
     if not isinstance(ev.get("words"), list) or not ev["words"]:
         raise Bad("words must be a non-empty list of bit strings")
@@ -30,7 +31,7 @@ def check_code_rank(claim, cert, matrix=None) -> list[str]:
     if (integer(p["num_words"], "num_words"), integer(p["M"], "M")) != (W, M):
         raise Bad(f"parameters num_words, M are not the code's {W}, {M}")
     if "B" in ev:
-        keys(ev, "code_rank evidence", lemma + ("B", "trusted"), ("trusted_entries",))
+        keys(ev, "code_rank evidence", lemma + ("B", "trusted"), ("trusted_entries", "tokens"))
         if ev["trusted"] != _TRUSTED["code_rank", "matrix"]:
             raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'matrix']}")
         B = rational_matrix(ev["B"], "B", (W, W))
@@ -38,7 +39,7 @@ def check_code_rank(claim, cert, matrix=None) -> list[str]:
         rows = ("query_features", "query_exponent", "key_features", "key_exponent")
         if "trusted" in ev:     # features not at hand: their hash is optional
             keys(ev, "code_rank evidence", lemma + rows + ("trusted",),
-                 ("features_sha256", "trusted_entries"))
+                 ("features_sha256", "trusted_entries", "tokens"))
             if ev["trusted"] != _TRUSTED["code_rank", "factor"]:
                 raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'factor']}")
         else:

@@ -115,7 +115,7 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
                 problems.append("projection check fails: H - eps^2 b I is not positive definite")
     elif ev.get("form") == "matrix" and ev.get("method") == "none":
         keys(ev, "matrix evidence", ("form", "shape", "scale", "matrix_sha256", "eps", "method", "k",
-                                     "exact"), ("matrix",))
+                                     "exact"), ("matrix", "tokens"))
         if k != 0 or exact:
             return ["without a method nothing is counted: k must be 0 and exact false"]
         return [] if claim["verdict"] == "unknown" else ["without a method the verdict must be unknown"]

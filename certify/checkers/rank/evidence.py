@@ -27,7 +27,7 @@ _FEATURE_SOURCES = ("features", "features_claim", "trusted")
 
 
 #: evidence keys that may accompany the features: the size of trusted summaries
-_FEATURE_OPTIONAL = _FEATURE_SOURCES + ("trusted_entries",)
+_FEATURE_OPTIONAL = _FEATURE_SOURCES + ("trusted_entries", "tokens")
 
 
 _GRAM = ("num_tokens", "r", "features_sha256", "gram_q", "gram_q_exponent", "gram_k",
@@ -189,13 +189,17 @@ class _Features:
         return Fraction(rows[i][j]) * Fraction(2) ** e
 
 
-#: what a claim about a kernel may name besides its own parameters (bound by verify)
-SOURCE_KEYS = ("token_set", "source", "source_sha256", "adapter")
+#: what binds a kernel claim to its source and token set (certify.checkers.binding);
+#: the token count and the token list's hash are optional for certificates made
+#: before they were recorded
+SOURCE_KEYS = ("token_set", "source", "source_sha256", "adapter", "num_tokens", "tokens_sha256",
+               "layer", "head")
 
 
 def _check_params(claim, cert, form: str, num_tokens: int | None, dtype: str | None) -> None:
     p = keys(claim["parameters"], "parameters",
-             ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype"))
+             ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype"),
+             ("num_tokens", "tokens_sha256", "layer", "head"))
     if p["form"] != form:
         raise Bad(f"parameters.form {p['form']!r} is not the evidence's form {form!r}")
     shape = _indices(p["shape"], "parameters.shape")
@@ -289,7 +293,8 @@ def _get_matrix(ev, matrix) -> list[list[int]]:
 
 
 def _matrix_keys(ev, required, matrix) -> None:
-    keys(ev, f"{ev.get('form')} evidence", required, () if matrix is not None else ("matrix",))
+    keys(ev, f"{ev.get('form')} evidence", required,
+         ("tokens",) + (() if matrix is not None else ("matrix",)))
     if matrix is None and "matrix" not in ev:
         raise Bad("matrix not embedded (pass matrix= to re-check)")
 

@@ -36,7 +36,7 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
         raise Bad(f"unknown form {ev.get('form')!r}")
     base = ("form", "features_sha256", "method")
     if method == "none":
-        keys(ev, "nonnegative evidence", base)
+        keys(ev, "nonnegative evidence", base, ("tokens",))
         return [] if verdict == "unknown" else ["without evidence the verdict must be unknown"]
     fields = {"features_nonnegative": ("min_phi_q", "min_phi_k"), "all_products": ("num_checked",),
               "counterexample": ("pair", "value", "phi_q_row", "phi_q_exponent", "phi_k_row",

@@ -1,0 +1,264 @@
+"""Every name a sentence prints, bound to content (standard library and numpy only).
+
+The renderer (:mod:`certify.checkers.statements`) prints only what a claim's
+parameters say; this module makes sure each printed name means one thing,
+whatever renderer version the certificate was made with:
+
+* **token sets** -- ``cube:m`` only when the kernel has exactly ``2^m`` tokens
+  (rows in the cube's order); ``family:NAME`` of a built-in family only when the
+  tokens are that family's (count and the canonical hash of the token list,
+  pinned or rebuilt by :mod:`certify.checkers.families`); any other token list
+  by the hash of its tokens, checked against the tokens embedded in the
+  evidence (or named as the assumption ``tokens:<sha256>`` when they are too
+  many to embed and nothing else re-derives them); ``index`` (a matrix without
+  tokens) only by its row count. The count is the one the evidence re-derives
+  (embedded features or matrix), never a declared field alone.
+* **codes** -- a built-in code name (``paper-5.1``) only when the embedded
+  words have its pinned hash; any other code by the hash of its words.
+* **models** -- a head read from weights is named by its weights file (tied to
+  the file's sha256 by the certificate's inputs) and by the canonical hash of
+  its tensors (:mod:`certify.checkers.tensors`), re-derived here from a present
+  safetensors file or by the extraction replay; a head built in memory by the
+  hash of its exact tables (re-derived by its checker). A readable ``model``
+  label, where a claim has one, must be the weights file's own name.
+* **sizes** -- whether a summary of data too large to embed may be trusted is
+  decided from sizes re-derived here (:func:`measured_size`: the token count of
+  the token set or of the embedded rows, times the feature width of an embedded
+  Gram or feature matrix), never from a declared field.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from certify.checkers.common import canonical_sha256
+from certify.checkers.families import BUILTIN_CODES, builtin_kind, builtin_tokens
+
+KERNEL_KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
+MODEL_KINDS = ("correctness", "gap_domination")
+_CUBE = re.compile(r"cube:(\d{1,3})")
+_VOCAB = re.compile(r"vocab:(\d{1,12})")
+#: the largest cube dimension a token set may name (2^62 tokens)
+MAX_CUBE_M = 62
+
+
+def token_list_sha256(tokens: list[str]) -> str:
+    """The canonical hash of a token list (bit strings, in row order)."""
+    return canonical_sha256(list(tokens))
+
+
+def _int(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _features_rows(ev: Mapping[str, Any], cert: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(rows, width) of the features a claim embeds, or refers to by ``features_claim``."""
+    f = ev.get("features")
+    if not isinstance(f, Mapping) and _int(ev.get("features_claim")) is not None:
+        claims = cert.get("claims") or []
+        i = ev["features_claim"]
+        other = claims[i].get("evidence") if 0 <= i < len(claims) and isinstance(claims[i], dict) \
+            else None
+        f = other.get("features") if isinstance(other, Mapping) else None
+    if isinstance(f, Mapping) and isinstance(f.get("phi_q"), list) and f["phi_q"] \
+            and isinstance(f["phi_q"][0], list):
+        return len(f["phi_q"]), len(f["phi_q"][0])
+    return None
+
+
+def rows_in_evidence(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> int | None:
+    """The kernel's token (row) count as the evidence itself carries it: embedded
+    features or an embedded matrix (checked against the data by the kind's
+    checker), or the shape of a matrix re-read from its source file."""
+    ev = claim.get("evidence")
+    if not isinstance(ev, Mapping):
+        return None
+    fr = _features_rows(ev, cert)
+    if fr is not None:
+        return fr[0]
+    m = ev.get("matrix")
+    if isinstance(m, list) and m:
+        return len(m)
+    return None
+
+
+def token_set_count(p: Mapping[str, Any], ev: Mapping[str, Any]
+                    ) -> tuple[list[str], list[str], int | None]:
+    """(problems, assumptions, token count) the token set itself determines."""
+    ts = p.get("token_set")
+    if not isinstance(ts, str):
+        return ["parameters.token_set must be a string"], [], None
+    m = _CUBE.fullmatch(ts)
+    if m:
+        M = int(m.group(1))
+        if not 1 <= M <= MAX_CUBE_M:
+            return [f"token set {ts}: m must be 1..{MAX_CUBE_M}"], [], None
+        return [], [], 1 << M
+    if ts == "index":
+        return [], [], None
+    v = _VOCAB.fullmatch(ts)
+    if v:                               # a model's vocabulary: token i is embedding row i
+        return [], [], int(v.group(1))
+    problems: list[str] = []
+    assumptions: list[str] = []
+    sha = p.get("tokens_sha256")
+    embedded = ev.get("tokens") if isinstance(ev, Mapping) else None
+    count = None
+    if isinstance(embedded, list):
+        if not all(isinstance(t, str) and t and not set(t) - {"0", "1"} for t in embedded) \
+                or len({len(t) for t in embedded}) > 1:
+            problems.append("evidence.tokens must be 0/1 strings of one length")
+        else:
+            count = len(embedded)
+            if sha is not None and token_list_sha256(embedded) != sha:
+                problems.append("parameters.tokens_sha256 is not the hash of the embedded tokens")
+    if ts.startswith("family:") and builtin_kind(ts[7:]) is not None:
+        bad, assume, pinned = builtin_tokens(ts[7:])
+        problems += bad
+        assumptions += assume
+        if pinned is not None:
+            n, want = pinned
+            if sha is not None and sha != want:
+                problems.append(f"token set {ts}: the built-in family's tokens have sha256 "
+                                f"{want[:16]}..., the claim's {str(sha)[:16]}...")
+            if count is not None and count != n:
+                problems.append(f"token set {ts} has {n} tokens, the evidence {count}")
+            count = n
+        return problems, assumptions, count
+    if ts != "tokens" and not ts.startswith("family:"):
+        return [f"token set {ts!r:.40} is not cube:M, family:NAME, vocab:N, tokens or index"], [], None
+    if sha is not None and not isinstance(sha, str):
+        problems.append("parameters.tokens_sha256 must be a string")
+    elif count is None and sha is not None:
+        assumptions.append(f"tokens:{sha[:16]}")         # nothing here re-derives the list
+    return problems, assumptions, count
+
+
+def bind_tokens(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """A kernel claim's token set against the count the evidence re-derives: every
+    count a claim states (parameters, evidence, shape) must be that one."""
+    p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
+    problems, assumptions, k_set = token_set_count(p, ev)
+    counts = {"the token set": k_set, "the evidence's rows": rows_in_evidence(claim, cert),
+              "parameters.num_tokens": _int(p.get("num_tokens")),
+              "evidence.num_tokens": _int(ev.get("num_tokens"))}
+    shape = p.get("shape")
+    if isinstance(shape, list) and len(shape) == 2:
+        counts["parameters.shape"] = _int(shape[0])
+    layer, head = p.get("layer"), p.get("head")
+    if layer is not None or head is not None:           # one head of a model: the adapter names it
+        if _int(layer) is None or _int(head) is None or \
+                not str(p.get("adapter", "")).endswith(f" layer {layer} head {head}"):
+            problems.append(f"parameters layer {layer!r:.10}, head {head!r:.10} are not the ones "
+                            "the adapter extracted (its name ends 'layer L head H')")
+    if "num_tokens" in p and counts["parameters.num_tokens"] is None:
+        problems.append("parameters.num_tokens must be an integer")
+    known = {w: k for w, k in counts.items() if k is not None}
+    if len(set(known.values())) > 1:
+        problems.append("the token counts disagree: "
+                        + ", ".join(f"{w} {k}" for w, k in known.items()))
+    return problems, assumptions
+
+
+def bind_code(claim: Mapping[str, Any]) -> list[str]:
+    """A ``code_rank`` claim's code: its name only when the words are that code."""
+    p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
+    words = ev.get("words")
+    if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+        return ["evidence.words must list the code's words"]
+    sha = canonical_sha256(words)
+    problems = []
+    if "code_sha256" in p and p["code_sha256"] != sha:
+        problems.append("parameters.code_sha256 is not the hash of the embedded words")
+    if p.get("num_words") != len(words):
+        problems.append(f"parameters.num_words is not the {len(words)} embedded words")
+    name = p.get("code")
+    if name is not None:
+        pinned = BUILTIN_CODES.get(name)
+        if pinned is None and "code_sha256" not in p:
+            problems.append(f"the code label {str(name)[:60]!r} is not a built-in code and "
+                            "nothing binds it to the words (name codes by their hash)")
+        elif pinned is not None and (len(words), sha) != pinned:
+            problems.append(f"{name!r} is a built-in code with sha256 {pinned[1][:16]}...; "
+                            f"the embedded words have {sha[:16]}...")
+    return problems
+
+
+def bind_model(claim: Mapping[str, Any], cert: Mapping[str, Any],
+               base: Path | None) -> tuple[list[str], list[str]]:
+    """A head's name: its weights file, the canonical hash of its tensors, and a
+    readable label only when it is that file's own name."""
+    from certify.checkers import sources as _sources
+    from certify.checkers.tensors import TensorFileError, safetensors_sha256
+
+    p = claim.get("parameters") or {}
+    src, label, w = p.get("source"), p.get("model"), p.get("weights_sha256")
+    problems: list[str] = []
+    assumptions: list[str] = []
+    if label is not None:
+        if not isinstance(label, str) or not isinstance(src, str) \
+                or label not in (Path(src).stem, Path(src).name, Path(src).parent.name):
+            problems.append(f"the model label {str(label)[:60]!r} is not the name of the weights "
+                            f"file the claim is bound to ({str(src)[:60]!r})")
+    if w is None:
+        return problems, assumptions
+    if not isinstance(w, str) or not isinstance(src, str):
+        return problems + ["parameters.weights_sha256 names weights without a weights file"], []
+    path = _sources.find(src, base)
+    if path is not None and path.suffix == ".safetensors":
+        try:
+            got = safetensors_sha256(path)
+        except (TensorFileError, OSError) as exc:
+            return problems + [f"cannot read the weights {src}: {exc}"], []
+        if got != w:
+            problems.append(f"the weights in {src} have canonical sha256 {got[:16]}..., the "
+                            f"claim's {w[:16]}...")
+        return problems, assumptions
+    # otherwise the weights are part of the extraction on this source: the replay
+    # compares them (certify.checkers.sources.replay_extraction), else it is assumed
+    return problems, assumptions
+
+
+def measured_size(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> int | None:
+    """Entries of the data a claim summarises, from sizes re-derived here: the
+    token count (token set or embedded rows) times the feature width (an
+    embedded Gram or feature matrix of this claim or of another claim of the
+    certificate on the same features; 1 when none shows it, so the result is a
+    lower bound). ``None`` when the token count is not derivable."""
+    p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
+    if not isinstance(ev, Mapping):
+        return None
+    _, _, k = token_set_count(p, ev)
+    if k is None:
+        k = rows_in_evidence(claim, cert)
+    if k is None:
+        return None
+    if ev.get("form") == "matrix" or "matrix_sha256" in ev or "B" in ev:
+        return k * k
+    r = _width(ev, cert)
+    if r is None:                       # the width from another claim on the same features
+        fs = ev.get("features_sha256")
+        for other in cert.get("claims") or []:
+            oe = other.get("evidence") if isinstance(other, dict) else None
+            if isinstance(oe, Mapping) and fs is not None and oe.get("features_sha256") == fs:
+                r = _width(oe, cert)
+                if r is not None:
+                    break
+    # no width to be found: the features have at least one column, so k entries is
+    # what is known for sure (a lower bound; trust needs it above the threshold)
+    return k if r is None else k * r
+
+
+def _width(ev: Mapping[str, Any], cert: Mapping[str, Any]) -> int | None:
+    g = ev.get("gram_q")
+    if isinstance(g, list) and g and all(isinstance(row, list) and len(row) == len(g) for row in g):
+        return len(g)
+    fr = _features_rows(ev, cert)
+    if fr is not None:
+        return fr[1]
+    qf = ev.get("query_features")
+    if isinstance(qf, list) and qf and isinstance(qf[0], list):
+        return len(qf[0])
+    return None
