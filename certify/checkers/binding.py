@@ -162,8 +162,15 @@ def bind_tokens(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> tuple[list
     return problems, assumptions
 
 
+def builtin_code_name(words: list[str]) -> str | None:
+    """The built-in name of a word list, if it is a built-in code."""
+    pin = (len(words), canonical_sha256(list(words)))
+    return next((n for n, p in BUILTIN_CODES.items() if p == pin), None)
+
+
 def bind_code(claim: Mapping[str, Any]) -> list[str]:
-    """A ``code_rank`` claim's code: its name only when the words are that code."""
+    """A ``code_rank`` claim's code: a built-in name exactly when the words are
+    that code (and then always that name), else the words' hash."""
     p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
     words = ev.get("words")
     if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
@@ -175,6 +182,10 @@ def bind_code(claim: Mapping[str, Any]) -> list[str]:
     if p.get("num_words") != len(words):
         problems.append(f"parameters.num_words is not the {len(words)} embedded words")
     name = p.get("code")
+    canonical = next((n for n, pin in BUILTIN_CODES.items() if pin == (len(words), sha)), None)
+    if canonical is not None and name != canonical:
+        problems.append(f"the words are the built-in code {canonical!r}; the claim names it "
+                        f"{name!r:.40} (a code has one name)")
     if name is not None:
         pinned = BUILTIN_CODES.get(name)
         if pinned is None and "code_sha256" not in p:

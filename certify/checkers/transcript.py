@@ -672,16 +672,16 @@ def _integer_all(cfg, W, quant, M, s, q, words) -> list[str]:
             n = np.einsum("ia,bad->bid", Pi, Ls)                             # (B, q, dv)
             d = Lz @ Pi.T                                                     # (B, q)
             gmax = int(np.abs(Gc).max(initial=0))
-            if _mx(n) * gmax * dv < _LIM:
+            if max(_mx(n), 1) * max(gmax, 1) * dv < _LIM:
                 gn = n.astype(np.int64) @ Gc.astype(np.int64)                 # (B, q)
             else:
                 gn = (n.astype(object) * Gc).sum(-1)
             terms.append((np.where(d == 0, 0, gn), np.where(d == 0, 1, d)))
         # y - t = (C0 - t G)/G + sum_c gn_c / (G d_c)   (a_c = 0 when d_c = 0);
         # multiplied by G prod_c d_c: int64 when an a-priori bound allows, else Python ints
-        dmax = [_mx(d) for _, d in terms]
+        dmax = [max(_mx(d), 1) for _, d in terms]          # >= 1: a bound, never a zero factor
         bound = (_mx(C0) + s * Gd) * math.prod(dmax) + sum(
-            _mx(gn) * math.prod(dmax[:c] + dmax[c + 1:]) for c, (gn, _) in enumerate(terms))
+            max(_mx(gn), 1) * math.prod(dmax[:c] + dmax[c + 1:]) for c, (gn, _) in enumerate(terms))
         dt = np.int64 if 2 * max(bound, Gd * math.prod(dmax)) < _LIM else object
         ds = [d.astype(dt) for _, d in terms]
         prod = np.ones(ds[0].shape, dtype=dt)

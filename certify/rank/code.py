@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from certify.checkers.binding import builtin_code_name
 from certify.checkers.common import canonical_sha256
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.errors import InputError
@@ -76,6 +77,7 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
     verdict, reason = Verdict.PROVED, None
     if b.t == 0:
         verdict, reason = Verdict.UNKNOWN, "every diagonal entry alpha(x_S, x_(S^c)) is zero"
+    name = builtin_code_name(ev["words"]) or name          # a built-in code has one name
     return Claim(ClaimKind.CODE_RANK, None, verdict,
                  parameters={"code": name, "code_sha256": canonical_sha256(ev["words"]),
                              "num_words": int(len(W)), "M": int(W.shape[1]),
