@@ -6,25 +6,30 @@ renders it again and fails a claim whose stored statement differs. So a
 statement cannot say more, or other, than the claim's parameters and the
 evidence fields the checker re-derives.
 
-What each kind reads (everything else is ignored, so it cannot leak into the
-sentence unchecked):
+What each kind's sentence reads is the field table :data:`FIELDS` (version 2;
+everything else is ignored, so it cannot leak into a sentence unchecked). Every
+value a sentence prints is re-derived by the kind's checker; every name is
+bound by :mod:`certify.checkers.binding` or printed as a content hash:
 
 ==================  =====================================================================
-kind                read (p = parameters, e = evidence; every e-field is re-derived by
-                    the kind's checker before the verdict is accepted)
+kind                the sentence names (version 2)
 ==================  =====================================================================
-bound               p (the bound's inputs); e: the bound's values (re-derived exactly)
-exact_rank          p.token_set, p.shape, p.source; e.rank_lower, e.rank_upper
-eps_rank            p.eps; e.k, e.exact
-code_rank           p.code, p.num_words, p.token_set; e.t, e.rank_lower
-nonnegative         p.token_set (optional; default "tokens")
-feasible            p.rank, p.features, p.class, p.family, p.family_sha256, p.error,
-infeasible          p.scope (optional: "family" or "cube")
-correctness         p.model, p.family, p.family_sha256, p.eps; e.scored_positions, and the
-                    number of inputs of the embedded family
-gap_domination      p.model, p.family, p.family_sha256, p.n, p.eps; e.applicable
-transcript          p.M, p.s, p.h, p.q, p.quantizer
+bound               the bound's inputs and values (re-derived exactly)
+exact_rank,         the kernel: its source (a file with its sha256, a construction, or
+eps_rank,           one head of a model's weights) and its token set ({0,1}^m, the tokens
+code_rank,          of a built-in family, K tokens by the hash of their list, a model's
+nonnegative         vocabulary, or a matrix's row indices); code_rank also the code (a
+                    built-in name or the hash of its words)
+feasible,           the rank, feature and model class, the family (a built-in name or its
+infeasible          sha256), the error
+correctness,        the head (its weights file and the canonical hash of its tensors, or
+gap_domination      the hash of its exact tables), the family, eps (and n)
+transcript          the family (M, s, h, q), the quantizer and the hash of the exact weights
 ==================  =====================================================================
+
+Version 1 (certificates made before names were bound in sentences) printed
+labels such as a model's name; verify still renders it for those
+certificates, and binds the labels it printed all the same.
 
 Family names: a built-in name (``paper-5.1``, ``multilevel-M..-s..-h..-q..``,
 ``ood-M-q-n-split``) stands for exactly one content, which the checker pins or
