@@ -62,6 +62,9 @@ def test_report_tex_structure(tmp_path):
     assert "\\begin{figure}" in tex and "\\includegraphics" in tex
     assert "fig:certify-singular-values" in tex and "fig:certify-verdict-vs-rank" in tex
     assert "sigma\\_" not in tex and "alpha(x" not in tex.replace("\\alpha(x", "")
+    # every formula typeset: no caret or angle bracket left as text
+    assert "textasciicircum" not in tex and "textless" not in tex, \
+        [l for l in tex.splitlines() if "textasciicircum" in l or "textless" in l][:3]
     # every method mark used in the claims table is explained in the methods table
     used = set(re.findall(r"& (M\d+) \\\\", tex.split("\\label{tab:certify-methods}")[0]))
     explained = set(re.findall(r"^(M\d+) &", tex, re.M))

@@ -61,12 +61,13 @@ _GREEK = {"alpha": r"\alpha", "beta": r"\beta", "gamma": r"\gamma", "delta": r"\
 _GROUP = r"\((?:[^()]|\([^()]*\))*\)"
 _TOKEN = re.compile("|".join([
     r"(?P<norm>\|\|(?P<nv>[A-Za-z])\|\|_(?P<ns>\w)(?:\^(?P<np>\d+))?)",
-    r"(?P<phiqk>\bPhi(?P<pq>[QK])\b)",
+    r"(?P<phiqk>\bPhi(?P<pq>[QK])\b(?:\^(?P<pqe>\w+))?)",
     r"(?P<that>\bt_hat\b)",
     rf"(?P<greek>\b(?P<gn>{'|'.join(sorted(_GREEK, key=len, reverse=True))})"
-    rf"(?P<gs>_(?:\w+|{_GROUP}))?(?P<ga>{_GROUP})?(?![A-Za-z]))",
+    rf"(?P<gs>_(?:\w+|{_GROUP}))?(?P<ga>{_GROUP})?(?:\^(?P<gp>\w+))?(?![A-Za-z]))",
     rf"(?P<sub>\b(?P<sb>[A-Za-z])_(?P<ss>[A-Za-z0-9]+|{_GROUP}))",
-    r"(?P<pow>\b(?P<pb>\w+|\))\^(?P<pe>-?\w+))",
+    r"(?P<pow>(?:\b\w+|\([^()]*\))\^(?P<pe>-?(?:\w+|<\w+,\w+>)))",
+    r"(?P<ip><(?P<ia>\w+),(?P<ib>\w+)>)",
     r"(?P<times>\b(?P<t1>\d+) x (?P<t2>\d+)\b)",
     r"(?P<rel>(?<![\w.-])(?P<rl>[b-zB-HJ-Z]) (?P<ro><=|>=|!=|<|>|=) (?P<rr>-?\d+(?:/\d+)?|[A-Za-z])(?![\w/.(]))",
     r"(?P<frac>(?<![\w/.])(?P<fn>\d+)/(?P<fd>\d+)(?![\w/]))",
@@ -117,6 +118,8 @@ def _atom(m: re.Match, math: bool = False) -> str:
         k = "sub"
     elif m.group("pow"):
         k = "pow"
+    elif m.group("ip"):
+        k = "ip"
     elif m.group("times"):
         k = "times"
     elif m.group("rel"):
@@ -130,7 +133,7 @@ def _atom(m: re.Match, math: bool = False) -> str:
     if k == "norm":
         body = rf"\|{m.group('nv')}\|_{{{m.group('ns')}}}" + (f"^{{{m.group('np')}}}" if m.group("np") else "")
     elif k == "phiqk":
-        body = rf"\Phi_{{{m.group('pq')}}}"
+        body = rf"\Phi_{{{m.group('pq')}}}" + (f"^{{{m.group('pqe')}}}" if m.group("pqe") else "")
     elif k == "that":
         body = r"\hat t"
     elif k == "greek":
@@ -138,12 +141,21 @@ def _atom(m: re.Match, math: bool = False) -> str:
         sub_tex = ""
         if sub:
             sub_tex = "_{" + (_math_inner(sub[2:-1]) if sub[1] == "(" else _plain_math(sub[1:])) + "}"
-        body = _GREEK[m.group("gn")] + sub_tex + _group(m.group("ga"))
+        body = _GREEK[m.group("gn")] + sub_tex + _group(m.group("ga")) \
+            + (f"^{{{m.group('gp')}}}" if m.group("gp") else "")
     elif k == "sub":
         ss = m.group("ss")
         body = m.group("sb") + "_{" + (_math_inner(ss[1:-1]) if ss.startswith("(") else ss) + "}"
     elif k == "pow":
-        body = _plain_math(m.group("pb")) + "^{" + _plain_math(m.group("pe")) + "}"
+        pe = m.group("pe")
+        if "<" in pe:                                     # an inner product <x,z>
+            pe = pe.replace("<", r"\langle ").replace(">", r"\rangle ")
+        else:
+            pe = _plain_math(pe)
+        base = m.group("pow")[:m.group("pow").rindex("^")]
+        body = _plain_math(base) + "^{" + pe + "}"
+    elif k == "ip":
+        body = rf"\langle {m.group('ia')},{m.group('ib')}\rangle"
     elif k == "times":
         body = f"{m.group('t1')} \\times {m.group('t2')}"
     elif k == "rel":
@@ -191,6 +203,14 @@ def long_numbers(text: str) -> list[str]:
     """The exact fractions in ``text`` that :func:`tex_statement` rounds."""
     return [f"{m.group('fn')}/{m.group('fd')}" for m in _TOKEN.finditer(text)
             if m.group("frac") and len(m.group("fn")) + len(m.group("fd")) > 8]
+
+
+def _shortened(text: str, n: int = 80) -> str:
+    """At most ``n`` characters, cut between words and never after an operator."""
+    if len(text) <= n:
+        return text
+    cut = text[:n].rsplit(" ", 1)[0].rstrip(" <>=!(,;:+-*/")
+    return cut + "..."
 
 
 def explain(method: str) -> str:
@@ -316,7 +336,7 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
     ]
     for meth, k in methods.items():
         lines.append(f"M{k} & {tex_statement(explain(meth))} "
-                     f"{{\\footnotesize ({tex_statement(meth[:80] + ('...' if len(meth) > 80 else ''))})}} \\\\")
+                     f"{{\\footnotesize ({tex_statement(_shortened(meth))})}} \\\\")
     if not methods:
         lines.append("-- & no method named \\\\")
     lines += ["\\bottomrule", "\\end{tabular}", "\\end{table}", ""]
