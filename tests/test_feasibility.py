@@ -1,5 +1,6 @@
 import json
 from dataclasses import replace
+import copy
 from fractions import Fraction
 from itertools import product
 
@@ -493,3 +494,39 @@ def test_committed_paper51_sweep_verifies_in_the_papers_class(monkeypatch):
             # copy-query: the whole-cube head has the same rank
             assert c["parameters"]["scope"] == "cube"
             assert c["evidence"]["witness"]["extension"]["rule"] == "copy-query"
+
+
+def test_paper51_nonnegative_rank_is_exactly_15_by_the_packing_lemma(tmp_path):
+    """Nonnegative features: the 15 feature-share vectors of a head have pairwise
+    products < 1/(4 * 4) = 1/16, and n > d nonnegative unit vectors in R^d have a
+    pair with product >= 1/sqrt(d): every rank <= 14 is excluded (re-derived by
+    the checker), and the construction solves the family at 15."""
+    from certify.checkers import verify as _verify
+    from certify.core.certificate import Certificate
+    from certify.feasibility.chain_bounds import chain_bound
+    from certify.feasibility.decide import decide
+    from certify.feasibility.model import Features
+    from certify.feasibility.result import Outcome
+
+    fam = paper51_family()
+    b = chain_bound(fam)
+    assert (b.max_infeasible_rank, b.kappa_sq, b.packing_rank) == (11, Fraction(1, 16), 14)
+    assert b.max_infeasible_rank_for(Features.REAL) == 11
+    res = {r: decide(fam, r, Features.NONNEGATIVE, time_limit=5, bound=b) for r in (14, 15)}
+    assert res[14].outcome is Outcome.INFEASIBLE and "packing lemma" in res[14].method
+    assert res[15].outcome is Outcome.FEASIBLE
+    real = decide(fam, 12, Features.REAL, time_limit=1, bound=b)
+    assert real.outcome is not Outcome.INFEASIBLE                 # real rank 12 stays open
+    cert = Certificate(claims=[res[14].to_claim(), res[15].to_claim()],
+                       inputs={f"family:{fam.name}": fam.sha256}).to_json()
+    assert _verify.verify_certificate(cert).exit_code() == 0
+    # the packing bound is for nonnegative features only, and its numbers are re-derived
+    forged = copy.deepcopy(cert)
+    forged["claims"][0]["parameters"]["features"] = "real"
+    forged["claims"][0]["statement"] = forged["claims"][0]["statement"].replace(
+        "nonnegative-feature", "real-feature")
+    r = _verify.verify_certificate(forged)
+    assert any("exceeds 11" in p for p in r.claims[0].problems)
+    forged = copy.deepcopy(cert)
+    forged["claims"][0]["evidence"]["derivation"]["packing"]["kappa_sq"] = "1/17"
+    assert not _verify.verify_certificate(forged).claims[0].holds

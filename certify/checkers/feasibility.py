@@ -63,7 +63,14 @@ head is a used-pairs head, so lower bounds are class-free.
   excludes every rank ``<= r`` (argument in :func:`certify.bounds.perron_discriminant`;
   re-implemented here). ``perron.rank`` is the largest such ``r <= t`` (0 if
   none), ``max_infeasible_rank = max(floor(bound), perron.rank)`` and the claimed
-  rank is ``<= max_infeasible_rank``.
+  rank is ``<= max_infeasible_rank``. With ``nonnegative`` features, also the
+  packing lemma (``packing``: ``{"kappa_sq": "p/q", "rank": int}``): with
+  ``kappa^2 = max_{i != j} 1/(Lambda_ij Lambda_ji)`` every rank ``r < t`` with
+  ``r kappa^2 <= 1`` is excluded (proof in :mod:`certify.feasibility.chain_bounds`:
+  the ``t`` feature-share vectors ``p_i(l) = phiQ_l(x_i) phiK_l(c_i) / B_ii`` have
+  ``<p_i, p_j> < kappa^2``; ``r < t`` of them in ``R^r`` are dependent, and a
+  dependency ``z = sum_P y_i p_i = sum_N |y_j| p_j`` with ``A = sum_P y_i`` gives
+  ``A^2/r <= |z|^2 < kappa^2 A^2``); ``packing.rank = min(t - 1, floor(1/kappa^2))``.
 
 ``feasible``, verdict ``unknown`` (``scope: family``): empty evidence and a reason (search
 diagnostics live in ``info``). A feasibility claim is never ``refuted``: the
@@ -209,7 +216,7 @@ def _check_infeasible(claim) -> list[str]:
         return [f"Lemma 3 needs length n >= 3, family has n = {n}"]
     d = keys(ev["derivation"], "derivation", ("lemma3", "edges", "edge_columns", "queries", "diagonal",
                                                "pairs", "sum_inverse_lambda_sq", "bound",
-                                               "perron", "max_infeasible_rank"))
+                                               "perron", "max_infeasible_rank"), ("packing",))
     if d["lemma3"] != {"eps": "1/2", "n": n, "mu": "(n-2)(d-1)"}:
         raise Bad(f"derivation.lemma3 must be {{'eps': '1/2', 'n': {n}, 'mu': '(n-2)(d-1)'}}")
     if d["edge_columns"] != EDGE_COLUMNS:
@@ -285,8 +292,18 @@ def _check_infeasible(claim) -> list[str]:
     if integer(d["max_infeasible_rank"], "max_infeasible_rank") != best:
         return [f"max_infeasible_rank is {d['max_infeasible_rank']}, re-derived {best} "
                 f"(Lemma 4: {top}, refinement: {perron_rank})"]
-    if not rank <= best:
-        return [f"rank {rank} exceeds {best}: not excluded"]
+    excluded = best
+    if "packing" in d:                  # nonnegative features: the packing lemma
+        pk = keys(d["packing"], "derivation.packing", ("kappa_sq", "rank"))
+        kappa_sq = max(Fraction(1, seen[i, j] * seen[j, i]) for (i, j) in seen)
+        same_rational(pk["kappa_sq"], kappa_sq, "packing.kappa_sq")
+        packing = min(T - 1, kappa_sq.denominator // kappa_sq.numerator)
+        if integer(pk["rank"], "packing.rank") != packing:
+            return [f"packing.rank is {pk['rank']}, re-derived {packing}"]
+        if claim["parameters"]["features"] == "nonnegative":
+            excluded = max(best, packing)
+    if not rank <= excluded:
+        return [f"rank {rank} exceeds {excluded}: not excluded"]
     return []
 
 

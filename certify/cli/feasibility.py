@@ -69,7 +69,7 @@ def _line(res: FeasibilityResult) -> str:
         detail = res.line_detail()
     elif res.outcome is Outcome.INFEASIBLE:
         b = res.bound
-        detail = (f"(proved) ranks <= {b.max_infeasible_rank} excluded (Lemma 4 bound "
+        detail = (f"(proved) ranks <= {b.max_infeasible_rank_for(res.features)} excluded (Lemma 4 bound "
                   f"{q_to_str(b.bound)} ~ {float(b.bound):.4f}; nonnegative refinement with "
                   f"rho = {q_to_str(b.rho)}: r <= {b.perron_rank}) [{res.method}]")
     elif res.outcome is Outcome.FEASIBLE:

@@ -20,9 +20,28 @@ sqrt(rank C) ||C||_F`` then gives, strictly,
 so every ``r <= t^2 / (t + sum Lambda^-2)`` is infeasible (for both classes).
 
 Since ``C >= 0``, the nonnegative refinement of Lemma 4
-(:func:`certify.bounds.perron_discriminant`, with ``rho = max 1/Lambda_ij``)
+(:func:`certify.core.bounds.perron_discriminant`, with ``rho = max 1/Lambda_ij``)
 excludes every ``r`` with ``Delta(r) < 0`` as well; the derivation reports
 both and ``max_infeasible_rank`` is the larger.
+
+**Nonnegative features: the packing lemma.** With ``phiQ, phiK >= 0`` of rank
+``r`` let ``p_i(l) = phiQ_l(x_i) phiK_l(c_i) / B_ii`` (the share of feature ``l``
+in ``B_ii = alpha(x_i, c_i) > 0``; ``p_i >= 0``, its coordinates sum to 1). For
+``i != j``, keeping only the terms ``l = l'`` of a product of two sums of
+nonnegative terms, ``<p_i, p_j> <= B_ij B_ji / (B_ii B_jj) < 1/(Lambda_ij Lambda_ji)
+<= kappa^2``. If ``r < t`` the ``t`` vectors ``p_i`` in ``R^r`` are linearly
+dependent: ``sum_i y_i p_i = 0`` with ``y != 0``; as the ``p_i`` are nonzero and
+nonnegative, ``P = {y_i > 0}`` and ``N = {y_i < 0}`` are both nonempty. Put
+``z = sum_P y_i p_i = sum_N |y_j| p_j >= 0`` and ``A = sum_P y_i = sum_N |y_j| > 0``
+(sum the coordinates). Then ``|z|^2 = sum_{i in P, j in N} y_i |y_j| <p_i, p_j>
+< kappa^2 A^2`` while Cauchy-Schwarz in ``R^r`` gives ``|z|^2 >= A^2 / r``: so
+``r > 1/kappa^2``. Every ``r < t`` with ``r kappa^2 <= 1`` is infeasible
+(``packing_rank``). (Lemma: ``n > d`` nonnegative unit vectors in ``R^d`` have a
+pair with inner product ``>= 1/sqrt(d)``; tight for ``d`` basis vectors and the
+normalized all-ones vector.) On paper-5.1, ``Lambda = 4`` on every ordinary
+pair and 16 on the two special ones, so ``kappa^2 = 1/16`` and every
+nonnegative rank ``<= 14`` is excluded; the one-feature-per-query construction
+has rank 15, so the minimum is exactly 15.
 """
 
 from __future__ import annotations
@@ -77,8 +96,27 @@ class ChainBound:
 
     @property
     def max_infeasible_rank(self) -> int:
-        """Every rank up to this one is infeasible."""
+        """Every rank up to this one is infeasible (real or nonnegative features)."""
         return max(self.lemma4_rank, self.perron_rank)
+
+    @property
+    def kappa_sq(self) -> Fraction:
+        """``max_{i != j} 1 / (Lambda_ij Lambda_ji)``: the packing lemma's bound on the
+        squared overlap of two rows' feature shares (nonnegative features)."""
+        return max(Fraction(1, self.lambdas[i, j] * self.lambdas[j, i]) for (i, j) in self.lambdas)
+
+    @property
+    def packing_rank(self) -> int:
+        """Largest r excluded for nonnegative features by the packing lemma: every
+        ``r < t`` with ``r kappa^2 <= 1`` (0 when none)."""
+        k = self.kappa_sq
+        return min(len(self.queries) - 1, k.denominator // k.numerator)
+
+    def max_infeasible_rank_for(self, features: str) -> int:
+        """Every rank up to this one is infeasible for heads with these features."""
+        if str(getattr(features, "value", features)) == "nonnegative":
+            return max(self.max_infeasible_rank, self.packing_rank)
+        return self.max_infeasible_rank
 
     def to_json(self) -> dict:
         from certify.core.numbers import q_to_str
@@ -99,6 +137,7 @@ class ChainBound:
                                                                      self.perron_rank))
                                         if self.perron_rank else None)},
             "max_infeasible_rank": self.max_infeasible_rank,
+            "packing": {"kappa_sq": q_to_str(self.kappa_sq), "rank": self.packing_rank},
         }
 
 

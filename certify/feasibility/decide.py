@@ -72,14 +72,19 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     timings["lower_bound_s"] = time.perf_counter() - t0
     if method not in ("lp", "sdp", "auto"):
         raise InputError(f"method must be lp, sdp or auto, got {method!r}")
-    if method != "lp" and (method == "sdp" or bound is None or rank > bound.max_infeasible_rank):
+    excluded = 0 if bound is None else bound.max_infeasible_rank_for(features)
+    if method != "lp" and (method == "sdp" or bound is None or rank > excluded):
         from certify.feasibility.convex_bounds import convex_result  # convex dual certificate (SDP)
         res = convex_result(family, rank, features, bound, timings, model_class=model_class)
         if res is not None:
             return res
-    if bound is not None and rank <= bound.max_infeasible_rank:
+    if bound is not None and rank <= excluded:
         how = ("Lemma 4 (per-pair Lambda, strict)" if rank <= bound.lemma4_rank else
-               "the nonnegative refinement of Lemma 4 (Delta(r) < 0)")
+               "the nonnegative refinement of Lemma 4 (Delta(r) < 0)"
+               if rank <= bound.max_infeasible_rank else
+               "the packing lemma on nonnegative features (kappa^2 = "
+               f"{bound.kappa_sq}: {len(bound.queries)} feature-share vectors cannot live in "
+               f"R^{rank})")
         return FeasibilityResult(Outcome.INFEASIBLE, rank, features, family,
                                  f"Lemma 3 chains of the family + {how}",
                                  bound=bound, timings=timings, model_class=model_class)
@@ -110,7 +115,7 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                                  margin=chk.margin, bound=bound, witness=w, timings=timings,
                                  search_info={"lps": res.iterations, "restarts": res.restarts},
                                  model_class=model_class)
-    lb = "" if bound is None else f"; the chain bounds only exclude r <= {bound.max_infeasible_rank}"
+    lb = "" if bound is None else f"; the chain bounds only exclude r <= {excluded}"
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, family, "alternating LPs",
                              bound=bound, best_float_margin=res.delta,
                              search_info={"lps": res.iterations, "restarts": res.restarts},
@@ -160,7 +165,8 @@ def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *
         if feats is Features.REAL:          # a nonnegative witness is a real one
             feas += [x.rank for x in results if x.features is Features.NONNEGATIVE
                      and x.outcome is Outcome.FEASIBLE]
-        lower = (max(infeas) + 1) if infeas else (int(bound.max_infeasible_rank) + 1 if bound else 1)
+        lower = (max(infeas) + 1) if infeas else \
+            (int(bound.max_infeasible_rank_for(feats)) + 1 if bound else 1)
         brackets[feats.value] = (lower, min(feas) if feas else None)
     return results, brackets
 

@@ -116,7 +116,8 @@ def sdp_result(problem: FeasibilityProblem, rank: int, features: Features, bound
                                  model_class=problem.model_class)
     if lp_fallback:
         return None
-    lb = "" if bound is None else f"; the chain bounds only exclude r <= {bound.max_infeasible_rank}"
+    lb = "" if bound is None else \
+        f"; the chain bounds only exclude r <= {bound.max_infeasible_rank_for(features)}"
     tail = info.get("tail")
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, problem.family,
                              "SDP: PSD lift, truncated-nuclear-norm reweighting", bound=bound,
