@@ -297,8 +297,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                                                 f"no family has the model's width {L.m}")
             cert.claims += claims
     if not any(r.status in ("certified", "out of reach") for r in rows):
-        why = "; ".join(f"layer {r.layer} head {'all' if r.head is None else r.head}: {r.reason}" for r in rows)
-        raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed normalized kernel head: {why}")
+        raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed normalized kernel head: "
+                                 + _reasons(rows))
     if not cert.claims:
         raise UncertifiableError(f"{det.library}: no head of the first layer can be certified: "
                                  + "; ".join(r.reason for r in rows if r.reason))
@@ -307,6 +307,14 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                                   "config": str(model.config_path) if model.config_path else None,
                                   "heads": [r.to_json() for r in rows]}
     return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe())
+
+
+def _reasons(rows: list[HeadRow]) -> str:
+    """The refusals, each reason once with the heads it applies to."""
+    by: dict[str, list[str]] = {}
+    for r in rows:
+        by.setdefault(r.reason, []).append(f"{r.layer}" if r.head is None else f"{r.layer}.{r.head}")
+    return "; ".join(f"{why} (layer{'s' if len(w) > 1 else ''} {', '.join(w)})" for why, w in by.items())
 
 
 def _shift(c: Claim, offset: int) -> Claim:

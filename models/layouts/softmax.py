@@ -69,7 +69,8 @@ def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detecte
     elif not ps:
         return None
     ps = ps or [""]
-    layers = [LayerPlan(i, p, what, [Refusal(i, None, what, "softmax attention", REASON)], reads_tokens=i == 0)
+    layers = [LayerPlan(i, p, "softmax attention", [Refusal(i, None, "softmax attention", "not a finite-rank "
+                                                               "kernel", REASON)], reads_tokens=i == 0)
               for i, p in enumerate(ps)]
     return Detected("softmax", "softmax-attention", layers, 0, reason=what, config=dict(config),
                     container=what)
