@@ -254,6 +254,7 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
     jobs: dict[str, dict[str, Any]] = {}
     for _, cert, base in certs:
         env = (cert.get("environment") or {}).get("packages") or {}
+        inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
         for c in cert["claims"]:
             p, ev = c.get("parameters") or {}, c.get("evidence") or {}
             if not isinstance(p, dict) or not isinstance(ev, dict) \
@@ -269,7 +270,11 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             job = jobs.setdefault(key, {"key": key, "source": src, "path": str(path) if path else None,
                                         "adapter": p.get("adapter"), "token_set": None,
                                         "dtype": None, "torch": env.get("torch"),
-                                        "want": [], "heads": []})
+                                        "want": [], "heads": [],
+                                        # an adapter spec is one of the certificate's inputs
+                                        "specs": [str(f) for f in (find(n, base) for n in inputs
+                                                                   if str(n).endswith(".json")) if f]
+                                        if str(p.get("adapter")).startswith("adapter:") else []})
             if isinstance(fs, dict):
                 job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
                 job["want"].append([fs.get("phi_q"), fs.get("phi_k")])

@@ -183,7 +183,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     from certify.core.families import load_family
     from certify.core.kernel import Provenance
     from certify.rank import run as rank_mod
-    from certify.sources.checkpoint import from_model
+    from certify.sources.checkpoint import SPEC_CHECK, from_model
     from certify.sources.thirdparty import ExtractionMismatch, extraction_info, head_kernel
     from models.layouts import Refusal
 
@@ -244,7 +244,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
             if spec is not None:
                 prov = Provenance(str(model.source), sha256_file(model.source), f"adapter:{h.spec.layout}",
                                   str(h.dtype).replace("torch.", ""),
-                                  details={**h.describe(), "spec": model.spec[0], "spec_sha256": model.spec[1]})
+                                  details={**h.describe(), "spec": model.spec[0], "spec_sha256": model.spec[1],
+                                           "library_check": SPEC_CHECK})
                 kernel = from_model(h, tokens, prov)
             else:
                 try:

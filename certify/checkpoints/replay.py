@@ -12,6 +12,8 @@ row-major little-endian), so equal hashes mean bit-for-bit equal features;
 safetensors, this package, and the extraction code's version).
 
 Sources it can replay: ``models/`` checkpoints (adapter ``models.checkpoint``),
+a state dict read through an adapter spec (adapter ``adapter:<layout>``; the
+spec is the one of that layout among the certificate's inputs),
 every head of a third-party checkpoint whose layout is detected (adapter
 ``layout:<layout> layer L head H``: the same loader, the same extraction,
 without the library comparison, which does not change the features), and the
@@ -46,7 +48,26 @@ def _kernel(job: dict[str, Any]):
                              ts)
     if job.get("path") is None:
         raise ValueError("the checkpoint file is not present")
+    if str(adapter).startswith("adapter:"):
+        return load_kernel(job["path"], tokens=tokens, spec=_spec(job, str(adapter)[len("adapter:"):]))
     return load_kernel(job["path"], tokens=tokens)
+
+
+def _spec(job: dict[str, Any], layout: str) -> str:
+    """The adapter spec among the certificate's inputs (exactly one of that layout)."""
+    from certify.core.errors import InputError
+    from models.adapters import read_spec
+    found = []
+    for p in job.get("specs") or []:
+        try:
+            if read_spec(p).layout == layout:
+                found.append(p)
+        except InputError:
+            continue
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} adapter specs of layout {layout!r} among the certificate's inputs "
+                         f"(one is needed)")
+    return found[0]
 
 
 def _construction(name: str, args: list[int], token_set: str | None):

@@ -54,9 +54,9 @@ def say_extraction(kernel) -> None:
     with its library's own computation."""
     import sys
     d = kernel.provenance.details
-    if "layout" not in d:
+    lay = d.get("layout")
+    if not isinstance(lay, dict):
         return
-    lay = d["layout"]
     line = (f"{lay.get('library')} ({lay.get('layout')}) layer {d.get('layer')} head {d.get('head')} on "
             f"{kernel.token_set}")
     chk = d.get("library_check") or {}

@@ -22,6 +22,10 @@ from certify.core.kernel import Form, Kernel, Provenance, parse_tokens
 from certify.sources.weights import read_weights, weights_file
 
 
+#: what an adapter spec's kernel records instead of a library comparison
+SPEC_CHECK = {"status": "not run", "reason": "an adapter spec names no library whose own computation could be run"}
+
+
 def load_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """A ``models/`` checkpoint (stem, ``.json``, ``.safetensors``, ``.pt`` or
     ``.pth``): ``(validated config, tensors)``; build it with
@@ -117,5 +121,5 @@ def load_adapter_kernel(path: str | Path, spec_path: str | Path, *, tokens: str 
     wf = weights_file(path)
     prov = Provenance(str(wf), sha256_file(wf), f"adapter:{spec.layout}", str(head.dtype).replace("torch.", ""),
                       details={**head.describe(), "spec": str(spec_path), "spec_sha256": sha256_file(spec_path),
-                               **({"stored_dtype": stored} if stored else {})})
+                               **({"stored_dtype": stored} if stored else {}), "library_check": SPEC_CHECK})
     return from_model(head, tokens, prov)

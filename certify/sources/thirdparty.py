@@ -243,8 +243,9 @@ def kernel_inputs(kernel: Kernel) -> dict[str, str]:
     """Every file a third-party kernel was read from (weights, shards, config), by sha256."""
     d = kernel.provenance.details
     files = list((d.get("weights") or {}).get("files") or [])
-    if d.get("config"):
-        files.append(d["config"])
+    for key in ("config", "spec"):
+        if d.get(key):
+            files.append(d[key])
     out = {}
     for f in files:
         if Path(f).is_file():

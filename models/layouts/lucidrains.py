@@ -237,7 +237,7 @@ def _build(sd, config, ps, library) -> Detected:
     steps: list[Step] = []
     emb = None
     det = Detected(library, f"{'performer' if library == PERFORMER else 'lat'}:{cfg_cls}", [], 0,
-                   reason=f"{cfg_cls} layers {layers_found[0][1]}...", config=dict(config),
+                   reason=f"{cfg_cls} layers at " + ", ".join(p for _, p, _ in layers_found), config=dict(config),
                    container=f"{library} {cfg_cls}" + (" (language model)" if lm_root is not None else ""),
                    prefix=lm_root if lm_root is not None else root)
     if lm_root is not None:

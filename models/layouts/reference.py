@@ -109,7 +109,7 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
     library's own computation on sequences drawn from ``pool``: token vectors
     ``(K, m)``, or vocabulary ids ``(V,)`` when the model has an embedding."""
     build = layer.library.get("build", "")
-    lib = det.library
+    lib = "fla" if build == "zoology-Based" else det.library          # zoology: through fla's port
     run = _RUNNERS.get(build)
     check = LibraryCheck(lib, version(lib), "not run", _METHODS.get(build, ""), seed=seed)
     heads = {i: h for i, h in enumerate(layer.heads) if isinstance(h, FeatureHead)}
