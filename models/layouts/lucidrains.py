@@ -253,7 +253,8 @@ def _build(sd, config, ps, library) -> Detected:
     for n, (i, p, wrap) in enumerate(layers_found):
         pre, kind = _pre_norm(sd, _block(p, wrap), cfg, config, defaults_used) if n == 0 else ([], "")
         plan = _layer(sd, cfg, config, library, n, p, steps=[*steps, *pre] if n == 0 else [],
-                      reads_tokens=n == 0, m_in=int(emb.shape[1]) if emb is not None and n == 0 else None, module=f"{library} {cfg_cls} layer {i}",
+                      reads_tokens=n == 0, m_in=int(emb.shape[1]) if emb is not None and n == 0 else None,
+                      module=f"{library} {cfg_cls} layer {i}",
                       lib_info={"build": cfg_cls if lm_root is None else cfg_cls + "LM", "strip": root,
                                 "lm_root": lm_root, "path": p[len(root):].rstrip("."), "index": n})
         if lm_root is not None:
