@@ -123,7 +123,7 @@ def test_rank_tokens_cube8_and_extract_on_every_layout(layouts, name, tmp_path):
     meta = json.loads(out)
     assert meta["token_set"] == ("vocab:12" if name == "fla-model" else "cube:8")
     k = load_kernel(tmp_path / "k.npz")
-    assert k.provenance.adapter == doc["adapter"].replace("layer 0 head 0", "layer 0 head 0")
+    assert k.provenance.adapter == doc["adapter"] and k.provenance.details["library_check"] == chk
 
 
 def test_rank_extract_and_checkpoint_end_in_the_same_kernel(layouts, tmp_path):
@@ -281,3 +281,14 @@ def test_unknown_model_folder_config_does_not_crash(tmp_path):
     with pytest.raises(InputError):
         load_kernel(_st({"x.weight": torch.zeros(2, 2), "y.weight": torch.zeros(2, 2)}, tmp_path,
                         {"model_type": "my_model"}))
+
+
+def test_service_job_finds_a_zipped_third_party_folder(layouts, tmp_path):
+    """The service hands the unpacked folder to the API, which reads it with the one loader."""
+    from certify.service import jobs
+    folder = layouts["fla-model"]
+    files = sorted(folder.iterdir())
+    assert jobs._find_checkpoint(files, folder.parent) == Path(folder.name)
+    models = ROOT / "models" / "checkpoints"
+    assert jobs._find_checkpoint([models / "paper51-lookup-r8-s0.json", models / "paper51-lookup-r8-s0.safetensors"],
+                                 models) == Path("paper51-lookup-r8-s0.json")
