@@ -123,7 +123,9 @@ def test_rank_tokens_cube8_and_extract_on_every_layout(layouts, name, tmp_path):
     meta = json.loads(out)
     assert meta["token_set"] == ("vocab:12" if name == "fla-model" else "cube:8")
     k = load_kernel(tmp_path / "k.npz")
-    assert k.provenance.adapter == doc["adapter"] and k.provenance.details["library_check"] == chk
+    assert k.provenance.adapter == doc["adapter"]
+    if name != "fla-model":                 # rank read cube:8 vectors, extract the vocabulary's rows
+        assert k.provenance.details["library_check"] == chk
 
 
 def test_rank_extract_and_checkpoint_end_in_the_same_kernel(layouts, tmp_path):

@@ -113,7 +113,7 @@ def load_detected(path: str, spec: str | None):
     if spec is None:
         return load_model(path)
     from certify.sources.checkpoint import read_state_dict
-    from certify.sources.weights import read_config, read_weights, weights_file
+    from certify.sources.weights import read_weights, weights_file
     from models.adapters import adapt, read_spec
     from models.layouts import Detected, LayerPlan, Refusal
     from models.layouts.base import compute_dtype
@@ -387,7 +387,9 @@ def reading_lines(res: HeadsResult) -> list[str]:
     claims = res.certificate.claims
     path = next((c.info.get("input_path") for c in claims if c.info.get("input_path") is not None), None)
     if first is not None:
-        out.append("path to the first layer's projections: " + (" -> ".join(path) if path else
+        steps = ([f"embedding rows ({d['embedding'][0]} x {d['embedding'][1]})"] if d.get("embedding") else []) \
+            + list(path or [])
+        out.append("path to the first layer's projections: " + (" -> ".join(steps) if steps else
                                                                   "none (its inputs are the tokens)"))
     if d.get("defaults_used"):
         out.append("library defaults (no config key gave them): "

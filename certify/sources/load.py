@@ -64,8 +64,8 @@ def kind_of(path: Path) -> str:
     """``models``, ``kernel`` or ``weights`` (see the module docstring)."""
     if is_models_checkpoint(path):
         return "models"
-    if path.is_dir() or path.suffix in TORCH_SUFFIXES or path.name.endswith(".index.json"):
-        return "weights"
+    if path.is_dir() or path.suffix in TORCH_SUFFIXES or path.name.endswith((".index.json", "config.json")):
+        return "weights"                 # a model's config.json stands for the weights beside it
     if path.suffix == ".safetensors":
         try:
             meta, _ = safetensors_header(path)

@@ -84,6 +84,12 @@ def load_model(path: str | Path) -> LoadedModel:
     from models.layouts import detect
     from models.layouts.base import compute_dtype
     p = Path(path)
+    if p.name == "config.json":                  # the model's config stands for its folder
+        p = p.parent
+    elif p.name.endswith(".config.json"):        # X.config.json stands for X.<weights suffix>
+        stem = p.name[:-len(".config.json")]
+        p = next((p.with_name(stem + s) for s in (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+                  if p.with_name(stem + s).is_file()), p)
     ws = read_weights(p)
     source = weights_file(p)
     config, config_path = read_config(source)

@@ -167,6 +167,7 @@ class Detected:
         return {"library": self.library, "layout": self.layout, "detected_by": self.reason,
                 "prefix": self.prefix, "container": self.container, "defaults_used": dict(self.defaults),
                 "notes": list(self.notes), "layers": len(self.layers),
+                **({"embedding": list(self.embedding.shape)} if self.embedding is not None else {}),
                 **({"stored_dtype": self.stored_dtype} if self.stored_dtype else {})}
 
 

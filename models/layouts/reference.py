@@ -129,7 +129,7 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
     dv = {i: int(h.Wv.shape[0]) for i, h in heads.items()}
     H = len(layer.heads)
     width = max(dv.values())
-    V = torch.randn(n, SEQ_LEN, H, width, generator=gen, dtype=torch.float64)       # (B, N, H, dv)
+    V = torch.randn(n, SEQ_LEN, H, width, generator=gen).double()                  # (B, N, H, dv), float32 values
     check.sequences, check.length = n, SEQ_LEN
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
