@@ -245,6 +245,13 @@ def test_qkvo_keys_without_config_are_refused_with_the_candidates(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"class": "ReBasedLinearAttention", "use_gamma": True}))
     rc, _, err = _run("checkpoint", checkpoint_cli.main, tmp_path)
     assert rc == 2 and "use_gamma=True does not fit the keys" in err
+    (tmp_path / "config.json").write_text(json.dumps({"feature_map": "hedgehog"}))
+    rc, _, err = _run("checkpoint", checkpoint_cli.main, tmp_path)
+    assert rc == 2 and "fit no fla layer" in err and "'hedgehog' does not fit the keys" in err
+    (tmp_path / "config.json").write_text(json.dumps({"feature_map": "elu", "do_feature_map_norm": True,
+                                                      "num_heads": 2, "output_norm": "identity"}))
+    rc, out, err = _run("rank", rank_cli.main, tmp_path, "--json")
+    assert rc == 0 and json.loads(out)["adapter"] == "layout:fla:linear_attn-layer layer 0 head 0"
 
 
 def test_library_in_config_must_fit_the_keys(layouts, tmp_path):

@@ -481,6 +481,10 @@ def detect_layer(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
             continue
         cls, cands = classify(sd, p, config)
         if cls is None and not cands:
+            if QKVO <= local and config:
+                why = "; ".join(f"{c}: {fits(c, local, config)}" for c in CLASSES)
+                raise InputError(f"the q/k/v/o projections at {p or 'the root'} fit no fla layer with this "
+                                 f"config.json ({why})")
             return None
         if cls is None:
             raise InputError(
