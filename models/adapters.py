@@ -30,7 +30,8 @@ Any layout: ``positional`` other than ``"none"``, a state dict holding
 positional-embedding tensors, ``redraw_features: true`` or
 ``keys_normalized_over_sequence: true`` -> ``UncertifiableError`` with the
 reason. An optional ``layer_norm`` {``weight``, ``bias``, ``eps``} is applied
-to the token first (pre-norm blocks). Weights are read with safetensors or
+to the token first (pre-norm blocks). The state dict comes from the one weight
+reader (:func:`certify.sources.weights.read_weights`): safetensors or
 ``torch.load(weights_only=True)``; nothing is unpickled.
 """
 
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -117,35 +117,6 @@ def read_spec(path: str | Path) -> AdapterSpec:
         raise InputError(f"no such adapter spec: {path}") from None
     except (ValueError, RecursionError) as exc:     # bad JSON or UTF-8, over-long integers
         raise InputError(f"adapter spec {path} is not JSON ({' '.join(str(exc).split())[:100]})") from None
-
-
-def read_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
-    """Tensors from ``.safetensors`` or a torch file (``weights_only=True``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"no such checkpoint: {path}")
-    if path.suffix == ".safetensors":
-        try:
-            from safetensors.torch import load
-            return dict(load(path.read_bytes()))
-        except Exception as exc:    # corrupt header, truncated file
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise InputError(f"{path.name} is not a readable safetensors file ({first})") from None
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise InputError(f"{path.name} is a pickle that torch.load(weights_only=True) refuses "
-                         f"(it holds code or objects other than tensors); never unpickled") from None
-    except (RuntimeError, EOFError, OSError, ValueError, AttributeError, TypeError,
-            IndexError, KeyError) as exc:    # torch's unpickler trips on junk in many ways
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path.name} is not a readable torch weights file ({first})") from None
-    if isinstance(obj, Mapping) and "state_dict" in obj and isinstance(obj["state_dict"], Mapping):
-        obj = obj["state_dict"]
-    if not isinstance(obj, Mapping) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
-                                               for k, v in obj.items()):
-        raise InputError(f"{path.name} must hold a flat dict of named tensors")
-    return dict(obj)
 
 
 class AdaptedHead:

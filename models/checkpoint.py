@@ -10,8 +10,10 @@ names the architecture and everything needed to rebuild the module::
 
 Unknown keys are rejected. :func:`build_model` is strict: a missing tensor, an
 unexpected tensor or a wrong shape or dtype is an ``InputError`` with one line.
-Weights may also come as ``X.pt`` / ``X.pth`` (a plain dict of tensors) which is
-read with ``torch.load(weights_only=True)``; a pickle holding code is refused.
+Weights may also come as ``X.pt`` / ``X.pth`` (a plain dict of tensors). Files
+are read by the one weight reader, :func:`certify.sources.checkpoint.load_checkpoint`
+(safetensors, or ``torch.load(weights_only=True)``; a pickle holding code is
+refused); this module builds, validates and saves.
 
 Command: ``python -m models.checkpoint show CKPT [--json]`` (:mod:`certify.cli.model_checkpoint`) prints the config
 and the tensor shapes (exit 2 with one line on a bad checkpoint).
@@ -20,7 +22,6 @@ and the tensor shapes (exit 2 with one line on a bad checkpoint).
 from __future__ import annotations
 
 import json
-import pickle
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -194,55 +195,6 @@ def save_checkpoint(model: torch.nn.Module, path: str | Path, config: Mapping[st
     atomic_write_bytes(weights, save(tensors, metadata={"format": FORMAT}))
     atomic_write_text(cfg_path, json.dumps(cfg, indent=1, sort_keys=True) + "\n")
     return weights, cfg_path
-
-
-def _read_weights(path: Path) -> dict[str, torch.Tensor]:
-    if path.suffix == ".safetensors":
-        from safetensors import SafetensorError
-        from safetensors.torch import load
-
-        try:
-            return load(path.read_bytes())
-        except (SafetensorError, ValueError, OSError) as exc:
-            raise InputError(f"{path.name} is not a readable safetensors file "
-                             f"({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        why = next((ln.strip() for ln in str(exc).splitlines() if "Unsupported" in ln), "")
-        why = why.split(". ")[0] if why else "it holds objects other than tensors"
-        raise InputError(f"{path.name} is a pickle that torch.load(weights_only=True) refuses "
-                         f"({why}); checkpoints never run pickled code") from None
-    except (RuntimeError, EOFError, OSError, ValueError, AttributeError, TypeError,
-            IndexError, KeyError) as exc:    # torch's unpickler trips on junk in many ways
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path.name} is not a readable torch weights file ({first})") from None
-    if not isinstance(obj, Mapping) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
-                                               for k, v in obj.items()):
-        raise InputError(f"{path.name} must hold a flat dict of named tensors")
-    return dict(obj)
-
-
-def load_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """Read a checkpoint (stem, ``.json``, ``.safetensors``, ``.pt`` or ``.pth``):
-    ``(config, tensors)``. The config is validated; build with :func:`build_model`."""
-    cfg_path, weights = _paths(path)
-    if weights is None or not weights.is_file():
-        raise InputError(f"no checkpoint weights at {path} (expected .safetensors, .pt or .pth)")
-    if not cfg_path.is_file():
-        raise InputError(f"checkpoint config {cfg_path} is missing")
-    try:
-        cfg = json.loads(cfg_path.read_text())
-    except (ValueError, RecursionError) as exc:     # bad JSON or UTF-8, over-long integers
-        raise InputError(f"checkpoint config {cfg_path.name} is not JSON: "
-                         f"{' '.join(str(exc).split())[:100]}") from None
-    return validate_config(cfg), _read_weights(weights)
-
-
-def load_model(path: str | Path) -> tuple[dict[str, Any], torch.nn.Module]:
-    """``(config, model)`` from a checkpoint, strictly."""
-    cfg, tensors = load_checkpoint(path)
-    return cfg, build_model(cfg, tensors)
 
 
 if __name__ == "__main__":          # ``python -m models.checkpoint``: the command is certify.cli.model_checkpoint

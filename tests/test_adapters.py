@@ -15,7 +15,8 @@ from certify.core.verdict import Verdict
 from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank
 from certify.sources.load import load_kernel
-from models.adapters import adapt, read_state_dict
+from certify.sources.checkpoint import read_state_dict
+from models.adapters import adapt
 
 performer = pytest.importorskip("performer_pytorch.performer_pytorch")
 lat = pytest.importorskip("linear_attention_transformer.linear_attention_transformer")

@@ -14,8 +14,8 @@ from safetensors.torch import load_file, save_file
 from certify.cli.model_checkpoint import main
 from certify.core.cube import all_tokens
 from certify.core.errors import InputError, run_command
-from models.checkpoint import (build_model, load_checkpoint, load_model, save_checkpoint,
-                               validate_config)
+from certify.sources.checkpoint import load_checkpoint, load_model
+from models.checkpoint import build_model, save_checkpoint, validate_config
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead, PositionalKernelHead
 
 ROOT = Path(__file__).resolve().parent.parent

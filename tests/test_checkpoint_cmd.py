@@ -20,7 +20,8 @@ from certify.checkpoints import run as checkpoint_cmd
 from certify.cli import checkpoint as checkpoint_cli
 from certify.core.errors import UncertifiableError  # noqa: E402
 from certify.core.families import paper51_family  # noqa: E402
-from models.checkpoint import load_model, save_checkpoint  # noqa: E402
+from certify.sources.checkpoint import load_model  # noqa: E402
+from models.checkpoint import save_checkpoint  # noqa: E402
 from models.heads import DenseSoftmaxHead, LookupHead  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent

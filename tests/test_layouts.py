@@ -20,7 +20,8 @@ from certify.checkpoints.heads import certify_heads
 from certify.cli import checkpoint as checkpoint_cli
 from certify.core.errors import InputError, UncertifiableError
 from certify.core.verdict import Verdict
-from models.layouts import detect, read_checkpoint
+from certify.sources.thirdparty import read_checkpoint
+from models.layouts import detect
 from models.layouts.base import FeatureHead
 from models.layouts.defaults import DEFAULTS
 
@@ -337,8 +338,8 @@ def test_fla_based_layer_matches_forward_reference(tmp_path):
     from fla.layers import BasedLinearAttention
     torch.manual_seed(6)
     layer = BasedLinearAttention(hidden_size=M, feature_dim=3, num_heads=2, num_key_value_heads=2).eval()
-    folder = _save(layer.state_dict(), tmp_path / "based", {"feature_dim": 3, "num_heads": 2,
-                                                           "num_key_value_heads": 2})
+    folder = _save(layer.state_dict(), tmp_path / "based", {"class": "BasedLinearAttention", "feature_dim": 3,
+                                                           "num_heads": 2, "num_key_value_heads": 2})
     det = _heads(folder)
     assert det.layout == "fla:based"
     X = torch.randint(0, 2, (2, 9, M)).float()

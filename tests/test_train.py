@@ -11,7 +11,7 @@ import torch
 from certify.cli.train import main
 from certify.core.errors import run_command
 from certify.core.families import ood_families, paper51_family
-from models.checkpoint import load_model
+from certify.sources.checkpoint import load_model
 from models.constructions import lookup_construction
 from models.train import (Run52, Sec51Config, Sec52Config, evaluate_lookup, exact_sequence_accuracy,
                           one_thread, train_lookup, train_ood, transition_rank)

@@ -4,8 +4,9 @@ Plain functions over the existing library, no argument parsing and no second
 implementation: each returns the :class:`certify.certificate.Certificate` (or
 the verification / report result) that the corresponding command writes.
 
-- :func:`certify_checkpoint` -- :func:`certify.checkpoint_cmd.certify_checkpoint`
-- :func:`rank_of_matrix` -- :func:`certify.kernel.load_kernel` + :func:`certify.rank.certify_rank`
+- :func:`certify_checkpoint` -- :func:`certify.checkpoints.dispatch.certify_path`
+- :func:`rank_of_matrix` -- :func:`certify.sources.load.load_kernel` (the one loader) +
+  :func:`certify.rank.run.certify_rank`
 - :func:`feasibility_at_rank` -- :func:`certify.feasibility.decide` (one claim)
 - :func:`transcript_check` -- :func:`certify.transcript.run.run_transcript`
 - :func:`verify_text` -- :func:`certify.checkers.verify.parse` + :func:`~certify.checkers.verify.verify_certificate`
@@ -40,11 +41,12 @@ VERIFY_EXIT_MEANING = {
 def certify_checkpoint(ckpt: str | os.PathLike, *, spec: str | None = None,
                        families: Sequence[str] = (), eps: Fraction | str = Fraction(1, 1000),
                        seed: int = 0, command: Sequence[str] = ()) -> Certificate:
-    """End-to-end certificate of a trained head (``certify checkpoint``)."""
-    from certify.checkpoints.run import certify_checkpoint as _run
+    """End-to-end certificate of a trained model (``certify checkpoint``): a
+    ``models/`` checkpoint, or every head of a third-party checkpoint."""
+    from certify.checkpoints.dispatch import certify_path
     eps = _exact_positive(eps, "eps")
-    return _run(str(ckpt), spec=spec, families=list(families), eps=eps, seed=seed,
-                command=list(command)).certificate
+    return certify_path(str(ckpt), spec=spec, families=list(families), eps=eps, seed=seed,
+                        command=list(command))[1].certificate
 
 
 def rank_of_matrix(source: str | os.PathLike, *, tokens: str | None = None,
@@ -55,14 +57,16 @@ def rank_of_matrix(source: str | os.PathLike, *, tokens: str | None = None,
     """Exact two-sided rank (and eps-rank, code rank, nonnegativity) of a kernel
     file, matrix file or checkpoint (``certify rank``)."""
     from certify.rank import run as _rank
-    from certify.sources.load import load_kernel
+    from certify.sources.load import annotate, load_kernel
+    from certify.sources.paths import resolve_source
 
-    kernel = load_kernel(str(source), tokens=tokens, spec=spec)
+    kernel = load_kernel(str(source) if spec else str(resolve_source(source)), tokens=tokens, spec=spec,
+                         seed=seed)
     words, code_name = _rank.load_code(code) if code else (None, None)
     opt = _rank.RankOptions(seed=seed, eps=None if eps is None else _exact_positive(eps, "eps"),
                             code=words, code_name=code_name,
                             require_nonnegative=require_nonnegative)
-    cert = _rank.certify_rank(kernel, opt).certificate
+    cert = annotate(_rank.certify_rank(kernel, opt).certificate, kernel)
     cert.command = list(command)
     return cert
 

@@ -254,6 +254,7 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
     jobs: dict[str, dict[str, Any]] = {}
     for _, cert, base in certs:
         env = (cert.get("environment") or {}).get("packages") or {}
+        inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
         for c in cert["claims"]:
             p, ev = c.get("parameters") or {}, c.get("evidence") or {}
             if not isinstance(p, dict) or not isinstance(ev, dict) \
@@ -263,10 +264,17 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             fs, head = ev.get("features_sha256"), p.get("head_sha256")
             src = p["source"]
             path = find(src, base)
-            job = jobs.setdefault(src, {"source": src, "path": str(path) if path else None,
+            # one job per kernel: a source (a checkpoint's weights) may hold many heads
+            key = "\0".join(map(str, (src, p.get("adapter"), p.get("token_set") if isinstance(fs, dict)
+                                       else None)))
+            job = jobs.setdefault(key, {"key": key, "source": src, "path": str(path) if path else None,
                                         "adapter": p.get("adapter"), "token_set": None,
                                         "dtype": None, "torch": env.get("torch"),
-                                        "want": [], "heads": [], "weights": []})
+                                        "want": [], "heads": [], "weights": [],
+                                        # an adapter spec is one of the certificate's inputs
+                                        "specs": [str(f) for f in (find(n, base) for n in inputs
+                                                                   if str(n).endswith(".json")) if f]
+                                        if str(p.get("adapter")).startswith("adapter:") else []})
             if isinstance(fs, dict):
                 job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
                 job["want"].append([fs.get("phi_q"), fs.get("phi_k")])
@@ -276,30 +284,36 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
                     job["weights"].append(p["weights_sha256"])
     if not jobs:
         return {}
+    sources = {job["source"] for job in jobs.values()}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     try:
         out = subprocess.run([sys.executable, "-m", "certify.cli.replay"],
                              input=json.dumps(list(jobs.values())), capture_output=True,
                              text=True, timeout=600, env=env, preexec_fn=_die_with_parent)
     except (OSError, subprocess.SubprocessError) as exc:
-        return {s: f"replay could not run: {type(exc).__name__}" for s in jobs}
+        return {s: f"replay could not run: {type(exc).__name__}" for s in sources}
     try:
         got = json.loads(out.stdout)
     except json.JSONDecodeError:
         line = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return {s: f"replay failed: {line[:160]}" for s in jobs}
-    result = {}
-    for src, job in jobs.items():
-        r = got.get(src) or {}
+        return {s: f"replay failed: {line[:160]}" for s in sources}
+    result: dict[str, str] = {}
+    for key, job in jobs.items():
+        r = got.get(key) or {}
         if "error" in r:
-            result[src] = f"replay failed: {r['error']}"
+            status = f"replay failed: {r['error']}"
         elif job["torch"] is not None and r.get("torch") != job["torch"]:
-            result[src] = f"torch {r.get('torch')} here, {job['torch']} in the certificate"
+            status = f"torch {r.get('torch')} here, {job['torch']} in the certificate"
         elif all([r.get("phi_q"), r.get("phi_k")] == w for w in job["want"]) and \
                 all((r.get("heads") or {}).get(f) == h for f, h in job["heads"]) and \
                 all(r.get("weights_sha256") == w for w in job["weights"]):
-            result[src] = "match"
+            status = "match"
         else:
-            result[src] = ("differs: the replayed features' sha256 (or the head's, or the "
-                           "weights') is not the certificate's")
+            status = ("differs: the replayed features' sha256 (or the head's, or the weights') "
+                      "is not the certificate's")
+        src = job["source"]
+        # a source matches only when every kernel read from it does; a difference outranks the rest
+        prev = result.get(src)
+        if prev is None or prev == "match" or status.startswith("differs"):
+            result[src] = status if prev is None or status != "match" else prev
     return result

@@ -58,6 +58,7 @@ class HeadRow:
     out_of_reach: dict[str, str] = field(default_factory=dict)
     reason: str = ""
     feature_map: str = ""
+    library_check: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -70,6 +71,7 @@ class HeadsResult:
     library: str
     layout: str
     families: list[str] = field(default_factory=list)
+    detected: dict[str, Any] = field(default_factory=dict)
 
     @property
     def refused(self) -> list[HeadRow]:
@@ -78,42 +80,56 @@ class HeadsResult:
     def to_json(self) -> dict[str, Any]:
         claims = self.certificate.claims
         return {"verdict": overall(c.verdict for c in claims).value, "library": self.library, "layout": self.layout,
-                "heads": [r.to_json() for r in self.rows], "families": self.families,
+                "detected": self.detected, "heads": [r.to_json() for r in self.rows], "families": self.families,
                 "claims": [{"kind": c.kind.value, "verdict": c.verdict.value, "statement": c.statement,
                             "reason": c.reason, **dict(c.info)} for c in claims]}
 
     def table(self) -> str:
         fams = sorted({f for r in self.rows for f in r.lemma3})
-        head = ["layer", "head", "status", "tokens", "exact rank", "eps-rank", "nonnegative",
+        head = ["layer", "head", "status", "tokens", "exact rank", "eps-rank", "nonnegative", "library check",
                 *[f"Lemma 3 on {f}" for f in fams], "claims made", "out of reach / reason"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in self.rows:
             why = r.reason or "; ".join(f"{k}: {v}" for k, v in r.out_of_reach.items())
             cells = [str(r.layer), "all" if r.head is None else str(r.head), r.status, r.token_set, r.rank,
-                     r.eps_rank, r.nonnegative, *[r.lemma3.get(f, "") for f in fams],
+                     r.eps_rank, r.nonnegative, _check_cell(r.library_check), *[r.lemma3.get(f, "") for f in fams],
                      ", ".join(r.claims_made), why]
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
         return "\n".join(lines)
 
 
+def _check_cell(check: dict[str, Any]) -> str:
+    if not check:
+        return ""
+    if check.get("status") == "not run":
+        return "not run"
+    return f"{check.get('status')} (error {check.get('max_error', 0):.1e})"
+
+
 def load_detected(path: str, spec: str | None):
-    """``(Detected, input hashes, weights path)`` for a checkpoint (+ optional spec)."""
-    from models.layouts import Detected, LayerPlan, Refusal, detect, read_checkpoint
-    if spec is not None:
-        from models.adapters import adapt, read_spec, read_state_dict
-        s = read_spec(spec)
-        sd = read_state_dict(path)
-        try:
-            h = adapt(sd, s)
-        except UncertifiableError as exc:
-            h = Refusal(0, s.head, f"adapter:{s.layout}", "spec", str(exc))
-        m = getattr(h, "m", 0)
-        det = Detected(f"spec:{s.layout}", f"adapter:{s.layout}", [LayerPlan(0, s.prefix, s.layout, [h])], m,
-                       reason="adapter spec")
-        return det, {str(path): sha256_file(path), str(spec): sha256_file(spec)}, Path(path)
-    sd, config, files = read_checkpoint(path)
-    det = detect(sd, config, name=str(path))
-    return det, {str(p): sha256_file(p) for p in files.values()}, files["weights"]
+    """A third-party checkpoint read and detected (:class:`certify.sources.thirdparty.LoadedModel`),
+    or, with an adapter spec, the one head it describes."""
+    from certify.sources.thirdparty import LoadedModel, load_model
+    if spec is None:
+        return load_model(path)
+    from certify.sources.checkpoint import read_state_dict
+    from certify.sources.weights import read_weights, weights_file
+    from models.adapters import adapt, read_spec
+    from models.layouts import Detected, LayerPlan, Refusal
+    from models.layouts.base import compute_dtype
+    s = read_spec(spec)
+    ws = read_weights(path)
+    sd, stored = compute_dtype(read_state_dict(path))
+    try:
+        h = adapt(sd, s)
+    except UncertifiableError as exc:
+        h = Refusal(0, s.head, f"adapter:{s.layout}", "spec", str(exc))
+    m = int(getattr(h, "m", 0))
+    det = Detected(f"spec:{s.layout}", f"adapter:{s.layout}", [LayerPlan(0, s.prefix, s.layout, [h], m=m)], m,
+                   reason="adapter spec", stored_dtype=stored, container=f"adapter spec {spec}")
+    model = LoadedModel(Path(path), weights_file(path), ws, {}, None, det, sd)
+    model.spec = (str(spec), sha256_file(spec))
+    return model
 
 
 def _head_index(h) -> int | None:
@@ -165,33 +181,38 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                   head: int | None = None, command: Sequence[str] = ()) -> HeadsResult:
     from certify import audit
     from certify.core.families import load_family
-    from certify.core.kernel import Provenance, from_features
+    from certify.core.kernel import Provenance
     from certify.rank import run as rank_mod
-    from certify.sources.checkpoint import from_model
+    from certify.sources.checkpoint import SPEC_CHECK, from_model
+    from certify.sources.thirdparty import ExtractionMismatch, extraction_info, head_kernel
     from models.layouts import Refusal
 
     t0 = time.perf_counter()
-    det, inputs, weights = load_detected(path, spec)
+    model = load_detected(path, spec)
+    det = model.detected
     layers = det.layers
     if layer is not None:
         layers = [L for L in layers if L.index == layer]
         if not layers:
             raise InputError(f"--layer {layer}: the model has layers {[L.index for L in det.layers]}")
+    inputs = model.inputs
+    if spec is not None:
+        inputs[model.spec[0]] = model.spec[1]
     cert = Certificate(claims=[], command=list(command), inputs=dict(inputs), seeds={"primes": seed})
     rows: list[HeadRow] = []
     fams = []
+    first = model.layer(None)
     for name in dict.fromkeys([*families, *BUILTIN_FAMILIES]):
         fam = load_family(name)
-        if fam.m == det.m and det.embedding is None:
+        if fam.m == first.m and det.embedding is None:
             fams.append((name, fam))
             if Path(name).is_file():
                 cert.inputs[name] = sha256_file(name)
         elif name in families:
             raise InputError(f"family {name}: token dimension {fam.m}, the model reads "
-                             + (f"vocabulary rows (width {det.m})" if det.embedding is not None else f"{det.m} bits"))
-    first = min(L.index for L in det.layers)
+                             + (f"vocabulary rows (width {det.m})" if det.embedding is not None
+                                else f"{first.m}-dimensional vectors"))
     label = Path(path).name
-    any_head = False
     for L in layers:
         heads = L.heads
         if head is not None:
@@ -202,39 +223,44 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
             if isinstance(h, Refusal):
                 rows.append(HeadRow(L.index, h.head, "refused", reason=f"{h.module}: {h.mechanism}: {h.reason}"))
                 continue
-            any_head = True
             hi = _head_index(h)
             row = HeadRow(L.index, hi, "certified", feature_map=str(getattr(h, "feature_map", "")))
             rows.append(row)
-            if L.index != first:
+            if not L.reads_tokens:
                 row.status = "out of reach"
                 row.reason = (f"its inputs are the outputs of layer {L.index - 1}, not a finite known token set; "
                               f"only the first layer's inputs are known")
                 continue
-            adapter = f"layout:{det.layout} layer {L.index} head {hi}"
-            prov = Provenance(str(weights), sha256_file(weights), adapter, str(h.dtype).replace("torch.", ""),
-                              details={**h.describe(), "library": det.library, "layer": L.index, "head": hi})
-            if det.embedding is not None:
-                import torch
-                with torch.no_grad():
-                    q, k = h.feature_matrices(det.embedding)
-                kernel = from_features(q.numpy(), k.numpy(), prov, token_set=f"vocab:{det.embedding.shape[0]}",
-                                       guarantee=h.guarantee)
-            elif det.m <= MAX_CUBE:
-                kernel = from_model(h, f"cube:{det.m}", prov)
-            elif fams:
-                kernel = from_model(h, fams[0][0], prov)
+            if det.embedding is not None and L.index == first.index:
+                tokens = "vocab"
+            elif L.m <= MAX_CUBE:
+                tokens = f"cube:{L.m}"
+            elif fams and fams[0][1].m == L.m:
+                tokens = fams[0][0]
             else:
                 row.status = "out of reach"
-                row.reason = f"width {det.m} > {MAX_CUBE} and no family of that width: no finite token set"
+                row.reason = f"width {L.m} > {MAX_CUBE} and no family of that width: no finite token set"
                 continue
+            if spec is not None:
+                prov = Provenance(str(model.source), sha256_file(model.source), f"adapter:{h.spec.layout}",
+                                  str(h.dtype).replace("torch.", ""),
+                                  details={**h.describe(), "spec": model.spec[0], "spec_sha256": model.spec[1],
+                                           "library_check": SPEC_CHECK})
+                kernel = from_model(h, tokens, prov)
+            else:
+                try:
+                    kernel = head_kernel(model, layer=L.index, head=hi, tokens=tokens, seed=seed)
+                except ExtractionMismatch as exc:
+                    row.status, row.reason = "refused", f"{det.library}: extraction check: {exc}"
+                    continue
             row.token_set = kernel.token_set
+            row.library_check = dict(kernel.provenance.details.get("library_check") or {})
             code = next((f.words for n, f in fams if n == "paper-5.1" and f.words is not None), None)
             opt = rank_mod.RankOptions(seed=seed, eps=eps, code=code, code_name="paper-5.1" if code is not None else None)
             claims = list(rank_mod.certify_rank(kernel, opt).certificate.claims)
             s = rank_mod.summarize_features(kernel)
             claims.append(rank_mod.nonnegative_claim_factor(kernel, s, opt))
-            tag = {"layer": L.index, "head": hi, "library": det.library}
+            tag = {"layer": L.index, "head": hi, "library": det.library, **extraction_info(kernel)}
             claims = [_shift(replace(c, info={**dict(c.info), **tag}), len(cert.claims))
                       for c in rank_mod.share_features(claims)]
             for c in claims:
@@ -249,6 +275,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                 row.claims_made.append(kind)
             readout = (hasattr(h, "readout") and hasattr(h, "values")) or hasattr(h, "g")
             for name, fam in fams:
+                if fam.m != L.m:
+                    continue
                 if readout:
                     fc = audit.audit_claims(audit.head_from_model(h, fam), fam, f"{label} layer {L.index} head {hi}")
                     claims += [replace(c, info={**dict(c.info), **tag}) for c in fc]
@@ -267,18 +295,27 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
             elif not fams:
                 row.out_of_reach["families"] = ("the model reads vocabulary rows, not Boolean tokens"
                                                 if det.embedding is not None else
-                                                f"no family has the model's width {det.m}")
+                                                f"no family has the model's width {L.m}")
             cert.claims += claims
-    if not any_head:
-        why = "; ".join(f"layer {r.layer} head {'all' if r.head is None else r.head}: {r.reason}" for r in rows)
-        raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed normalized kernel head: {why}")
+    if not any(r.status in ("certified", "out of reach") for r in rows):
+        raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed normalized kernel head: "
+                                 + _reasons(rows))
     if not cert.claims:
         raise UncertifiableError(f"{det.library}: no head of the first layer can be certified: "
                                  + "; ".join(r.reason for r in rows if r.reason))
     cert.environment.setdefault("seconds", round(time.perf_counter() - t0, 3))
-    cert.environment["layout"] = {"library": det.library, "layout": det.layout, "detected_by": det.reason,
+    cert.environment["layout"] = {**det.describe(), "weights": model.weights.describe(),
+                                  "config": str(model.config_path) if model.config_path else None,
                                   "heads": [r.to_json() for r in rows]}
-    return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams])
+    return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe())
+
+
+def _reasons(rows: list[HeadRow]) -> str:
+    """The refusals, each reason once with the heads it applies to."""
+    by: dict[str, list[str]] = {}
+    for r in rows:
+        by.setdefault(r.reason, []).append(f"{r.layer}" if r.head is None else f"{r.layer}.{r.head}")
+    return "; ".join(f"{why} (layer{'s' if len(w) > 1 else ''} {', '.join(w)})" for why, w in by.items())
 
 
 def _shift(c: Claim, offset: int) -> Claim:
@@ -331,15 +368,47 @@ def heads_markdown(res: HeadsResult) -> str:
     if res.refused:
         lines += ["## Refused", ""] + [f"- layer {r.layer}, head {'all' if r.head is None else r.head}: "
                                        f"{r.reason}" for r in res.refused] + [""]
+    lines += ["## How it was read", ""] + [f"- {ln}" for ln in reading_lines(res)] + [""]
     lines += ["Lemma 3 columns: the inequality alpha(x,y) > (n-2)(d-2eps)/(2eps) alpha(x,z) on each "
               "applicable jump, decided in exact rationals from the head's features (a report entry; "
               "the certificate's gap_domination claims exist only for heads with a scalar readout).", ""]
     return "\n".join(lines)
 
 
+def reading_lines(res: HeadsResult) -> list[str]:
+    """How the checkpoint was read, for people: what recognised the layout, where
+    it sits, the path to the first layer, the defaults that decided, the notes and
+    the comparison with the library's own computation."""
+    d = res.detected
+    out = [f"recognised by: {d.get('detected_by', '')}" + (f" ({d['container']})" if d.get("container") else "")]
+    if d.get("prefix"):
+        out.append(f"key prefix: {d['prefix']!r}")
+    first = next((r for r in res.rows if r.status == "certified"), None)
+    claims = res.certificate.claims
+    path = next((c.info.get("input_path") for c in claims if c.info.get("input_path") is not None), None)
+    if first is not None:
+        steps = ([f"embedding rows ({d['embedding'][0]} x {d['embedding'][1]})"] if d.get("embedding") else []) \
+            + list(path or [])
+        out.append("path to the first layer's projections: " + (" -> ".join(steps) if steps else
+                                                                  "none (its inputs are the tokens)"))
+    if d.get("defaults_used"):
+        out.append("library defaults (no config key gave them): "
+                   + ", ".join(f"{k} = {v}" for k, v in d["defaults_used"].items()))
+    out += list(d.get("notes", []))
+    chk = next((r.library_check for r in res.rows if r.library_check), None)
+    if chk:
+        out.append(f"library check: {chk.get('library')} {chk.get('version')}: {chk.get('method')}"
+                   + (f"; not run: {chk.get('reason')}" if chk.get("status") == "not run" else
+                      f"; tolerance {chk.get('tolerance')} on {chk.get('sequences')} sequences of "
+                      f"{chk.get('length')} tokens (seed {chk.get('seed')})"))
+    return out
+
+
 def print_result(res: HeadsResult, ckpt: str) -> None:
     p = lambda s: print(s, file=sys.stderr)  # noqa: E731
     p(f"checkpoint {ckpt}: {res.library} ({res.layout})")
+    for ln in reading_lines(res):
+        p(f"  {ln}")
     p(res.table())
     for c in res.certificate.claims:
         if c.verdict is not Verdict.PROVED:

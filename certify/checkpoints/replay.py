@@ -1,16 +1,23 @@
 """Re-run the weights -> features step for ``certify verify --replay-extraction``.
 
 Run by :func:`certify.checkers.sources.replay_extraction` in a separate process
-(``python -m certify.cli.replay``)
-(so the checker itself never imports torch), with one thread. Reads a JSON list
-of jobs on stdin (``source``, ``path``, ``adapter``, ``token_set``, ``dtype``)
-and prints one JSON object: source -> ``{"phi_q": sha256, "phi_k": sha256,
-"torch": version}`` or ``{"error": reason}``. The hashes are those of
+(``python -m certify.cli.replay``; the checker itself never imports torch), with
+one thread. Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
+``adapter``, ``token_set``, ``dtype``) and prints one JSON object: key ->
+``{"phi_q": sha256, "phi_k": sha256, "torch": version, "versions": {...}}`` or
+``{"error": reason}``. The hashes are those of
 :func:`certify.rank.summary.summarize_features` (the features in their dtype,
-row-major little-endian), so equal hashes mean bit-for-bit equal features.
+row-major little-endian), so equal hashes mean bit-for-bit equal features;
+``versions`` records what the replayed arithmetic depends on (torch, numpy,
+safetensors, this package, and the extraction code's version).
 
-Sources it can replay: ``models/`` checkpoints (adapter ``models.checkpoint``)
-and the constructions of :mod:`models.constructions` named as
+Sources it can replay: ``models/`` checkpoints (adapter ``models.checkpoint``),
+a state dict read through an adapter spec (adapter ``adapter:<layout>``; the
+spec is the one of that layout among the certificate's inputs),
+every head of a third-party checkpoint whose layout is detected (adapter
+``layout:<layout> layer L head H``: the same loader, the same extraction,
+without the library comparison, which does not change the features), and the
+constructions of :mod:`models.constructions` named as
 ``models.constructions.NAME(int, ...)``.
 """
 
@@ -25,8 +32,14 @@ _ALLOWED = {"thm2_exact_features"}
 
 def _kernel(job: dict[str, Any]):
     from certify.sources.load import load_kernel
+    from certify.sources.thirdparty import parse_adapter
     adapter, ts = job.get("adapter"), job.get("token_set")
     tokens = None if ts in (None, "tokens") else ts
+    head = parse_adapter(adapter or "")
+    if head is not None:
+        if job.get("path") is None:
+            raise ValueError("the checkpoint file is not present")
+        return load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False)
     if adapter == "construction":
         m = _CONSTRUCTION.fullmatch(job.get("source") or "")
         if m is None or m.group(1) not in _ALLOWED:
@@ -35,7 +48,26 @@ def _kernel(job: dict[str, Any]):
                              ts)
     if job.get("path") is None:
         raise ValueError("the checkpoint file is not present")
+    if str(adapter).startswith("adapter:"):
+        return load_kernel(job["path"], tokens=tokens, spec=_spec(job, str(adapter)[len("adapter:"):]))
     return load_kernel(job["path"], tokens=tokens)
+
+
+def _spec(job: dict[str, Any], layout: str) -> str:
+    """The adapter spec among the certificate's inputs (exactly one of that layout)."""
+    from certify.core.errors import InputError
+    from models.adapters import read_spec
+    found = []
+    for p in job.get("specs") or []:
+        try:
+            if read_spec(p).layout == layout:
+                found.append(p)
+        except InputError:
+            continue
+    if len(found) != 1:
+        raise ValueError(f"{len(found)} adapter specs of layout {layout!r} among the certificate's inputs "
+                         f"(one is needed)")
+    return found[0]
 
 
 def _construction(name: str, args: list[int], token_set: str | None):
@@ -64,14 +96,30 @@ def _heads(job: dict[str, Any]) -> tuple[dict[str, str], str]:
             for f in dict.fromkeys(f for f, _ in job["heads"])}, wsha
 
 
+def versions() -> dict[str, Any]:
+    """What the replayed arithmetic depends on."""
+    from importlib import metadata
+
+    from certify.sources.thirdparty import EXTRACTION
+    out: dict[str, Any] = {"extraction": EXTRACTION}
+    for name in ("torch", "numpy", "safetensors", "certify-attention"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
     import torch
     torch.set_num_threads(1)
     from certify.rank.summary import summarize_features
     out: dict[str, Any] = {}
+    vers = versions()
     for job in jobs:
+        key = str(job.get("key", job.get("source")))
         try:
-            rec: dict[str, Any] = {"torch": torch.__version__}
+            rec: dict[str, Any] = {"torch": torch.__version__, "versions": vers}
             if job.get("want"):
                 s = summarize_features(_kernel(job))
                 if job.get("dtype") not in (None, s.dtype):
@@ -80,7 +128,7 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
                 rec.update({"phi_q": s.sha_q, "phi_k": s.sha_k})
             if job.get("heads"):
                 rec["heads"], rec["weights_sha256"] = _heads(job)
-            out[job["source"]] = rec
+            out[key] = rec
         except Exception as exc:           # reported back to verify, which names it
-            out[str(job.get("source"))] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            out[key] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return out

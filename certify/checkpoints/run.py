@@ -67,12 +67,14 @@ def load_head(ckpt: str, spec: str | None):
 
     path = Path(ckpt)
     if spec is not None:
-        from models.adapters import adapt, read_spec, read_state_dict
+        from certify.sources.checkpoint import read_state_dict
+        from models.adapters import adapt, read_spec
         sd = read_state_dict(path)
         model = adapt(sd, read_spec(spec))
         return model, {"architecture": f"adapter:{model.spec.layout}"}, \
             {str(path): sha256_file(path), str(spec): sha256_file(spec)}, weights_sha256(sd)
-    from models.checkpoint import _paths, build_model, load_checkpoint
+    from certify.sources.checkpoint import load_checkpoint
+    from models.checkpoint import _paths, build_model
     config, tensors = load_checkpoint(path)
     model = build_model(config, tensors)
     if not hasattr(model, "feature_matrices"):

@@ -1,10 +1,9 @@
 """``certify checkpoint CKPT``: end-to-end certification of a trained head.
 
-``certify checkpoint CKPT [--spec SPEC] [--family NAME|FILE ...] [--eps E]
-[--out DIR] [--json] [--seed N]``; ``--batch DIR`` certifies every checkpoint
-of a folder. A ``models/`` checkpoint goes to
-:func:`certify.checkpoints.run.certify_checkpoint`, any other to
-:func:`certify.checkpoints.heads.certify_heads`.
+``certify checkpoint CKPT [--spec SPEC] [--layer L] [--head H] [--family NAME|FILE ...]
+[--eps E] [--out DIR] [--json] [--seed N]``; ``--batch DIR`` certifies every
+checkpoint of a folder. Which certification a path gets is decided by
+:mod:`certify.checkpoints.dispatch` (the one loader's classification).
 
 ``--out DIR`` writes ``DIR/certificate.json`` and its report (``certify.report``)
 in one atomic step. Exit 0 when every claim is proved, 1 when some claim is
@@ -22,13 +21,13 @@ from typing import Sequence
 
 from certify.checkpoints import heads as ch
 from certify.checkpoints.batch import run_batch
-from certify.checkpoints.run import DEFAULT_EPS, CheckpointResult, certify_checkpoint
+from certify.checkpoints.dispatch import certify_path
+from certify.checkpoints.run import DEFAULT_EPS, CheckpointResult
 from certify.cli import common as cli
 from certify.core import limits, outputs
 from certify.core.errors import InputError
 from certify.core.verdict import Verdict, overall
 from certify.report.build import build_with_certificate
-from certify.sources.paths import precheck_checkpoint, resolve_source
 
 
 def _print(res: CheckpointResult, ckpt: str) -> None:
@@ -69,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # a folder of checkpoints (certify.checkpoints.batch), optionally on Ray
     ap.add_argument("--batch", metavar="DIR", help="certify every checkpoint in folder DIR "
                     "(with --out OUT: one subfolder per checkpoint)")
+    cli.add_progress(ap)
     cli.add_engine_arguments(ap)
     args = ap.parse_args(argv)
     if not args.batch and not args.checkpoint:
@@ -81,47 +81,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _batch(args, eps, command)
     if args.out:
         outputs.check_out_dir(args.out, "checkpoint")
-    ckpt = None
-    if args.spec is None:
-        try:
-            ckpt = str(resolve_source(args.checkpoint))
-        except InputError:
-            ckpt = None
-    if ckpt is None or not _is_models_checkpoint(ckpt):
-        return _main_layouts(args, eps, command)
-    precheck_checkpoint(ckpt)
-    res = certify_checkpoint(ckpt, spec=args.spec, families=args.family, eps=eps,
-                             seed=args.seed, command=command)
+    kind, res = certify_path(args.checkpoint, spec=args.spec, families=args.family, eps=eps, seed=args.seed,
+                             layer=args.layer, head=args.head, command=command)
     out = {}
-    if args.out:
-        folder = build_with_certificate(res.certificate.dumps(), args.out)
-        out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
-        print(f"certificate and report: {folder}/ (certificate.json, report.md)", file=sys.stderr)
-    _print(res, ckpt)
-    if args.json:
-        print(json.dumps({**res.to_json(), **out}))
-    return res.certificate.exit_code()
-
-
-def _is_models_checkpoint(ckpt: str) -> bool:
-    """A ``models/`` checkpoint (X, X.json, X.safetensors with its config); anything
-    else is a third-party checkpoint whose layout is detected."""
-    from certify.sources.load import is_models_checkpoint
-    p = Path(ckpt)
-    return is_models_checkpoint(p) or (not p.exists() and p.with_suffix(".json").is_file()
-                                 and is_models_checkpoint(p.with_suffix(".json")))
-
-
-def _main_layouts(args, eps: Fraction, command: list[str]) -> int:
-    """Third-party checkpoints: every head of every layer (:mod:`certify.checkpoints.heads`)."""
-    res = ch.certify_heads(args.checkpoint, spec=args.spec, families=args.family, eps=eps, seed=args.seed,
-                           layer=args.layer, head=args.head, command=command)
-    out = {}
-    if args.out:
-        folder = ch.write_out(res, args.out)
-        out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
-        print(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)", file=sys.stderr)
-    ch.print_result(res, args.checkpoint)
+    if kind == "models":
+        if args.out:
+            folder = build_with_certificate(res.certificate.dumps(), args.out)
+            out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
+            print(f"certificate and report: {folder}/ (certificate.json, report.md)", file=sys.stderr)
+        _print(res, args.checkpoint)
+    else:
+        if args.out:
+            folder = ch.write_out(res, args.out)
+            out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
+            print(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)", file=sys.stderr)
+        ch.print_result(res, args.checkpoint)
     if args.json:
         print(json.dumps({**res.to_json(), **out}))
     return res.certificate.exit_code()

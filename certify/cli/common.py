@@ -14,6 +14,13 @@ OUT_DIR_HELP = ("output folder: created (with missing parents) when new; an exis
                 "(recognised by its manifest), otherwise refused with exit 2")
 OUT_FILE_HELP = ("output file, written atomically; missing folders are created; an existing "
                  "file is replaced only when certify wrote it, otherwise refused with exit 2")
+SOURCE_HELP = ("a kernel or matrix file (.npy, .npz, .csv, .json, .safetensors), a models/ checkpoint, or a "
+               "third-party checkpoint: a weights file (.safetensors, .pt, .bin; a training checkpoint's "
+               "model/state_dict/module/ema is read) or a model folder (config.json with model.safetensors, "
+               "its shards or pytorch_model.bin), layout detected; resolved as given, then a folder with a "
+               "config and safetensors, then with a known suffix (.json, .safetensors, .npz, .npy, .csv)")
+TOKENS_HELP = ("token set: cube:M ({0,1}^M), or vocab (a model's embedding rows, the default when it has "
+               "an embedding)")
 EXIT_EPILOG = ("exit codes: 0 every claim proved; 1 a claim refuted or unknown; 2 bad input; "
                "3 input outside what can be certified. Limits, paths and output folders: README, Commands.")
 
@@ -32,6 +39,37 @@ def parser(command: str, description: str, **kw) -> argparse.ArgumentParser:
 def add_progress(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bar (bars are shown on stderr only when it is a terminal)")
+
+
+def add_head_arguments(p: argparse.ArgumentParser) -> None:
+    """``--layer L --head H``: one head of a third-party model."""
+    p.add_argument("--layer", type=int, help="third-party model: the layer (default: the first, whose inputs "
+                   "are the tokens)")
+    p.add_argument("--head", type=int, help="third-party model: the head (default: the layer's first kernel "
+                   "head)")
+
+
+def say_extraction(kernel) -> None:
+    """One stderr line on which head a third-party kernel is and how it compares
+    with its library's own computation."""
+    import sys
+    d = kernel.provenance.details
+    lay = d.get("layout")
+    if not isinstance(lay, dict):
+        return
+    line = (f"{lay.get('library')} ({lay.get('layout')}) layer {d.get('layer')} head {d.get('head')} on "
+            f"{kernel.token_set}")
+    chk = d.get("library_check") or {}
+    if chk.get("status") == "not run":
+        line += f"; library check not run: {chk.get('reason')}"
+    elif chk:
+        line += (f"; {chk['status']} with {chk.get('library')} {chk.get('version')}'s own computation "
+                 f"(error {chk.get('max_error', 0):.1e}, tolerance {chk.get('tolerance')})")
+    if lay.get("defaults_used"):
+        line += "; library defaults: " + ", ".join(f"{k} = {v}" for k, v in lay["defaults_used"].items())
+    print(line, file=sys.stderr)
+    for note in lay.get("notes", []):
+        print(f"  {note}", file=sys.stderr)
 
 
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:

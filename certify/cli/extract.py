@@ -22,16 +22,16 @@ from certify.sources.paths import precheck_checkpoint, resolve_source
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = cli.parser("extract", "Extract the kernel alpha(x, z) = <phiQ(x), phiK(z)> from a checkpoint, a third-party state dict (with --spec) or a kernel matrix file, on the Boolean cube or a family's tokens.")
-    p.add_argument("source", help="models/ checkpoint, state dict (with --spec), or a matrix file; "
-                   "resolved as given, then a folder with a config and safetensors, then with a "
-                   "known suffix (.json, .safetensors, .npz, .npy, .csv)")
+    p = cli.parser("extract", "Extract the kernel alpha(x, z) = <phiQ(x), phiK(z)> from a checkpoint (models/, or a third-party weights file or model folder, layout detected; --spec for a custom layout) or a kernel matrix file, on the Boolean cube, a family's tokens or a model's vocabulary.")
+    p.add_argument("source", help=cli.SOURCE_HELP)
     p.add_argument("--out", required=True, help="kernel file to write (.npz or .json); "
                    + cli.OUT_FILE_HELP)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--tokens", help="token set: cube:M")
+    g.add_argument("--tokens", help=cli.TOKENS_HELP)
     g.add_argument("--family", help="token set: a family's tokens (name or file)")
-    p.add_argument("--spec", help="adapter spec (JSON) for a third-party checkpoint")
+    p.add_argument("--spec", help="adapter spec (JSON) for a third-party state dict of a custom layout")
+    cli.add_head_arguments(p)
+    p.add_argument("--seed", type=int, default=0, help="seed of the library comparison's sequences and values")
     p.add_argument("--json", action="store_true", help="print the kernel's metadata as JSON on stdout")
     return p
 
@@ -44,7 +44,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = a.source if a.spec else str(resolve_source(a.source))
     if not a.spec:
         precheck_checkpoint(source)
-    kernel = load_kernel(source, tokens=a.tokens or a.family, spec=a.spec)
+    kernel = load_kernel(source, tokens=a.tokens or a.family, spec=a.spec, layer=a.layer, head=a.head,
+                         seed=a.seed)
+    cli.say_extraction(kernel)
     kernel = kernel.materialize()
     outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
     kernel.save(a.out)

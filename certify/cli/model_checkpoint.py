@@ -8,7 +8,8 @@ import json
 from typing import Sequence
 
 from certify.core.errors import run_command
-from models.checkpoint import build_model, load_checkpoint
+from certify.sources.checkpoint import load_checkpoint
+from models.checkpoint import build_model
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -19,23 +19,24 @@ from certify.core.kernel import parse_tokens
 from certify.core.progress import show_progress
 from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank, load_code
-from certify.sources.load import load_kernel
+from certify.sources.load import annotate, load_kernel
 from certify.sources.paths import precheck_checkpoint, resolve_source
+from certify.sources.thirdparty import extraction_info
 
 
 def _parser() -> argparse.ArgumentParser:
     p = cli.parser("rank", 'Exact two-sided rank (modular minor + exact span or null-space witness) and certified approximate rank of a kernel; optional Lemma 4 / Thm 5 code-rank and nonnegativity claims. Exit 0 when every claim is proved.')
-    p.add_argument("source", help="kernel file, matrix file, models/ checkpoint, or state dict "
-                   "(with --spec); resolved as given, then a folder with a config and "
-                   "safetensors, then with a known suffix (.json, .safetensors, .npz, .npy, .csv)")
+    p.add_argument("source", help=cli.SOURCE_HELP)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--tokens", help="token set: cube:M")
+    g.add_argument("--tokens", help=cli.TOKENS_HELP)
     g.add_argument("--family", help="token set: a family's tokens (name or file)")
-    p.add_argument("--spec", help="adapter spec (JSON) for a third-party checkpoint")
+    p.add_argument("--spec", help="adapter spec (JSON) for a third-party state dict of a custom layout")
+    cli.add_head_arguments(p)
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
     p.add_argument("--eps", help="eps-rank threshold (exact: '1/1000', '0.001'; > 0)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random primes")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random primes (and of a third-party "
+                   "model's library comparison)")
     p.add_argument("--max-primes", type=int, default=4,
                    help="random primes tried for the modular rank (1..64, default 4)")
     p.add_argument("--code", help="code for the Lemma 4 claim: 'paper-5.1', a .json list of "
@@ -66,14 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = a.source if a.spec else str(resolve_source(a.source))
     if not a.spec:
         precheck_checkpoint(source)
-    kernel = load_kernel(source, tokens=tokens, spec=a.spec)
+    kernel = load_kernel(source, tokens=tokens, spec=a.spec, layer=a.layer, head=a.head, seed=a.seed)
+    cli.say_extraction(kernel)
     code, code_name = load_code(a.code) if a.code else (None, None)
     opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=eps,
                       code=code, code_name=code_name, require_nonnegative=a.require_nonnegative,
                       batch_size=a.batch_size, progress=show_progress(a.no_progress))
     with cli.engine_from_args(a, progress=False) as engine:
         rep = certify_rank(kernel, opt, engine=engine)
-    cert = rep.certificate
+    cert = annotate(rep.certificate, kernel)
     cert.command = ["certify", "rank", *(sys.argv[1:] if argv is None else list(argv))]
     if a.out:
         outputs.write_file(a.out, cert.dumps())
@@ -83,5 +85,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(json.dumps({"rank_lower": rep.rank_lower, "rank_upper": rep.rank_upper,
                           "verdict": rep.verdict.value, "form": kernel.form.value,
                           "token_set": kernel.token_set, "shape": list(kernel.shape),
-                          "certificate": cert.to_json()}))
+                          "source": kernel.provenance.source, "adapter": kernel.provenance.adapter,
+                          **extraction_info(kernel), "certificate": cert.to_json()}))
     return cert.exit_code()

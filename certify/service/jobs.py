@@ -238,9 +238,14 @@ def _find_checkpoint(files: list[Path], root: Path) -> Path:
                     found.append(f)
             except (ValueError, UnicodeDecodeError, AttributeError):
                 pass
+    if not found:            # a third-party checkpoint: the folder of its weights, read by the one loader
+        dirs = {f.parent for f in files if f.suffix in (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+                or f.name.endswith(".index.json")}
+        if len(dirs) == 1:
+            return dirs.pop().relative_to(root)
     if len(found) != 1:
         raise InputError(f"the zip must hold exactly one checkpoint config (X.json next to "
-                         f"X.safetensors), found {len(found)}")
+                         f"X.safetensors) or one model folder, found {len(found)}")
     return found[0].relative_to(root)
 
 
@@ -273,8 +278,9 @@ def run_job(workdir: Path) -> dict[str, Any]:
     status, cert = 0, None
     if command == "checkpoint":
         ck = _find_checkpoint(files, inp)
-        cert = api.certify_checkpoint(str(ck.with_suffix("")), families=opts["families"],
-                                      eps=opts["eps"], seed=opts["seed"], command=tag)
+        cert = api.certify_checkpoint(str(ck.with_suffix("") if ck.suffix == ".json" else ck),
+                                      families=opts["families"], eps=opts["eps"], seed=opts["seed"],
+                                      command=tag)
     elif command == "rank":
         src = local if local is not None else _find_checkpoint(files, inp)
         cert = api.rank_of_matrix(str(src.relative_to(inp) if src.is_absolute() else src),

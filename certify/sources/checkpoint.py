@@ -4,22 +4,60 @@ one head of a third-party state dict described by an adapter spec.
 
 The kernel of a model is the exact product of the float feature matrices it
 computes; the features are computed by the model's own modules, in batches,
-on ``cube:M`` or a family's tokens.
+on ``cube:M`` or a family's tokens. Weights are read by the one reader
+(:func:`certify.sources.weights.read_weights`).
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from certify.core.errors import InputError
 from certify.core.files import sha256_file
 from certify.core.kernel import Form, Kernel, Provenance, parse_tokens
+from certify.sources.weights import read_weights, weights_file
+
+
+#: what an adapter spec's kernel records instead of a library comparison
+SPEC_CHECK = {"status": "not run", "reason": "an adapter spec names no library whose own computation could be run"}
+
+
+def load_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ``models/`` checkpoint (stem, ``.json``, ``.safetensors``, ``.pt`` or
+    ``.pth``): ``(validated config, tensors)``; build it with
+    :func:`models.checkpoint.build_model`."""
+    from models.checkpoint import _paths, validate_config
+    cfg_path, weights = _paths(path)
+    if weights is None or not weights.is_file():
+        raise InputError(f"no checkpoint weights at {path} (expected .safetensors, .pt or .pth)")
+    if not cfg_path.is_file():
+        raise InputError(f"checkpoint config {cfg_path} is missing")
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except (ValueError, RecursionError) as exc:     # bad JSON or UTF-8, over-long integers
+        raise InputError(f"checkpoint config {cfg_path.name} is not JSON: "
+                         f"{' '.join(str(exc).split())[:100]}") from None
+    cfg = validate_config(cfg)
+    ws = read_weights(weights)
+    if ws.nesting:
+        raise InputError(f"{weights.name} must hold a flat dict of named tensors (found them under "
+                         f"{' -> '.join(ws.nesting)})")
+    return cfg, ws.torch()
+
+
+def load_model(path: str | Path):
+    """``(config, model)`` from a ``models/`` checkpoint, strictly."""
+    from models.checkpoint import build_model
+    cfg, tensors = load_checkpoint(path)
+    return cfg, build_model(cfg, tensors)
 
 
 def load_models_checkpoint(path: Path, tokens: str | None) -> Kernel:
-    from models.checkpoint import build_model, load_checkpoint
+    from models.checkpoint import build_model
     config, tensors = load_checkpoint(path)
     model = build_model(config, tensors)
     weights = next((path.with_suffix(s) for s in (".safetensors", ".pt", ".pth")
@@ -66,13 +104,22 @@ def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
                   guarantee=str(guarantee) if guarantee is not None else None)
 
 
+def read_state_dict(path: str | Path) -> dict[str, Any]:
+    """A state dict's tensors (torch, stored dtype) through the one reader."""
+    return read_weights(path).torch()
+
+
 def load_adapter_kernel(path: str | Path, spec_path: str | Path, *, tokens: str | None = None) -> Kernel:
     """Kernel of one head of a third-party checkpoint (factor form)."""
-    from models.adapters import adapt, read_spec, read_state_dict
+    from models.adapters import adapt, read_spec
+
+    from models.layouts.base import compute_dtype
 
     spec = read_spec(spec_path)
-    sd = read_state_dict(path)
+    sd, stored = compute_dtype(read_state_dict(path))
     head = adapt(sd, spec)
-    prov = Provenance(str(path), sha256_file(path), f"adapter:{spec.layout}", str(head.dtype).replace("torch.", ""),
-                      details={**head.describe(), "spec": str(spec_path), "spec_sha256": sha256_file(spec_path)})
+    wf = weights_file(path)
+    prov = Provenance(str(wf), sha256_file(wf), f"adapter:{spec.layout}", str(head.dtype).replace("torch.", ""),
+                      details={**head.describe(), "spec": str(spec_path), "spec_sha256": sha256_file(spec_path),
+                               **({"stored_dtype": stored} if stored else {}), "library_check": SPEC_CHECK})
     return from_model(head, tokens, prov)

@@ -1,9 +1,20 @@
 """The one loader: any source path -> a :class:`certify.core.kernel.Kernel`.
 
-A kernel or matrix file (:mod:`certify.sources.files`), a ``models/``
-checkpoint or a third-party state dict with an adapter spec
-(:mod:`certify.sources.checkpoint`). Token sets: ``cube:M``, a family (name
-or file, its tokens), or the tokens stored with the kernel.
+Every command that takes a model or kernel path (``rank``, ``extract``,
+``checkpoint``, the service's jobs through :mod:`certify.api`, and the replay
+of ``verify --replay-extraction``) resolves it with
+:func:`certify.sources.paths.resolve_source` and reads it here, so one path
+ends in the same kernel with the same provenance whichever command reads it.
+What a path is (:func:`kind_of`):
+
+* ``models`` -- a ``models/`` checkpoint (``X.json`` with the checkpoint
+  format, and its weights): :mod:`certify.sources.checkpoint`;
+* ``kernel`` -- a kernel or matrix file (``.npy``, ``.npz``, ``.csv``,
+  ``.json`` matrices, a ``.safetensors`` holding ``matrix`` or
+  ``phi_q``/``phi_k``): :mod:`certify.sources.files`;
+* ``weights`` -- any other weights file or model folder (a third-party
+  checkpoint, layout detected): :mod:`certify.sources.thirdparty`;
+* with ``--spec``: one head of a state dict described by an adapter spec.
 """
 
 from __future__ import annotations
@@ -15,40 +26,89 @@ from pathlib import Path
 from certify.core.errors import InputError
 from certify.core.kernel import Kernel
 from certify.sources.files import read_kernel_file
+from certify.sources.weights import TORCH_SUFFIXES, safetensors_header
+
+#: tensor names of a kernel or matrix file in safetensors form
+KERNEL_TENSORS = {"matrix", "phi_q", "phi_k", "tokens", "kernel_meta"}
 
 
-def load_kernel(source: str | os.PathLike, *, tokens: str | None = None, spec: str | None = None) -> Kernel:
-    """Read any supported source (see the module docstring) as a :class:`Kernel`."""
+def load_kernel(source: str | os.PathLike, *, tokens: str | None = None, spec: str | None = None,
+                layer: int | None = None, head: int | None = None, compare: bool = True,
+                seed: int = 0) -> Kernel:
+    """Read any supported source (see the module docstring) as a :class:`Kernel`.
+    ``layer``/``head`` pick a head of a third-party model (default: the first
+    kernel head of the first layer); ``compare`` runs the library comparison."""
     path = Path(source)
     if spec is not None:
+        if layer is not None or head is not None:
+            raise InputError("--layer/--head pick a head of a detected layout; with --spec the spec's "
+                             "\"head\" does")
         from certify.sources.checkpoint import load_adapter_kernel
         return load_adapter_kernel(path, spec, tokens=tokens)
     if not path.exists():
         raise InputError(f"no such file: {source}")
-    if is_models_checkpoint(path):
+    kind = kind_of(path)
+    if kind == "weights":
+        from certify.sources.thirdparty import load_head_kernel
+        return load_head_kernel(path, layer=layer, head=head, tokens=tokens, compare=compare, seed=seed)
+    if layer is not None or head is not None:
+        raise InputError(f"--layer/--head pick a head of a third-party model; {source} is "
+                         + ("a models/ checkpoint (one head)" if kind == "models" else "a kernel or matrix file"))
+    if kind == "models":
         from certify.sources.checkpoint import load_models_checkpoint
         return load_models_checkpoint(path, tokens)
-    if path.is_dir():
-        raise InputError(f"{source} is a directory, not a kernel file or checkpoint")
     return read_kernel_file(path, tokens)
+
+
+def kind_of(path: Path) -> str:
+    """``models``, ``kernel`` or ``weights`` (see the module docstring)."""
+    if is_models_checkpoint(path):
+        return "models"
+    if path.is_dir() or path.suffix in TORCH_SUFFIXES or path.name.endswith((".index.json", "config.json")):
+        return "weights"                 # a model's config.json stands for the weights beside it
+    if path.suffix == ".safetensors":
+        try:
+            meta, _ = safetensors_header(path)
+        except InputError:
+            return "kernel"              # the kernel reader says what is wrong with it
+        names = set(meta) - {"__metadata__"}
+        return "kernel" if names <= KERNEL_TENSORS or len(names) == 1 else "weights"
+    return "kernel"
 
 
 def is_models_checkpoint(path: Path) -> bool:
     """A ``models/`` checkpoint: ``X.json`` with the checkpoint format, or weights
-    with such a sibling config."""
-    cfg = path if path.suffix == ".json" else path.with_suffix(".json")
-    if path.suffix not in (".json", ".safetensors", ".pt", ".pth", "") or not cfg.is_file():
+    with such a sibling config (or a stem of those)."""
+    if path.suffix in (".json", ".safetensors", ".pt", ".pth"):
+        cfg = path.with_suffix(".json")
+    elif path.suffix == "" and not path.is_dir():
+        cfg = path.with_name(path.name + ".json")
+    else:
+        return False
+    if not cfg.is_file():
         return False
     try:
         if cfg.stat().st_size > 16 << 20:
             return False
-        fmt = json.loads(cfg.read_text()).get("format")
-    except (ValueError, AttributeError, OSError, RecursionError):
+        obj = json.loads(cfg.read_text())
+    except (ValueError, OSError, RecursionError):
         return False
+    fmt = obj.get("format") if isinstance(obj, dict) else None
     if not isinstance(fmt, str) or not fmt.startswith("certify-attention/"):
         return False
-    try:
-        from models.checkpoint import FORMAT  # imports torch: only for a real candidate
-    except Exception:    # torch missing: not a checkpoint we can read
-        return False
+    from models.checkpoint import FORMAT           # imports torch: only for a real candidate
     return fmt == FORMAT
+
+
+def annotate(cert, kernel: Kernel):
+    """A rank certificate of ``kernel`` with what its extraction recorded: the
+    files read (inputs, by sha256) and, per claim, the path to the layer and the
+    library comparison (``info``)."""
+    from dataclasses import replace
+
+    from certify.sources.thirdparty import extraction_info, kernel_inputs
+    info = extraction_info(kernel)
+    cert.inputs.update(kernel_inputs(kernel))
+    if info:
+        cert.claims = [replace(c, info={**dict(c.info), **info}) for c in cert.claims]
+    return cert

@@ -2,10 +2,13 @@
 cheap check of a ``models/`` checkpoint before torch is imported.
 
 A source argument (``rank``, ``extract``, ``checkpoint``) is resolved: (1) the
-path as given; (2) a folder holding a config (``*.json``) and safetensors
-weights of the same name; (3) the path with a known suffix added (``.json``,
+path as given (a file, or a model folder: ``config.json`` with
+``model.safetensors``, its shards or ``pytorch_model.bin``); (2) a folder
+holding one config (``X.json``) and safetensors weights of the same name is
+that checkpoint; (3) the path with a known suffix added (``.json``,
 ``.safetensors``, then kernel/matrix files ``.npz``, ``.npy``, ``.csv``). So
 ``models/checkpoints/paper51-lookup-r32-s0`` works with or without its suffix.
+What the resolved path holds is decided by :func:`certify.sources.load.kind_of`.
 """
 
 from __future__ import annotations
@@ -64,14 +67,15 @@ def precheck_checkpoint(source: str | os.PathLike, kind: str = "checkpoint") -> 
     except (ValueError, RecursionError):
         raise InputError(f"checkpoint config {cfg} is not JSON") from None
     if not isinstance(obj, dict):
+        if kind == "checkpoint":
+            return      # a JSON matrix (a list of rows): the kernel readers decide
         raise InputError(f"checkpoint config {cfg} is not a JSON object")
     fmt = obj.get("format")
     if kind == "checkpoint" and isinstance(fmt, str) and fmt.startswith("certify-attention/kernel"):
         return          # a kernel file, read without torch
     if fmt != CHECKPOINT_FORMATS[kind]:
-        weights = any(cfg.with_suffix(x).is_file() for x in (".safetensors", ".pt", ".pth"))
-        if kind == "checkpoint" and not weights and not str(fmt).startswith("certify-attention/"):
-            return      # a plain JSON matrix, not a checkpoint: the kernel readers decide
+        if kind == "checkpoint" and not str(fmt).startswith("certify-attention/"):
+            return      # not one of ours: a matrix or a third-party config, read by their readers
         raise InputError(f"{cfg} is not a {kind} config (format must be "
                          f"{CHECKPOINT_FORMATS[kind]!r}, got {str(fmt)[:60]!r})")
     w = cfg.with_suffix(".safetensors")

@@ -1,11 +1,14 @@
 """The shared vocabulary of layout detection: one head as a kernel head, a refused
-head with its reason, a detected model.
+head with its reason, a layer, a detected model.
 
 A :class:`FeatureHead` is one head of one layer as the paper's head sees it:
 ``x -> pre(x) -> W x + b -> phi``, with ``alpha(x, z) = <phiQ(x), phiK(z)>``
 (the query scale folded into ``phiQ``, so the product is the number the
-library multiplies). Everything is recomputed in torch from the weights in
-their own dtype; the kernel is the exact product of those float features.
+library multiplies). ``pre`` is the model's own path from its input to the
+layer (embedding rows, pre-norms, input projections). Everything is
+recomputed in torch from the weights; the kernel is the exact product of
+those float features. A float zero is returned as ``+0.0`` (a ``-0.0`` from
+``relu(-0.0)`` is the same number, but not the same bytes).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ class Refusal:
     layer: int
     head: int | None            # None: every head of the layer
     module: str                 # the layer's class / state-dict prefix
-    mechanism: str              # "gating", "decay", "rotary", "favor+", ...
+    mechanism: str              # "gating", "decay", "rotary", "favor+", "softmax attention", ...
     reason: str                 # why the mechanism breaks the claim
 
     def to_json(self) -> dict[str, Any]:
@@ -41,19 +44,43 @@ class Refusal:
                 "mechanism": self.mechanism, "reason": self.reason}
 
 
+@dataclass(frozen=True)
+class Step:
+    """One step of the path from the model's input to a layer's projections."""
+
+    name: str                   # what it is, e.g. "LayerNorm net.layers.0.0.norm (eps 1e-05)"
+    fn: Phi
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fn(x)
+
+
+def compose(steps: list[Step]) -> Phi | None:
+    if not steps:
+        return None
+
+    def f(x):
+        for s in steps:
+            x = s(x)
+        return x
+    return f
+
+
 class FeatureHead:
     """One head as a kernel head: ``feature_matrices``, ``values``, ``m``, ``rank``,
     ``guarantee``, ``describe``. No scalar readout: correctness on a family is out
-    of reach for these heads (see ``certify.checkpoint_heads``)."""
+    of reach for these heads (see :mod:`certify.checkpoints.heads`)."""
 
     def __init__(self, *, m: int, Wq: torch.Tensor, Wk: torch.Tensor, phi_q: Phi, phi_k: Phi, rank: int,
                  nonnegative: bool, feature_map: str, bq: torch.Tensor | None = None,
                  bk: torch.Tensor | None = None, Wv: torch.Tensor | None = None,
-                 bv: torch.Tensor | None = None, pre: Phi | None = None, causal: bool = False,
+                 bv: torch.Tensor | None = None, steps: list[Step] | None = None, causal: bool = False,
                  notes: str = "", details: Mapping[str, Any] | None = None) -> None:
         self.m, self.rank = int(m), int(rank)
         self.Wq, self.Wk, self.bq, self.bk, self.Wv, self.bv = Wq, Wk, bq, bk, Wv, bv
-        self.phi_q, self.phi_k, self.pre = phi_q, phi_k, pre
+        self.phi_q, self.phi_k = phi_q, phi_k
+        self.steps = list(steps or [])
+        self.pre = compose(self.steps)
         self.dtype = Wq.dtype
         self.guarantee = "features_nonnegative" if nonnegative else "signed"
         self.feature_map, self.causal, self.notes = feature_map, causal, notes
@@ -74,7 +101,9 @@ class FeatureHead:
     @torch.no_grad()
     def feature_matrices(self, tokens) -> tuple[torch.Tensor, torch.Tensor]:
         x = self._x(tokens)                                                   # (K, m)
-        return self.phi_q(self._lin(x, self.Wq, self.bq)), self.phi_k(self._lin(x, self.Wk, self.bk))
+        q = self.phi_q(self._lin(x, self.Wq, self.bq))                        # (K, r)
+        k = self.phi_k(self._lin(x, self.Wk, self.bk))
+        return q + 0.0, k + 0.0                                               # -0.0 -> +0.0
 
     @torch.no_grad()
     def values(self, tokens) -> torch.Tensor:
@@ -84,17 +113,25 @@ class FeatureHead:
 
     def describe(self) -> dict[str, Any]:
         return {"feature_map": self.feature_map, "rank": self.rank, "m": self.m, "causal": self.causal,
-                "guarantee": self.guarantee, "notes": self.notes, **self.details}
+                "guarantee": self.guarantee, "notes": self.notes,
+                "input_path": [s.name for s in self.steps], **self.details}
 
 
 @dataclass
 class LayerPlan:
-    """One attention layer: its heads (kernel heads or refusals)."""
+    """One attention layer: its heads (kernel heads or refusals).
+
+    ``reads_tokens``: the layer's inputs are the token set (the first layer of
+    a model, or a layer read on its own inputs); otherwise its inputs are an
+    earlier layer's outputs (not a finite known set)."""
 
     index: int
     prefix: str
     module: str
     heads: list[Any] = field(default_factory=list)          # FeatureHead | AdaptedHead | Refusal
+    reads_tokens: bool = True
+    m: int = 0                                              # width of the layer's inputs
+    library: Mapping[str, Any] = field(default_factory=dict)   # how to build the library's own module
 
 
 @dataclass
@@ -102,8 +139,11 @@ class Detected:
     """A checkpoint's layout: the library, its layers, and the first layer's tokens.
 
     ``embedding`` (V, m): the vocabulary's embedding rows, when the model has
-    one (the first layer then reads those rows); otherwise the first layer
-    reads ``m``-bit tokens directly (the cube or a family's tokens)."""
+    one (the first layer then reads those rows through ``steps``); otherwise
+    the first layer reads ``m``-dimensional vectors directly (the cube or a
+    family's tokens). ``prefix``: where in the state dict the library's object
+    sits (a user's module around it is not read). ``defaults``: the library
+    defaults that decided something no config key gave."""
 
     library: str
     layout: str
@@ -112,11 +152,23 @@ class Detected:
     embedding: torch.Tensor | None = None
     reason: str = ""                      # how the layout was recognised
     config: Mapping[str, Any] = field(default_factory=dict)
+    prefix: str = ""
+    container: str = ""                   # the library object, e.g. "performer_pytorch.Performer"
+    defaults: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    stored_dtype: str = ""                # the weights' dtype on disk, when not the compute dtype
 
     def heads(self):
         for layer in self.layers:
             for h in layer.heads:
                 yield layer, h
+
+    def describe(self) -> dict[str, Any]:
+        return {"library": self.library, "layout": self.layout, "detected_by": self.reason,
+                "prefix": self.prefix, "container": self.container, "defaults_used": dict(self.defaults),
+                "notes": list(self.notes), "layers": len(self.layers),
+                **({"embedding": list(self.embedding.shape)} if self.embedding is not None else {}),
+                **({"stored_dtype": self.stored_dtype} if self.stored_dtype else {})}
 
 
 def rows_of_head(W: torch.Tensor, heads: int, head: int, what: str) -> torch.Tensor:
@@ -132,3 +184,29 @@ def rms_norm(weight: torch.Tensor | None, eps: float) -> Phi:
         y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
         return y * weight.to(x.dtype) if weight is not None else y
     return f
+
+
+def layer_norm(weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float) -> Phi:
+    """``torch.nn.LayerNorm`` with the stored affine parameters."""
+    from torch.nn import functional as F
+
+    def f(x):
+        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+    return f
+
+
+def compute_dtype(sd: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], str]:
+    """Half-precision weights (bf16, fp16) as float32, converted exactly (every
+    bf16/fp16 value is a float32); ``(tensors, stored dtype or "")``."""
+    half = sorted({str(t.dtype).removeprefix("torch.") for t in sd.values()
+                   if t.dtype in (torch.bfloat16, torch.float16)})
+    if not half:
+        return dict(sd), ""
+    out = {k: (t.to(torch.float32) if t.dtype in (torch.bfloat16, torch.float16) else t) for k, t in sd.items()}
+    return out, "+".join(half)
+
+
+def natural(s: str):
+    """Sort key: ``layers.10`` after ``layers.9``."""
+    import re
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]

@@ -23,14 +23,27 @@ DEFAULTS: Mapping[tuple[str, str], tuple[str, Mapping[str, Any], bool]] = {
         {"causal": False, "heads": 8, "dim_head": 64, "local_heads": 0, "nb_features": None,
          "feature_redraw_interval": 1000, "generalized_attention": False, "kernel_fn": "ReLU",
          "no_projection": False, "qkv_bias": False}, True),
+    ("performer-pytorch", "Performer"): (
+        "performer_pytorch.performer_pytorch:Performer",
+        {"local_attn_heads": 0, "causal": False, "generalized_attention": False, "kernel_fn": "ReLU",
+         "use_scalenorm": False, "use_rezero": False, "no_projection": False, "qkv_bias": True,
+         "attn_out_bias": True, "shift_tokens": False, "reversible": False, "ff_mult": 4, "ff_glu": False,
+         "cross_attend": False, "nb_features": None}, True),
     ("linear-attention-transformer", "SelfAttention"): (
         "linear_attention_transformer.linear_attention_transformer:SelfAttention",
-        {"causal": False, "dim_head": None, "n_local_attn_heads": 0, "receives_context": False}, True),
+        {"causal": False, "dim_head": None, "n_local_attn_heads": 0, "receives_context": False,
+         "blindspot_size": 1}, True),
+    ("linear-attention-transformer", "LinearAttentionTransformer"): (
+        "linear_attention_transformer.linear_attention_transformer:LinearAttentionTransformer",
+        {"heads": 8, "dim_head": None, "causal": False, "blindspot_size": 1, "n_local_attn_heads": 0,
+         "reversible": False, "shift_tokens": False, "attend_axially": False, "receives_context": False,
+         "ff_glu": False}, True),
     ("fla", "LinearAttention"): (
         "fla.layers:LinearAttention",
         {"hidden_size": 1024, "expand_k": 1.0, "expand_v": 1.0, "num_heads": 8, "num_kv_heads": None,
          "feature_map": "elementwise_product", "tie_feature_map_qk": False, "output_norm": "rmsnorm",
-         "norm_q": False, "norm_k": False, "do_feature_map_norm": False, "norm_eps": 1e-05}, True),
+         "norm_q": False, "norm_k": False, "do_feature_map_norm": False, "norm_eps": 1e-05,
+         "elementwise_affine": True}, True),
     ("fla", "LinearAttentionConfig"): (
         "fla.models:LinearAttentionConfig",
         {"hidden_size": 2048, "expand_k": 1.0, "expand_v": 1.0, "num_heads": 4, "num_kv_heads": None,
@@ -45,6 +58,10 @@ DEFAULTS: Mapping[tuple[str, str], tuple[str, Mapping[str, Any], bool]] = {
         "fla.layers:ReBasedLinearAttention",
         {"feature_dim": 16, "num_key_value_heads": 16, "num_heads": 16, "use_gamma": True,
          "use_beta": True, "normalize": True, "causal": True, "eps": 1e-05}, True),
+    ("fla", "Attention"): (
+        "fla.layers.attn:Attention",
+        {"hidden_size": 2048, "num_heads": 32, "num_kv_heads": None, "qkv_bias": False, "qk_norm": False,
+         "window_size": None}, True),
     # zoology is not on the package index: its Based mixer's defaults, read from
     # zoology/mixers/based.py; the kernel is checked through fla's port above.
     ("zoology", "Based"): (

@@ -4,18 +4,29 @@ layer, ``BasedLinearAttention`` (fla's port of zoology's Based) and
 
 fla users save models with ``save_pretrained`` (a folder with ``config.json``,
 ``model_type`` naming the architecture, and ``model.safetensors``); a bare
-layer's ``state_dict`` is read from its keys (and a ``config.json`` of the
-layer's constructor arguments when its keys do not tell).
+layer's ``state_dict`` (at any key prefix) is read from its keys and a
+``config.json`` of the layer's constructor arguments.
+
+Which layer a bare state dict is, is decided by the config and the keys,
+never guessed: ``"class"`` in the config decides; otherwise every class
+whose constructor takes the config's keys and can produce exactly these keys
+is a candidate, and two candidates are refused (exit 2) with the key that
+decides. ``q_proj/k_proj/v_proj/o_proj`` alone fit ``LinearAttention``
+(``output_norm="identity"`` with a parameter-free map), ``Based``, ``ReBased``
+without affine parameters, and softmax ``Attention``: a ``"feature_map"``
+(a ``LinearAttention`` argument) or ``"class"`` decides. What neither says is
+the library's default (:mod:`models.layouts.defaults`), stated in the output.
 
 Per head (queries ``q = W_q x``, keys ``k = W_k x`` of one head; a grouped key
 head serves ``num_heads / num_kv_heads`` query heads):
 
-* ``LinearAttention``: ``phi`` in elu (``elu + 1``), relu, identity (signed),
-  hedgehog (``softmax([2(Wq+b), -2(Wq+b)])``), t2r (``relu(Wq (+b))``), dpfp
-  (``nu = 4``), elementwise_product (``(W1 q + b1) * (W2 q + b2)``, signed);
-  ``norm_q``/``norm_k`` divide by ``sum(phi) + 1e-4`` (a fixed per-token
-  map); the query carries fla's scale ``r^-1/2`` (``r`` the feature size).
-  The denominator exists only with ``do_feature_map_norm=True``
+* ``LinearAttention``: ``phi`` in elu (fla's ``elu_p1``: ``x + 1`` for
+  ``x >= 0``, ``exp(x)`` below, without cancellation), relu, identity
+  (signed), hedgehog (``softmax([2(Wq+b), -2(Wq+b)])``), t2r
+  (``relu(Wq)``), dpfp (``nu = 4``), elementwise_product
+  (``(W1 q + b1) * (W2 q + b2)``, signed); ``norm_q``/``norm_k`` divide by
+  ``sum(phi) + 1e-4``; the query carries fla's scale ``r^-1/2`` (``r`` the
+  feature size). The denominator exists only with ``do_feature_map_norm=True``
   (``norm_feature_map`` in the model config); fla's default ``False`` is
   attention without a normalizing denominator: refused.
 * Based: ``phi(u) = [1, u / d^1/4, u_i^2 / (sqrt(2) d^1/2), u_i u_j / d^1/2 (i<j)]``,
@@ -39,8 +50,8 @@ import torch
 from torch.nn import functional as F
 
 from certify.core.errors import InputError
-from models.layouts.base import (SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, rms_norm,
-                                 rows_of_head)
+from models.layouts.base import (SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, Step, natural,
+                                 rms_norm, rows_of_head)
 from models.layouts.defaults import defaults
 
 #: fla model types (config.json "model_type") whose kernel is not a fixed function of (x, z)
@@ -63,11 +74,13 @@ REFUSED_MODELS: Mapping[str, tuple[str, str]] = {
     "kda": ("gating and delta rule", "Kimi delta attention: gated delta rule"),
     "rwkv6": ("data-dependent decay", "RWKV-6 decays the state by per-token learned rates"),
     "rwkv7": ("data-dependent decay", "RWKV-7 decays and rewrites the state per token"),
-    "transformer": ("softmax attention, rotary", "dense softmax attention with rotary position embeddings"),
+    "transformer": ("softmax attention", "dense softmax attention (with rotary positions) normalizes "
+                    "exp(q.k) over the sequence: softmax attention is not a finite-rank kernel"),
     "minimax": ("decay", "lightning attention with exponential decay per head"),
     "lightnet": ("decay", "LightNet's recurrence decays the state per token"),
     "comba": ("gating and delta rule", "gated delta rule variant"),
-    "forgetting_transformer": ("forget gate", "softmax attention with a data-dependent forget gate"),
+    "forgetting_transformer": ("softmax attention", "softmax attention with a data-dependent forget gate "
+                               "normalizes exp(q.k) over the sequence: not a finite-rank kernel"),
     "abc": ("data-dependent gating", "slot memory with per-token forgetting"),
     "rodimus": ("data-dependent gating", "gated recurrence"),
     "mesa_net": ("delta rule", "online least-squares state update"),
@@ -83,16 +96,33 @@ REFUSED_KEYS: tuple[tuple[str, str, str], ...] = (
     ("g_proj", "gating", "an output / forget gate g_proj computed from the token (RetNet / GSA style)"),
     ("f_proj", "forget gate", "a forget-gate projection f_proj"),
 )
-FLA_LAYER_CONFIG = {"library", "class", "hidden_size", "num_heads", "num_kv_heads", "feature_map",
-                    "tie_feature_map_qk", "norm_q", "norm_k", "do_feature_map_norm", "expand_k", "expand_v",
-                    "feature_dim", "num_key_value_heads", "causal", "eps", "mode", "output_norm",
-                    "norm_eps", "use_gamma", "use_beta", "normalize", "feature_name", "elementwise_affine"}
+QKVO = {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
+LA_ARGS = {"mode", "hidden_size", "expand_k", "expand_v", "num_heads", "num_kv_heads", "feature_map",
+           "tie_feature_map_qk", "output_norm", "norm_q", "norm_k", "do_feature_map_norm", "elementwise_affine",
+           "norm_eps", "layer_idx"}
+BASED_ARGS = {"hidden_size", "feature_dim", "num_key_value_heads", "num_heads", "feature_name", "eps", "causal",
+              "mode"}
+REBASED_ARGS = {"hidden_size", "l_max", "feature_dim", "num_key_value_heads", "num_heads", "use_gamma",
+                "use_beta", "normalize", "causal", "eps", "mode", "layer_idx"}
+ATTN_ARGS = {"hidden_size", "num_heads", "num_kv_heads", "qkv_bias", "qk_norm", "window_size", "rope_theta",
+             "max_position_embeddings", "layer_idx"}
+META = {"library", "class"}
+CLASSES = ("LinearAttention", "BasedLinearAttention", "ReBasedLinearAttention", "Attention")
+PARAM_FREE = ("elu", "relu", "identity", "dpfp")
+LEARNED = {"hedgehog": {"layer.weight", "layer.bias"}, "t2r": {"layer.weight"},
+           "elementwise_product": {"layer1.weight", "layer1.bias", "layer2.weight", "layer2.bias"}}
 
 
 # ---------------------------------------------------------------- feature maps
 
 def elu1(u):
+    """``elu(u) + 1`` as fast-transformers computes it."""
     return F.elu(u) + 1.0
+
+
+def elu_p1(u):
+    """fla's ``elu_p1``: ``u + 1`` for ``u >= 0``, ``exp(u)`` below (no cancellation)."""
+    return torch.where(u >= 0, u + 1, u.clamp_max(0).exp()).to(u.dtype)
 
 
 def dpfp(u, nu: int = 4):
@@ -132,7 +162,7 @@ def rebased(gamma, beta, normalize: bool, eps: float = 1e-5):
 
 
 def _learned_map(kind: str, sd, prefix: str):
-    """(phi, rank factor, nonnegative) of a learned fla feature-map module at ``prefix``."""
+    """(phi, rank, nonnegative) of a learned fla feature-map module at ``prefix``."""
     if kind == "hedgehog":
         W, b = sd[prefix + "layer.weight"], sd[prefix + "layer.bias"]
         return (lambda u: torch.cat([2 * (u @ W.T + b), -2 * (u @ W.T + b)], -1).softmax(-1)), 2 * W.shape[0], True
@@ -148,7 +178,7 @@ def _learned_map(kind: str, sd, prefix: str):
 
 def _fixed_map(kind: str, d: int):
     if kind == "elu":
-        return elu1, d, True
+        return elu_p1, d, True
     if kind == "relu":
         return F.relu, d, True
     if kind == "identity":
@@ -161,9 +191,23 @@ def _fixed_map(kind: str, d: int):
 
 # ---------------------------------------------------------------- layers
 
-def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, pre=None) -> LayerPlan:
+def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, steps=None, m: int | None = None,
+                           reads_tokens: bool = True) -> LayerPlan:
     """Heads of one fla ``LinearAttention`` at prefix ``p`` (cfg: the layer's arguments)."""
-    plan = LayerPlan(layer, p, "fla.layers.LinearAttention")
+    Wq, Wk = sd[p + "q_proj.weight"], sd[p + "k_proj.weight"]
+    plan = LayerPlan(layer, p, "fla.layers.LinearAttention", reads_tokens=reads_tokens,
+                     m=int(m if m is not None else Wq.shape[1]))
+    H = int(cfg["num_heads"])
+    Hkv = int(cfg.get("num_kv_heads") or H)
+    kind = cfg["feature_map"]
+    tied = bool(cfg.get("tie_feature_map_qk"))
+    plan.library = {"build": "LinearAttention", "num_heads": H, "num_kv_heads": Hkv, "feature_map": kind,
+                    "tie_feature_map_qk": tied, "norm_q": bool(cfg.get("norm_q")), "norm_k": bool(cfg.get("norm_k")),
+                    "output_norm": cfg.get("output_norm", "rmsnorm"),
+                    "elementwise_affine": bool(cfg.get("elementwise_affine", True)),
+                    "norm_eps": float(cfg.get("norm_eps", 1e-5)),
+                    "key_dim": int(Wq.shape[0]), "value_dim": int(sd[p + "v_proj.weight"].shape[0]) * (H // Hkv)
+                    if H % Hkv == 0 else 0}
     if not cfg["do_feature_map_norm"]:
         plan.heads.append(Refusal(
             layer, None, plan.module, "no normalizing denominator",
@@ -171,23 +215,19 @@ def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, pre=N
             "outputs sum_j alpha(x, z_j) v_j without dividing by sum_j alpha(x, z_j), which is not the "
             "paper's normalized head, so no claim about it is made"))
         return plan
-    Wq, Wk = sd[p + "q_proj.weight"], sd[p + "k_proj.weight"]
     Wv = sd.get(p + "v_proj.weight")
-    H = int(cfg["num_heads"])
-    Hkv = int(cfg.get("num_kv_heads") or H)
-    if Wq.shape[0] % H or Wk.shape[0] % Hkv or H % Hkv:
+    if Wq.shape[0] % H or Wk.shape[0] % Hkv or H % Hkv or Wq.shape[0] // H != Wk.shape[0] // Hkv:
         raise InputError(f"{p}q_proj.weight: {Wq.shape[0]} rows do not split into {H} heads "
-                         f"({Hkv} key heads)")
-    d = Wq.shape[0] // H
-    kind = cfg["feature_map"]
-    tied = bool(cfg.get("tie_feature_map_qk"))
+                         f"({Hkv} key heads, k_proj has {Wk.shape[0]} rows); give num_heads and num_kv_heads "
+                         f"in config.json")
     for h in range(H):
         hk = h // (H // Hkv)
-        if kind in ("hedgehog", "t2r", "elementwise_product"):
+        if kind in LEARNED:
             phq, r, nonneg = _learned_map(kind, sd, p + "feature_map_q.")
-            phk, _, _ = _learned_map(kind, sd, p + ("feature_map_q." if tied else "feature_map_k."))
+            phk, _, _ = _learned_map(kind, sd, p + ("feature_map_k." if p + "feature_map_k." + next(
+                iter(LEARNED[kind])) in sd else "feature_map_q."))
         else:
-            phq, r, nonneg = _fixed_map(kind, d)
+            phq, r, nonneg = _fixed_map(kind, Wq.shape[0] // H)
             phk = phq
         nq, nk = bool(cfg.get("norm_q")), bool(cfg.get("norm_k"))
         scale = r ** -0.5
@@ -201,21 +241,20 @@ def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, pre=N
             return x / (x.sum(-1, keepdim=True) + 1e-4) if nk else x
 
         plan.heads.append(FeatureHead(
-            m=Wq.shape[1], Wq=rows_of_head(Wq, H, h, "q_proj"), Wk=rows_of_head(Wk, Hkv, hk, "k_proj"),
+            m=plan.m, Wq=rows_of_head(Wq, H, h, "q_proj"), Wk=rows_of_head(Wk, Hkv, hk, "k_proj"),
             Wv=rows_of_head(Wv, Hkv, hk, "v_proj") if Wv is not None else None, phi_q=fq, phi_k=fk,
-            rank=r, nonnegative=nonneg, feature_map=f"fla-{kind}" + ("-tied" if tied else ""), pre=pre,
+            rank=r, nonnegative=nonneg, feature_map=f"fla-{kind}" + ("-tied" if tied else ""), steps=steps,
             causal=True, notes="denominator + 1e-10 in fla's reference op; query scale r^-1/2 folded "
             "into phiQ", details={"head": h, "kv_head": hk}))
     return plan
 
 
-def based_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, module: str, pre=None,
+def based_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, module: str, steps=None,
                 names=("q_proj", "k_proj", "v_proj")) -> LayerPlan:
     """Heads of a Based layer (fla's ``BasedLinearAttention`` or zoology's ``Based``)."""
-    plan = LayerPlan(layer, p, module)
     Wq, Wk, Wv = (sd[p + n + ".weight"] for n in names)
-    fd = int(cfg["feature_dim"])
-    H = int(cfg["num_heads"])
+    plan = LayerPlan(layer, p, module, m=int(Wq.shape[1]))
+    fd, H = int(cfg["feature_dim"]), int(cfg["num_heads"])
     if Wq.shape[0] != fd * H:
         raise InputError(f"{p}{names[0]}.weight has {Wq.shape[0]} rows, not feature_dim x num_heads = "
                          f"{fd} x {H}; give them in config.json, or {SPEC_HINT}")
@@ -225,119 +264,306 @@ def based_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, module: str, pre
         phi, r, fmap = taylor, taylor_rank(fd), "taylor_exp"
     else:
         raise InputError(f"Based feature_name {cfg.get('feature_name')!r} is not taylor_exp or identity")
-    if not cfg.get("causal", True):
-        note = "non-causal: every query sees the whole sequence"
-    else:
-        note = "causal: the final query sees the whole sequence (Thm 8's setting)"
+    causal = bool(cfg.get("causal", True))
+    note = ("causal: the final query sees the whole sequence (Thm 8's setting)" if causal
+            else "non-causal: every query sees the whole sequence")
+    plan.library = {"build": "BasedLinearAttention", "feature_dim": fd, "num_heads": H,
+                    "num_key_value_heads": int(cfg.get("num_key_value_heads", H)), "causal": causal,
+                    "feature_name": fmap, "eps": float(cfg.get("eps", 1e-12))}
     for h in range(H):
         plan.heads.append(FeatureHead(
-            m=Wq.shape[1], Wq=rows_of_head(Wq, H, h, names[0]), Wk=rows_of_head(Wk, H, h, names[1]),
+            m=plan.m, Wq=rows_of_head(Wq, H, h, names[0]), Wk=rows_of_head(Wk, H, h, names[1]),
             Wv=rows_of_head(Wv, H, h, names[2]), phi_q=phi, phi_k=phi, rank=r, nonnegative=False,
-            feature_map=f"based-{fmap}", pre=pre, causal=bool(cfg.get("causal", True)),
+            feature_map=f"based-{fmap}", steps=steps, causal=causal,
             notes=note + "; alpha = 1 + s + s^2/2 > 0 (s = q.k/sqrt(d)) with signed features; "
             "denominator + eps (1e-12 / 1e-6)", details={"head": h}))
     return plan
 
 
-def rebased_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, pre=None) -> LayerPlan:
-    plan = LayerPlan(layer, p, "fla.layers.ReBasedLinearAttention")
+def rebased_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, given: set[str]) -> LayerPlan:
     Wq, Wk, Wv = sd[p + "q_proj.weight"], sd[p + "k_proj.weight"], sd[p + "v_proj.weight"]
+    plan = LayerPlan(layer, p, "fla.layers.ReBasedLinearAttention", m=int(Wq.shape[1]))
     gamma, beta = sd.get(p + "feature_map.gamma"), sd.get(p + "feature_map.beta")
-    fd = int(gamma.shape[0]) if gamma is not None else int(cfg["feature_dim"])
+    fd = int(gamma.shape[0]) if gamma is not None else (int(beta.shape[0]) if beta is not None
+                                                         else int(cfg["feature_dim"]))
+    if Wq.shape[0] % fd:
+        raise InputError(f"{p}q_proj.weight has {Wq.shape[0]} rows, not a multiple of feature_dim {fd}")
     H = Wq.shape[0] // fd
-    Hkv = int(cfg["num_key_value_heads"]) if "num_key_value_heads" in cfg.get("_given", ()) else H
-    phi = rebased(gamma, beta, bool(cfg.get("normalize", True)))
+    Hkv = int(cfg["num_key_value_heads"]) if "num_key_value_heads" in given else H
+    normalize = bool(cfg.get("normalize", True))
+    phi = rebased(gamma, beta, normalize)
+    plan.library = {"build": "ReBasedLinearAttention", "feature_dim": fd, "num_heads": H,
+                    "num_key_value_heads": Hkv, "use_gamma": gamma is not None, "use_beta": beta is not None,
+                    "normalize": normalize, "causal": bool(cfg.get("causal", True))}
     for h in range(H):
         plan.heads.append(FeatureHead(
-            m=Wq.shape[1], Wq=rows_of_head(Wq, H, h, "q_proj"), Wk=rows_of_head(Wk, H, h, "k_proj"),
+            m=plan.m, Wq=rows_of_head(Wq, H, h, "q_proj"), Wk=rows_of_head(Wk, H, h, "k_proj"),
             Wv=rows_of_head(Wv, Hkv, h % Hkv, "v_proj"), phi_q=phi, phi_k=phi, rank=fd * (fd + 1) // 2,
-            nonnegative=False, feature_map="rebased", pre=pre, causal=True,
+            nonnegative=False, feature_map="rebased", causal=True,
             notes="alpha = (q.k)^2/d after a per-token LayerNorm (>= 0, signed features)",
             details={"head": h}))
     return plan
 
 
-# ---------------------------------------------------------------- detection
+# ---------------------------------------------------------------- models (save_pretrained)
+
+def model_root(sd: Mapping[str, torch.Tensor]) -> str | None:
+    """The key prefix of an fla model's ``model.embeddings.weight``, if any."""
+    roots = [k[:-len("model.embeddings.weight")] for k in sd if k.endswith("model.embeddings.weight")]
+    return roots[0] if len(roots) == 1 and any(k.startswith(roots[0] + "model.layers.") for k in sd) else None
+
 
 def detect_model(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
     """An fla model folder (``config.json`` with ``model_type``)."""
     mt = config.get("model_type")
-    if mt is None or not any(k.startswith("model.layers.") for k in sd):
-        return None
-    n = int(config.get("num_hidden_layers", 0)) or 1 + max(int(k.split(".")[2]) for k in sd
-                                                          if k.startswith("model.layers."))
-    emb = sd.get("model.embeddings.weight")
+    R = model_root(sd)
+    if R is None:
+        if mt in REFUSED_MODELS or mt == "linear_attn":
+            if not any(".layers." in k for k in sd):
+                return None
+        else:
+            return None
+        R = ""
+    if mt is None:
+        raise InputError("an fla model's state dict (model.embeddings, model.layers.N.attn) without its "
+                         "config.json: save it with save_pretrained, or put the model's config.json (with "
+                         "model_type) beside the weights")
+    idx = sorted({int(k[len(R) + len("model.layers."):].split(".")[0]) for k in sd
+                  if k.startswith(R + "model.layers.")})
+    n = int(config.get("num_hidden_layers", 0)) or (1 + max(idx) if idx else 1)
+    emb = sd.get(R + "model.embeddings.weight")
+    width = int(emb.shape[1]) if emb is not None else int(config.get("hidden_size", 0))
     if mt in REFUSED_MODELS:
         mech, why = REFUSED_MODELS[mt]
-        layers = [LayerPlan(i, f"model.layers.{i}.attn.", f"fla {mt}",
-                            [Refusal(i, None, f"fla {mt}", mech, why)]) for i in range(n)]
-        return Detected("fla", f"fla:{mt}", layers, int(emb.shape[1]) if emb is not None else 0, emb,
-                        reason=f"config.json model_type {mt!r}", config=dict(config))
+        layers = [LayerPlan(i, f"{R}model.layers.{i}.attn.", f"fla {mt}",
+                            [Refusal(i, None, f"fla {mt}", mech, why)], reads_tokens=i == 0, m=width)
+                  for i in range(n)]
+        return Detected("fla", f"fla:{mt}", layers, width, emb, reason=f"config.json model_type {mt!r}",
+                        config=dict(config), prefix=R, container=f"fla {mt} model")
     if mt != "linear_attn":
         return None
-    cfg = {**defaults("fla", "LinearAttentionConfig"), **config}
+    base = defaults("fla", "LinearAttentionConfig")
+    cfg = {**base, **config}
+    used = {k: base[k] for k in ("num_heads", "num_kv_heads", "feature_map", "tie_feature_map_qk", "norm_q",
+                                  "norm_k", "norm_feature_map", "norm_eps") if k not in config}
+    if "hidden_size" in config and emb is not None and int(config["hidden_size"]) != width:
+        raise InputError(f"config.json hidden_size {config['hidden_size']} but the embeddings are {width} wide")
     lay = {"num_heads": cfg["num_heads"], "num_kv_heads": cfg["num_kv_heads"], "feature_map": cfg["feature_map"],
            "tie_feature_map_qk": cfg["tie_feature_map_qk"], "norm_q": cfg["norm_q"], "norm_k": cfg["norm_k"],
-           "do_feature_map_norm": cfg["norm_feature_map"]}
+           "do_feature_map_norm": cfg["norm_feature_map"], "elementwise_affine": cfg.get("elementwise_affine", True),
+           "norm_eps": cfg["norm_eps"], "output_norm": "rmsnorm"}
     softmax_layers = set((cfg.get("attn") or {}).get("layers", []))
-    layers = []
+    det = Detected("fla", "fla:linear_attn", [], width, emb, reason="config.json model_type 'linear_attn'",
+                   config=dict(config), prefix=R, container="fla LinearAttentionModel", defaults=used)
+    if R:
+        det.notes.append(f"the fla model sits under the key prefix {R!r}")
     for i in range(n):
-        p = f"model.layers.{i}.attn."
+        p = f"{R}model.layers.{i}.attn."
         if i in softmax_layers:
-            layers.append(LayerPlan(i, p, "fla.layers.Attention", [Refusal(
-                i, None, "fla.layers.Attention", "softmax attention, rotary",
-                "a hybrid layer of dense softmax attention (rotary positions): not a kernel head")]))
+            det.layers.append(LayerPlan(i, p, "fla.layers.Attention", [Refusal(
+                i, None, "fla.layers.Attention", "softmax attention",
+                "a hybrid layer of dense softmax attention (rotary positions) normalizes exp(q.k) over the "
+                "sequence: softmax attention is not a finite-rank kernel")], reads_tokens=i == 0, m=width))
             continue
-        pre = rms_norm(sd.get(f"model.layers.{i}.attn_norm.weight"), float(cfg["norm_eps"]))
-        layers.append(linear_attention_heads(sd, p, lay, i, pre=pre))
-    return Detected("fla", "fla:linear_attn", layers, int(cfg["hidden_size"]), emb,
-                    reason="config.json model_type 'linear_attn'", config=dict(config))
+        steps = []
+        if i == 0:
+            w = sd.get(f"{R}model.layers.0.attn_norm.weight")
+            steps = [Step(f"RMSNorm {R}model.layers.0.attn_norm (eps {cfg['norm_eps']})",
+                          rms_norm(w, float(cfg["norm_eps"])))]
+        plan = linear_attention_heads(sd, p, lay, i, steps=steps, m=width, reads_tokens=i == 0)
+        plan.library = {**plan.library, "model": True, "root": R, "fuse_norm": bool(cfg.get("fuse_norm", True)),
+                        "attn_norm_eps": float(cfg["norm_eps"])}
+        det.layers.append(plan)
+    return det
+
+
+# ---------------------------------------------------------------- bare layers (any prefix)
+
+def layer_prefixes(sd: Mapping[str, torch.Tensor]) -> list[str]:
+    ps = [k[:-len("q_proj.weight")] for k in sd if k.endswith("q_proj.weight")
+          and (k == "q_proj.weight" or k[-len("q_proj.weight") - 1] == ".")]
+    return sorted((p for p in ps if p + "k_proj.weight" in sd), key=natural)
+
+
+def _local(sd, p: str) -> set[str]:
+    """Key names under prefix ``p`` that belong to the layer itself (not to a
+    nested layer at a longer prefix)."""
+    return {k[len(p):] for k in sd if k.startswith(p)}
+
+
+def fits(cls: str, local: set[str], config: Mapping[str, Any]) -> str | None:
+    """Why ``cls`` cannot be this layer (its keys under the config), or None when it can."""
+    args = {"LinearAttention": LA_ARGS, "BasedLinearAttention": BASED_ARGS, "ReBasedLinearAttention": REBASED_ARGS,
+            "Attention": ATTN_ARGS}[cls] | META
+    extra_cfg = set(config) - args
+    if extra_cfg:
+        return f"it takes no argument {sorted(extra_cfg)[0]!r}"
+    if not QKVO <= local:
+        return "q_proj/k_proj/v_proj/o_proj are not all there"
+    rest = local - QKVO
+    if cls == "LinearAttention":
+        fq = {k[len("feature_map_q."):] for k in rest if k.startswith("feature_map_q.")}
+        fk = {k[len("feature_map_k."):] for k in rest if k.startswith("feature_map_k.")}
+        norm = {k for k in rest if k.startswith("norm.")}
+        if rest - {f"feature_map_q.{k}" for k in fq} - {f"feature_map_k.{k}" for k in fk} - norm:
+            return f"it has no {sorted(rest)[0]!r}"
+        if fk and fk != fq:
+            return "feature_map_k differs from feature_map_q"
+        maps = [k for k, ks in LEARNED.items() if ks == fq] if fq else list(PARAM_FREE)
+        if not maps:
+            return f"feature_map_q holds {sorted(fq)}, no fla feature map's parameters"
+        if "feature_map" in config and config["feature_map"] not in maps:
+            return f"feature_map {config['feature_map']!r} does not fit the keys (they fit {maps})"
+        affine = config.get("elementwise_affine", True)
+        if norm - {"norm.weight"}:
+            return "its output RMSNorm has no bias"
+        if "output_norm" in config and (config["output_norm"] == "rmsnorm" and affine) != bool(norm):
+            return f"output_norm {config['output_norm']!r} does not fit the keys"
+        return None
+    if cls == "BasedLinearAttention":
+        if rest:
+            return f"it has no {sorted(rest)[0]!r}"
+        if config.get("feature_name", "taylor_exp") != "taylor_exp":
+            return "fla's Based takes only feature_name='taylor_exp'"
+        return None
+    if cls == "ReBasedLinearAttention":
+        if rest - {"feature_map.gamma", "feature_map.beta"}:
+            return f"it has no {sorted(rest - {'feature_map.gamma', 'feature_map.beta'})[0]!r}"
+        for key, flag in (("feature_map.gamma", "use_gamma"), ("feature_map.beta", "use_beta")):
+            if flag in config and bool(config[flag]) != (key in rest):
+                return f"{flag}={config[flag]} does not fit the keys"
+        return None
+    if rest - {"q_proj.bias", "k_proj.bias", "v_proj.bias", "q_norm.weight", "k_norm.weight"}:
+        return f"it has no {sorted(rest)[0]!r}"
+    return None
+
+
+_WHAT = {"LinearAttention": "fla LinearAttention", "BasedLinearAttention": "fla BasedLinearAttention",
+         "ReBasedLinearAttention": "fla ReBasedLinearAttention",
+         "Attention": "softmax attention (fla Attention, or any q/k/v/o_proj softmax layer)"}
+
+
+def classify(sd, p: str, config: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+    """``(class, candidates)``: the one class these keys and this config fit, or
+    None with the candidates (empty: not an fla layer)."""
+    local = _local(sd, p)
+    cls = config.get("class")
+    if cls is not None:
+        if cls not in CLASSES:
+            raise InputError(f"config.json class {cls!r} is not one of {CLASSES}")
+        why = fits(cls, local, config)
+        if why is not None:
+            raise InputError(f"config.json says class {cls!r}, but it cannot be the layer at {p or 'the root'}: "
+                             f"{why}")
+        return cls, [cls]
+    cands = [c for c in CLASSES if fits(c, local, config) is None]
+    return (cands[0] if len(cands) == 1 else None), cands
 
 
 def detect_layer(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
-    """A bare fla layer's state dict (keys ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``)."""
-    if "q_proj.weight" not in sd or "k_proj.weight" not in sd:
+    """Bare fla layers (keys ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``) at any prefix."""
+    ps = [p for p in layer_prefixes(sd)]
+    if not ps:
         return None
-    extra = set(config) - FLA_LAYER_CONFIG - {"model_type"}
-    if extra:
-        raise InputError(f"config for an fla layer has unknown keys {sorted(extra)}")
-    m = int(sd["q_proj.weight"].shape[1])
-    for frag, mech, why in REFUSED_KEYS:
-        hit = next((k for k in sd if frag in k.split(".")[0]), None)
+    layers: list[LayerPlan] = []
+    kinds = []
+    defaults_used: dict[str, Any] = {}
+    for i, p in enumerate(ps):
+        m = int(sd[p + "q_proj.weight"].shape[1])
+        local = _local(sd, p)
+        hit = next(((frag, mech, why) for frag, mech, why in REFUSED_KEYS
+                    if any(k.split(".")[0] == frag for k in local)), None)
         if hit is not None:
-            return Detected("fla", "fla:gated-layer", [LayerPlan(0, "", "fla layer", [Refusal(
-                0, None, f"fla layer ({hit})", mech, why + ": alpha is not a fixed function of (x, z)")])],
-                m, reason=f"key {hit}", config=dict(config))
-    cls = config.get("class")
-    if cls == "BasedLinearAttention" or (cls is None and set(sd) == {"q_proj.weight", "k_proj.weight",
-                                                                    "v_proj.weight", "o_proj.weight"}):
-        cfg = {**defaults("fla", "BasedLinearAttention"), **config}
+            frag, mech, why = hit
+            layers.append(LayerPlan(i, p, f"fla layer ({p}{frag})", [Refusal(
+                i, None, f"fla layer ({p}{frag})", mech, why + ": alpha is not a fixed function of (x, z)")], m=m))
+            kinds.append("gated")
+            continue
+        cls, cands = classify(sd, p, config)
+        if cls is None and not cands:
+            if QKVO <= local and config:
+                why = "; ".join(f"{c}: {fits(c, local, config)}" for c in CLASSES)
+                raise InputError(f"the q/k/v/o projections at {p or 'the root'} fit no fla layer with this "
+                                 f"config.json ({why})")
+            return None
+        if cls is None:
+            raise InputError(
+                f"cannot tell which layer the keys at {p or 'the root'} ({', '.join(sorted(QKVO & local))}) "
+                f"are: they fit {'; '.join(_WHAT[c] for c in cands)}; the config decides: give \"class\" "
+                f"(one of {', '.join(cands)}) in config.json beside the weights"
+                + (" (or \"feature_map\" for a LinearAttention)" if "LinearAttention" in cands else ""))
+        kinds.append(cls)
+        layers.append(_layer(sd, p, cls, config, i, m, defaults_used))
+    if all(k == "Attention" for k in kinds):
+        for L in layers:
+            L.heads = [Refusal(L.index, None, "softmax attention", "softmax attention",
+                               "attention normalizes exp(q.k) over the sequence (softmax): it is not a "
+                               "finite-rank kernel alpha(x, z) = <phi(x), phi(z)>")]
+    layout = {"LinearAttention": "fla:linear_attn-layer", "BasedLinearAttention": "fla:based",
+              "ReBasedLinearAttention": "fla:rebased", "Attention": "fla:attention", "gated": "fla:gated-layer"}
+    det = Detected("fla", layout[kinds[0]] if len(set(kinds)) == 1 else "fla:layers", layers, layers[0].m,
+                   reason=("config.json class " + repr(config["class"]) if "class" in config else
+                           "keys (and config) of " + ", ".join(sorted(set(kinds)))),
+                   config=dict(config), prefix=ps[0] if len(ps) == 1 else "", defaults=defaults_used,
+                   container="fla " + ", ".join(dict.fromkeys(kinds)))
+    if len(ps) > 1 or ps[0]:
+        det.notes.append("layers found under key prefixes " + ", ".join(repr(p) for p in ps)
+                         + ": each is read on its own inputs (the module around it is not read)")
+    return det
+
+
+def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict) -> LayerPlan:
+    if cls == "Attention":
+        return LayerPlan(i, p, "fla.layers.Attention", [Refusal(
+            i, None, "fla.layers.Attention", "softmax attention",
+            "attention normalizes exp(q.k) over the sequence (softmax): it is not a finite-rank kernel")], m=m)
+    if cls == "BasedLinearAttention":
+        base = defaults("fla", "BasedLinearAttention")
+        cfg = {**base, **{k: v for k, v in config.items() if k not in META}}
+        rows = int(sd[p + "q_proj.weight"].shape[0])
         if "num_heads" not in config and "feature_dim" in config:
-            cfg["num_heads"] = sd["q_proj.weight"].shape[0] // int(cfg["feature_dim"])
-        plan = based_heads(sd, "", cfg, 0, "fla.layers.BasedLinearAttention")
-        return Detected("fla", "fla:based", [plan], m, reason="q/k/v/o projections only (Based)",
-                        config=dict(config))
-    if cls == "ReBasedLinearAttention" or "feature_map.gamma" in sd:
-        cfg = {**defaults("fla", "ReBasedLinearAttention"), **config, "_given": set(config)}
-        return Detected("fla", "fla:rebased", [rebased_heads(sd, "", cfg, 0)], m,
-                        reason="feature_map.gamma (ReBased)", config=dict(config))
-    cfg = {**defaults("fla", "LinearAttention"), **config}
+            cfg["num_heads"] = rows // int(cfg["feature_dim"])
+        elif "feature_dim" not in config and "num_heads" in config:
+            cfg["feature_dim"] = rows // int(cfg["num_heads"])
+        used.update({k: base[k] for k in ("feature_dim", "num_heads", "causal") if k not in config})
+        return based_heads(sd, p, cfg, i, "fla.layers.BasedLinearAttention")
+    if cls == "ReBasedLinearAttention":
+        base = defaults("fla", "ReBasedLinearAttention")
+        cfg = {**base, **config}
+        used.update({k: base[k] for k in ("normalize",) if k not in config})
+        return rebased_heads(sd, p, cfg, i, set(config))
+    base = defaults("fla", "LinearAttention")
+    cfg = {**base, **{k: v for k, v in config.items() if k not in META}}
+    local = _local(sd, p)
+    fq = {k[len("feature_map_q."):] for k in local if k.startswith("feature_map_q.")}
+    maps = [k for k, ks in LEARNED.items() if ks == fq] if fq else list(PARAM_FREE)
     if "feature_map" not in config:
-        if "feature_map_q.layer1.weight" in sd:
-            cfg["feature_map"] = "elementwise_product"
-        elif "feature_map_q.layer.bias" in sd:
-            cfg["feature_map"] = "hedgehog"
-        elif "feature_map_q.layer.weight" in sd:
-            cfg["feature_map"] = "t2r"
+        if len(maps) == 1:
+            cfg["feature_map"] = maps[0]
+            used["feature_map"] = f"{maps[0]} (the only map with feature_map_q.{', '.join(sorted(fq))})"
         elif cfg["do_feature_map_norm"]:
-            raise InputError("an fla LinearAttention with a parameter-free feature map (elu, relu, identity "
-                             "or dpfp): its keys do not say which; give \"feature_map\" in config.json, or "
-                             + SPEC_HINT)
-    if "num_heads" not in config and cfg["feature_map"] in ("hedgehog", "t2r", "elementwise_product"):
-        W = sd.get("feature_map_q.layer.weight", sd.get("feature_map_q.layer1.weight"))
-        cfg["num_heads"] = sd["q_proj.weight"].shape[0] // W.shape[1]
-    cfg["tie_feature_map_qk"] = cfg["tie_feature_map_qk"] or (
-        cfg["feature_map"] in ("hedgehog", "t2r", "elementwise_product")
-        and not any(k.startswith("feature_map_k.") for k in sd))
-    return Detected("fla", "fla:linear_attn-layer", [linear_attention_heads(sd, "", cfg, 0)], m,
-                    reason="q_proj/k_proj with an output norm (LinearAttention)", config=dict(config))
+            raise InputError(f"an fla LinearAttention at {p or 'the root'} with a parameter-free feature map: its "
+                             f"keys fit {', '.join(maps)}; give \"feature_map\" in config.json, or " + SPEC_HINT)
+        else:
+            cfg["feature_map"] = "elu"        # refused below for want of a denominator; the map is not used
+            used["feature_map"] = f"one of {', '.join(maps)} (not needed: the layer is refused)"
+    if "output_norm" not in config:
+        cfg["output_norm"] = "rmsnorm" if "norm.weight" in local else "identity"
+    if "do_feature_map_norm" not in config:
+        used["do_feature_map_norm"] = base["do_feature_map_norm"]
+    rows = int(sd[p + "q_proj.weight"].shape[0])
+    if "num_heads" not in config:
+        if cfg["feature_map"] in LEARNED:
+            W = sd.get(p + "feature_map_q.layer.weight", sd.get(p + "feature_map_q.layer1.weight"))
+            cfg["num_heads"] = rows // int(W.shape[1])
+        else:
+            used["num_heads"] = base["num_heads"]
+    if "tie_feature_map_qk" not in config:
+        cfg["tie_feature_map_qk"] = cfg["feature_map"] in LEARNED and not any(
+            k.startswith("feature_map_k.") for k in local)
+    if "num_kv_heads" not in config:
+        kr = int(sd[p + "k_proj.weight"].shape[0])
+        H = int(cfg["num_heads"])
+        if kr != rows and rows % H == 0 and kr % (rows // H) == 0:
+            cfg["num_kv_heads"] = kr // (rows // H)
+    return linear_attention_heads(sd, p, cfg, i)

@@ -7,61 +7,98 @@ defaults (:mod:`models.layouts.defaults`). A state dict holding
 ``fast_attention.projection_matrix`` is performer-pytorch; the same keys
 without it are linear-attention-transformer.
 
-* performer-pytorch ``SelfAttention``: default ``generalized_attention=False``
-  is FAVOR+ (softmax kernel estimated with keys stabilized by their maximum
-  over the sequence): refused. ``generalized_attention=True`` with the stored
-  projection: ``phi(u) = kernel_fn(d^-1/4 u P^T) + 0.001`` (the projection is
-  redrawn only in training mode, every ``feature_redraw_interval`` calls; the
-  checkpoint's matrix is the one a saved model uses).
-* linear-attention-transformer ``SelfAttention``: non-causal heads take a
-  softmax of the keys over the sequence: refused; causal heads
-  ``phiQ = softmax(q) d^-1/2``, ``phiK = exp(k)``; local heads are windowed
-  softmax attention: refused.
+The model's own path to the first layer is followed:
+
+* a ``Performer`` / ``LinearAttentionTransformer`` (keys ``net.layers.<i>.0.fn.``
+  / ``layers.layers.<i>.0.fn.``, or ``.blocks.<i>.f.net.fn.`` when reversible)
+  wraps each attention in a pre-norm: ``LayerNorm`` (``...0.norm``), or
+  ``ScaleNorm`` / ``ReZero`` (``...0.g``: ``use_scalenorm`` / ``use_rezero`` in
+  the config decide, else the shape of ``g``: ``(1,)`` ScaleNorm, ``()``
+  ReZero, which scales the output and leaves the input alone); layer 0 reads
+  the model's input through it, deeper layers read earlier outputs (out of
+  reach); a reversible stack feeds layer 0 the input itself;
+* a language model (``token_emb.weight``) reads embedding rows (through
+  ``project_in`` when ``emb_dim != dim``); its position embeddings (rotary,
+  axial or absolute) make every layer refused;
+* a bare ``SelfAttention`` (at any key prefix) reads its own inputs;
+* the state dict's second view of the layers (``proj_updater.instance.``) is
+  a wrapper, never a layer.
+
+Per head:
+
+* performer-pytorch: default ``generalized_attention=False`` is FAVOR+ (keys
+  stabilized by their maximum over the sequence): refused.
+  ``generalized_attention=True`` with the stored projection:
+  ``phi(u) = kernel_fn(d^-1/4 u P^T) + 0.001``; ``no_projection`` is
+  ``softmax(q)``, ``exp(k)`` when causal, a softmax over the sequence
+  otherwise (refused); local heads (the last ``local_heads``) are windowed
+  softmax: refused.
+* linear-attention-transformer: non-causal heads take a softmax of the keys
+  over the sequence: refused; causal heads ``phiQ = softmax(q) d^-1/2``,
+  ``phiK = exp(k)``; local heads (the first ``n_local_attn_heads``): refused.
+* token shifting (``shift_tokens``: ``fn.fn.``) mixes neighbouring positions
+  into each token: refused; Linformer layers (``proj_k``) are softmax
+  attention: refused.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 import torch
+from torch.nn import functional as F
 
-from certify.core.errors import InputError, UncertifiableError
-from models.layouts.base import SPEC_HINT, Detected, LayerPlan, Refusal
+from certify.core.errors import InputError
+from models.layouts.base import (SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, Step, layer_norm,
+                                 natural, rows_of_head)
 from models.layouts.defaults import defaults
 
-LM_CONFIG = {"num_tokens", "max_seq_len", "depth", "rotary_position_emb", "axial_position_emb", "axial_shape",
-             "reversible", "ff_chunks", "use_scalenorm", "use_rezero", "ff_glu", "emb_dropout", "ff_dropout",
-             "attn_dropout", "shift_tokens", "tie_embed", "cross_attend", "amp", "ff_mult", "emb_dim",
-             "local_attn_window_size", "n_local_attn_heads", "attend_axially", "return_embeddings"}
-PERFORMER_CONFIG = LM_CONFIG | {"library", "dim", "heads", "dim_head", "causal", "generalized_attention", "kernel_fn",
-                    "no_projection", "qkv_bias", "local_heads", "nb_features", "feature_redraw_interval",
-                    "local_window_size", "dropout", "attn_out_bias"}
-LAT_CONFIG = LM_CONFIG | {"library", "dim", "heads", "dim_head", "causal", "n_local_attn_heads", "receives_context",
-              "blindspot_size", "local_attn_window_size", "dropout", "attn_dropout"}
+PERFORMER, LAT = "performer-pytorch", "linear-attention-transformer"
+LM_CONFIG = {"num_tokens", "max_seq_len", "depth", "rotary_position_emb", "axial_position_emb",
+             "axial_position_shape", "axial_shape", "reversible", "ff_chunks", "use_scalenorm", "use_rezero",
+             "ff_glu", "emb_dropout", "ff_dropout", "attn_dropout", "shift_tokens", "tie_embed", "cross_attend",
+             "amp", "ff_mult", "emb_dim", "local_attn_window_size", "n_local_attn_heads", "attend_axially",
+             "return_embeddings", "local_attn_heads", "auto_check_redraw", "use_axial_pos_emb",
+             "use_rotary_emb", "bucket_size", "attn_layer_dropout", "receives_context", "pkm_layers",
+             "pkm_num_keys"}
+PERFORMER_CONFIG = LM_CONFIG | {"library", "class", "dim", "heads", "dim_head", "causal", "generalized_attention",
+                                "kernel_fn", "no_projection", "qkv_bias", "local_heads", "nb_features",
+                                "feature_redraw_interval", "local_window_size", "dropout", "attn_out_bias"}
+LAT_CONFIG = LM_CONFIG | {"library", "class", "dim", "heads", "dim_head", "causal", "n_local_attn_heads",
+                          "receives_context", "blindspot_size", "local_attn_window_size", "dropout", "attn_dropout"}
+#: performer kernel_fn names -> (torch function, nonnegative)
+KERNEL_FNS = {"relu": (F.relu, True), "softplus": (F.softplus, True), "sigmoid": (torch.sigmoid, True),
+              "gelu": (F.gelu, False), "elu": (F.elu, False), "tanh": (torch.tanh, False),
+              "identity": (lambda u: u, False)}
+KERNEL_EPSILON = 0.001
+#: the constructor arguments that change the kernel and that the keys do not show
+DECIDING = {PERFORMER: ("causal", "generalized_attention", "kernel_fn", "no_projection", "local_heads"),
+            LAT: ("heads", "causal", "blindspot_size", "n_local_attn_heads")}
+
+_ROOT = r"(?P<root>(?:.*\.)?)"
+_WRAP = r"(?P<wrap>(?:fn\.)+)"
+#: (library, container class, pattern of an attention prefix inside it)
+CONTAINERS = (
+    (PERFORMER, "Performer", re.compile(_ROOT + r"net\.layers\.(?P<i>\d+)\.0\." + _WRAP + "$")),
+    (PERFORMER, "Performer", re.compile(_ROOT + r"net\.blocks\.(?P<i>\d+)\.f\.net\." + _WRAP + "$")),
+    (LAT, "LinearAttentionTransformer", re.compile(_ROOT + r"layers\.layers\.(?P<i>\d+)\.0\." + _WRAP + "$")),
+    (LAT, "LinearAttentionTransformer", re.compile(_ROOT + r"layers\.blocks\.(?P<i>\d+)\.f\.net\." + _WRAP + "$")),
+)
 
 
-def _prefixes(sd: Mapping[str, torch.Tensor]) -> list[str]:
+def prefixes(sd: Mapping[str, torch.Tensor]) -> list[str]:
+    """Prefixes ``p`` with ``p + to_q/to_k/to_v.weight``."""
     ps = [k[:-len("to_q.weight")] for k in sd if k.endswith("to_q.weight")
-          and ".proj_updater.instance." not in k]      # PerformerLM's second view of the same layers
-    return sorted((p for p in ps if p + "to_k.weight" in sd and p + "to_v.weight" in sd), key=_natural)
+          and (k == "to_q.weight" or k[-len("to_q.weight") - 1] == ".")]
+    return sorted((p for p in ps if p + "to_k.weight" in sd and p + "to_v.weight" in sd), key=natural)
 
 
-def _lm_input(sd, prefixes, spec: dict) -> tuple[torch.Tensor | None, dict]:
-    """An LM (``token_emb.weight``): the first layer reads embedding rows through its
-    PreNorm LayerNorm (``...0.0.norm`` beside ``...0.0.fn``)."""
-    emb = sd.get("token_emb.weight")
-    if emb is None:
-        return None, spec
-    p = prefixes[0]
-    norm = p[:-len("fn.")] + "norm." if p.endswith("fn.") else None
-    if norm and norm + "weight" in sd:
-        spec = {**spec, "layer_norm": {"weight": norm + "weight", "bias": norm + "bias", "eps": 1e-5}}
-    return emb, spec
-
-
-def _natural(s: str):
-    import re
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
+def _per_layer(v, index: int) -> int:
+    """A per-layer setting given as one number or one per layer."""
+    if isinstance(v, (list, tuple)):
+        return int(v[index]) if index < len(v) else 0
+    return int(v or 0)
 
 
 def _check_keys(config: Mapping[str, Any], allowed: set[str], lib: str) -> None:
@@ -71,27 +108,68 @@ def _check_keys(config: Mapping[str, Any], allowed: set[str], lib: str) -> None:
 
 
 def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
-    prefixes = _prefixes(sd)
-    if not prefixes or any(k.endswith(("query_projection.weight", "q_proj.weight")) for k in sd):
+    ps = prefixes(sd)
+    if not ps:
         return None
     lib = config.get("library")
-    has_proj = all(p + "fast_attention.projection_matrix" in sd for p in prefixes)
-    if lib == "performer-pytorch" or (lib is None and has_proj):
-        return _performer(sd, config, prefixes)
-    if lib in (None, "linear-attention-transformer"):
-        return _lat(sd, config, prefixes)
-    return None
+    has_proj = all(p + "fast_attention.projection_matrix" in sd for p in ps)
+    some_proj = any(p + "fast_attention.projection_matrix" in sd for p in ps)
+    if some_proj and not has_proj:
+        raise InputError("some to_q/to_k/to_v layers hold fast_attention.projection_matrix and some do not: "
+                         "two libraries in one state dict; pass one model")
+    if lib == LAT and has_proj:
+        raise InputError("config.json says linear-attention-transformer, but the keys hold "
+                         "fast_attention.projection_matrix (performer-pytorch)")
+    if lib == PERFORMER and not has_proj:
+        raise InputError("config.json says performer-pytorch, but no layer holds "
+                         "fast_attention.projection_matrix (its random features)")
+    library = PERFORMER if has_proj else LAT
+    _check_keys(config, PERFORMER_CONFIG if library == PERFORMER else LAT_CONFIG, library)
+    return _build(sd, config, ps, library)
 
 
-def _positional(sd, layer: int, module: str) -> Refusal | None:
-    """LMs of these libraries add positions: rotary (``layer_pos_emb``) or absolute / axial
-    embeddings (``pos_emb``) to the first layer's inputs."""
-    rot = next((k for k in sd if k.startswith("layer_pos_emb")), None)
+# ---------------------------------------------------------------- structure
+
+def _container(ps: list[str], library: str) -> tuple[str | None, str, list[tuple[int, str, str]]]:
+    """``(root, container class, [(index, prefix, wrap)])`` when every prefix sits
+    in one library container; ``(None, "", ...)`` for bare layers."""
+    found = []
+    for p in ps:
+        for lib, cls, pat in CONTAINERS:
+            m = pat.match(p)
+            if lib == library and m:
+                found.append((m.group("root"), cls, int(m.group("i")), p, m.group("wrap")))
+                break
+        else:
+            return None, "", [(i, p, "") for i, p in enumerate(ps)]
+    roots = {f[0] for f in found}
+    if len(roots) != 1:
+        raise InputError(f"{library} layers under {len(roots)} different roots ({', '.join(sorted(roots))}): "
+                         f"pass one model per checkpoint")
+    return found[0][0], found[0][1], sorted(((i, p, w) for _, _, i, p, w in found), key=lambda t: t[0])
+
+
+def _block(p: str, wrap: str) -> str:
+    return p[:len(p) - len(wrap)]
+
+
+def _lm(sd, root: str, library: str) -> tuple[str | None, str]:
+    """``(LM root, inner path)`` when the container is a language model's."""
+    for inner in ("performer.",) if library == PERFORMER else ("transformer.fn.", "transformer."):
+        if root.endswith(inner) and root[:len(root) - len(inner)] + "token_emb.weight" in sd:
+            return root[:len(root) - len(inner)], inner
+    return None, ""
+
+
+def _positional(sd, lm_root: str, layer: int, module: str) -> Refusal | None:
+    """An LM of these libraries adds positions: rotary (``layer_pos_emb``), axial or
+    absolute embeddings (``pos_emb``) to the first layer's inputs."""
+    rot = next((k for k in sd if k.startswith(lm_root + "layer_pos_emb")), None)
     if rot is not None:
         return Refusal(layer, None, module, "rotary position embedding",
                        f"{rot}: queries and keys are rotated by their positions, so alpha depends on "
                        "positions, not on (x, z) alone")
-    pos = next((k for k in sd if k.startswith("pos_emb")), None)
+    pos = next((k for k in sd if k.startswith(lm_root + "pos_emb")), None)
     if pos is not None:
         return Refusal(layer, None, module, "positional embedding",
                        f"{pos}: a position embedding is added to every token before the first layer, so "
@@ -99,93 +177,220 @@ def _positional(sd, layer: int, module: str) -> Refusal | None:
     return None
 
 
-def _adapted(spec: dict, sd, layer: int, head: int, module: str):
-    from models.adapters import adapt
-    try:
-        return adapt(sd, spec)
-    except UncertifiableError as exc:
-        mech = "local softmax window" if "local" in str(exc) else "position / sequence dependence"
-        return Refusal(layer, head, module, mech, str(exc))
+def _pre_norm(sd, block: str, cfg: Mapping[str, Any], config: Mapping[str, Any],
+              defaults_used: dict) -> tuple[list[Step], str]:
+    """The container's wrapper around the attention: ``(steps, kind)``."""
+    if block + "norm.weight" in sd:
+        w, b = sd[block + "norm.weight"], sd.get(block + "norm.bias")
+        return [Step(f"LayerNorm {block}norm (eps 1e-05)", layer_norm(w, b, 1e-5))], "layernorm"
+    g = sd.get(block + "g")
+    if g is None:
+        return [], "none"
+    if config.get("use_scalenorm"):
+        kind = "scalenorm"
+    elif config.get("use_rezero"):
+        kind = "rezero"
+    elif "use_scalenorm" in config or "use_rezero" in config:
+        raise InputError(f"{block}g: a ScaleNorm or ReZero wrapper, but config.json sets neither "
+                         f"use_scalenorm nor use_rezero")
+    else:
+        kind = "scalenorm" if g.dim() == 1 else "rezero"
+        defaults_used["use_scalenorm" if kind == "scalenorm" else "use_rezero"] = \
+            f"true, from the shape {tuple(g.shape)} of {block}g"
+    if kind == "rezero":
+        return [], "rezero"
+
+    def scale_norm(x, g=g):
+        return x / torch.norm(x, dim=-1, keepdim=True).clamp(min=1e-5) * g.to(x.dtype)
+    return [Step(f"ScaleNorm {block}g: x / max(|x|, 1e-5) * g", scale_norm)], "scalenorm"
 
 
-def _performer(sd, config, prefixes) -> Detected:
-    _check_keys(config, PERFORMER_CONFIG, "performer-pytorch")
-    cfg = {**defaults("performer-pytorch", "SelfAttention"), **config}
-    layers = []
-    m = int(sd[prefixes[0] + "to_q.weight"].shape[1])
-    for i, p in enumerate(prefixes):
-        P = sd[p + "fast_attention.projection_matrix"]
-        d = int(cfg["dim_head"]) if "dim_head" in config else int(P.shape[1])
-        rows = int(sd[p + "to_q.weight"].shape[0])
-        heads = int(config.get("heads", rows // d if d and rows % d == 0 else cfg["heads"]))
-        if heads * d != rows:
-            raise InputError(f"{p}to_q.weight has {rows} rows, not heads x dim_head = {heads} x {d}; "
-                             f"give heads and dim_head in config.json, or {SPEC_HINT}")
-        plan = LayerPlan(i, p, "performer_pytorch.SelfAttention")
-        pos = _positional(sd, i, plan.module)
-        if pos is not None:
-            plan.heads.append(pos)
-        elif not cfg["generalized_attention"]:
-            plan.heads.append(Refusal(
-                i, None, plan.module, "FAVOR+ softmax kernel",
-                "generalized_attention=False (the library's default) is FAVOR+: the key features are "
-                "stabilized by their maximum over the whole sequence, so alpha is not a fixed function "
-                "of (x, z); a model built with generalized_attention=True needs "
-                "{\"generalized_attention\": true} in config.json next to the weights"))
-        elif cfg.get("no_projection"):
-            plan.heads.append(Refusal(i, None, plan.module, "softmax over the sequence",
-                                      "no_projection takes a softmax of the keys over the sequence"))
-        else:
-            kfn = str(cfg["kernel_fn"]).lower().removesuffix("()")
-            for h in range(heads):
-                spec = {"layout": "performer", "prefix": p, "heads": heads, "dim_head": d, "head": h,
-                        "attention": "generalized", "kernel_fn": kfn, "causal": bool(cfg["causal"]),
-                        "local_heads": int(cfg["local_heads"])}
-                if i == 0:
-                    emb, spec = _lm_input(sd, prefixes, spec)
-                plan.heads.append(_adapted(spec, sd, i, h, plan.module))
-        layers.append(plan)
-    return Detected("performer-pytorch", "performer", layers, m, sd.get("token_emb.weight"),
-                    reason="to_q/to_k/to_v with fast_attention.projection_matrix", config=dict(config))
+# ---------------------------------------------------------------- build
+
+def _build(sd, config, ps, library) -> Detected:
+    cfg_cls = "Performer" if library == PERFORMER else "LinearAttentionTransformer"
+    root, container, layers_found = _container(ps, library)
+    defaults_used: dict[str, Any] = {}
+    deciding = DECIDING[library]
+    if root is None:
+        base = defaults(library, "SelfAttention")
+        cfg = {**base, **config}
+        defaults_used.update({k: v for k, v in base.items() if k not in config and k in deciding})
+        det = Detected(library, f"{'performer' if library == PERFORMER else 'lat'}:SelfAttention", [], 0,
+                       reason="to_q/to_k/to_v" + (" with fast_attention.projection_matrix"
+                                                  if library == PERFORMER else " without a random projection"),
+                       config=dict(config), container=f"{library} SelfAttention",
+                       prefix=ps[0] if len(ps) == 1 else "")
+        if len(ps) > 1 or ps[0]:
+            det.notes.append("layers found under key prefixes " + ", ".join(repr(p) for p in ps)
+                             + ": each is read on its own inputs (the module around it is not read)")
+        for i, p in enumerate(ps):
+            det.layers.append(_layer(sd, cfg, config, library, i, p, steps=[], reads_tokens=True, m_in=None,
+                                     module=f"{library} SelfAttention", lib_info={
+                                         "build": "SelfAttention", "strip": p, "path": ""}))
+        det.m = det.layers[0].m
+        det.defaults = defaults_used
+        return det
+    base = {**defaults(library, "SelfAttention"), **defaults(library, cfg_cls)}
+    cfg = {**base, **config}
+    lm_root, inner = _lm(sd, root, library)
+    steps: list[Step] = []
+    emb = None
+    det = Detected(library, f"{'performer' if library == PERFORMER else 'lat'}:{cfg_cls}", [], 0,
+                   reason=f"{cfg_cls} layers at " + ", ".join(p for _, p, _ in layers_found), config=dict(config),
+                   container=f"{library} {cfg_cls}" + (" (language model)" if lm_root is not None else ""),
+                   prefix=lm_root if lm_root is not None else root)
+    if lm_root is not None:
+        emb = sd[lm_root + "token_emb.weight"]
+        if lm_root + "transformer.project_in.weight" in sd:
+            W, b = sd[lm_root + "transformer.project_in.weight"], sd.get(lm_root + "transformer.project_in.bias")
+            steps.append(Step(f"Linear {lm_root}transformer.project_in",
+                              lambda x, W=W, b=b: F.linear(x, W.to(x.dtype), None if b is None else b.to(x.dtype))))
+        det.reason = f"{cfg_cls} language model (token_emb.weight, {layers_found[0][1]}...)"
+    if root:
+        det.notes.append(f"the library's {cfg_cls} sits under the key prefix {det.prefix!r}: its input is "
+                         f"taken as the tokens (the module around it is not read)")
+    for n, (i, p, wrap) in enumerate(layers_found):
+        pre, kind = _pre_norm(sd, _block(p, wrap), cfg, config, defaults_used) if n == 0 else ([], "")
+        plan = _layer(sd, cfg, config, library, n, p, steps=[*steps, *pre] if n == 0 else [],
+                      reads_tokens=n == 0, m_in=int(emb.shape[1]) if emb is not None and n == 0 else None,
+                      module=f"{library} {cfg_cls} layer {i}",
+                      lib_info={"build": cfg_cls if lm_root is None else cfg_cls + "LM", "strip": root,
+                                "lm_root": lm_root, "path": p[len(root):].rstrip("."), "index": n})
+        if lm_root is not None:
+            pos = _positional(sd, lm_root, n, plan.module)
+            if pos is not None:
+                plan.heads = [pos]
+        if len(wrap) > len("fn."):
+            mech = "token shift" if config.get("shift_tokens", True) else "axial folding"
+            plan.heads = [Refusal(n, None, plan.module, mech,
+                                  f"{p}: a wrapper between the pre-norm and the attention (PreShiftTokens with "
+                                  "shift_tokens=True, or FoldAxially) moves features between positions, so a "
+                                  "query's and a key's vectors depend on their neighbours: alpha is not a "
+                                  "function of (x, z)")]
+        det.layers.append(plan)
+    for k in deciding:
+        if k in base and k not in config and not (k == "local_heads" and "local_attn_heads" in config):
+            defaults_used.setdefault(k, base[k])
+    det.m = int(emb.shape[1]) if emb is not None else det.layers[0].m
+    det.embedding = emb
+    det.defaults = defaults_used
+    return det
 
 
-def _lat(sd, config, prefixes) -> Detected:
-    _check_keys(config, LAT_CONFIG, "linear-attention-transformer")
-    cfg = {**defaults("linear-attention-transformer", "SelfAttention"), **config}
-    m = int(sd[prefixes[0] + "to_q.weight"].shape[1])
-    layers = []
-    for i, p in enumerate(prefixes):
-        plan = LayerPlan(i, p, "linear_attention_transformer.SelfAttention")
-        layers.append(plan)
-        pos = _positional(sd, i, plan.module)
-        if pos is not None:
-            plan.heads.append(pos)
+def _layer(sd, cfg, config, library, index: int, p: str, *, steps: list[Step], reads_tokens: bool, module: str,
+           lib_info: dict, m_in: int | None) -> LayerPlan:
+    m = m_in if m_in is not None else int(sd[p + "to_q.weight"].shape[1])
+    plan = LayerPlan(index, p, module, reads_tokens=reads_tokens, m=m, library=lib_info)
+    if p + "proj_k" in sd:
+        plan.heads.append(Refusal(index, None, module, "softmax attention",
+                                  f"{p}proj_k: a Linformer layer projects the keys along the sequence and takes "
+                                  "a softmax of q.k: softmax attention is not a finite-rank kernel"))
+        return plan
+    if library == PERFORMER:
+        _performer_heads(sd, cfg, config, plan, p, steps)
+    else:
+        _lat_heads(sd, cfg, config, plan, p, steps)
+    return plan
+
+
+def _performer_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]) -> None:
+    P = sd[p + "fast_attention.projection_matrix"]                           # (r, d)
+    d = int(cfg["dim_head"]) if "dim_head" in config else int(P.shape[1])
+    rows = int(sd[p + "to_q.weight"].shape[0])
+    heads = int(config["heads"]) if "heads" in config else (rows // d if d and rows % d == 0 else 0)
+    if heads * d != rows or P.shape[1] != d:
+        raise InputError(f"{p}to_q.weight has {rows} rows and the projection {tuple(P.shape)}: not heads x "
+                         f"dim_head = {heads} x {d}; give heads and dim_head in config.json, or {SPEC_HINT}")
+    local = _per_layer(config.get("local_heads", config.get("local_attn_heads", cfg.get("local_heads", 0))),
+                       plan.index)
+    causal = bool(cfg["causal"])
+    plan.library = {**plan.library, "heads": heads, "dim_head": d, "nb_features": int(P.shape[0])}
+    if not cfg["generalized_attention"] and not cfg.get("no_projection"):
+        plan.heads.append(Refusal(
+            plan.index, None, plan.module, "FAVOR+ softmax kernel",
+            "generalized_attention=False (the library's default) is FAVOR+: the key features are "
+            "stabilized by their maximum over the whole sequence, so alpha is not a fixed function "
+            "of (x, z); a model built with generalized_attention=True needs "
+            "{\"generalized_attention\": true} in config.json next to the weights"))
+        return
+    if cfg.get("no_projection") and not causal:
+        plan.heads.append(Refusal(plan.index, None, plan.module, "softmax over the sequence",
+                                  "no_projection (non-causal) takes a softmax of the keys over the sequence: "
+                                  "alpha is not a fixed function of (x, z)"))
+        return
+    Wq, Wk, Wv = sd[p + "to_q.weight"], sd[p + "to_k.weight"], sd[p + "to_v.weight"]
+    bq, bk, bv = sd.get(p + "to_q.bias"), sd.get(p + "to_k.bias"), sd.get(p + "to_v.bias")
+    if cfg.get("no_projection"):
+        phi_q = lambda u: u.softmax(dim=-1)             # noqa: E731
+        phi_k, r, fmap, nonneg = torch.exp, d, "performer-no-projection-causal", True
+        note = "no_projection, causal: phiQ = softmax(q) over features, phiK = exp(k)"
+    else:
+        name = str(cfg["kernel_fn"]).lower().removeprefix("nn.").removesuffix("()")
+        if name not in KERNEL_FNS:
+            raise InputError(f"performer kernel_fn {cfg['kernel_fn']!r} is not one of {sorted(KERNEL_FNS)}")
+        fn, nonneg = KERNEL_FNS[name]
+        norm = d ** -0.25
+
+        def phi_q(u, fn=fn, P=P, norm=norm):
+            return fn((norm * u) @ P.T.to(u.dtype)) + KERNEL_EPSILON
+        phi_k, r, fmap = phi_q, int(P.shape[0]), f"performer-generalized-{name}"
+        note = f"phi(u) = {name}(d^-1/4 u P^T) + 0.001 (the stored projection P)"
+        plan.library = {**plan.library, "kernel_fn": name}
+    for h in range(heads):
+        if h >= heads - local:
+            plan.heads.append(Refusal(plan.index, h, plan.module, "local softmax window",
+                                      f"head {h} is a local (windowed softmax) head: position-dependent"))
             continue
-        if not cfg["causal"]:
-            plan.heads.append(Refusal(
-                i, None, plan.module, "keys normalized over the sequence",
-                "causal=False (the library's default): the keys go through a softmax over the sequence "
-                "dimension, so alpha(x, z) depends on every other token; a causal model needs "
-                "{\"causal\": true, \"heads\": H} in config.json"))
+        plan.heads.append(FeatureHead(
+            m=plan.m, Wq=rows_of_head(Wq, heads, h, "to_q"), Wk=rows_of_head(Wk, heads, h, "to_k"),
+            bq=None if bq is None else rows_of_head(bq[:, None], heads, h, "to_q.bias")[:, 0],
+            bk=None if bk is None else rows_of_head(bk[:, None], heads, h, "to_k.bias")[:, 0],
+            Wv=rows_of_head(Wv, heads, h, "to_v"),
+            bv=None if bv is None else rows_of_head(bv[:, None], heads, h, "to_v.bias")[:, 0],
+            phi_q=phi_q, phi_k=phi_k, rank=r, nonnegative=nonneg, feature_map=fmap, steps=steps,
+            causal=causal, notes=note + ("; causal: denominator + 1e-6 sum(phiQ)" if causal else ""),
+            details={"head": h}))
+
+
+def _lat_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]) -> None:
+    if not cfg["causal"]:
+        plan.heads.append(Refusal(
+            plan.index, None, plan.module, "keys normalized over the sequence",
+            "causal=False (the library's default): the keys go through a softmax over the sequence "
+            "dimension, so alpha(x, z) depends on every other token; a causal model needs "
+            "{\"causal\": true, \"heads\": H} in config.json"))
+        return
+    if int(cfg.get("blindspot_size", 1)) > 1:
+        plan.heads.append(Refusal(
+            plan.index, None, plan.module, "bucketed causal mask",
+            f"blindspot_size {cfg['blindspot_size']}: a query does not see the keys of its own bucket, "
+            "so which keys count depends on positions"))
+        return
+    rows = int(sd[p + "to_q.weight"].shape[0])
+    if "heads" not in config and cfg.get("heads") is None:
+        raise InputError(f"{p}to_q.weight: linear-attention-transformer's SelfAttention has no default head "
+                         f"count; give \"heads\" in config.json next to the weights, or {SPEC_HINT}")
+    heads = int(config.get("heads", cfg.get("heads")))
+    d = int(cfg["dim_head"]) if cfg.get("dim_head") else (rows // heads if rows % heads == 0 else 0)
+    if heads * d != rows:
+        raise InputError(f"{p}to_q.weight has {rows} rows, not heads x dim_head = {heads} x {d}; give heads "
+                         f"and dim_head in config.json, or {SPEC_HINT}")
+    plan.library = {**plan.library, "heads": heads, "dim_head": d}
+    local = _per_layer(config.get("n_local_attn_heads", cfg.get("n_local_attn_heads", 0)), plan.index)
+    Wq, Wk, Wv = sd[p + "to_q.weight"], sd[p + "to_k.weight"], sd[p + "to_v.weight"]
+    scale = d ** -0.5
+
+    def phi_q(u, scale=scale):
+        return u.softmax(dim=-1) * scale
+    for h in range(heads):
+        if h < local:
+            plan.heads.append(Refusal(plan.index, h, plan.module, "local softmax window",
+                                      f"head {h} is a local (windowed softmax) head: position-dependent"))
             continue
-        if int(cfg.get("blindspot_size", 1)) > 1:
-            plan.heads.append(Refusal(
-                i, None, plan.module, "bucketed causal mask",
-                f"blindspot_size {cfg['blindspot_size']}: a query does not see the keys of its own bucket, "
-                "so which keys count depends on positions"))
-            continue
-        if "heads" not in config:
-            raise InputError(f"{p}to_q.weight: linear-attention-transformer has no default head count; "
-                             f"give \"heads\" in config.json next to the weights, or {SPEC_HINT}")
-        heads = int(config["heads"])
-        rows = int(sd[p + "to_q.weight"].shape[0])
-        d = int(cfg["dim_head"]) if cfg.get("dim_head") else rows // heads
-        for h in range(heads):
-            spec = {"layout": "linear-attention-transformer", "prefix": p, "heads": heads, "dim_head": d,
-                    "head": h, "causal": True, "local_heads": int(cfg["n_local_attn_heads"])}
-            if i == 0:
-                emb, spec = _lm_input(sd, prefixes, spec)
-            plan.heads.append(_adapted(spec, sd, i, h, plan.module))
-    return Detected("linear-attention-transformer", "linear-attention-transformer", layers, m,
-                    sd.get("token_emb.weight"),
-                    reason="to_q/to_k/to_v without a random projection", config=dict(config))
+        plan.heads.append(FeatureHead(
+            m=plan.m, Wq=rows_of_head(Wq, heads, h, "to_q"), Wk=rows_of_head(Wk, heads, h, "to_k"),
+            Wv=rows_of_head(Wv, heads, h, "to_v"), phi_q=phi_q, phi_k=torch.exp, rank=d, nonnegative=True,
+            feature_map="lat-softmax-q-exp-k", steps=steps, causal=True,
+            notes="causal: phiQ = softmax(q) d^-1/2, phiK = exp(k); denominator clamped at 1e-3",
+            details={"head": h}))

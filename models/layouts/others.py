@@ -19,13 +19,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping
 
 import torch
 
 from certify.core.errors import InputError
-from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, rows_of_head
+from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, natural, rows_of_head
 from models.layouts.defaults import defaults
 from models.layouts.fla import based_heads, elu1
 
@@ -35,13 +34,9 @@ PFT_CONFIG = {"library", "attention_type", "n_heads", "d_model", "d_keys", "d_va
               "query_dimensions", "value_dimensions"}
 
 
-def _natural(s: str):
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
-
-
 def _prefixes(sd, key: str) -> list[str]:
     return sorted((k[:-len(key)] for k in sd if k.endswith(key) and (k == key or k[-len(key) - 1] == ".")),
-                  key=_natural)
+                  key=natural)
 
 
 def detect_zoology(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
@@ -57,9 +52,15 @@ def detect_zoology(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) ->
         cfg["num_heads"] = rows // int(cfg["feature_dim"])
     layers = [based_heads(sd, p, cfg, i, "zoology.mixers.based.Based", names=("proj_q", "proj_k", "proj_v"))
               for i, p in enumerate(prefixes)]
+    for L in layers:
+        L.library = {**L.library, "build": "zoology-Based", "names": ("proj_q", "proj_k", "proj_v", "proj_o")}
     m = int(sd[prefixes[0] + "proj_q.weight"].shape[1])
-    return Detected("zoology", "zoology:based", layers, m, reason="proj_q/proj_k/proj_v (zoology Based)",
-                    config=dict(config))
+    det = Detected("zoology", "zoology:based", layers, m, reason="proj_q/proj_k/proj_v (zoology Based)",
+                   config=dict(config), container="zoology Based mixer",
+                   prefix=prefixes[0] if len(prefixes) == 1 else "")
+    det.notes.append("zoology mixers at " + ", ".join(repr(p) for p in prefixes) + ": each is read on its own "
+                     "inputs (zoology is not installed; the blocks around a mixer are not read)")
+    return det
 
 
 def detect_fast_transformers(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
@@ -74,7 +75,7 @@ def detect_fast_transformers(sd: Mapping[str, torch.Tensor], config: Mapping[str
     m = int(sd[prefixes[0] + "query_projection.weight"].shape[1])
     for i, p in enumerate(prefixes):
         module = "fast_transformers.AttentionLayer"
-        plan = LayerPlan(i, p, module)
+        plan = LayerPlan(i, p, module, m=m, library={"build": "fast-transformers"})
         layers.append(plan)
         favor = [k for k in sd if k.startswith(p + "inner_attention.feature_map.")]
         at = cfg["attention_type"]
@@ -108,5 +109,9 @@ def detect_fast_transformers(sd: Mapping[str, torch.Tensor], config: Mapping[str
                 phi_q=elu1, phi_k=elu1, rank=d, nonnegative=True, feature_map="elu1",
                 causal=at == "causal-linear", notes="denominator + 1e-6 (eps of LinearAttention)",
                 details={"head": h}))
-    return Detected("pytorch-fast-transformers", "fast-transformers", layers, m,
-                    reason="query_projection/key_projection (AttentionLayer)", config=dict(config))
+    det = Detected("pytorch-fast-transformers", "fast-transformers", layers, m,
+                   reason="query_projection/key_projection (AttentionLayer)", config=dict(config),
+                   container="fast_transformers AttentionLayer", prefix=prefixes[0] if len(prefixes) == 1 else "")
+    det.notes.append("AttentionLayers at " + ", ".join(repr(p) for p in prefixes) + ": each is read on its own "
+                     "inputs (the module around them is not read)")
+    return det

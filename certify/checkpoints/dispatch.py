@@ -1,0 +1,51 @@
+"""``certify checkpoint PATH``: which certification a path gets, decided once.
+
+The path is resolved (:func:`certify.sources.paths.resolve_source`) and
+classified (:func:`certify.sources.load.kind_of`) as every command does: a
+``models/`` checkpoint goes to :func:`certify.checkpoints.run.certify_checkpoint`
+(one head with a scalar readout: ranks, exact correctness, the Lemma 3
+audit); any other weights file or model folder, or a state dict with an
+adapter spec, to :func:`certify.checkpoints.heads.certify_heads` (every head of
+every layer). A kernel or matrix file is not a model: bad input, with the
+command that reads it.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Sequence
+
+from certify.core.errors import InputError
+
+
+def resolve_checkpoint(path: str, spec: str | None) -> tuple[str, str]:
+    """``(resolved path, kind)``: kind ``models`` or ``weights``."""
+    from certify.sources.load import kind_of
+    from certify.sources.paths import precheck_checkpoint, resolve_source
+    if spec is not None:
+        return path, "weights"
+    ckpt = str(resolve_source(path))
+    kind = kind_of(Path(ckpt))
+    if kind == "kernel":
+        raise InputError(f"{path} is a kernel or matrix file, not a model's weights; `certify rank {path}` "
+                         f"reads it")
+    if kind == "models":
+        precheck_checkpoint(ckpt)
+    return ckpt, kind
+
+
+def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] = (),
+                 eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
+                 head: int | None = None, command: Sequence[str] = ()) -> tuple[str, Any]:
+    """``(kind, result)``: a :class:`~certify.checkpoints.run.CheckpointResult` for a
+    ``models/`` checkpoint, a :class:`~certify.checkpoints.heads.HeadsResult` otherwise."""
+    ckpt, kind = resolve_checkpoint(path, spec)
+    if kind == "models":
+        if layer is not None or head is not None:
+            raise InputError("--layer/--head pick heads of a third-party model; a models/ checkpoint is one head")
+        from certify.checkpoints.run import certify_checkpoint
+        return kind, certify_checkpoint(ckpt, families=families, eps=eps, seed=seed, command=command)
+    from certify.checkpoints.heads import certify_heads
+    return kind, certify_heads(ckpt, spec=spec, families=families, eps=eps, seed=seed, layer=layer, head=head,
+                               command=command)

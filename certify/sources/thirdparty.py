@@ -1,0 +1,259 @@
+"""Third-party checkpoints: a weights file or model folder -> its layout -> one head's kernel.
+
+:func:`load_model` reads the weights (:func:`certify.sources.weights.read_weights`,
+the one reader) and the config beside them, and detects the layout
+(:func:`models.layouts.detect`). :func:`head_kernel` is the kernel of one
+head on a token set, with its provenance: the model's own path to the layer,
+what was read, the defaults that decided, and the comparison with the
+library's own computation (:func:`models.layouts.reference.check_layer`),
+which runs once per layer and token set. A head whose extracted kernel
+disagrees with its library beyond the tolerance is refused with the numbers
+(:class:`ExtractionMismatch`, exit 3); a comparison that cannot run is
+recorded with its reason.
+
+Token sets: ``vocab`` / ``vocab:V`` (the embedding rows; the default when the
+model has an embedding), ``cube:M`` and families (vectors fed to the first
+layer's path; the default is ``cube:m`` for ``m <= 16``). ``rank``,
+``extract``, ``checkpoint`` and the replay of ``verify`` all come here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from certify.core.errors import InputError, UncertifiableError
+from certify.core.files import sha256_file
+from certify.core.kernel import Kernel, Provenance, from_features, parse_tokens
+from certify.sources.weights import WeightSet, read_config, read_weights, weights_file
+
+#: version of the extraction code's arithmetic; a replay names it
+EXTRACTION = "layouts/2"
+MAX_CUBE = 16
+ADAPTER = re.compile(r"^layout:(?P<layout>\S+) layer (?P<layer>\d+) head (?P<head>\d+)$")
+
+
+class ExtractionMismatch(UncertifiableError):
+    """The extracted kernel disagrees with the library's own computation."""
+
+
+@dataclass
+class LoadedModel:
+    """A third-party checkpoint, read and detected."""
+
+    path: Path                              # what the user named
+    source: Path                            # the file the claims name (weights file or shard index)
+    weights: WeightSet
+    config: dict[str, Any]
+    config_path: Path | None
+    detected: Any                           # models.layouts.Detected
+    tensors: dict[str, Any]                 # the state dict as read (half precision as float32)
+    checks: dict[tuple[int, str], Any] = field(default_factory=dict)
+
+    @property
+    def inputs(self) -> dict[str, str]:
+        files = [*self.weights.files, *([self.config_path] if self.config_path is not None else [])]
+        return {str(f): sha256_file(f) for f in files}
+
+    def layer(self, index: int | None):
+        layers = self.detected.layers
+        if index is None:
+            return next((L for L in layers if L.reads_tokens), layers[0])
+        found = [L for L in layers if L.index == index]
+        if not found:
+            raise InputError(f"--layer {index}: the model has layers {[L.index for L in layers]}")
+        return found[0]
+
+
+def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Path]]:
+    """``(state dict as torch tensors, config, files read)`` of a weights file or folder."""
+    ws = read_weights(path)
+    cfg, cfg_path = read_config(weights_file(path))
+    files = {"weights": ws.files[0]}
+    if cfg_path is not None:
+        files["config"] = cfg_path
+    return ws.torch(), cfg, files
+
+
+def load_model(path: str | Path) -> LoadedModel:
+    """Read and detect a third-party checkpoint (see the module docstring)."""
+    from models.layouts import detect
+    from models.layouts.base import compute_dtype
+    p = Path(path)
+    if p.name == "config.json":                  # the model's config stands for its folder
+        p = p.parent
+    elif p.name.endswith(".config.json"):        # X.config.json stands for X.<weights suffix>
+        stem = p.name[:-len(".config.json")]
+        p = next((p.with_name(stem + s) for s in (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+                  if p.with_name(stem + s).is_file()), p)
+    ws = read_weights(p)
+    source = weights_file(p)
+    config, config_path = read_config(source)
+    sd = ws.torch()
+    det = detect(sd, config, name=str(path))
+    if ws.nesting:
+        det.notes.append(f"a training checkpoint: the model's tensors are under {' -> '.join(ws.nesting)}"
+                         + (f"; set aside: {', '.join(ws.ignored[:6])}" if ws.ignored else ""))
+    return LoadedModel(p, source, ws, config, config_path, det, compute_dtype(sd)[0])
+
+
+# ---------------------------------------------------------------- tokens
+
+def _token_set(model: LoadedModel, L, tokens: str | None) -> tuple[str, int | None, np.ndarray | None]:
+    """``(token set name, m, token rows or None)``; ``m`` None for the vocabulary."""
+    det = model.detected
+    emb = det.embedding if L.reads_tokens and L.index == model.layer(None).index else None
+    if tokens is None:
+        if emb is not None:
+            return f"vocab:{emb.shape[0]}", None, None
+        if L.m <= MAX_CUBE:
+            return f"cube:{L.m}", L.m, None
+        raise InputError(f"layer {L.index} reads {L.m}-dimensional vectors: give a token set, --tokens cube:M "
+                         f"(M <= 24) or --family NAME|FILE of width {L.m}")
+    if tokens == "vocab" or tokens.startswith("vocab:"):
+        if emb is None:
+            raise InputError(f"{tokens}: the model has no embedding (its first layer reads {L.m}-dimensional "
+                             f"vectors; give cube:{L.m} or a family)")
+        if tokens != "vocab" and tokens != f"vocab:{emb.shape[0]}":
+            raise InputError(f"{tokens}: the vocabulary has {emb.shape[0]} rows")
+        return f"vocab:{emb.shape[0]}", None, None
+    name = tokens[len("family:"):] if tokens.startswith("family:") else tokens
+    ts, m, toks = parse_tokens(name)
+    if m != L.m:
+        raise InputError(f"token set {ts} has width {m}; layer {L.index} reads {L.m}-dimensional vectors")
+    return ts, m, toks
+
+
+def _pool(model: LoadedModel, ts: str, m: int | None, toks: np.ndarray | None, seed: int):
+    """The first layer's inputs the library check draws its sequences from."""
+    import torch
+    if m is None:
+        return torch.arange(int(ts.split(":")[1]))
+    if toks is not None:
+        return torch.from_numpy(np.array(toks, dtype=np.float32))
+    g = torch.Generator().manual_seed(seed)
+    n = min(1 << m, 512)
+    idx = torch.randperm(1 << m, generator=g)[:n] if m <= 20 else torch.randint(0, 1 << m, (n,), generator=g)
+    return ((idx[:, None] >> torch.arange(m)) & 1).to(torch.float32)
+
+
+# ---------------------------------------------------------------- one head
+
+def select_head(model: LoadedModel, layer: int | None, head: int | None):
+    """``(LayerPlan, head index, head)``; the first kernel head of the first
+    token-reading layer by default. A refused head is :class:`UncertifiableError`."""
+    from models.layouts import Refusal
+    L = model.layer(layer)
+    if head is None:
+        idx = next((i for i, h in enumerate(L.heads) if not isinstance(h, Refusal)), None)
+        if idx is None:
+            r = L.heads[0]
+            raise UncertifiableError(f"{model.detected.library} ({model.detected.layout}) layer {L.index}: "
+                                     f"{r.mechanism}: {r.reason}")
+        head = getattr(L.heads[idx], "details", {}).get("head", idx)
+    h = next((x for x in L.heads if not isinstance(x, Refusal) and x.details.get("head") == head), None)
+    if h is None:
+        r = next((x for x in L.heads if isinstance(x, Refusal) and x.head in (None, head)), None)
+        if r is not None:
+            raise UncertifiableError(f"{model.detected.library} ({model.detected.layout}) layer {L.index} head "
+                                     f"{head}: {r.mechanism}: {r.reason}")
+        raise InputError(f"--head {head}: layer {L.index} has heads 0..{len(L.heads) - 1}")
+    if not L.reads_tokens:
+        raise InputError(f"layer {L.index} reads the outputs of the layer before it, not a finite known token "
+                         f"set; only the first layer's inputs are known (--layer "
+                         f"{model.layer(None).index})")
+    return L, head, h
+
+
+def library_check(model: LoadedModel, L, ts: str, m: int | None, toks, *, seed: int = 0):
+    """The comparison of layer ``L`` with its library on token set ``ts`` (cached)."""
+    from models.layouts.reference import check_layer
+    key = (L.index, ts)
+    if key not in model.checks:
+        model.checks[key] = check_layer(model.detected, L, model.tensors, _pool(model, ts, m, toks, seed),
+                                        seed=seed)
+    return model.checks[key]
+
+
+def mismatch(check, head: int) -> str | None:
+    """The refusal reason when head ``head`` disagrees with its library, else None."""
+    if check.agrees(head) is not False:
+        return None
+    j = check.head(head)
+    return (f"the extracted kernel disagrees with {check.library} {check.version}'s own computation: scaled "
+            f"error {j['max_error']:.3g} > tolerance {check.tolerance:g} on {check.sequences} sequences of "
+            f"{check.length} tokens ({check.method}); no claim is made about this head")
+
+
+def head_kernel(model: LoadedModel, *, layer: int | None = None, head: int | None = None,
+                tokens: str | None = None, compare: bool = True, seed: int = 0) -> Kernel:
+    """The kernel of one head on a token set, with its provenance (module docstring)."""
+    from certify.sources.checkpoint import from_model
+    L, hi, h = select_head(model, layer, head)
+    ts, m, toks = _token_set(model, L, tokens)
+    det = model.detected
+    details: dict[str, Any] = {**h.describe(), "library": det.library, "layer": L.index, "head": hi,
+                               "layout": det.describe(), "weights": model.weights.describe(),
+                               "config": str(model.config_path) if model.config_path else None,
+                               "extraction": EXTRACTION}
+    if m is not None and det.embedding is not None:
+        details["tokens_as"] = "vectors fed to the first layer's path (the model's own inputs are vocabulary ids)"
+    if compare:
+        check = library_check(model, L, ts, m, toks, seed=seed)
+        details["library_check"] = check.head(hi)
+        why = mismatch(check, hi)
+        if why is not None:
+            raise ExtractionMismatch(f"{det.library} layer {L.index} head {hi}: {why}")
+    prov = Provenance(str(model.source), sha256_file(model.source),
+                      f"layout:{det.layout} layer {L.index} head {hi}", str(h.dtype).replace("torch.", ""),
+                      details=details)
+    if m is None:
+        import torch
+        with torch.no_grad():
+            q, k = h.feature_matrices(det.embedding)
+        return from_features(q.numpy(), k.numpy(), prov, token_set=ts, guarantee=h.guarantee)
+    return from_model(h, ts if toks is None else (tokens[len("family:"):] if tokens.startswith("family:")
+                                                  else tokens), prov)
+
+
+def load_head_kernel(path: str | Path, *, layer: int | None = None, head: int | None = None,
+                     tokens: str | None = None, compare: bool = True, seed: int = 0) -> Kernel:
+    return head_kernel(load_model(path), layer=layer, head=head, tokens=tokens, compare=compare, seed=seed)
+
+
+def parse_adapter(adapter: str) -> tuple[int, int] | None:
+    """``(layer, head)`` of a third-party kernel's adapter name, or None."""
+    m = ADAPTER.match(adapter or "")
+    return (int(m.group("layer")), int(m.group("head"))) if m else None
+
+
+# ---------------------------------------------------------------- what a certificate records
+
+def extraction_info(kernel: Kernel) -> dict[str, Any]:
+    """What a claim's ``info`` records about how its kernel was extracted: the
+    model's path to the layer and the comparison with the library's own
+    computation (empty for kernels that are not third-party heads)."""
+    d = kernel.provenance.details
+    out: dict[str, Any] = {}
+    for key in ("input_path", "library_check", "extraction", "tokens_as"):
+        if d.get(key):
+            out[key] = d[key]
+    return out
+
+
+def kernel_inputs(kernel: Kernel) -> dict[str, str]:
+    """Every file a third-party kernel was read from (weights, shards, config), by sha256."""
+    d = kernel.provenance.details
+    files = list((d.get("weights") or {}).get("files") or [])
+    for key in ("config", "spec"):
+        if d.get(key):
+            files.append(d[key])
+    out = {}
+    for f in files:
+        if Path(f).is_file():
+            out[str(f)] = sha256_file(f)
+    return out

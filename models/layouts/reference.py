@@ -1,0 +1,439 @@
+"""The library's own computation, compared with the extracted kernel.
+
+The extractor (:mod:`models.layouts`) recomputes each head's features with
+its own code; a mistake there (a missed pre-norm, a wrong head split, a
+misread layer) would give a kernel the model does not compute. So the first
+layer is also run by the library itself on sequences of the certified
+tokens, with random values in place of the value projection's output, and
+its attention output is compared with the one the extracted kernel gives,
+``o_i = sum_j alpha(x_i, x_j) v_j / (sum_j alpha(x_i, x_j) + the library's
+epsilon)`` (prefix sums for causal layers). The comparison does not reuse the
+extractor's path:
+
+* performer-pytorch and linear-attention-transformer: the library's module
+  (a ``Performer`` / ``LinearAttentionTransformer`` with every layer, or a
+  bare ``SelfAttention``) is built with the library's constructor, loaded
+  strictly from the checkpoint and run forward on CPU; hooks replace the
+  first layer's ``to_v`` output by the random values and read the input of
+  its ``to_out`` (every head's output);
+* fla (whose layer forwards need Triton on a GPU and are not called): the
+  layer is built with fla's constructor and loaded strictly; its own
+  submodules (``q_proj``, ``k_proj``, ``feature_map_q``, ...) are composed
+  with fla's pure-PyTorch references (``fla.ops.*.naive``, and
+  ``fla.modules.norm.layernorm.rms_norm_ref`` / ``layer_norm_ref`` for the
+  norms whose modules run Triton kernels);
+* zoology's Based key layout is run through fla's port
+  (``BasedLinearAttention``); pytorch-fast-transformers is not installable
+  with the pinned torch: its comparison cannot run, which is recorded.
+
+The error of position ``i`` is scaled by the size of what is summed,
+``e_i = max |o_lib - o_ext| |sum_j alpha_ij| / (sum_j |alpha_ij| max|v|)``
+(for a nonnegative kernel: the error relative to the values); positions whose
+denominator cancels to below ``1e-3 sum_j |alpha_ij|`` (signed kernels) are
+ill-conditioned in both computations and left out, and counted. A head
+agrees when ``max_i e_i <= tolerance`` (:data:`TOLERANCE`, float32 arithmetic).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+
+from models.layouts.base import Detected, FeatureHead, LayerPlan
+
+#: largest scaled error (see the module docstring) at which a head agrees with its library
+TOLERANCE = 1e-4
+#: ill-conditioned positions: |sum alpha| < ILL * sum |alpha|
+ILL = 1e-3
+SEQ_LEN, MAX_SEQS = 16, 32
+DIST = {"performer-pytorch": "performer-pytorch", "linear-attention-transformer": "linear-attention-transformer",
+        "fla": "flash-linear-attention", "zoology": "flash-linear-attention",
+        "pytorch-fast-transformers": "pytorch-fast-transformers"}
+
+
+@dataclass
+class LibraryCheck:
+    """The comparison of one layer with its library's own computation."""
+
+    library: str
+    version: str | None
+    status: str                          # agrees | disagrees | not run
+    method: str
+    reason: str = ""
+    tolerance: float = TOLERANCE
+    seed: int = 0
+    sequences: int = 0
+    length: int = 0
+    errors: dict[int, float] = field(default_factory=dict)        # head -> max scaled error
+    left_out: dict[int, int] = field(default_factory=dict)        # head -> ill-conditioned positions
+
+    def head(self, h: int) -> dict[str, Any]:
+        """This comparison as one head sees it (JSON)."""
+        out = {"library": self.library, "version": self.version, "method": self.method,
+               "tolerance": self.tolerance, "seed": self.seed, "sequences": self.sequences,
+               "length": self.length}
+        if self.status == "not run":
+            return {**out, "status": "not run", "reason": self.reason}
+        if h not in self.errors:
+            return {**out, "status": "not run", "reason": "this head is not compared (refused or local)"}
+        err = self.errors[h]
+        return {**out, "status": "agrees" if err <= self.tolerance else "disagrees", "max_error": err,
+                "positions_left_out": self.left_out.get(h, 0),
+                "error": "max_i |o_lib - o_ext| |sum_j alpha_ij| / (sum_j |alpha_ij| max|v|)"}
+
+    def agrees(self, h: int) -> bool | None:
+        """True / False, or None when the comparison did not run for ``h``."""
+        if self.status == "not run" or h not in self.errors:
+            return None
+        return self.errors[h] <= self.tolerance
+
+
+def version(library: str) -> str | None:
+    from importlib import metadata
+    try:
+        return metadata.version(DIST.get(library, library))
+    except metadata.PackageNotFoundError:
+        return None
+
+
+# ---------------------------------------------------------------- entry point
+
+def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor], pool: torch.Tensor, *,
+                seed: int = 0) -> LibraryCheck:
+    """Compare every kernel head of ``layer`` (a layer reading the tokens) with the
+    library's own computation on sequences drawn from ``pool``: token vectors
+    ``(K, m)``, or vocabulary ids ``(V,)`` when the model has an embedding."""
+    build = layer.library.get("build", "")
+    lib = "fla" if build == "zoology-Based" else det.library          # zoology: through fla's port
+    run = _RUNNERS.get(build)
+    check = LibraryCheck(lib, version(lib), "not run", _METHODS.get(build, ""), seed=seed)
+    heads = {i: h for i, h in enumerate(layer.heads) if isinstance(h, FeatureHead)}
+    if not heads:
+        check.reason = "no head of this layer is a kernel head"
+        return check
+    if run is None:
+        check.reason = _NOT_RUN.get(build, f"no way to run {lib}'s own computation for this layer")
+        return check
+    if check.version is None and build != "zoology-Based":
+        check.reason = f"{DIST.get(lib, lib)} is not installed"
+        return check
+    gen = torch.Generator().manual_seed(seed)
+    n = min(MAX_SEQS, max(1, -(-len(pool) // SEQ_LEN)))
+    idx = torch.cat([torch.randperm(len(pool), generator=gen) for _ in range(-(-n * SEQ_LEN // len(pool)))])
+    inputs = pool[idx[:n * SEQ_LEN]].reshape(n, SEQ_LEN, *pool.shape[1:])           # (B, N[, m])
+    dv = {i: int(h.Wv.shape[0]) for i, h in heads.items()}
+    H = len(layer.heads)
+    width = max(dv.values())
+    V = torch.randn(n, SEQ_LEN, H, width, generator=gen).double()                  # (B, N, H, dv), float32 values
+    check.sequences, check.length = n, SEQ_LEN
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                torch.random.fork_rng(devices=[]), torch.no_grad():
+            warnings.simplefilter("ignore")
+            lib_out, eps_rule = run(det, layer, sd, inputs, V[..., :width].to(torch.float32))
+    except Exception as exc:             # the library's own code: any failure is reported, not hidden
+        check.reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        return check
+    rows = inputs if inputs.is_floating_point() else det.embedding[inputs]
+    flat = rows.reshape(-1, rows.shape[-1])
+    for i, h in heads.items():
+        q, k = h.feature_matrices(flat)
+        q = q.to(torch.float64).reshape(n, SEQ_LEN, -1)
+        k = k.to(torch.float64).reshape(n, SEQ_LEN, -1)
+        A = q @ k.transpose(1, 2)                                                   # (B, N, N)
+        if h.causal:
+            A = A * torch.tril(torch.ones(SEQ_LEN, SEQ_LEN, dtype=torch.float64))
+        v = V[:, :, i, :dv[i]]
+        den = eps_rule(A.sum(-1), q)                                                # (B, N)
+        ours = (A @ v) / den[..., None]
+        got = lib_out[:, :, i, :dv[i]].to(torch.float64)
+        scale = A.abs().sum(-1) * v.abs().amax(dim=(1, 2))[:, None]
+        ill = (A.sum(-1).abs() < ILL * A.abs().sum(-1)) | (scale == 0)
+        e = ((ours - got).abs().amax(-1) * den.abs() / torch.where(ill, 1.0, scale))
+        e = torch.where(ill, 0.0, e)
+        check.errors[i] = float(e.max()) if not bool(torch.isnan(e).any()) else float("inf")
+        check.left_out[i] = int(ill.sum())
+    check.status = "agrees" if all(v <= check.tolerance for v in check.errors.values()) else "disagrees"
+    return check
+
+
+# ---------------------------------------------------------------- denominators
+
+def _add(eps: float) -> Callable:
+    return lambda s, q: s + eps
+
+
+def _clamp(eps: float) -> Callable:
+    return lambda s, q: s.clamp(min=eps)
+
+
+def _performer_causal(s, q):
+    return s + 1e-6 * q.sum(-1)          # q . (cumsum(k) + 1e-6)
+
+
+# ---------------------------------------------------------------- lucidrains (full module forward)
+
+_KERNEL_MODULES = {"relu": "ReLU", "gelu": "GELU", "elu": "ELU", "softplus": "Softplus", "sigmoid": "Sigmoid",
+                   "tanh": "Tanh", "identity": "Identity"}
+
+
+def _strip(sd: Mapping[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
+    return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+
+
+def _load(module: torch.nn.Module, sd: Mapping[str, torch.Tensor]) -> torch.nn.Module:
+    res = module.load_state_dict(dict(sd), strict=False)
+    # performer's proj_updater.instance is a second name of the same layers (loaded through net.*)
+    missing = [k for k in res.missing_keys if not k.startswith("proj_updater.")]
+    if missing or res.unexpected_keys:
+        raise ValueError(f"the library's module built from the config does not load the checkpoint strictly "
+                         f"(missing {missing[:3]}, unexpected {res.unexpected_keys[:3]})")
+    return module.eval()
+
+
+def _ff(sd, root: str) -> tuple[int, bool]:
+    """``(ff_mult, ff_glu)`` from the first feed-forward's shapes."""
+    import re
+    pat = re.compile(re.escape(root) + r"(net|layers)\.(layers\.0\.1|blocks\.0\.g\.net)\.(fn\.)+w1\.weight$")
+    k = next((k for k in sd if pat.match(k)), None)
+    if k is None:
+        return 4, False
+    w1, w2 = sd[k], sd[k[:-len("w1.weight")] + "w2.weight"]
+    return int(w2.shape[1]) // int(w2.shape[0]), int(w1.shape[0]) == 2 * int(w2.shape[1])
+
+
+def _lucidrains_module(det: Detected, layer: LayerPlan, sd):
+    """``(module, sub-state-dict, path of the first layer's attention, input transform)``."""
+    cfg, info = det.config, layer.library
+    build = info["build"]
+    p = layer.prefix
+    dim = int(sd[p + "to_q.weight"].shape[1])
+    heads, d = int(info["heads"]), int(info["dim_head"])
+    if det.library == "performer-pytorch":
+        from performer_pytorch import performer_pytorch as lib
+        kfn = getattr(torch.nn, _KERNEL_MODULES.get(info.get("kernel_fn", "relu"), "ReLU"))()
+        att = dict(causal=bool(cfg.get("causal", False)), generalized_attention=bool(cfg.get(
+            "generalized_attention", False)), kernel_fn=kfn, no_projection=bool(cfg.get("no_projection", False)),
+            nb_features=int(info["nb_features"]), qkv_bias=p + "to_q.bias" in sd,
+            attn_out_bias=p + "to_out.bias" in sd)
+        if build == "SelfAttention":
+            m = lib.SelfAttention(dim=dim, heads=heads, dim_head=d, local_heads=int(cfg.get("local_heads", 0)),
+                                  **att)
+            return m, _strip(sd, info["strip"]), "", None
+        root = info["lm_root"] + "performer." if info.get("lm_root") is not None else info["strip"]
+        mult, glu = _ff(sd, root)
+        block = p[len(root):].split(".fn.")[0]
+        kind = {"use_scalenorm": False, "use_rezero": False}
+        if root + block + ".g" in sd and root + block + ".norm.weight" not in sd:
+            scale = det.defaults.get("use_scalenorm") or cfg.get("use_scalenorm")
+            kind["use_scalenorm" if scale else "use_rezero"] = True
+        cross = bool(cfg.get("cross_attend", False))
+        local = cfg.get("local_attn_heads", 0)
+        m = lib.Performer(dim=dim, depth=len(det.layers) // (2 if cross else 1), heads=heads, dim_head=d,
+                          ff_mult=mult, ff_glu=glu, reversible=".blocks." in "." + p[len(root):],
+                          local_attn_heads=tuple(local) if isinstance(local, list) else local,
+                          shift_tokens=bool(cfg.get("shift_tokens", False)),
+                          cross_attend=cross, **kind, **att)
+        return m, _strip(sd, root), p[len(root):].rstrip("."), _embed(det, info)
+    from linear_attention_transformer import linear_attention_transformer as lib
+    att = dict(causal=bool(cfg.get("causal", False)), blindspot_size=int(cfg.get("blindspot_size", 1)))
+    if build == "SelfAttention":
+        m = lib.SelfAttention(dim=dim, heads=heads, dim_head=d,
+                              n_local_attn_heads=int(cfg.get("n_local_attn_heads", 0)), **att)
+        return m, _strip(sd, info["strip"]), "", None
+    root = info["strip"]
+    local = cfg.get("n_local_attn_heads", 0)
+    m = lib.LinearAttentionTransformer(dim=dim, depth=len(det.layers), max_seq_len=int(cfg.get("max_seq_len", 4096)),
+                                       heads=heads, dim_head=d, reversible=".blocks." in "." + p[len(root):],
+                                       n_local_attn_heads=tuple(local) if isinstance(local, list) else local,
+                                       shift_tokens=bool(cfg.get("shift_tokens", False)), **att)
+    return m, _strip(sd, root), p[len(root):].rstrip("."), _embed(det, info)
+
+
+def _embed(det: Detected, info) -> Callable | None:
+    """An LM's path from ids to the container's input (its positions are absent,
+    or the layer would be refused): embedding rows, then ``project_in``."""
+    if info.get("lm_root") is None:
+        return None
+    E = det.embedding
+    return lambda ids: E[ids]
+
+
+def _run_lucidrains(det: Detected, layer: LayerPlan, sd, inputs, V):
+    module, sub, path, embed = _lucidrains_module(det, layer, sd)
+    module = _load(module, sub)
+    if inputs.is_floating_point():
+        embed = None                     # vectors given as the container's input (hidden states)
+    if embed is not None and layer.library["lm_root"] + "transformer.project_in.weight" in sd:
+        raise ValueError("a language model with project_in is compared only as a whole, which needs its "
+                         "position embeddings")
+    attn = module.get_submodule(path) if path else module
+    B, N = inputs.shape[:2]
+    H = len(layer.heads)
+    d = int(layer.library["dim_head"])
+    seen = {}
+
+    def replace_v(mod, args, out):
+        return V[..., :d].reshape(B, N, H * d).to(out.dtype)
+
+    def read_out(mod, args):
+        seen["o"] = args[0].detach().reshape(B, N, H, -1)
+    h1 = attn.to_v.register_forward_hook(replace_v)
+    h2 = attn.to_out.register_forward_pre_hook(read_out)
+    try:
+        x = embed(inputs) if embed is not None else inputs.to(torch.float32)
+        module(x)
+    finally:
+        h1.remove()
+        h2.remove()
+    if det.library == "performer-pytorch":
+        rule = _performer_causal if det.config.get("causal") else _add(0.0)
+    else:
+        rule = _clamp(1e-3)
+    return seen["o"], rule
+
+
+# ---------------------------------------------------------------- fla (submodules + naive ops)
+
+def _fla_linear_attention(det: Detected, layer: LayerPlan, sd, inputs, V):
+    from einops import rearrange, repeat
+    from fla.layers import LinearAttention
+    from fla.modules.norm.layernorm import rms_norm_ref
+    from fla.ops.linear_attn.naive import naive_recurrent_linear_attn
+    info = layer.library
+    p = layer.prefix
+    Wq = sd[p + "q_proj.weight"]
+    hidden = int(Wq.shape[1])
+    H, Hkv = int(info["num_heads"]), int(info["num_kv_heads"])
+    attn = LinearAttention(hidden_size=hidden, expand_k=int(Wq.shape[0]) / hidden,
+                           expand_v=int(info["value_dim"]) / hidden, num_heads=H,
+                           num_kv_heads=Hkv if Hkv != H else None, feature_map=info["feature_map"],
+                           tie_feature_map_qk=info["tie_feature_map_qk"], output_norm=info["output_norm"],
+                           norm_q=info["norm_q"], norm_k=info["norm_k"], do_feature_map_norm=True,
+                           elementwise_affine=info["elementwise_affine"], norm_eps=info["norm_eps"])
+    attn = _load(attn, _strip(sd, p))
+    if info.get("model") and not inputs.is_floating_point():
+        R = info["root"]
+        x = torch.nn.functional.embedding(inputs, sd[R + "model.embeddings.weight"])
+        w = sd.get(R + "model.layers.0.attn_norm.weight")
+        if info.get("fuse_norm", True):
+            x = rms_norm_ref(x, w, None, eps=info["attn_norm_eps"])          # fla's RMSNorm, reference op
+        else:
+            x = torch.nn.functional.rms_norm(x, (hidden,), w, info["attn_norm_eps"])
+    elif info.get("model"):                                  # vectors as hidden states: attn_norm only
+        R = info["root"]
+        w = sd.get(R + "model.layers.0.attn_norm.weight")
+        x = rms_norm_ref(inputs.to(torch.float32), w, None, eps=info["attn_norm_eps"])
+    else:
+        x = inputs.to(torch.float32)
+    q, k = attn.q_proj(x), attn.k_proj(x)
+    q = rearrange(q, "... (h d) -> ... h d", d=attn.head_k_dim)
+    if attn.num_kv_groups > 1:
+        k = repeat(k, "... (h d) -> ... (h g) d", d=attn.head_k_dim, g=attn.num_kv_groups)
+    else:
+        k = rearrange(k, "... (h d) -> ... h d", d=attn.head_k_dim)
+    q, k = attn.feature_map_q(q), attn.feature_map_k(k)
+    if attn.norm_q:
+        q = q / (q.sum(-1, True) + 1e-4)
+    if attn.norm_k:
+        k = k / (k.sum(-1, True) + 1e-4)
+    v = V[..., :attn.head_v_dim]                                                    # (B, T, H, dv)
+    o, _ = naive_recurrent_linear_attn(q, k, v, normalize=True)
+    return o, _add(1e-10)
+
+
+def _fla_based(det: Detected, layer: LayerPlan, sd, inputs, V):
+    from fla.layers import BasedLinearAttention
+    from fla.ops.based.naive import naive_parallel_based
+    info = layer.library
+    p = layer.prefix
+    names = info.get("names")
+    sub = _strip(sd, p)
+    if names:                                           # zoology's names for fla's port
+        sub = {dict(zip(names, ("q_proj", "k_proj", "v_proj", "o_proj")))[k.split(".")[0]] + ".weight": v
+               for k, v in sub.items() if k.split(".")[0] in names}
+    hidden = int(sub["q_proj.weight"].shape[1])
+    fd, H = int(info["feature_dim"]), int(info["num_heads"])
+    layer_mod = BasedLinearAttention(hidden_size=hidden, feature_dim=fd, num_heads=H, num_key_value_heads=H,
+                                     causal=bool(info["causal"]), eps=float(info.get("eps", 1e-12)))
+    layer_mod = _load(layer_mod, sub)
+    x = inputs.to(torch.float32)
+    dv = layer_mod.head_v_dim
+    q = layer_mod.q_proj(x).reshape(*x.shape[:2], H, fd).transpose(1, 2)          # (B, H, T, D)
+    k = layer_mod.k_proj(x).reshape(*x.shape[:2], H, fd).transpose(1, 2)
+    v = V[..., :dv].transpose(1, 2)
+    if info["causal"]:
+        o = naive_parallel_based(q, k, v, scale=fd ** -0.5, use_norm=True)
+        return o.transpose(1, 2), _add(1e-6)
+    seen = {}
+    layer_mod.o_proj = torch.nn.Identity()
+    h = layer_mod.v_proj.register_forward_hook(lambda m, a, out: V[..., :dv].reshape(*x.shape[:2], H * dv))
+    try:
+        seen["o"] = layer_mod.forward_reference(x)
+    finally:
+        h.remove()
+    return seen["o"].reshape(*x.shape[:2], H, dv), _add(layer_mod.eps)
+
+
+def _fla_rebased(det: Detected, layer: LayerPlan, sd, inputs, V):
+    from fla.layers import ReBasedLinearAttention
+    from fla.modules.norm.layernorm import layer_norm_ref
+    from fla.ops.rebased.naive import naive_parallel_rebased
+    info = layer.library
+    if not info["causal"]:
+        raise ValueError("fla has no CPU reference op for a non-causal ReBased layer")
+    p = layer.prefix
+    hidden = int(sd[p + "q_proj.weight"].shape[1])
+    fd, H, Hkv = int(info["feature_dim"]), int(info["num_heads"]), int(info["num_key_value_heads"])
+    mod = ReBasedLinearAttention(hidden_size=hidden, feature_dim=fd, num_heads=H, num_key_value_heads=Hkv,
+                                 use_gamma=info["use_gamma"], use_beta=info["use_beta"], normalize=info["normalize"])
+    mod = _load(mod, _strip(sd, p))
+    x = inputs.to(torch.float32)
+    q = mod.q_proj(x).reshape(*x.shape[:2], H, fd).transpose(1, 2)
+    k = mod.k_proj(x).reshape(*x.shape[:2], H, fd).transpose(1, 2)
+    fm = mod.feature_map
+    if fm.use_gamma and fm.use_beta and fm.normalize:             # fla's Triton layer_norm: its reference op
+        q, k = (layer_norm_ref(t, fm.gamma, fm.beta, eps=1e-5) for t in (q, k))
+    else:
+        q, k = fm(q, flatten=False), fm(k, flatten=False)
+    v = V[..., :mod.head_dim].transpose(1, 2)
+    o = naive_parallel_rebased(q, k, v, use_norm=True)
+    return o.transpose(1, 2), _add(1e-6)
+
+
+_RUNNERS = {"SelfAttention": _run_lucidrains, "Performer": _run_lucidrains,
+            "LinearAttentionTransformer": _run_lucidrains, "PerformerLM": _run_lucidrains,
+            "LinearAttentionTransformerLM": _run_lucidrains,
+            "LinearAttention": _fla_linear_attention, "BasedLinearAttention": _fla_based,
+            "zoology-Based": _fla_based, "ReBasedLinearAttention": _fla_rebased}
+_METHODS = {
+    "SelfAttention": "the library's SelfAttention built from the config, loaded strictly, forward on CPU; "
+                     "hooks: to_v output replaced by random values, to_out input read",
+    "Performer": "the library's Performer (every layer) built from the config, loaded strictly, forward on CPU; "
+                 "hooks on the first layer: to_v output replaced by random values, to_out input read",
+    "LinearAttentionTransformer": "the library's LinearAttentionTransformer (every layer) built from the config, "
+                                  "loaded strictly, forward on CPU; hooks on the first layer: to_v output "
+                                  "replaced by random values, to_out input read",
+    "PerformerLM": "the library's Performer (the LM's layers) on the embedding rows, forward on CPU; hooks on "
+                   "the first layer",
+    "LinearAttentionTransformerLM": "the library's LinearAttentionTransformer (the LM's layers) on the "
+                                    "embedding rows, forward on CPU; hooks on the first layer",
+    "LinearAttention": "fla's LinearAttention built from the config, loaded strictly; its q_proj, k_proj, "
+                       "feature_map_q/k (and the model's embeddings and attn_norm through "
+                       "fla.modules.norm.layernorm.rms_norm_ref) composed with "
+                       "fla.ops.linear_attn.naive.naive_recurrent_linear_attn(normalize=True)",
+    "BasedLinearAttention": "fla's BasedLinearAttention built from the config, loaded strictly; q_proj, k_proj "
+                            "with fla.ops.based.naive.naive_parallel_based (non-causal: forward_reference)",
+    "zoology-Based": "zoology is not installed: the mixer's weights in fla's port BasedLinearAttention, "
+                     "q_proj, k_proj with fla.ops.based.naive.naive_parallel_based",
+    "ReBasedLinearAttention": "fla's ReBasedLinearAttention built from the config, loaded strictly; q_proj, "
+                              "k_proj, feature_map (layer_norm_ref) with "
+                              "fla.ops.rebased.naive.naive_parallel_rebased",
+}
+_NOT_RUN = {"fast-transformers": "pytorch-fast-transformers is not installed (its 2021 C++ extensions do not "
+                                 "build against the pinned torch): the layout is read from its key table"}

@@ -1,0 +1,114 @@
+"""``certify verify --replay-extraction`` re-runs every head's extraction of a
+third-party certificate in a separate process (the same loader, one thread) and
+compares the features bit for bit: a certificate of each supported library,
+replayed on the same machine and versions, exits 0; a certificate whose kernel
+is not the checkpoint's fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from certify.checkers.sources import replay_extraction
+from certify.checkpoints.heads import certify_heads
+
+performer = pytest.importorskip("performer_pytorch.performer_pytorch")
+lat = pytest.importorskip("linear_attention_transformer.linear_attention_transformer")
+fla_layers = pytest.importorskip("fla.layers")
+fla_models = pytest.importorskip("fla.models")
+
+ROOT = Path(__file__).resolve().parent.parent
+M = 6
+
+
+def _big(module, seed):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
+    return module
+
+
+def _save(sd, folder: Path, config) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save({k: v.clone() for k, v in sd.items()}, folder / "model.pt")
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder / "model.pt"
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory) -> dict[str, Path]:
+    """One certificate per supported library, each beside its checkpoint."""
+    d = tmp_path_factory.mktemp("replay")
+    torch.manual_seed(0)
+    based = _big(fla_layers.BasedLinearAttention(hidden_size=M, feature_dim=2, num_heads=2,
+                                                 num_key_value_heads=2), 4)
+    names = {"q_proj": "proj_q", "k_proj": "proj_k", "v_proj": "proj_v", "o_proj": "proj_o"}
+    lin = {n: _big(torch.nn.Linear(M, 4), 5) for n in ("query_projection", "key_projection", "value_projection")}
+    ckpts = {
+        "performer-pytorch": _save(_big(performer.Performer(dim=M, depth=2, heads=2, dim_head=2, nb_features=4,
+                                                            generalized_attention=True), 1).state_dict(),
+                                   d / "performer", {"generalized_attention": True}),
+        "linear-attention-transformer": _save(_big(lat.LinearAttentionTransformer(
+            dim=M, depth=1, max_seq_len=32, heads=2, dim_head=2, causal=True), 2).state_dict(), d / "lat",
+            {"causal": True, "heads": 2, "dim_head": 2}),
+        "zoology": _save({f"mixer.{names[k.split('.')[0]]}.weight": v for k, v in based.state_dict().items()},
+                         d / "zoology", {"feature_dim": 2, "num_heads": 2}),
+        "pytorch-fast-transformers": _save({f"attn.{n}.{k}": t for n, mod in lin.items()
+                                            for k, t in mod.state_dict().items()}, d / "pft",
+                                           {"attention_type": "linear", "n_heads": 2}),
+    }
+    cfg = fla_models.LinearAttentionConfig(hidden_size=6, num_hidden_layers=1, num_heads=2, vocab_size=10,
+                                           intermediate_size=8, norm_feature_map=True, feature_map="t2r")
+    _big(fla_models.LinearAttentionForCausalLM(cfg), 3).save_pretrained(d / "fla")
+    ckpts["fla"] = d / "fla"
+    out = {}
+    for lib, path in ckpts.items():
+        res = certify_heads(str(path))
+        assert res.library == lib
+        cert = Path(path if path.is_dir() else path.parent) / "certificate.json"
+        res.certificate.write(cert)
+        out[lib] = cert
+    return out
+
+
+def test_replay_exits_0_on_a_certificate_of_each_library(certificates):
+    """One verify, one replay process, every head of every certificate (exit 4
+    without the replay: the extraction is a named assumption)."""
+    certs = [str(certificates[k]) for k in sorted(certificates)]
+    p = subprocess.run([sys.executable, "-m", "certify", "verify", *certs], cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 4 and "assuming: extraction:" in p.stderr, p.stderr[-600:]
+    p = subprocess.run([sys.executable, "-m", "certify", "verify", "--replay-extraction", *certs], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-1200:]
+
+
+def test_replay_compares_every_head(certificates, tmp_path):
+    """Each head is its own replay job: a certificate whose head-1 claims name head 0's
+    extraction differs (the replay computes head 0's features, not head 1's)."""
+    cert = json.loads(certificates["performer-pytorch"].read_text())
+    got = replay_extraction([("c", cert, certificates["performer-pytorch"].parent)])
+    assert set(got.values()) == {"match"}
+    for c in cert["claims"]:
+        if c["info"]["head"] == 1:
+            c["parameters"]["adapter"] = c["parameters"]["adapter"].replace("head 1", "head 0")
+    got = replay_extraction([("c", cert, certificates["performer-pytorch"].parent)])
+    assert list(got.values())[0].startswith("differs")
+
+
+def test_replay_records_the_versions_it_depends_on(certificates):
+    from certify.checkpoints.replay import replay
+    cert = json.loads(certificates["fla"].read_text())
+    c = cert["claims"][0]
+    p = c["parameters"]
+    job = {"key": "k", "source": p["source"], "path": str(certificates["fla"].parent / "model.safetensors"),
+           "adapter": p["adapter"], "token_set": p["token_set"], "dtype": "float32", "want": [["x", "y"]]}
+    rec = replay([job])["k"]
+    assert rec["phi_q"] == c["evidence"]["features_sha256"]["phi_q"]
+    assert rec["versions"]["torch"] == torch.__version__ and rec["versions"]["extraction"]
