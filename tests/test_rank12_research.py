@@ -1,0 +1,58 @@
+"""The exact statements of reports/feasibility/rank12/ (real rank 12 on paper-5.1):
+each checker replays its file in rational arithmetic; the values are the ones the
+README and brackets.md quote, and a corrupted certificate must be rejected."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parents[1] / "reports" / "feasibility" / "rank12"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_theorem_d_bound_is_below_one_quarter_and_above_perron():
+    bound = _load("check_delsarte").main()
+    assert bound == Fraction(10000000000, 40450849727)
+    assert Fraction(23576, 100000) < bound < Fraction(1, 4)
+    # (sqrt 5 - 1)/5 = 0.24721359...: the certificate sits just below the LP optimum
+    assert abs(float(bound) - (5 ** 0.5 - 1) / 5) < 1e-9
+
+
+def test_theorem_d_rejects_a_polynomial_that_dips_below(tmp_path):
+    cert = json.loads((HERE / "delsarte_certificate.json").read_text())
+    cert["a0"] = "26/100"                      # E(1/sqrt 5) < 0: g no longer dominates (c)_-
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(cert))
+    with pytest.raises(AssertionError):
+        _load("check_delsarte").main(str(bad))
+
+
+def test_witnesses_and_barrier_replay_exactly(capsys):
+    _load("check_witness16").main()
+    _load("check_lemma_s").main()
+    assert _load("check_sum_barrier").main() > 12
+    out = capsys.readouterr().out
+    assert "rank(I + C) = 13" in out and "inertia(S + I) = (neg 3, zero 0, pos 12)" in out
+
+
+def test_witness16_with_a_perturbed_entry_fails(tmp_path):
+    w = json.loads((HERE / "witness16.json").read_text())
+    row = w["C"][1]
+    j = next(j for j, v in enumerate(row) if v != "0/1" and j != 1)
+    p, q = map(int, row[j].split("/"))
+    row[j] = f"{p + 1}/{q}"
+    bad = tmp_path / "w.json"
+    bad.write_text(json.dumps(w))
+    with pytest.raises(AssertionError):
+        _load("check_witness16").main(str(bad))
