@@ -162,8 +162,12 @@ def _exact_rank(p, e) -> Statement:
     if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
         raise RenderError("parameters.shape must be two integers")
     lo, hi = _e(e, "rank_lower", int), _e(e, "rank_upper", int)
-    what = f"the kernel of {src} on {ts} ({shape[0]} x {shape[1]})"
-    wl = rf"the kernel of \texttt{{{_tt(src)}}} on \texttt{{{_tt(ts)}}} (${shape[0]} \times {shape[1]}$)"
+    return _rank_sentence(f"the kernel of {src} on {ts}",
+                          rf"the kernel of \texttt{{{_tt(src)}}} on \texttt{{{_tt(ts)}}}", shape, lo, hi)
+
+
+def _rank_sentence(k: str, lk: str, shape: list, lo: int, hi: int) -> Statement:
+    what, wl = f"{k} ({shape[0]} x {shape[1]})", rf"{lk} (${shape[0]} \times {shape[1]}$)"
     if lo == hi:
         return Statement(f"{what} has rank exactly {lo} over Q",
                          rf"{wl} has rank exactly ${lo}$ over $\mathbb{{Q}}$")
@@ -172,10 +176,14 @@ def _exact_rank(p, e) -> Statement:
 
 
 def _eps_rank(p, e) -> Statement:
+    return _eps_sentence("the kernel", "the kernel", p, e)
+
+
+def _eps_sentence(k_: str, lk_: str, p, e) -> Statement:
     eps, k, exact = _q(_p(p, "eps")), _e(e, "k", int), _e(e, "exact", bool)
-    text = (f"{k} singular values of the kernel exceed eps = {eps}: every matrix within eps in "
+    text = (f"{k} singular values of {k_} exceed eps = {eps}: every matrix within eps in "
             f"spectral norm has rank >= {k}")
-    latex = (rf"${k}$ singular values of the kernel exceed $\varepsilon = {_tq(eps)}$: every "
+    latex = (rf"${k}$ singular values of {lk_} exceed $\varepsilon = {_tq(eps)}$: every "
              rf"matrix within $\varepsilon$ in spectral norm has rank $\ge {k}$")
     if exact:
         text += f"; sigma_{k + 1} <= eps, so the eps-rank is exactly {k}"
@@ -246,23 +254,36 @@ def _num_inputs(e) -> int:
 
 
 def _correctness(p, e) -> Statement:
-    model, eps = _p(p, "model", str), _q(_p(p, "eps"))
+    model = _p(p, "model", str)
+    return _correctness_sentence(model, rf"\texttt{{{_tt(model)}}}", p, e)
+
+
+def _correctness_sentence(model: str, lmodel: str, p, e) -> Statement:
+    eps = _q(_p(p, "eps"))
     fam, lfam = family_ref(p)
-    n, k = _e(e, "scored_positions", int), _num_inputs(e)
+    n = _e(e, "scored_positions", int)
+    if _Reads.current is not None:
+        _Reads.current.add(("evidence", "family"))
+    k = _num_inputs(e)
     return Statement(f"{model} solves {fam} exactly: |t_hat - t| < {eps} at all {n} scored "
                      f"positions of {k} inputs",
-                     rf"\texttt{{{_tt(model)}}} solves {lfam}: $|\hat t - t| < {_tq(eps)}$ at all "
+                     rf"{lmodel} solves {lfam}: $|\hat t - t| < {_tq(eps)}$ at all "
                      rf"${n}$ scored positions of ${k}$ inputs")
 
 
 def _gap_domination(p, e) -> Statement:
-    model, eps, n = _p(p, "model", str), _q(_p(p, "eps")), _p(p, "n", int)
+    model = _p(p, "model", str)
+    return _gap_sentence(model, rf"\texttt{{{_tt(model)}}}", p, e)
+
+
+def _gap_sentence(model: str, lmodel: str, p, e) -> Statement:
+    eps, n = _q(_p(p, "eps")), _p(p, "n", int)
     fam, lfam = family_ref(p)
     a = _e(e, "applicable", int)
     return Statement(f"the kernel of {model} satisfies Lemma 3's gap domination alpha(x,y) > "
                      f"(n-2)(d-2eps)/(2eps) alpha(x,z) on all {a} jumps of {fam} "
                      f"(n = {n}, eps = {eps})",
-                     rf"the kernel of \texttt{{{_tt(model)}}} satisfies Lemma 3's gap domination "
+                     rf"the kernel of {lmodel} satisfies Lemma 3's gap domination "
                      rf"$\alpha(x,y) > \frac{{(n-2)(d-2\varepsilon)}}{{2\varepsilon}}\alpha(x,z)$ "
                      rf"on all ${a}$ jumps of {lfam} ($n = {n}$, $\varepsilon = {_tq(eps)}$)")
 
@@ -284,13 +305,17 @@ def quantizer_text(qz: Any) -> str:
 
 
 def _transcript(p, e) -> Statement:
+    return _transcript_sentence("", "", p)
+
+
+def _transcript_sentence(who: str, lwho: str, p) -> Statement:
     M, s, h, q = (_p(p, k, int) for k in ("M", "s", "h", "q"))
     qt = quantizer_text(_p(p, "quantizer", dict))
     total = (s + 1) ** q
-    return Statement(f"the quantized sketch model ({qt}) solves the multilevel family "
+    return Statement(f"the quantized sketch model {who}({qt}) solves the multilevel family "
                      f"(M, s, h, q) = ({M}, {s}, {h}, {q}) with error < 1/2 at every query position "
                      f"of all {total} assignments",
-                     rf"the quantized sketch model ({_tt(qt)}) solves the multilevel family "
+                     rf"the quantized sketch model {lwho}({_tt(qt)}) solves the multilevel family "
                      rf"$(M, s, h, q) = ({M}, {s}, {h}, {q})$ with error $< \tfrac12$ at every query "
                      rf"position of all ${total}$ assignments")
 
@@ -475,26 +500,11 @@ def _exact_rank2(p, e) -> Statement:
     if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
         raise RenderError("parameters.shape must be two integers")
     k, lk = _kernel_ref(p)
-    lo, hi = _e(e, "rank_lower", int), _e(e, "rank_upper", int)
-    what, wl = f"{k} ({shape[0]} x {shape[1]})", rf"{lk} (${shape[0]} \times {shape[1]}$)"
-    if lo == hi:
-        return Statement(f"{what} has rank exactly {lo} over Q",
-                         rf"{wl} has rank exactly ${lo}$ over $\mathbb{{Q}}$")
-    return Statement(f"{what} has rank over Q in [{lo}, {hi}]",
-                     rf"{wl} has rank over $\mathbb{{Q}}$ in $[{lo}, {hi}]$")
+    return _rank_sentence(k, lk, shape, _e(e, "rank_lower", int), _e(e, "rank_upper", int))
 
 
 def _eps_rank2(p, e) -> Statement:
-    k_, lk_ = _kernel_ref(p)
-    eps, k, exact = _q(_p(p, "eps")), _e(e, "k", int), _e(e, "exact", bool)
-    text = (f"{k} singular values of {k_} exceed eps = {eps}: every matrix within eps in "
-            f"spectral norm has rank >= {k}")
-    latex = (rf"${k}$ singular values of {lk_} exceed $\varepsilon = {_tq(eps)}$: every "
-             rf"matrix within $\varepsilon$ in spectral norm has rank $\ge {k}$")
-    if exact:
-        text += f"; sigma_{k + 1} <= eps, so the eps-rank is exactly {k}"
-        latex += rf"; $\sigma_{{{k + 1}}} \le \varepsilon$, so the $\varepsilon$-rank is exactly ${k}$"
-    return Statement(text, latex)
+    return _eps_sentence(*_kernel_ref(p), p, e)
 
 
 def code_ref(p) -> tuple[str, str]:
@@ -547,44 +557,17 @@ def model_ref(p) -> tuple[str, str]:
 
 
 def _correctness2(p, e) -> Statement:
-    model, lmodel = model_ref(p)
-    eps = _q(_p(p, "eps"))
-    fam, lfam = family_ref(p)
-    n = _e(e, "scored_positions", int)
-    if _Reads.current is not None:
-        _Reads.current.add(("evidence", "family"))
-    k = _num_inputs(e)
-    return Statement(f"{model} solves {fam} exactly: |t_hat - t| < {eps} at all {n} scored "
-                     f"positions of {k} inputs",
-                     rf"{lmodel} solves {lfam}: $|\hat t - t| < {_tq(eps)}$ at all "
-                     rf"${n}$ scored positions of ${k}$ inputs")
+    return _correctness_sentence(*model_ref(p), p, e)
 
 
 def _gap_domination2(p, e) -> Statement:
-    model, lmodel = model_ref(p)
-    eps, n = _q(_p(p, "eps")), _p(p, "n", int)
-    fam, lfam = family_ref(p)
-    a = _e(e, "applicable", int)
-    return Statement(f"the kernel of {model} satisfies Lemma 3's gap domination alpha(x,y) > "
-                     f"(n-2)(d-2eps)/(2eps) alpha(x,z) on all {a} jumps of {fam} "
-                     f"(n = {n}, eps = {eps})",
-                     rf"the kernel of {lmodel} satisfies Lemma 3's gap domination "
-                     rf"$\alpha(x,y) > \frac{{(n-2)(d-2\varepsilon)}}{{2\varepsilon}}\alpha(x,z)$ "
-                     rf"on all ${a}$ jumps of {lfam} ($n = {n}$, $\varepsilon = {_tq(eps)}$)")
+    return _gap_sentence(*model_ref(p), p, e)
 
 
 def _transcript2(p, e) -> Statement:
-    M, s, h, q = (_p(p, k, int) for k in ("M", "s", "h", "q"))
-    qt = quantizer_text(_p(p, "quantizer", dict))
     w = _p(p, "weights_sha256", str)
-    total = (s + 1) ** q
-    return Statement(f"the quantized sketch model with weights sha256 {_short(w)} ({qt}) solves "
-                     f"the multilevel family (M, s, h, q) = ({M}, {s}, {h}, {q}) with error < 1/2 "
-                     f"at every query position of all {total} assignments",
-                     rf"the quantized sketch model with weights sha256 \texttt{{{w[:16]}}}\ldots "
-                     rf"({_tt(qt)}) solves the multilevel family $(M, s, h, q) = ({M}, {s}, {h}, "
-                     rf"{q})$ with error $< \tfrac12$ at every query position of all ${total}$ "
-                     rf"assignments")
+    return _transcript_sentence(f"with weights sha256 {_short(w)} ",
+                                rf"with weights sha256 \texttt{{{w[:16]}}}\ldots ", p)
 
 
 _BOUNDS = {"lemma3": _b_lemma3, "lemma4": _b_lemma4, "lemma4_per_pair": _b_lemma4_pp,

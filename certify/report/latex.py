@@ -104,32 +104,12 @@ def _group(g: str | None) -> str:
     return "(" + _math_inner(g[1:-1]) + ")"
 
 
+#: the alternatives of the atom pattern, in the order they are tried
+_ATOMS = ("norm", "phiqk", "that", "greek", "sub", "pow", "ip", "times", "rel", "frac", "op")
+
+
 def _atom(m: re.Match, math: bool = False) -> str:
-    k = m.lastgroup
-    if m.group("norm"):
-        k = "norm"
-    elif m.group("phiqk"):
-        k = "phiqk"
-    elif m.group("that"):
-        k = "that"
-    elif m.group("greek"):
-        k = "greek"
-    elif m.group("sub"):
-        k = "sub"
-    elif m.group("pow"):
-        k = "pow"
-    elif m.group("ip"):
-        k = "ip"
-    elif m.group("times"):
-        k = "times"
-    elif m.group("rel"):
-        k = "rel"
-    elif m.group("frac"):
-        k = "frac"
-    elif m.group("op"):
-        k = "op"
-    else:
-        k = "bar"
+    k = next((name for name in _ATOMS if m.group(name)), "bar")
     if k == "norm":
         body = rf"\|{m.group('nv')}\|_{{{m.group('ns')}}}" + (f"^{{{m.group('np')}}}" if m.group("np") else "")
     elif k == "phiqk":
