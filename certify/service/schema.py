@@ -130,7 +130,10 @@ def now() -> dt.datetime:
 
 
 def aware(t: dt.datetime | None) -> dt.datetime | None:
-    return None if t is None or t.tzinfo else t.replace(tzinfo=dt.timezone.utc)
+    """``t`` with its time zone (a naive time from SQLite is UTC)."""
+    if t is None or t.tzinfo is not None:
+        return t
+    return t.replace(tzinfo=dt.timezone.utc)
 
 
 def db_epoch(engine: Engine) -> ColumnElement:
