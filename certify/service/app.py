@@ -23,8 +23,11 @@ import hashlib
 import json
 import re
 import sys
+import threading
 import traceback
+from collections import OrderedDict
 from contextlib import asynccontextmanager
+from urllib.parse import urlencode
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
 
 from certify.core.errors import InputError
 from certify.service.config import ServiceConfig
@@ -50,6 +54,8 @@ KINDS = ("bound", "exact_rank", "eps_rank", "code_rank", "feasible", "infeasible
 SHA = re.compile(r"^[0-9a-f]{64}$")
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 FILTER_PARAMS = ("kind", "verdict", "rank", "family", "model", "since", "until")
+PAGE = 50                     # rows per list page (and the API's default limit)
+PAGE_CACHE = 256              # rendered certificate pages kept
 MEDIA = {".png": "image/png", ".pdf": "application/pdf", ".md": "text/markdown; charset=utf-8",
          ".tex": "text/x-tex; charset=utf-8", ".json": "application/json"}
 DATE_RANGE = (dt.date(1970, 1, 1), dt.date(2999, 12, 31))
@@ -196,13 +202,35 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def index(request: Request):
-        f = filters(query(request, FILTER_PARAMS))
-        rows = store.certificates(f)
-        return page(request, "list.html", rows=rows, f=f, kinds=KINDS, verdicts=VERDICTS)
+        q = query(request, FILTER_PARAMS + ("offset",))
+        f = filters(q)
+        offset = int_param(q, "offset", 0, 10**9, 0)
+        rows = store.certificates(f, limit=PAGE + 1, offset=offset)
+        keep = {k: v for k, v in q.items() if k != "offset" and v}
+        nav = {"prev": urlencode({**keep, "offset": max(0, offset - PAGE)}) if offset else None,
+               "next": urlencode({**keep, "offset": offset + PAGE}) if len(rows) > PAGE else None,
+               "first": offset + 1, "last": offset + min(PAGE, len(rows))}
+        return page(request, "list.html", rows=rows[:PAGE], f=f, kinds=KINDS, verdicts=VERDICTS,
+                    nav=nav)
+
+    pages: OrderedDict[str, bytes] = OrderedDict()    # certificate pages: immutable per sha256
+    pages_lock = threading.Lock()
 
     @app.get("/certificates/{sha}", response_class=HTMLResponse)
     def certificate_page(request: Request, sha: str):
         query(request, ())
+        with pages_lock:
+            cached = pages.get(sha)
+        if cached is not None and store.exists(sha):
+            return HTMLResponse(cached)
+        body = render_certificate(request, sha).body
+        with pages_lock:
+            pages[sha] = body
+            while len(pages) > PAGE_CACHE:
+                pages.popitem(last=False)
+        return HTMLResponse(body)
+
+    def render_certificate(request: Request, sha: str) -> HTMLResponse:
         row = cert_or_404(sha)
         cert = json.loads(row.json_text)
         ver = json.loads(row.verification) if row.verification else None
@@ -253,7 +281,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     @app.get("/jobs", response_class=HTMLResponse)
     def jobs_page(request: Request):
         query(request, ())
-        return page(request, "jobs.html", jobs=queue.jobs(100))
+        return page(request, "jobs.html", jobs=queue.jobs(PAGE))
 
     # ------------------------------------------------------------ API
 
@@ -265,7 +293,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     @app.get("/api/certificates")
     def api_certificates(request: Request):
         q = query(request, FILTER_PARAMS + ("limit", "offset"))
-        limit = int_param(q, "limit", 1, 1000, 200)
+        limit = int_param(q, "limit", 1, 1000, PAGE)
         offset = int_param(q, "offset", 0, 10**9, 0)
         rows = store.certificates(filters(q), limit=limit, offset=offset)
         return [as_dict(r) for r in rows]
@@ -288,6 +316,8 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         query(request, ())
         if not SHA.match(sha) or not store.delete_certificate(sha):
             raise HTTPException(404, f"no certificate {sha[:64]}")
+        with pages_lock:
+            pages.pop(sha, None)
         return {"deleted": sha}
 
     @app.get("/api/jobs/{job_id}")
@@ -308,11 +338,12 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         if forced_command is None and request.query_params:
             query(request, ())
         anonymous = forced_command == "verify" and not _has_token(request, cfg.token)
-        if anonymous and queue.count("queued", anonymous=True) >= cfg.max_anonymous_queued:
+        if anonymous and await run_in_threadpool(queue.count, "queued", anonymous=True) \
+                >= cfg.max_anonymous_queued:
             return SafeJSON({"detail": f"{cfg.max_anonymous_queued} jobs submitted without the "
                                        f"token are waiting (--max-anonymous-queued); try again "
                                        f"later"}, 429, headers={"Retry-After": "30"})
-        used = store.storage_used()
+        used = await run_in_threadpool(store.storage_used, 1.0)
         if used >= cfg.max_storage_bytes:
             return _storage_full(used, cfg)
         form = await request.form(max_files=1, max_fields=40)
@@ -344,13 +375,13 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                         raise InputError(f"file: {name}: {exc}") from None
                 if used + len(data) > cfg.max_storage_bytes:
                     return _storage_full(used, cfg)
-                up = Upload(name=name, sha256=hashlib.sha256(data).hexdigest(), suffix=suffix,
-                            data=data)
+                digest = await run_in_threadpool(lambda: hashlib.sha256(data).hexdigest())
+                up = Upload(name=name, sha256=digest, suffix=suffix, data=data)
         except InputError as exc:
             return SafeJSON({"detail": printable(str(exc))}, 422)
         finally:
             await form.close()
-        job_id = queue.add(command, opts, upload=up, anonymous=anonymous)
+        job_id = await run_in_threadpool(queue.add, command, opts, upload=up, anonymous=anonymous)
         dispatcher.wake()
         return SafeJSON({"id": job_id, "status": "queued", "page": f"/jobs/{job_id}",
                          "api": f"/api/jobs/{job_id}"}, 201)

@@ -36,9 +36,9 @@ from pathlib import Path
 
 #: modules the launcher imports once, so that a job starts without re-importing
 #: torch, numpy, python-flint and matplotlib
-PRELOAD = ["certify.service.worker", "certify.api", "certify.checkers.verify", "certify.report",
-           "certify.checkpoints", "certify.rank", "certify.feasibility", "certify.transcript",
-           "certify.audit", "models.checkpoint", "matplotlib.pyplot"]
+PRELOAD = ["certify.service.worker", "certify.api", "certify.checkers.verify", "certify.report.build",
+           "certify.checkpoints.run", "certify.rank.run", "certify.feasibility.decide",
+           "certify.transcript.run", "certify.audit.run", "models.checkpoint", "matplotlib.pyplot"]
 JOB_NICE = 10
 #: exit status reported for a job whose launcher vanished
 LAUNCHER_GONE = -int(signal.SIGKILL)

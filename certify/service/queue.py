@@ -62,7 +62,7 @@ class Queue:
             anonymous: bool = False) -> str:
         """Queue a job (and its upload's bytes) in one transaction; its id."""
         job_id = uuid.uuid4().hex
-        with self.session() as s, s.begin():
+        with self.store.write() as s:
             s.add(JobRow(id=job_id, command=command, options=json.dumps(dict(options)),
                          status=QUEUED, created_at=now(), attempts=0, anonymous=anonymous,
                          upload_name=upload.name if upload else None,
@@ -78,9 +78,11 @@ class Queue:
         with self.session() as s:
             return s.get(JobRow, job_id)
 
-    def jobs(self, limit: int = 50) -> list[JobRow]:
+    def jobs(self, limit: int = 50) -> list:
+        """The newest jobs, as plain rows (not their options or results)."""
+        cols = [c for c in JobRow.__table__.columns if c.name not in ("options", "result")]
         with self.session() as s:
-            return list(s.scalars(select(JobRow).order_by(JobRow.created_at.desc()).limit(limit)))
+            return list(s.execute(select(*cols).order_by(JobRow.created_at.desc()).limit(limit)))
 
     def count(self, status: str | None = None, *, anonymous: bool | None = None) -> int:
         q = select(func.count()).select_from(JobRow)
@@ -109,35 +111,37 @@ class Queue:
     def claim(self, node: str, lease: float) -> Claim | None:
         """Take the oldest queued job for ``node`` with a lease of ``lease`` seconds."""
         cid = uuid.uuid4().hex
-        with self.session() as s:
-            try:
-                with s.begin():
-                    q = (select(JobRow.id).where(JobRow.status == QUEUED)
-                         .order_by(JobRow.created_at, JobRow.id).limit(1)
-                         .with_for_update(skip_locked=True))
-                    job_id = s.scalar(q)
-                    if job_id is None:
-                        return None
-                    t = s.scalar(select(self.clock))
-                    res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == QUEUED)
-                                    .values(status=RUNNING, claim_id=cid, node_id=node,
-                                            lease_until=t + lease, started_at=now(),
-                                            attempts=JobRow.attempts + 1))
-                    if res.rowcount != 1:
-                        raise _Lost
-                    s.add(JobClaimRow(claim_id=cid, job_id=job_id, node_id=node, claimed_at=t))
-                    s.flush()
-                    job = s.get(JobRow, job_id)
-                    s.refresh(job)
-            except _Lost:
+        with self.session() as s:              # a plain read first: no write when nothing waits
+            if s.scalar(select(JobRow.id).where(JobRow.status == QUEUED).limit(1)) is None:
                 return None
+        try:
+            with self.store.write() as s:
+                q = (select(JobRow.id).where(JobRow.status == QUEUED)
+                     .order_by(JobRow.created_at, JobRow.id).limit(1)
+                     .with_for_update(skip_locked=True))
+                job_id = s.scalar(q)
+                if job_id is None:
+                    return None
+                t = s.scalar(select(self.clock))
+                res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == QUEUED)
+                                .values(status=RUNNING, claim_id=cid, node_id=node,
+                                        lease_until=t + lease, started_at=now(),
+                                        attempts=JobRow.attempts + 1))
+                if res.rowcount != 1:
+                    raise _Lost
+                s.add(JobClaimRow(claim_id=cid, job_id=job_id, node_id=node, claimed_at=t))
+                s.flush()
+                job = s.get(JobRow, job_id)
+                s.refresh(job)
+        except _Lost:
+            return None
         return Claim(job, cid)
 
     def renew(self, claim_ids: list[str], lease: float) -> set[str]:
         """Extend the leases of ``claim_ids``; the ids still held."""
         if not claim_ids:
             return set()
-        with self.session() as s, s.begin():
+        with self.store.write() as s:
             s.execute(update(JobRow).where(JobRow.claim_id.in_(claim_ids), JobRow.status == RUNNING)
                       .values(lease_until=self.clock + lease))
             return set(s.scalars(select(JobRow.claim_id).where(JobRow.claim_id.in_(claim_ids),
@@ -148,7 +152,7 @@ class Queue:
         stopping and has stopped their processes); the attempt is not counted."""
         if not claim_ids:
             return
-        with self.session() as s, s.begin():
+        with self.store.write() as s:
             for cid in claim_ids:
                 res = s.execute(update(JobRow).where(JobRow.claim_id == cid, JobRow.status == RUNNING)
                                 .values(status=QUEUED, claim_id=None, node_id=None, lease_until=None,
@@ -164,14 +168,18 @@ class Queue:
         q = update(JobRow).where(JobRow.status == RUNNING)
         if node is not None:
             q = q.where(JobRow.node_id == node)
-        with self.session() as s, s.begin():
+        with self.store.write() as s:
             return s.execute(q.values(lease_until=0.0)).rowcount
 
     def requeue_expired(self) -> tuple[list[str], list[str]]:
         """Every running job whose lease ended: back to the queue while it has
         attempts left, else failed with the reason. ``(re-queued, failed)``."""
         requeued, failed = [], []
-        with self.session() as s, s.begin():
+        with self.session() as s:              # a plain read first: no write when none expired
+            if s.scalar(select(JobRow.id).where(JobRow.status == RUNNING,
+                                                JobRow.lease_until < self.clock).limit(1)) is None:
+                return requeued, failed
+        with self.store.write() as s:
             rows = s.execute(select(JobRow.id, JobRow.claim_id, JobRow.attempts)
                              .where(JobRow.status == RUNNING, JobRow.lease_until < self.clock)
                              .with_for_update(skip_locked=True)).all()
@@ -205,28 +213,26 @@ class Queue:
         """Mark the job done and store its certificate and files, in one
         transaction, if ``claim_id`` is still its live claim (else nothing; False)."""
         sha = certificate["sha256"] if certificate is not None else None
-        with self.session() as s:
-            try:
-                with s.begin():
-                    self._end(s, job_id, claim_id, "done", status=DONE, exit_code=exit_code,
-                              cert_sha256=sha, result=None if result is None else json.dumps(result))
-                    if certificate is not None:
-                        add_certificate(s, certificate, job_id, files or {}, self.store.postgres)
-            except _Lost:
-                return False
+        try:
+            with self.store.write() as s:
+                self._end(s, job_id, claim_id, "done", status=DONE, exit_code=exit_code,
+                          cert_sha256=sha, result=None if result is None else json.dumps(result))
+                if certificate is not None:
+                    add_certificate(s, certificate, job_id, files or {}, self.store.postgres)
+        except _Lost:
+            return False
         return True
 
     def fail(self, job_id: str, claim_id: str, reason: str, *, exit_code: int | None = None,
              result: Mapping[str, Any] | None = None) -> bool:
         """Mark the job failed with ``reason`` if ``claim_id`` is its live claim."""
-        with self.session() as s:
-            try:
-                with s.begin():
-                    self._end(s, job_id, claim_id, "failed", status=FAILED, reason=reason,
-                              exit_code=exit_code,
-                              result=None if result is None else json.dumps(result))
-            except _Lost:
-                return False
+        try:
+            with self.store.write() as s:
+                self._end(s, job_id, claim_id, "failed", status=FAILED, reason=reason,
+                          exit_code=exit_code,
+                          result=None if result is None else json.dumps(result))
+        except _Lost:
+            return False
         return True
 
     def _end(self, s, job_id: str, claim_id: str, outcome: str, **values) -> None:

@@ -17,14 +17,21 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
-from sqlalchemy import delete, func, select
-from sqlalchemy.orm import Session, defer, sessionmaker
+from sqlalchemy import Row, delete, func, select
+from sqlalchemy.orm import Session, sessionmaker
 
 from certify.service.schema import (CertificateFileRow, CertificateRow, ClaimRow, JobRow,
                                     UploadRow, aware, db_epoch, make_engine, migrate, now)
+
+
+#: the columns a certificate list shows (not the JSON text, not the verification)
+LIST_COLUMNS = [c for c in CertificateRow.__table__.columns if c.name not in ("json_text", "verification")]
 
 
 def overall_verdict(verdicts: Sequence[str]) -> str:
@@ -54,9 +61,20 @@ class Store:
         self.clock = db_epoch(self.engine)
         self.postgres = self.engine.dialect.name == "postgresql"
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self._write_lock = nullcontext() if self.postgres else threading.Lock()
+        self._used: tuple[float, int] | None = None
 
     def session(self) -> Session:
         return self._session()
+
+    @contextmanager
+    def write(self) -> Iterator[Session]:
+        """A write transaction. On SQLite, whose writers take turns anyway, this
+        server's writers queue on a lock instead of SQLite's busy-wait sleeps (one
+        server per SQLite file, so the lock is all the contention there is)."""
+        with self._write_lock:
+            with self.session() as s, s.begin():
+                yield s
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -77,11 +95,10 @@ class Store:
             return list(s.scalars(select(ClaimRow).where(ClaimRow.cert_sha256 == sha)
                                   .order_by(ClaimRow.idx)))
 
-    def certificates(self, f: Filters = Filters(), limit: int = 200, offset: int = 0
-                     ) -> list[CertificateRow]:
-        """Rows for a list (the JSON text and verification are not loaded)."""
-        q = select(CertificateRow).options(defer(CertificateRow.json_text),
-                                           defer(CertificateRow.verification))
+    def certificates(self, f: Filters = Filters(), limit: int = 50, offset: int = 0) -> list[Row]:
+        """Rows for a list: every column but the JSON text and the verification
+        (plain rows, attribute access; no ORM objects to build)."""
+        q = select(*LIST_COLUMNS)
         if f.kind:
             q = q.where(CertificateRow.sha256.in_(select(ClaimRow.cert_sha256)
                                                   .where(ClaimRow.kind == f.kind)))
@@ -101,10 +118,14 @@ class Store:
             q = q.where(CertificateRow.stored_at <= f.until)
         q = q.order_by(CertificateRow.stored_at.desc(), CertificateRow.sha256).limit(limit).offset(offset)
         with self.session() as s:
-            return list(s.scalars(q))
+            return list(s.execute(q))
+
+    def exists(self, sha: str) -> bool:
+        with self.session() as s:
+            return s.scalar(select(CertificateRow.sha256).where(CertificateRow.sha256 == sha)) is not None
 
     def delete_certificate(self, sha: str) -> bool:
-        with self.session() as s, s.begin():
+        with self.write() as s:
             s.execute(delete(ClaimRow).where(ClaimRow.cert_sha256 == sha))
             s.execute(delete(CertificateFileRow).where(CertificateFileRow.cert_sha256 == sha))
             return s.execute(delete(CertificateRow).where(CertificateRow.sha256 == sha)).rowcount == 1
@@ -127,12 +148,17 @@ class Store:
 
     # ------------------------------------------------------------ storage
 
-    def storage_used(self) -> int:
-        """Bytes held: uploads, certificates' JSON and their files."""
+    def storage_used(self, max_age: float = 0.0) -> int:
+        """Bytes held: uploads, certificates' JSON and their files (a figure at
+        most ``max_age`` seconds old)."""
+        now = time.monotonic()
+        if self._used is not None and now - self._used[0] <= max_age:
+            return self._used[1]
         with self.session() as s:
             up = s.scalar(select(func.coalesce(func.sum(UploadRow.size), 0)))
             certs = s.scalar(select(func.coalesce(func.sum(CertificateRow.size), 0)))
-            return int(up) + int(certs)
+        self._used = (now, int(up) + int(certs))
+        return self._used[1]
 
 
 def add_certificate(s: Session, c: Mapping[str, Any], job_id: str,
@@ -181,17 +207,13 @@ def add_certificate(s: Session, c: Mapping[str, Any], job_id: str,
     return True
 
 
-def as_dict(row: CertificateRow | JobRow) -> dict[str, Any]:
-    """The row's loaded columns (a deferred one is left out), dates in ISO form."""
-    from sqlalchemy import inspect as sa_inspect
-
-    unloaded = sa_inspect(row).unloaded
-    out = {}
-    for col in row.__table__.columns:
-        if col.name in unloaded:
-            continue
-        v = getattr(row, col.name)
-        if isinstance(v, dt.datetime):
-            v = aware(v).isoformat()
-        out[col.name] = v
-    return out
+def as_dict(row: CertificateRow | JobRow | Row) -> dict[str, Any]:
+    """A row's columns (an ORM object's loaded ones), dates in ISO form."""
+    if isinstance(row, Row):
+        items = row._asdict().items()
+    else:
+        from sqlalchemy import inspect as sa_inspect
+        unloaded = sa_inspect(row).unloaded
+        items = ((c.name, getattr(row, c.name)) for c in row.__table__.columns
+                 if c.name not in unloaded)
+    return {k: aware(v).isoformat() if isinstance(v, dt.datetime) else v for k, v in items}
