@@ -72,8 +72,8 @@ def _number(v, option: str, lo: float, hi: float, *, integer: bool = False) -> N
         ok = float(v).is_integer()
     if not ok or not lo <= v <= hi:
         kind = "an integer" if integer else "a finite number"
-        lo_s = f"{lo:g}" if lo >= 1 or lo == 0 else f"{lo:.4g}"
-        raise InputError(f"{option} must be {kind} in {lo_s}..{hi:g}, got {v!r}")
+        where = f"in {lo:g}..{hi:g}" if lo >= 1 or lo == 0 else f"above 0 and at most {hi:g}"
+        raise InputError(f"{option} must be {kind} {where}, got {v!r}")
 
 
 def megabytes(v: float, option: str, lo: float, hi: float) -> int:

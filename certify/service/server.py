@@ -1,12 +1,14 @@
 """Starting ``certify serve``: every check first, then the server.
 
 In order, each failure one :class:`InputError` line (exit 2) before anything
-is served: the options (:class:`ServiceConfig`); the address (the host must
-resolve to an address of this machine and the port be free: the socket is
-bound here and handed to uvicorn); the data folder (new, empty or the
-service's own by its manifest, :mod:`datadir`) and its lock; the token; the
-database (reachable, migrated; a SQLite file also locked). A data folder laid
-out by a start that then fails is removed again (only what it made).
+is served: the options (:class:`ServiceConfig`); what can be checked without
+writing -- the data folder (new, empty or the service's own by its manifest,
+:mod:`datadir`), a given token file, the database URL's form; the address
+(the host must resolve to an address of this machine and the port be free:
+the socket is bound here and handed to uvicorn); then the data folder's
+layout and lock, the token, the database (reachable, migrated; a SQLite file
+also locked). A data folder laid out by a start that then fails is removed
+again (only what it made).
 
 Then the recovery of what a previous run of this node left: with SQLite the
 lock proves every running job's server gone, so their leases end now; with
@@ -132,6 +134,10 @@ def open_store(url: str):
 
 def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
     """Check everything (see the module's docstring), then serve until stopped."""
+    datadir.inspect(cfg.data)                   # read-only checks first: nothing is made yet
+    token = read_token(Path(token_file)) if token_file else None
+    if cfg.db:
+        check_db_url(cfg.db)
     sock = bind(listen)
     folder = None
     locks: list[datadir.Lock] = []
@@ -140,9 +146,8 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
         url = f"http://{listen.host}:{listen.port}/"
         locks.append(datadir.lock_folder(folder, url))
         token_path = Path(token_file) if token_file else ensure_token(folder)
-        token = read_token(token_path)
+        token = token or read_token(token_path)
         db = cfg.db or f"sqlite:///{folder.path / datadir.DB}"
-        check_db_url(db)
         if db.startswith("sqlite:///"):
             locks.append(datadir.lock_sqlite(Path(db[len("sqlite:///"):]).resolve()))
         store = open_store(db)
