@@ -68,10 +68,13 @@ def serve_exit(*args: str, cwd: Path | None = None, timeout: float = 60) -> subp
 
 
 class Server:
-    """``python -m certify serve`` in a subprocess (its own session)."""
+    """``python -m certify serve`` in a subprocess (its own session). Its jobs
+    run at the tests' own priority (``--job-nice 0``) unless ``extra`` says
+    otherwise: beside a busy test run, a niced job would mostly wait."""
 
     def __init__(self, data: Path, *extra: str, port: int | None = None, token: str = TOKEN,
                  token_file: bool = True):
+        extra = extra if "--job-nice" in extra else (*extra, "--job-nice", "0")
         self.data, self.port, self.extra = Path(data), port or free_port(), list(extra)
         self.token = token
         self.token_file = self.data.parent / f"{self.data.name}.token"

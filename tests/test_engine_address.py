@@ -70,7 +70,7 @@ def _silent_server() -> tuple[int, threading.Event]:
     return srv.getsockname()[1], stop
 
 
-def _run(*args: str, seconds: str = "2") -> tuple[subprocess.CompletedProcess, float]:
+def _run(*args: str, seconds: str = "1") -> tuple[subprocess.CompletedProcess, float]:
     t0 = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "certify", *args], cwd=ROOT, capture_output=True,
                        text=True, timeout=120, env={**env(), "CERTIFY_RAY_CONNECT_SECONDS": seconds})
@@ -97,9 +97,9 @@ def test_unreachable_or_silent_addresses_end_in_bounded_time_with_exit_2():
         err = [ln for ln in p.stderr.splitlines() if "error" in ln]
         assert p.returncode == 2 and len(err) == 1, (case, p.stderr)
         assert "Traceback" not in p.stderr
-        assert secs < 2 + 15, (case, secs)                # the bound (2 s) plus start-up
+        assert secs < 1 + 15, (case, secs)                # the bound (1 s) plus start-up
         if case[-1].endswith(f":{port}"):
-            assert "did not answer within 2 s (CERTIFY_RAY_CONNECT_SECONDS)" in err[0], err
+            assert "did not answer within 1 s (CERTIFY_RAY_CONNECT_SECONDS)" in err[0], err
         else:
             assert "nothing listens there (connection refused)" in err[0], err
 

@@ -2,7 +2,9 @@
 node-local data folder: they share one queue and one store; kill -9 of one
 mid-job, and the other takes the job over once its lease has expired (by the
 database's clock) and finishes it exactly once; nothing is lost, and either
-server serves every certificate and its files."""
+server serves every certificate and its files. Opt-in (``--runslow``, about
+15 s); the lease mechanics on a real PostgreSQL run in the default suite
+(tests/test_service_store.py)."""
 
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ def _sql(url: str, q: str, *args):
         return [tuple(r) for r in conn.execute(q, args)]
 
 
+@pytest.mark.slow
 def test_two_servers_share_the_queue_and_a_killed_ones_job_finishes_once_elsewhere(pg, tmp_path):
     url = pg.create_db("two")
     a = Server(tmp_path / "a", "--db", url, "--lease-seconds", LEASE, "--workers", "1",

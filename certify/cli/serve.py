@@ -38,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     g = p.add_argument_group("jobs")
     g.add_argument("--workers", type=int, default=2, help="jobs running at once on this server "
                                                           "(default 2)")
+    g.add_argument("--job-nice", type=int, default=10,
+                   help="how much lower the jobs' CPU priority is than the server's pages and API "
+                        "(nice 0..19; default 10)")
     g.add_argument("--job-seconds", type=float, default=600.0,
                    help="time limit of one job, wall clock and CPU (default 600)")
     g.add_argument("--job-memory-mb", type=float, default=4096,
@@ -80,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     upload_bytes=megabytes(a.max_upload_mb, "--max-upload-mb", 1 / 1024, 4096),
                     max_attempts=a.job_attempts)
     cfg = ServiceConfig(
-        data=Path(a.data), db=a.db, token="", limits=limits, workers=a.workers,
+        data=Path(a.data), db=a.db, token="", limits=limits, workers=a.workers, job_nice=a.job_nice,
         lease_seconds=a.lease_seconds, keep_uploads=a.keep_uploads, keep_work=a.keep_work,
         max_storage_bytes=megabytes(a.max_storage_mb, "--max-storage-mb", 1, 1 << 30),
         open_submit_rate=a.open_submit_rate, read_rate=a.read_rate,

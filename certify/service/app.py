@@ -42,6 +42,7 @@ from certify.core.errors import InputError
 from certify.service.config import ServiceConfig
 from certify.service.dispatcher import Dispatcher
 from certify.service.guard import Guard
+from certify.service.launcher import Launcher
 from certify.service.options import check_options
 from certify.service.queue import Queue, Upload
 from certify.service.store import Filters, Store, as_dict
@@ -150,7 +151,8 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     store = store or Store(cfg.db)
     queue = Queue(store, max_attempts=cfg.limits.max_attempts, keep_uploads=cfg.keep_uploads)
     dispatcher = Dispatcher(queue, Path(cfg.data) / "work", cfg.node, cfg.limits,
-                            workers=cfg.workers, lease=cfg.lease_seconds, keep_work=cfg.keep_work)
+                            workers=cfg.workers, lease=cfg.lease_seconds, keep_work=cfg.keep_work,
+                            launcher=Launcher(nice=cfg.job_nice))
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["short"] = lambda s: (s or "")[:12]
     templates.env.finalize = printable

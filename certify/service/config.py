@@ -37,6 +37,7 @@ class ServiceConfig:
     token: str
     limits: Limits = field(default_factory=Limits)
     workers: int = 2                    # jobs running at once on this node
+    job_nice: int = 10                  # the jobs' priority below the server's (nice)
     lease_seconds: float = 30.0         # a claim expires this long after its last renewal
     keep_uploads: bool = False          # keep an upload after its job ended
     keep_work: bool = False             # keep a job's work folder after it ended
@@ -58,6 +59,7 @@ class ServiceConfig:
         _number(lim.upload_bytes / MB, "--max-upload-mb", 1 / 1024, 4096)
         _number(lim.max_attempts, "--job-attempts", 1, 100, integer=True)
         _number(self.workers, "--workers", 1, 256, integer=True)
+        _number(self.job_nice, "--job-nice", 0, 19, integer=True)
         _number(self.lease_seconds, "--lease-seconds", 2, 3600)
         _number(self.max_storage_bytes / MB, "--max-storage-mb", 1, 1 << 30)
         _number(self.open_submit_rate, "--open-submit-rate", 0, 1 << 20, integer=True)

@@ -15,8 +15,8 @@ milliseconds. The tree is tied to the server three ways:
 * each job is its own process group, so a time limit or a stop kills the
   job and its children together (``killpg``).
 
-Jobs run at a lower priority (``nice`` :data:`JOB_NICE`) so that pages and
-the API stay responsive while they compute. The launcher reports each job's
+Jobs run at a lower priority (``nice``, :data:`JOB_NICE` by default,
+``--job-nice``) so that pages and the API stay responsive while they compute. The launcher reports each job's
 pid when it starts and its exit status when it ends, as JSON lines on a
 second pipe. No ``multiprocessing`` machinery (fork server, resource
 tracker) is involved.
@@ -38,7 +38,8 @@ from pathlib import Path
 #: torch, numpy, python-flint and matplotlib
 PRELOAD = ["certify.service.worker", "certify.api", "certify.checkers.verify", "certify.report.build",
            "certify.checkpoints.run", "certify.rank.run", "certify.feasibility.decide",
-           "certify.transcript.run", "certify.audit.run", "models.checkpoint", "matplotlib.pyplot"]
+           "certify.transcript.run", "certify.audit.run", "models.checkpoint", "safetensors.torch",
+           "matplotlib.pyplot"]
 JOB_NICE = 10
 #: exit status reported for a job whose launcher vanished
 LAUNCHER_GONE = -int(signal.SIGKILL)

@@ -72,6 +72,8 @@ class Queue:
             if upload is not None:
                 s.flush()
                 s.add(UploadRow(job_id=job_id, size=len(upload.data), data=upload.data))
+        if upload is not None:
+            self.store.grew(len(upload.data))
         return job_id
 
     def job(self, job_id: str) -> JobRow | None:
@@ -221,6 +223,7 @@ class Queue:
                     add_certificate(s, certificate, job_id, files or {}, self.store.postgres)
         except _Lost:
             return False
+        self.store.grew(None)          # a certificate came, an upload went
         return True
 
     def fail(self, job_id: str, claim_id: str, reason: str, *, exit_code: int | None = None,
@@ -246,5 +249,6 @@ class Queue:
         self._drop_upload(s, job_id)
 
     def _drop_upload(self, s, job_id: str) -> None:
+        self.store.grew(None)
         if not self.keep_uploads:
             s.execute(delete(UploadRow).where(UploadRow.job_id == job_id))

@@ -125,6 +125,7 @@ class Store:
             return s.scalar(select(CertificateRow.sha256).where(CertificateRow.sha256 == sha)) is not None
 
     def delete_certificate(self, sha: str) -> bool:
+        self.grew(None)
         with self.write() as s:
             s.execute(delete(ClaimRow).where(ClaimRow.cert_sha256 == sha))
             s.execute(delete(CertificateFileRow).where(CertificateFileRow.cert_sha256 == sha))
@@ -159,6 +160,14 @@ class Store:
             certs = s.scalar(select(func.coalesce(func.sum(CertificateRow.size), 0)))
         self._used = (now, int(up) + int(certs))
         return self._used[1]
+
+    def grew(self, size: int | None) -> None:
+        """Note ``size`` bytes stored by this server (None: some were freed), so
+        the cached figure of :meth:`storage_used` stays exact for this server."""
+        if size is None or self._used is None:
+            self._used = None
+        else:
+            self._used = (self._used[0], self._used[1] + size)
 
 
 def add_certificate(s: Session, c: Mapping[str, Any], job_id: str,

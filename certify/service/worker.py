@@ -164,6 +164,20 @@ def _bad_input_reason(exc: BaseException, upload: Mapping[str, Any] | None, work
     return f"bad input: {line}"
 
 
+_NO_MEMORY = ("can't allocate memory", "cannot allocate memory", "not enough memory",
+              "failed to map segment", "out of memory")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """An exception that the address-space limit causes (an allocation, or a
+    shared library that cannot be mapped)."""
+    import errno
+    if isinstance(exc, OSError) and exc.errno == errno.ENOMEM:
+        return True
+    text = str(exc).lower()
+    return any(t in text for t in _NO_MEMORY)
+
+
 def worker_main(workdir: str | os.PathLike) -> int:
     """One job in this process, then its exit code; ``result.json`` says why."""
     from certify.core.files import atomic_write_text
@@ -184,7 +198,7 @@ def worker_main(workdir: str | os.PathLike) -> int:
         doc = {"kind": "error", "exit_code": 1,
                "error": f"the job exceeded its memory limit ({mb} MB, --job-memory-mb)"}
     except Exception as exc:       # noqa: BLE001 - an internal failure: logged, never shown
-        if "can't allocate memory" in str(exc) or "not enough memory" in str(exc):
+        if _out_of_memory(exc):
             mb = int(job["limits"]["memory_bytes"]) >> 20
             doc = {"kind": "error", "exit_code": 1,
                    "error": f"the job exceeded its memory limit ({mb} MB, --job-memory-mb)"}
