@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import io
 import json
 import re
 import sys
@@ -57,6 +58,7 @@ JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 FILTER_PARAMS = ("kind", "verdict", "rank", "family", "model", "since", "until")
 PAGE = 50                     # rows per list page (and the API's default limit)
 PAGE_CACHE = 256              # rendered certificate pages kept
+REQUEST_THREADS = 6           # handlers running at once (the rest wait their turn)
 MEDIA = {".png": "image/png", ".pdf": "application/pdf", ".md": "text/markdown; charset=utf-8",
          ".tex": "text/x-tex; charset=utf-8", ".json": "application/json"}
 DATE_RANGE = (dt.date(1970, 1, 1), dt.date(2999, 12, 31))
@@ -159,6 +161,9 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app):
+        import anyio.to_thread
+        # few request threads: under load they take turns instead of sharing the GIL
+        anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
         if cfg.dispatch:
             dispatcher.start()
         yield
@@ -336,16 +341,38 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             doc["stage"] = dispatcher.stage(job.id) or "running on another server"
         return doc
 
+    def admission(anonymous: bool) -> tuple[int, int]:
+        """(anonymous jobs waiting, bytes stored) -- one trip to the database."""
+        waiting = queue.count("queued", anonymous=True) if anonymous else 0
+        return waiting, store.storage_used(1.0)
+
+    def enqueue(command: str, opts: dict, name: str | None, data: bytes | None,
+                anonymous: bool) -> str | SafeJSON:
+        """Hash and check the upload, check the storage cap, queue the job: the
+        blocking part of a submission, in one worker thread."""
+        up = None
+        if data is not None:
+            suffix = Path(name).suffix.lower()
+            if suffix == ".zip":
+                try:
+                    check_zip(io.BytesIO(data), cfg.limits.unpacked_bytes)
+                except InputError as exc:
+                    return SafeJSON({"detail": printable(f"file: {name}: {exc}")}, 422)
+            used = store.storage_used(1.0)
+            if used + len(data) > cfg.max_storage_bytes:
+                return _storage_full(used, cfg)
+            up = Upload(name=name, sha256=hashlib.sha256(data).hexdigest(), suffix=suffix, data=data)
+        return queue.add(command, opts, upload=up, anonymous=anonymous)
+
     async def _submit(request: Request, forced_command: str | None):
         if forced_command is None and request.query_params:
             query(request, ())
         anonymous = forced_command == "verify" and not _has_token(request, cfg.token)
-        if anonymous and await run_in_threadpool(queue.count, "queued", anonymous=True) \
-                >= cfg.max_anonymous_queued:
+        waiting, used = await run_in_threadpool(admission, anonymous)
+        if anonymous and waiting >= cfg.max_anonymous_queued:
             return SafeJSON({"detail": f"{cfg.max_anonymous_queued} jobs submitted without the "
                                        f"token are waiting (--max-anonymous-queued); try again "
                                        f"later"}, 429, headers={"Retry-After": "30"})
-        used = await run_in_threadpool(store.storage_used, 1.0)
         if used >= cfg.max_storage_bytes:
             return _storage_full(used, cfg)
         form = await request.form(max_files=1, max_fields=40)
@@ -360,7 +387,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                 raw.pop("command", None)
             name = safe_name(upload.filename) if upload else None
             opts = check_options(command, raw, name, cfg.limits.time_seconds)
-            up = None
+            data = None
             if upload is not None:
                 data = await upload.read(cfg.limits.upload_bytes + 1)
                 if len(data) > cfg.limits.upload_bytes:
@@ -368,22 +395,13 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                                                f"{cfg.limits.upload_bytes} bytes"}, 413)
                 if not data:
                     raise InputError(f"file: {name} is empty")
-                suffix = Path(name).suffix.lower()
-                if suffix == ".zip":
-                    try:
-                        upload.file.seek(0)
-                        check_zip(upload.file, cfg.limits.unpacked_bytes)
-                    except InputError as exc:
-                        raise InputError(f"file: {name}: {exc}") from None
-                if used + len(data) > cfg.max_storage_bytes:
-                    return _storage_full(used, cfg)
-                digest = await run_in_threadpool(lambda: hashlib.sha256(data).hexdigest())
-                up = Upload(name=name, sha256=digest, suffix=suffix, data=data)
         except InputError as exc:
             return SafeJSON({"detail": printable(str(exc))}, 422)
         finally:
             await form.close()
-        job_id = await run_in_threadpool(queue.add, command, opts, upload=up, anonymous=anonymous)
+        job_id = await run_in_threadpool(enqueue, command, opts, name, data, anonymous)
+        if not isinstance(job_id, str):
+            return job_id                                    # a refusal
         dispatcher.wake()
         return SafeJSON({"id": job_id, "status": "queued", "page": f"/jobs/{job_id}",
                          "api": f"/api/jobs/{job_id}"}, 201)
