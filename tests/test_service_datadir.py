@@ -1,8 +1,10 @@
-"""certify serve at start, as real processes: its data folder is its own by
-manifest (a folder holding a user's files is refused and left as it was), one
-server per data folder and per SQLite database (a second exits 2 naming the
-holder), and every bad option, address, token or database is one line and
-exit 2 before anything is served or written."""
+"""Ownership by manifest, as real processes. certify serve at start: its data
+folder is its own by manifest (a folder holding a user's files is refused and
+left as it was), one server per data folder and per SQLite database (a second
+exits 2 naming the holder), and every bad option, address, token or database
+is one line and exit 2 before anything is served or written. An ``--out``
+folder likewise: a user's README.md that begins like certify's is not taken
+for certify's."""
 
 from __future__ import annotations
 
@@ -139,3 +141,19 @@ def test_serve_help_documents_the_bounds():
     for opt in ("--lease-seconds", "--max-storage-mb", "--open-submit-rate", "--read-rate",
                 "--max-anonymous-queued", "--keep-uploads", "--keep-work"):
         assert opt in p.stdout, opt
+
+
+def test_an_out_folder_is_owned_by_its_manifest_alone(tmp_path):
+    run = lambda *a: subprocess.run([sys.executable, "-m", "certify", *a], cwd=tmp_path,   # noqa: E731
+                                    env=env(), capture_output=True, text=True, timeout=120)
+    assert run("bounds", "--m", "8", "--out", "b.json").returncode == 0
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.md").write_text("# certify-attention: my notes on the paper\n")
+    p = run("report", "b.json", "--out", "notes")
+    assert p.returncode == 2 and "without certify's manifest" in p.stderr, p.stderr
+    assert (notes / "README.md").read_text() == "# certify-attention: my notes on the paper\n"
+    assert sorted(x.name for x in notes.iterdir()) == ["README.md"]
+    # certify's own folder (by its manifest) is replaced as documented
+    assert run("report", "b.json", "--out", "mine").returncode == 0
+    assert run("report", "b.json", "--out", "mine").returncode == 0

@@ -77,14 +77,12 @@ class Dispatcher:
         self._wake.set()
 
     def stop(self) -> None:
-        """Stop the jobs and give their claims back (their leases end now)."""
+        """Stop the jobs and give them back to the queue at once."""
         self._stop.set()
         self._wake.set()
+        self.launcher.stop()              # kills the jobs; a launch under way gives up
         if self._thread is not None:
             self._thread.join(timeout=15)
-        for r in list(self.running.values()):
-            self.launcher.kill(r.claim_id)
-        self.launcher.stop()
         try:
             self.queue.release([r.claim_id for r in self.running.values()])
         except Exception:                     # noqa: BLE001 - the database may be gone; leases lapse
@@ -108,6 +106,8 @@ class Dispatcher:
     def _tick(self) -> None:
         for cid, r in list(self.running.items()):
             rc = self.launcher.status(cid)
+            if self._stop.is_set():           # stopping: stop() gives the running jobs back
+                return
             if rc is None and time.monotonic() - r.started > self.limits.time_seconds:
                 self.launcher.kill(cid)
                 self.launcher.wait(cid)
@@ -180,6 +180,8 @@ class Dispatcher:
             (workdir / "worker.pid").write_text(str(pid))
             r.started = time.monotonic()
         except Exception as exc:              # noqa: BLE001
+            if self._stop.is_set():           # stopping: the job goes back to the queue
+                return
             traceback.print_exc()
             self._end(r, lambda: self.queue.fail(job.id, cid, f"internal error: the job could not "
                                                               f"start ({type(exc).__name__})"))

@@ -138,11 +138,14 @@ class Launcher:
             raise RuntimeError("the job launcher does not accept jobs")
         deadline = time.monotonic() + timeout
         with self._cv:
+            proc = self._proc
             while key not in self._pids and key not in self._exits:
+                if self._proc is not proc or self._cmd_w < 0:
+                    raise RuntimeError("the job launcher stopped before it started the job")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise RuntimeError(f"the job launcher did not start the job within {timeout:g} s")
-                self._cv.wait(left)
+                self._cv.wait(min(left, 0.5))
             if key not in self._pids:
                 raise RuntimeError(f"the job launcher could not start the job: "
                                    f"{self._errors.get(key, 'it stopped')}")
@@ -183,6 +186,7 @@ class Launcher:
             for fd in (self._cmd_w, self._alive_w):
                 _close(fd)
             self._cmd_w = self._alive_w = -1
+            self._cv.notify_all()
         if proc is not None:
             try:
                 proc.wait(min(timeout, 0.5))
