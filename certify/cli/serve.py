@@ -22,50 +22,50 @@ def main(argv: Sequence[str] | None = None) -> int:
                       "unusable database or token file (one line, before anything is served). "
                       "Defaults and the data folder: README, 'The service'.")
     g = p.add_argument_group("where")
-    g.add_argument("--host", default="127.0.0.1",
+    g.add_argument("--host", metavar="HOST", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
-    g.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
-    g.add_argument("--data", default="certify-service",
+    g.add_argument("--port", metavar="PORT", type=int, default=8000, help="port to listen on (default 8000)")
+    g.add_argument("--data", metavar="DIR", default="certify-service",
                    help="the service's folder (default ./certify-service): created with a manifest "
                         "when new or empty, recognised by that manifest later; a folder holding "
                         "anything else is refused. With PostgreSQL it is this node's scratch only")
-    g.add_argument("--db", default="",
+    g.add_argument("--db", metavar="URL", default="",
                    help="database URL: sqlite:///PATH (default DATA/certify.db; one server per "
                         "SQLite file) or postgresql://USER@HOST/DB (any number of servers share "
                         "its queue and store)")
-    g.add_argument("--token-file", help="file holding the submit/delete token (default DATA/token, "
+    g.add_argument("--token-file", metavar="FILE", help="file holding the submit/delete token (default DATA/token, "
                                         "created with a random token)")
     g = p.add_argument_group("jobs")
-    g.add_argument("--workers", type=int, default=2, help="jobs running at once on this server "
+    g.add_argument("--workers", metavar="N", type=int, default=2, help="jobs running at once on this server "
                                                           "(default 2)")
-    g.add_argument("--job-nice", type=int, default=10,
+    g.add_argument("--job-nice", metavar="N", type=int, default=10,
                    help="how much lower the jobs' CPU priority is than the server's pages and API "
                         "(nice 0..19; default 10)")
-    g.add_argument("--job-seconds", type=float, default=600.0,
+    g.add_argument("--job-seconds", metavar="S", type=float, default=600.0,
                    help="time limit of one job, wall clock and CPU (default 600)")
-    g.add_argument("--job-memory-mb", type=float, default=4096,
+    g.add_argument("--job-memory-mb", metavar="MB", type=float, default=4096,
                    help="memory (address space) limit of one job (default 4096)")
-    g.add_argument("--job-attempts", type=int, default=2,
+    g.add_argument("--job-attempts", metavar="N", type=int, default=2,
                    help="claims of a job before an interrupted one is marked failed (default 2)")
-    g.add_argument("--lease-seconds", type=float, default=30.0,
+    g.add_argument("--lease-seconds", metavar="S", type=float, default=30.0,
                    help="a running job's claim lapses this long after its server last renewed "
                         "it (it renews every quarter of it); then another server takes the job "
                         "over (default 30)")
     g = p.add_argument_group("bounds")
-    g.add_argument("--max-upload-mb", type=float, default=64.0,
+    g.add_argument("--max-upload-mb", metavar="MB", type=float, default=64.0,
                    help="largest upload (413 above it; default 64)")
-    g.add_argument("--max-unpacked-mb", type=float, default=256.0,
+    g.add_argument("--max-unpacked-mb", metavar="MB", type=float, default=256.0,
                    help="largest unpacked size of an uploaded zip (default 256)")
-    g.add_argument("--max-storage-mb", type=float, default=10240.0,
+    g.add_argument("--max-storage-mb", metavar="MB", type=float, default=10240.0,
                    help="total size of uploads, certificates and their files in the store; a "
                         "submission above it is refused with 507 (default 10240)")
-    g.add_argument("--open-submit-rate", type=int, default=20,
+    g.add_argument("--open-submit-rate", metavar="N", type=int, default=20,
                    help="submissions without the token (verify) per client per minute; above "
                         "it 429 (default 20; 0: no limit)")
-    g.add_argument("--read-rate", type=int, default=1200,
+    g.add_argument("--read-rate", metavar="N", type=int, default=1200,
                    help="reads without the token per client per minute; above it 429 "
                         "(default 1200; 0: no limit)")
-    g.add_argument("--max-anonymous-queued", type=int, default=20,
+    g.add_argument("--max-anonymous-queued", metavar="N", type=int, default=20,
                    help="jobs submitted without the token that may wait at once; above it 429 "
                         "(default 20)")
     g.add_argument("--keep-uploads", action="store_true",
