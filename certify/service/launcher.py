@@ -88,7 +88,7 @@ class Launcher:
                     [sys.executable, "-m", "certify.service.launcher", str(os.getpid()),
                      str(alive_r), str(cmd_r), str(evt_w), str(self.nice)],
                     pass_fds=(alive_r, cmd_r, evt_w), stdin=subprocess.DEVNULL, env=env,
-                    process_group=0)
+                    start_new_session=True)
             finally:
                 for fd in (alive_r, cmd_r, evt_w):
                     os.close(fd)

@@ -26,7 +26,9 @@
       return;
     }
     if (resp.status !== 201) {
-      const why = { 401: "refused: the token is missing or wrong", 413: "refused: the file is too large" };
+      const why = { 401: "refused: the token is missing or wrong", 413: "refused: the file is too large",
+                    422: "refused", 429: "refused: too many requests, try again later",
+                    507: "refused: the server's storage is full" };
       status.textContent = (why[resp.status] || ("refused (" + resp.status + ")")) + ": " + (body.detail || "");
       status.className = "error";
       return;
