@@ -22,6 +22,7 @@ import datetime as dt
 import hashlib
 import io
 import json
+import math
 import re
 import sys
 import threading
@@ -73,10 +74,26 @@ def printable(v: Any) -> Any:
 
 
 class SafeJSON(JSONResponse):
-    """JSON with non-ASCII escaped: any string a certificate holds can be sent."""
+    """JSON with non-ASCII escaped (any string a certificate holds can be sent)
+    and non-finite floats (a diagnostic's nan) as strings: always valid JSON."""
 
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+        try:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False,
+                              separators=(",", ":")).encode()
+        except ValueError:
+            return json.dumps(_finite(content), ensure_ascii=True, allow_nan=False,
+                              separators=(",", ":")).encode()
+
+
+def _finite(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
 
 
 def unprocessable(msg: str) -> HTTPException:

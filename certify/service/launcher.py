@@ -67,6 +67,7 @@ class Launcher:
         self._pids: dict[str, int] = {}
         self._exits: dict[str, int] = {}
         self._errors: dict[str, str] = {}
+        self._stopped = False
 
     @property
     def pid(self) -> int | None:
@@ -74,6 +75,8 @@ class Launcher:
 
     def start(self) -> None:
         with self._cv:
+            if self._stopped:
+                raise RuntimeError("the job launcher was stopped")
             if self._proc is not None and self._proc.poll() is None:
                 return
             alive_r, alive_w = os.pipe()
@@ -127,7 +130,7 @@ class Launcher:
         """Fork a job process for ``workdir``; its pid."""
         msg = (json.dumps({"run": str(workdir), "key": key}) + "\n").encode()
         for _ in range(2):
-            self.start()
+            self.start()                                # raises once stopped
             try:
                 with self._cv:
                     os.write(self._cmd_w, msg)          # < PIPE_BUF: one atomic write
@@ -176,8 +179,9 @@ class Launcher:
             self._errors.pop(key, None)
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Kill every job, then let the launcher exit."""
+        """Kill every job, then let the launcher exit (for good)."""
         with self._cv:
+            self._stopped = True
             running = [(k, p) for k, p in self._pids.items() if k not in self._exits]
             proc = self._proc
         for _, pid in running:
