@@ -63,6 +63,13 @@ def _wait_computing(s: Server, c: httpx.Client, job_id: str) -> None:
 
 def test_kill_restart_rerun_then_fail_then_graceful_stop(tmp_path):
     s = Server(tmp_path / "data", "--job-attempts", "2")
+    try:
+        _lives(s, tmp_path)
+    finally:
+        s.stop()                          # whatever failed, no server outlives the test
+
+
+def _lives(s: Server, tmp_path) -> None:
     with httpx.Client(timeout=60) as c:
         s.start()
         job_id, work = _submit_and_kill(s, c)
