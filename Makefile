@@ -23,17 +23,28 @@ install-test: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(PY) -m certify demo
 
+# Debian packages some tests need, installed when missing: as root with apt-get,
+# otherwise with `sudo -n` (passwordless sudo) when that works. Where neither is
+# possible the step says which packages are missing; the tests that need them then
+# skip naming those packages (under CI, where they must run, they fail instead).
+define apt_install
+	if [ "$$(id -u)" = 0 ]; then run=""; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true >/dev/null 2>&1; then run="sudo -n"; \
+	else run=none; fi; \
+	if [ "$$run" = none ] || ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "not installed (needs root or passwordless sudo): $(1); $(2) will skip. Install with: sudo apt-get install $(1)"; \
+	else echo "installing $(1) (apt-get)"; \
+	  ( $$run apt-get update -qq && $$run env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends $(1) >/dev/null ) \
+	  || echo "could not install $(1); $(2) will skip"; fi
+endef
+
 # report.tex is compiled in the tests with a real engine: Debian's
-# texlive-latex-recommended (booktabs) and latexmk, installed here when missing
-# (as root with apt-get; otherwise the step says what to install and the test skips).
+# texlive-latex-recommended (booktabs) and latexmk.
+LATEX_APT = $(if $(shell command -v latexmk 2>/dev/null),,latexmk) \
+            $(if $(shell kpsewhich booktabs.sty 2>/dev/null),,texlive-latex-recommended)
 latex-tools:
-	@if command -v latexmk >/dev/null 2>&1 && kpsewhich booktabs.sty >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "installing texlive-latex-recommended and latexmk (report.tex compile test)"; \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    --no-install-recommends texlive-latex-recommended latexmk >/dev/null) \
-	  || echo "could not install texlive-latex-recommended latexmk: the LaTeX compile test will skip"; \
-	else echo "to compile report.tex in the tests install: texlive-latex-recommended latexmk (e.g. sudo apt-get install texlive-latex-recommended latexmk)"; fi
+	@if [ -n "$(strip $(LATEX_APT))" ]; then $(call apt_install,$(strip $(LATEX_APT)),the LaTeX compile test); fi
 
 # The default suite (under 3 minutes on 2 cores): the import contracts, then
 # every test except those marked slow, on two pytest workers; the 15 slowest
@@ -51,16 +62,12 @@ test-all: $(VENV)/.installed service-deps latex-tools lint-imports
 
 # The service's browser and database tests use Debian's chromium + chromium-driver
 # and PostgreSQL 15 (its cluster stays stopped; the tests start a throwaway one).
-# Installed only when missing; needs root (or sudo) for apt-get.
 SERVICE_APT = $(if $(wildcard /usr/bin/chromium),,chromium) \
               $(if $(wildcard /usr/bin/chromedriver),,chromium-driver) \
               $(if $(wildcard /usr/lib/postgresql/15/bin/initdb),,postgresql-15)
 service-deps:
-	@if [ -n "$(strip $(SERVICE_APT))" ]; then \
-	  echo "installing $(strip $(SERVICE_APT)) (apt-get)"; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(strip $(SERVICE_APT)) \
-	    && (service postgresql stop >/dev/null 2>&1 || true); \
-	fi
+	@if [ -n "$(strip $(SERVICE_APT))" ]; then $(call apt_install,$(strip $(SERVICE_APT)),the service's browser and PostgreSQL tests); \
+	  if [ -x /usr/lib/postgresql/15/bin/initdb ]; then (service postgresql stop >/dev/null 2>&1 || sudo -n service postgresql stop >/dev/null 2>&1 || true); fi; fi
 
 bench: $(VENV)/.installed
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done

@@ -1,5 +1,8 @@
 """Shared set-up for the service tests: a real ``certify serve`` on loopback,
-the committed kilobyte checkpoint as a zip, job polling."""
+the committed kilobyte checkpoint as a zip, job polling, process trees, a
+throwaway PostgreSQL cluster, and the reason a test needing an OS package
+skips (``make service-deps`` installs them where it can; under ``CI`` a
+missing one fails instead of skipping)."""
 
 from __future__ import annotations
 
@@ -14,10 +17,33 @@ import zipfile
 from pathlib import Path
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CKPT = ROOT / "models" / "checkpoints" / "ood-6-4-8-elu1-r8-s0"
 TOKEN = "test-token-0123456789abcdef"
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+PG_USER = "certifypg"
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+
+
+def need_os_package(present: bool, what: str, packages: str) -> None:
+    """Skip (fail under CI) when an OS package the test needs is missing."""
+    if present:
+        return
+    why = (f"{what} missing: install the Debian packages {packages} "
+           f"('make service-deps' does, with root or passwordless sudo)")
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+def need_postgres() -> None:
+    need_os_package((PG_BIN / "initdb").is_file(), f"PostgreSQL 15 ({PG_BIN})", "postgresql-15")
 
 
 def checkpoint_zip(stem: Path = CKPT) -> bytes:
@@ -34,16 +60,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
-    """``python -m certify serve`` in a subprocess (its own process group)."""
+def serve_exit(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """``certify serve ARGS`` expected to stop by itself (a refusal at start)."""
+    return subprocess.run([sys.executable, "-m", "certify", "serve", *args], cwd=cwd or ROOT,
+                          env=env(), capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
 
-    def __init__(self, data: Path, *extra: str, port: int | None = None, token: str = TOKEN):
+
+class Server:
+    """``python -m certify serve`` in a subprocess (its own session). Its jobs
+    run at the tests' own priority (``--job-nice 0``) unless ``extra`` says
+    otherwise: beside a busy test run, a niced job would mostly wait."""
+
+    def __init__(self, data: Path, *extra: str, port: int | None = None, token: str = TOKEN,
+                 token_file: bool = True):
+        extra = extra if "--job-nice" in extra else (*extra, "--job-nice", "0")
         self.data, self.port, self.extra = Path(data), port or free_port(), list(extra)
-        self.data.mkdir(parents=True, exist_ok=True)
-        self.token_file = self.data.parent / f"{self.data.name}.token"
-        self.token_file.write_text(token + "\n")
         self.token = token
+        self.token_file = self.data.parent / f"{self.data.name}.token"
+        if token_file:
+            self.token_file.write_text(token + "\n")
+        self.use_token_file = token_file
         self.proc: subprocess.Popen | None = None
+        self.log_path = self.data.parent / f"{self.data.name}.log"
 
     @property
     def url(self) -> str:
@@ -53,26 +92,33 @@ class Server:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
-    def start(self, timeout: float = 60.0) -> "Server":
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            [str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-        self.log = open(self.data.parent / f"{self.data.name}.log", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "certify", "serve", "--port", str(self.port), "--data",
-             str(self.data), "--token-file", str(self.token_file), *self.extra],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+    def launch(self) -> "Server":
+        """Start the process (without waiting for it to serve)."""
+        self.log = open(self.log_path, "ab")
+        args = ["--port", str(self.port), "--data", str(self.data), *self.extra]
+        if self.use_token_file:
+            args += ["--token-file", str(self.token_file)]
+        self.proc = subprocess.Popen([sys.executable, "-m", "certify", "serve", *args],
+                                     cwd=ROOT, env=env(), stdout=self.log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> "Server":
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"certify serve exited with {self.proc.returncode}: "
-                                   + (self.data.parent / f"{self.data.name}.log").read_text()[-2000:])
+                                   + self.log_path.read_text()[-2000:])
             try:
                 if httpx.get(self.url + "/api/health", timeout=2).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
-            time.sleep(0.2)
+            time.sleep(0.05)
         raise RuntimeError("certify serve did not start")
+
+    def start(self, timeout: float = 60.0) -> "Server":
+        return self.launch().wait_ready(timeout)
 
     def kill(self) -> None:
         """SIGKILL the server process only (its workers must die with it)."""
@@ -91,6 +137,9 @@ class Server:
         if getattr(self, "log", None):
             self.log.close()
 
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
     def __enter__(self):
         return self.start()
 
@@ -100,17 +149,62 @@ class Server:
 
 def wait_job(client, base: str, job_id: str, timeout: float = 240.0, until=("done", "failed")) -> dict:
     t0 = time.monotonic()
+    j = {"status": "?"}
     while time.monotonic() - t0 < timeout:
         j = client.get(f"{base}/api/jobs/{job_id}").json()
         if j["status"] in until:
             return j
-        time.sleep(0.25)
+        time.sleep(0.1)
     raise AssertionError(f"job {job_id} still {j['status']} after {timeout} s")
 
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
-PG_USER = "certifypg"
+# ---------------------------------------------------------------- processes
 
+def descendants(pid: int) -> set[int]:
+    """Every living process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                stat = Path(f"/proc/{d}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(d))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie does not compute)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def cpu_ticks(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(stat[11]) + int(stat[12])
+
+
+def wait_gone(pids, timeout: float = 10.0) -> list[int]:
+    """The pids still alive after ``timeout`` seconds."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        left = [p for p in pids if alive(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
+# ---------------------------------------------------------------- PostgreSQL
 
 class PostgresCluster:
     """A throwaway PostgreSQL 15 cluster on loopback: initdb + pg_ctl under a
@@ -120,6 +214,7 @@ class PostgresCluster:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.port = free_port()
+        self.pgdata = None
 
     def _as_user(self, *cmd: str) -> list[str]:
         if os.geteuid() != 0:
@@ -128,10 +223,8 @@ class PostgresCluster:
 
     def start(self) -> str:
         import pwd
-        import shutil
 
-        if not (PG_BIN / "initdb").is_file():
-            raise RuntimeError(f"PostgreSQL 15 is not installed ({PG_BIN}); run 'make service-deps'")
+        need_postgres()
         if os.geteuid() == 0:
             try:
                 pwd.getpwnam(PG_USER)
@@ -150,15 +243,25 @@ class PostgresCluster:
                        check=True, capture_output=True)
         subprocess.run(self._as_user(str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), "-w", "-l",
                                      str(self.dir / "log"), "-o",
-                                     f"-h 127.0.0.1 -p {self.port} -k {self.sock} -c fsync=off",
-                                     "start"), check=True, capture_output=True)
-        self._shutil = shutil
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+                                     f"-h 127.0.0.1 -p {self.port} -k {self.sock} -c fsync=off "
+                                     f"-c max_connections=300", "start"),
+                       check=True, capture_output=True)
+        return self.url()
+
+    def url(self, db: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{db}"
+
+    def create_db(self, name: str) -> str:
+        import psycopg
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
 
     def stop(self) -> None:
-        if getattr(self, "pgdata", None) is None:
+        if self.pgdata is None:
             return
+        import shutil
         subprocess.run(self._as_user(str(PG_BIN / "pg_ctl"), "-D", str(self.pgdata), "-m", "immediate",
                                      "-w", "stop"), capture_output=True)
-        self._shutil.rmtree(self.dir, ignore_errors=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
         self.pgdata = None

@@ -294,7 +294,7 @@ def test_unknown_model_folder_config_does_not_crash(tmp_path):
 
 def test_service_job_finds_a_zipped_third_party_folder(layouts, tmp_path):
     """The service hands the unpacked folder to the API, which reads it with the one loader."""
-    from certify.service import jobs
+    from certify.service import worker as jobs
     folder = layouts["fla-model"]
     files = sorted(folder.iterdir())
     assert jobs._find_checkpoint(files, folder.parent) == Path(folder.name)

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_support import CKPT, ROOT, Server, checkpoint_zip
+from service_support import CKPT, ROOT, Server, checkpoint_zip, need_os_package
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-pytestmark = pytest.mark.skipif(not (CHROMIUM.is_file() and DRIVER.is_file()),
-                                reason="chromium / chromium-driver missing: run 'make service-deps'")
 
 
 @pytest.fixture
 def browser(tmp_path):
+    need_os_package(CHROMIUM.is_file() and DRIVER.is_file(), "headless Chromium (/usr/bin/chromium, "
+                    "/usr/bin/chromedriver)", "chromium chromium-driver")
     os.environ.setdefault("SE_OFFLINE", "true")          # never let Selenium download anything
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -79,7 +79,8 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         assert "/submit" in browser.current_url
         browser.find_element(By.ID, "token").send_keys("wrong-token-xxxxxxxxxxxx")
         browser.find_element(By.ID, "submit-button").click()
-        msg = _wait(lambda: browser.find_element(By.ID, "submit-status").text, 20, "refusal")
+        msg = _wait(lambda: "refused" in (t := browser.find_element(By.ID, "submit-status").text)
+                    and t, 20, "refusal")
         assert "refused: the token is missing or wrong" in msg
         assert httpx.get(s.url + "/api/health").json()["queued"] == 0
 
@@ -111,6 +112,9 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         assert mode.startswith("sources present")
         assert "on {0,1}^8 (256 x 256) has rank exactly 8 over Q" in browser.page_source
         assert browser.find_element(By.ID, "overall").text == "refuted"
+        # a refuted claim reads verdict first: never a mark of approval before a false sentence
+        said = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".statement .said")]
+        assert "REFUTED (the sentence is false):" in said and "PROVED:" in said, said
         png = browser.get_screenshot_as_png()
         colours, std = _not_blank(png)
         assert colours > 50 and std > 10, (colours, std)
@@ -144,5 +148,7 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         # uploaded alone, without the checkpoint: it holds assuming the extraction (exit 4)
         assert "certify verify: exit 4" in res
         assert "certificate only" in res
+        assert "verdict re-derived, REFUTED (the sentence is false): the head of" in res
+        assert not re.search(r"^ok ", res, re.M)
         colours, std = _not_blank(browser.get_screenshot_as_png())
         assert colours > 20 and std > 5

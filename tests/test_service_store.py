@@ -1,12 +1,16 @@
-"""The service's store on SQLite and on a real PostgreSQL 15 server: Alembic
-schema, the job queue (compare-and-set claims, recovery), content-addressed
-certificates with filter columns, one-transaction finish."""
+"""The service's store and queue on SQLite and on a real PostgreSQL 15 server:
+Alembic schema, claims with leases timed by the database's clock (each job
+claimed once, a stale claim never commits, only an expired lease is
+re-queued), uploads kept only while their job lives, content-addressed
+certificates with filter columns and files, one-transaction finish."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import threading
+import time
+import uuid
 
 import pytest
 from service_support import PostgresCluster
@@ -15,18 +19,22 @@ from sqlalchemy import inspect, text
 from certify.core.certificate import Certificate, Claim, ClaimKind
 from certify.core.files import sha256_bytes
 from certify.core.verdict import Verdict
+from certify.service import schema
 from certify.service import store as st
+from certify.service.queue import Queue, Upload
 
 
 @pytest.fixture(scope="module")
-def pg_url(tmp_path_factory):
+def pg_cluster(tmp_path_factory):
     cluster = PostgresCluster(tmp_path_factory.mktemp("pg"))
     try:
-        url = cluster.start()
+        cluster.start()
     except Exception as exc:          # noqa: BLE001 - the reason is reported
         cluster.stop()
+        if "Skipped" in type(exc).__name__:
+            raise
         pytest.fail(f"could not start a throwaway PostgreSQL cluster: {exc}")
-    yield url
+    yield cluster
     cluster.stop()
 
 
@@ -35,13 +43,15 @@ def store(request, tmp_path):
     if request.param == "sqlite":
         s = st.Store(f"sqlite:///{tmp_path / 'c.db'}")
     else:
-        url = request.getfixturevalue("pg_url")
-        s = st.Store(url)
-        with s.engine.begin() as conn:                 # a clean slate per test
-            for t in ("claims", "certificates", "jobs"):
-                conn.execute(text(f"DELETE FROM {t}"))
+        cluster = request.getfixturevalue("pg_cluster")
+        s = st.Store(cluster.create_db("t" + uuid.uuid4().hex[:12]))     # a clean database per test
     yield s
     s.dispose()
+
+
+@pytest.fixture
+def queue(store):
+    return Queue(store, max_attempts=2)
 
 
 def _cert(rank: int, verdict: Verdict = Verdict.PROVED, family_sha: str = "f" * 64) -> str:
@@ -59,65 +69,140 @@ def _doc(text_: str, **kw) -> dict:
     return {"sha256": sha256_bytes(text_.encode()), "text": text_, "command": "feasibility", **kw}
 
 
+def _claimed(queue, lease: float = 30.0, node: str = "n1"):
+    job_id = queue.add("feasibility", {})
+    c = queue.claim(node, lease)
+    assert c is not None and c.job.id == job_id
+    return c
+
+
 def test_schema_by_alembic_and_migrate_is_idempotent(store):
-    st.migrate(store.engine)                       # second run: nothing to do
+    schema.migrate(store.engine)                       # second run: nothing to do
     insp = inspect(store.engine)
-    assert {"jobs", "certificates", "claims", "alembic_version"} <= set(insp.get_table_names())
-    cols = {c["name"] for c in insp.get_columns("certificates")}
-    assert {"sha256", "kind", "verdict", "family_sha256", "model_sha256", "rank", "created_at",
-            "stored_at", "json_text"} <= cols
+    assert {"jobs", "job_claims", "uploads", "certificates", "certificate_files", "claims",
+            "alembic_version"} <= set(insp.get_table_names())
+    cols = {c["name"] for c in insp.get_columns("jobs")}
+    assert {"claim_id", "node_id", "lease_until", "anonymous"} <= cols
     with store.engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0001"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0002"
 
 
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path):
     s = st.Store(f"sqlite:///{tmp_path / 'w.db'}")
     with s.engine.connect() as conn:
         assert conn.execute(text("PRAGMA journal_mode")).scalar() == "wal"
-        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == st.SQLITE_BUSY_MS
+        assert conn.execute(text("PRAGMA busy_timeout")).scalar() == schema.SQLITE_BUSY_MS
     s.dispose()
 
 
-def test_each_job_is_claimed_exactly_once_under_concurrency(store):
-    ids = [store.add_job("rank", {"i": i}) for i in range(30)]
+def test_each_job_is_claimed_exactly_once_under_concurrency(queue):
+    ids = [queue.add("rank", {"i": i}) for i in range(30)]
     got: list[str] = []
     lock = threading.Lock()
 
-    def worker():
-        while (job := store.claim_next_job()) is not None:
+    def worker(node):
+        while (c := queue.claim(node, 30)) is not None:
             with lock:
-                got.append(job.id)
+                got.append(c.job.id)
 
-    threads = [threading.Thread(target=worker) for _ in range(6)]
+    threads = [threading.Thread(target=worker, args=(f"n{i}",)) for i in range(6)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert sorted(got) == sorted(ids) and len(got) == len(set(got)) == 30
-    assert store.count_jobs("running") == 30 and store.count_jobs("queued") == 0
+    assert queue.count("running") == 30 and queue.count("queued") == 0
+    assert all(len(queue.claims(j)) == 1 for j in ids)
 
 
-def test_recover_requeues_then_fails_with_the_reason(store):
-    a = store.add_job("rank", {})
-    assert store.claim_next_job().id == a
-    assert store.recover(max_attempts=2) == ([a], [])
-    job = store.job(a)
-    assert job.status == "queued" and job.reason == "re-queued after the server stopped during attempt 1"
-    assert store.claim_next_job().attempts == 2
-    assert store.recover(max_attempts=2) == ([], [a])
-    job = store.job(a)
-    assert job.status == "failed" and "stopped during the job 2 times" in job.reason
+def test_leases_run_on_the_database_clock(queue, store, monkeypatch):
+    """The lease ends ``lease`` seconds after the claim by the database's clock;
+    the node's clock (here moved a year ahead) plays no part."""
+    import certify.service.queue as qmod
+    monkeypatch.setattr(qmod, "now", lambda: dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc))
+    t0 = store.db_time()
+    c = _claimed(queue, lease=60)
+    job = queue.job(c.job.id)
+    assert t0 + 59 <= job.lease_until <= store.db_time() + 60
+    assert queue.requeue_expired() == ([], [])                  # not expired: never re-queued
+    assert queue.job(c.job.id).status == "running"
 
 
-def test_certificates_are_content_addressed_with_filter_columns(store):
+def test_only_an_expired_lease_is_requeued_and_a_stale_claim_never_commits(queue):
+    c1 = _claimed(queue, lease=0.4)
+    other = _claimed(queue, lease=60)
+    assert queue.renew([c1.claim_id, other.claim_id], 0.4) == {c1.claim_id, other.claim_id}
+    time.sleep(0.6)                                              # c1's lease runs out
+    queue.renew([other.claim_id], 60)
+    assert queue.requeue_expired() == ([c1.job.id], [])
+    job = queue.job(c1.job.id)
+    assert job.status == "queued" and job.claim_id is None
+    assert job.reason.startswith("re-queued after attempt 1 was interrupted")
+    assert queue.job(other.job.id).status == "running"          # its lease is live
+    assert queue.renew([c1.claim_id], 60) == set()               # the old holder learns it lost
+    c2 = queue.claim("n2", 60)
+    assert c2.job.id == c1.job.id and c2.claim_id != c1.claim_id and c2.job.attempts == 2
+    # the old claim's result is refused; the live claim's is taken, once
+    t = _cert(8)
+    assert not queue.finish(c1.job.id, c1.claim_id, exit_code=0, result=None, certificate=_doc(t))
+    assert not queue.fail(c1.job.id, c1.claim_id, "late")
+    assert queue.finish(c2.job.id, c2.claim_id, exit_code=0, result=None, certificate=_doc(t))
+    assert not queue.finish(c2.job.id, c2.claim_id, exit_code=0, result=None, certificate=_doc(t))
+    assert queue.job(c1.job.id).status == "done"
+    assert [(x.node_id, x.outcome) for x in queue.claims(c1.job.id)] == [("n1", "expired"),
+                                                                         ("n2", "done")]
+
+
+def test_attempts_run_out_then_the_job_fails_with_the_reason(queue):
+    up = Upload("m.json", "a" * 64, ".json", b"[[1]]")
+    job_id = queue.add("rank", {}, upload=up)
+    for _ in range(2):
+        c = queue.claim("n1", 60)
+        assert c.job.id == job_id
+        assert queue.expire_running("n1") == 1
+        queue.requeue_expired()
+    job = queue.job(job_id)
+    assert job.status == "failed" and job.attempts == 2
+    assert job.reason == "not retried: 2 attempt(s) were interrupted (limit 2, --job-attempts)"
+    assert queue.upload(job_id) is None                          # the upload went with the job
+
+
+def test_release_gives_the_job_back_without_counting_the_attempt(queue):
+    c = _claimed(queue)
+    queue.release([c.claim_id])
+    job = queue.job(c.job.id)
+    assert (job.status, job.attempts, job.claim_id) == ("queued", 0, None)
+    assert job.reason == "re-queued: the server running it was stopped"
+    assert [x.outcome for x in queue.claims(c.job.id)] == ["released"]
+
+
+def test_uploads_live_as_long_as_their_job_unless_kept(store):
+    for keep in (False, True):
+        q = Queue(store, keep_uploads=keep)
+        job_id = q.add("rank", {}, upload=Upload("m.json", "b" * 64, ".json", b"x" * 1000))
+        assert q.upload(job_id) == b"x" * 1000 and store.storage_used() >= 1000
+        c = q.claim("n", 60)
+        assert q.fail(job_id, c.claim_id, "bad input: m.json: nope", exit_code=2)
+        assert (q.upload(job_id) is not None) == keep
+    assert store.storage_used() == 1000                          # the kept one only
+
+
+def test_certificates_are_content_addressed_with_filter_columns_and_files(queue, store):
     t1, t2 = _cert(8), _cert(13, Verdict.UNKNOWN, family_sha="e" * 64)
-    j1, j2, j3 = (store.add_job("feasibility", {}) for _ in range(3))
-    s1 = store.finish_job(j1, exit_code=0, result=None, certificate=_doc(t1, model_sha256="a" * 64))
-    s2 = store.finish_job(j2, exit_code=1, result=None, certificate=_doc(t2))
-    assert store.finish_job(j3, exit_code=0, result=None, certificate=_doc(t1)) == s1   # same text: one row
+    c1, c2, c3 = (_claimed(queue) for _ in range(3))
+    assert queue.finish(c1.job.id, c1.claim_id, exit_code=0, result=None,
+                        certificate=_doc(t1, model_sha256="a" * 64), files={"report.md": b"# r\n"})
+    assert queue.finish(c2.job.id, c2.claim_id, exit_code=1, result=None, certificate=_doc(t2))
+    s1, s2 = sha256_bytes(t1.encode()), sha256_bytes(t2.encode())
+    # the same text again: one row, the first job's files
+    assert queue.finish(c3.job.id, c3.claim_id, exit_code=0, result=None, certificate=_doc(t1),
+                        files={"other.md": b"x"})
     assert store.certificate(s1).json_text == t1                     # verbatim
+    assert store.files(s1) == [("report.md", 4)] and store.file(s1, "report.md") == b"# r\n"
+    assert store.file(s1, "../certify.db") is None
     assert len(store.certificates()) == 2
-    assert store.job(j3).cert_sha256 == s1 and store.job(j3).status == "done"
+    assert queue.job(c3.job.id).cert_sha256 == s1 and queue.job(c3.job.id).status == "done"
+    assert store.storage_used() == len(t1.encode()) + 4 + len(t2.encode())
     F = st.Filters
     sh = lambda f: {r.sha256 for r in store.certificates(f)}       # noqa: E731
     assert sh(F(kind="infeasible")) == {s1} and sh(F(kind="feasible")) == {s2}
@@ -130,31 +215,27 @@ def test_certificates_are_content_addressed_with_filter_columns(store):
     assert (row.kind, row.verdict, row.rank) == ("feasible,exact_rank", "unknown", 13)
     later = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
     assert sh(F(since=later)) == set() and sh(F(until=later)) == {s1, s2}
-    assert store.delete_certificate(s2) and not store.delete_certificate(s2)
-    assert sh(F()) == {s1} and [c.kind for c in store.claims(s1)] == ["infeasible", "exact_rank"]
+    assert sh(F(until=dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc))) == {s1, s2}
+    assert store.delete_certificate(s1) and not store.delete_certificate(s1)
+    assert sh(F()) == {s2} and store.files(s1) == [] and store.claims(s1) == []
 
 
-def test_finish_is_one_transaction(store, monkeypatch):
+def test_finish_is_one_transaction(queue, store, monkeypatch):
     """A failure while storing leaves neither the certificate nor a finished job."""
-    job = store.add_job("feasibility", {})
-    store.claim_next_job()
+    c = _claimed(queue)
     import certify.api as api
-    calls = {"n": 0}
     real = api.claim_index
 
-    def flaky(obj):
-        calls["n"] += 1
-        if calls["n"] == 2:              # after the certificate row was added and flushed
-            raise RuntimeError("disk full")
-        return real(obj)
+    def broken(obj):
+        raise RuntimeError("disk full")
 
-    monkeypatch.setattr(api, "claim_index", flaky)
+    monkeypatch.setattr(api, "claim_index", broken)
     t = _cert(8)
     with pytest.raises(RuntimeError, match="disk full"):
-        store.finish_job(job, exit_code=0, result=None, certificate=_doc(t))
+        queue.finish(c.job.id, c.claim_id, exit_code=0, result=None, certificate=_doc(t))
     assert store.certificate(sha256_bytes(t.encode())) is None
-    assert store.claims(sha256_bytes(t.encode())) == []
-    assert store.job(job).status == "running" and store.job(job).cert_sha256 is None
+    job = queue.job(c.job.id)
+    assert job.status == "running" and job.cert_sha256 is None and job.claim_id == c.claim_id
     monkeypatch.setattr(api, "claim_index", real)
-    store.finish_job(job, exit_code=0, result={"x": 1}, certificate=_doc(t))
-    assert store.job(job).status == "done" and json.loads(store.job(job).result) == {"x": 1}
+    assert queue.finish(c.job.id, c.claim_id, exit_code=0, result={"x": 1}, certificate=_doc(t))
+    assert queue.job(c.job.id).status == "done" and json.loads(queue.job(c.job.id).result) == {"x": 1}

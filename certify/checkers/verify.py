@@ -101,7 +101,7 @@ class ClaimCheck:
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "kind": self.kind, "verdict": self.verdict,
                 "holds": self.holds, "problems": list(self.problems),
-                "statement": self.statement, "trusted": list(self.trusted),
+                "statement": self.statement, "line": claim_line(self), "trusted": list(self.trusted),
                 "assumptions": list(self.assumptions),
                 "info": "unchecked" if self.has_info else None}
 

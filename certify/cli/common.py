@@ -77,8 +77,23 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="parallel tasks: 1 runs in process (default); N > 1 starts a local Ray "
                         "with N workers for the run")
-    p.add_argument("--ray-address", default=None,
-                   help="join an existing Ray cluster (e.g. ray://host:10001 or host:6379)")
+    p.add_argument("--ray-address", default=None, type=_ray_address, metavar="ADDR",
+                   help="join an existing Ray cluster: HOST:PORT (the head's GCS, e.g. head:6379) "
+                        "or ray://HOST:PORT (the Ray client server, e.g. ray://head:10001). "
+                        "Checked before any work: an address where no Ray answers within "
+                        "CERTIFY_RAY_CONNECT_SECONDS (default 10) ends with exit 2")
+
+
+def _ray_address(text: str) -> str:
+    """argparse type of ``--ray-address``: a Ray service must answer there
+    (:func:`certify.core.ray_address.check`, bounded time)."""
+    from certify.core import ray_address
+
+    try:
+        ray_address.check(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--ray-address ")) from None
+    return text
 
 
 def engine_from_args(args, *, progress: bool = True):

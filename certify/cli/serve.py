@@ -1,92 +1,91 @@
 """``certify serve``: the certification service (FastAPI on uvicorn).
 
-``certify serve [--host 127.0.0.1] [--port 8000] [--data DIR] [--db URL]
-[--token-file FILE] [--workers N] [--max-upload-mb MB] [--job-seconds S]
-[--job-memory-mb MB] [--job-attempts N]``
-
-Everything lives in ``--data`` (default ``./certify-service``): the SQLite
-database (unless ``--db postgresql://...``), uploads under generated names,
-certificates' reports. Without ``--token-file`` a random token is created in
-``DATA/token`` (mode 0600) and its path printed; submitting and deleting need it.
+Argument parsing only; :func:`certify.service.server.run` checks everything
+(options, address, data folder, token, database: one line and exit 2 for any
+problem, before anything is served) and runs the server.
 """
 
 from __future__ import annotations
 
-import argparse
-import secrets
-import sys
 from pathlib import Path
 from typing import Sequence
 
-from certify.core.errors import InputError
-
-
-def read_token(path: Path) -> str:
-    try:
-        token = path.read_text().strip()
-    except OSError as exc:
-        raise InputError(f"cannot read the token file {path}: {exc.strerror}") from None
-    if len(token) < 16:
-        raise InputError(f"the token in {path} is shorter than 16 characters")
-    return token
-
-
-def ensure_token(data: Path) -> Path:
-    path = data / "token"
-    if not path.exists():
-        import os
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(32) + "\n")
-    return path
+from certify.cli.common import parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="certify serve", description="Run the certification service: "
-                                "submit jobs, store certificates in a database, read and re-verify "
-                                "them in a browser.")
-    p.add_argument("--host", default="127.0.0.1",
+    p = parser("serve", "Run the certification service: submit jobs, store certificates in a "
+                        "database, read and re-verify them in a browser. Every bound below is "
+                        "checked at start (a nan, inf or absurd value ends with exit 2).",
+               epilog="exit codes: 2 bad option, the port in use, a host that is not this "
+                      "machine's, a data folder that is not the service's or is in use, an "
+                      "unusable database or token file (one line, before anything is served). "
+                      "Defaults and the data folder: README, 'The service'.")
+    g = p.add_argument_group("where")
+    g.add_argument("--host", metavar="HOST", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
-    p.add_argument("--data", default="certify-service", help="folder for the database, uploads and reports")
-    p.add_argument("--db", help="database URL (default sqlite:///DATA/certify.db; or postgresql://...)")
-    p.add_argument("--token-file", help="file holding the submit/delete token (default DATA/token, created)")
-    p.add_argument("--workers", type=int, default=2, help="jobs running at once")
-    p.add_argument("--max-upload-mb", type=float, default=64.0,
-                   help="largest upload accepted, in MB (larger: 413; default 64)")
-    p.add_argument("--max-unpacked-mb", type=float, default=256.0,
-                   help="largest unpacked size of an uploaded zip, in MB (default 256)")
-    p.add_argument("--job-seconds", type=float, default=600.0, help="time limit of one job")
-    p.add_argument("--job-memory-mb", type=int, default=4096, help="memory limit of one job")
-    p.add_argument("--job-attempts", type=int, default=2,
-                   help="runs of a job that a server stop interrupted before it is marked failed")
+    g.add_argument("--port", metavar="PORT", type=int, default=8000, help="port to listen on (default 8000)")
+    g.add_argument("--data", metavar="DIR", default="certify-service",
+                   help="the service's folder (default ./certify-service): created with a manifest "
+                        "when new or empty, recognised by that manifest later; a folder holding "
+                        "anything else is refused. With PostgreSQL it is this node's scratch only")
+    g.add_argument("--db", metavar="URL", default="",
+                   help="database URL: sqlite:///PATH (default DATA/certify.db; one server per "
+                        "SQLite file) or postgresql://USER@HOST/DB (any number of servers share "
+                        "its queue and store)")
+    g.add_argument("--token-file", metavar="FILE", help="file holding the submit/delete token (default DATA/token, "
+                                        "created with a random token)")
+    g = p.add_argument_group("jobs")
+    g.add_argument("--workers", metavar="N", type=int, default=2, help="jobs running at once on this server "
+                                                          "(default 2)")
+    g.add_argument("--job-nice", metavar="N", type=int, default=10,
+                   help="how much lower the jobs' CPU priority is than the server's pages and API "
+                        "(nice 0..19; default 10)")
+    g.add_argument("--job-seconds", metavar="S", type=float, default=600.0,
+                   help="time limit of one job, wall clock and CPU (default 600)")
+    g.add_argument("--job-memory-mb", metavar="MB", type=float, default=4096,
+                   help="memory (address space) limit of one job (default 4096)")
+    g.add_argument("--job-attempts", metavar="N", type=int, default=2,
+                   help="claims of a job before an interrupted one is marked failed (default 2)")
+    g.add_argument("--lease-seconds", metavar="S", type=float, default=30.0,
+                   help="a running job's claim lapses this long after its server last renewed "
+                        "it (it renews every quarter of it); then another server takes the job "
+                        "over (default 30)")
+    g = p.add_argument_group("bounds")
+    g.add_argument("--max-upload-mb", metavar="MB", type=float, default=64.0,
+                   help="largest upload (413 above it; default 64)")
+    g.add_argument("--max-unpacked-mb", metavar="MB", type=float, default=256.0,
+                   help="largest unpacked size of an uploaded zip (default 256)")
+    g.add_argument("--max-storage-mb", metavar="MB", type=float, default=10240.0,
+                   help="total size of uploads, certificates and their files in the store; a "
+                        "submission above it is refused with 507 (default 10240)")
+    g.add_argument("--open-submit-rate", metavar="N", type=int, default=20,
+                   help="submissions without the token (verify) per client per minute; above "
+                        "it 429 (default 20; 0: no limit)")
+    g.add_argument("--read-rate", metavar="N", type=int, default=1200,
+                   help="reads without the token per client per minute; above it 429 "
+                        "(default 1200; 0: no limit)")
+    g.add_argument("--max-anonymous-queued", metavar="N", type=int, default=20,
+                   help="jobs submitted without the token that may wait at once; above it 429 "
+                        "(default 20)")
+    g.add_argument("--keep-uploads", action="store_true",
+                   help="keep each upload after its job ended (default: deleted)")
+    g.add_argument("--keep-work", action="store_true",
+                   help="keep each job's work folder after it ended (default: deleted)")
     a = p.parse_args(argv)
-    if not 0 < a.port < 65536:
-        raise InputError(f"--port must be in 1..65535, got {a.port}")
-    if a.workers < 1 or a.max_upload_mb <= 0 or a.job_seconds <= 0 or a.job_memory_mb < 256 \
-            or a.max_unpacked_mb <= 0 or a.job_attempts < 1:
-        raise InputError("--workers >= 1, --max-upload-mb, --max-unpacked-mb and --job-seconds > 0, "
-                         "--job-memory-mb >= 256, --job-attempts >= 1")
-    data = Path(a.data).resolve()
-    if data.exists() and not data.is_dir():
-        raise InputError(f"--data {a.data} is not a folder")
-    data.mkdir(parents=True, exist_ok=True)
-    token_path = Path(a.token_file) if a.token_file else ensure_token(data)
-    token = read_token(token_path)
-    db = a.db or f"sqlite:///{data / 'certify.db'}"
-    if not db.startswith(("sqlite:///", "postgresql://", "postgresql+psycopg://")):
-        raise InputError(f"--db must be sqlite:///PATH or postgresql://..., got {db.split(':')[0]}:...")
 
-    import uvicorn
+    from certify.service.config import Limits, ServiceConfig, megabytes
+    from certify.service.server import Listen, run
 
-    from certify.service.app import ServiceConfig, create_app
-    from certify.service.jobs import Limits
-
-    limits = Limits(time_seconds=a.job_seconds, memory_bytes=a.job_memory_mb << 20,
-                    unpacked_bytes=int(a.max_unpacked_mb * (1 << 20)),
-                    upload_bytes=int(a.max_upload_mb * (1 << 20)), max_attempts=a.job_attempts)
-    app = create_app(ServiceConfig(data=data, db=db, token=token, limits=limits, workers=a.workers))
-    print(f"certify serve: http://{a.host}:{a.port}/  data {data}  db {db.split('://')[0]}  "
-          f"token in {token_path}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=a.host, port=a.port, log_level="warning", access_log=False)
-    return 0
+    limits = Limits(time_seconds=a.job_seconds,
+                    memory_bytes=megabytes(a.job_memory_mb, "--job-memory-mb", 256, 1 << 20),
+                    unpacked_bytes=megabytes(a.max_unpacked_mb, "--max-unpacked-mb", 1 / 1024, 64 << 10),
+                    upload_bytes=megabytes(a.max_upload_mb, "--max-upload-mb", 1 / 1024, 4096),
+                    max_attempts=a.job_attempts)
+    cfg = ServiceConfig(
+        data=Path(a.data), db=a.db, token="", limits=limits, workers=a.workers, job_nice=a.job_nice,
+        lease_seconds=a.lease_seconds, keep_uploads=a.keep_uploads, keep_work=a.keep_work,
+        max_storage_bytes=megabytes(a.max_storage_mb, "--max-storage-mb", 1, 1 << 30),
+        open_submit_rate=a.open_submit_rate, read_rate=a.read_rate,
+        max_anonymous_queued=a.max_anonymous_queued)
+    return run(cfg, Listen(a.host, a.port), a.token_file)

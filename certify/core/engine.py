@@ -8,9 +8,14 @@ certificate does not depend on the worker count.
 * ``workers <= 1`` and no address: plain in-process loop (nothing to start).
 * ``workers = N``: a local Ray started for the run (``ray.init(num_cpus=N)``),
   shut down by :meth:`Engine.close`.
-* ``address``: join an existing cluster (``ray.init(address=...)``); the
-  worker nodes need this package importable (``pip install`` it there, or a
-  shared checkout on ``PYTHONPATH``).
+* ``address``: join an existing cluster (``ray.init(address=...)``): a head's
+  GCS ``HOST:PORT`` or the Ray client server ``ray://HOST:PORT``. The address
+  is checked first within a bounded time (:mod:`certify.core.ray_address`:
+  form, name, TCP, a gRPC answer from Ray; ``CERTIFY_RAY_CONNECT_SECONDS``,
+  default 10 s), and Ray's own connect timeouts are set to the same bound, so
+  an unreachable or malformed address is one line (exit 2), never minutes of
+  retries. The worker nodes need this package importable (``pip install`` it
+  there, or a shared checkout on ``PYTHONPATH``).
 
 Every task runs with one thread (``OMP/OPENBLAS/MKL_NUM_THREADS=1``, torch
 and threadpoolctl limited to 1). Ray usage reporting is off
@@ -52,6 +57,18 @@ def _call_one_thread(fn: Callable, args: tuple) -> Any:
         return fn(*args)
 
 
+def _token_mode() -> None:
+    """Join in Ray's token mode (the cluster asked for a token and one is at hand,
+    see :func:`certify.core.ray_address.check`); Ray reads its mode when it is
+    imported, so its configuration is refreshed as Ray's own set-up does."""
+    os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        from ray._private.authentication.authentication_token_setup import _enable_token_auth
+        _enable_token_auth()
+    except (ImportError, AttributeError):           # pragma: no cover - another Ray layout
+        pass
+
+
 class Engine:
     """``map(fn, args_list)`` in process (default) or on Ray."""
 
@@ -74,8 +91,17 @@ class Engine:
 
     def _start(self) -> None:
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+        if self.address:
+            from certify.core import ray_address
+            needs_token = ray_address.check(self.address).needs_token
+            bound = str(max(1, int(ray_address.connect_seconds())))
+            for k in ("RAY_gcs_server_request_timeout_seconds", "RAY_gcs_rpc_server_reconnect_timeout_s",
+                      "RAY_CLIENT_INITIAL_CONNECTION_TIMEOUT_S", "RAY_CLIENT_MAX_CONNECTION_TIMEOUT_S"):
+                os.environ.setdefault(k, bound)
         import ray
 
+        if self.address and needs_token and "RAY_AUTH_MODE" not in os.environ:
+            _token_mode()
         env = dict(_ONE_THREAD)
         pp = os.environ.get("PYTHONPATH", "")
         env["PYTHONPATH"] = ROOT + (os.pathsep + pp if pp else "")
@@ -85,7 +111,13 @@ class Engine:
         if not self._owned:                      # a Ray already running in this process
             pass
         elif self.address:
-            ray.init(address=self.address, **kw)
+            try:
+                ray.init(address=self.address.strip(), **kw)
+            except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
+                from certify.core.errors import InputError
+                line = " ".join(str(exc).split())[:300] or type(exc).__name__
+                raise InputError(f"--ray-address {self.address}: Ray could not join the "
+                                 f"cluster ({line})") from None
             self.workers = max(self.workers, int(ray.cluster_resources().get("CPU", 1)))
         else:
             # a local Ray talks to itself over loopback only

@@ -5,9 +5,10 @@ Rules (documented in the README, "Output folders and files"):
 * An output **folder** (``report``, ``checkpoint``, ``demo`` ``--out DIR``) is
   either new (created, with its missing parents), empty, or a previous output of
   the *same* command, recognised by the manifest :data:`MANIFEST` the tool writes
-  into every folder it owns (older folders without a manifest are recognised when
-  every file in them is one the tool makes). Anything else -- a folder holding a
-  ``thesis.tex`` -- is refused with exit 2 before any work starts.
+  into every folder it owns. Ownership is decided by the manifest alone, never
+  guessed from the files' content: anything else -- a folder holding a
+  ``thesis.tex``, or a ``README.md`` that happens to begin with "# certify" -- is
+  refused with exit 2 before any work starts.
 * An output **file** (``--out FILE``) is overwritten only when it is one of the
   tool's own files: a certificate, a kernel file or a family file (recognised by
   its ``schema``/``format`` field), or a file listed in the folder's manifest.
@@ -31,7 +32,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 from certify.core.errors import InputError
 
@@ -40,9 +41,6 @@ MANIFEST_FORMAT = "certify-attention/output-folder/1"
 LOCK = "lock.json"
 OUR_FORMATS = ("certify-attention/certificate/1", "certify-attention/kernel/1",
                "certify-attention/family/1")
-#: files a report folder holds besides certificates (for folders made before manifests)
-_REPORT_FILES = {"report.md", "report.tex", "README.md"}
-_FIGURES = {"singular_values", "verdict_vs_rank", "transcript_bits"}
 
 
 # ---------------------------------------------------------------- recognising our files
@@ -96,29 +94,6 @@ def read_manifest(folder: Path) -> dict | None:
     if not isinstance(obj, dict) or obj.get("format") != MANIFEST_FORMAT:
         return None
     return obj
-
-
-def _legacy_ours(folder: Path, names: Iterable[str]) -> bool:
-    """A folder from before manifests: every file is one a report folder holds."""
-    for n in names:
-        p = folder / n
-        if not p.is_file():
-            return False
-        stem, suf = os.path.splitext(n)
-        if n in ("report.md", "README.md"):
-            head = p.read_text(errors="replace")[:200]
-            if not head.startswith(("# certify-attention", "# Certificate report", "# certify")):
-                return False
-        elif n == "report.tex":
-            if "certify.report" not in p.read_text(errors="replace")[:300]:
-                return False
-        elif suf in (".png", ".pdf") and stem in _FIGURES:
-            continue
-        elif suf == ".json" and _json_format(p) in OUR_FORMATS:
-            continue
-        elif n not in _REPORT_FILES:
-            return False
-    return True
 
 
 # ---------------------------------------------------------------- checks before work
@@ -195,9 +170,10 @@ def check_out_dir(path: str | os.PathLike, command: str) -> Path:
                     raise InputError(f"--out {path} holds files certify did not write "
                                      f"({', '.join(foreign[:3])}{'...' if len(foreign) > 3 else ''}); "
                                      f"refusing to replace it")
-            elif not _legacy_ours(p, names):
-                raise InputError(f"--out {path} is a folder that holds files certify did not write; "
-                                 f"refusing to replace it (give a new or empty folder)")
+            else:
+                raise InputError(f"--out {path} is a folder without certify's manifest "
+                                 f"({MANIFEST}) that holds files; refusing to replace it "
+                                 f"(give a new or empty folder)")
         _probe(p.parent, "--out", p)
         return p
     _check_parent(p, "--out")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from fractions import Fraction
@@ -489,6 +490,17 @@ def latex(certs: list[Loaded], checks: dict[str, Any] | None, figures: Sequence[
 
 # ---------------------------------------------------------------- the report
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str, *, tex: bool = False) -> str:
+    """``text`` with every lone surrogate (valid in a JSON string, so in a
+    certificate that ``verify`` accepts, but not encodable as UTF-8) shown as its
+    JSON escape ``\\udXXX`` (``\\textbackslash{}udXXX`` in LaTeX)."""
+    slash = "\\textbackslash{}" if tex else "\\"
+    return _LONE_SURROGATE.sub(lambda m: f"{slash}u{ord(m.group()):04x}", text)
+
+
 @dataclass(frozen=True)
 class ReportFiles:
     folder: Path
@@ -517,10 +529,12 @@ def build(certs: list[Loaded], out: str | os.PathLike, *, check: bool = True,
         tp = transcript_points(certs)
         if tp:
             figures += figure_transcript(tp, tmp)
-        (tmp / "report.md").write_text(markdown(certs, checks, figures))
-        (tmp / "report.tex").write_text(latex(certs, checks, figures))
+        (tmp / "report.md").write_text(encodable(markdown(certs, checks, figures)),
+                                       encoding="utf-8")
+        (tmp / "report.tex").write_text(encodable(latex(certs, checks, figures), tex=True),
+                                        encoding="utf-8")
         for name, text in (extra or {}).items():
-            (tmp / name).write_text(text)
+            (tmp / name).write_text(encodable(text), encoding="utf-8")
         files.extend(["report.md", "report.tex", *figures, *(extra or {})])
 
     _outputs.write_dir(out, command, fill)

@@ -87,9 +87,22 @@ def make_files(d: Path) -> None:
     (d / "outdir").mkdir()
     (d / "outdir.npz").mkdir()
     (d / "emptydir").mkdir()
+    # a folder whose README merely begins like certify's: ownership is by manifest only
+    (d / "readme-only").mkdir()
+    (d / "readme-only" / "README.md").write_text("# certify notes of mine\n")
+    # a project folder with a work/ of its own, as certify serve --data would see it
+    (d / "proj" / "work").mkdir(parents=True)
+    (d / "proj" / "work" / "thesis.tex").write_text("% mine\n")
+    (d / "binary.token").write_bytes(bytes(range(256)))
+    # text a certificate may hold that UTF-8 cannot encode: verify and report agree
+    c3 = json.loads(json.dumps(cert))
+    c3["claims"][0]["reason"] = "\ud800"
+    c3["command"] = ["certify", "x\udfff"]
+    (d / "surrogate.json").write_text(json.dumps(c3))
 
 
-SENTINELS = ("thesis/thesis.tex", "notes.json", "paper.tex", "ok.npy", "bounds.json")
+SENTINELS = ("thesis/thesis.tex", "notes.json", "paper.tex", "ok.npy", "bounds.json",
+             "readme-only/README.md", "proj/work/thesis.tex")
 
 
 def cases() -> list[tuple[str, str, list[str]]]:
@@ -216,6 +229,30 @@ def cases() -> list[tuple[str, str, list[str]]]:
                    ("rank", ["/dev/null"]), ("verify", ["/dev/zero"]),
                    ("families", ["show", "/dev/null"])):
         add("device or file as folder", cmd, *a)
+    add("folder or file of the user's", "report", "bounds.json", "--out", "readme-only")
+    # text a certificate may hold: report agrees with verify
+    add("certificate text", "verify", "surrogate.json")
+    add("certificate text", "report", "surrogate.json", "--out", "r")
+    # unreachable or malformed Ray clusters: one line, exit 2, in bounded time
+    for addr in ("nonsense", "127.0.0.1:1", "256.1.1.1:6379", "ray://127.0.0.1:1", "host:99999",
+                 "ray://", "no-such-host.invalid:6379"):
+        add("ray address", "feasibility", "--sweep", "8:9", "--ray-address", addr, "--no-progress")
+    add("ray address", "transcript", "--M", "4", "--s", "1", "--h", "2", "--q", "2", "--bits", "2",
+        "--workers", "2", "--ray-address", "127.0.0.1:1")
+    return C
+
+
+def serve_cases() -> list[tuple[str, str, list[str]]]:
+    """``certify serve`` refused at start, before anything is served or written
+    (run as subprocesses only: a case that wrongly passed would start serving)."""
+    C = []
+    for a in (["--job-seconds", "nan"], ["--job-seconds", "inf"], ["--max-upload-mb", "nan"],
+              ["--max-storage-mb", "1e300"], ["--workers", "0"], ["--lease-seconds", "nan"],
+              ["--data", "proj"], ["--data", "thesis"], ["--data", "paper.tex"],
+              ["--data", "serve-new", "--token-file", "binary.token"],
+              ["--data", "serve-new", "--db", "mysql://x"], ["--data", "serve-new", "--host", "256.1.1.1"],
+              ["--port", "0"]):
+        C.append(("serve start-up", "serve", list(a)))
     return C
 
 
@@ -272,7 +309,7 @@ def main() -> int:
         d = Path(tmp)
         make_files(d)
         rows = []
-        for cls, cmd, args in cases():
+        for cls, cmd, args in cases() + serve_cases():
             if a.filter and a.filter not in cls and a.filter != cmd:
                 continue
             r = run_case(d, cmd, args)
@@ -281,7 +318,7 @@ def main() -> int:
             print(f"{ok} {r['rc']!s:>4} {r['seconds']:6.2f}s  {rows[-1]['case'][:60]:<60} "
                   f"{'; '.join(r['problems']) + ' | ' if r['problems'] else ''}{r['line']}",
                   flush=True)
-            for junk in ("r", "k.npz", "f.json", "d"):
+            for junk in ("r", "k.npz", "f.json", "d", "serve-new"):
                 p = d / junk
                 if p.is_dir():
                     shutil.rmtree(p)

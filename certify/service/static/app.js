@@ -26,7 +26,9 @@
       return;
     }
     if (resp.status !== 201) {
-      const why = { 401: "refused: the token is missing or wrong", 413: "refused: the file is too large" };
+      const why = { 401: "refused: the token is missing or wrong", 413: "refused: the file is too large",
+                    422: "refused", 429: "refused: too many requests, try again later",
+                    507: "refused: the server's storage is full" };
       status.textContent = (why[resp.status] || ("refused (" + resp.status + ")")) + ": " + (body.detail || "");
       status.className = "error";
       return;
@@ -63,7 +65,8 @@
     h += '<p>Mode: <span id="verify-mode">' + esc(mode) + "</span>. " + v.counts.proved + " proved, " + v.counts.refuted +
       " refuted, " + v.counts.unknown + " unknown claim(s) re-derived; " + v.counts.failed + " failed.</p><ul>";
     v.claims.forEach((c) => {
-      h += "<li>" + (c.holds ? "ok" : "<b>FAIL</b>") + " claim " + c.index + " " + esc(c.kind) + " " + esc(c.verdict) + ": " + esc(c.statement);
+      // verdict first, as certify verify prints it: never a mark of approval before a false sentence
+      h += '<li class="' + (c.holds ? "holds" : "fails") + '">' + esc(c.line);
       if (c.problems.length) h += "<ul>" + c.problems.map((p) => "<li>" + esc(p) + "</li>").join("") + "</ul>";
       h += "</li>";
     });

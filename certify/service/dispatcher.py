@@ -1,0 +1,254 @@
+"""The dispatcher: a thread of the server that claims jobs and runs them.
+
+Each tick it (1) collects finished job processes and stores their results,
+conditional on still holding the claim; (2) stops a job past its time limit;
+(3) renews the leases of its running jobs (a lease it lost -- it expired and
+another node took the job -- stops its process, whose result would be
+refused anyway); (4) puts every expired lease back in the queue (any node
+does this for every node: a dead node's jobs are taken over); (5) claims
+queued jobs while it has free workers, writes each one's upload into a work
+folder of its own claim (``DATA/work/<claim id>/``) and starts its process
+(:mod:`launcher`).
+
+When a job ends its work folder is removed (``--keep-work`` keeps it) and its
+upload is deleted from the store (``--keep-uploads`` keeps it). A job's
+internal failure is logged here, with its traceback, on the server's stderr;
+the job's own record says only "internal error".
+
+Jobs never run on Ray: a job runs in a process on the node that claimed it,
+and its lease is that node's. When a node dies its job processes die with it
+(:mod:`launcher`) and the lease lapses; another node then runs the job from
+the start.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+from certify.service.config import Limits
+from certify.service.launcher import LAUNCHER_GONE, Launcher
+from certify.service.queue import Claim, Queue
+
+
+@dataclass
+class _Running:
+    job_id: str
+    claim_id: str
+    workdir: Path
+    started: float
+    upload_name: str | None
+
+
+def log(msg: str) -> None:
+    print(f"certify serve: {msg}", file=sys.stderr, flush=True)
+
+
+class Dispatcher:
+    """Claims queued jobs for ``node`` and runs up to ``workers`` at a time."""
+
+    def __init__(self, queue: Queue, work: Path, node: str, limits: Limits, *, workers: int = 2,
+                 lease: float = 30.0, keep_work: bool = False, poll: float = 0.2,
+                 launcher: Launcher | None = None):
+        self.queue, self.work, self.node, self.limits = queue, Path(work), node, limits
+        self.workers, self.lease, self.keep_work, self.poll = max(1, workers), lease, keep_work, poll
+        self.launcher = launcher or Launcher()
+        self.running: dict[str, _Running] = {}      # claim id -> job
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._renewed = self._swept = 0.0
+
+    # ------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        self.launcher.start()                 # imports the library while the server starts
+        self._thread = threading.Thread(target=self._loop, name="certify-dispatcher", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Stop the jobs and give them back to the queue at once."""
+        self._stop.set()
+        self._wake.set()
+        self.launcher.stop()              # kills the jobs; a launch under way gives up
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+        try:
+            self.queue.release([r.claim_id for r in self.running.values()])
+        except Exception:                     # noqa: BLE001 - the database may be gone; leases lapse
+            traceback.print_exc()
+        for r in list(self.running.values()):
+            self._cleanup(r)
+        self.running.clear()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._tick()
+            except Exception:                 # noqa: BLE001 - keep serving; log and retry
+                traceback.print_exc()
+                self._stop.wait(1.0)
+            self._wake.wait(self.poll)
+            self._wake.clear()
+
+    # ------------------------------------------------------------ one tick
+
+    def _tick(self) -> None:
+        for cid, r in list(self.running.items()):
+            rc = self.launcher.status(cid)
+            if self._stop.is_set():           # stopping: stop() gives the running jobs back
+                return
+            if rc is None and time.monotonic() - r.started > self.limits.time_seconds:
+                self.launcher.kill(cid)
+                self.launcher.wait(cid)
+                self._end(r, lambda: self.queue.fail(
+                    r.job_id, cid, f"time limit: the job ran longer than "
+                                   f"{self.limits.time_seconds:g} s (--job-seconds) and was stopped",
+                    exit_code=1))
+            elif rc is not None:
+                self._end(r, lambda: self._finish(r, rc))
+        now = time.monotonic()
+        if self.running and now - self._renewed >= self.lease / 4:
+            self._renewed = now
+            held = self.queue.renew(list(self.running), self.lease)
+            for cid in set(self.running) - held:
+                r = self.running[cid]
+                log(f"job {r.job_id}: lost its claim (the lease expired); stopping its process")
+                self.launcher.kill(cid)
+                self.launcher.wait(cid)
+                self._end(r, lambda: False)
+        if now - self._swept >= min(1.0, self.lease / 4):
+            self._swept = now
+            requeued, failed = self.queue.requeue_expired()
+            for jid in requeued:
+                log(f"job {jid} re-queued (its lease expired)")
+            for jid in failed:
+                log(f"job {jid} failed (interrupted too often)")
+        while len(self.running) < self.workers and not self._stop.is_set():
+            claim = self.queue.claim(self.node, self.lease)
+            if claim is None:
+                break
+            self._spawn(claim)
+
+    def _end(self, r: _Running, store) -> None:
+        """Take ``r`` off the running set, store its outcome, clean up."""
+        del self.running[r.claim_id]
+        try:
+            if not store():
+                log(f"job {r.job_id}: its claim ended elsewhere; this result was discarded")
+        except Exception as exc:              # noqa: BLE001 - e.g. the database refused the commit
+            traceback.print_exc()
+            try:
+                self.queue.fail(r.job_id, r.claim_id, f"internal error: the result could not be "
+                                                      f"stored ({type(exc).__name__})")
+            except Exception:                 # noqa: BLE001
+                traceback.print_exc()
+        finally:
+            self.launcher.forget(r.claim_id)
+            self._cleanup(r)
+
+    def _spawn(self, claim: Claim) -> None:
+        job, cid = claim.job, claim.claim_id
+        workdir = self.work / cid
+        r = _Running(job.id, cid, workdir, time.monotonic(), job.upload_name)
+        self.running[cid] = r
+        try:
+            workdir.mkdir(parents=True)
+            upload = None
+            if job.upload_sha256:
+                data = self.queue.upload(job.id)
+                if data is None:
+                    raise LookupError("the upload is no longer stored")
+                name = "upload" + (job.upload_storage or "")
+                (workdir / name).write_bytes(data)
+                upload = {"file": name, "name": job.upload_name, "sha256": job.upload_sha256}
+            (workdir / "job.json").write_text(json.dumps({
+                "id": job.id, "claim": cid, "command": job.command,
+                "options": json.loads(job.options), "upload": upload,
+                "limits": self.limits.as_dict()}))
+            pid = self.launcher.launch(cid, workdir)
+            (workdir / "worker.pid").write_text(str(pid))
+            r.started = time.monotonic()
+        except Exception as exc:              # noqa: BLE001
+            if self._stop.is_set():           # stopping: the job goes back to the queue
+                return
+            traceback.print_exc()
+            self._end(r, lambda: self.queue.fail(job.id, cid, f"internal error: the job could not "
+                                                              f"start ({type(exc).__name__})"))
+
+    def _finish(self, r: _Running, rc: int) -> bool:
+        res_path = r.workdir / "result.json"
+        if not res_path.is_file():
+            if rc == LAUNCHER_GONE and self.launcher.pid is None:
+                why = "the job launcher stopped"
+            elif rc < 0:
+                why = f"killed by signal {signal.Signals(-rc).name}"
+                if rc in (-signal.SIGKILL, -signal.SIGXCPU):
+                    why += " (time or memory limit)"
+            else:
+                why = f"exit status {rc}"
+            tail = _tail(r.workdir / "worker.log")
+            if tail:
+                log(f"job {r.job_id}: the worker stopped without a result ({why}); last line: {tail}")
+            return self.queue.fail(r.job_id, r.claim_id, f"the worker stopped without a result: {why}",
+                                   exit_code=1)
+        doc = json.loads(res_path.read_text(encoding="utf-8"))
+        if doc["kind"] == "error":
+            tb = doc.pop("traceback", None)
+            if tb:
+                log(f"job {r.job_id}: internal error\n{tb.rstrip()}")
+            return self.queue.fail(r.job_id, r.claim_id, doc["error"], exit_code=doc.get("exit_code"))
+        if doc["kind"] == "verification":
+            return self.queue.finish(r.job_id, r.claim_id, exit_code=doc["exit_code"], result=doc)
+        from certify.core.files import sha256_bytes
+        text = (r.workdir / doc["certificate_file"]).read_text(encoding="utf-8")
+        sha = doc["sha256"]
+        if sha256_bytes(text.encode()) != sha:
+            return self.queue.fail(r.job_id, r.claim_id,
+                                   "internal error: the worker's certificate does not match its hash",
+                                   exit_code=1)
+        report = r.workdir / "report"
+        files = {p.name: p.read_bytes() for p in sorted(report.iterdir())
+                 if p.is_file() and not p.name.startswith(".")} if report.is_dir() else {}
+        job = self.queue.job(r.job_id)
+        return self.queue.finish(
+            r.job_id, r.claim_id, exit_code=doc["exit_code"],
+            result={"report_files": doc["report_files"]},
+            certificate={"sha256": sha, "text": text, "command": job.command,
+                         "source_name": job.upload_name, "source_sha256": job.upload_sha256,
+                         "model_sha256": doc.get("model_sha256"),
+                         "verification": doc["verification"], "verify_exit": doc["verify_exit"],
+                         "verify_mode": doc["verify_mode"]},
+            files=files)
+
+    def _cleanup(self, r: _Running) -> None:
+        if not self.keep_work:
+            shutil.rmtree(r.workdir, ignore_errors=True)
+
+    def stage(self, job_id: str) -> str | None:
+        """The progress line of a job running on this node."""
+        for r in list(self.running.values()):
+            if r.job_id == job_id:
+                try:
+                    return (r.workdir / "progress").read_text(encoding="utf-8")
+                except OSError:
+                    return "starting"
+        return None
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""

@@ -1,0 +1,179 @@
+"""The service's tables (SQLAlchemy), its engine, and the database's clock.
+
+SQLite file by default (WAL mode, busy timeout), PostgreSQL by URL
+(``postgresql://...``, driver psycopg 3). The schema is created and upgraded
+by Alembic (``certify/service/migrations``); :func:`migrate` runs the upgrade,
+so a new database needs nothing else.
+
+Tables: ``jobs`` (the queue; a running job carries its claim id, the node
+that holds it and the lease's end), ``job_claims`` (every claim ever made:
+node, start, end, outcome -- the record of which work folder belongs to
+whom), ``uploads`` (the bytes of a job's upload, while the job lives),
+``certificates`` (content-addressed, verbatim JSON, filter columns),
+``claims`` (one row per claim of a certificate, for the filters) and
+``certificate_files`` (the report's files). Everything a node needs to run
+any job or serve any result is in the database, so with PostgreSQL any
+number of nodes share one queue and one store.
+
+Leases are timed by the database's clock (:func:`db_epoch`: ``now()`` on
+PostgreSQL, ``julianday('now')`` on SQLite), never a node's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Integer,
+                        LargeBinary, String, Text, create_engine, event, literal_column, text)
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.sql.elements import ColumnElement
+
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+SQLITE_BUSY_MS = 30_000
+
+#: job states; ``queued`` and ``running`` are the live queue.
+QUEUED, RUNNING, DONE, FAILED = "queued", "running", "done", "failed"
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class CertificateRow(Base):
+    __tablename__ = "certificates"
+    sha256 = Column(String(64), primary_key=True)
+    kind = Column(String(200), nullable=False, index=True)       # distinct claim kinds, comma-separated
+    verdict = Column(String(16), nullable=False, index=True)     # refuted > unknown > proved
+    family_sha256 = Column(String(64), index=True)
+    model_sha256 = Column(String(64), index=True)
+    rank = Column(Integer, index=True)
+    created_at = Column(DateTime(timezone=True), index=True)     # the certificate's own date
+    stored_at = Column(DateTime(timezone=True), nullable=False, index=True)
+    source_name = Column(String(255))                            # the user's original file name
+    source_sha256 = Column(String(64))
+    command = Column(String(32), nullable=False)
+    job_id = Column(String(32))
+    json_text = Column(Text, nullable=False)                     # verbatim
+    verification = Column(Text)                                  # the server's verify result (JSON)
+    verify_exit = Column(Integer)
+    verify_mode = Column(String(200))
+    size = Column(BigInteger)                                    # bytes of json_text + files
+
+
+class ClaimRow(Base):
+    __tablename__ = "claims"
+    id = Column(Integer, primary_key=True, autoincrement=True)
+    cert_sha256 = Column(String(64), ForeignKey("certificates.sha256", ondelete="CASCADE"),
+                         nullable=False, index=True)
+    idx = Column(Integer, nullable=False)
+    kind = Column(String(32), nullable=False, index=True)
+    verdict = Column(String(16), nullable=False)
+    rank = Column(Integer)
+    family_sha256 = Column(String(64))
+
+
+class CertificateFileRow(Base):
+    __tablename__ = "certificate_files"
+    cert_sha256 = Column(String(64), ForeignKey("certificates.sha256", ondelete="CASCADE"),
+                         primary_key=True)
+    name = Column(String(120), primary_key=True)
+    size = Column(BigInteger, nullable=False)
+    data = Column(LargeBinary, nullable=False)
+
+
+class JobRow(Base):
+    __tablename__ = "jobs"
+    id = Column(String(32), primary_key=True)
+    command = Column(String(32), nullable=False)
+    options = Column(Text, nullable=False)                       # JSON
+    status = Column(String(16), nullable=False, index=True)
+    reason = Column(Text)
+    created_at = Column(DateTime(timezone=True), nullable=False, index=True)
+    started_at = Column(DateTime(timezone=True))
+    finished_at = Column(DateTime(timezone=True))
+    attempts = Column(Integer, nullable=False, default=0)
+    upload_name = Column(String(255))                            # original name (display only)
+    upload_sha256 = Column(String(64))
+    upload_storage = Column(String(80))                          # upload suffix (.zip, .json, ...)
+    exit_code = Column(Integer)
+    cert_sha256 = Column(String(64))
+    result = Column(Text)                                        # JSON (e.g. a verification)
+    claim_id = Column(String(32), index=True)                    # the live claim, while running
+    node_id = Column(String(32))                                 # the node holding it
+    lease_until = Column(Float, index=True)                      # database epoch seconds
+    anonymous = Column(Boolean, nullable=False, default=False)   # submitted without the token
+    upload_size = Column(BigInteger)
+
+
+class JobClaimRow(Base):
+    __tablename__ = "job_claims"
+    claim_id = Column(String(32), primary_key=True)
+    job_id = Column(String(32), nullable=False, index=True)
+    node_id = Column(String(32), nullable=False, index=True)
+    claimed_at = Column(Float, nullable=False)                   # database epoch seconds
+    ended_at = Column(Float)
+    outcome = Column(String(16))                                 # done, failed, expired
+
+
+class UploadRow(Base):
+    __tablename__ = "uploads"
+    job_id = Column(String(32), primary_key=True)
+    size = Column(BigInteger, nullable=False)
+    data = Column(LargeBinary, nullable=False)
+
+
+def now() -> dt.datetime:
+    """This node's clock, for display dates only (never for leases)."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def aware(t: dt.datetime | None) -> dt.datetime | None:
+    """``t`` with its time zone (a naive time from SQLite is UTC)."""
+    if t is None or t.tzinfo is not None:
+        return t
+    return t.replace(tzinfo=dt.timezone.utc)
+
+
+def db_epoch(engine: Engine) -> ColumnElement:
+    """The database's own clock in epoch seconds, as an SQL expression."""
+    if engine.dialect.name == "postgresql":
+        return literal_column("CAST(EXTRACT(EPOCH FROM now()) AS DOUBLE PRECISION)")
+    return literal_column("((julianday('now') - 2440587.5) * 86400.0)")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url``; SQLite gets WAL and a busy timeout on every connection."""
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://"):]
+    if url.startswith("sqlite"):
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_MS / 1000,
+                                                  "check_same_thread": False},
+                               pool_size=20, max_overflow=20)
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn, _record):            # noqa: ANN001
+            cur = dbapi_conn.cursor()
+            cur.execute("PRAGMA journal_mode=WAL")
+            cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
+            cur.execute("PRAGMA foreign_keys=ON")
+            cur.execute("PRAGMA synchronous=NORMAL")
+            cur.close()
+        return engine
+    return create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True,
+                         connect_args={"connect_timeout": 10})
+
+
+def migrate(engine: Engine) -> None:
+    """Bring the schema to the newest Alembic revision."""
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":       # servers starting at once migrate in turn
+            conn.execute(text("SELECT pg_advisory_xact_lock(7270210021)"))
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")

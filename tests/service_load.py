@@ -1,0 +1,121 @@
+"""The load driver for certify serve: N clients (one connection each, all at
+once, asyncio) each submit their share of small rank jobs and make their share
+of reads of pages and the API while the jobs run; then every job must end
+done, exactly once, with the right certificate. Latency percentiles of the
+submissions and of the reads are returned (and printed)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+from dataclasses import dataclass
+
+import httpx
+from service_support import Server, wait_job
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def summary(name: str, xs: list[float]) -> str:
+    return (f"{name}: n={len(xs)} p50={pct(xs, 50) * 1000:.1f} ms p95={pct(xs, 95) * 1000:.1f} ms "
+            f"p99={pct(xs, 99) * 1000:.1f} ms max={max(xs) * 1000:.1f} ms "
+            f"mean={statistics.fmean(xs) * 1000:.1f} ms")
+
+
+@dataclass
+class LoadResult:
+    submit: list[float]
+    read: list[float]
+    jobs: dict[int, dict]          # submission index -> final job document
+    seconds: float                 # first submission to last job done
+
+    def p(self, which: str, q: float) -> float:
+        return pct(getattr(self, which), q)
+
+
+def _matrix(i: int) -> list[list[int]]:
+    """A distinct 2 x 2 matrix per submission: rank 1 when i % 10 == 0, else 2."""
+    return [[i + 1, i + 1], [1, 1]] if i % 10 == 0 else [[i + 2, 0], [0, 1]]
+
+
+def run_load(servers: list[Server], submissions: int, reads: int, clients: int = 20,
+             timeout: float = 600.0) -> LoadResult:
+    """Drive ``servers`` (clients spread over them) and check that nothing is
+    lost or run twice."""
+    auth, base0 = servers[0].auth, servers[0].url
+    with httpx.Client(timeout=120) as c:
+        r = c.post(base0 + "/api/jobs", headers=auth, data={"command": "rank"},
+                   files={"file": ("seed.json", "[[1,2],[3,4]]", "application/json")})
+        seed_job = wait_job(c, base0, r.json()["id"])
+        seed = seed_job["cert_sha256"]
+    paths = ["/", "/api/certificates", f"/api/certificates/{seed}", f"/certificates/{seed}",
+             f"/api/jobs/{seed_job['id']}", "/jobs"]
+
+    async def client(k: int, sub_t: list, read_t: list, ids: dict):
+        base = servers[k % len(servers)].url
+        mine_sub = list(range(k, submissions, clients))
+        mine_read = list(range(k, reads, clients))
+        async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=1)) as ac:
+            # interleave: the reads run while the jobs are queued and running
+            per = max(1, len(mine_read) // max(1, len(mine_sub)))
+            ri = 0
+            for i in mine_sub:
+                t0 = time.perf_counter()
+                r = await ac.post(base + "/api/jobs", headers=auth, data={"command": "rank"},
+                                  files={"file": (f"m{i}.json", json.dumps(_matrix(i)),
+                                                  "application/json")})
+                sub_t.append(time.perf_counter() - t0)
+                assert r.status_code == 201, r.text
+                ids[i] = r.json()["id"]
+                for _ in range(per):
+                    if ri < len(mine_read):
+                        await read(ac, base, mine_read[ri], read_t)
+                        ri += 1
+            while ri < len(mine_read):
+                await read(ac, base, mine_read[ri], read_t)
+                ri += 1
+
+    async def read(ac, base, j, read_t):
+        t0 = time.perf_counter()
+        r = await ac.get(base + paths[j % len(paths)])
+        read_t.append(time.perf_counter() - t0)
+        assert r.status_code == 200, (paths[j % len(paths)], r.status_code, r.text[:200])
+
+    async def main():
+        sub_t: list[float] = []
+        read_t: list[float] = []
+        ids: dict[int, str] = {}
+        await asyncio.gather(*(client(k, sub_t, read_t, ids) for k in range(clients)))
+        return sub_t, read_t, ids
+
+    t_all = time.perf_counter()
+    sub_t, read_t, ids = asyncio.run(main())
+    assert len(ids) == submissions and len(set(ids.values())) == submissions
+    done: dict[int, dict] = {}
+    with httpx.Client(timeout=120) as c:
+        for i, jid in ids.items():
+            done[i] = wait_job(c, servers[i % len(servers)].url, jid, timeout=timeout)
+        seconds = time.perf_counter() - t_all
+        bad = [j for j in done.values() if j["status"] != "done"]
+        assert not bad, bad[:3]
+        # nothing lost: every certificate is stored, readable anywhere, with the right rank
+        for i, j in done.items():
+            text = c.get(f"{servers[(i + 1) % len(servers)].url}/api/certificates/{j['cert_sha256']}").text
+            ev = json.loads(text)["claims"][0]["evidence"]
+            assert ev["rank_lower"] == ev["rank_upper"] == (1 if i % 10 == 0 else 2), (i, ev)
+        listed = {r["sha256"] for r in c.get(base0 + "/api/certificates",
+                                             params={"limit": 1000}).json()}
+        assert {j["cert_sha256"] for j in done.values()} | {seed} <= listed
+        assert len({j["cert_sha256"] for j in done.values()}) == submissions
+    res = LoadResult(sub_t, read_t, done, seconds)
+    print()
+    print(summary(f"{submissions} submissions from {clients} clients", sub_t))
+    print(summary(f"{reads} reads of pages and API from {clients} clients (while jobs run)", read_t))
+    print(f"all {submissions} jobs done {seconds:.1f} s after the first submission "
+          f"({submissions / seconds:.2f} jobs/s on {len(servers)} server(s))")
+    return res

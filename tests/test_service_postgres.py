@@ -1,0 +1,96 @@
+"""Two certify serve processes on one PostgreSQL database, each with its own
+node-local data folder: they share one queue and one store; kill -9 of one
+mid-job, and the other takes the job over once its lease has expired (by the
+database's clock) and finishes it exactly once; nothing is lost, and either
+server serves every certificate and its files. Opt-in (``--runslow``, about
+15 s); the lease mechanics on a real PostgreSQL run in the default suite
+(tests/test_service_store.py)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+from service_support import PostgresCluster, Server, descendants, wait_gone, wait_job
+
+LEASE = "2"
+
+
+@pytest.fixture(scope="module")
+def pg(tmp_path_factory):
+    cluster = PostgresCluster(tmp_path_factory.mktemp("pg"))
+    try:
+        cluster.start()
+    except Exception as exc:          # noqa: BLE001 - the reason is reported
+        cluster.stop()
+        if "Skipped" in type(exc).__name__:
+            raise
+        pytest.fail(f"could not start a throwaway PostgreSQL cluster: {exc}")
+    yield cluster
+    cluster.stop()
+
+
+def _claims(url: str, job_id: str) -> list[tuple[str, str | None]]:
+    import psycopg
+    with psycopg.connect(url.replace("postgresql://", "postgresql://", 1)) as conn:
+        return [tuple(r) for r in conn.execute(
+            "select node_id, outcome from job_claims where job_id = %s order by claimed_at",
+            (job_id,))]
+
+
+def _sql(url: str, q: str, *args):
+    import psycopg
+    with psycopg.connect(url) as conn:
+        return [tuple(r) for r in conn.execute(q, args)]
+
+
+@pytest.mark.slow
+def test_two_servers_share_the_queue_and_a_killed_ones_job_finishes_once_elsewhere(pg, tmp_path):
+    url = pg.create_db("two")
+    a = Server(tmp_path / "a", "--db", url, "--lease-seconds", LEASE, "--workers", "1",
+               "--read-rate", "0").start()
+    b = Server(tmp_path / "b", "--db", url, "--lease-seconds", LEASE, "--workers", "1",
+               "--read-rate", "0")
+    try:
+        with httpx.Client(timeout=60) as c:
+            node_a = c.get(a.url + "/api/health").json()["node"]
+            job = c.post(a.url + "/api/jobs", headers=a.auth, data={
+                "command": "feasibility", "family": "paper-5.1", "rank": "12",
+                "time_limit": "2"}).json()["id"]
+            j = wait_job(c, a.url, job, timeout=60, until=("running",))
+            assert j["node_id"] == node_a
+            b.start()
+            node_b = c.get(b.url + "/api/health").json()["node"]
+            assert node_b != node_a
+            # small jobs through both servers: one queue
+            small = [c.post(s.url + "/api/jobs", headers=s.auth, data={"command": "rank"},
+                            files={"file": (f"m{i}.json", json.dumps([[i + 1, 0], [0, 1]]),
+                                            "application/json")}).json()["id"]
+                     for i, s in enumerate([a, b] * 2)]
+            tree = descendants(a.proc.pid)
+            t_kill = time.monotonic()
+            a.kill()
+            assert not wait_gone(tree, timeout=5), "a process of the killed server computes on"
+            done = wait_job(c, b.url, job, timeout=120)
+            took = time.monotonic() - t_kill
+            assert done["status"] == "done" and done["attempts"] == 2, done
+            assert _claims(url, job) == [(node_a, "expired"), (node_b, "done")]
+            assert _sql(url, "select count(*) from certificates where job_id = %s", job) == [(1,)]
+            for jid in small:
+                r = wait_job(c, b.url, jid, timeout=120)
+                assert r["status"] == "done", r
+                outcomes = [o for _, o in _claims(url, jid)]
+                assert outcomes.count("done") == 1 and set(outcomes) <= {"done", "expired"}
+            # nothing lost: B serves every certificate and its files
+            for jid in [job, *small]:
+                sha = c.get(f"{b.url}/api/jobs/{jid}").json()["cert_sha256"]
+                assert c.get(f"{b.url}/api/certificates/{sha}").status_code == 200
+                assert c.get(f"{b.url}/certificates/{sha}/files/report.md").status_code == 200
+            assert _sql(url, "select count(*) from uploads") == [(0,)]
+            print(f"\nkill -9 of the server running the job -> done on the other {took:.1f} s later "
+                  f"(lease {LEASE} s)")
+    finally:
+        a.stop()
+        b.stop()
