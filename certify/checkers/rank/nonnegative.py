@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys, q_str, rational
 from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, SOURCE_KEYS, _Features, _get_matrix,
-                                            _indices, _matrix_keys)
+                                            _indices, _matrix_keys, _scale)
+from certify.checkers.rank.span import array_sha256
 
 
 def check_nonnegative(claim, cert, matrix=None) -> list[str]:
@@ -19,13 +22,21 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
         if method != "entries":
             raise Bad(f"matrix form needs method 'entries', got {method!r}")
         _matrix_keys(ev, ("form", "method", "shape", "scale", "matrix_sha256", "argmin", "min_sign"), matrix)
-        rows = _get_matrix(ev, matrix)
-        flat = [v for r in rows for v in r]
-        idx = flat.index(min(flat))
-        sign = (flat[idx] > 0) - (flat[idx] < 0)
+        if isinstance(matrix, np.ndarray) and matrix.dtype == np.int64 and matrix.ndim == 2:
+            if [*matrix.shape] != _indices(ev["shape"], "shape") or \
+                    array_sha256(matrix, _scale(ev["scale"], matrix.shape[0])) != ev["matrix_sha256"]:
+                raise Bad("matrix_sha256 is not the hash of the scale and the matrix")
+            idx, ncols = int(np.argmin(matrix)), matrix.shape[1]     # the first minimum
+            low = int(matrix.ravel()[idx])
+        else:
+            rows = _get_matrix(ev, matrix)
+            flat = [v for r in rows for v in r]
+            idx, ncols = flat.index(min(flat)), len(rows[0])
+            low = flat[idx]
+        sign = (low > 0) - (low < 0)
         problems = []
-        if _indices(ev["argmin"], "argmin") != list(divmod(idx, len(rows[0]))):
-            problems.append(f"argmin is not the first minimum entry {list(divmod(idx, len(rows[0])))}")
+        if _indices(ev["argmin"], "argmin") != list(divmod(idx, ncols)):
+            problems.append(f"argmin is not the first minimum entry {list(divmod(idx, ncols))}")
         if integer(ev["min_sign"], "min_sign") != sign:
             problems.append(f"min_sign is {ev['min_sign']}, the minimum entry's sign is {sign}")
         expect = "proved" if sign >= 0 else "refuted"
