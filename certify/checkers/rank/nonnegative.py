@@ -1,5 +1,27 @@
 """Checker of ``nonnegative`` claims: nonnegative features, every product, a
-counterexample pair, or every matrix entry, exactly.
+counterexample pair, every matrix entry, or a lemma on the factor form's
+structure (the quadratic kernel of Based, the key box), exactly.
+
+Quadratic kernel (``method = "quadratic_kernel"``). The layout (``constant``,
+``linear``, ``quadratic`` = ``[feature, i, j]`` per pair ``i <= j`` of linear
+positions) must partition the features and list every pair once. With
+``c2 = g_off^2 / 2`` and the per-token summaries (``min_const``: the exact
+minimum of the constant feature, > 0; ``max_linear_sq``, ``max_quadratic_sq``,
+``max_residual_sq``: upper bounds of ``||v||^2``, ``||w||^2`` and
+``||w - (g_ij v_i v_j)||^2``; ``_q`` and ``_k`` sides), the lemma
+
+    alpha >= A_q A_k - 1/(4 c2) - max(c2 - g_diag^2, 0) V_q V_k
+             - sqrt(max(g_diag^2, c2) V_q^2 E_k) - sqrt(E_q W_k)
+
+(``alpha = a_q a_k + t + <w_q, w_k>``, ``t = <v_q, v_k>``, ``t + c2 t^2 >= -1/(4 c2)``;
+the argument is written out in ``certify.rank.structure``) is evaluated exactly,
+square roots bounded above by integer square roots; a positive value proves the
+claim. With the features at hand every summary is recomputed exactly (the
+minima must be equal, the upper bounds at least the exact maxima).
+
+Key box (``method = "key_box"``): ``key_lo <= phi_k(z) <= key_hi`` coordinatewise
+and ``min_query_bound <= min_x sum_c min(q_c lo_c, q_c hi_c)``, which must be
+``>= 0``; recomputed exactly from the features at hand.
 """
 
 from __future__ import annotations
@@ -51,12 +73,17 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
         return [] if verdict == "unknown" else ["without evidence the verdict must be unknown"]
     fields = {"features_nonnegative": ("min_phi_q", "min_phi_k"), "all_products": ("num_checked",),
               "counterexample": ("pair", "value", "phi_q_row", "phi_q_exponent", "phi_k_row",
-                                 "phi_k_exponent")}.get(method)
+                                 "phi_k_exponent"),
+              "quadratic_kernel": _QUADRATIC, "key_box": ("key_lo", "key_hi", "min_query_bound")}.get(method)
     if fields is None:
         raise Bad(f"unknown nonnegative method {method!r}")
     keys(ev, "nonnegative evidence", base + fields, _FEATURE_OPTIONAL)
     F = _Features(ev, cert, "nonnegative", method)
     problems = []
+    if method == "quadratic_kernel":
+        return _check_quadratic(ev, F, verdict)
+    if method == "key_box":
+        return _check_box(ev, F, verdict)
     if method == "features_nonnegative":
         mq, mk = rational(ev["min_phi_q"], "min_phi_q"), rational(ev["min_phi_k"], "min_phi_k")
         if F.have:
@@ -98,4 +125,90 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
         problems.append("the counterexample does not recompute to a negative value")
     if verdict != "refuted":
         problems.append("a counterexample refutes the claim but the verdict is not refuted")
+    return problems
+
+
+_SUMMARIES = ("min_const", "max_linear_sq", "max_quadratic_sq", "max_residual_sq")
+_QUADRATIC = ("constant", "linear", "quadratic", "g_diag", "g_off") + tuple(
+    f"{k}_{side}" for k in _SUMMARIES for side in ("q", "k"))
+
+
+def _isqrt_up(x: Fraction, bits: int = 64) -> Fraction:
+    """A rational upper bound of ``sqrt(x)``, ``x >= 0``: ``ceil(sqrt(n d 4^b)) / (d 2^b)``."""
+    import math
+    n, d = x.numerator, x.denominator
+    N = n * d << (2 * bits)
+    r = math.isqrt(N)
+    return Fraction(r if r * r == N else r + 1, d << bits)
+
+
+def _check_quadratic(ev, F, verdict) -> list[str]:
+    c = integer(ev["constant"], "constant", 0)
+    lin = _indices(ev["linear"], "linear")
+    quad = int_matrix(ev["quadratic"], "quadratic", (None, 3)) if ev["quadratic"] else []
+    d = len(lin)
+    pairs = sorted((i, j) for _, i, j in quad)
+    if d == 0 or pairs != [(i, j) for i in range(d) for j in range(i, d)]:
+        raise Bad("quadratic must list the pairs i <= j of the linear positions once each")
+    feats = [c] + lin + [f for f, _, _ in quad]
+    if len(set(feats)) != len(feats) or (F.have and sorted(feats) != list(range(len(F.phi_q[0])))):
+        raise Bad("constant, linear and quadratic features must partition the features")
+    gd, go = rational(ev["g_diag"], "g_diag"), rational(ev["g_off"], "g_off")
+    S = {f"{k}_{s}": rational(ev[f"{k}_{s}"], f"{k}_{s}") for k in _SUMMARIES for s in ("q", "k")}
+    problems = []
+    if F.have:
+        for side, rows, e in (("q", F.phi_q, F.eq), ("k", F.phi_k, F.ek)):
+            sc = Fraction(2) ** e
+            mn = min(r[c] for r in rows) * sc
+            V = W = E = Fraction(0)
+            for r in rows:
+                v = [r[i] for i in lin]                                   # integers, scale sc
+                V = max(V, sum(Fraction(x * x) for x in v) * sc * sc)
+                W = max(W, sum(Fraction(r[f] * r[f]) for f, _, _ in quad) * sc * sc)
+                E = max(E, sum((Fraction(r[f]) * sc - (gd if i == j else go) * v[i] * v[j] * sc * sc) ** 2
+                               for f, i, j in quad))
+            if S[f"min_const_{side}"] != mn:
+                problems.append(f"min_const_{side} is not the constant feature's minimum {q_str(mn)}")
+            for key, val in (("max_linear_sq", V), ("max_quadratic_sq", W), ("max_residual_sq", E)):
+                if S[f"{key}_{side}"] < val:
+                    problems.append(f"{key}_{side} is below the features' maximum {q_str(val)}")
+    if go == 0:
+        return problems + ["g_off = 0: no quadratic term"]
+    if S["min_const_q"] <= 0 or S["min_const_k"] <= 0:
+        return problems + ["the constant features are not positive: the lemma does not apply"]
+    c2 = go * go / 2
+    margin = (S["min_const_q"] * S["min_const_k"] - 1 / (4 * c2)
+              - max(c2 - gd * gd, Fraction(0)) * S["max_linear_sq_q"] * S["max_linear_sq_k"]
+              - _isqrt_up(max(gd * gd, c2) * S["max_linear_sq_q"] ** 2 * S["max_residual_sq_k"])
+              - _isqrt_up(S["max_residual_sq_q"] * S["max_quadratic_sq_k"]))
+    if margin <= 0:
+        problems.append(f"the quadratic-kernel bound is {float(margin):.3g} <= 0: not proved")
+    elif verdict != "proved":
+        problems.append("the quadratic-kernel bound proves the claim but the verdict is not proved")
+    return problems
+
+
+def _check_box(ev, F, verdict) -> list[str]:
+    lo = [rational(v, "key_lo") for v in ev["key_lo"]] if isinstance(ev["key_lo"], list) else None
+    hi = [rational(v, "key_hi") for v in ev["key_hi"]] if isinstance(ev["key_hi"], list) else None
+    if lo is None or hi is None or len(lo) != len(hi) or not lo:
+        raise Bad("key_lo and key_hi must list one bound per feature")
+    bound = rational(ev["min_query_bound"], "min_query_bound")
+    problems = []
+    if F.have:
+        if len(F.phi_k[0]) != len(lo):
+            raise Bad("key_lo / key_hi do not have one entry per feature")
+        sk, sq = Fraction(2) ** F.ek, Fraction(2) ** F.eq
+        for c in range(len(lo)):
+            col = [r[c] * sk for r in F.phi_k]
+            if lo[c] > min(col) or hi[c] < max(col):
+                problems.append(f"key feature {c} leaves [key_lo, key_hi]")
+                break
+        low = min(sum(min(x * sq * a, x * sq * b) for x, a, b in zip(r, lo, hi)) for r in F.phi_q)
+        if bound > low:
+            problems.append(f"min_query_bound exceeds the exact minimum {q_str(low)}")
+    if bound < 0:
+        problems.append("min_query_bound is negative: the box does not prove the claim")
+    elif verdict != "proved":
+        problems.append("the key box proves the claim but the verdict is not proved")
     return problems
