@@ -123,16 +123,16 @@ def main(argv=None) -> int:
                                  str(tmp / "out" / "certificate.json"), "--json"], tmp)
         vj = json.loads(v.stdout)
         base = baseline(folder, not a.no_pairs)
-    claims = {c["kind"]: {"verdict": c["verdict"], "method": c["evidence"].get("method"),
+    verdicts = {c["kind"]: {"verdict": c["verdict"], "method": c["evidence"].get("method"),
                           "value": c["evidence"].get("rank_lower", c["evidence"].get("k")),
                           "seconds": sum(c.get("timings", {}).values())} for c in cert["claims"]}
-    res = {"certify_s": wall, "certify_cpu_s": cpu, "certify_exit": p.returncode, "claims": claims,
+    res = {"certify_s": wall, "certify_cpu_s": cpu, "certify_exit": p.returncode, "verdicts": verdicts,
            "verify_s": vwall, "verify_cpu_s": vcpu, "verify_exit": v.returncode, "verify_holds": vj["holds"],
            "verify_assumptions": vj["open_assumptions"], "baseline": base,
            "ratio_cpu": cpu / base["cpu_s"], "bars": BARS, "loadavg_end": os.getloadavg()}
     res["bars_met"] = wall < BARS["certify_s"] and vwall < BARS["verify_s"] and \
-        all(c["verdict"] == "proved" for c in claims.values())
-    for kind, c in claims.items():
+        all(c["verdict"] == "proved" for c in verdicts.values())
+    for kind, c in verdicts.items():
         print(f"  {kind}: {c['verdict']}" + (f" ({c['method']})" if c["method"] else "")
               + (f", value {c['value']}" if c["value"] is not None else ""))
     print(f"  certify checkpoint: {wall:.1f} s wall, {cpu:.1f} CPU s (bar < {BARS['certify_s']:.0f} s: "

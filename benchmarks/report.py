@@ -128,7 +128,7 @@ def write_report() -> Path:
                   f"for q = 20 ({'met' if first['fraction_of_limit'] >= tr['bar'] else 'MISSED'}). The "
                   "two-layer model goes through the general path (no one-layer tables).", ""]
     if based:
-        c = based["claims"]
+        c = based["verdicts"]
         b = based["baseline"]
         L += ["## A 153-feature Based head on the whole 16-bit cube", "",
               "fla's `BasedLinearAttention(hidden_size=16, feature_dim=16)` (taylor_exp: 1 + 16 + 136 "
