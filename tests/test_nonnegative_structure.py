@@ -98,6 +98,9 @@ def test_a_layout_that_does_not_partition_the_features_is_rejected(monkeypatch):
     ev = cert["claims"][0]["evidence"]
     ev["quadratic"] = ev["quadratic"][:-1] + [[ev["linear"][0], 1, 2]]        # a linear feature twice
     assert not verify_certificate(cert).claims[0].holds
+    cert, _ = _check(claim)
+    cert["claims"][0]["evidence"]["r"] += 1                  # a feature the lemma would not account for
+    assert not verify_certificate(cert).claims[0].holds
 
 
 def test_a_negated_quadratic_block_is_not_proved_and_its_forged_claim_fails(monkeypatch):

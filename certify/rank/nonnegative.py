@@ -65,7 +65,7 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
 
 
 #: the summaries a structure claim takes as stated when the features are not embedded
-TRUSTED_QUADRATIC = ["min_const_q", "min_const_k", "max_linear_sq_q", "max_linear_sq_k",
+TRUSTED_QUADRATIC = ["r", "min_const_q", "min_const_k", "max_linear_sq_q", "max_linear_sq_k",
                      "max_quadratic_sq_q", "max_quadratic_sq_k", "max_residual_sq_q", "max_residual_sq_k"]
 TRUSTED_BOX = ["key_lo", "key_hi", "min_query_bound"]
 
@@ -83,7 +83,7 @@ def _quadratic_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions, base, p
     if margin <= 0:
         return None
     ev = {**base, **feature_evidence(s, opt.embed_limit, TRUSTED_QUADRATIC), "method": "quadratic_kernel",
-          **st["layout"].to_json(), "g_diag": q_to_str(gd), "g_off": q_to_str(go)}
+          "r": s.r, **st["layout"].to_json(), "g_diag": q_to_str(gd), "g_off": q_to_str(go)}
     for side in ("q", "k"):
         for key, val in st[side].items():
             ev[f"{key}_{side}"] = q_to_str(val)

@@ -4,7 +4,8 @@ structure (the quadratic kernel of Based, the key box), exactly.
 
 Quadratic kernel (``method = "quadratic_kernel"``). The layout (``constant``,
 ``linear``, ``quadratic`` = ``[feature, i, j]`` per pair ``i <= j`` of linear
-positions) must partition the features and list every pair once. With
+positions) must partition the ``r`` features (``r``: their number, the
+embedded features' width, or a trusted summary) and list every pair once. With
 ``c2 = g_off^2 / 2`` and the per-token summaries (``min_const``: the exact
 minimum of the constant feature, > 0; ``max_linear_sq``, ``max_quadratic_sq``,
 ``max_residual_sq``: upper bounds of ``||v||^2``, ``||w||^2`` and
@@ -129,7 +130,7 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
 
 
 _SUMMARIES = ("min_const", "max_linear_sq", "max_quadratic_sq", "max_residual_sq")
-_QUADRATIC = ("constant", "linear", "quadratic", "g_diag", "g_off") + tuple(
+_QUADRATIC = ("r", "constant", "linear", "quadratic", "g_diag", "g_off") + tuple(
     f"{k}_{side}" for k in _SUMMARIES for side in ("q", "k"))
 
 
@@ -151,8 +152,11 @@ def _check_quadratic(ev, F, verdict) -> list[str]:
     if d == 0 or pairs != [(i, j) for i in range(d) for j in range(i, d)]:
         raise Bad("quadratic must list the pairs i <= j of the linear positions once each")
     feats = [c] + lin + [f for f, _, _ in quad]
-    if len(set(feats)) != len(feats) or (F.have and sorted(feats) != list(range(len(F.phi_q[0])))):
-        raise Bad("constant, linear and quadratic features must partition the features")
+    r = integer(ev["r"], "r", 1)
+    if F.have and r != len(F.phi_q[0]):
+        raise Bad(f"r is {r}, the embedded features have {len(F.phi_q[0])} columns")
+    if sorted(feats) != list(range(r)):
+        raise Bad("constant, linear and quadratic features must partition the r features")
     gd, go = rational(ev["g_diag"], "g_diag"), rational(ev["g_off"], "g_off")
     S = {f"{k}_{s}": rational(ev[f"{k}_{s}"], f"{k}_{s}") for k in _SUMMARIES for s in ("q", "k")}
     problems = []
