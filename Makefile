@@ -9,7 +9,7 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: demo test test-all lint-imports install install-test bench reports gallery clean service-deps latex-tools
+.PHONY: demo test test-all lint-imports install install-test bench bench-report reports gallery clean service-deps latex-tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -69,8 +69,15 @@ service-deps:
 	@if [ -n "$(strip $(SERVICE_APT))" ]; then $(call apt_install,$(strip $(SERVICE_APT)),the service's browser and PostgreSQL tests); \
 	  if [ -x /usr/lib/postgresql/15/bin/initdb ]; then (service postgresql stop >/dev/null 2>&1 || sudo -n service postgresql stop >/dev/null 2>&1 || true); fi; fi
 
+# every benchmark (each prints its ratio against a baseline measured in the same run and
+# writes its results into reports/bench/), then the report: reports/bench/README.md and the
+# plot of time vs n; `make bench-report` redraws the report from the committed results
 bench: $(VENV)/.installed
 	for f in benchmarks/bench_*.py; do $(PY) $$f || exit 1; done
+	$(PY) benchmarks/report.py
+
+bench-report: $(VENV)/.installed
+	$(PY) benchmarks/report.py
 
 # regenerate the committed reference reports (reports/reference/)
 reports: $(VENV)/.installed

@@ -6,9 +6,12 @@ claims are identical (timings aside).
    ``--iterations 4`` (LP budgets: reproducible whatever the worker count).
 2. Certified transcript enumeration, built-in injective model, q = 19, s = 1.
 3. The reduced Sec. 5.1 sweep (smoke config, seeds 0..3).
+4. The reduced Sec. 5.2 sweep (smoke config, seeds 0..3): per-task seeds and one
+   torch thread per task, so its rows are the same for any worker count.
 
 Run: ``python benchmarks/bench_parallel.py [--workers N]``. The Ray start-up
-(seconds) is part of the parallel time.
+(seconds) is part of the parallel time. Results go to
+``reports/bench/parallel.json``.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ def _claims(path: Path) -> list:
 
 
 def _rows(d: Path) -> list:
-    with open(d / "sec51_runs.csv") as f:
+    name = "sec51_runs.csv" if (d / "sec51_runs.csv").is_file() else "sec52_runs.csv"
+    with open(d / name) as f:
         return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
 
 
@@ -49,7 +53,12 @@ def main() -> None:
          ["--M", "14", "--s", "1", "--h", "7", "--q", "19", "--bits", "1", "--no-progress"], "cert"),
         ("Sec. 5.1 reduced sweep (smoke, 4 seeds)", train.main,
          ["sec51", "--smoke", "--seeds", "0,1,2,3", "--no-progress"], "dir"),
+        ("Sec. 5.2 reduced sweep (smoke, 4 seeds)", train.main,
+         ["sec52", "--smoke", "--seeds", "0,1,2,3", "--no-progress"], "dir"),
     ]
+    import os
+    print(f"load average {os.getloadavg()}")
+    results = []
     print(f"| task | 1 process s | {a.workers} Ray workers s | speed-up | identical |")
     print("|---|---|---|---|---|")
     for name, fn, args, kind in cases:
@@ -64,6 +73,12 @@ def main() -> None:
                 outs.append(_claims(Path(str(out) + ".json")) if kind == "cert" else _rows(out))
             print(f"| {name} | {secs[0]:.1f} | {secs[1]:.1f} | {secs[0] / secs[1]:.2f} | "
                   f"{'yes' if outs[0] == outs[1] else 'NO'} |", flush=True)
+            results.append({"task": name, "one_process_s": secs[0], "workers": a.workers,
+                            "ray_s": secs[1], "identical": outs[0] == outs[1]})
+    out = ROOT / "reports" / "bench" / "parallel.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"rows": results, "loadavg_end": os.getloadavg()}, indent=1) + "\n")
+    print(f"wrote {out.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

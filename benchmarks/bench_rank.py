@@ -1,15 +1,26 @@
-"""Certified exact rank against float baselines, measured in the same run.
+"""Certified exact rank against ``numpy.linalg.matrix_rank``, measured in the same run.
 
-1. Matrix form, float64 kernels with planted rank (exact products of integer
-   factors, scaled by 2^-20): ``solvers.exact.exact_rank`` (modular lower
-   bound + exact column-span witness) vs ``numpy.linalg.matrix_rank`` (SVD).
-2. Factor form on the whole cube ``{0,1}^m`` (m = 16, 20; r = 64; float32
-   features ``exp(+-W x)``): the exact Gram pass and exact core rank vs the
-   same pass in plain float64 (Gram in float64 + ``matrix_rank`` of the core);
-   time and peak memory (VmHWM) of each case in a fresh process, against the
-   ``2^m x 2^m`` float64 matrix a dense method would need.
+1. Matrix form, float64 matrices of planted rank 64 (exact products of 12-bit
+   integer factors, scaled by 2^-20), n = 1024, 2048, 4096: the certified
+   exact rank (``solvers.exact.exact_rank`` of the lossless integer matrix:
+   the float -> integer conversion, the modular lower bound and the exact
+   column-span witness, checked) against ``numpy.linalg.matrix_rank`` (SVD,
+   unverified), one BLAS thread each, interleaved (numpy, ours, ours, numpy,
+   ...) ``--reps`` times; medians and their ratio. Then once per n: the
+   ``certify rank F.npy --out C.json`` command end to end (reading, hashing,
+   the producer, the producer's own run of the independent checker, writing)
+   and ``certify verify C.json`` (the checker re-derives the rank from the
+   re-read file, no assumption left).
+2. ``--cube``: the factor form on the whole cube ``{0,1}^m`` (m = 16, 20; r = 64;
+   float32 features ``exp(+-W x)``): the exact Gram pass and exact core rank vs
+   the same pass in plain float64; time and peak memory (VmHWM) per case in a
+   fresh process.
 
-Run: ``python benchmarks/bench_rank.py [--quick]``. One thread per library.
+Bars (printed): ratio <= 0.5 at n = 4096 and <= 1.0 at n = 2048. Results go to
+``reports/bench/rank.json`` (``--out``); ``benchmarks/report.py`` draws the
+plot and the report from it.
+
+Run: ``python benchmarks/bench_rank.py [--sizes 1024,2048,4096] [--reps 3] [--cube]``.
 """
 
 from __future__ import annotations
@@ -21,9 +32,10 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse
 import json
-import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,6 +43,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+BARS = {4096: 0.5, 2048: 1.0}
 
 
 def planted(n: int, r: int, seed: int = 0) -> np.ndarray:
@@ -40,29 +54,75 @@ def planted(n: int, r: int, seed: int = 0) -> np.ndarray:
     return (U @ V).astype(np.float64) * 2.0 ** -20       # exact: |entries| < 2^31
 
 
-def bench_matrix(n: int, r: int) -> dict:
+def _numpy_rank(A: np.ndarray) -> tuple[float, int]:
+    t = time.perf_counter()
+    r = int(np.linalg.matrix_rank(A))
+    return time.perf_counter() - t, r
+
+
+def _certified_rank(A: np.ndarray):
     from solvers.exact import dyadic, exact_rank
+    t = time.perf_counter()
+    res = exact_rank(dyadic(A), seed=0)                  # includes the float -> integer conversion
+    return time.perf_counter() - t, res
+
+
+def bench_matrix(n: int, r: int, reps: int) -> dict:
+    """Interleaved medians of numpy's and our time on one matrix, then the command
+    line and verify once."""
+    from threadpoolctl import threadpool_limits
+
     A = planted(n, r)
-    t = time.perf_counter()
-    np_rank = int(np.linalg.matrix_rank(A))
-    t_np = time.perf_counter() - t
-    t = time.perf_counter()
-    res = exact_rank(dyadic(A), seed=0)               # includes the float -> integer conversion
-    t_ex = time.perf_counter() - t
-    return {"n": n, "planted": r, "numpy_rank": np_rank, "numpy_s": t_np, "exact_lower": res.lower,
-            "exact_upper": res.upper, "verdict": res.verdict.value, "exact_s": t_ex,
-            "modular_s": res.timings.get("modular", 0.0), "proposal_s": res.timings.get("proposal", 0.0),
-            "span_check_s": res.timings.get("span_check", 0.0),
-            "ratio": t_ex / t_np}
+    t_np, t_ex, res, np_rank = [], [], None, None
+    with threadpool_limits(1):
+        for i in range(reps):
+            order = ("np", "ex") if i % 2 == 0 else ("ex", "np")
+            for which in order:
+                if which == "np":
+                    dt, np_rank = _numpy_rank(A)
+                    t_np.append(dt)
+                else:
+                    dt, res = _certified_rank(A)
+                    t_ex.append(dt)
+    out = {"n": n, "planted": r, "reps": reps, "numpy_rank": np_rank, "numpy_s": t_np, "exact_s": t_ex,
+           "numpy_median_s": statistics.median(t_np), "exact_median_s": statistics.median(t_ex),
+           "exact_lower": res.lower, "exact_upper": res.upper, "verdict": res.verdict.value,
+           "timings": {k: v for k, v in res.timings.items()}, "details": dict(res.details)}
+    out["ratio"] = out["exact_median_s"] / out["numpy_median_s"]
+    out.update(_command_line(A))
+    return out
+
+
+def _command_line(A: np.ndarray) -> dict:
+    """``certify rank`` end to end and ``certify verify``, each in a fresh process."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        src, cert = Path(tmp) / "planted.npy", Path(tmp) / "cert.json"
+        np.save(src, A)
+        t = time.perf_counter()
+        p = subprocess.run([sys.executable, "-m", "certify", "rank", str(src), "--out", str(cert),
+                            "--no-progress"], capture_output=True, text=True, env=env, cwd=tmp)
+        t_cli = time.perf_counter() - t
+        t = time.perf_counter()
+        v = subprocess.run([sys.executable, "-m", "certify", "verify", str(cert), "--json"],
+                           capture_output=True, text=True, env=env, cwd=tmp)
+        t_verify = time.perf_counter() - t
+        try:
+            js = json.loads(v.stdout)
+            assumptions = list(js["open_assumptions"])
+            holds = bool(js["holds"])
+        except (ValueError, KeyError, TypeError):
+            assumptions, holds = ["(verify --json unreadable)"], False
+    return {"cli_s": t_cli, "cli_exit": p.returncode, "verify_s": t_verify, "verify_exit": v.returncode,
+            "verify_holds": holds, "verify_assumptions": assumptions}
 
 
 CUBE = """
-import os, sys, json, time, resource
+import os, sys, json, time
 sys.path.insert(0, {root!r})
-import numpy as np, torch
-torch.set_num_threads(1)
-from certify.kernel import Provenance, from_feature_fn
-from certify.rank import summarize_features
+import numpy as np
+from certify.core.kernel import Provenance, from_feature_fn
+from certify.rank.summary import summarize_features
 from solvers import exact as ex
 m, r, mode = {m}, {r}, {mode!r}
 W = (np.random.default_rng(0).standard_normal((r, m)) * 0.5).astype(np.float32)
@@ -95,40 +155,57 @@ def bench_cube(m: int, r: int, mode: str) -> dict:
     return json.loads(p.stdout)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="sizes 1024/2048 and m = 12/16 only")
-    ap.add_argument("--sizes", help="comma-separated matrix sizes (default 1024,2048,4096,8192)")
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1024,2048,4096", help="comma-separated n (8192: numpy takes minutes)")
     ap.add_argument("--rank", type=int, default=64, help="planted rank (default 64)")
-    ap.add_argument("--no-cube", action="store_true", help="skip the factor-form cube runs")
-    a = ap.parse_args()
-    sizes = (1024, 2048) if a.quick else (1024, 2048, 4096, 8192)
-    if a.sizes:
-        sizes = tuple(int(x) for x in a.sizes.split(","))
-    print("# factor form on the cube, r = 64: exact Gram pass + exact core rank vs float64 Gram + matrix_rank")
-    for m in (() if a.no_cube else (12, 16) if a.quick else (16, 20)):
-        e = bench_cube(m, 64, "exact")
-        f = bench_cube(m, 64, "float")
-        dense_gb = (1 << (2 * m)) * 8 / 2 ** 30
-        print(f"m={m}: exact rank [{e['rank_lower']}, {e['rank_upper']}] {e['verdict']} in {e['seconds']:.2f}s, "
-              f"peak RSS {e['maxrss_mb']:.0f} MB; float rank {f['float_rank']} in {f['seconds']:.2f}s, "
-              f"peak RSS {f['maxrss_mb']:.0f} MB; time ratio exact/float = {e['seconds'] / f['seconds']:.2f}; "
-              f"dense 2^m x 2^m float64 would need {dense_gb:,.0f} GiB "
-              f"(ratio dense/exact-peak = {dense_gb * 1024 / e['maxrss_mb']:,.0f})")
-
-    print(f"# matrix form: certified exact rank vs numpy.linalg.matrix_rank (float64, planted "
-          f"rank {a.rank}), one thread each")
-    print("| n | numpy matrix_rank s | exact rank | exact s | sketch+minor s | span check s | ratio exact/numpy |")
-    print("|---|---|---|---|---|---|---|")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions per n (median)")
+    ap.add_argument("--cube", action="store_true", help="also the factor-form cube runs (m = 16, 20)")
+    ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "rank.json",
+                    help="results (JSON) for benchmarks/report.py")
+    a = ap.parse_args(argv)
+    sizes = [int(x) for x in a.sizes.split(",")]
+    print(f"# certified exact rank vs numpy.linalg.matrix_rank (float64, planted rank {a.rank}), one BLAS "
+          f"thread each, median of {a.reps} interleaved runs; load average {os.getloadavg()}")
+    print("| n | numpy s (median) | certified s (median) | ratio | bar | rank | primes (bound bits) "
+          "| `certify rank` CLI s | `certify verify` s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows, ok = [], True
     for n in sizes:
-        b = bench_matrix(n, a.rank)
-        print(f"| {n} | {b['numpy_s']:.2f} | [{b['exact_lower']}, {b['exact_upper']}] {b['verdict']} "
-              f"| {b['exact_s']:.2f} | {b['modular_s'] + b['proposal_s']:.2f} | {b['span_check_s']:.2f} "
-              f"| {b['ratio']:.2f} |", flush=True)
+        b = bench_matrix(n, a.rank, a.reps)
+        rows.append(b)
+        bar = BARS.get(n)
+        met = bar is None or b["ratio"] <= bar
+        ok &= met
+        d = b["details"]
+        print(f"| {n} | {b['numpy_median_s']:.2f} | {b['exact_median_s']:.2f} | {b['ratio']:.2f} | "
+              f"{'-' if bar is None else ('<= %.1f %s' % (bar, 'met' if met else 'MISSED'))} | "
+              f"[{b['exact_lower']}, {b['exact_upper']}] {b['verdict']} | "
+              f"{d.get('span_primes', '-')} ({d.get('span_bound_bits', '-')}) | {b['cli_s']:.2f} | "
+              f"{b['verify_s']:.2f} (exit {b['verify_exit']}"
+              f"{', assuming ' + ', '.join(b['verify_assumptions']) if b['verify_assumptions'] else ''}) |",
+              flush=True)
+    cube = []
+    if a.cube:
+        print("# factor form on the cube, r = 64: exact Gram pass + exact core rank vs float64 Gram + matrix_rank")
+        for m in (16, 20):
+            e, f = bench_cube(m, 64, "exact"), bench_cube(m, 64, "float")
+            dense_gb = (1 << (2 * m)) * 8 / 2 ** 30
+            cube.append({"m": m, "exact": e, "float": f, "dense_gib": dense_gb})
+            print(f"m={m}: exact rank [{e['rank_lower']}, {e['rank_upper']}] {e['verdict']} in "
+                  f"{e['seconds']:.2f}s, peak RSS {e['maxrss_mb']:.0f} MB; float rank {f['float_rank']} in "
+                  f"{f['seconds']:.2f}s; ratio exact/float = {e['seconds'] / f['seconds']:.2f}; dense "
+                  f"2^m x 2^m float64 would need {dense_gb:,.0f} GiB")
+    print(f"load average after: {os.getloadavg()}")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    prev = json.loads(a.out.read_text()) if a.out.is_file() else {}
+    if not a.cube and prev.get("cube"):
+        cube = prev["cube"]
+    a.out.write_text(json.dumps({"matrix": rows, "cube": cube, "bars": {str(k): v for k, v in BARS.items()},
+                                 "loadavg_end": os.getloadavg(), "bars_met": ok}, indent=1) + "\n")
+    print(f"wrote {a.out.relative_to(ROOT) if a.out.is_relative_to(ROOT) else a.out}")
+    return 0
 
-
-def _hwm_mb() -> float:
-    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

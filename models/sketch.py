@@ -21,6 +21,11 @@ arb balls).
 
 Checkpoints: ``X.safetensors`` (float tensors, exact dyadic values) +
 ``X.json`` (``{"format": "certify-attention/sketch-checkpoint/1", "config": ...}``).
+
+Weights are float64 arrays, numpy or torch: the built-in models are numpy and
+importing this module does not import torch (the certified enumeration and
+the exact replay need none); torch is imported by the float64 fast path,
+checkpoints and the random models only.
 """
 
 from __future__ import annotations
@@ -31,13 +36,15 @@ import os
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
-import torch
 
 from certify.core.errors import InputError
 from models.quantize import Quantizer, UniformQuantizer, quantizer_from_json
+
+if TYPE_CHECKING:                                   # annotations only: torch is imported lazily
+    import torch
 
 CHECKPOINT_FORMAT = "certify-attention/sketch-checkpoint/1"
 FEATURE_MAPS = ("identity", "relu", "elu1", "exp")
@@ -106,6 +113,7 @@ def param_shapes(cfg: SketchConfig) -> dict[str, tuple[int, ...]]:
 
 def check_tensors(cfg: SketchConfig, tensors: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     """Validate names, shapes and finiteness; return float64 copies."""
+    import torch
     shapes = param_shapes(cfg)
     missing = sorted(set(shapes) - set(tensors))
     extra = sorted(set(tensors) - set(shapes))
@@ -183,6 +191,7 @@ def load_sketch_checkpoint(path: str | os.PathLike
 # ---------------------------------------------------------------- float64 fast path
 
 def _fmap_torch(name: str, x: torch.Tensor) -> torch.Tensor:
+    import torch
     if name == "identity":
         return x
     if name == "relu":
@@ -209,6 +218,8 @@ def forward_fast(cfg: SketchConfig, W: Mapping[str, torch.Tensor], quant: Quanti
     once per token and gathered. Outputs are returned for the first ``n_out``
     positions (default all). ``quant=None`` runs the unquantized model (keys
     are then empty)."""
+    import torch
+    W = {k: torch.as_tensor(v) for k, v in W.items()}              # numpy weights: shared memory
     if X is not None:
         B, N, _ = X.shape
         dense = X @ W["embed.weight"].T                               # (B, N, d)
@@ -283,6 +294,7 @@ def weights_to_json(W: Mapping[str, torch.Tensor]) -> dict[str, Any]:
 
 
 def weights_from_json(obj: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    import torch
     out = {}
     for name, e in obj.items():
         vals = [math.ldexp(i, e["exp"]) for i in e["ints"]]
@@ -450,7 +462,7 @@ def _forward_exact(cfg, EW, quant, tokens, ops) -> ExactRun:
 # ---------------------------------------------------------------- built-in models
 
 def injective_model(words: np.ndarray, M: int, s: int, *, blind: bool = False
-                    ) -> tuple[SketchConfig, dict[str, torch.Tensor]]:
+                    ) -> tuple[SketchConfig, dict[str, np.ndarray]]:
     """A one-layer, one-head relu model with ``r = q`` features and ``dv = 1``
     that writes ``kappa_S`` into ``S[S]`` exactly (``z = 1``) and reads it back at
     query ``q_S``: with a quantizer that represents ``0..s`` exactly it solves
@@ -458,6 +470,7 @@ def injective_model(words: np.ndarray, M: int, s: int, *, blind: bool = False
 
     ``blind=True`` plants a collision: the last feature watches the first word's
     database token, so the last assignment coordinate never reaches the sketch.
+    The weights are numpy float64 arrays (small integers: exact).
     """
     words = np.asarray(words, dtype=np.int64)
     q = words.shape[0]
@@ -467,18 +480,18 @@ def injective_model(words: np.ndarray, M: int, s: int, *, blind: bool = False
     m = 2 + M + s
     d = m + 1
     cfg = SketchConfig(m=m, d=d, layers=1, heads=1, rank=q, dv=1, feature_map="relu")
-    W = {k: torch.zeros(shape, dtype=torch.float64) for k, shape in param_shapes(cfg).items()}
-    W["embed.weight"][:m, :m] = torch.eye(m, dtype=torch.float64)
+    W = {k: np.zeros(shape, dtype=np.float64) for k, shape in param_shapes(cfg).items()}
+    W["embed.weight"][:m, :m] = np.eye(m)
     p = "layers.0.heads.0."
     for j in range(q):
         kw = words[0] if (blind and j == q - 1) else words[j]
         # key: database token d_{U,k} with U = word -> 1, any other token -> <= 0
-        W[p + "k.weight"][j, 2:2 + M] = torch.tensor(kw, dtype=torch.float64)
+        W[p + "k.weight"][j, 2:2 + M] = kw
         W[p + "k.weight"][j, 0] = h
         W[p + "k.bias"][j] = -(2 * h - 1)
         # query: q_S with S = word -> 1, any other token -> <= 0
         W[p + "q.weight"][j, 1] = 1
-        W[p + "q.weight"][j, 2:2 + M] = -torch.tensor(words[j], dtype=torch.float64)
+        W[p + "q.weight"][j, 2:2 + M] = -words[j]
     W[p + "v.weight"][0, 2 + M:m] = 1                     # v = |u_k| = k
     W[p + "o.weight"][m, 0] = 1                           # a -> coordinate m
     W["readout.weight"][m] = 1
@@ -487,7 +500,8 @@ def injective_model(words: np.ndarray, M: int, s: int, *, blind: bool = False
 
 def random_model(cfg: SketchConfig, seed: int, *, scale: float = 1.0) -> dict[str, torch.Tensor]:
     """Gaussian weights (fan-in scaled), rounded to float32 so that every weight
-    is a short dyadic rational."""
+    is a short dyadic rational (torch's generator: the seeds of earlier runs)."""
+    import torch
     g = torch.Generator().manual_seed(int(seed))
     W = {}
     for name, shape in param_shapes(cfg).items():

@@ -17,7 +17,10 @@ pool. Each sweep writes a per-run CSV into ``DIR`` (default
 ``reports/paper-sec5``), redraws its figure and the README table.
 
 Seeds are local (``torch.Generator``); the sweeps run with one torch thread
-and restore the previous thread count.
+and restore the previous thread count. Both sweeps run on the parallel engine
+(``--workers N`` for a local Ray, ``--ray-address`` for a cluster): each run
+is a task with its own seeds and one torch thread, and the runs are merged in
+task order, so the rows are the same for any number of workers.
 """
 
 from __future__ import annotations
@@ -310,43 +313,59 @@ def train_ood(train: Family, M: int, rank: int | None, seed: int, cfg: Sec52Conf
     return model, loss.item()
 
 
+def _job52(train: Family, test: Family, scale: tuple[int, int, int], rank: int | None, seed: int,
+           cfg: Sec52Config):
+    """One Sec. 5.2 run (module level: a parallel task): its own seeds (``seed`` for the
+    initialisation, ``10000 + seed`` for the minibatches) and one torch thread, so the
+    run is the same in any process. Returns the run and the trained model."""
+    M, q, n = scale
+    t = time.perf_counter()
+    with one_thread():
+        model, loss = train_ood(train, M, rank, seed, cfg)
+        acc, max_err = exact_sequence_accuracy(model, test)
+        train_acc, _ = exact_sequence_accuracy(model, train)
+    run = Run52(M, q, n, "dense" if rank is None else "kernel", rank or 0, seed, acc,
+                train_acc, max_err, loss, cfg.steps, time.perf_counter() - t)
+    return run, model
+
+
 def sweep52(cfg: Sec52Config, out: Path, checkpoints: Path | None = None,
-            progress: bool = True) -> list[Run52]:
+            progress: bool = True, engine=None) -> list[Run52]:
+    """The Sec. 5.2 sweep; with an ``engine`` on Ray the (scale, rank, seed) runs are
+    parallel tasks (the pools are built once here and shipped with the tasks),
+    merged in the same order: the runs' rows do not depend on the worker count."""
     from models.checkpoint import save_checkpoint
 
     runs: list[Run52] = []
     t0, c0 = time.perf_counter(), time.process_time()
-    per_scale = {}
+    per_scale: dict[str, float] = {}
     models = list(cfg.ranks) + ([None] if cfg.dense else [])
     jobs = [(sc, r, s) for sc in cfg.scales for r in models for s in cfg.seeds]
-    pools = {}
-    with one_thread(), tqdm(jobs, desc="sec52", file=sys.stderr, disable=not progress) as bar:
-        for (M, q, n), rank, seed in bar:
-            if (M, q, n) not in pools:
-                pools[(M, q, n)] = ood_families(M, q, n, train_size=cfg.train_size,
-                                                test_size=cfg.test_size, seed=cfg.data_seed)
-                per_scale[f"{M}-{q}-{n}"] = per_scale.get(f"{M}-{q}-{n}", 0.0)
+    pools = {sc: ood_families(*sc, train_size=cfg.train_size, test_size=cfg.test_size, seed=cfg.data_seed)
+             for sc in cfg.scales}
+    done = None
+    if engine is not None and engine.uses_ray:
+        done = engine.map(_job52, [(*pools[sc], sc, r, s, cfg) for sc, r, s in jobs], label="sec52")
+    with one_thread(), tqdm(jobs, desc="sec52", file=sys.stderr,
+                            disable=not progress or done is not None) as bar:
+        for j, ((M, q, n), rank, seed) in enumerate(bar):
             train, test = pools[(M, q, n)]
-            t = time.perf_counter()
-            model, loss = train_ood(train, M, rank, seed, cfg)
-            acc, max_err = exact_sequence_accuracy(model, test)
-            train_acc, _ = exact_sequence_accuracy(model, train)
-            dt = time.perf_counter() - t
-            per_scale[f"{M}-{q}-{n}"] += dt
-            run = Run52(M, q, n, "dense" if rank is None else "kernel", rank or 0, seed, acc,
-                        train_acc, max_err, loss, cfg.steps, dt)
+            run, model = done[j] if done is not None else _job52(train, test, (M, q, n), rank, seed, cfg)
+            per_scale[f"{M}-{q}-{n}"] = per_scale.get(f"{M}-{q}-{n}", 0.0) + run.seconds
             runs.append(run)
-            bar.set_postfix(scale=f"{M},{q},{n}", r=rank or "dense", acc=f"{acc:.3f}")
+            bar.set_postfix(scale=f"{M},{q},{n}", r=rank or "dense", acc=f"{run.test_exact_seq_acc:.3f}")
             if checkpoints is not None and rank is not None and (M, rank, seed) in cfg.keep:
                 save_checkpoint(model, checkpoints / f"ood-{M}-{q}-{n}-{cfg.feature_map}-r{rank}-s{seed}", {
                     "seed": seed, "family": {"name": train.name, "sha256": train.sha256},
                     "training": {"command": "python -m models.train sec52", **_plain(cfg),
                                  "test_family": {"name": test.name, "sha256": test.sha256}},
-                    "metrics": {"test_exact_seq_acc": acc, "train_exact_seq_acc": train_acc,
-                                "test_max_error": max_err}})
+                    "metrics": {"test_exact_seq_acc": run.test_exact_seq_acc,
+                                "train_exact_seq_acc": run.train_exact_seq_acc,
+                                "test_max_error": run.test_max_error}})
             write_csv(out / "sec52_runs.csv", runs)
     _record_timing(out, "sec52", time.perf_counter() - t0, time.process_time() - c0, cfg,
-                   extra={"seconds_per_scale": {k: round(v, 1) for k, v in per_scale.items()}})
+                   extra={"seconds_per_scale": {k: round(v, 1) for k, v in per_scale.items()},
+                          "workers": engine.workers if done is not None else 1})
     figure2(out)
     write_readme(out)
     return runs

@@ -51,34 +51,32 @@ def fmpq_matrix(rows: Sequence[Sequence[Fraction | int]]):
 
 def is_psd(G) -> bool:
     """Exact: the rational/integer matrix ``G`` (list of rows or flint matrix) is
-    symmetric positive semidefinite. Symmetric elimination: a zero pivot forces
-    a zero row; otherwise every pivot must be positive."""
+    symmetric positive semidefinite. A symmetric matrix has real eigenvalues, so
+    it is PSD iff the coefficients of ``det(lambda I - G) = sum_i a_i lambda^i``
+    alternate in sign, ``(-1)^(n-i) a_i >= 0``: then ``p(-mu)`` has the sign of
+    ``(-1)^n`` for every ``mu > 0`` (no negative root), and conversely the
+    ``a_i`` are signed elementary symmetric functions of the eigenvalues. One
+    exact characteristic polynomial (python-flint), ``O(n^3)``; an exact Gram
+    ``A^T A`` of real features is PSD by construction and needs no test."""
     import flint
-    rows = [[flint.fmpq(int(v.numerator), int(v.denominator)) if isinstance(v, Fraction)
-             else flint.fmpq(v) for v in row] for row in (G.tolist() if hasattr(G, "tolist") else G)]
-    n = len(rows)
-    if any(len(r) != n for r in rows):
-        return False
-    if any(rows[i][j] != rows[j][i] for i in range(n) for j in range(i)):
-        return False
-    a = [list(r) for r in rows]
-    for k in range(n):
-        piv = a[k][k]
-        if piv < 0:
+    if isinstance(G, (flint.fmpz_mat, flint.fmpq_mat)):
+        if G.nrows() != G.ncols() or G != G.transpose():
             return False
-        if piv == 0:
-            if any(a[k][j] != 0 for j in range(k + 1, n)):
-                return False
-            continue
-        for i in range(k + 1, n):
-            if a[i][k] == 0:
-                continue
-            f = a[i][k] / piv
-            ai, ak = a[i], a[k]
-            for j in range(k + 1, n):
-                if ak[j] != 0:
-                    ai[j] -= f * ak[j]
-    return True
+        M = G
+    else:
+        rows = [[Fraction(v) for v in r] for r in G]
+        n = len(rows)
+        if any(len(r) != n for r in rows) or any(rows[i][j] != rows[j][i] for i in range(n) for j in range(i)):
+            return False
+        if all(v.denominator == 1 for r in rows for v in r):
+            M = flint.fmpz_mat([[int(v) for v in r] for r in rows]) if n else None
+        else:
+            M = flint.fmpq_mat([[flint.fmpq(v.numerator, v.denominator) for v in r] for r in rows])
+        if M is None:
+            return True
+    n = M.nrows()
+    coeffs = M.charpoly().coeffs()
+    return all(((-1) ** (n - i)) * c >= 0 for i, c in enumerate(coeffs))
 
 
 def sign_changes(coeffs: Sequence) -> int:
@@ -87,17 +85,37 @@ def sign_changes(coeffs: Sequence) -> int:
     return sum(1 for a, b in zip(signs, signs[1:]) if a != b)
 
 
-def count_eigenvalues_above(core, c: Fraction) -> int:
+def count_eigenvalues_above(core, c: Fraction, charpoly=None) -> int:
     """Number of eigenvalues ``> c`` of a square rational matrix whose eigenvalues
     are all real (caller's hypothesis, e.g. a product of two PSD matrices):
-    Descartes' rule, exact for real-rooted polynomials."""
+    Descartes' rule, exact for real-rooted polynomials, on ``P(mu + c)`` with
+    ``P`` the characteristic polynomial (``charpoly`` when the caller has it)."""
+    P = charpoly if charpoly is not None else characteristic_polynomial(core)
+    return sign_changes(shifted(P, Fraction(c)).coeffs())
+
+
+def characteristic_polynomial(M):
+    """``det(lambda I - M)`` exactly: an ``fmpz_poly`` for an integer matrix (the
+    faster multimodular routine), else an ``fmpq_poly``."""
     import flint
-    n = core.nrows()
-    M = flint.fmpq_mat(core)
-    cq = flint.fmpq(c.numerator, c.denominator)
-    for i in range(n):
-        M[i, i] = M[i, i] - cq
-    return sign_changes(M.charpoly().coeffs())
+    if isinstance(M, flint.fmpz_mat):
+        return M.charpoly()
+    return flint.fmpq_mat(M).charpoly()
+
+
+def shifted(P, c: Fraction):
+    """``P(mu + c)`` up to a positive factor (same roots shifted by ``-c``, same
+    coefficient signs): with ``c = a/b``, the integer polynomial
+    ``b^n P((nu + a)/b)`` (roots ``nu = b lambda - a``), one Taylor shift."""
+    import flint
+    c = Fraction(c)
+    co = P.coeffs()
+    n = len(co) - 1
+    if all(isinstance(x, flint.fmpz) or isinstance(x, int) for x in co):
+        a, b = c.numerator, c.denominator
+        R = flint.fmpz_poly([int(x) * b ** (n - i) for i, x in enumerate(co)])
+        return R(flint.fmpz_poly([a, 1]))
+    return flint.fmpq_poly(P)(flint.fmpq_poly([flint.fmpq(c.numerator, c.denominator), 1]))
 
 
 def _arb_bounds(x) -> tuple[Fraction, Fraction]:
@@ -109,12 +127,13 @@ def _arb_bounds(x) -> tuple[Fraction, Fraction]:
     return mid - rad, mid + rad
 
 
-def eigenvalue_enclosures(core, *, prec: int = 64) -> list[tuple[Fraction, Fraction]]:
+def eigenvalue_enclosures(core, *, prec: int = 64, charpoly=None) -> list[tuple[Fraction, Fraction]]:
     """Rigorous enclosures of the eigenvalues of ``core`` (all real by hypothesis),
     largest first, with multiplicity: roots of the exact characteristic
-    polynomial isolated by Arb at ``prec`` bits (restored afterwards)."""
+    polynomial (``charpoly`` when the caller has it) isolated by Arb at ``prec``
+    bits (restored afterwards)."""
     import flint
-    poly = flint.fmpq_mat(core).charpoly()
+    poly = charpoly if charpoly is not None else characteristic_polynomial(core)
     old = flint.ctx.prec
     flint.ctx.prec = int(prec)
     try:
@@ -153,11 +172,12 @@ def eps_rank_core(core, scale_exp: int, eps: Fraction, *, enclosures: bool = Fal
     if eps < 0:
         raise ValueError("eps must be >= 0")
     c = eps * eps / Fraction(2) ** scale_exp
-    k = count_eigenvalues_above(core, c)
+    P = characteristic_polynomial(core)                     # once, for the count and the roots
+    k = count_eigenvalues_above(core, c, charpoly=P)
     enc = ()
     if enclosures:
         s = Fraction(2) ** scale_exp
-        enc = tuple((lo * s, hi * s) for lo, hi in eigenvalue_enclosures(core, prec=prec))
+        enc = tuple((lo * s, hi * s) for lo, hi in eigenvalue_enclosures(core, prec=prec, charpoly=P))
     return EpsRank(k=k, eps=eps, exact=True, method="descartes_charpoly_core", verdict=Verdict.PROVED,
                    sigma_sq_enclosures=enc)
 

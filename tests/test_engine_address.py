@@ -38,6 +38,22 @@ def test_well_formed_addresses_parse():
     assert (b.client, b.host, b.target) == (False, "::1", "[::1]:6379")
 
 
+def test_auto_is_the_cluster_ray_would_join(monkeypatch, tmp_path):
+    monkeypatch.setenv("RAY_ADDRESS", "10.1.2.3:6379")
+    a = ray_address.parse("auto")
+    assert (a.text, a.host, a.port, a.client) == ("auto", "10.1.2.3", 6379, False)
+    monkeypatch.delenv("RAY_ADDRESS")
+    recorded = tmp_path / "ray_current_cluster"
+    monkeypatch.setattr(ray_address, "CURRENT_CLUSTER_FILE", str(recorded))
+    with pytest.raises(InputError, match="no Ray cluster on this node"):
+        ray_address.parse("auto")
+    recorded.write_text("127.0.0.1:6380\n")
+    assert ray_address.parse("auto").port == 6380
+    recorded.write_text("garbage")
+    with pytest.raises(InputError, match="expected HOST:PORT"):
+        ray_address.parse("auto")
+
+
 def test_the_connect_bound_is_configurable_and_checked(monkeypatch):
     assert ray_address.connect_seconds() == 10.0
     monkeypatch.setenv("CERTIFY_RAY_CONNECT_SECONDS", "2.5")

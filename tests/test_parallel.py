@@ -146,3 +146,18 @@ def test_factor_gram_pass_on_two_workers_equals_one_process(ray2):
         b = summarize_features(k, batch_size=512, keep_limit=0, engine=e)
     assert (a.eq, a.ek, a.sha_q, a.sha_k) == (b.eq, b.ek, b.sha_q, b.sha_k)
     assert (a.gram_q == b.gram_q).all() and (a.gram_k == b.gram_k).all()
+
+
+def test_sec52_reduced_sweep_with_two_workers_equals_one_process(tmp_path, ray2):
+    """Sec. 5.2 on the engine: per-task seeds and one torch thread per task, so the
+    rows (timings aside) are the same with one process and with two workers."""
+    from certify.cli.train import main
+    base = ["sec52", "--smoke", "--seeds", "0,1", "--no-progress"]
+    assert main(base + ["--out", str(tmp_path / "one")]) == 0
+    assert main(base + ["--workers", "2", "--out", str(tmp_path / "two")]) == 0
+
+    def rows(d):
+        with open(d / "sec52_runs.csv") as f:
+            return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+    assert len(rows(tmp_path / "one")) == 6
+    assert rows(tmp_path / "one") == rows(tmp_path / "two")

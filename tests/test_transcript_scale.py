@@ -4,6 +4,7 @@ checker's exact integer replay of proofs above its Fraction-replay limit."""
 import copy
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 
@@ -109,7 +110,7 @@ def _two_layer_injective(spec):
     cfg = SketchConfig(m=cfg1.m, d=cfg1.d, layers=2, heads=1, rank=cfg1.rank, dv=cfg1.dv,
                        feature_map="relu")
     from models.sketch import param_shapes
-    W = {k: (W1[k].clone() if k in W1 else torch.zeros(shape, dtype=torch.float64))
+    W = {k: (torch.as_tensor(W1[k]).clone() if k in W1 else torch.zeros(shape, dtype=torch.float64))
          for k, shape in param_shapes(cfg).items()}
     return cfg, W
 
@@ -157,3 +158,85 @@ def test_shards_merge_to_the_same_result_in_any_split():
     assert one.distinct == three.distinct and one.collisions == three.collisions
     assert (one.correct, one.errors, one.error_count) == (three.correct, three.errors,
                                                          three.error_count)
+
+
+# ------------------------------------------------ the one-layer fast path (certify/transcript/onelayer.py)
+
+def _models_one_layer():
+    """One-layer models on small families: random relu / identity heads (calibrated and
+    fixed quantizers, several heads, dv > 1), the injective model on a quantizer whose
+    cell boundaries sit on its integer sketch values (every symbol uncertain)."""
+    out = []
+    for heads, dv, fmap, seed, bits in ((1, 1, "relu", 0, 3), (2, 2, "identity", 1, 2), (3, 1, "relu", 2, 4)):
+        spec = multilevel_spec(12, 3, 6, 4)
+        cfg = SketchConfig(m=spec.m, d=spec.m, layers=1, heads=heads, rank=3, dv=dv, feature_map=fmap)
+        W = random_model(cfg, seed)
+        out.append((spec, QuantizedSketchModel(cfg, W, calibrated_uniform(spec, cfg, W, bits))))
+    spec = multilevel_spec(10, 2, 5, 4)
+    cfg, W = injective_model(spec.words, spec.M, spec.s)
+    out.append((spec, QuantizedSketchModel(cfg, W, UniformQuantizer(bits=2, lo=Fraction(-1, 2),
+                                                                    hi=Fraction(5, 2)))))
+    spec = multilevel_spec(14, 1, 7, 9)
+    cfg, W = injective_model(spec.words, spec.M, spec.s)
+    out.append((spec, QuantizedSketchModel(cfg, W, builtin_uniform_quantizer(1))))
+    return out
+
+
+@pytest.mark.parametrize("case", range(5))
+@pytest.mark.parametrize("compiled", [True, False])
+def test_one_layer_fast_path_is_exact_wherever_it_is_certain(case, compiled):
+    """Every assignment the fast path calls certain has the exact replay's transcript
+    (as packed words) and correctness; the compiled passes give the numpy passes' bits."""
+    from certify.transcript.onelayer import OneLayer
+    spec, model = _models_one_layer()[case]
+    en = Enumerator(spec, model)
+    one = OneLayer(en, compiled=compiled)
+    N = spec.num_assignments
+    seen = 0
+    for b0 in range(0, N, en.nlo):
+        words, unc, good, wrong, _ = one.batch(b0, min(N, b0 + en.nlo))
+        if compiled:
+            ref = OneLayer(en, compiled=False).batch(b0, min(N, b0 + en.nlo))
+            assert all(np.array_equal(x, y) for x, y in zip((words, unc, good, wrong), ref[:4]))
+        for j in range(len(unc)):
+            tr, ok = _exact(spec, model, b0 + j)
+            if unc[j]:
+                continue
+            seen += 1
+            assert np.array_equal(words[j], one.pack_transcript(tr))
+            assert bool(good[j]) == ok and bool(wrong[j]) == (not ok)
+    assert (seen == 0) == (case == 3)                    # case 3: every symbol on a boundary
+
+
+def test_one_layer_run_merges_to_the_general_paths_result():
+    """run() (the fast path for one-layer models) and the general batches agree on the
+    exact summary: correct count, errors, distinct transcripts and the number of
+    collisions (packed words sort in another order than hashes, so the listed pairs
+    may be others, each an exact collision)."""
+    import certify.transcript.onelayer as onelayer
+    for spec, model in _models_one_layer():
+        en = Enumerator(spec, model)
+        N = spec.num_assignments
+        fast = merge(en, [en.run(0, N)])
+        saved = onelayer.applicable
+        onelayer.applicable = lambda e: False
+        try:
+            slow = merge(en, [Enumerator(spec, model).run(0, N)])
+        finally:
+            onelayer.applicable = saved
+        assert (fast.correct, fast.errors, fast.error_count, fast.distinct, len(fast.collisions),
+                fast.unresolved) == (slow.correct, slow.errors, slow.error_count, slow.distinct,
+                                     len(slow.collisions), slow.unresolved)
+        for a, b in fast.collisions:                      # which pairs are listed is an order detail;
+            assert en.replay(a)[0] == en.replay(b)[0]     # each is a collision of exact transcripts
+
+
+def test_certified_transcript_path_imports_no_torch():
+    """`certify transcript` with a built-in model runs without importing torch."""
+    import subprocess
+    import sys
+    code = ("import sys; from certify.cli import run; "
+            "rc = run('transcript', ['--M', '14', '--s', '1', '--h', '7', '--q', '10', '--bits', '1', '--json']); "
+            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]

@@ -362,17 +362,15 @@ def _gated_model():
     still k exactly (2-bit sketches), so the model solves all 256 inputs; on the
     rearranged vector (0, 1, 0) -- weight 1, not an input of the family -- the
     feature is 0, the denominator vanishes and the output 0 misses the target 1."""
-    import torch
-
     from certify.core.families import multilevel_spec
     from certify.transcript.model import QuantizedSketchModel
     from models.sketch import builtin_uniform_quantizer, injective_model
     spec = multilevel_spec(12, 3, 6, 4)
     cfg, W = injective_model(spec.words, spec.M, spec.s)
-    W = {k: v.clone() for k, v in W.items()}
+    W = {k: v.copy() for k, v in W.items()}
     lv = 2 + spec.M                                           # first level coordinate
-    W["layers.0.heads.0.k.weight"][0, lv] += torch.tensor(1.0, dtype=torch.float64)
-    W["layers.0.heads.0.k.weight"][0, lv + 1] -= torch.tensor(1.0, dtype=torch.float64)
+    W["layers.0.heads.0.k.weight"][0, lv] += 1.0
+    W["layers.0.heads.0.k.weight"][0, lv + 1] -= 1.0
     return spec, QuantizedSketchModel(cfg, W, builtin_uniform_quantizer(2), "gated")
 
 

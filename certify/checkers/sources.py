@@ -8,7 +8,11 @@ A rank-type claim names its source (``parameters.source``, ``source_sha256``,
   matrix (or the features ``phi_q``, ``phi_k``) is re-read here with numpy and
   must be the one the evidence embeds (matrix form: the exact rationals; factor
   form: the features' sha256). A large matrix that is not embedded is re-read
-  and handed to the checker, which hashes it against ``matrix_sha256``.
+  and handed to the checker, which hashes it against ``matrix_sha256``; a numpy
+  array (``.npy``, ``.npz``) under a dyadic scale is made integral exactly in
+  numpy (an int64 array, up to ``MAX_SOURCE_BYTES`` on disk) for the claim kinds
+  whose checker reads arrays (``ARRAY_KINDS``), everything else through Fractions
+  (up to ``MAX_SOURCE_ENTRIES``).
 * a matrix file that is **absent**: assumption ``source:<name>``.
 * a **checkpoint or construction** (any other adapter): the weights -> features
   step needs torch, so it is assumption ``extraction:<source>`` unless
@@ -144,6 +148,41 @@ def _rows(value: Any) -> list[list[Fraction]]:
     return value
 
 
+#: claim kinds whose checker reads a large matrix as an int64 array (no Fractions)
+ARRAY_KINDS = ("exact_rank", "nonnegative")
+
+
+def _integer_array(a: np.ndarray, scale: Mapping[str, Any]) -> np.ndarray | None:
+    """The int64 matrix ``N = a 2^-e`` of a numeric array under a dyadic scale,
+    computed exactly with numpy (a power-of-two scaling, then ``trunc == value``
+    and the count of nonzeros, which an underflow would change); None when ``N``
+    does not fit int64 or the scale is not dyadic (the exact reader decides)."""
+    if scale.get("kind") != "dyadic" or a.ndim != 2 or a.dtype.kind not in "biuf" or a.size == 0:
+        return None
+    e = int(scale["exponent"])
+    if a.dtype.kind == "f":
+        if not np.all(np.isfinite(a)):
+            raise SourceError("the matrix has NaN or Inf entries")
+        x = a.astype(np.float64)
+        if abs(e) > 2200 or float(np.abs(x).max()) >= 2.0 ** (62 + e):
+            return None
+        X = np.ldexp(x, -e)
+        N = X.astype(np.int64)
+        if not (N == X).all() or np.count_nonzero(N) != np.count_nonzero(x):
+            raise SourceError("the source's entries are not the evidence's matrix (scale differs)")
+        return N
+    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and int(a.max()) >= 1 << 63:
+        return None
+    ai = a.astype(np.int64)
+    if e <= 0:
+        if int(np.abs(ai).max()) >= 1 << (62 + e):
+            return None
+        return ai << -e
+    if np.any(ai & ((1 << e) - 1)):
+        raise SourceError("the source's entries are not the evidence's matrix (scale differs)")
+    return ai >> e
+
+
 def _integer_rows(values: list[list[Fraction]], scale: Mapping[str, Any]) -> list[list[int]]:
     """The integer matrix N with ``values = N * scale`` (dyadic or row denominators)."""
     out = []
@@ -175,12 +214,23 @@ def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], 
     if ev.get("form") == "matrix" or "matrix_sha256" in ev:
         if "matrix" not in data:
             return ["the source holds features, the claim a matrix"], None
-        values = _rows(data["matrix"])
+        scale = ev.get("scale")
+        raw = data["matrix"]
+        if isinstance(raw, np.ndarray) and isinstance(scale, dict) and claim.get("kind") in ARRAY_KINDS:
+            N = _integer_array(raw, scale)             # large arrays: exact in numpy
+            if N is not None:
+                if ev.get("shape") is not None and list(N.shape) != ev.get("shape"):
+                    return [f"the source matrix is {N.shape[0]} x {N.shape[1]}, the evidence's "
+                            f"{ev.get('shape')}"], None
+                if "matrix" in ev:
+                    return ([] if ev["matrix"] == N.tolist() else
+                            ["the embedded matrix is not the source file's matrix"]), None
+                return [], N
+        values = _rows(raw)
         shape = ev.get("shape")
         if shape is not None and [len(values), len(values[0]) if values else 0] != shape:
             return [f"the source matrix is {len(values)} x {len(values[0]) if values else 0}, "
                     f"the evidence's {shape}"], None
-        scale = ev.get("scale")
         if not isinstance(scale, dict):
             return ["the evidence has no scale to compare the source with"], None
         N = _integer_rows(values, scale)

@@ -51,10 +51,12 @@ Evidence fields (claim ``evidence``), always:
   - ``"error"`` (refuted): ``kappa``, ``index``, ``input``, ``position``,
     ``target``, ``output``: the exact replay's query output errs by >= 1/2.
   - ``"all"`` (proved): ``exact_checked = (s+1)^q``; every assignment is
-    replayed and every query output lies within < 1/2 of its target. Up to
-    ``MAX_ALL`` assignments with Fractions; a one-layer identity/relu model
-    without positions with a uniform quantizer up to ``MAX_INTEGER``
-    assignments by an exact integer replay in numpy (per-slot partial sums of
+    replayed and every query output lies within < 1/2 of its target. A
+    one-layer identity/relu model without positions with a uniform quantizer,
+    up to ``MAX_INTEGER`` assignments, by an exact integer replay in numpy
+    (whatever the number of assignments: it is exact, and seconds where
+    Fractions take minutes); any other model up to ``MAX_ALL`` assignments
+    with Fractions. The integer replay (per-slot partial sums of
     the layer-1 sketch as integers, the quantizer index as an integer floor
     division, and each query's error test ``|y - t| < 1/2`` multiplied out over
     the heads' denominators; about 1-3 s per million assignments of the
@@ -515,10 +517,15 @@ def _check_error(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
     return []
 
 
+def _integer_exact(cfg: dict, N: int, kind: str) -> bool:
+    """Whether the exact integer replay (:func:`_integer_all`) covers the model."""
+    return N <= MAX_INTEGER and kind == "uniform" and cfg["layers"] == 1 \
+        and cfg["feature_map"] in _EXACT_MAPS and not cfg["positions"]
+
+
 def integer_replayable(cfg: dict, N: int, kind: str = "uniform") -> bool:
     """Whether :func:`_check_all` replays all ``N`` assignments itself."""
-    return N <= MAX_ALL or (N <= MAX_INTEGER and kind == "uniform" and cfg["layers"] == 1
-                            and cfg["feature_map"] in _EXACT_MAPS and not cfg["positions"])
+    return N <= MAX_ALL or _integer_exact(cfg, N, kind)
 
 
 def _check_all(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
@@ -535,7 +542,7 @@ def _check_all(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
     if integer_replayable(cfg, N, quant.kind):
         if assumptions:
             return ["an assumption is named for a replay the checker can do"]
-        if N > MAX_ALL:
+        if _integer_exact(cfg, N, quant.kind):        # wherever it is exact: seconds, not minutes
             return _integer_all(cfg, W, quant, M, s, q, words)
         kappas = product(range(s + 1), repeat=q)
     elif not assumptions:

@@ -47,8 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         s.add_argument("--seeds", type=_ints, default=None, help="comma-separated seeds")
         s.add_argument("--steps", type=int, default=None)
         s.add_argument("--no-progress", action="store_true")
-        if name == "sec51":
-            cli.add_engine_arguments(s)
+        cli.add_engine_arguments(s)
         if name == "sec52":
             s.add_argument("--scales", type=_scale, nargs="+", default=None, help="M,q,n ...")
             s.add_argument("--batch", type=int, default=None)
@@ -85,7 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = replace(SMOKE_52 if args.smoke else Sec52Config(), **over)
     if min(cfg.ranks) < 1:
         raise InputError("ranks must be >= 1")
-    runs = sweep52(cfg, args.out, args.save_checkpoints, progress=not args.no_progress)
+    with cli.engine_from_args(args, progress=not args.no_progress) as engine:
+        runs = sweep52(cfg, args.out, args.save_checkpoints, progress=not args.no_progress,
+                       engine=engine)
     print(f"sec52: {len(runs)} runs; wrote {args.out}", file=sys.stderr)
     return 0
 

@@ -6,8 +6,10 @@ first, within a bounded time (:func:`connect_seconds`, default 10 s, the
 environment variable ``CERTIFY_RAY_CONNECT_SECONDS``):
 
 1. its form: ``HOST:PORT`` (a head node's GCS, ``ray start --head`` listens on
-   6379) or ``ray://HOST:PORT`` (the Ray client server, 10001; needs the
-   ``ray[client]`` extra, installed with this package);
+   6379), ``ray://HOST:PORT`` (the Ray client server, 10001; needs the
+   ``ray[client]`` extra, installed with this package) or ``auto`` (the cluster
+   Ray would join: ``RAY_ADDRESS``, as set for a ``ray job submit`` driver, else
+   the one ``ray start --head`` recorded on this node);
 2. the host resolves (a dotted quad must be a valid IPv4 address);
 3. a TCP connection opens;
 4. a Ray service answers a gRPC call: the GCS's ``GetClusterId`` for
@@ -68,10 +70,35 @@ def connect_seconds() -> float:
     return v
 
 
+#: where ``ray start --head`` records the running cluster's GCS address on its node
+CURRENT_CLUSTER_FILE = "/tmp/ray/ray_current_cluster"
+
+
+def _auto() -> str:
+    """The address ``auto`` stands for, as Ray resolves it: ``RAY_ADDRESS`` (set
+    for a ``ray job submit`` driver) or the cluster started on this node."""
+    env = os.environ.get("RAY_ADDRESS", "").strip()
+    if env and env != "auto":
+        return env
+    try:
+        recorded = open(CURRENT_CLUSTER_FILE, encoding="utf-8").read().strip()
+    except OSError:
+        recorded = ""
+    if not recorded:
+        raise InputError("--ray-address auto: no Ray cluster on this node (RAY_ADDRESS is unset "
+                         f"and {CURRENT_CLUSTER_FILE} is missing); start one with "
+                         "'ray start --head' or give HOST:PORT")
+    return recorded
+
+
 def parse(text: str) -> RayAddress:
-    """The address's form only (no network)."""
+    """The address's form only (no network); ``auto`` is the cluster Ray would
+    join (:func:`_auto`), checked like any other address."""
     raw = str(text)
     s = raw.strip()
+    if s == "auto":
+        import dataclasses
+        return dataclasses.replace(parse(_auto()), text="auto")
     client = s.startswith("ray://")
     rest = s[len("ray://"):] if client else s
     if not rest or "/" in rest or "@" in rest or any(c.isspace() for c in rest) or len(rest) > 300:

@@ -25,9 +25,9 @@ from solvers import spectral as sp
 
 def eps_rank_factor_claim(kernel: Kernel, s: FactorSummary, eps: Fraction, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()
+    # GQ, GK are exact Grams PhiQ^T PhiQ, PhiK^T PhiK of real features: PSD by
+    # construction, so the core GQ GK is real-rooted and the Descartes count is exact
     GQ, GK = ex.fmpz_matrix(s.gram_q), ex.fmpz_matrix(s.gram_k)
-    if not (sp.is_psd(GQ) and sp.is_psd(GK)):
-        raise RuntimeError("internal error: Gram matrices are not PSD")
     res = sp.eps_rank_core(GQ * GK, s.eq + s.ek, eps, enclosures=opt.enclosures and s.r <= 128,
                            prec=opt.enclosure_prec)
     ev = {**gram_evidence(s), **feature_evidence(s, opt.embed_limit, TRUSTED_GRAMS),

@@ -45,7 +45,7 @@ def feature_evidence(s: FactorSummary, embed_limit: int, trusted: list[str]) -> 
 
 
 def attempts_info(res: ex.ExactRank) -> dict[str, Any]:
-    return {"prime_attempts": [[a.prime, a.rank_mod_p] for a in res.attempts]}
+    return {"prime_attempts": [[a.prime, a.rank_mod_p] for a in res.attempts], **res.details}
 
 
 #: explicit token lists up to this many tokens are embedded in the evidence (the

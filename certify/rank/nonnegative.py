@@ -1,5 +1,10 @@
 """The ``nonnegative`` claim: ``alpha >= 0`` on the token set, exactly (a
 negative entry is a counterexample; a refusal of a signed kernel is exit 3).
+
+Factor form, in this order: nonnegative features (exact minima); every product
+when ``K^2`` is within :data:`SIGNED_PRODUCT_LIMIT`; beyond it, the feature map's
+structure (the quadratic-kernel lemma of :mod:`certify.rank.structure`, Based's
+``1 + s + s^2/2``) or the key-box bound of the factor form; only then unknown.
 """
 
 from __future__ import annotations
@@ -32,9 +37,15 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
                      method="every feature is >= 0 (exact minimum over all tokens)")
     K = kernel.num_tokens
     if K * K > SIGNED_PRODUCT_LIMIT:
-        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.UNKNOWN, parameters=params, evidence={**base, "method": "none", **token_evidence(kernel)},
+        for make in (_quadratic_claim, _box_claim):
+            claim = make(kernel, s, opt, base, params)
+            if claim is not None:
+                return claim
+        return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.UNKNOWN, parameters=params,
+                     evidence={**base, "method": "none", **token_evidence(kernel)},
                      method="signed features", reason=f"signed features on {K} tokens: {K}^2 products "
-                     f"exceed the exact-check limit {SIGNED_PRODUCT_LIMIT}")
+                     f"exceed the exact-check limit {SIGNED_PRODUCT_LIMIT}, and neither the feature "
+                     "map's structure nor the key box bounds alpha below by 0")
     q = s.phi_q if s.phi_q is not None else np.concatenate([b[0] for b in kernel.feature_batches()])
     k = s.phi_k if s.phi_k is not None else np.concatenate([b[1] for b in kernel.feature_batches()])
     neg, exact_checked = _find_negative(q, k)
@@ -54,6 +65,54 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
           "phi_k_row": dk.rows()[0], "phi_k_exponent": dk.exponent}
     return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.REFUTED, parameters=params, evidence={**ev, **token_evidence(kernel)},
                  method="exact counterexample", reason=f"alpha(x_{i}, x_{j}) = {float(val):.6g} < 0")
+
+
+#: the summaries a structure claim takes as stated when the features are not embedded
+TRUSTED_QUADRATIC = ["r", "min_const_q", "min_const_k", "max_linear_sq_q", "max_linear_sq_k",
+                     "max_quadratic_sq_q", "max_quadratic_sq_k", "max_residual_sq_q", "max_residual_sq_k"]
+TRUSTED_BOX = ["key_lo", "key_hi", "min_query_bound"]
+
+
+def _quadratic_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions, base, params) -> Claim | None:
+    """Proved by the quadratic-kernel lemma, or None when it does not apply."""
+    from certify.rank.structure import quadratic_margin
+    st = s.structure
+    if st is None or st["g"] is None:
+        return None
+    gd, go = (Fraction(x) for x in st["g"])
+    if go == 0:
+        return None
+    margin = quadratic_margin(gd, go, st["q"], st["k"])
+    if margin <= 0:
+        return None
+    ev = {**base, **feature_evidence(s, opt.embed_limit, TRUSTED_QUADRATIC), **token_evidence(kernel),
+          "method": "quadratic_kernel",
+          "r": s.r, **st["layout"].to_json(), "g_diag": q_to_str(gd), "g_off": q_to_str(go)}
+    for side in ("q", "k"):
+        for key, val in st[side].items():
+            ev[f"{key}_{side}"] = q_to_str(val)
+    return Claim(ClaimKind.NONNEGATIVE, None, Verdict.PROVED, parameters=params, evidence=ev,
+                 info={"margin": float(margin), "c2": float(go * go / 2)},
+                 method="quadratic kernel: alpha = a_q a_k + t + <w_q, w_k> >= c0 - 1/(4 c2) - "
+                        "rounding terms > 0 (t = <v_q, v_k>, w close to g v_i v_j; summaries of every token)")
+
+
+def _box_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions, base, params) -> Claim | None:
+    """Proved by the key box (two passes over the features), or None."""
+    from certify.rank.structure import KeyBox, box_lower_bound
+    box = KeyBox(int(kernel.rank))
+    for _, k in kernel.feature_batches(opt.batch_size):
+        box.add(k)
+    low = min((box_lower_bound(q, box.lo, box.hi) for q, _ in kernel.feature_batches(opt.batch_size)),
+              default=np.inf)
+    if not low >= 0:
+        return None
+    ev = {**base, **feature_evidence(s, opt.embed_limit, TRUSTED_BOX), **token_evidence(kernel), "method": "key_box",
+          "key_lo": [q_to_str(Fraction(float(v))) for v in box.lo],
+          "key_hi": [q_to_str(Fraction(float(v))) for v in box.hi],
+          "min_query_bound": q_to_str(Fraction(low))}
+    return Claim(ClaimKind.NONNEGATIVE, None, Verdict.PROVED, parameters=params, evidence=ev,
+                 method="key box: <phi_q(x), phi_k(z)> >= sum_c min(q_c lo_c, q_c hi_c) >= 0 for every query")
 
 
 def _exact_dot(a: np.ndarray, b: np.ndarray) -> Fraction:

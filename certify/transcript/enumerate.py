@@ -47,7 +47,9 @@ integer rows (64-bit hashes; equal hashes are replayed and compared exactly).
 
 Scope: identity / relu feature maps and uniform quantizers (everything is
 then rational); other models go through the float search of
-:mod:`certify.transcript`.
+:mod:`certify.transcript`. One-layer models run through
+:mod:`certify.transcript.onelayer` (the same bounds, a few fused passes per
+batch over reused buffers, transcripts packed into 64-bit words).
 """
 
 from __future__ import annotations
@@ -59,19 +61,14 @@ from typing import Any
 
 import numpy as np
 
-U = 2.0 ** -53
-INFL = 1.0 + 2.0 ** -40
-ETA = 2.0 ** -1000
+from certify.transcript.balls import ETA, INFL, U, _gamma  # noqa: F401 (the ball constants)
+
 MAX_ERRORS = 8          # error indices kept per shard (the first ones)
 
 
 def supported(model) -> bool:
     """Models this enumerator certifies (rational maps, uniform quantizer)."""
     return model.cfg.feature_map in ("identity", "relu") and model.quantizer.kind == "uniform"
-
-
-def _gamma(n: int) -> float:
-    return (n + 2) * U / (1 - (n + 2) * U)
 
 
 def _add(a, ra, b, rb):
@@ -122,7 +119,8 @@ class _Weights:
 
     @classmethod
     def of(cls, model) -> "_Weights":
-        W = {k: v.detach().cpu().numpy().astype(np.float64) for k, v in model.weights.items()}
+        W = {k: np.asarray(v.detach().cpu().numpy() if hasattr(v, "detach") else v, dtype=np.float64)
+             for k, v in model.weights.items()}
         qz = model.quantizer
         k0 = -qz.lo / qz.step
         z = int(k0) if k0.denominator == 1 and 0 <= k0 < qz.levels else -1
@@ -230,6 +228,7 @@ class Enumerator:
         self.cfg = model.cfg
         self.w = _Weights.of(model)
         self._EW = None
+        self._one = None                    # the one-layer fast path's buffers, when it applies
         self._prepare()
 
     # -- layer 1, per token (K tokens)
@@ -402,6 +401,9 @@ class Enumerator:
             return self._run(start, stop, batch, progress)
 
     def _run(self, start, stop, batch, progress) -> ShardResult:
+        from certify.transcript import onelayer
+        if onelayer.applicable(self):
+            return self._run_one_layer(start, stop, progress)
         from certify.transcript.search import hash_rows
 
         t0 = time.perf_counter()
@@ -431,6 +433,50 @@ class Enumerator:
             hashes[b0 - start:b1 - start] = hash_rows(keys)
             if progress is not None:
                 progress(b1 - b0)
+        errors.sort()
+        return ShardResult(start, stop, hashes, correct, errors[:MAX_ERRORS], err_count,
+                           replayed, emax, time.perf_counter() - t0)
+
+
+    def _run_one_layer(self, start, stop, progress) -> ShardResult:
+        """:meth:`_run` through :mod:`certify.transcript.onelayer` (one-layer models):
+        batches within one block of the lo table, transcripts packed into words."""
+        from certify.transcript import onelayer
+        from certify.transcript.search import hash_rows
+
+        if self._one is None:
+            self._one = onelayer.OneLayer(self)
+        one = self._one
+        t0 = time.perf_counter()
+        hashes = np.empty(stop - start, dtype=np.uint64)
+        correct = err_count = replayed = 0
+        errors: list[int] = []
+        emax = 0.0
+        b0 = start
+        while b0 < stop:
+            b1 = min(stop, b0 + onelayer.BATCH, (b0 // self.nlo + 1) * self.nlo)
+            words, unc, good, wrong, e = one.batch(b0, b1)
+            emax = max(emax, e)
+            correct += int(good.sum())
+            for j in np.nonzero(wrong)[0][:MAX_ERRORS]:
+                if len(errors) < MAX_ERRORS:
+                    errors.append(b0 + int(j))
+            err_count += int(wrong.sum())
+            for j in np.nonzero(unc)[0]:
+                replayed += 1
+                tr, ys, kap = self.replay(b0 + int(j))
+                words[j] = one.pack_transcript(tr)
+                if all(abs(y - t) < Fraction(1, 2) for y, t in zip(ys, kap)):
+                    correct += 1
+                else:
+                    err_count += 1
+                    if len(errors) < MAX_ERRORS:
+                        errors.append(b0 + int(j))
+            hashes[b0 - start:b1 - start] = words[:, 0] if words.shape[1] == 1 else \
+                hash_rows(words.view(np.int64))
+            if progress is not None:
+                progress(b1 - b0)
+            b0 = b1
         errors.sort()
         return ShardResult(start, stop, hashes, correct, errors[:MAX_ERRORS], err_count,
                            replayed, emax, time.perf_counter() - t0)

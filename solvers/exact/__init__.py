@@ -1,8 +1,10 @@
 """Exact rank over Q and the exact integer arithmetic under it.
 
 * :mod:`.integers` -- integer matrices; floats and rationals converted losslessly;
-* :mod:`.modular` -- ranks and minors modulo primes (lower bounds), exact span
-  checks (upper bounds);
+* :mod:`.modular` -- ranks and minors modulo primes (lower bounds), the exact
+  span check by python-flint (upper bounds);
+* :mod:`.span` -- the float64 multimodular span check of large int64 matrices
+  (bordered-minor bound, fused pass per tile; ``_modkernel.c`` compiled);
 * :mod:`.gram` -- exact Gram matrices of huge factors, in batches;
 * :mod:`.rank` -- the two-sided rank (:func:`exact_rank`, :func:`core_rank`)
   and its result type.
@@ -20,9 +22,9 @@ from __future__ import annotations
 from solvers.exact.gram import GramAccumulator, batch_gram, exact_products, normalize_pow2
 from solvers.exact.integers import (IntMatrix, as_int_lists, compact, dyadic, dyadic_to_fraction,
                                     fmpz_matrix, iter_int, nmod_matrix, rational_rows)
-from solvers.exact.modular import (float_minor, minor_mod_p, random_prime, sketched_pivot_minor,
-                                   span_check, span_check_multimodular)
+from solvers.exact.modular import float_minor, minor_mod_p, random_prime, sketched_pivot_minor, span_check
 from solvers.exact.rank import ExactRank, PrimeAttempt, core_rank, exact_rank, exact_rank_fast
+from solvers.exact.span import span_check_multimodular
 
 __all__ = [
     "ExactRank", "GramAccumulator", "IntMatrix", "PrimeAttempt", "as_int_lists", "batch_gram",

@@ -97,6 +97,36 @@ def _mantissas(arr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mant, exp
 
 
+def _dyadic_int64(arr: np.ndarray) -> IntMatrix | None:
+    """The vectorized conversion (a few whole-array passes) when the result fits
+    int64: ``E0 = e - 62`` for ``max|x| = f 2^e`` (``f`` in [1/2, 1)) is the finest
+    grid whose integers stay below ``2^62``; ``X = x 2^-E0`` (an exact power-of-two
+    scaling, or a rounding that the next test sees) is integral everywhere iff
+    every ``x`` is a multiple of ``2^E0`` (``trunc(X) == X``; ``trunc(X)`` has at
+    most 53 significant bits, so comparing it in float64 is exact). The common
+    trailing zeros of all ``X`` (their bitwise or) are then shifted out, so the
+    exponent is canonical (a scaling down that flushes a tiny ``x`` to 0 is
+    caught by counting nonzeros). None when some ``x`` has a bit below ``2^E0``: no
+    int64 form exists, and the caller builds Python integers."""
+    x = arr.astype(np.float64, copy=False)         # float16/32 -> float64 is exact
+    amax = max(float(x.max()), -float(x.min()))
+    if amax == 0.0:
+        return IntMatrix(np.zeros(arr.shape, dtype=np.int64))
+    E0 = int(np.frexp(amax)[1]) - 62
+    X = np.ldexp(x, -E0)
+    Xi = X.astype(np.int64)                        # truncation; |X| < 2^62
+    if not (Xi == X).all():
+        return None
+    del X
+    if E0 > 0 and np.count_nonzero(Xi) != np.count_nonzero(x):
+        return None                                # scaling down flushed a tiny x to 0
+    g = int(np.bitwise_or.reduce(Xi, axis=None))
+    tz = (g & -g).bit_length() - 1
+    if tz:
+        Xi >>= tz
+    return IntMatrix(Xi, exponent=E0 + tz)
+
+
 def dyadic(a, what: str = "matrix") -> IntMatrix:
     """Lossless integer form of a float or integer matrix: ``a = N * 2^E``.
 
@@ -109,6 +139,9 @@ def dyadic(a, what: str = "matrix") -> IntMatrix:
         if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.max() >= (1 << 63):
             return IntMatrix(np.array([[int(v) for v in row] for row in arr.tolist()], dtype=object))
         return IntMatrix(arr.astype(np.int64))
+    fast = _dyadic_int64(arr)
+    if fast is not None:
+        return fast
     mant, exp = _mantissas(arr)
     nz = mant != 0
     if not nz.any():

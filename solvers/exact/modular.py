@@ -1,12 +1,12 @@
-"""Ranks and minors modulo primes, and exact span checks.
+"""Ranks and minors modulo primes, and the exact span check by python-flint.
 
 Lower bound: ``rank_p(N) <= rank_Q(N)`` for every prime ``p``; a minor whose
 determinant is nonzero mod ``p`` is nonzero over Z, so the evidence is the
 prime and the minor's row and column indices. Upper bound (matrix form): with
 ``M = N[R, C]`` nonsingular, every column is in the span of the columns ``C``
-iff ``N[:, C] Y = N[:, notC]`` for ``Y = M^-1 N[R, notC]``; checked exactly
-(python-flint, or many word-size primes up to the Hadamard bound of the
-``(r+1)``-minors with float64 products that stay exact).
+iff ``N[:, C] Y = N[:, notC]`` for ``Y = M^-1 N[R, notC]``; :func:`span_check`
+solves it exactly with python-flint (any entry size); the float64 multimodular
+check of large int64 matrices is :mod:`solvers.exact.span`.
 """
 
 from __future__ import annotations
@@ -108,25 +108,8 @@ def float_minor(N: IntMatrix, *, seed: int = 0, oversample: int = 8
     return rows, cols
 
 
-def _float_exact_primes(r: int, bound: int) -> list[int]:
-    """Primes ``p`` with ``r (p - 1)^2 < 2^53`` (a float64 product of residues with
-    ``r`` terms is exact), largest first, until their product exceeds ``2 bound``."""
-    import flint
-    p = int(math.isqrt((1 << 53) // max(r, 1)))
-    out, prod = [], 1
-    while prod <= 2 * bound:
-        p -= 1
-        while not flint.fmpz(p).is_prime():
-            p -= 1
-        if p < 3:
-            raise ValueError("no room for float-exact primes")
-        out.append(p)
-        prod *= p
-    return out
-
-
 def _fmod_exact(c: np.ndarray, p: int) -> np.ndarray:
-    """Residues in [0, p) of nonnegative integer-valued float64 ``c < 2^53``:
+    """Residues in [0, p) of integer-valued float64 ``|c| < 2^53``:
     ``c - floor(c / p) p`` is exact (every term an integer below 2^53); the
     quotient may be off by one from rounding, corrected after."""
     d = c - np.floor(c / p) * p
@@ -141,77 +124,6 @@ def _mod_f(a: np.ndarray, p: int) -> np.ndarray:
     return _fmod_exact(af - np.floor(af / p) * p, p)
 
 
-def _hadamard_cols(cols_sq: list[int]) -> int:
-    """An integer upper bound of ``prod sqrt(c)`` for squared column norms ``c``."""
-    out = 1
-    for c in cols_sq:
-        out *= math.isqrt(c) + 1
-    return out
-
-
-def span_check_multimodular(N: IntMatrix, rows: Sequence[int], cols: Sequence[int],
-                            ) -> bool | None:
-    """Exact: every column of ``N`` lies in the span of ``N[:, cols]``, given
-    ``M = N[rows, cols]`` nonsingular (``D = det M != 0``). With
-    ``Yn = adj(M) N[rows, :]`` (Cramer: ``Yn[i, j]`` is ``det M`` with column
-    ``i`` replaced by ``N[rows, j]``, so ``|Yn[i, j]| <= H`` := the product of
-    the ``r`` largest column norms of ``N[rows, :]``, Hadamard), the claim is the
-    integer identity ``N[:, cols] Yn = D N``. Both sides are bounded by
-    ``B = max(r max|N[:, cols]| H, |D| max|N|)``, so it holds iff it holds modulo
-    primes whose product exceeds ``2 B``. Modulo ``p``:
-    ``Yn = D M^-1 N[rows, :]`` (``p`` does not divide ``D``), and each product
-    is a float64 product of residues, exact because ``r (p - 1)^2 < 2^53``.
-    None: not applicable (entries beyond int64)."""
-    import flint
-
-    if N.values.dtype == object:
-        return None
-    r = len(cols)
-    n2 = N.shape[1]
-    cset = set(cols)
-    other = np.array([j for j in range(n2) if j not in cset], dtype=np.int64)
-    if other.size == 0:
-        return True
-    if r == 0:
-        return not np.any(N.values)
-    R = np.asarray(rows, dtype=np.int64)
-    C = np.asarray(cols, dtype=np.int64)
-    D = int(N.fmpz(rows, cols).det())
-    if D == 0:
-        return None
-    NR = N.values[R]                                                   # (r, n2)
-    csq = sorted((int(v) for v in (NR.astype(object) ** 2).sum(0)), reverse=True)[:r]
-    H = _hadamard_cols(csq)
-    NC = N.values[:, C]                                                # (n1, r)
-    NO = N.values[:, other]                                            # (n1, n2 - r)
-    B = max(r * int(np.abs(NC).max()) * H, abs(D) * int(np.abs(NO).max(initial=0)))
-    NOf = NO.astype(np.float64)                                        # exact: |N| < 2^53
-    NRO = NR[:, other]
-    rblock = max(1, (1 << 15) // max(1, other.size))
-    buf = np.empty((rblock, other.size))
-    buf2 = np.empty((rblock, other.size))
-    for p in _float_exact_primes(r, B):
-        if D % p == 0:
-            return None
-        # mod p, multiplying by D^-1: N[:, C] (M^-1 N[R, other]) == N[:, other]
-        Mi = flint.nmod_mat(N.nmod(p, rows, cols).inv())
-        Mi = np.array([int(v) for v in Mi.entries()], dtype=np.float64).reshape(r, r)
-        Yp = _fmod_exact(Mi @ _mod_f(NRO, p), p)                       # (r, n2 - r)
-        NCp = _mod_f(NC, p)
-        inv = 1.0 / p
-        for a in range(0, NOf.shape[0], rblock):                       # rows in cache-sized blocks
-            b = min(NOf.shape[0], a + rblock)
-            diff = np.matmul(NCp[a:b], Yp, out=buf[:b - a])            # < r (p-1)^2 < 2^53
-            diff -= NOf[a:b]                                           # exact integers
-            q = np.multiply(diff, inv, out=buf2[:b - a])
-            np.rint(q, out=q)
-            q *= p
-            q -= diff                                                  # 0 iff diff = 0 mod p
-            if np.any(q):
-                return False
-    return True
-
-
 def _small_prime(n1: int, rng: np.random.Generator) -> int:
     """A prime ``p`` with ``n1 (p - 1)^2 < 2^53`` (float-exact products over ``n1``
     terms), drawn at random from the upper half of that range."""
@@ -223,17 +135,25 @@ def _small_prime(n1: int, rng: np.random.Generator) -> int:
     return x
 
 
-def sketched_pivot_minor(N: IntMatrix, p: int, k: int, rng: np.random.Generator
-                         ) -> tuple[int, list[int], list[int]] | None:
+def sketched_pivot_minor(N: IntMatrix, p: int, k: int, rng: np.random.Generator,
+                         Nf: np.ndarray | None = None) -> tuple[int, list[int], list[int]] | None:
     """The canonical minor mod ``p`` (pivot columns of ``rref(N mod p)``, then the
     pivot rows of ``N[:, cols]``), computed from the ``k x n2`` sketch ``G N mod
     p``: row operations keep column dependencies, so when ``rank_p(G N) =
     rank_p(N)`` the pivot columns agree. Returns ``(rank_p(G N), rows, cols)``,
     or None when the sketch is full (``k`` too small). The caller proves
-    ``rank(N) <= rank_p(G N)`` (span check), which gives the equality."""
+    ``rank(N) <= rank_p(G N)`` (span check), which gives the equality. ``Nf`` is
+    ``N`` as float64 when the caller has it (``|N| < 2^53``)."""
     n1, n2 = N.shape
-    G = rng.integers(0, p, (k, n1)).astype(np.float64)
-    GN = _fmod_exact(G @ _mod_f(N.values, p), p)                    # exact: n1 (p-1)^2 < 2^53
+    small = 52 - N.max_bits() - max(n1, 1).bit_length()             # bits of G for an exact G @ N
+    if Nf is not None and small >= 10:
+        # G with entries below 2^small: |G N| < n1 2^small 2^bits <= 2^52, exact without
+        # reducing the n1 x n2 matrix; only the k x n2 product is reduced mod p
+        G = rng.integers(0, 1 << small, (k, n1)).astype(np.float64)
+        GN = _fmod_exact(G @ Nf, p)
+    else:
+        G = rng.integers(0, p, (k, n1)).astype(np.float64)
+        GN = _fmod_exact(G @ _mod_f(N.values, p), p)                 # exact: n1 (p-1)^2 < 2^53
     R, rk = nmod_matrix(GN.astype(np.int64), p).rref()
     if rk >= k and k < n1:
         return None

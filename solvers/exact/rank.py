@@ -8,28 +8,31 @@ and an exact upper-bound witness (a column-span check or a null-space basis);
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from certify.core.verdict import Verdict
 from solvers.exact.integers import IntMatrix, _obj, _zero, compact
 from solvers.exact.modular import (_small_prime, minor_mod_p, random_prime, sketched_pivot_minor,
-                                   span_check, span_check_multimodular)
+                                   span_check)
+from solvers.exact.span import span_check_multimodular
 
 
 def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60) -> ExactRank | None:
     """Two-sided exact rank for int64 matrices: the canonical minor mod a small
     prime from a sketch (:func:`sketched_pivot_minor`, ``k`` from a float64
     rank estimate), checked nonsingular mod p (lower bound), and the
-    multimodular span check (upper bound). None when a step does not verify
-    (the caller falls back to the full modular elimination)."""
+    multimodular span check (upper bound, :mod:`solvers.exact.span`). None when
+    a step does not verify (the caller falls back to the full modular
+    elimination). ``timings`` holds each step's seconds; ``details`` the span
+    check's bound bits and prime count."""
     t0 = time.perf_counter()
-    timings = {}
-    if N.values.dtype == object or N.max_bits() > 52 or min(N.shape) == 0:
+    timings: dict = {}
+    if N.values.dtype == object or N.max_bits() > 51 or min(N.shape) == 0:
         return None
     rng = np.random.default_rng(seed)
-    A = N.values.astype(np.float64)
+    A = N.values.astype(np.float64)                      # exact: |N| < 2^51
     n1, n2 = A.shape
     k = 32
     while True:                                          # float rank estimate of a sketch
@@ -42,7 +45,7 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60) -> ExactRank
     timings["proposal"] = time.perf_counter() - t0
     t = time.perf_counter()
     p = _small_prime(n1, rng)
-    minor = sketched_pivot_minor(N, p, min(n1, r_est + 8), rng)
+    minor = sketched_pivot_minor(N, p, min(n1, r_est + 8), rng, Nf=A)
     timings["modular"] = time.perf_counter() - t
     if minor is None:
         return None
@@ -50,12 +53,14 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60) -> ExactRank
     if rk and N.nmod(p, rows, cols).det() == 0:
         return None
     t = time.perf_counter()
-    ok = span_check_multimodular(N, rows, cols) if rk < min(n1, n2) else True
+    stats: dict = {}
+    ok = span_check_multimodular(N, rows, cols, Nf=A, stats=stats) if rk < min(n1, n2) else True
     timings["span_check"] = time.perf_counter() - t
     if not ok:
         return None
-    return _result((p, rk, rows, cols), rk, "trivial" if rk == min(n1, n2) else "column_span",
-                   (PrimeAttempt(p, rk),), timings, t0)
+    res = _result((p, rk, rows, cols), rk, "trivial" if rk == min(n1, n2) else "column_span",
+                  (PrimeAttempt(p, rk),), timings, t0)
+    return replace(res, details={f"span_{key}": v for key, v in stats.items()})
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class ExactRank:
     null_minor_cols: tuple[int, ...] = ()
     null_prime: int | None = None
     timings: dict = field(default_factory=dict)
+    details: dict = field(default_factory=dict)        # diagnostics (span check: bound bits, primes)
 
 
 def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 60,

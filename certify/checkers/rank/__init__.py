@@ -78,7 +78,14 @@ nonnegative
   every product ``PhiQ PhiK^T`` recomputed; trusted ``["all_products"]``),
   ``counterexample`` (``pair``, ``phi_q_row, phi_q_exponent, phi_k_row,
   phi_k_exponent`` = the features of the pair, ``value`` < 0 recomputed;
-  trusted ``["phi_q_row", "phi_k_row"]``), ``none`` (unknown only).
+  trusted ``["phi_q_row", "phi_k_row"]``), ``quadratic_kernel`` (the
+  structure lemma of Based's ``1 + s + s^2/2``: layout ``constant, linear,
+  quadratic``, coefficients ``g_diag, g_off`` and per-side summaries
+  ``min_const_*, max_linear_sq_*, max_quadratic_sq_*, max_residual_sq_*``
+  (``_q``, ``_k``), trusted when the features are not embedded; see
+  :mod:`certify.checkers.rank.nonnegative`), ``key_box`` (``key_lo, key_hi,
+  min_query_bound``: the box of the key features bounds alpha below by 0),
+  ``none`` (unknown only).
   Matrix form: ``method = "entries"``, ``shape, scale, matrix, matrix_sha256,
   argmin`` (first index of the minimum entry), ``min_sign``.
 """

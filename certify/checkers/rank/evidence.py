@@ -40,7 +40,12 @@ _TRUSTED = {("exact_rank", "factor"): ["gram_q", "gram_k", "num_tokens"],
             ("code_rank", "matrix"): ["B"],
             ("nonnegative", "features_nonnegative"): ["min_phi_q", "min_phi_k"],
             ("nonnegative", "all_products"): ["all_products"],
-            ("nonnegative", "counterexample"): ["phi_q_row", "phi_k_row"]}
+            ("nonnegative", "counterexample"): ["phi_q_row", "phi_k_row"],
+            ("nonnegative", "quadratic_kernel"): ["r", "min_const_q", "min_const_k", "max_linear_sq_q",
+                                                  "max_linear_sq_k", "max_quadratic_sq_q",
+                                                  "max_quadratic_sq_k", "max_residual_sq_q",
+                                                  "max_residual_sq_k"],
+            ("nonnegative", "key_box"): ["key_lo", "key_hi", "min_query_bound"]}
 
 
 def _minor_nonzero(F, p: Any, R: list[int], C: list[int]) -> bool:

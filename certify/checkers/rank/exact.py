@@ -5,10 +5,13 @@ witness, exactly.
 
 from __future__ import annotations
 
+import numpy as np
+
 from certify.checkers.common import fmpz_mat, int_matrix, integer, keys
 from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, _GRAM, _check_grams, _check_minor,
                                             _check_params, _get_matrix, _indices, _matrix_keys,
                                             _verdict_from_bounds)
+from certify.checkers.rank.span import check_matrix_rank_array
 
 
 def check_exact_rank(claim, cert, matrix=None) -> list[str]:
@@ -47,6 +50,10 @@ def check_exact_rank(claim, cert, matrix=None) -> list[str]:
         return [f"unknown form {ev.get('form')!r}"]
     _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "prime", "minor_rows", "minor_cols",
                       "upper_witness", "rank_lower", "rank_upper"), matrix)
+    if isinstance(matrix, np.ndarray) and matrix.dtype == np.int64 and matrix.ndim == 2:
+        found = check_matrix_rank_array(claim, cert, matrix)        # large: numpy, many primes
+        if found is not None:
+            return found
     rows = _get_matrix(ev, matrix)
     _check_params(claim, cert, "matrix", None, None)
     F = fmpz_mat(rows)

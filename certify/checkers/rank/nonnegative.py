@@ -1,14 +1,40 @@
 """Checker of ``nonnegative`` claims: nonnegative features, every product, a
-counterexample pair, or every matrix entry, exactly.
+counterexample pair, every matrix entry, or a lemma on the factor form's
+structure (the quadratic kernel of Based, the key box), exactly.
+
+Quadratic kernel (``method = "quadratic_kernel"``). The layout (``constant``,
+``linear``, ``quadratic`` = ``[feature, i, j]`` per pair ``i <= j`` of linear
+positions) must partition the ``r`` features (``r``: their number, the
+embedded features' width, or a trusted summary) and list every pair once. With
+``c2 = g_off^2 / 2`` and the per-token summaries (``min_const``: the exact
+minimum of the constant feature, > 0; ``max_linear_sq``, ``max_quadratic_sq``,
+``max_residual_sq``: upper bounds of ``||v||^2``, ``||w||^2`` and
+``||w - (g_ij v_i v_j)||^2``; ``_q`` and ``_k`` sides), the lemma
+
+    alpha >= A_q A_k - 1/(4 c2) - max(c2 - g_diag^2, 0) V_q V_k
+             - sqrt(max(g_diag^2, c2) V_q^2 E_k) - sqrt(E_q W_k)
+
+(``alpha = a_q a_k + t + <w_q, w_k>``, ``t = <v_q, v_k>``, ``t + c2 t^2 >= -1/(4 c2)``;
+the argument is written out in ``certify.rank.structure``) is evaluated exactly,
+square roots bounded above by integer square roots; a positive value proves the
+claim. With the features at hand every summary is recomputed exactly (the
+minima must be equal, the upper bounds at least the exact maxima).
+
+Key box (``method = "key_box"``): ``key_lo <= phi_k(z) <= key_hi`` coordinatewise
+and ``min_query_bound <= min_x sum_c min(q_c lo_c, q_c hi_c)``, which must be
+``>= 0``; recomputed exactly from the features at hand.
 """
 
 from __future__ import annotations
 
 from fractions import Fraction
 
+import numpy as np
+
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys, q_str, rational
 from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, SOURCE_KEYS, _Features, _get_matrix,
-                                            _indices, _matrix_keys)
+                                            _indices, _matrix_keys, _scale)
+from certify.checkers.rank.span import array_sha256
 
 
 def check_nonnegative(claim, cert, matrix=None) -> list[str]:
@@ -19,13 +45,21 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
         if method != "entries":
             raise Bad(f"matrix form needs method 'entries', got {method!r}")
         _matrix_keys(ev, ("form", "method", "shape", "scale", "matrix_sha256", "argmin", "min_sign"), matrix)
-        rows = _get_matrix(ev, matrix)
-        flat = [v for r in rows for v in r]
-        idx = flat.index(min(flat))
-        sign = (flat[idx] > 0) - (flat[idx] < 0)
+        if isinstance(matrix, np.ndarray) and matrix.dtype == np.int64 and matrix.ndim == 2:
+            if [*matrix.shape] != _indices(ev["shape"], "shape") or \
+                    array_sha256(matrix, _scale(ev["scale"], matrix.shape[0])) != ev["matrix_sha256"]:
+                raise Bad("matrix_sha256 is not the hash of the scale and the matrix")
+            idx, ncols = int(np.argmin(matrix)), matrix.shape[1]     # the first minimum
+            low = int(matrix.ravel()[idx])
+        else:
+            rows = _get_matrix(ev, matrix)
+            flat = [v for r in rows for v in r]
+            idx, ncols = flat.index(min(flat)), len(rows[0])
+            low = flat[idx]
+        sign = (low > 0) - (low < 0)
         problems = []
-        if _indices(ev["argmin"], "argmin") != list(divmod(idx, len(rows[0]))):
-            problems.append(f"argmin is not the first minimum entry {list(divmod(idx, len(rows[0])))}")
+        if _indices(ev["argmin"], "argmin") != list(divmod(idx, ncols)):
+            problems.append(f"argmin is not the first minimum entry {list(divmod(idx, ncols))}")
         if integer(ev["min_sign"], "min_sign") != sign:
             problems.append(f"min_sign is {ev['min_sign']}, the minimum entry's sign is {sign}")
         expect = "proved" if sign >= 0 else "refuted"
@@ -40,12 +74,17 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
         return [] if verdict == "unknown" else ["without evidence the verdict must be unknown"]
     fields = {"features_nonnegative": ("min_phi_q", "min_phi_k"), "all_products": ("num_checked",),
               "counterexample": ("pair", "value", "phi_q_row", "phi_q_exponent", "phi_k_row",
-                                 "phi_k_exponent")}.get(method)
+                                 "phi_k_exponent"),
+              "quadratic_kernel": _QUADRATIC, "key_box": ("key_lo", "key_hi", "min_query_bound")}.get(method)
     if fields is None:
         raise Bad(f"unknown nonnegative method {method!r}")
     keys(ev, "nonnegative evidence", base + fields, _FEATURE_OPTIONAL)
     F = _Features(ev, cert, "nonnegative", method)
     problems = []
+    if method == "quadratic_kernel":
+        return _check_quadratic(ev, F, verdict)
+    if method == "key_box":
+        return _check_box(ev, F, verdict)
     if method == "features_nonnegative":
         mq, mk = rational(ev["min_phi_q"], "min_phi_q"), rational(ev["min_phi_k"], "min_phi_k")
         if F.have:
@@ -87,4 +126,93 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
         problems.append("the counterexample does not recompute to a negative value")
     if verdict != "refuted":
         problems.append("a counterexample refutes the claim but the verdict is not refuted")
+    return problems
+
+
+_SUMMARIES = ("min_const", "max_linear_sq", "max_quadratic_sq", "max_residual_sq")
+_QUADRATIC = ("r", "constant", "linear", "quadratic", "g_diag", "g_off") + tuple(
+    f"{k}_{side}" for k in _SUMMARIES for side in ("q", "k"))
+
+
+def _isqrt_up(x: Fraction, bits: int = 64) -> Fraction:
+    """A rational upper bound of ``sqrt(x)``, ``x >= 0``: ``ceil(sqrt(n d 4^b)) / (d 2^b)``."""
+    import math
+    n, d = x.numerator, x.denominator
+    N = n * d << (2 * bits)
+    r = math.isqrt(N)
+    return Fraction(r if r * r == N else r + 1, d << bits)
+
+
+def _check_quadratic(ev, F, verdict) -> list[str]:
+    c = integer(ev["constant"], "constant", 0)
+    lin = _indices(ev["linear"], "linear")
+    quad = int_matrix(ev["quadratic"], "quadratic", (None, 3)) if ev["quadratic"] else []
+    d = len(lin)
+    pairs = sorted((i, j) for _, i, j in quad)
+    if d == 0 or pairs != [(i, j) for i in range(d) for j in range(i, d)]:
+        raise Bad("quadratic must list the pairs i <= j of the linear positions once each")
+    feats = [c] + lin + [f for f, _, _ in quad]
+    r = integer(ev["r"], "r", 1)
+    if F.have and r != len(F.phi_q[0]):
+        raise Bad(f"r is {r}, the embedded features have {len(F.phi_q[0])} columns")
+    if sorted(feats) != list(range(r)):
+        raise Bad("constant, linear and quadratic features must partition the r features")
+    gd, go = rational(ev["g_diag"], "g_diag"), rational(ev["g_off"], "g_off")
+    S = {f"{k}_{s}": rational(ev[f"{k}_{s}"], f"{k}_{s}") for k in _SUMMARIES for s in ("q", "k")}
+    problems = []
+    if F.have:
+        for side, rows, e in (("q", F.phi_q, F.eq), ("k", F.phi_k, F.ek)):
+            sc = Fraction(2) ** e
+            mn = min(r[c] for r in rows) * sc
+            V = W = E = Fraction(0)
+            for r in rows:
+                v = [r[i] for i in lin]                                   # integers, scale sc
+                V = max(V, sum(Fraction(x * x) for x in v) * sc * sc)
+                W = max(W, sum(Fraction(r[f] * r[f]) for f, _, _ in quad) * sc * sc)
+                E = max(E, sum((Fraction(r[f]) * sc - (gd if i == j else go) * v[i] * v[j] * sc * sc) ** 2
+                               for f, i, j in quad))
+            if S[f"min_const_{side}"] != mn:
+                problems.append(f"min_const_{side} is not the constant feature's minimum {q_str(mn)}")
+            for key, val in (("max_linear_sq", V), ("max_quadratic_sq", W), ("max_residual_sq", E)):
+                if S[f"{key}_{side}"] < val:
+                    problems.append(f"{key}_{side} is below the features' maximum {q_str(val)}")
+    if go == 0:
+        return problems + ["g_off = 0: no quadratic term"]
+    if S["min_const_q"] <= 0 or S["min_const_k"] <= 0:
+        return problems + ["the constant features are not positive: the lemma does not apply"]
+    c2 = go * go / 2
+    margin = (S["min_const_q"] * S["min_const_k"] - 1 / (4 * c2)
+              - max(c2 - gd * gd, Fraction(0)) * S["max_linear_sq_q"] * S["max_linear_sq_k"]
+              - _isqrt_up(max(gd * gd, c2) * S["max_linear_sq_q"] ** 2 * S["max_residual_sq_k"])
+              - _isqrt_up(S["max_residual_sq_q"] * S["max_quadratic_sq_k"]))
+    if margin <= 0:
+        problems.append(f"the quadratic-kernel bound is {float(margin):.3g} <= 0: not proved")
+    elif verdict != "proved":
+        problems.append("the quadratic-kernel bound proves the claim but the verdict is not proved")
+    return problems
+
+
+def _check_box(ev, F, verdict) -> list[str]:
+    lo = [rational(v, "key_lo") for v in ev["key_lo"]] if isinstance(ev["key_lo"], list) else None
+    hi = [rational(v, "key_hi") for v in ev["key_hi"]] if isinstance(ev["key_hi"], list) else None
+    if lo is None or hi is None or len(lo) != len(hi) or not lo:
+        raise Bad("key_lo and key_hi must list one bound per feature")
+    bound = rational(ev["min_query_bound"], "min_query_bound")
+    problems = []
+    if F.have:
+        if len(F.phi_k[0]) != len(lo):
+            raise Bad("key_lo / key_hi do not have one entry per feature")
+        sk, sq = Fraction(2) ** F.ek, Fraction(2) ** F.eq
+        for c in range(len(lo)):
+            col = [r[c] * sk for r in F.phi_k]
+            if lo[c] > min(col) or hi[c] < max(col):
+                problems.append(f"key feature {c} leaves [key_lo, key_hi]")
+                break
+        low = min(sum(min(x * sq * a, x * sq * b) for x, a, b in zip(r, lo, hi)) for r in F.phi_q)
+        if bound > low:
+            problems.append(f"min_query_bound exceeds the exact minimum {q_str(low)}")
+    if bound < 0:
+        problems.append("min_query_bound is negative: the box does not prove the claim")
+    elif verdict != "proved":
+        problems.append("the key box proves the claim but the verdict is not proved")
     return problems

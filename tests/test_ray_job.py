@@ -1,0 +1,89 @@
+"""The README's multi-node recipe, tried on one machine: a Ray head started here
+(`ray start --head --block`, loopback only, its own ports and temp folder), the
+Sec. 5.2 sweep submitted with `ray job submit`, and its rows compared with the
+same sweep in one process. The head is stopped by ending the process this test
+started (no `ray stop`: other Ray instances on the machine are left alone)."""
+
+import csv
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+RAY = Path(sys.executable).with_name("ray")
+
+
+def _free_ports(n):
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _rows(folder):
+    with open(folder / "sec52_runs.csv") as f:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
+
+
+@pytest.mark.slow
+def test_sec52_sweep_submitted_as_a_ray_job_equals_one_process(tmp_path):
+    pytest.importorskip("aiohttp")                   # the job server is ray[default]'s dashboard
+    sweep = ["-m", "models.train", "sec52", "--smoke", "--seeds", "0,1", "--no-progress"]
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled",
+           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    one = subprocess.run([sys.executable, *sweep, "--out", str(tmp_path / "one")], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert one.returncode == 0, one.stderr[-2000:]
+    gcs, dash, client, agent, agent_grpc, metrics, renv = _free_ports(7)
+    import shutil
+    import tempfile
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")    # short: the head's unix sockets live here
+    log = open(tmp_path / "head.log", "w")
+    head = subprocess.Popen(
+        [str(RAY), "start", "--head", "--block", "--num-cpus", "2", "--node-ip-address", "127.0.0.1",
+         "--port", str(gcs), "--dashboard-host", "127.0.0.1", "--dashboard-port", str(dash),
+         "--include-dashboard", "true", "--ray-client-server-port", str(client),
+         "--dashboard-agent-listen-port", str(agent), "--dashboard-agent-grpc-port", str(agent_grpc),
+         "--metrics-export-port", str(metrics), "--runtime-env-agent-port", str(renv),
+         "--temp-dir", temp],
+        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        address = f"http://127.0.0.1:{dash}"
+        deadline = time.monotonic() + 180
+        while True:                                  # the job server answers once the head is up
+            up = subprocess.run([str(RAY), "job", "list", "--address", address], env=env,
+                                capture_output=True, text=True, timeout=120)
+            if up.returncode == 0:
+                break
+            assert head.poll() is None, (tmp_path / "head.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, up.stderr[-2000:]
+            time.sleep(2)
+        job = subprocess.run(
+            [str(RAY), "job", "submit", "--address", address, "--",
+             sys.executable, *sweep, "--ray-address", "auto", "--out", str(tmp_path / "job")],
+            env=env, capture_output=True, text=True, timeout=900)
+        assert job.returncode == 0, (job.stdout + job.stderr)[-3000:]
+        assert "succeeded" in job.stdout + job.stderr
+    finally:
+        if head.poll() is None:
+            os.killpg(head.pid, signal.SIGTERM)      # the head and the processes it started
+            try:
+                head.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(head.pid, signal.SIGKILL)
+                head.wait(timeout=30)
+        log.close()
+        shutil.rmtree(temp, ignore_errors=True)
+    rows = _rows(tmp_path / "one")
+    assert len(rows) == 6 and rows == _rows(tmp_path / "job")
