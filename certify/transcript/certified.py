@@ -21,10 +21,10 @@ from fractions import Fraction
 
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.files import sha256_json
-from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 from certify.transcript.capacity import bound_claim, capacity
-from certify.transcript.replay import _bits, collision_evidence, family_evidence, replay
+from certify.transcript.replay import (collision_refutation, error_refutation, family_evidence,
+                                       replay)
 from certify.transcript.result import REPLAY_ASSUMPTION, TranscriptResult
 from certify.transcript.search import SearchResult
 
@@ -73,23 +73,15 @@ def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
         if er.collisions:
             a, b = er.collisions[0]
             ra, rb = replay(spec, model, a, EW), replay(spec, model, b, EW)
-            ev = collision_evidence(spec, model, ra, rb, n)
+            ev, reason, collision = collision_refutation(spec, model, ra, rb, n)
             verdict = Verdict.REFUTED
-            reason = (f"assignments {list(ra.kappa)} and {list(rb.kappa)} have the same exact "
-                      f"transcript but different targets: their query outputs coincide, so one "
-                      f"errs by >= 1/2 (Thm 9)")
-            collision = {"kappa_a": list(ra.kappa), "kappa_b": list(rb.kappa),
-                         "index_a": a, "index_b": b, "transcript": ev["transcript"]}
         elif er.errors and (bad := _first_error(spec, model, er.errors[0], EW)) is None:
             reason = (f"assignment index {er.errors[0]}: the float64 ball said error >= 1/2, "
                       "the exact replay does not confirm it")
         elif er.errors:
             r, i, y, t = bad
             verdict = Verdict.REFUTED
-            reason = f"assignment {list(r.kappa)}: query {i} outputs {y} (exact), target {t}"
-            ev = {"type": "error", "family": family_evidence(spec, n), "model": model.evidence(),
-                  "kappa": list(r.kappa), "index": r.index, "input": [_bits(x) for x in r.tokens],
-                  "position": i, "target": t, "output": q_to_str(y)}
+            ev, reason = error_refutation(spec, model, r, i, y, t, n)
         elif er.correct == N:
             verdict = Verdict.PROVED
             ev = {"type": "all", "family": family_evidence(spec, n), "model": model.evidence(),

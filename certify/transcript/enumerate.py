@@ -406,36 +406,18 @@ class Enumerator:
             return self._run_one_layer(start, stop, progress)
         from certify.transcript.search import hash_rows
 
-        t0 = time.perf_counter()
-        hashes = np.empty(stop - start, dtype=np.uint64)
-        correct = err_count = replayed = 0
-        errors: list[int] = []
-        emax = 0.0
+        tally = _Tally(self, start, stop)
         for b0 in range(start, stop, batch):
             b1 = min(stop, b0 + batch)
             keys, unc, good, wrong, e = self.batch(b0, b1)
-            emax = max(emax, e)
-            correct += int(good.sum())
-            for j in np.nonzero(wrong)[0][:MAX_ERRORS]:
-                if len(errors) < MAX_ERRORS:
-                    errors.append(b0 + int(j))
-            err_count += int(wrong.sum())
-            for j in np.nonzero(unc)[0]:
-                replayed += 1
-                tr, ys, kap = self.replay(b0 + int(j))
+
+            def store(j, tr, keys=keys):
                 keys[j] = np.asarray(tr, dtype=np.int64)
-                if all(abs(y - t) < Fraction(1, 2) for y, t in zip(ys, kap)):
-                    correct += 1
-                else:
-                    err_count += 1
-                    if len(errors) < MAX_ERRORS:
-                        errors.append(b0 + int(j))
-            hashes[b0 - start:b1 - start] = hash_rows(keys)
+            tally.add(b0, good, wrong, unc, e, store)
+            tally.hashes[b0 - start:b1 - start] = hash_rows(keys)
             if progress is not None:
                 progress(b1 - b0)
-        errors.sort()
-        return ShardResult(start, stop, hashes, correct, errors[:MAX_ERRORS], err_count,
-                           replayed, emax, time.perf_counter() - t0)
+        return tally.result()
 
 
     def _run_one_layer(self, start, stop, progress) -> ShardResult:
@@ -447,39 +429,62 @@ class Enumerator:
         if self._one is None:
             self._one = onelayer.OneLayer(self)
         one = self._one
-        t0 = time.perf_counter()
-        hashes = np.empty(stop - start, dtype=np.uint64)
-        correct = err_count = replayed = 0
-        errors: list[int] = []
-        emax = 0.0
+        tally = _Tally(self, start, stop)
         b0 = start
         while b0 < stop:
             b1 = min(stop, b0 + onelayer.BATCH, (b0 // self.nlo + 1) * self.nlo)
             words, unc, good, wrong, e = one.batch(b0, b1)
-            emax = max(emax, e)
-            correct += int(good.sum())
-            for j in np.nonzero(wrong)[0][:MAX_ERRORS]:
-                if len(errors) < MAX_ERRORS:
-                    errors.append(b0 + int(j))
-            err_count += int(wrong.sum())
-            for j in np.nonzero(unc)[0]:
-                replayed += 1
-                tr, ys, kap = self.replay(b0 + int(j))
+
+            def store(j, tr, words=words):
                 words[j] = one.pack_transcript(tr)
-                if all(abs(y - t) < Fraction(1, 2) for y, t in zip(ys, kap)):
-                    correct += 1
-                else:
-                    err_count += 1
-                    if len(errors) < MAX_ERRORS:
-                        errors.append(b0 + int(j))
-            hashes[b0 - start:b1 - start] = words[:, 0] if words.shape[1] == 1 else \
+            tally.add(b0, good, wrong, unc, e, store)
+            tally.hashes[b0 - start:b1 - start] = words[:, 0] if words.shape[1] == 1 else \
                 hash_rows(words.view(np.int64))
             if progress is not None:
                 progress(b1 - b0)
             b0 = b1
-        errors.sort()
-        return ShardResult(start, stop, hashes, correct, errors[:MAX_ERRORS], err_count,
-                           replayed, emax, time.perf_counter() - t0)
+        return tally.result()
+
+
+class _Tally:
+    """One shard's counts while its batches are certified: the float64 decisions
+    of a batch, then the exact replay of each uncertain assignment (its exact
+    transcript replaces the float one through ``store(j, transcript)``)."""
+
+    def __init__(self, enum: Enumerator, start: int, stop: int):
+        self.enum, self.start, self.stop = enum, start, stop
+        self.t0 = time.perf_counter()
+        self.hashes = np.empty(stop - start, dtype=np.uint64)
+        self.correct = self.err_count = self.replayed = 0
+        self.errors: list[int] = []
+        self.emax = 0.0
+
+    def _error(self, index: int) -> None:
+        self.err_count += 1
+        if len(self.errors) < MAX_ERRORS:
+            self.errors.append(index)
+
+    def add(self, b0: int, good, wrong, unc, emax: float, store) -> None:
+        self.emax = max(self.emax, emax)
+        self.correct += int(good.sum())
+        wrong_at = np.nonzero(wrong)[0]
+        self.err_count += len(wrong_at)
+        room = max(0, MAX_ERRORS - len(self.errors))
+        self.errors.extend(b0 + int(j) for j in wrong_at[:room])
+        for j in np.nonzero(unc)[0]:
+            self.replayed += 1
+            tr, ys, kap = self.enum.replay(b0 + int(j))
+            store(j, tr)
+            if all(abs(y - t) < Fraction(1, 2) for y, t in zip(ys, kap)):
+                self.correct += 1
+            else:
+                self._error(b0 + int(j))
+
+    def result(self) -> ShardResult:
+        self.errors.sort()
+        return ShardResult(self.start, self.stop, self.hashes, self.correct,
+                           self.errors[:MAX_ERRORS], self.err_count, self.replayed, self.emax,
+                           time.perf_counter() - self.t0)
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,7 @@ class OneLayer:
         hi, lo0 = divmod(start, self.nlo)
         if (stop - 1) // self.nlo != hi:
             raise ValueError("a batch must not cross a block of the lo table")
-        r, dv, q, T1 = self.r, self.dv, self.q, self.T1
+        r, dv, q = self.r, self.dv, self.q
         unc = np.zeros(B, dtype=bool)
         words = np.zeros((B, self.nwords))
         dm = dr = None

@@ -70,6 +70,30 @@ def family_evidence(spec, n: int) -> dict[str, Any]:
             "words": [_bits(w) for w in spec.words]}
 
 
+def error_refutation(spec, model, r: Replay, position: int, output: Fraction, target: int,
+                     n: int) -> tuple[dict[str, Any], str]:
+    """The evidence and the reason of a refutation by one exact output: query
+    ``position`` of assignment ``r`` outputs ``output``, at least 1/2 from ``target``."""
+    ev = {"type": "error", "family": family_evidence(spec, n), "model": model.evidence(),
+          "kappa": list(r.kappa), "index": r.index, "input": [_bits(x) for x in r.tokens],
+          "position": position, "target": target, "output": q_to_str(output)}
+    reason = f"assignment {list(r.kappa)}: query {position} outputs {output} (exact), target {target}"
+    return ev, reason
+
+
+def collision_refutation(spec, model, ra: Replay, rb: Replay, n: int
+                         ) -> tuple[dict[str, Any], str, dict[str, Any]]:
+    """The evidence, the reason and the summary of a refutation by an exact
+    collision: ``ra`` and ``rb`` have one exact transcript and different targets."""
+    ev = collision_evidence(spec, model, ra, rb, n)
+    reason = (f"assignments {list(ra.kappa)} and {list(rb.kappa)} have the same exact "
+              f"transcript but different targets: their query outputs coincide, so one "
+              f"errs by >= 1/2 (Thm 9)")
+    collision = {"kappa_a": list(ra.kappa), "kappa_b": list(rb.kappa),
+                 "index_a": ra.index, "index_b": rb.index, "transcript": ev["transcript"]}
+    return ev, reason, collision
+
+
 def collision_evidence(spec, model, ra: Replay, rb: Replay, n: int) -> dict[str, Any]:
     """Everything the checker needs to replay the collision without torch."""
     ev: dict[str, Any] = {

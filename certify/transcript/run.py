@@ -36,13 +36,12 @@ from typing import Any, Sequence
 
 from certify.core.certificate import Certificate, Claim, ClaimKind
 from certify.core.errors import InputError
-from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 from certify.transcript.capacity import bound_claim, capacity
 from certify.transcript.model import (ModelRequest, QuantizedSketchModel, build_model,
                                       check_compatible)
-from certify.transcript.replay import (_bits, _query_error, collision_evidence, family_evidence,
-                                       replay)
+from certify.transcript.replay import (_query_error, collision_refutation, error_refutation,
+                                       family_evidence, replay)
 from certify.transcript.result import DEFAULT_EXACT_LIMIT, TranscriptResult
 from certify.transcript.search import DEFAULT_BATCH, search_collisions
 
@@ -89,13 +88,8 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
             continue
         if ra.transcript != rb.transcript or ra.kappa == rb.kappa:
             continue                               # float proposal not confirmed
-        ev = collision_evidence(spec, model, ra, rb, n)
+        ev, reason, collision = collision_refutation(spec, model, ra, rb, n)
         verdict = Verdict.REFUTED
-        reason = (f"assignments {list(ra.kappa)} and {list(rb.kappa)} have the same exact "
-                  f"transcript but different targets: their query outputs coincide, so one "
-                  f"errs by >= 1/2 (Thm 9)")
-        collision = {"kappa_a": list(ra.kappa), "kappa_b": list(rb.kappa),
-                     "index_a": a, "index_b": b, "transcript": ev["transcript"]}
         break
     injective = (res.complete and not res.candidates) if res.complete else None
     # --- no certified collision
@@ -111,12 +105,7 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
                         break
             if bad is not None and isinstance(bad[1], Fraction):
                 verdict = Verdict.REFUTED
-                reason = (f"assignment {list(r.kappa)}: query {bad[0]} outputs {bad[1]} "
-                          f"(exact), target {bad[2]}")
-                ev = {"type": "error", "family": family_evidence(spec, n),
-                      "model": model.evidence(), "kappa": list(r.kappa), "index": r.index,
-                      "input": [_bits(x) for x in r.tokens], "position": bad[0],
-                      "target": bad[2], "output": q_to_str(bad[1])}
+                ev, reason = error_refutation(spec, model, r, *bad, n)
         if verdict is not Verdict.REFUTED:
             if not res.complete:
                 reason = (f"time limit: {res.checked} of {res.assignments} "
@@ -172,12 +161,8 @@ def _exact_all(spec, model, EW, n, progress):
             if fails:
                 ok = False
                 if isinstance(y, Fraction):
-                    ev = {"type": "error", "family": family_evidence(spec, n),
-                          "model": model.evidence(), "kappa": list(r.kappa), "index": idx,
-                          "input": [_bits(x) for x in r.tokens], "position": i, "target": t,
-                          "output": q_to_str(y)}
-                    return (Verdict.REFUTED, f"assignment {list(r.kappa)}: query {i} outputs {y} "
-                            f"(exact), target {t}", idx + 1, correct, ev)
+                    ev, reason = error_refutation(spec, model, r, i, y, t, n)
+                    return (Verdict.REFUTED, reason, idx + 1, correct, ev)
                 return (Verdict.UNKNOWN, f"assignment {list(r.kappa)} query {i}: certified error "
                         ">= 1/2 from an arb ball (not exact evidence)", idx + 1, correct, None)
         correct += ok
