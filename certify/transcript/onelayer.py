@@ -278,18 +278,7 @@ class OneLayer:
         kf = np.floor(t, out=j)
         np.clip(kf, 0, top, out=kf)
         kf[~np.isfinite(kf)] = 0
-        val = self._buf("qv", shape)
-        np.multiply(kf, step, out=val)
-        rval = self._buf("qrv", shape)
-        np.multiply(val, 4 * U, out=rval)                       # k step >= 0, before lo is added
-        val += lo
-        np.abs(val, out=a)
-        a *= 2 * U
-        rval += a
-        rval += abs(lo) * U * 2
-        rval *= INFL
-        rval += ETA
-        return kf, val, rval
+        return self._dequantized(kf, a, ETA)
 
     def _index(self, t, rt, unc):
         """The quantizer's index and dequantized ball from ``t`` and its radius (the
@@ -328,8 +317,14 @@ class OneLayer:
             np.multiply(val, 6 * U * INFL, out=rval)                # 4u k + 2u |k| (k >= 0)
             rval += FLOOR
             return kf, val, rval
-        val = self._buf("qv", shape)
-        np.multiply(kf, step, out=val)
+        return self._dequantized(kf, a, FLOOR)
+
+    def _dequantized(self, kf, a, floor):
+        """The dequantized ball ``lo + k step`` of the indices ``kf`` (``a`` is scratch),
+        its radius ending in ``+ floor``."""
+        shape, lo = kf.shape, self.lo
+        val, rval = self._buf("qv", shape), self._buf("qrv", shape)
+        np.multiply(kf, self.step, out=val)
         np.multiply(val, 4 * U, out=rval)                           # k step >= 0, before lo is added
         val += lo
         np.abs(val, out=a)
@@ -337,7 +332,7 @@ class OneLayer:
         rval += a
         rval += abs(lo) * U * 2
         rval *= INFL
-        rval += FLOOR
+        rval += floor
         return kf, val, rval
 
     # ------------------------------------------------------------------ head output
