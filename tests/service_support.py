@@ -265,3 +265,18 @@ class PostgresCluster:
                                      "-w", "stop"), capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
         self.pgdata = None
+
+
+def postgres_cluster(tmp_path_factory):
+    """A module fixture's body: a throwaway PostgreSQL cluster, started (a failure to
+    start fails the test with its reason; a missing package skips), then stopped."""
+    cluster = PostgresCluster(tmp_path_factory.mktemp("pg"))
+    try:
+        cluster.start()
+    except Exception as exc:          # noqa: BLE001 - the reason is reported
+        cluster.stop()
+        if "Skipped" in type(exc).__name__:
+            raise
+        pytest.fail(f"could not start a throwaway PostgreSQL cluster: {exc}")
+    yield cluster
+    cluster.stop()

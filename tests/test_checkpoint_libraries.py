@@ -24,34 +24,15 @@ from safetensors.torch import save_file
 
 from certify.checkers.verify import verify_certificate
 from certify.checkpoints.heads import certify_heads
+from library_support import libraries, randomize, save_st
 
-performer = pytest.importorskip("performer_pytorch.performer_pytorch")
-lat = pytest.importorskip("linear_attention_transformer.linear_attention_transformer")
-fla_layers = pytest.importorskip("fla.layers")
-fla_models = pytest.importorskip("fla.models")
+performer, lat, fla_layers, fla_models = libraries()
 
 M = 6
 TOL = 1e-5          # float32 features against the library's float32 forward, scaled by the value size
 
 
 # ---------------------------------------------------------------- helpers
-
-def _randomize(module, std=0.5, seed=0):
-    """Weights of a trained scale (norm weights too: a missed pre-norm must show)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * std)
-    return module
-
-
-def _st(sd, folder: Path, config=None, name="model.safetensors") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().contiguous() for k, v in sd.items()}, str(folder / name))
-    if config is not None:
-        (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
 
 def _features(cert: dict, layer: int, head: int) -> tuple[np.ndarray, np.ndarray, str]:
     """The certified features of one head, exactly as embedded, and its token set."""
@@ -123,7 +104,7 @@ def performer_depth2(tmp_path_factory):
     torch.manual_seed(0)
     model = performer.Performer(dim=M, depth=2, heads=2, dim_head=3, nb_features=6,
                                 generalized_attention=True).eval()
-    _randomize(model, seed=1)
+    randomize(model, seed=1)
     d = tmp_path_factory.mktemp("performer2")
     torch.save(model.state_dict(), d / "model.pt")
     (d / "config.json").write_text(json.dumps({"generalized_attention": True}))
@@ -161,7 +142,7 @@ def test_performer_scalenorm_and_rezero(tmp_path):
     X = torch.randint(0, 2, (3, 8, M), generator=torch.Generator().manual_seed(3)).float()
     for kind in ("use_scalenorm", "use_rezero"):
         torch.manual_seed(4)
-        model = _randomize(performer.Performer(dim=M, depth=1, heads=2, dim_head=3, nb_features=6,
+        model = randomize(performer.Performer(dim=M, depth=1, heads=2, dim_head=3, nb_features=6,
                                                generalized_attention=True, **{kind: True}).eval(), seed=5)
         with torch.no_grad():
             model.net.layers[0][0].g.fill_(0.7)
@@ -187,7 +168,7 @@ def test_performer_in_a_users_module_in_a_training_checkpoint(tmp_path):
             self.blocks = torch.nn.Module()
             self.blocks.attn = performer.SelfAttention(dim=M, heads=2, dim_head=3, nb_features=6,
                                                        generalized_attention=True, qkv_bias=True)
-    user = _randomize(User().eval(), seed=7)
+    user = randomize(User().eval(), seed=7)
     ema = {f"ema.{k}": v.clone() for k, v in user.state_dict().items()}
     opt = torch.optim.SGD(user.parameters(), lr=0.1, momentum=0.9)
     user.blocks.attn.to_q.weight.sum().backward()
@@ -209,7 +190,7 @@ def test_performer_in_a_users_module_in_a_training_checkpoint(tmp_path):
 
 def test_performer_sharded_safetensors(tmp_path):
     torch.manual_seed(9)
-    model = _randomize(performer.Performer(dim=M, depth=2, heads=2, dim_head=3, nb_features=6,
+    model = randomize(performer.Performer(dim=M, depth=2, heads=2, dim_head=3, nb_features=6,
                                            generalized_attention=True, causal=True).eval(), seed=10)
     sd = {k: v.contiguous() for k, v in model.state_dict().items() if not k.startswith("proj_updater")}
     names = sorted(sd)
@@ -232,10 +213,10 @@ def test_performer_sharded_safetensors(tmp_path):
 def test_lat_depth2_prenorm_fp16_reproduces_library(tmp_path):
     """A causal LinearAttentionTransformer (PreNorm LayerNorm), weights saved as fp16."""
     torch.manual_seed(12)
-    model = _randomize(lat.LinearAttentionTransformer(dim=M, depth=2, max_seq_len=64, heads=2, dim_head=3,
+    model = randomize(lat.LinearAttentionTransformer(dim=M, depth=2, max_seq_len=64, heads=2, dim_head=3,
                                                       causal=True).eval(), std=0.3, seed=13)
     half = {k: v.half() for k, v in model.state_dict().items()}
-    _st(half, tmp_path, {"causal": True, "heads": 2, "dim_head": 3})
+    save_st(half, tmp_path, {"causal": True, "heads": 2, "dim_head": 3})
     model.load_state_dict({k: v.float() for k, v in half.items()})        # the model the file holds
     res = certify_heads(str(tmp_path))
     assert _rows_by_status(res) == [(0, 0, "certified"), (0, 1, "certified"),
@@ -276,11 +257,11 @@ def test_fla_elu_identity_output_norm_is_linear_attention(tmp_path, dtype):
     """LinearAttention(feature_map="elu", output_norm="identity") keeps only q/k/v/o:
     the config's feature_map decides (not Based), and the elu kernel has rank <= 3."""
     torch.manual_seed(15)
-    layer = _randomize(fla_layers.LinearAttention(hidden_size=M, num_heads=2, feature_map="elu",
+    layer = randomize(fla_layers.LinearAttention(hidden_size=M, num_heads=2, feature_map="elu",
                                                   output_norm="identity", do_feature_map_norm=True), seed=16)
     layer = layer.to(dtype).float().eval()                        # the values a bf16 file holds
     assert set(layer.state_dict()) == {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
-    _st({k: v.to(dtype) for k, v in layer.state_dict().items()}, tmp_path,
+    save_st({k: v.to(dtype) for k, v in layer.state_dict().items()}, tmp_path,
         {"feature_map": "elu", "output_norm": "identity", "num_heads": 2, "do_feature_map_norm": True})
     res = certify_heads(str(tmp_path))
     assert res.layout == "fla:linear_attn-layer" and [r.feature_map for r in res.rows] == ["fla-elu"] * 2
@@ -297,7 +278,7 @@ def test_fla_dpfp_layer_certificate_is_written_and_checked(tmp_path):
     """dpfp's relu(-0.0) gives -0.0 features; the certificate holds +0.0 (the same
     number), so the checker re-derives the features' hash and the write succeeds."""
     torch.manual_seed(19)
-    layer = _randomize(fla_layers.LinearAttention(hidden_size=M, num_heads=2, feature_map="dpfp",
+    layer = randomize(fla_layers.LinearAttention(hidden_size=M, num_heads=2, feature_map="dpfp",
                                                   do_feature_map_norm=True), seed=20).eval()
     torch.save(layer.state_dict(), tmp_path / "layer.pt")
     (tmp_path / "config.json").write_text(json.dumps({"feature_map": "dpfp", "num_heads": 2,
@@ -319,7 +300,7 @@ def test_fla_sharded_bf16_model_folder_reads_embedding_rows(tmp_path):
     cfg = fla_models.LinearAttentionConfig(hidden_size=8, num_hidden_layers=2, num_heads=2, vocab_size=12,
                                            intermediate_size=16, norm_feature_map=True, feature_map="relu")
     torch.manual_seed(23)
-    model = _randomize(fla_models.LinearAttentionForCausalLM(cfg), seed=24)
+    model = randomize(fla_models.LinearAttentionForCausalLM(cfg), seed=24)
     model.to(torch.bfloat16).save_pretrained(tmp_path / "m", max_shard_size="2KB")
     model.float()
     assert (tmp_path / "m" / "model.safetensors.index.json").is_file()

@@ -23,11 +23,9 @@ from certify.cli import rank as rank_cli
 from certify.core.errors import InputError, run_command
 from certify.sources.load import kind_of, load_kernel
 from certify.sources.weights import read_weights
+from library_support import libraries, randomize, save_st
 
-performer = pytest.importorskip("performer_pytorch.performer_pytorch")
-lat = pytest.importorskip("linear_attention_transformer.linear_attention_transformer")
-fla_layers = pytest.importorskip("fla.layers")
-fla_models = pytest.importorskip("fla.models")
+performer, lat, fla_layers, fla_models = libraries()
 
 ROOT = Path(__file__).resolve().parent.parent
 W = 8
@@ -41,22 +39,6 @@ def _run(cmd: str, main, *args):
     return rc, out.getvalue(), err.getvalue()
 
 
-def _st(sd, folder: Path, config=None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    save_file({k: v.detach().contiguous() for k, v in sd.items()}, str(folder / "model.safetensors"))
-    if config is not None:
-        (folder / "config.json").write_text(json.dumps(config))
-    return folder
-
-
-def _big(module, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
-    return module
-
-
 # ---------------------------------------------------------------- one checkpoint of every supported layout
 
 @pytest.fixture(scope="module")
@@ -64,39 +46,39 @@ def layouts(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("layouts")
     torch.manual_seed(0)
     out = {}
-    out["performer-selfattention"] = _st(_big(performer.SelfAttention(
+    out["performer-selfattention"] = save_st(randomize(performer.SelfAttention(
         dim=W, heads=2, dim_head=4, nb_features=6, generalized_attention=True), 1).state_dict(),
         d / "p1", {"generalized_attention": True})
-    perf = _big(performer.Performer(dim=W, depth=2, heads=2, dim_head=4, nb_features=6,
+    perf = randomize(performer.Performer(dim=W, depth=2, heads=2, dim_head=4, nb_features=6,
                                     generalized_attention=True), 2)
     (d / "p2").mkdir()
     torch.save(perf.state_dict(), d / "p2" / "model.pt")
     (d / "p2" / "config.json").write_text(json.dumps({"generalized_attention": True}))
     out["performer-performer"] = d / "p2" / "model.pt"
-    out["lat-selfattention"] = _st(_big(lat.SelfAttention(dim=W, heads=2, dim_head=4, causal=True), 3).state_dict(),
+    out["lat-selfattention"] = save_st(randomize(lat.SelfAttention(dim=W, heads=2, dim_head=4, causal=True), 3).state_dict(),
                                    d / "l1", {"causal": True, "heads": 2})
-    out["lat-transformer"] = _st(_big(lat.LinearAttentionTransformer(
+    out["lat-transformer"] = save_st(randomize(lat.LinearAttentionTransformer(
         dim=W, depth=2, max_seq_len=64, heads=2, dim_head=4, causal=True), 4).state_dict(), d / "l2",
         {"causal": True, "heads": 2, "dim_head": 4})
-    out["fla-linear-attention"] = _st(_big(fla_layers.LinearAttention(
+    out["fla-linear-attention"] = save_st(randomize(fla_layers.LinearAttention(
         hidden_size=W, num_heads=2, feature_map="relu", do_feature_map_norm=True), 5).state_dict(), d / "f1",
         {"feature_map": "relu", "num_heads": 2, "do_feature_map_norm": True})
-    based = _big(fla_layers.BasedLinearAttention(hidden_size=W, feature_dim=2, num_heads=2,
+    based = randomize(fla_layers.BasedLinearAttention(hidden_size=W, feature_dim=2, num_heads=2,
                                                  num_key_value_heads=2), 6)
-    out["fla-based"] = _st(based.state_dict(), d / "f2", {"class": "BasedLinearAttention", "feature_dim": 2,
+    out["fla-based"] = save_st(based.state_dict(), d / "f2", {"class": "BasedLinearAttention", "feature_dim": 2,
                                                           "num_heads": 2})
-    out["fla-rebased"] = _st(_big(fla_layers.ReBasedLinearAttention(
+    out["fla-rebased"] = save_st(randomize(fla_layers.ReBasedLinearAttention(
         hidden_size=W, feature_dim=2, num_heads=2, num_key_value_heads=2), 7).state_dict(), d / "f3")
     cfg = fla_models.LinearAttentionConfig(hidden_size=W, num_hidden_layers=2, num_heads=2, vocab_size=12,
                                            intermediate_size=16, norm_feature_map=True, feature_map="hedgehog")
-    _big(fla_models.LinearAttentionForCausalLM(cfg), 8).save_pretrained(d / "f4")
+    randomize(fla_models.LinearAttentionForCausalLM(cfg), 8).save_pretrained(d / "f4")
     out["fla-model"] = d / "f4"
     names = {"q_proj": "proj_q", "k_proj": "proj_k", "v_proj": "proj_v", "o_proj": "proj_o"}
-    out["zoology"] = _st({f"backbone.layers.0.sequence_mixer.{names[k.split('.')[0]]}.weight": v
+    out["zoology"] = save_st({f"backbone.layers.0.sequence_mixer.{names[k.split('.')[0]]}.weight": v
                           for k, v in based.state_dict().items()}, d / "z", {"feature_dim": 2, "num_heads": 2})
-    lin = {n: _big(torch.nn.Linear(W, W), 9) for n in ("query_projection", "key_projection",
+    lin = {n: randomize(torch.nn.Linear(W, W), 9) for n in ("query_projection", "key_projection",
                                                        "value_projection", "out_projection")}
-    out["fast-transformers"] = _st({f"attention.{n}.{k}": t for n, m in lin.items()
+    out["fast-transformers"] = save_st({f"attention.{n}.{k}": t for n, m in lin.items()
                                     for k, t in m.state_dict().items()}, d / "ft",
                                    {"attention_type": "causal-linear", "n_heads": 2})
     return out
@@ -236,7 +218,7 @@ def test_kind_of_decides_what_a_path_is(layouts, tmp_path):
 def test_qkvo_keys_without_config_are_refused_with_the_candidates(tmp_path):
     layer = fla_layers.LinearAttention(hidden_size=W, num_heads=2, feature_map="elu", output_norm="identity",
                                        do_feature_map_norm=True)
-    _st(layer.state_dict(), tmp_path)
+    save_st(layer.state_dict(), tmp_path)
     rc, _, err = _run("checkpoint", checkpoint_cli.main, tmp_path)
     assert rc == 2 and len(err.strip().splitlines()) == 1
     for cand in ("LinearAttention", "BasedLinearAttention", "ReBasedLinearAttention", "softmax attention",
@@ -288,7 +270,7 @@ def test_fla_model_state_dict_without_its_config_is_bad_input(layouts, tmp_path)
 
 def test_unknown_model_folder_config_does_not_crash(tmp_path):
     with pytest.raises(InputError):
-        load_kernel(_st({"x.weight": torch.zeros(2, 2), "y.weight": torch.zeros(2, 2)}, tmp_path,
+        load_kernel(save_st({"x.weight": torch.zeros(2, 2), "y.weight": torch.zeros(2, 2)}, tmp_path,
                         {"model_type": "my_model"}))
 
 

@@ -16,22 +16,12 @@ import torch
 
 from certify.checkers.sources import replay_extraction
 from certify.checkpoints.heads import certify_heads
+from library_support import libraries, randomize
 
-performer = pytest.importorskip("performer_pytorch.performer_pytorch")
-lat = pytest.importorskip("linear_attention_transformer.linear_attention_transformer")
-fla_layers = pytest.importorskip("fla.layers")
-fla_models = pytest.importorskip("fla.models")
+performer, lat, fla_layers, fla_models = libraries()
 
 ROOT = Path(__file__).resolve().parent.parent
 M = 6
-
-
-def _big(module, seed):
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.5)
-    return module
 
 
 def _save(sd, folder: Path, config) -> Path:
@@ -46,15 +36,15 @@ def certificates(tmp_path_factory) -> dict[str, Path]:
     """One certificate per supported library, each beside its checkpoint."""
     d = tmp_path_factory.mktemp("replay")
     torch.manual_seed(0)
-    based = _big(fla_layers.BasedLinearAttention(hidden_size=M, feature_dim=2, num_heads=2,
+    based = randomize(fla_layers.BasedLinearAttention(hidden_size=M, feature_dim=2, num_heads=2,
                                                  num_key_value_heads=2), 4)
     names = {"q_proj": "proj_q", "k_proj": "proj_k", "v_proj": "proj_v", "o_proj": "proj_o"}
-    lin = {n: _big(torch.nn.Linear(M, 4), 5) for n in ("query_projection", "key_projection", "value_projection")}
+    lin = {n: randomize(torch.nn.Linear(M, 4), 5) for n in ("query_projection", "key_projection", "value_projection")}
     ckpts = {
-        "performer-pytorch": _save(_big(performer.Performer(dim=M, depth=2, heads=2, dim_head=2, nb_features=4,
+        "performer-pytorch": _save(randomize(performer.Performer(dim=M, depth=2, heads=2, dim_head=2, nb_features=4,
                                                             generalized_attention=True), 1).state_dict(),
                                    d / "performer", {"generalized_attention": True}),
-        "linear-attention-transformer": _save(_big(lat.LinearAttentionTransformer(
+        "linear-attention-transformer": _save(randomize(lat.LinearAttentionTransformer(
             dim=M, depth=1, max_seq_len=32, heads=2, dim_head=2, causal=True), 2).state_dict(), d / "lat",
             {"causal": True, "heads": 2, "dim_head": 2}),
         "zoology": _save({f"mixer.{names[k.split('.')[0]]}.weight": v for k, v in based.state_dict().items()},
@@ -65,7 +55,7 @@ def certificates(tmp_path_factory) -> dict[str, Path]:
     }
     cfg = fla_models.LinearAttentionConfig(hidden_size=6, num_hidden_layers=1, num_heads=2, vocab_size=10,
                                            intermediate_size=8, norm_feature_map=True, feature_map="t2r")
-    _big(fla_models.LinearAttentionForCausalLM(cfg), 3).save_pretrained(d / "fla")
+    randomize(fla_models.LinearAttentionForCausalLM(cfg), 3).save_pretrained(d / "fla")
     ckpts["fla"] = d / "fla"
     out = {}
     for lib, path in ckpts.items():

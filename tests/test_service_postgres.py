@@ -13,23 +13,14 @@ import time
 
 import httpx
 import pytest
-from service_support import PostgresCluster, Server, descendants, wait_gone, wait_job
+from service_support import Server, descendants, postgres_cluster, wait_gone, wait_job
 
 LEASE = "2"
 
 
 @pytest.fixture(scope="module")
 def pg(tmp_path_factory):
-    cluster = PostgresCluster(tmp_path_factory.mktemp("pg"))
-    try:
-        cluster.start()
-    except Exception as exc:          # noqa: BLE001 - the reason is reported
-        cluster.stop()
-        if "Skipped" in type(exc).__name__:
-            raise
-        pytest.fail(f"could not start a throwaway PostgreSQL cluster: {exc}")
-    yield cluster
-    cluster.stop()
+    yield from postgres_cluster(tmp_path_factory)
 
 
 def _claims(url: str, job_id: str) -> list[tuple[str, str | None]]:

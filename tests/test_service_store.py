@@ -13,7 +13,7 @@ import time
 import uuid
 
 import pytest
-from service_support import PostgresCluster
+from service_support import postgres_cluster
 from sqlalchemy import inspect, text
 
 from certify.core.certificate import Certificate, Claim, ClaimKind
@@ -26,16 +26,7 @@ from certify.service.queue import Queue, Upload
 
 @pytest.fixture(scope="module")
 def pg_cluster(tmp_path_factory):
-    cluster = PostgresCluster(tmp_path_factory.mktemp("pg"))
-    try:
-        cluster.start()
-    except Exception as exc:          # noqa: BLE001 - the reason is reported
-        cluster.stop()
-        if "Skipped" in type(exc).__name__:
-            raise
-        pytest.fail(f"could not start a throwaway PostgreSQL cluster: {exc}")
-    yield cluster
-    cluster.stop()
+    yield from postgres_cluster(tmp_path_factory)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,0 +1,40 @@
+"""Shared by the tests that build models with the linear-attention libraries
+themselves (performer-pytorch, linear-attention-transformer, fla) and save them
+as people do."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+
+def libraries():
+    """``(performer, lat, fla_layers, fla_models)``; the calling test module is
+    skipped when one of them is not installed."""
+    return (pytest.importorskip("performer_pytorch.performer_pytorch"),
+            pytest.importorskip("linear_attention_transformer.linear_attention_transformer"),
+            pytest.importorskip("fla.layers"),
+            pytest.importorskip("fla.models"))
+
+
+def randomize(module, seed: int = 0, std: float = 0.5):
+    """Weights of a trained scale (norm weights too: a missed pre-norm must show;
+    the libraries initialise q/k near 0.02 and norms at 1)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * std)
+    return module
+
+
+def save_st(sd, folder: Path, config=None, name: str = "model.safetensors") -> Path:
+    """``sd`` as a safetensors file in ``folder`` (beside ``config.json`` when given)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().contiguous() for k, v in sd.items()}, str(folder / name))
+    if config is not None:
+        (folder / "config.json").write_text(json.dumps(config))
+    return folder
