@@ -203,11 +203,7 @@ def _code_rank(p, e) -> Statement:
             f"(row-normalized, t = {t} nonzero diagonal entries; kernel on {ts})")
     lbase = (rf"Lemma 4 on $B[S,U] = \alpha(x_S, x_{{U^c}})$ over the ${nw}$-word code{lname} "
              rf"(row-normalized, $t = {t}$ nonzero diagonal entries)")
-    if lo <= 1:
-        return Statement(f"{base} gives only the trivial bound: the kernel has rank >= {lo}",
-                         rf"{lbase} gives only the trivial bound: rank $\ge {lo}$")
-    return Statement(f"{base} proves that the kernel has rank >= {lo}",
-                     rf"{lbase} proves that the kernel has rank $\ge {lo}$")
+    return _lemma4_sentence(base, lbase, lo, "the kernel has rank", "that the kernel has rank")
 
 
 def _nonnegative(p, e) -> Statement:
@@ -520,6 +516,16 @@ def code_ref(p) -> tuple[str, str]:
             rf"the ${nw}$-word code with sha256 \texttt{{{sha[:16]}}}\ldots")
 
 
+def _lemma4_sentence(base: str, lbase: str, lo: int, trivial: str, proves: str) -> Statement:
+    """The end of a Lemma 4 sentence: the trivial bound said to be trivial, else the
+    bound it proves (``trivial``/``proves``: the words before ``rank >= lo``, plain
+    text; the LaTeX says ``rank`` after the trivial bound, as it always has)."""
+    if lo <= 1:
+        return Statement(f"{base} gives only the trivial bound: {trivial} >= {lo}",
+                         rf"{lbase} gives only the trivial bound: rank $\ge {lo}$")
+    return Statement(f"{base} proves {proves} >= {lo}", rf"{lbase} proves {proves} $\ge {lo}$")
+
+
 def _code_rank2(p, e) -> Statement:
     code, lcode = code_ref(p)
     k, lk = _kernel_ref(p)
@@ -528,10 +534,7 @@ def _code_rank2(p, e) -> Statement:
             f"nonzero diagonal entries) for {k}")
     lbase = (rf"Lemma 4 on $B[S,U] = \alpha(x_S, x_{{U^c}})$ over {lcode} (row-normalized, "
              rf"$t = {t}$ nonzero diagonal entries) for {lk}")
-    if lo <= 1:
-        return Statement(f"{base} gives only the trivial bound: rank >= {lo}",
-                         rf"{lbase} gives only the trivial bound: rank $\ge {lo}$")
-    return Statement(f"{base} proves rank >= {lo}", rf"{lbase} proves rank $\ge {lo}$")
+    return _lemma4_sentence(base, lbase, lo, "rank", "rank")
 
 
 def _nonnegative2(p, e) -> Statement:
