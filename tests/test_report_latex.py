@@ -85,7 +85,8 @@ def _engine():
 
 
 @pytest.mark.skipif(_engine() is None, reason="no LaTeX engine: `make test` installs "
-                    "texlive-latex-recommended and latexmk (apt-get, as root)")
+                    "texlive-latex-recommended and latexmk (as root or with passwordless sudo; "
+                    "otherwise: sudo apt-get install texlive-latex-recommended latexmk)")
 def test_report_tex_compiles_in_a_paper(tmp_path):
     out = tmp_path / "rep"
     report.build(report.load(_reference_certs()), out, check=False)

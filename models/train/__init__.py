@@ -45,7 +45,7 @@ from certify.core.families import Family, ood_families, paper51_family
 from certify.core.files import atomic_write_bytes, atomic_write_text
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_OUT = ROOT / "reports" / "paper-sec5"
 
 
@@ -587,8 +587,3 @@ def write_readme(out: Path) -> None:
         L += [notes.read_text().rstrip(), ""]
     atomic_write_text(out / "README.md", "\n".join(L))
 
-
-if __name__ == "__main__":          # ``python -m models.train``: the command lives in certify.cli.train
-    from certify.cli.train import run
-
-    raise SystemExit(run())

@@ -196,8 +196,3 @@ def save_checkpoint(model: torch.nn.Module, path: str | Path, config: Mapping[st
     atomic_write_text(cfg_path, json.dumps(cfg, indent=1, sort_keys=True) + "\n")
     return weights, cfg_path
 
-
-if __name__ == "__main__":          # ``python -m models.checkpoint``: the command is certify.cli.model_checkpoint
-    from certify.cli.model_checkpoint import run
-
-    raise SystemExit(run())
