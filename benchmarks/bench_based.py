@@ -58,8 +58,8 @@ def build(folder: Path, seed: int = 0) -> Path:
             p.normal_(0, 0.5)
     folder.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in layer.state_dict().items()}, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps({"feature_dim": 16, "num_heads": 1,
-                                                    "num_key_value_heads": 1}) + "\n")
+    (folder / "config.json").write_text(json.dumps({"class": "BasedLinearAttention", "feature_dim": 16,
+                                                    "num_heads": 1, "num_key_value_heads": 1}) + "\n")
     return folder
 
 
@@ -82,7 +82,8 @@ def baseline(folder: Path, pairs: bool) -> dict:
     from certify.core.files import sha256_file
     from certify.core.kernel import Provenance
     from certify.sources.checkpoint import from_model
-    det, _, weights = load_detected(str(folder), None)
+    loaded = load_detected(str(folder), None)
+    det, weights = loaded.detected, loaded.source
     h = det.layers[0].heads[0]
     kernel = from_model(h, f"cube:{det.m}", Provenance(str(weights), sha256_file(weights), "bench", "float32"))
     t0, c0 = time.perf_counter(), time.process_time()

@@ -120,6 +120,16 @@ def test_unreachable_or_silent_addresses_end_in_bounded_time_with_exit_2():
             assert "nothing listens there (connection refused)" in err[0], err
 
 
+def _client_server_logs(temp: str) -> str:
+    """The tails of the head's client-server logs (why a ``ray://`` connection failed)."""
+    from pathlib import Path
+    tails = []
+    for f in sorted(Path(temp).glob("session_*/logs/ray_client_server*")):
+        text = f.read_text(errors="replace").strip().splitlines()[-15:]
+        tails.append(f"--- {f.name}\n" + "\n".join(text))
+    return "\n".join(tails) or "no client-server logs"
+
+
 @pytest.mark.slow
 def test_a_real_ray_head_is_joined_by_gcs_and_by_client_address():
     """``ray start --head`` on loopback (its own session, killed by process group
@@ -151,7 +161,7 @@ def test_a_real_ray_head_is_joined_by_gcs_and_by_client_address():
         for name, extra in (("local", ()), ("gcs", ("--ray-address", f"127.0.0.1:{gcs}")),
                             ("client", ("--ray-address", f"ray://127.0.0.1:{client}"))):
             p, secs = _run(*base, *extra, seconds="20")
-            assert p.returncode in (0, 1), (name, p.stderr[-2000:])
+            assert p.returncode in (0, 1), (name, p.stderr[-2000:], _client_server_logs(tmp))
             outs[name] = (p.returncode, json.loads(p.stdout))
             print(f"\n{name}: exit {p.returncode} in {secs:.1f} s")
         def verdicts(doc):                 # what the sweep decided (timings differ per run)

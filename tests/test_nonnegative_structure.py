@@ -191,8 +191,9 @@ def _fla_based(folder, hidden, feature_dim, seed=0):
             p.normal_(0, 0.5)                                     # weights of a trained scale
     folder.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in layer.state_dict().items()}, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps({"feature_dim": feature_dim, "num_heads": 1,
-                                                    "num_key_value_heads": 1}))
+    (folder / "config.json").write_text(json.dumps({"class": "BasedLinearAttention",      # keys alone fit
+                                                    "feature_dim": feature_dim,        # ReBased too
+                                                    "num_heads": 1, "num_key_value_heads": 1}))
     return folder
 
 
