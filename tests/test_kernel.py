@@ -70,7 +70,7 @@ def _elu_fn(W):
 
 def test_factor_kernel_roundtrip_npz_and_json(tmp_path):
     W = torch.randn(3, 4, generator=torch.Generator().manual_seed(0))
-    k = from_feature_fn(_elu_fn(W), "cube:4", Provenance("mem", None, "test", "float32"), rank=3)
+    k = from_feature_fn(_elu_fn(W), "cube:4", Provenance("memory", None, "memory", "float32"), rank=3)
     k.save(tmp_path / "k.npz")
     k.save(tmp_path / "k.json")
     a, b = load_kernel(tmp_path / "k.npz"), load_kernel(tmp_path / "k.json")

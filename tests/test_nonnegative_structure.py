@@ -43,7 +43,7 @@ def based_kernel(m=6, d=3, seed=0, scale=0.7, fmap="based-taylor_exp", sign=1.0)
     fq, fk = taylor(X @ Wq.T), taylor(X @ Wk.T)
     if sign != 1.0:                                   # a map that is NOT Based: negated quadratic block
         fq[:, 1 + d:] *= np.float32(sign)
-    prov = Provenance("test-based", None, "test", "float32", details={"feature_map": fmap})
+    prov = Provenance("memory", None, "memory", "float32", details={"feature_map": fmap})
     return from_features(fq, fk, prov, token_set=f"cube:{m}")
 
 
@@ -139,7 +139,7 @@ def test_key_box_proves_a_signed_kernel_with_a_dominant_constant(monkeypatch):
     rng = np.random.default_rng(4)
     fq = np.concatenate([np.ones((64, 1)), rng.uniform(-0.1, 0.1, (64, 5))], 1)
     fk = np.concatenate([np.ones((64, 1)), rng.uniform(-0.1, 0.1, (64, 5))], 1)
-    k = from_features(fq, fk, Provenance("box", None, "test", "float64"), token_set="cube:6")
+    k = from_features(fq, fk, Provenance("memory", None, "memory", "float64"), token_set="cube:6")
     claim, _ = _claim(k, monkeypatch)
     assert claim.verdict is Verdict.PROVED and claim.evidence["method"] == "key_box"
     cert, res = _check(claim)
@@ -151,7 +151,7 @@ def test_key_box_proves_a_signed_kernel_with_a_dominant_constant(monkeypatch):
 def test_a_signed_kernel_without_structure_stays_unknown_beyond_the_pair_limit(monkeypatch):
     rng = np.random.default_rng(5)
     f = rng.standard_normal((64, 4))
-    k = from_features(f, f[::-1].copy(), Provenance("signed", None, "test", "float64"), token_set="cube:6")
+    k = from_features(f, f[::-1].copy(), Provenance("memory", None, "memory", "float64"), token_set="cube:6")
     claim, _ = _claim(k, monkeypatch)
     assert claim.verdict is Verdict.UNKNOWN and claim.evidence["method"] == "none"
 

@@ -20,7 +20,7 @@ from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank
 
 ROOT = Path(__file__).resolve().parent.parent
-PROV = Provenance("test", None, "test", "float32")
+PROV = Provenance("memory", None, "memory", "float32")
 
 
 def run(*args):

@@ -61,7 +61,7 @@ def _cube_kernel(m=12, r=16):
     def fn(t):
         u = t.astype(np.float32) @ W.T
         return np.exp(u), np.exp(-u)
-    return from_feature_fn(fn, f"cube:{m}", Provenance("test", None, "test", "float32"), rank=r)
+    return from_feature_fn(fn, f"cube:{m}", Provenance("memory", None, "memory", "float32"), rank=r)
 
 
 def test_sharded_gram_pass_equals_the_single_pass_exactly():

@@ -465,10 +465,12 @@ def test_nonnegative_proved_on_a_set_and_refuted_on_a_subset_contradict():
 
 def test_eps_rank_above_the_exact_rank_contradicts():
     key = {"matrix_sha256": "int64:" + "b" * 64}
+    src = {"token_set": "index", "source": "m.npy", "source_sha256": "a" * 64,
+           "adapter": "matrix-file", "num_tokens": 4}
     r = {"kind": "exact_rank", "verdict": "proved", "statement": "r",
-         "parameters": {}, "evidence": {**key, "rank_lower": 3, "rank_upper": 3}}
+         "parameters": src, "evidence": {**key, "rank_lower": 3, "rank_upper": 3}}
     e = {"kind": "eps_rank", "verdict": "proved", "statement": "e",
-         "parameters": {}, "evidence": {**key, "k": 4}}
+         "parameters": {**src, "eps": "1/10"}, "evidence": {**key, "k": 4}}
     out = verify.contradictions([("a", 0, r), ("a", 1, e)])
     assert "singular values above eps" in out[("a", 1)][0]
 

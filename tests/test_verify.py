@@ -75,15 +75,15 @@ def test_missing_or_unknown_checker_fails_never_passes(monkeypatch):
     monkeypatch.setitem(verify.CHECKERS, "bound", "no_such_area_xyz")
     r = verify.verify_certificate(_cert(_claim("bound")))
     assert not r.holds and any("no checker" in p for p in r.claims[0].problems)
-    r = verify.verify_certificate(_cert(_claim("telepathy")))
-    assert not r.holds and any("no checker" in p for p in r.claims[0].problems)
+    r = verify.verify_certificate(_cert(_claim("telepathy")))       # not a kind of the format
+    assert not r.holds and any("$.claims[0].kind" in p for p in r.claims[0].problems)
 
 
 def test_unknown_and_refuted_hold_when_consistent_but_need_reasons(fake_checker):
     for verdict in ("unknown", "refuted"):
         assert verify.verify_certificate(_cert(_claim(verdict=verdict, reason="why"))).holds
         r = verify.verify_certificate(_cert(_claim(verdict=verdict)))
-        assert not r.holds and "needs a reason" in r.claims[0].problems[0]
+        assert not r.holds and "$.claims[0].reason" in r.claims[0].problems[0]
     r = verify.verify_certificate(_cert(_claim(verdict="probably")))
     assert not r.holds
 
@@ -140,7 +140,7 @@ def test_command_exit_codes(tmp_path):
     p = _run(str(nochecker), "--json")
     assert p.returncode == 1
     doc = json.loads(p.stdout)
-    assert doc["holds"] is False and any("no checker" in q for q in doc["claims"][0]["problems"])
+    assert doc["holds"] is False and any("$.claims[0].kind" in q for q in doc["claims"][0]["problems"])
 
 
 def test_verify_imports_no_solver_no_torch_no_producer():

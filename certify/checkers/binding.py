@@ -30,6 +30,7 @@ whatever renderer version the certificate was made with:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -40,6 +41,9 @@ KERNEL_KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
 MODEL_KINDS = ("correctness", "gap_domination")
 _CUBE = re.compile(r"cube:(\d{1,3})")
 _VOCAB = re.compile(r"vocab:(\d{1,12})")
+#: explicit token lists up to this many tokens are embedded in the evidence; only a
+#: longer one may be named by its hash alone (the producer's certify.rank.evidence rule)
+EMBED_TOKENS = 1 << 16
 #: the largest cube dimension a token set may name (2^62 tokens)
 MAX_CUBE_M = 62
 
@@ -136,12 +140,15 @@ def token_set_count(p: Mapping[str, Any], ev: Mapping[str, Any]
     return problems, assumptions, count
 
 
-def bind_tokens(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """A kernel claim's token set against the count the evidence re-derives: every
-    count a claim states (parameters, evidence, shape) must be that one."""
+def bind_tokens(claim: Mapping[str, Any], cert: Mapping[str, Any], measured: int | None = None
+                ) -> tuple[list[str], list[str]]:
+    """A kernel claim's token set against the counts re-derived here (the evidence's
+    rows, and ``measured``: the rows of the source file as re-read): every count a
+    claim states (parameters, evidence, shape) must be that one."""
     p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
     problems, assumptions, k_set = token_set_count(p, ev)
     counts = {"the token set": k_set, "the evidence's rows": rows_in_evidence(claim, cert),
+              "the source file's rows": measured,
               "parameters.num_tokens": _int(p.get("num_tokens")),
               "evidence.num_tokens": _int(ev.get("num_tokens"))}
     shape = p.get("shape")
@@ -155,11 +162,111 @@ def bind_tokens(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> tuple[list
                             "the adapter extracted (its name ends 'layer L head H')")
     if "num_tokens" in p and counts["parameters.num_tokens"] is None:
         problems.append("parameters.num_tokens must be an integer")
+    ts = p.get("token_set")
+    if isinstance(ts, str) and (ts == "tokens" or (ts.startswith("family:")
+                                                   and builtin_kind(ts[7:]) is None)) \
+            and not isinstance(ev.get("tokens"), list):
+        rows = counts["the evidence's rows"] or measured
+        if rows is not None and rows <= EMBED_TOKENS:
+            problems.append(f"the explicit token list ({rows} tokens) is not embedded: up to "
+                            f"{EMBED_TOKENS} tokens it must be (only a longer list is named by "
+                            "its hash alone)")
     known = {w: k for w, k in counts.items() if k is not None}
     if len(set(known.values())) > 1:
         problems.append("the token counts disagree: "
                         + ", ".join(f"{w} {k}" for w, k in known.items()))
     return problems, assumptions
+
+
+@dataclass(frozen=True)
+class Referent:
+    """What a claim is about, bound to content: ``how`` is one of ``file`` (a file
+    named by its sha256, re-read when present), ``extraction`` (weights or a
+    construction, replayed by ``--replay-extraction``), ``tables`` (a head built in
+    memory, by the hash of its exact tables, which its checker re-derives),
+    ``embedded`` (data the evidence embeds, by its hash, re-derived by the
+    kind's checker), ``family`` (a built-in or hashed family), ``model`` (a transcript model's
+    weights, embedded and re-hashed by its checker) or ``closed-form`` (a bound:
+    nothing but its parameters)."""
+
+    how: str
+    name: str
+    sha256: str | None
+
+
+def referent(claim: Mapping[str, Any]) -> Referent | None:
+    """The binding of a claim's referent, one rule per kind; ``None`` when nothing
+    binds it (verify then fails the claim: what is missing is never a pass)."""
+    kind = claim.get("kind")
+    p = claim.get("parameters")
+    if not isinstance(p, Mapping):
+        return None
+    src, sha, adapter = p.get("source"), p.get("source_sha256"), p.get("adapter")
+    if kind in KERNEL_KINDS:
+        if not isinstance(src, str) or not isinstance(adapter, str) or "source_sha256" not in p:
+            return None
+        if adapter == "matrix-file":
+            return Referent("file", src, sha) if isinstance(sha, str) else None
+        if sha is None and adapter == "memory":           # bound by the embedded data's hash
+            h = embedded_kernel_sha(claim)
+            return Referent("embedded", "memory", h) if src == "memory" and h else None
+        if sha is None:
+            return Referent("extraction", src, None) if adapter == "construction" else None
+        return Referent("extraction", src, sha) if isinstance(sha, str) else None
+    if kind in MODEL_KINDS:
+        if src is None:
+            h = p.get("head_sha256")
+            return Referent("tables", "head", h) if isinstance(h, str) else None
+        if isinstance(src, str) and isinstance(sha, str) and isinstance(adapter, str) \
+                and isinstance(p.get("weights_sha256"), str):
+            return Referent("extraction", src, sha)
+        return None
+    if kind in ("feasible", "infeasible"):
+        name, fsha = p.get("family"), p.get("family_sha256")
+        return Referent("family", name, fsha) if isinstance(name, str) and isinstance(fsha, str) \
+            else None
+    if kind == "transcript":
+        w = p.get("weights_sha256")
+        return Referent("model", "weights", w) if isinstance(w, str) else None
+    if kind == "bound":
+        b = p.get("bound")
+        return Referent("closed-form", b, None) if isinstance(b, str) else None
+    return None
+
+
+def embedded_kernel_sha(claim: Mapping[str, Any]) -> str | None:
+    """The content hash of a kernel whose data the certificate embeds (features,
+    or features another claim embeds, or the exact matrix): its features' or
+    matrix's hash, which the kind's checker re-derives from the embedded data."""
+    ev = claim.get("evidence")
+    if not isinstance(ev, Mapping):
+        return None
+    fs = ev.get("features_sha256")
+    if isinstance(fs, Mapping) and ("features" in ev or "features_claim" in ev) \
+            and isinstance(fs.get("phi_q"), str) and isinstance(fs.get("phi_k"), str):
+        return f"features:{fs['phi_q']}:{fs['phi_k']}"
+    if isinstance(ev.get("matrix"), list) and isinstance(ev.get("matrix_sha256"), str):
+        return f"matrix:{ev['matrix_sha256']}"
+    return None
+
+
+def kernel_identity(claim: Mapping[str, Any]) -> tuple | None:
+    """One key per kernel, whatever the representation (matrix or features; a head
+    of a checkpoint): the source binding, adapter, layer, head and token set (and,
+    for an extraction, the features' dtype it was computed in). A matrix-form and
+    a factor-form claim of one file meet here."""
+    if claim.get("kind") not in KERNEL_KINDS:
+        return None
+    ref = referent(claim)
+    if ref is None:
+        return None
+    p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
+    dtype = None
+    if ref.how == "extraction":
+        fs = ev.get("features_sha256") if isinstance(ev, Mapping) else None
+        dtype = fs.get("dtype") if isinstance(fs, Mapping) else p.get("dtype")
+    return (ref.how, ref.sha256 if ref.sha256 is not None else ref.name, p.get("adapter"),
+            p.get("layer"), p.get("head"), p.get("token_set"), p.get("tokens_sha256"), dtype)
 
 
 def builtin_code_name(words: list[str]) -> str | None:
@@ -232,7 +339,8 @@ def bind_model(claim: Mapping[str, Any], cert: Mapping[str, Any],
     return problems, assumptions
 
 
-def measured_size(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> int | None:
+def measured_size(claim: Mapping[str, Any], cert: Mapping[str, Any],
+                  measured: int | None = None) -> int | None:
     """Entries of the data a claim summarises, from sizes re-derived here: the
     token count (token set or embedded rows) times the feature width (an
     embedded Gram or feature matrix of this claim or of another claim of the
@@ -241,9 +349,12 @@ def measured_size(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> int | No
     p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
     if not isinstance(ev, Mapping):
         return None
-    _, _, k = token_set_count(p, ev)
+    # the rows actually read (a present source file) or embedded decide; a declared
+    # token set counts only when nothing was read (then the extraction or the family
+    # binds it, and bind_tokens has already required the counts to agree)
+    k = measured if measured is not None else rows_in_evidence(claim, cert)
     if k is None:
-        k = rows_in_evidence(claim, cert)
+        _, _, k = token_set_count(p, ev)
     if k is None:
         return None
     if ev.get("form") == "matrix" or "matrix_sha256" in ev or "B" in ev:

@@ -139,6 +139,17 @@ def keys(obj: Any, what: str, required: Iterable[str], optional: Iterable[str] =
     return obj
 
 
+def without_negative_zeros(a):
+    """A float array with every ``-0.0`` made ``+0.0`` (``a + 0.0`` does exactly that in
+    IEEE arithmetic and changes nothing else), so that the features' hash, which
+    is taken over the bytes, depends on the values only: ``-0.0 == 0.0`` as a
+    number, and the exact evidence cannot tell them apart. Other dtypes unchanged."""
+    import numpy as np
+    if isinstance(a, np.ndarray) and a.dtype.kind == "f":
+        return a + a.dtype.type(0)
+    return a
+
+
 def canonical_sha256(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 

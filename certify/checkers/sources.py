@@ -204,7 +204,9 @@ def _integer_rows(values: list[list[Fraction]], scale: Mapping[str, Any]) -> lis
 
 
 def _feature_sha(arr: np.ndarray, dtype: str) -> str:
-    a = np.ascontiguousarray(arr.astype(dtype), dtype=np.dtype(dtype).newbyteorder("<"))
+    from certify.checkers.common import without_negative_zeros
+    a = np.ascontiguousarray(without_negative_zeros(arr.astype(dtype)),
+                             dtype=np.dtype(dtype).newbyteorder("<"))
     return hashlib.sha256(a.tobytes()).hexdigest()
 
 
@@ -251,38 +253,86 @@ def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], 
     return ["the source file does not hold what the claim's evidence describes"], None
 
 
+def replay_keys(claim: Mapping[str, Any]) -> list[str]:
+    """The objects an extraction replay must reproduce for this claim, each a key of
+    :func:`replay_extraction`'s result: the features' hashes (a kernel claim), the
+    head tables' hash on its family and the weights' canonical hash (a head claim).
+    Empty when the claim's evidence names nothing a replay could compare."""
+    p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
+    if not isinstance(p, Mapping) or not isinstance(ev, Mapping) or not isinstance(p.get("source"), str):
+        return []
+    src = p["source"]
+    out = []
+    fs = ev.get("features_sha256")
+    if isinstance(fs, Mapping) and isinstance(fs.get("phi_q"), str) and isinstance(fs.get("phi_k"), str):
+        out.append(f"features\0{src}\0{p.get('adapter')}\0{p.get('token_set')}\0{fs['phi_q']}\0{fs['phi_k']}")
+    if isinstance(p.get("head_sha256"), str) and isinstance(p.get("family"), str):
+        out.append(f"head\0{src}\0{p.get('adapter')}\0{p['family']}\0{p['head_sha256']}")
+    if isinstance(p.get("weights_sha256"), str):
+        out.append(f"weights\0{src}\0{p.get('adapter')}\0{p['weights_sha256']}")
+    return out
+
+
+def measured_rows(path: Path) -> int | None:
+    """The token (row) count of a present matrix or features file, as read."""
+    try:
+        data = read_source(path)
+    except SourceError:
+        return None
+    a = data.get("phi_q", data.get("matrix"))
+    if isinstance(a, np.ndarray):
+        return int(a.shape[0]) if a.ndim == 2 else None
+    return len(a) if isinstance(a, list) else None
+
+
 def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
-         replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any]:
-    """(problems, assumptions, exact integer matrix for the checker or None)."""
+         replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any, int | None]:
+    """(problems, assumptions, exact integer matrix for the checker or None, the
+    row count of the source as re-read here or None) of a claim's source. Every
+    claim with a source is bound: a file by its hash (re-read when present), an
+    extraction by a replay that compares the claim's own evidence."""
     p = claim["parameters"]
     source, sha, adapter = p["source"], p.get("source_sha256"), p.get("adapter")
     inputs = cert.get("inputs") or {}
     problems: list[str] = []
+    if sha is None and adapter == "memory":
+        from certify.checkers.binding import embedded_kernel_sha
+        if source != "memory" or embedded_kernel_sha(claim) is None:
+            return ["a kernel built in memory (adapter 'memory') must be named 'memory' and embed "
+                    "its features or matrix (nothing else binds it)"], [], None, None
+        return [], [], None, None
+    if sha is None and adapter != "construction":
+        return [f"the source {source!r:.80} has no sha256: only a construction ('construction' "
+                "adapter) or embedded data ('memory') is named without one"], [], None, None
     if sha is not None and inputs.get(source) != sha:
         problems.append(f"the certificate's inputs do not list the source {source!r:.80} with "
                         f"the claim's sha256")
     if adapter == "matrix-file":
         path = find(source, base)
         if path is None:
-            return problems, [f"source:{source}"], None
+            return problems, [f"source:{source}"], None, None
         if path.stat().st_size > MAX_SOURCE_BYTES:
-            return problems, [f"source:{source} (too large to re-read here)"], None
-        if sha is not None and sha256_file(path) != sha:
+            return problems, [f"source:{source} (too large to re-read here)"], None, None
+        if sha256_file(path) != sha:
             return problems + [f"the source file {path} is not the one certified (sha256 "
-                               "differs)"], [], None
+                               "differs)"], [], None, None
         try:
             bad, matrix = _bind_matrix_file(claim, path)
         except SourceError as exc:
-            return problems, [f"source:{source} ({exc})"], None
-        return problems + bad, [], matrix
-    status = replayed.get(source)
-    if status == "match":
-        return problems, [], None
-    if status is not None and status.startswith("differs"):
-        return problems + [f"extraction replay of {source}: {status}"], [], None
-    if status is not None:
-        return problems, [f"extraction:{source} ({status})"], None
-    return problems, [f"extraction:{source}"], None
+            return problems, [f"source:{source} ({exc})"], None, None
+        return problems + bad, [], matrix, measured_rows(path)
+    wanted = replay_keys(claim)
+    if not wanted:
+        return problems + [f"nothing in the claim can be compared with an extraction of "
+                           f"{source!r:.80} (no features, head or weights hash)"], [], None, None
+    statuses = [replayed.get(k) for k in wanted]
+    differs = [s for s in statuses if isinstance(s, str) and s.startswith("differs")]
+    if differs:
+        return problems + [f"extraction replay of {source}: {differs[0]}"], [], None, None
+    if statuses and all(s == "match" for s in statuses):
+        return problems, [], None, None
+    why = next((s for s in statuses if s is not None and s != "match"), None)
+    return problems, [f"extraction:{source}" + (f" ({why})" if why else "")], None, None
 
 
 # ---------------------------------------------------------------- replay
@@ -298,9 +348,13 @@ def _die_with_parent() -> None:
 
 def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> dict[str, str]:
     """Re-run the weights -> features step of every checkpoint / construction
-    source in a separate process (``certify.cli.replay``, torch, one thread), and
-    compare the features' sha256 with each claim's evidence. Returns
-    source -> "match" | "differs: ..." | a reason the replay could not decide."""
+    source in a separate process (``certify.cli.replay``, torch, one thread).
+
+    Each job states the exact objects it must reproduce (:func:`replay_keys` of the
+    claims it serves: features' hashes, head tables' hashes, weights' hashes); a
+    job with nothing to compare is not run. Returns comparison key -> "match" |
+    "differs: ..." | a reason the replay could not decide; a claim is discharged
+    only by the keys of its own evidence (:func:`bind`)."""
     jobs: dict[str, dict[str, Any]] = {}
     for _, cert, base in certs:
         env = (cert.get("environment") or {}).get("packages") or {}
@@ -309,7 +363,7 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             p, ev = c.get("parameters") or {}, c.get("evidence") or {}
             if not isinstance(p, dict) or not isinstance(ev, dict) \
                     or not isinstance(p.get("source"), str) \
-                    or p.get("adapter") in (None, "matrix-file"):
+                    or p.get("adapter") in (None, "matrix-file") or not replay_keys(c):
                 continue
             fs, head = ev.get("features_sha256"), p.get("head_sha256")
             src = p["source"]
@@ -320,50 +374,55 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             job = jobs.setdefault(key, {"key": key, "source": src, "path": str(path) if path else None,
                                         "adapter": p.get("adapter"), "token_set": None,
                                         "dtype": None, "torch": env.get("torch"),
-                                        "want": [], "heads": [], "weights": [],
+                                        "want": [], "heads": [], "weights": [], "compare": [],
                                         # an adapter spec is one of the certificate's inputs
                                         "specs": [str(f) for f in (find(n, base) for n in inputs
                                                                    if str(n).endswith(".json")) if f]
                                         if str(p.get("adapter")).startswith("adapter:") else []})
-            if isinstance(fs, dict):
+            if isinstance(fs, dict) and isinstance(fs.get("phi_q"), str):
                 job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
                 job["want"].append([fs.get("phi_q"), fs.get("phi_k")])
-            elif isinstance(head, str) and isinstance(p.get("family"), str):
+            if isinstance(head, str) and isinstance(p.get("family"), str):
                 job["heads"].append([p["family"], head])
-                if isinstance(p.get("weights_sha256"), str):
-                    job["weights"].append(p["weights_sha256"])
+            if isinstance(p.get("weights_sha256"), str):
+                job["weights"].append(p["weights_sha256"])
+            job["compare"] += [k for k in replay_keys(c) if k not in job["compare"]]
+    jobs = {k: j for k, j in jobs.items() if j["compare"]}      # an empty comparison is no replay
     if not jobs:
         return {}
-    sources = {job["source"] for job in jobs.values()}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    send = [{k: v for k, v in j.items() if k != "compare"} for j in jobs.values()]
     try:
         out = subprocess.run([sys.executable, "-m", "certify.cli.replay"],
-                             input=json.dumps(list(jobs.values())), capture_output=True,
+                             input=json.dumps(send), capture_output=True,
                              text=True, timeout=600, env=env, preexec_fn=_die_with_parent)
     except (OSError, subprocess.SubprocessError) as exc:
-        return {s: f"replay could not run: {type(exc).__name__}" for s in sources}
+        return {k: f"replay could not run: {type(exc).__name__}" for j in jobs.values()
+                for k in j["compare"]}
     try:
         got = json.loads(out.stdout)
     except json.JSONDecodeError:
         line = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return {s: f"replay failed: {line[:160]}" for s in sources}
+        return {k: f"replay failed: {line[:160]}" for j in jobs.values() for k in j["compare"]}
     result: dict[str, str] = {}
     for key, job in jobs.items():
-        r = got.get(key) or {}
-        if "error" in r:
-            status = f"replay failed: {r['error']}"
-        elif job["torch"] is not None and r.get("torch") != job["torch"]:
-            status = f"torch {r.get('torch')} here, {job['torch']} in the certificate"
-        elif all([r.get("phi_q"), r.get("phi_k")] == w for w in job["want"]) and \
-                all((r.get("heads") or {}).get(f) == h for f, h in job["heads"]) and \
-                all(r.get("weights_sha256") == w for w in job["weights"]):
-            status = "match"
-        else:
-            status = ("differs: the replayed features' sha256 (or the head's, or the weights') "
-                      "is not the certificate's")
-        src = job["source"]
-        # a source matches only when every kernel read from it does; a difference outranks the rest
-        prev = result.get(src)
-        if prev is None or prev == "match" or status.startswith("differs"):
-            result[src] = status if prev is None or status != "match" else prev
+        r = got.get(key) if isinstance(got, dict) else None
+        r = r if isinstance(r, dict) else {"error": "no result for this job"}
+        for k in job["compare"]:
+            what, _, rest = k.partition("\0")
+            parts = rest.split("\0")
+            if "error" in r:
+                status = f"replay failed: {str(r['error'])[:200]}"
+            elif job["torch"] is not None and r.get("torch") != job["torch"]:
+                status = f"torch {r.get('torch')} here, {job['torch']} in the certificate"
+            elif what == "features":
+                status = "match" if [r.get("phi_q"), r.get("phi_k")] == parts[-2:] else \
+                    "differs: the replayed features' sha256 is not the certificate's"
+            elif what == "head":
+                status = "match" if (r.get("heads") or {}).get(parts[-2]) == parts[-1] else \
+                    "differs: the replayed head's tables hash is not the certificate's"
+            else:
+                status = "match" if r.get("weights_sha256") == parts[-1] else \
+                    "differs: the replayed weights' canonical hash is not the certificate's"
+            result[k] = status
     return result

@@ -56,12 +56,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from certify.checkers import binding as _binding_mod
 from certify.checkers import families as _families
+from certify.checkers import schema as _schema
 from certify.checkers import sources as _sources
 from certify.checkers.common import (EXIT_ASSUMED, EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED,
                                      NotACertificate)
 from certify.checkers.statements import RENDERERS, check_statement
 
-SCHEMA = "certify-attention/certificate/1"
+SCHEMA = _schema.VERSIONS[-1]
 VERDICTS = ("proved", "refuted", "unknown")
 
 #: below this many entries, data a claim summarises must be embedded, never trusted
@@ -122,12 +123,14 @@ class Verification:
     claims: tuple[ClaimCheck, ...]
     inputs: tuple[InputCheck, ...] = field(default_factory=tuple)
     accepted: frozenset[str] = frozenset()  # assumptions the user accepted by name
+    problems: tuple[str, ...] = ()          # the certificate's own (outside any claim): schema
 
     @property
     def holds(self) -> bool:
-        """Every claim holds (possibly under assumptions) and every input matches."""
+        """Every claim holds (possibly under assumptions), every input matches, and
+        the certificate itself is well formed."""
         return (bool(self.claims) and all(c.holds for c in self.claims)
-                and all(i.holds for i in self.inputs))
+                and all(i.holds for i in self.inputs) and not self.problems)
 
     @property
     def assumptions(self) -> tuple[str, ...]:
@@ -152,6 +155,7 @@ class Verification:
 
     def to_json(self) -> dict[str, Any]:
         return {"holds": self.holds, "exit_code": self.exit_code(), "counts": self.counts(),
+                "problems": list(self.problems),
                 "assumptions": list(self.assumptions),
                 "open_assumptions": list(self.open_assumptions),
                 "claims": [c.to_json() for c in self.claims],
@@ -175,15 +179,15 @@ def parse(text: str) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:      # over-long integers, nesting too deep
         raise NotACertificate(f"not a usable JSON document ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:80]})") from None
-    if not isinstance(obj, dict) or obj.get("schema") != SCHEMA:
-        raise NotACertificate(f"not a certificate (schema must be {SCHEMA!r})")
+    if not isinstance(obj, dict) or obj.get("schema") not in _schema.VERSIONS:
+        raise NotACertificate(f"not a certificate this checker reads (schema must be one of "
+                              f"{', '.join(map(repr, _schema.VERSIONS))})")
     claims = obj.get("claims")
     if not isinstance(claims, list) or not claims:
         raise NotACertificate("certificate has no claims")
     for i, c in enumerate(claims):
-        if not isinstance(c, dict) or not isinstance(c.get("kind"), str) \
-                or not isinstance(c.get("verdict"), str):
-            raise NotACertificate(f"claim {i} is not an object with a kind and a verdict")
+        if not isinstance(c, dict):             # its fields are the schema's to check (exit 1)
+            raise NotACertificate(f"claim {i} is not a JSON object")
     inputs = obj.get("inputs", {})
     if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
         raise NotACertificate("certificate inputs must map names to sha256 strings")
@@ -227,13 +231,19 @@ def checker_for(kind: str):
 
 
 def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
-             replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any]:
-    """(problems, assumptions, exact matrix for the checker) of what the claim names."""
+             replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any, int | None]:
+    """(problems, assumptions, exact matrix for the checker, the source's measured
+    row count) of what the claim names. The claim's referent is bound by
+    :func:`certify.checkers.binding.referent`; a claim it cannot bind fails."""
     problems: list[str] = []
     assumptions: list[str] = []
-    matrix = None
+    matrix = rows = None
     p = claim.get("parameters") or {}
     inputs = cert.get("inputs") or {}
+    ref = _binding_mod.referent(claim)
+    if ref is None:
+        return [f"nothing binds what this {claim.get('kind')} claim is about (no source, family, "
+                "model or construction it names is tied to content)"], [], None, None
     if "family" in p or "family_sha256" in p:
         name, sha = p.get("family"), p.get("family_sha256")
         bad, assume = _families.bind(name, sha)
@@ -244,8 +254,8 @@ def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | Non
             problems.append(f"the certificate's inputs do not list {key} with the claim's "
                             f"family_sha256 {str(sha)[:16]}... (inputs say "
                             f"{str(inputs.get(key))[:16]}...)")
-    if isinstance(p.get("source"), str) and "source_sha256" in p:
-        bad, assume, matrix = _sources.bind(claim, cert, base, replayed)
+    if "source" in p:
+        bad, assume, matrix, rows = _sources.bind(claim, cert, base, replayed)
         problems += bad
         assumptions += assume
     ev = claim.get("evidence")
@@ -255,7 +265,7 @@ def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | Non
         problems += bad
         assumptions += assume
     if kind in _binding_mod.KERNEL_KINDS:
-        bad, assume = _binding_mod.bind_tokens(claim, cert)
+        bad, assume = _binding_mod.bind_tokens(claim, cert, measured=rows)
         problems += bad
         assumptions += assume
     if kind == "code_rank":
@@ -270,17 +280,17 @@ def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | Non
             problems.append("evidence.assumptions must be a list of names")
         else:
             assumptions += declared
-    return problems, assumptions, matrix
+    return problems, assumptions, matrix, rows
 
 
 def _trusted_problems(claim: Mapping[str, Any], cert: Mapping[str, Any],
-                      fields: list[str]) -> tuple[list[str], list[str]]:
+                      fields: list[str], measured: int | None = None) -> tuple[list[str], list[str]]:
     """Trusted summaries are allowed only for data too large to embed, by a size
     re-derived here (:func:`certify.checkers.binding.measured_size`), never a
     declared one; a claim whose size cannot be re-derived cannot trust anything."""
     if not fields:
         return [], []
-    size = _binding_mod.measured_size(claim, cert)
+    size = _binding_mod.measured_size(claim, cert, measured=measured)
     if size is None:
         return [f"trusted summaries ({', '.join(fields)}) of data whose size cannot be "
                 "re-derived from the evidence: the data must be embedded (nothing may be taken "
@@ -292,15 +302,21 @@ def _trusted_problems(claim: Mapping[str, Any], cert: Mapping[str, Any],
 
 
 def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
-                base: Path | None = None, replayed: Mapping[str, str] | None = None) -> ClaimCheck:
-    kind, verdict = claim["kind"], claim["verdict"]
-    problems = _shape_problems(claim)
+                base: Path | None = None, replayed: Mapping[str, str] | None = None,
+                schema_problems: Sequence[str] | None = None) -> ClaimCheck:
+    """One claim: its schema violations (``schema_problems``; computed here when
+    ``None``) fail it before any semantic check; then statement, binding, checker."""
+    kind, verdict = str(claim.get("kind")), str(claim.get("verdict"))
+    if schema_problems is None:
+        schema_problems = _schema.claim_violations(claim, index)
+    problems = list(schema_problems) or _shape_problems(claim)
     trusted: list[str] = []
     assumptions: list[str] = []
+    rows = None
     if not problems:
         problems = check_statement(claim, cert.get("renderer"))
         try:
-            bad, assumptions, matrix = _binding(claim, cert, base, replayed or {})
+            bad, assumptions, matrix, rows = _binding(claim, cert, base, replayed or {})
         except Exception as exc:                        # a malformed binding is a failure
             bad, assumptions, matrix = [f"cannot bind the claim's inputs: {exc!r}"], [], None
         problems += bad
@@ -326,7 +342,7 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
                     trusted = [str(t) for t in lister(dict(claim), dict(cert))]
                 except Exception as exc:                # never hide a trusted field
                     problems.append(f"cannot list trusted fields: {exc!r}")
-            bad, assume = _trusted_problems(claim, cert, trusted)
+            bad, assume = _trusted_problems(claim, cert, trusted, rows)
             problems += bad
             assumptions += assume
     return ClaimCheck(index=index, kind=kind, verdict=verdict,
@@ -371,14 +387,9 @@ def _within(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         return False
 
 
-def _matrix_key(claim: Mapping[str, Any]) -> str | None:
-    ev = claim.get("evidence") or {}
-    if isinstance(ev.get("matrix_sha256"), str):
-        return "matrix:" + ev["matrix_sha256"]
-    fs = ev.get("features_sha256")
-    if isinstance(fs, dict) and isinstance(fs.get("phi_q"), str) and isinstance(fs.get("phi_k"), str):
-        return f"features:{fs['phi_q']}:{fs['phi_k']}"
-    return None
+def _matrix_key(claim: Mapping[str, Any]) -> tuple | None:
+    """The kernel a claim is about (:func:`certify.checkers.binding.kernel_identity`)."""
+    return _binding_mod.kernel_identity(claim)
 
 
 def _model_key(p: Mapping[str, Any]) -> str | None:
@@ -457,7 +468,7 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
                     and isinstance(ev.get("rank_upper"), int):
                 ranks.append((label, i, key, ev["rank_lower"], ev["rank_upper"]))
             elif kind == "eps_rank" and isinstance(ev.get("k"), int):
-                eps.append((label, i, key, ev["k"]))
+                eps.append((label, i, key, ev["k"], p.get("eps"), ev.get("exact") is True))
 
     def where(label, i):
         return f"claim {i} of {label}"
@@ -491,7 +502,14 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
                 both((la, ia), (lb, ib),
                      f"contradiction: {where(la, ia)} puts the rank of the same matrix in "
                      f"[{loa}, {hia}], {where(lb, ib)} in [{lob}, {hib}]")
-    for el, ei, ek, k in eps:
+    for a in eps:
+        for b in eps:
+            # at one eps: a proves k_a values above eps; b, when exact, proves exactly k_b
+            if a is not b and a[2] == b[2] and a[4] == b[4] and b[5] and a[3] > b[3]:
+                both((a[0], a[1]), (b[0], b[1]),
+                     f"contradiction: {where(a[0], a[1])} proves {a[3]} singular values above "
+                     f"eps = {a[4]}, {where(b[0], b[1])} proves exactly {b[3]} of the same kernel")
+    for el, ei, ek, k, _, _ in eps:
         for rl, ri, rk, lo, hi in ranks:
             if ek == rk and k > hi:
                 both((el, ei), (rl, ri),
@@ -528,6 +546,14 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
     for a in group:
         for b in group:
             if a[2] != "proved" or b[2] != "refuted":
+                continue
+            ka = _binding_mod.kernel_identity({"kind": "nonnegative", "parameters": a[3],
+                                               "evidence": a[4]})
+            kb = _binding_mod.kernel_identity({"kind": "nonnegative", "parameters": b[3],
+                                               "evidence": b[4]})
+            if ka is not None and ka == kb:
+                both(a, b, f"contradiction: {where(a[0], a[1])} proves and {where(b[0], b[1])} "
+                           "refutes nonnegativity of the same kernel")
                 continue
             if _kernel_source(a[3]) is None or _kernel_source(a[3]) != _kernel_source(b[3]):
                 continue
@@ -576,18 +602,20 @@ def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
     """Check several certificates, including contradictions between their claims."""
     checked = []
     for label, cert, base in certs:
-        checks = [check_claim(i, c, cert, base, replayed) for i, c in enumerate(cert["claims"])]
-        checked.append((label, cert, base, checks))
-    items = [(label, c.index, cert["claims"][c.index]) for label, cert, _, checks in checked
+        bad = _schema.violations(cert)
+        checks = [check_claim(i, c, cert, base, replayed, schema_problems=bad.get(i, []))
+                  for i, c in enumerate(cert["claims"])]
+        checked.append((label, cert, base, checks, tuple(bad.get(None, []))))
+    items = [(label, c.index, cert["claims"][c.index]) for label, cert, _, checks, _ in checked
              for c in checks if c.holds]
     conflicts = contradictions(items)
     out = []
-    for label, cert, base, checks in checked:
+    for label, cert, base, checks, cert_problems in checked:
         final = tuple(ClaimCheck(c.index, c.kind, c.verdict, c.statement,
                                  c.problems + tuple(conflicts.get((label, c.index), ())),
                                  c.trusted, c.has_info, c.assumptions, label) for c in checks)
         out.append(Verification(claims=final, inputs=check_inputs(cert.get("inputs", {}), base),
-                                accepted=frozenset(assume)))
+                                accepted=frozenset(assume), problems=cert_problems))
     return out
 
 
@@ -638,11 +666,13 @@ def format_text(result: Verification, path: str) -> str:
             lines.append("         info: unchecked diagnostics (not evidence)")
     for i in result.inputs:
         lines.append(f"  input {i.name}: {i.status}")
+    lines += [f"  certificate: {p}" for p in result.problems]
     n = result.counts()
     if not result.holds:
         bad = [str(c.index) for c in result.claims if not c.holds]
-        lines.append(f"FAILS: {len(bad)} of {len(result.claims)} claims do not hold"
-                     + (f" (claims {', '.join(bad)})" if bad else "")
+        lines.append((f"FAILS: {len(bad)} of {len(result.claims)} claims do not hold"
+                      + f" (claims {', '.join(bad)})" if bad else "FAILS")
+                     + ("; the certificate is not well formed" if result.problems else "")
                      + ("; an input file's hash differs" if not all(i.holds for i in result.inputs) else ""))
     elif result.open_assumptions:
         lines.append(f"holds, assuming: {', '.join(result.open_assumptions)} "

@@ -126,7 +126,7 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
                     raise ValueError(f"features come out as {s.dtype}, the certificate has "
                                      f"{job['dtype']}")
                 rec.update({"phi_q": s.sha_q, "phi_k": s.sha_k})
-            if job.get("heads"):
+            if job.get("heads") or job.get("weights"):
                 rec["heads"], rec["weights_sha256"] = _heads(job)
             out[key] = rec
         except Exception as exc:           # reported back to verify, which names it

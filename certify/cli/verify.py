@@ -28,7 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="Re-check certificates with exact arithmetic only: every claim's verdict "
                     "(proved, refuted or unknown) is re-derived from its evidence, and every name "
                     "its sentence prints is bound to content.")
-    p.add_argument("certificates", nargs="+", metavar="CERT.json", help="certificates to re-check")
+    p.add_argument("certificates", nargs="*", metavar="CERT.json", help="certificates to re-check")
+    p.add_argument("--schema", action="store_true",
+                   help="print the certificate format's JSON Schema (draft 2020-12) and exit; "
+                        "verify validates every certificate against it before any other check")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--assume", action="append", default=[], metavar="NAME",
                    help="accept a named assumption (repeatable): 'extraction', 'source:NAME', "
@@ -37,6 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="re-run each checkpoint's weights -> features step in a separate process "
                         "(one thread) and compare bit for bit, instead of assuming it")
     args = p.parse_args(argv)
+    if args.schema:
+        from certify.checkers.schema import published
+        print(json.dumps(published(), indent=1))
+        return 0
+    if not args.certificates:
+        raise InputError("give at least one certificate (CERT.json), or --schema")
     for name in args.assume:
         if not name.strip():
             raise InputError("--assume needs the name of an assumption (as verify prints it)")

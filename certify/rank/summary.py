@@ -14,6 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from certify.checkers.common import without_negative_zeros
+
 from certify.core.errors import InputError
 from certify.core.kernel import Kernel
 from solvers import exact as ex
@@ -158,6 +160,7 @@ def _feature_pass(kernel: Kernel, r: int, batch_size: int, keep: bool, accs=None
         dtype = dtype or q.dtype.name
         if q.dtype.name != dtype or k.dtype.name != dtype:
             raise InputError("PhiQ and PhiK must have one dtype")
+        q, k = without_negative_zeros(q), without_negative_zeros(k)     # hashed by value
         if accs is not None:
             accs[0].add(q)
             accs[1].add(k)

@@ -1,0 +1,189 @@
+"""The deletion test: every field of every claim kind, in every committed certificate,
+deleted, set to null, to the wrong type, to an empty list or object, and to a
+value from another claim. The rules (DESIGN.md, "What a certificate means"):
+
+* a mutation the schema refuses fails its claim (exit 1) with a problem naming
+  the JSON path of the field;
+* a mutation the schema accepts (a field it marks optional, or a value of the
+  right shape) must leave the same verdict re-derived, or fail the claim;
+* nothing reaches exit 4 through a mutation unless the printed assumption names
+  the change (an assumption the original did not have fails this test).
+
+The default profile mutates one claim of every distinct shape (kind, evidence form
+and field set) found in the committed certificates, each in its smallest
+certificate; ``--runslow`` mutates one claim per (certificate, kind) of every
+committed certificate. Each claim is mutated and checked alone
+(:func:`certify.checkers.verify.check_claim`) inside its own certificate, so the
+references between claims (``features_claim``) stay as they were.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from certify.checkers import schema, verify
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _committed() -> list[Path]:
+    out = []
+    for path in sorted((ROOT / "reports").rglob("*.json")):
+        try:
+            obj = json.loads(path.read_text())
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and str(obj.get("schema", "")).startswith("certify-attention/certificate"):
+            out.append(path)
+    return out
+
+
+CERTS = _committed()
+
+
+def _wrong_type(v: Any) -> Any:
+    if isinstance(v, bool):
+        return "true"
+    if isinstance(v, int):
+        return str(v) + ".5"
+    if isinstance(v, str):
+        return 7
+    if isinstance(v, list):
+        return {"0": v[:1]}
+    if isinstance(v, dict):
+        return [v]
+    return "x"
+
+
+def _mutations(claim: dict, others: list[dict]) -> Iterator[tuple[tuple, str, Any]]:
+    """(path, what, new value or the marker DELETE) for every field of the claim,
+    its parameters and its evidence."""
+    for section in (None, "parameters", "evidence"):
+        obj = claim if section is None else claim.get(section)
+        if not isinstance(obj, dict):
+            continue
+        for key in list(obj):
+            if section is None and key in ("parameters", "evidence"):
+                continue
+            path = (key,) if section is None else (section, key)
+            v = obj[key]
+            yield path, "deleted", DELETE
+            if v is not None:
+                yield path, "null", None
+            yield path, "wrong type", _wrong_type(v)
+            if v != []:
+                yield path, "empty list", []
+            if v != {}:
+                yield path, "empty object", {}
+            for o in others:
+                src = o if section is None else o.get(section)
+                if isinstance(src, dict) and key in src and src[key] != v:
+                    yield path, "another claim's value", copy.deepcopy(src[key])
+                    break
+
+
+DELETE = object()
+
+
+def _apply(claim: dict, path: tuple, value: Any) -> dict:
+    c = copy.deepcopy(claim)
+    obj = c
+    for p in path[:-1]:
+        obj = obj[p]
+    if value is DELETE:
+        del obj[path[-1]]
+    else:
+        obj[path[-1]] = value
+    return c
+
+
+def _json_path(i: int, path: tuple) -> str:
+    return f"$.claims[{i}]" + "".join(f".{p}" for p in path)
+
+
+def _shape(claim: dict) -> tuple:
+    """A claim's shape: kind, evidence form, and the keys of its parameters and evidence."""
+    ev, p = claim.get("evidence") or {}, claim.get("parameters") or {}
+    form = tuple(str(ev.get(k)) for k in ("form", "method", "type")) + (str(p.get("bound")),)
+    return (claim["kind"], form, tuple(sorted(p)), tuple(sorted(ev)))
+
+
+def _representatives() -> dict[tuple, tuple[Path, int]]:
+    """Every distinct claim shape of the committed certificates, each in its smallest
+    certificate (the default profile); ``--runslow`` mutates every certificate."""
+    best: dict[tuple, tuple[int, Path, int]] = {}
+    for path in CERTS:
+        cert = json.loads(path.read_text())
+        size = path.stat().st_size
+        for i, c in enumerate(cert["claims"]):
+            key = _shape(c)
+            if key not in best or size < best[key][0]:
+                best[key] = (size, path, i)
+    return {k: (v[1], v[2]) for k, v in sorted(best.items(), key=lambda kv: str(kv[0]))}
+
+
+REPRESENTATIVES = _representatives()
+
+
+def _mutate_and_check(path: Path, only: set[int] | None = None) -> None:
+    cert = json.loads(path.read_text())
+    base = path.parent
+    seen: set[str] = set()
+    failures: list[str] = []
+    count = 0
+    for i, claim in enumerate(cert["claims"]):
+        if only is not None and i not in only:
+            continue
+        if only is None and claim["kind"] in seen:
+            continue
+        seen.add(claim["kind"])
+        original = verify.check_claim(i, claim, cert, base)
+        assert original.holds, (path, i, original.problems)
+        others = [c for j, c in enumerate(cert["claims"]) if j != i]
+        for fpath, what, value in _mutations(claim, others):
+            mutated = _apply(claim, fpath, value)
+            trial = {**cert, "claims": [*cert["claims"][:i], mutated, *cert["claims"][i + 1:]]}
+            bad = schema.claim_violations(mutated, i)
+            r = verify.check_claim(i, mutated, trial, base, schema_problems=bad)
+            count += 1
+            where = f"{path.name} claim {i} ({claim['kind']}) {'.'.join(fpath)} {what}"
+            if bad:
+                # refused by the schema: exit 1, naming the field's JSON path (or a parent's)
+                if r.holds:
+                    failures.append(f"{where}: schema refused it but the claim holds")
+                elif not any(_json_path(i, fpath[:-1]) in p for p in r.problems):
+                    failures.append(f"{where}: the problems do not name the path: {r.problems[:2]}")
+                continue
+            if not r.holds:
+                continue                       # failed by the checker: fine
+            if r.verdict != original.verdict:
+                failures.append(f"{where}: holds with verdict {r.verdict}, was {original.verdict}")
+            new = set(r.assumptions) - set(original.assumptions)
+            if new:
+                failures.append(f"{where}: holds under a new assumption {sorted(new)}")
+    assert count > 0
+    assert not failures, f"{len(failures)} of {count} mutations pass against the rules:\n" + \
+        "\n".join(failures[:40])
+
+
+def test_every_claim_kind_is_represented():
+    kinds = {k[0] for k in REPRESENTATIVES}
+    assert kinds == {"bound", "exact_rank", "eps_rank", "code_rank", "nonnegative", "correctness",
+                     "gap_domination", "feasible", "infeasible", "transcript"}
+
+
+@pytest.mark.parametrize("shape", list(REPRESENTATIVES), ids=lambda k: f"{k[0]}-{'-'.join(x for x in k[1] if x != 'None')}")
+def test_every_claim_shape_fails_closed(shape):
+    path, i = REPRESENTATIVES[shape]
+    _mutate_and_check(path, only={i})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", CERTS, ids=lambda p: str(p.relative_to(ROOT / "reports")))
+def test_every_field_of_every_claim_kind_of_every_certificate_fails_closed(path: Path):
+    _mutate_and_check(path)
