@@ -89,7 +89,8 @@ def test_replay_compares_every_head(certificates, tmp_path):
         if c["info"]["head"] == 1:
             c["parameters"]["adapter"] = c["parameters"]["adapter"].replace("head 1", "head 0")
     got = replay_extraction([("c", cert, certificates["performer-pytorch"].parent)])
-    assert list(got.values())[0].startswith("differs")
+    # one comparison per claim's own features: head 1's hashes against head 0's replay differ
+    assert any(v.startswith("differs") for v in got.values())
 
 
 def test_replay_records_the_versions_it_depends_on(certificates):

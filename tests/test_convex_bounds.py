@@ -231,7 +231,7 @@ def test_model_class_parameter(r11_cert):
         assert convex_dual.check_infeasible(ok["claims"][0]) == []
     bad = copy.deepcopy(r11_cert)
     bad["claims"][0]["parameters"]["class"] = "anything"
-    _fails(bad, "unknown model class")
+    _fails(bad, "is not one of ['paper', 'used-pairs']")     # the schema names the classes
 
 
 def test_module_entry_point_prints_the_proof_line(tmp_path):

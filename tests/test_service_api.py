@@ -356,7 +356,7 @@ def test_a_certificate_holding_a_lone_surrogate_is_served_not_a_500(server, clie
     subprocess.run([sys.executable, "-m", "certify", "bounds", "--m", "8", "--out",
                     str(tmp_path / "b.json")], check=True, env=env(), capture_output=True)
     cert = json.loads((tmp_path / "b.json").read_text())
-    cert["claims"][0]["reason"] = "\ud800 odd"
+    cert["claims"][0]["method"] = "\ud800 odd"
     r = client.post(server.url + "/api/verify",
                     files={"file": ("s.json", json.dumps(cert), "application/json")})
     job = wait_job(client, server.url, r.json()["id"])

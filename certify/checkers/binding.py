@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from certify.checkers.common import canonical_sha256
+from certify.checkers.common import canonical_sha256, embedded_kernel_sha
 from certify.checkers.families import BUILTIN_CODES, builtin_kind, builtin_tokens
 
 KERNEL_KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
@@ -231,22 +231,6 @@ def referent(claim: Mapping[str, Any]) -> Referent | None:
     if kind == "bound":
         b = p.get("bound")
         return Referent("closed-form", b, None) if isinstance(b, str) else None
-    return None
-
-
-def embedded_kernel_sha(claim: Mapping[str, Any]) -> str | None:
-    """The content hash of a kernel whose data the certificate embeds (features,
-    or features another claim embeds, or the exact matrix): its features' or
-    matrix's hash, which the kind's checker re-derives from the embedded data."""
-    ev = claim.get("evidence")
-    if not isinstance(ev, Mapping):
-        return None
-    fs = ev.get("features_sha256")
-    if isinstance(fs, Mapping) and ("features" in ev or "features_claim" in ev) \
-            and isinstance(fs.get("phi_q"), str) and isinstance(fs.get("phi_k"), str):
-        return f"features:{fs['phi_q']}:{fs['phi_k']}"
-    if isinstance(ev.get("matrix"), list) and isinstance(ev.get("matrix_sha256"), str):
-        return f"matrix:{ev['matrix_sha256']}"
     return None
 
 

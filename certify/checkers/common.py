@@ -150,6 +150,23 @@ def without_negative_zeros(a):
     return a
 
 
+def embedded_kernel_sha(claim: Mapping[str, Any]) -> str | None:
+    """The content hash of a kernel whose data the certificate embeds (features,
+    or features another claim embeds, or the exact matrix): its features' or
+    matrix's hash, which the kind's checker re-derives from the embedded data."""
+    ev = claim.get("evidence")
+    if not isinstance(ev, Mapping):
+        return None
+    fs = ev.get("features_sha256")
+    if isinstance(fs, Mapping) and ("features" in ev or "features_claim" in ev) \
+            and isinstance(fs.get("phi_q"), str) and isinstance(fs.get("phi_k"), str):
+        return f"features:{fs['phi_q']}:{fs['phi_k']}"
+    if isinstance(ev.get("matrix"), list) and isinstance(ev.get("matrix_sha256"), str):
+        return f"matrix:{ev['matrix_sha256']}"
+    return None
+
+
+
 def canonical_sha256(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 

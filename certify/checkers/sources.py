@@ -296,7 +296,7 @@ def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
     inputs = cert.get("inputs") or {}
     problems: list[str] = []
     if sha is None and adapter == "memory":
-        from certify.checkers.binding import embedded_kernel_sha
+        from certify.checkers.common import embedded_kernel_sha
         if source != "memory" or embedded_kernel_sha(claim) is None:
             return ["a kernel built in memory (adapter 'memory') must be named 'memory' and embed "
                     "its features or matrix (nothing else binds it)"], [], None, None
