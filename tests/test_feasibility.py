@@ -498,9 +498,9 @@ def test_committed_paper51_sweep_verifies_in_the_papers_class(monkeypatch):
 
 def test_paper51_nonnegative_rank_is_exactly_15_by_the_packing_lemma(tmp_path):
     """Nonnegative features: the 15 feature-share vectors of a head have pairwise
-    products < 1/(4 * 4) = 1/16, and n > d nonnegative unit vectors in R^d have a
-    pair with product >= 1/sqrt(d): every rank <= 14 is excluded (re-derived by
-    the checker), and the construction solves the family at 15."""
+    products < 1/(4 * 4) = 1/16, and n > d nonnegative vectors in R^d with
+    coordinate sum 1 have a pair with product >= 1/d: every rank <= 14 is excluded
+    (re-derived by the checker), and the construction solves the family at 15."""
     from certify.checkers import verify as _verify
     from certify.core.certificate import Certificate
     from certify.feasibility.chain_bounds import chain_bound
