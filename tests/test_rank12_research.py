@@ -56,3 +56,45 @@ def test_witness16_with_a_perturbed_entry_fails(tmp_path):
     bad.write_text(json.dumps(w))
     with pytest.raises(AssertionError):
         _load("check_witness16").main(str(bad))
+
+
+def test_isotropic_ceiling_is_above_one_quarter_and_below_the_core_value():
+    """iso_ceiling.json: an exact weighted isotropic 15-point configuration on which
+    Theorem D's relaxation holds at t = 0.2508452: no argument confined to that
+    relaxation proves more; 1/4 lies below, so the relaxation is not refuted."""
+    ceiling = _load("check_iso_ceiling").main()
+    assert Fraction(1, 4) < ceiling < Fraction(2551557, 10000000)
+    assert abs(float(ceiling) - 0.25084522303959) < 1e-12
+    assert ceiling > _load("check_delsarte").main()
+
+
+def test_isotropic_ceiling_rejects_a_configuration_off_isotropy(tmp_path):
+    cert = json.loads((HERE / "iso_ceiling.json").read_text())
+    p, q = map(int, cert["w"][0].split("/"))
+    cert["w"][0] = f"{p + 1}/{q}"                 # one weight moved: sum w u u^T no longer s I
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(cert))
+    with pytest.raises(AssertionError, match="isotropic"):
+        _load("check_iso_ceiling").main(str(bad))
+    cert = json.loads((HERE / "iso_ceiling.json").read_text())
+    cert["u"][3][0] = "1/2"                       # no longer a unit vector
+    bad.write_text(json.dumps(cert))
+    with pytest.raises(AssertionError, match="unit"):
+        _load("check_iso_ceiling").main(str(bad))
+
+
+def test_theorem_d_equality_case_needs_five_quarter_copies_of_the_icosahedron():
+    """The LP value 15 (1 + sqrt 5)/12 is attained by the icosahedron with mass 5/4
+    (so no polynomial improves Theorem D), the 12- and 24-row icosahedral cores meet
+    the bound exactly, and the value is 4.0450850 = 1/0.2472136."""
+    mod = _load("check_equality_case")
+    R = mod.main()
+    assert (R.a, R.b) == (Fraction(5, 4), Fraction(5, 4))
+    assert abs(float(R) - 15 * (1 + 5 ** 0.5) / 12) < 1e-12
+
+
+def test_equality_case_fails_with_a_wrong_icosahedron(monkeypatch):
+    mod = _load("check_equality_case")
+    monkeypatch.setattr(mod, "PHI", mod.Q5(Fraction(3, 2)))   # not the golden ratio
+    with pytest.raises(AssertionError):
+        mod.main()

@@ -1,0 +1,104 @@
+"""Proposer (floats, numpy/scipy) for iso_ceiling.json; check_iso_ceiling.py decides, exactly.
+
+Maximizes R(z) = sum_{i != j} (<z_i, z_j>)_- / sum_i |z_i|^2 over 15 points z_i of R^3 in
+weighted isotropic position (sum_i z_i z_i^T / |z_i| proportional to I) by SLSQP from random
+starts, then rounds: each u_i = z_i/|z_i| to a rational point of the sphere (inverse
+stereographic projection of a 1e-6 grid point), the weights to 1e-9, and projects the weights
+exactly (rational least-norm correction) onto the five linear isotropy equations.
+iso_ceiling.json was made by `python propose_iso_ceiling.py --seed 2 --starts 1200`
+(R = 3.98652, 383 s on a loaded 2-core machine; OMP_NUM_THREADS=1).
+"""
+import argparse
+import json
+import time
+from fractions import Fraction as F
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize
+
+N = 15
+
+
+def search(seed, starts):
+    rng = np.random.default_rng(seed)
+
+    def obj(x):
+        Z = x.reshape(N, 3)
+        G = Z @ Z.T
+        np.fill_diagonal(G, 0)
+        return np.minimum(G, 0).sum() / (Z * Z).sum()
+
+    def iso(x):
+        Z = x.reshape(N, 3)
+        M = (Z.T * (1 / np.linalg.norm(Z, axis=1))) @ Z
+        M = M - np.trace(M) / 3 * np.eye(3)
+        return np.array([M[0, 0], M[1, 1], M[0, 1], M[0, 2], M[1, 2]])
+
+    best, bx = 0.0, None
+    for _ in range(starts):
+        r = minimize(obj, rng.normal(size=3 * N), method="SLSQP",
+                     constraints=[{"type": "eq", "fun": iso},
+                                  {"type": "eq", "fun": lambda x: (x * x).sum() - N}],
+                     options={"maxiter": 2000, "ftol": 1e-12})
+        if r.success and np.abs(iso(r.x)).max() < 1e-7 and -obj(r.x) > best:
+            best, bx = -obj(r.x), r.x
+    return bx.reshape(N, 3)
+
+
+def q(x, den):
+    return F(round(x * den), den)
+
+
+def rational_unit(u):
+    s = -1 if u[2] < 0 else 1
+    u = s * u
+    px, py = q(u[0] / (1 + u[2]), 10**6), q(u[1] / (1 + u[2]), 10**6)
+    d = 1 + px * px + py * py
+    return [s * c for c in (2 * px / d, 2 * py / d, (1 - px * px - py * py) / d)]
+
+
+def solve(A, b):
+    n = len(A)
+    M = [row[:] + [bb] for row, bb in zip(A, b)]
+    for c in range(n):
+        p = next(r for r in range(c, n) if M[r][c] != 0)
+        M[c], M[p] = M[p], M[c]
+        for r in range(n):
+            if r != c and M[r][c] != 0:
+                f = M[r][c] / M[c][c]
+                M[r] = [x - f * y for x, y in zip(M[r], M[c])]
+    return [M[i][n] / M[i][i] for i in range(n)]
+
+
+def round_exact(Z):
+    w = np.linalg.norm(Z, axis=1)
+    U = Z / w[:, None]
+    w = w / w.max()
+    u = [rational_unit(U[i]) for i in range(N)]
+    w0 = [q(x, 10**9) for x in w]
+    A = [[u[i][a] * u[i][b] - (F(1, 3) if a == b else 0) for i in range(N)]
+         for (a, b) in ((0, 0), (1, 1), (0, 1), (0, 2), (1, 2))]
+    lam = solve([[sum(x * y for x, y in zip(r1, r2)) for r2 in A] for r1 in A],
+                [sum(x * y for x, y in zip(r, w0)) for r in A])
+    wx = [w0[i] - sum(lam[k] * A[k][i] for k in range(5)) for i in range(N)]
+    assert all(x > 0 for x in wx)
+    return u, wx
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=2)
+    ap.add_argument("--starts", type=int, default=1200)
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "iso_ceiling.json"))
+    a = ap.parse_args()
+    t0 = time.time()
+    u, w = round_exact(search(a.seed, a.starts))
+    Path(a.out).write_text(json.dumps({
+        "format": "certify-attention/research/isotropic-ceiling/1", "n": N,
+        "u": [[str(c) for c in v] for v in u], "w": [str(x) for x in w]}))
+    print(f"wrote {a.out} ({time.time() - t0:.1f} s); check with check_iso_ceiling.py")
+
+
+if __name__ == "__main__":
+    main()
