@@ -143,8 +143,10 @@ def main():
 
     # (1) the fractional configuration: mass 5/4 on each vertex, diagonal mass D = 15
     m, D = F(5, 4), F(15)
+    counts = [sum(1 for i in range(n0) for j in range(n0) if cos[i][j] == c) for c in allowed]
+    assert counts == [12, 12, 60, 60]
     for k in range(0, 12):
-        Qk = sum((m * m * legendre(k, cos[i][j]) for i in range(n0) for j in range(n0)), Q5(0))
+        Qk = sum((m * m * cnt * legendre(k, c) for c, cnt in zip(allowed, counts)), Q5(0))
         if k == 0:
             assert Qk == 225 and Qk.a <= 15 * D          # (sum w)^2 = 225 = 15 D: Cauchy-Schwarz tight
         elif k <= 5:
