@@ -28,6 +28,18 @@ LP optimum over the polynomials g is B_n = n (1 + sqrt 5)/12, i.e. t*(n, 3) >= 1
     R = 15 (1 + sqrt 5)/12 = 5/4 + (25/4)/sqrt 5 would need N_- = 75/4 (1 and sqrt 5 are
     linearly independent over Q): not an integer. So the loss of Theorem D at n = 15 is an
     integrality loss (15/12 = 5/4 copies of the icosahedron), not a missing constraint.
+(4) The plain weighted three-point relaxation does not see it either. For weights w_i with
+    sum w = 1, a three-point (Bachoc-Vallentin) bound works with D2 = sum w_i^2, D3 = sum w_i^3,
+    the pair measures nu = sum_{i != j} w_i w_j delta_{c_ij} and nu' = sum_{i != j} w_i^2 w_j delta_{c_ij},
+    and the measure tau of distinct triples on (u, v, t) = (c_ij, c_ik, c_jk); for a measure mu,
+    mu^{x3} = D3 delta_(1,1,1) + nu' at (1,c,c), (c,1,c), (c,c,1) + tau, and all its positivity
+    conditions (every order) are those of mu^{x3}. Taking mu = the icosahedron with mass 1/12 per
+    vertex, D2 = 1/15, D3 = D2^2 = 1/225 (both Cauchy-Schwarz bounds tight), nu'(1) = D2 - D3,
+    nu' at c = 1 equal to (1/144 - D3)/3 and the rest proportional to nu (nu' <= nu/12), the
+    remainder tau = mu^{x3} - (diagonal parts) is a nonnegative measure: all three-point
+    conditions hold, with R = 15 (1 + sqrt 5)/12. Excluding it needs a constraint tying nu' to nu
+    through the spread of the weights (at D2 = 1/15 the weights are equal and nu' = nu/15, which
+    makes tau(1,1,1) = 1/144 - 1/225 - 3/900 < 0 for this mu), which is not settled here.
 
 Usage: python3 check_equality_case.py
 """
@@ -177,13 +189,29 @@ def main():
                          if i != j and dot(rows[i], rows[j]).sign() < 0), Q5(0))
         assert lhs == rhs
         assert tau == Q5(-F(3, n), F(3, n))             # 3 (sqrt 5 - 1)/n: Theorem D's LP value
+    # (4) the plain weighted three-point relaxation admits the same point (sum w = 1);
+    # index 0..3 = inner product 1, -1, 1/sqrt 5, -1/sqrt 5 (ordered pair counts 12, 12, 60, 60)
+    mass, D2, D3 = F(1, 12), F(1, 15), F(1, 225)
+    nu = [cnt * mass * mass for cnt in counts]                       # mu x mu by inner product
+    nu[0] -= D2                                                      # off-diagonal part at c = 1
+    assert all(v >= 0 for v in nu) and D2 + sum(nu) == 1 and D3 == D2 * D2
+    trip = [cnt * mass ** 3 for cnt in counts]                       # mu^{x3} at (1, c, c)
+    nup = [(trip[0] - D3) / 3]                                       # tau(1,1,1) = 0
+    lam = ((D2 - D3) - nup[0]) / sum(nu[1:])
+    nup += [lam * v for v in nu[1:]]
+    assert sum(nup) == D2 - D3 and all(v >= 0 for v in nup)
+    assert all(x <= y for x, y in zip(nup, nu))                      # w_i <= 1: nu' <= nu
+    assert trip[0] - D3 - 3 * nup[0] == 0                            # tau(1,1,1) >= 0
+    assert all(trip[k] - nup[k] >= 0 for k in (1, 2, 3))             # tau at (1,c,c) etc. >= 0
+    assert trip[0] - D3 - 3 * (nu[0] / 15) < 0                       # equal weights: excluded
     # (3) counting at n = 15: N_- would have to be 75/4
     need = B15 * 15                                      # N_- + M_- / sqrt 5 = 75/4 + (75/4) sqrt 5
     assert need.a == F(75, 4) and need.a.denominator != 1
     print("OK: Theorem D's LP value 15 (1 + sqrt 5)/12 is attained by the icosahedron with mass 5/4 "
           "(Q_1..Q_5 = 0, Cauchy-Schwarz tight), so no polynomial does better; the k-fold icosahedral "
           "cores (n = 12, 24) have nullity 3 at ratio 3 (sqrt 5 - 1)/n exactly, with every row identity "
-          "and the trace identity tight; at n = 15 equality needs 75/4 antipodal pairs: impossible  "
+          "and the trace identity tight; at n = 15 equality needs 75/4 antipodal pairs: impossible; "
+          "the plain weighted three-point relaxation admits the 5/4-fold icosahedron  "
           f"({time.time() - t0:.2f} s)")
     return R
 

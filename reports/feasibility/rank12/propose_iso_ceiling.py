@@ -6,7 +6,8 @@ starts, then rounds: each u_i = z_i/|z_i| to a rational point of the sphere (inv
 stereographic projection of a 1e-6 grid point), the weights to 1e-9, and projects the weights
 exactly (rational least-norm correction) onto the five linear isotropy equations.
 iso_ceiling.json was made by `python propose_iso_ceiling.py --seed 2 --starts 1200`
-(R = 3.98652, 383 s on a loaded 2-core machine; OMP_NUM_THREADS=1).
+(R = 3.98652; 383 s and 560 s in two runs on a loaded 2-core machine, identical output;
+OMP_NUM_THREADS=1).
 """
 import argparse
 import json
