@@ -98,3 +98,18 @@ def test_equality_case_fails_with_a_wrong_icosahedron(monkeypatch):
     monkeypatch.setattr(mod, "PHI", mod.Q5(Fraction(3, 2)))   # not the golden ratio
     with pytest.raises(AssertionError):
         mod.main()
+
+
+def test_weighted_three_point_relaxation_is_feasible_above_four():
+    """check_three_point_ceiling: the 5/4-fold icosahedron at D2 = 67/1000 meets the
+    weighted three-point relaxation with its weight-spread couplings at R = 4.02496 > 4,
+    so that relaxation cannot reach t >= 1/4."""
+    x = _load("check_three_point_ceiling").main()
+    assert x == Fraction(277, 125) and x * x < 5            # sqrt 5 > 48 D2 - 1: R > 4
+    assert 4.02 < (1 + 5 ** 0.5) / (12 * 0.067) < 4.03
+
+
+def test_three_point_check_rejects_a_spread_too_small_for_the_band():
+    # at D2 = (1/15)(1 + 1/1000) the weights are too equal: nu' at c = 1 leaves the band
+    with pytest.raises(AssertionError, match="band"):
+        _load("check_three_point_ceiling").main(Fraction(1001, 15000))
