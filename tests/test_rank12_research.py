@@ -113,3 +113,14 @@ def test_three_point_check_rejects_a_spread_too_small_for_the_band():
     # at D2 = (1/15)(1 + 1/1000) the weights are too equal: nu' at c = 1 leaves the band
     with pytest.raises(AssertionError, match="band"):
         _load("check_three_point_ceiling").main(Fraction(1001, 15000))
+
+
+def test_row_wise_isotropic_ceiling():
+    """iso_rows_ceiling.json: an exact isotropic configuration meeting every row inequality
+    w_i <= t sum_j w_j (c_ij)_- at t = 0.2514420: tying the weights to the rows moves the
+    ceiling of the isotropic relaxation from 0.2508452 up, but not to the core value 0.2551557."""
+    mod = _load("check_iso_ceiling")
+    rows = mod.main(str(HERE / "iso_rows_ceiling.json"), rows=True)
+    summed = mod.main(str(HERE / "iso_rows_ceiling.json"))
+    assert abs(float(rows) - 0.2514420) < 1e-7 and summed <= rows
+    assert mod.main() < rows < Fraction(2551557, 10000000)

@@ -20,7 +20,14 @@ of at most 0.34 % in t, against 1.1 % of Theorem D's LP. The configuration came 
 R_max ~ 3.9865 (1/R_max ~ 0.25085), between Theorem D's LP value 15 (1 + sqrt 5)/12 = 4.04508
 and 1/0.2551557 = 3.91918 (the full 15-row problem, whose row equations the relaxation drops).
 
-Usage: python3 check_iso_ceiling.py [iso_ceiling.json]
+The same for the trace identity row by row: a core also gives, for each row,
+|z_i|^2 = -sum_j C_ij <z_i, z_j> <= t sum_{j != i} (<z_i, z_j>)_-, i.e. w_i <= t sum_j w_j (c_ij)_-
+(weights tied to rows). With tau = min_i sum_{j != i} w_j (c_ij)_- / w_i, an isotropic
+configuration satisfies all these at t = 1/tau. iso_rows_ceiling.json (from
+`propose_iso_ceiling.py --rows`) has tau = 3.9770611..., so arguments using only isotropic
+position and the row inequalities prove at most t >= 0.2514420 (`--rows` returns 1/tau).
+
+Usage: python3 check_iso_ceiling.py [FILE] [--rows]
 """
 import json
 import sys
@@ -36,9 +43,10 @@ def frac(s):
     return Fraction(int(p), int(r))
 
 
-def main(path=None):
+def main(path=None, rows=False):
     t0 = time.time()
-    d = json.loads(Path(path or HERE / "iso_ceiling.json").read_text())
+    default = "iso_rows_ceiling.json" if rows else "iso_ceiling.json"
+    d = json.loads(Path(path or HERE / default).read_text())
     u = [[frac(c) for c in v] for v in d["u"]]
     w = [frac(x) for x in d["w"]]
     n = len(u)
@@ -50,20 +58,25 @@ def main(path=None):
         for b in range(3):
             m = sum(w[i] * u[i][a] * u[i][b] for i in range(n))
             assert m == (s if a == b else 0), f"not isotropic at ({a}, {b})"
-    num = Fraction(0)
+    row = [Fraction(0)] * n                     # row[i] = sum_{j != i} w_j (c_ij)_-
     for i in range(n):
         for j in range(n):
             if i != j:
                 c = sum(x * y for x, y in zip(u[i], u[j]))
                 if c < 0:
-                    num -= w[i] * w[j] * c
-    R = num / sum(x * x for x in w)
-    ceiling = 1 / R
-    print(f"OK: {n} rational unit vectors in exact weighted isotropic position, "
-          f"R = {float(R):.7f}: Theorem D's relaxation is feasible at t = 1/R = {float(ceiling):.7f} "
-          f"(> 1/4: {ceiling > Fraction(1, 4)})  ({time.time() - t0:.2f} s)")
+                    row[i] -= w[j] * c
+    R = sum(w[i] * row[i] for i in range(n)) / sum(x * x for x in w)
+    tau = min(row[i] / w[i] for i in range(n))
+    assert tau <= R
+    ceiling = 1 / tau if rows else 1 / R
+    print(f"OK: {n} rational unit vectors in exact weighted isotropic position; summed "
+          f"R = {float(R):.7f} (relaxation feasible at t = {float(1 / R):.7f}), least row ratio "
+          f"tau = {float(tau):.7f} (row-wise relaxation feasible at t = {float(1 / tau):.7f}); "
+          f"ceiling{' (rows)' if rows else ''} {float(ceiling):.7f} > 1/4: {ceiling > Fraction(1, 4)}"
+          f"  ({time.time() - t0:.2f} s)")
     return ceiling
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    args = [a for a in sys.argv[1:] if a != "--rows"]
+    main(*args, rows="--rows" in sys.argv[1:])
