@@ -472,7 +472,8 @@ def test_plus_one_is_chosen_when_no_query_row_is_positive(paper):
 
 def test_committed_paper51_sweep_verifies_in_the_papers_class(monkeypatch):
     """reports/feasibility/paper51_sweep.json: every claim in the paper's class,
-    verify holds, and the brackets it proves are real [12, 13], nonnegative [12, 15]."""
+    verify holds, and the brackets it proves are real [12, 13], nonnegative exactly 15
+    (the packing lemma excludes nonnegative ranks 12-14; real rank 12 stays unknown)."""
     from pathlib import Path
 
     from certify.checkers import verify
@@ -484,11 +485,14 @@ def test_committed_paper51_sweep_verifies_in_the_papers_class(monkeypatch):
     assert {c["parameters"]["class"] for c in claims} == {"paper"}
     got = {(c["parameters"]["features"], c["parameters"]["rank"]): (c["kind"], c["verdict"])
            for c in claims}
-    for feats, feasible in (("real", {13, 14, 15}), ("nonnegative", {15})):
+    for feats, excluded, feasible in (("real", 11, {13, 14, 15}), ("nonnegative", 14, {15})):
         for r in range(8, 16):
-            want = ("infeasible", "proved") if r <= 11 else \
+            want = ("infeasible", "proved") if r <= excluded else \
                 ("feasible", "proved") if r in feasible else ("feasible", "unknown")
             assert got[feats, r] == want, (feats, r)
+    packing = {c["parameters"]["rank"]: c["method"] for c in claims
+               if c["parameters"]["features"] == "nonnegative" and c["kind"] == "infeasible"}
+    assert all("packing lemma" in packing[r] for r in (12, 13, 14))
     for c in claims:
         if c["kind"] == "feasible" and c["verdict"] == "proved":
             # copy-query: the whole-cube head has the same rank
@@ -498,9 +502,9 @@ def test_committed_paper51_sweep_verifies_in_the_papers_class(monkeypatch):
 
 def test_paper51_nonnegative_rank_is_exactly_15_by_the_packing_lemma(tmp_path):
     """Nonnegative features: the 15 feature-share vectors of a head have pairwise
-    products < 1/(4 * 4) = 1/16, and n > d nonnegative unit vectors in R^d have a
-    pair with product >= 1/sqrt(d): every rank <= 14 is excluded (re-derived by
-    the checker), and the construction solves the family at 15."""
+    products < 1/(4 * 4) = 1/16, and n > d nonnegative vectors in R^d with
+    coordinate sum 1 have a pair with product >= 1/d: every rank <= 14 is excluded
+    (re-derived by the checker), and the construction solves the family at 15."""
     from certify.checkers import verify as _verify
     from certify.core.certificate import Certificate
     from certify.feasibility.chain_bounds import chain_bound

@@ -36,9 +36,9 @@ nonnegative, ``P = {y_i > 0}`` and ``N = {y_i < 0}`` are both nonempty. Put
 (sum the coordinates). Then ``|z|^2 = sum_{i in P, j in N} y_i |y_j| <p_i, p_j>
 < kappa^2 A^2`` while Cauchy-Schwarz in ``R^r`` gives ``|z|^2 >= A^2 / r``: so
 ``r > 1/kappa^2``. Every ``r < t`` with ``r kappa^2 <= 1`` is infeasible
-(``packing_rank``). (Lemma: ``n > d`` nonnegative unit vectors in ``R^d`` have a
-pair with inner product ``>= 1/sqrt(d)``; tight for ``d`` basis vectors and the
-normalized all-ones vector.) On paper-5.1, ``Lambda = 4`` on every ordinary
+(``packing_rank``). (The lemma this proves: ``n > d`` nonnegative vectors in
+``R^d`` with coordinate sum 1 have a pair ``i != j`` with ``<p_i, p_j> >= 1/d``;
+tight for the ``d`` basis vectors and ``(1/d, ..., 1/d)``.) On paper-5.1, ``Lambda = 4`` on every ordinary
 pair and 16 on the two special ones, so ``kappa^2 = 1/16`` and every
 nonnegative rank ``<= 14`` is excluded; the one-feature-per-query construction
 has rank 15, so the minimum is exactly 15.
