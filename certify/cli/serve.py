@@ -68,6 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--max-anonymous-queued", metavar="N", type=int, default=20,
                    help="jobs submitted without the token that may wait at once; above it 429 "
                         "(default 20)")
+    g.add_argument("--retention-days", metavar="D", type=float, default=30.0,
+                   help="jobs submitted without the token are deleted D days after they ended, "
+                        "with their uploads and results (default 30)")
+    g.add_argument("--trusted-proxy", metavar="ADDR", action="append", default=[],
+                   help="address or network of a reverse proxy whose X-Forwarded-For names the "
+                        "client (repeatable; default none: the client is the socket's peer)")
     g.add_argument("--keep-uploads", action="store_true",
                    help="keep each upload after its job ended (default: deleted)")
     g.add_argument("--keep-work", action="store_true",
@@ -87,5 +93,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         lease_seconds=a.lease_seconds, keep_uploads=a.keep_uploads, keep_work=a.keep_work,
         max_storage_bytes=megabytes(a.max_storage_mb, "--max-storage-mb", 1, 1 << 30),
         open_submit_rate=a.open_submit_rate, read_rate=a.read_rate,
-        max_anonymous_queued=a.max_anonymous_queued)
+        max_anonymous_queued=a.max_anonymous_queued, retention_days=a.retention_days,
+        trusted_proxy=tuple(a.trusted_proxy))
     return run(cfg, Listen(a.host, a.port), a.token_file)

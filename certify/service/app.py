@@ -8,9 +8,13 @@ the token, the rate limits and the body size).
 
 Everything is validated at the edge: every query parameter (unknown ones
 included) and every form field is checked before use, and a bad one is a 422
-whose message names it. A submission is refused with 507 when the store is
-over its cap (``--max-storage-mb``) and an open one with 429 when too many
-anonymous jobs wait (``--max-anonymous-queued``). An unexpected failure in a
+whose message names it. Admission is decided in the database, atomically
+with the insert (:meth:`Queue.add`): a submission is refused with 507 when its
+upload and result reservation do not fit under the storage cap
+(``--max-storage-mb``), and an open one with 429 when too many anonymous jobs
+wait (``--max-anonymous-queued``) or its client submitted too many in the last
+minute (``--open-submit-rate``). The client is the socket's peer address
+(a proxy's ``X-Forwarded-For`` counts only from ``--trusted-proxy``). An unexpected failure in a
 handler is a 500 saying "internal error"; its traceback goes to the server's
 log only. Text a certificate may hold that UTF-8 cannot encode (a lone
 surrogate, valid in JSON) is shown as its JSON escape, never a 500.
@@ -47,7 +51,7 @@ from certify.service.dispatcher import Dispatcher
 from certify.service.guard import Guard
 from certify.service.launcher import Launcher
 from certify.service.options import check_options
-from certify.service.queue import Queue, Upload
+from certify.service.queue import Queue, Quota, Refused, Upload
 from certify.service.store import Filters, Store, as_dict
 from certify.service.uploads import check_zip, safe_name
 
@@ -169,10 +173,15 @@ def filters(q: dict[str, str]) -> Filters:
 
 def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     store = store or Store(cfg.db)
-    queue = Queue(store, max_attempts=cfg.limits.max_attempts, keep_uploads=cfg.keep_uploads)
+    queue = Queue(store, max_attempts=cfg.limits.max_attempts, keep_uploads=cfg.keep_uploads,
+                  max_storage_bytes=cfg.max_storage_bytes)
+    quota = Quota(max_storage_bytes=cfg.max_storage_bytes,
+                  max_anonymous_queued=cfg.max_anonymous_queued,
+                  open_submit_rate=cfg.open_submit_rate)
     dispatcher = Dispatcher(queue, Path(cfg.data) / "work", cfg.node, cfg.limits,
                             workers=cfg.workers, lease=cfg.lease_seconds, keep_work=cfg.keep_work,
-                            launcher=Launcher(nice=cfg.job_nice))
+                            launcher=Launcher(nice=cfg.job_nice),
+                            retention_days=cfg.retention_days)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["short"] = lambda s: (s or "")[:12]
     templates.env.finalize = printable
@@ -314,7 +323,8 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     @app.get("/api/health")
     def health():
         return {"ok": True, "node": cfg.node, "queued": queue.count("queued"),
-                "running": queue.count("running"), "running_here": len(dispatcher.running)}
+                "running": queue.count("running"), "running_here": len(dispatcher.running),
+                "storage_bytes": store.storage_used(), "max_storage_bytes": cfg.max_storage_bytes}
 
     @app.get("/api/certificates")
     def api_certificates(request: Request):
@@ -361,14 +371,15 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         return doc
 
     def admission(anonymous: bool) -> tuple[int, int]:
-        """(anonymous jobs waiting, bytes stored) -- one trip to the database."""
+        """(anonymous jobs waiting, bytes stored), a second old at most: an early
+        refusal that spares reading the body; the decision is :meth:`Queue.add`'s."""
         waiting = queue.count("queued", anonymous=True) if anonymous else 0
         return waiting, store.storage_used(1.0)
 
     def enqueue(command: str, opts: dict, name: str | None, data: bytes | None,
-                anonymous: bool) -> str | SafeJSON:
-        """Hash and check the upload, check the storage cap, queue the job: the
-        blocking part of a submission, in one worker thread."""
+                anonymous: bool, client: str | None) -> str | SafeJSON:
+        """Hash and check the upload, then admit and queue the job in one
+        transaction: the blocking part of a submission, in one worker thread."""
         up = None
         if data is not None:
             suffix = Path(name).suffix.lower()
@@ -377,16 +388,18 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                     check_zip(io.BytesIO(data), cfg.limits.unpacked_bytes)
                 except InputError as exc:
                     return SafeJSON({"detail": printable(f"file: {name}: {exc}")}, 422)
-            used = store.storage_used(1.0)
-            if used + len(data) > cfg.max_storage_bytes:
-                return _storage_full(used, cfg)
             up = Upload(name=name, sha256=hashlib.sha256(data).hexdigest(), suffix=suffix, data=data)
-        return queue.add(command, opts, upload=up, anonymous=anonymous)
+        try:
+            return queue.add(command, opts, upload=up, anonymous=anonymous, client=client,
+                             quota=quota)
+        except Refused as no:
+            return SafeJSON({"detail": no.detail}, no.status, headers=(
+                {"Retry-After": str(no.retry_after)} if no.retry_after else None))
 
     async def _submit(request: Request, forced_command: str | None):
-        if forced_command is None and request.query_params:
-            query(request, ())
+        query(request, ())
         anonymous = forced_command == "verify" and not _has_token(request, cfg.token)
+        client = request.client.host if request.client else None
         waiting, used = await run_in_threadpool(admission, anonymous)
         if anonymous and waiting >= cfg.max_anonymous_queued:
             return SafeJSON({"detail": f"{cfg.max_anonymous_queued} jobs submitted without the "
@@ -396,6 +409,11 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             return _storage_full(used, cfg)
         form = await request.form(max_files=1, max_fields=40)
         try:
+            names = [k for k, _ in form.multi_items()]
+            twice = sorted({k for k in names if names.count(k) > 1})
+            if twice:
+                raise InputError(f"{twice[0][:40]}: the field is given {names.count(twice[0])} "
+                                 f"times; give it once")
             raw = {k: v for k, v in form.multi_items() if isinstance(v, str)}
             files = [v for k, v in form.multi_items() if not isinstance(v, str)]
             if any(k != "file" for k, v in form.multi_items() if not isinstance(v, str)):
@@ -418,7 +436,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             return SafeJSON({"detail": printable(str(exc))}, 422)
         finally:
             await form.close()
-        job_id = await run_in_threadpool(enqueue, command, opts, name, data, anonymous)
+        job_id = await run_in_threadpool(enqueue, command, opts, name, data, anonymous, client)
         if not isinstance(job_id, str):
             return job_id                                    # a refusal
         dispatcher.wake()
@@ -448,10 +466,8 @@ def _has_token(request: Request, token: str) -> bool:
 
 
 def _storage_full(used: int, cfg: ServiceConfig) -> SafeJSON:
-    mb = 1 << 20
-    return SafeJSON({"detail": f"storage full: {used / mb:.1f} MB of the {cfg.max_storage_bytes / mb:.0f} "
-                               f"MB cap are used (--max-storage-mb); delete certificates or raise "
-                               f"the cap"}, 507)
+    from certify.service.queue import storage_full
+    return SafeJSON({"detail": storage_full(used, cfg.max_storage_bytes)}, 507)
 
 
 def _rendered(claim: dict[str, Any], version: str | None) -> str:

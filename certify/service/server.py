@@ -168,7 +168,8 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
     print(f"certify serve: {url}  data {folder.path}  db {shown_url(db).split('://')[0]}  "
           f"node {folder.node[:12]}  token in {token_path}", file=sys.stderr, flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                           timeout_graceful_shutdown=10))
+                                           timeout_graceful_shutdown=10,
+                                           **proxy_settings(cfg.trusted_proxy)))
     try:
         server.run(sockets=[sock])
     finally:
@@ -178,12 +179,26 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
     return 0
 
 
+def proxy_settings(trusted: tuple[str, ...]) -> dict:
+    """uvicorn's proxy options, set explicitly: the client's address is the
+    socket's peer unless the peer is a ``--trusted-proxy`` (uvicorn's own
+    defaults would trust ``X-Forwarded-For`` from 127.0.0.1, so any local
+    client could name itself anyone)."""
+    if not trusted:
+        return {"proxy_headers": False, "forwarded_allow_ips": ""}
+    return {"proxy_headers": True, "forwarded_allow_ips": ",".join(trusted)}
+
+
 def recover(store, folder: datadir.DataFolder, cfg: ServiceConfig, *, sqlite: bool) -> None:
     """End the leases a lock proves dead, and remove this node's finished or
     interrupted work folders (see the module's docstring)."""
     from certify.service.queue import Queue
 
     queue = Queue(store, max_attempts=cfg.limits.max_attempts, keep_uploads=cfg.keep_uploads)
+    gone = queue.expire(cfg.retention_days)
+    if gone:
+        print(f"certify serve: {gone} anonymous job(s) older than {cfg.retention_days:g} days "
+              f"(--retention-days) deleted", file=sys.stderr, flush=True)
     ended = queue.expire_running(None if sqlite else folder.node)
     if ended:
         print(f"certify serve: {ended} job(s) interrupted by a previous stop will be re-queued",
