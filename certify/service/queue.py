@@ -44,7 +44,7 @@ from certify.service.store import Store, add_certificate, storage_used_in
 
 MB = 1 << 20
 #: bytes reserved for a job's result while it is queued or running
-RESULT_RESERVE = 256 * 1024
+RESULT_RESERVE = 64 * 1024
 #: the window of the per-client open-submission rate (seconds)
 RATE_WINDOW = 60.0
 

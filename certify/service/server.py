@@ -164,10 +164,11 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
     import uvicorn
 
     from certify.service.app import create_app
+    _Server = _server_class()
     app = create_app(cfg, store)
     print(f"certify serve: {url}  data {folder.path}  db {shown_url(db).split('://')[0]}  "
           f"node {folder.node[:12]}  token in {token_path}", file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
+    server = _Server(uvicorn.Config(app, log_level="warning", access_log=False,
                                            timeout_graceful_shutdown=10,
                                            **proxy_settings(cfg.trusted_proxy)))
     try:
@@ -177,6 +178,23 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
         for lock in locks:
             lock.release()
     return 0
+
+
+def _server_class():
+    import uvicorn
+    from contextlib import contextmanager
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, except that a stop asked by SIGTERM or SIGINT is a
+        clean exit (status 0): uvicorn re-raises the signal after its graceful
+        shutdown, which made ``certify serve`` end with status -15."""
+
+        @contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                yield
+                self._captured_signals.clear()
+    return Server
 
 
 def proxy_settings(trusted: tuple[str, ...]) -> dict:
