@@ -7,13 +7,15 @@ the socket unless a trusted proxy names it."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import sqlite3
 import threading
 
 import httpx
+import numpy as np
 import pytest
-from service_support import Server, checkpoint_zip, wait_job
+from service_support import Server, wait_job
 
 from certify.service.guard import RateLimiter
 
@@ -29,7 +31,8 @@ def servers(tmp_path_factory):
     base = tmp_path_factory.mktemp("bounds")
     all_ = (Server(base / "tight", "--workers", "1", "--open-submit-rate", "4", "--read-rate", "0",
                    "--max-anonymous-queued", "2", "--max-storage-mb", "1"),
-            Server(base / "small", "--job-memory-mb", "256", "--workers", "1", "--read-rate", "0"),
+            Server(base / "small", "--job-memory-mb", "1024", "--workers", "1", "--read-rate", "0",
+                   "--max-unpacked-mb", "400"),
             Server(base / "quick", "--job-seconds", "1", "--workers", "1", "--read-rate", "0"),
             Server(base / "gate", "--workers", "1", "--read-rate", "0", "--open-submit-rate", "100",
                    "--max-anonymous-queued", "5", "--max-storage-mb", "18", "--max-upload-mb", "3"),
@@ -103,10 +106,19 @@ def test_time_limit(servers):
 
 
 def test_memory_limit(servers):
+    """The smallest limit accepted (1024 MB, the loaded library included) runs a
+    small job; a job that needs more memory is stopped and says so."""
     small = servers[1]
     with httpx.Client(timeout=60) as c:
-        r = c.post(small.url + "/api/jobs", headers=small.auth, data={"command": "checkpoint"},
-                   files={"file": ("m.zip", checkpoint_zip(), "application/zip")})
+        r = c.post(small.url + "/api/jobs", headers=small.auth, data={"command": "rank"},
+                   files={"file": ("i.json", "[[1,2],[2,4]]", "application/json")})
+        job = wait_job(c, small.url, r.json()["id"], timeout=120)
+        assert job["status"] == "done" and job["exit_code"] == 0, job
+        buf = io.BytesIO()                          # 6000 x 6000 ones: 288 MB once read
+        np.savez_compressed(buf, matrix=np.ones((6000, 6000)))
+        r = c.post(small.url + "/api/jobs", headers=small.auth, data={"command": "rank"},
+                   files={"file": ("m.npz", buf.getvalue(), "application/octet-stream")})
+        assert r.status_code == 201, r.text
         job = wait_job(c, small.url, r.json()["id"], timeout=120)
         assert job["status"] == "failed" and job["reason"], job
         assert job["cert_sha256"] is None

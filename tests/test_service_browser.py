@@ -105,6 +105,7 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         assert seen & {"queued", "running"}, seen          # live progress was shown
 
         # the certificate page: claims, the server's verification and its meaning
+        browser_cert_path = browser.current_url[len(s.url):]
         exit_text = _wait(lambda: browser.find_element(By.ID, "verify-exit").text, 20, "verify")
         page_exit = int(re.search(r"exit (\d+)", exit_text).group(1))
         meaning = browser.find_element(By.ID, "verify-meaning").text
@@ -150,5 +151,13 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         assert "certificate only" in res
         assert "verdict re-derived, REFUTED (the sentence is false): the head of" in res
         assert not re.search(r"^ok ", res, re.M)
+        # exit 4 names the assumptions it holds under
+        named = browser.find_element(By.ID, "verify-assumptions").text
+        assert "extraction:" in named, named
+        # the certificate page names the server's own upload for what it is
+        browser.get(s.url + browser_cert_path)
+        inputs = browser.find_element(By.CSS_SELECTOR, "ul.inputs").text
+        assert "upload:paper-model.zip: the file submitted to this server" in inputs, inputs
+        assert ": absent" not in inputs.split("upload:")[1].split("\n")[0]
         colours, std = _not_blank(browser.get_screenshot_as_png())
         assert colours > 20 and std > 5

@@ -44,7 +44,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--job-seconds", metavar="S", type=float, default=600.0,
                    help="time limit of one job, wall clock and CPU (default 600)")
     g.add_argument("--job-memory-mb", metavar="MB", type=float, default=4096,
-                   help="memory (address space) limit of one job (default 4096)")
+                   help="memory (address space) limit of one job, the loaded library's ~700 MB "
+                        "included (at least 1024; default 4096)")
     g.add_argument("--job-attempts", metavar="N", type=int, default=2,
                    help="claims of a job before an interrupted one is marked failed (default 2)")
     g.add_argument("--lease-seconds", metavar="S", type=float, default=30.0,
@@ -80,11 +81,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="keep each job's work folder after it ended (default: deleted)")
     a = p.parse_args(argv)
 
-    from certify.service.config import Limits, ServiceConfig, megabytes
+    from certify.service.config import MIN_JOB_MEMORY_MB, Limits, ServiceConfig, megabytes
     from certify.service.server import Listen, run
 
     limits = Limits(time_seconds=a.job_seconds,
-                    memory_bytes=megabytes(a.job_memory_mb, "--job-memory-mb", 256, 1 << 20),
+                    memory_bytes=megabytes(a.job_memory_mb, "--job-memory-mb", MIN_JOB_MEMORY_MB, 1 << 20),
                     unpacked_bytes=megabytes(a.max_unpacked_mb, "--max-unpacked-mb", 1 / 1024, 64 << 10),
                     upload_bytes=megabytes(a.max_upload_mb, "--max-upload-mb", 1 / 1024, 4096),
                     max_attempts=a.job_attempts)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+from http import HTTPStatus
 import io
 import json
 import math
@@ -42,6 +43,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.concurrency import run_in_threadpool
 
 from certify.checkers.verify import VERDICT_WORDS
@@ -69,6 +71,13 @@ MEDIA = {".png": "image/png", ".pdf": "application/pdf", ".md": "text/markdown; 
          ".tex": "text/x-tex; charset=utf-8", ".json": "application/json"}
 DATE_RANGE = (dt.date(1970, 1, 1), dt.date(2999, 12, 31))
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_PHRASES = {s.value for s in HTTPStatus}
+
+
+def _is_page(path: str) -> bool:
+    """An HTML page's path (not the API, a download, a static file)."""
+    return not (path.startswith(("/api/", "/static/")) or "/files/" in path
+                or path.endswith(".json"))
 
 
 def printable(v: Any) -> Any:
@@ -211,6 +220,16 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         where = ".".join(str(x) for x in errs[0].get("loc", ())) if errs else "request"
         return SafeJSON({"detail": f"{where}: {errs[0].get('msg') if errs else 'invalid'}"}, 422)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        """Pages answer a refusal with a page; the API (and downloads) with JSON."""
+        if _is_page(request.url.path):
+            return templates.TemplateResponse(request, "error.html", {
+                "limits": cfg.limits, "status": exc.status_code, "detail": printable(str(exc.detail)),
+                "title": HTTPStatus(exc.status_code).phrase if exc.status_code in _PHRASES else "error"},
+                status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        return SafeJSON({"detail": exc.detail}, exc.status_code, headers=getattr(exc, "headers", None))
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):
         print(f"certify serve: internal error on {request.method} {request.url.path}\n"
@@ -279,7 +298,8 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         md = store.file(sha, "report.md") if "report.md" in files else None
         report_md = md.decode("utf-8", errors="replace") if md is not None else None
         return page(request, "certificate.html", row=row, cert=cert, claims=claims, ver=ver,
-                    files=files, figures=figures, report_md=report_md)
+                    files=files, figures=figures, report_md=report_md,
+                    inputs=_shown_inputs(ver, row))
 
     @app.get("/certificates/{sha}/certificate.json")
     def certificate_download(request: Request, sha: str):
@@ -423,7 +443,8 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             if forced_command is not None:
                 raw.pop("command", None)
             name = safe_name(upload.filename) if upload else None
-            opts = check_options(command, raw, name, cfg.limits.time_seconds)
+            # before the body is read (off the event loop: a family's code is searched)
+            await run_in_threadpool(check_options, command, raw, name, cfg.limits.time_seconds)
             data = None
             if upload is not None:
                 data = await upload.read(cfg.limits.upload_bytes + 1)
@@ -432,6 +453,10 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                                                f"{cfg.limits.upload_bytes} bytes"}, 413)
                 if not data:
                     raise InputError(f"file: {name} is empty")
+            # again with the upload: what depends on it (a family's code, a matrix's
+            # shape against the token set) is checked as the job would, off the event loop
+            opts = await run_in_threadpool(check_options, command, raw, name,
+                                           cfg.limits.time_seconds, data)
         except InputError as exc:
             return SafeJSON({"detail": printable(str(exc))}, 422)
         finally:
@@ -468,6 +493,20 @@ def _has_token(request: Request, token: str) -> bool:
 def _storage_full(used: int, cfg: ServiceConfig) -> SafeJSON:
     from certify.service.queue import storage_full
     return SafeJSON({"detail": storage_full(used, cfg.max_storage_bytes)}, 507)
+
+
+def _shown_inputs(ver: dict | None, row) -> list[dict]:
+    """The verification's inputs as the page lists them: the server's own
+    upload (``upload:NAME``, hashed by the server when it arrived, then
+    unpacked or deleted) is said to be that, never "absent"."""
+    out = []
+    for i in (ver or {}).get("inputs", []):
+        name, status = str(i.get("name", "")), str(i.get("status", ""))
+        if name.startswith("upload:") and status == "absent":
+            status = (f"the file submitted to this server (sha256 {row.source_sha256 or '?'} computed "
+                      f"when it arrived; not kept after the job)")
+        out.append({"name": name, "status": status})
+    return out
 
 
 def _rendered(claim: dict[str, Any], version: str | None) -> str:

@@ -15,6 +15,10 @@ from pathlib import Path
 from certify.core.errors import InputError
 
 MB = 1 << 20
+#: the smallest --job-memory-mb: a job process starts with the library loaded
+#: (torch, numpy, python-flint, matplotlib: about 700 MB of address space), so
+#: below this no job could allocate anything and every one would fail
+MIN_JOB_MEMORY_MB = 1024
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,7 @@ class ServiceConfig:
     def check(self) -> None:
         lim = self.limits
         _number(lim.time_seconds, "--job-seconds", 1, 604800)
-        _number(lim.memory_bytes / MB, "--job-memory-mb", 256, 1 << 20)
+        _number(lim.memory_bytes / MB, "--job-memory-mb", MIN_JOB_MEMORY_MB, 1 << 20)
         _number(lim.unpacked_bytes / MB, "--max-unpacked-mb", 1 / 1024, 64 << 10)
         _number(lim.upload_bytes / MB, "--max-upload-mb", 1 / 1024, 4096)
         _number(lim.max_attempts, "--job-attempts", 1, 100, integer=True)
