@@ -498,8 +498,9 @@ def test_load_small(server):
     tests/test_service_load.py, --runslow)."""
     from service_load import run_load
 
-    res = run_load([server], submissions=8, reads=60, clients=4)
-    ids = [j["id"] for j in res.jobs.values()]
+    res = run_load([server], submissions=8, reads=60, clients=4, anonymous=8)
+    assert len(res.anonymous) == 8 and not res.refused           # this server sets no open caps
+    ids = [j["id"] for j in res.jobs.values()] + [j["id"] for j in res.anonymous.values()]
     with sqlite3.connect(server.data / "certify.db") as db:
         for jid in ids:
             assert [o for (o,) in db.execute("select outcome from job_claims where job_id = ?",

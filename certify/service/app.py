@@ -343,6 +343,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     @app.get("/api/health")
     def health():
         return {"ok": True, "node": cfg.node, "queued": queue.count("queued"),
+                "queued_anonymous": queue.count("queued", anonymous=True),
                 "running": queue.count("running"), "running_here": len(dispatcher.running),
                 "storage_bytes": store.storage_used(), "max_storage_bytes": cfg.max_storage_bytes}
 
