@@ -2,7 +2,9 @@
 
 Argument parsing only; :func:`certify.service.server.run` checks everything
 (options, address, data folder, token, database: one line and exit 2 for any
-problem, before anything is served) and runs the server.
+problem, before anything is served) and runs the server. ``certify serve
+migrate --data OLD`` moves a data folder of the previous layout into the
+current one (:mod:`certify.service.upgrade`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ from certify.cli.common import parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import sys
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["migrate"]:            # certify serve migrate --data OLD
+        from certify.service.upgrade import main as migrate
+        return migrate(argv[1:])
     p = parser("serve", "Run the certification service: submit jobs, store certificates in a "
                         "database, read and re-verify them in a browser. Every bound below is "
                         "checked at start (a nan, inf or absurd value ends with exit 2).",

@@ -184,8 +184,8 @@ def make_engine(url: str) -> Engine:
                          connect_args={"connect_timeout": 10})
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision."""
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to the newest Alembic revision (or to ``revision``)."""
     from alembic import command
     from alembic.config import Config
 
@@ -195,4 +195,4 @@ def migrate(engine: Engine) -> None:
         if engine.dialect.name == "postgresql":       # servers starting at once migrate in turn
             conn.execute(text("SELECT pg_advisory_xact_lock(7270210021)"))
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, revision)
