@@ -19,7 +19,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     import sys
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["migrate"]:            # certify serve migrate --data OLD
-        from certify.service.upgrade import main as migrate
         return migrate(argv[1:])
     p = parser("serve", "Run the certification service: submit jobs, store certificates in a "
                         "database, read and re-verify them in a browser. Every bound below is "
@@ -104,3 +103,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_anonymous_queued=a.max_anonymous_queued, retention_days=a.retention_days,
         trusted_proxy=tuple(a.trusted_proxy))
     return run(cfg, Listen(a.host, a.port), a.token_file)
+
+
+def migrate(argv: Sequence[str]) -> int:
+    """``certify serve migrate --data OLD [--db URL]`` (:mod:`certify.service.upgrade`)."""
+    import sys
+    ap = parser("serve migrate", "Move a data folder of an earlier certify serve (database "
+                                 "revision 0001 with uploads/ and certificates/ beside it) into "
+                                 "the current layout: uploads and report files into the "
+                                 "database, checked against their hashes and read back before "
+                                 "the old files are removed.")
+    ap.add_argument("--data", metavar="DIR", required=True, help="the old data folder")
+    ap.add_argument("--db", metavar="URL", default="",
+                    help="its database when not DATA/certify.db (postgresql://...)")
+    a = ap.parse_args(argv)
+    from certify.service.upgrade import migrate_folder
+    m = migrate_folder(a.data, a.db or None)
+    print(f"certify serve migrate: {a.data}: {m.jobs} job(s), {m.uploads} upload(s) and "
+          f"{m.files} report file(s) of {m.certificates} certificate(s) moved into the database"
+          + (f"; {m.requeued} running job(s) queued again" if m.requeued else "")
+          + (f"; removed {', '.join(m.removed)}/" if m.removed else "")
+          + f". Start it with: certify serve --data {a.data}", file=sys.stderr)
+    return 0

@@ -32,6 +32,7 @@ from pathlib import Path
 from certify.core.errors import InputError
 from certify.service import datadir
 from certify.service.config import ServiceConfig
+from certify.service.store import check_db_url, open_store, shown_url
 
 
 @dataclass(frozen=True)
@@ -106,30 +107,6 @@ def ensure_token(folder: datadir.DataFolder) -> Path:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32) + "\n")
     return path
-
-
-def shown_url(url: str) -> str:
-    """A database URL without its password."""
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
-
-
-def check_db_url(url: str) -> None:
-    if not url.startswith(("sqlite:///", "postgresql://", "postgresql+psycopg://")):
-        raise InputError(f"--db must be sqlite:///PATH or postgresql://..., got "
-                         f"{shown_url(url)[:60]!r}")
-
-
-def open_store(url: str):
-    """The store at ``url``, migrated; :class:`InputError` when it cannot be used."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from certify.service.store import Store
-    try:
-        return Store(url)
-    except (SQLAlchemyError, OSError, ValueError) as exc:
-        line = " ".join(str(getattr(exc, "orig", None) or exc).split())
-        line = line.split(" (Background on this error")[0][:300]
-        raise InputError(f"--db {shown_url(url)}: cannot use the database ({line})") from None
 
 
 def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:

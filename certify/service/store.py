@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import threading
 import time
 from contextlib import contextmanager, nullcontext
@@ -25,6 +26,8 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from sqlalchemy import Row, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
+
+from certify.core.errors import InputError
 
 from certify.service.schema import (AdmissionRow, CertificateFileRow, CertificateRow, ClaimRow,
                                     JobRow, UploadRow, aware, db_epoch, make_engine, migrate, now)
@@ -177,6 +180,31 @@ class Store:
             self._used = None
         else:
             self._used = (self._used[0], self._used[1] + size)
+
+
+# ---------------------------------------------------------------- opening a store
+
+def shown_url(url: str) -> str:
+    """A database URL without its password."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def check_db_url(url: str) -> None:
+    if not url.startswith(("sqlite:///", "postgresql://", "postgresql+psycopg://")):
+        raise InputError(f"--db must be sqlite:///PATH or postgresql://..., got "
+                         f"{shown_url(url)[:60]!r}")
+
+
+def open_store(url: str):
+    """The store at ``url``, migrated; :class:`InputError` when it cannot be used."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return Store(url)
+    except (SQLAlchemyError, OSError, ValueError) as exc:
+        line = " ".join(str(getattr(exc, "orig", None) or exc).split())
+        line = line.split(" (Background on this error")[0][:300]
+        raise InputError(f"--db {shown_url(url)}: cannot use the database ({line})") from None
 
 
 def storage_used_in(s: Session) -> int:

@@ -100,7 +100,7 @@ def migrate_folder(path: str | os.PathLike, db: str | None = None) -> Migrated:
 
     from certify.service.schema import (QUEUED, RUNNING, CertificateFileRow, CertificateRow,
                                         JobRow, UploadRow)
-    from certify.service.server import check_db_url, open_store
+    from certify.service.store import check_db_url, open_store
 
     p = Path(path).resolve()
     if not previous_layout(p, db):
@@ -216,26 +216,3 @@ def migrate_folder(path: str | os.PathLike, db: str | None = None) -> Migrated:
         for lock in locks:
             lock.release()
     return Migrated(n_jobs, len(copied_up), certs, len(copied_files), requeued, tuple(removed))
-
-
-def main(argv) -> int:
-    """``certify serve migrate --data OLD [--db URL]``."""
-    import sys
-
-    from certify.cli.common import parser
-    ap = parser("serve migrate", "Move a data folder of an earlier certify serve (database "
-                                 "revision 0001 with uploads/ and certificates/ beside it) into "
-                                 "the current layout: uploads and report files into the "
-                                 "database, checked against their hashes and read back before "
-                                 "the old files are removed.")
-    ap.add_argument("--data", metavar="DIR", required=True, help="the old data folder")
-    ap.add_argument("--db", metavar="URL", default="",
-                    help="its database when not DATA/certify.db (postgresql://...)")
-    a = ap.parse_args(argv)
-    m = migrate_folder(a.data, a.db or None)
-    print(f"certify serve migrate: {a.data}: {m.jobs} job(s), {m.uploads} upload(s) and "
-          f"{m.files} report file(s) of {m.certificates} certificate(s) moved into the database"
-          + (f"; {m.requeued} running job(s) queued again" if m.requeued else "")
-          + (f"; removed {', '.join(m.removed)}/" if m.removed else "")
-          + f". Start it with: certify serve --data {a.data}", file=sys.stderr)
-    return 0
