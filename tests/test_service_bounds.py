@@ -194,6 +194,10 @@ def test_repeated_fields_and_unknown_query_parameters_are_refused(servers):
         r = c.post(s.url + "/api/jobs", headers=s.auth, data={"command": ["rank", "rank"]},
                    files={"file": ("i.json", "[[1]]", "application/json")})
         assert r.status_code == 422 and r.json()["detail"].startswith("command: the field is given 2")
+        r = c.post(s.url + "/api/jobs", headers=s.auth, data={"command": "rank"},
+                   files=[("file", ("a.json", b"[[1]]", "application/json")),
+                          ("file", ("b.json", b"[[2]]", "application/json"))])
+        assert r.status_code == 422 and r.json()["detail"].startswith("file: the field is given 2")
         r = c.post(s.url + "/api/verify?x=1", headers=s.auth,
                    files={"file": ("c.json", "{}", "application/json")})
         assert r.status_code == 422 and "unknown query parameter 'x'" in r.json()["detail"]

@@ -428,7 +428,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                                        f"later"}, 429, headers={"Retry-After": "30"})
         if used >= cfg.max_storage_bytes:
             return _storage_full(used, cfg)
-        form = await request.form(max_files=1, max_fields=40)
+        form = await request.form(max_files=2, max_fields=40)     # a second file: refused below, 422
         try:
             names = [k for k, _ in form.multi_items()]
             twice = sorted({k for k in names if names.count(k) > 1})
