@@ -9,6 +9,7 @@ are documented in the README ("Service", "Bounds").
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -101,3 +102,14 @@ def check_proxy(addr: str) -> None:
         ipaddress.ip_network(str(addr), strict=False)
     except ValueError:
         raise InputError(f"--trusted-proxy must be an IP address or network, got {str(addr)[:60]!r}") from None
+
+
+def shown_url(url: str) -> str:
+    """A database URL without its password."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def check_db_url(url: str) -> None:
+    if not url.startswith(("sqlite:///", "postgresql://", "postgresql+psycopg://")):
+        raise InputError(f"--db must be sqlite:///PATH or postgresql://..., got "
+                         f"{shown_url(url)[:60]!r}")

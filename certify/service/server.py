@@ -31,8 +31,7 @@ from pathlib import Path
 
 from certify.core.errors import InputError
 from certify.service import datadir
-from certify.service.config import ServiceConfig
-from certify.service.store import check_db_url, open_store, shown_url
+from certify.service.config import ServiceConfig, check_db_url, shown_url
 
 
 @dataclass(frozen=True)
@@ -130,6 +129,7 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
         db = cfg.db or f"sqlite:///{folder.path / datadir.DB}"
         if db.startswith("sqlite:///"):
             locks.append(datadir.lock_sqlite(Path(db[len("sqlite:///"):]).resolve()))
+        from certify.service.store import open_store
         store = open_store(db)
     except BaseException:
         sock.close()

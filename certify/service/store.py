@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import threading
 import time
 from contextlib import contextmanager, nullcontext
@@ -183,17 +182,6 @@ class Store:
 
 
 # ---------------------------------------------------------------- opening a store
-
-def shown_url(url: str) -> str:
-    """A database URL without its password."""
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
-
-
-def check_db_url(url: str) -> None:
-    if not url.startswith(("sqlite:///", "postgresql://", "postgresql+psycopg://")):
-        raise InputError(f"--db must be sqlite:///PATH or postgresql://..., got "
-                         f"{shown_url(url)[:60]!r}")
-
 
 def open_store(url: str):
     """The store at ``url``, migrated; :class:`InputError` when it cannot be used."""
