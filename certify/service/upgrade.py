@@ -100,7 +100,8 @@ def migrate_folder(path: str | os.PathLike, db: str | None = None) -> Migrated:
 
     from certify.service.schema import (QUEUED, RUNNING, CertificateFileRow, CertificateRow,
                                         JobRow, UploadRow)
-    from certify.service.store import check_db_url, open_store
+    from certify.service.config import check_db_url
+    from certify.service.store import open_store
 
     p = Path(path).resolve()
     if not previous_layout(p, db):
