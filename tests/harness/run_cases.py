@@ -269,7 +269,8 @@ def serve_cases() -> list[tuple[str, str, list[str]]]:
               ["--data", "proj"], ["--data", "thesis"], ["--data", "paper.tex"],
               ["--data", "serve-new", "--token-file", "binary.token"],
               ["--data", "serve-new", "--db", "mysql://x"], ["--data", "serve-new", "--host", "256.1.1.1"],
-              ["--port", "0"]):
+              ["--port", "0"], ["--trusted-proxy", "not-an-address"], ["--retention-days", "nan"],
+              ["--job-memory-mb", "256"]):
         C.append(("serve start-up", "serve", list(a)))
     return C
 
