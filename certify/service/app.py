@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from http import HTTPStatus
 import io
 import json
 import math
@@ -34,6 +33,7 @@ import threading
 import traceback
 from collections import OrderedDict
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from urllib.parse import urlencode
 from pathlib import Path
 from typing import Any
@@ -43,8 +43,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from certify.checkers.verify import VERDICT_WORDS
 from certify.core.errors import InputError
@@ -345,7 +345,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         return {"ok": True, "node": cfg.node, "queued": queue.count("queued"),
                 "queued_anonymous": queue.count("queued", anonymous=True),
                 "running": queue.count("running"), "running_here": len(dispatcher.running),
-                "storage_bytes": store.storage_used(), "max_storage_bytes": cfg.max_storage_bytes}
+                "storage_bytes": store.storage_used(1.0), "max_storage_bytes": cfg.max_storage_bytes}
 
     @app.get("/api/certificates")
     def api_certificates(request: Request):

@@ -32,7 +32,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 import uuid
 from dataclasses import dataclass
