@@ -52,7 +52,7 @@ def _reference_certs():
 
 def test_report_tex_structure(tmp_path):
     out = tmp_path / "rep"
-    report.build(report.load(_reference_certs()), out, check=False)
+    report.build(report.load(_reference_certs()), out, command="report", check=False)
     tex = (out / "report.tex").read_text()
     for env in ("table", "tabular"):
         assert tex.count(f"\\begin{{{env}}}") == tex.count(f"\\end{{{env}}}") >= 3
@@ -89,7 +89,7 @@ def _engine():
                     "otherwise: sudo apt-get install texlive-latex-recommended latexmk)")
 def test_report_tex_compiles_in_a_paper(tmp_path):
     out = tmp_path / "rep"
-    report.build(report.load(_reference_certs()), out, check=False)
+    report.build(report.load(_reference_certs()), out, command="report", check=False)
     paper = tmp_path / "paper"
     paper.mkdir()
     (paper / "paper.tex").write_text(

@@ -5,6 +5,7 @@ a checkpoint certified end to end and re-verified, filters, delete, retention.""
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import os
@@ -17,6 +18,7 @@ import zipfile
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from service_support import CKPT, ROOT, Server, checkpoint_zip, env, free_port, wait_job
 
@@ -250,7 +252,59 @@ def test_options_are_checked_before_anything_is_stored(server, client):
 def test_query_parameters_are_validated_422_naming_them(server, client, path, name):
     r = client.get(server.url + path)
     assert r.status_code == 422, (path, r.status_code, r.text[:300])
-    assert name in r.json()["detail"], r.json()
+    if path.startswith("/api/"):
+        assert name in r.json()["detail"], r.json()
+    else:                                  # a page answers with a page, never raw JSON
+        assert r.headers["content-type"].startswith("text/html"), r.headers
+        assert "<h1>422: Unprocessable Entity</h1>" in r.text and name in html.unescape(r.text), r.text
+
+
+def _library_refusal(fn, *a, **k) -> str:
+    """The message the library (so the job) gives for these options."""
+    with pytest.raises(InputError) as e:
+        fn(*a, **k)
+    return str(e.value)
+
+
+def test_every_option_a_job_would_refuse_is_refused_at_submit(server, client, tmp_path):
+    """The same message as the job would end with, at submission (422), before
+    anything is stored."""
+    from certify import api
+    from certify.core.families import load_family
+    before = _rows(server, "jobs"), _rows(server, "uploads")
+    (tmp_path / "one.json").write_text("[[1]]")
+    np.save(tmp_path / "one.npy", np.ones((1, 1)))
+    cases = [
+        ({"command": "feasibility", "family": "ood-99-99-99-test", "rank": "3"}, None,
+         "family ood-99-99-99-test: " + _library_refusal(load_family, "ood-99-99-99-test")),
+        ({"command": "feasibility", "family": "ood-6-4-9-test", "rank": "3"}, None,
+         "family ood-6-4-9-test: " + _library_refusal(load_family, "ood-6-4-9-test")),
+        ({"command": "feasibility", "family": "multilevel-12-2-13-4", "rank": "3"}, None,
+         "family multilevel-12-2-13-4: " + _library_refusal(load_family, "multilevel-12-2-13-4")),
+        ({"command": "checkpoint", "family": "ood-4-6-12-test"}, ("m.zip", checkpoint_zip()),
+         "family ood-4-6-12-test: " + _library_refusal(load_family, "ood-4-6-12-test")),
+        ({"command": "transcript", "M": "4", "s": "1", "h": "6", "q": "2", "bits": "2"}, None,
+         "M, s, h, q: " + _library_refusal(api.transcript_check, 4, 1, 6, 2, bits=2)),
+        ({"command": "transcript", "M": "8", "s": "1", "h": "2", "q": "24", "bits": "2"}, None,
+         "M, s, h, q: " + _library_refusal(api.transcript_check, 8, 1, 2, 24, bits=2)),
+        ({"command": "rank", "tokens": "cube:24"}, ("one.json", b"[[1]]"),
+         "tokens: " + _library_refusal(api.rank_of_matrix, str(tmp_path / "one.json"), tokens="cube:24")),
+        ({"command": "rank", "tokens": "cube:3"}, ("one.npy", (tmp_path / "one.npy").read_bytes()),
+         "tokens: " + _library_refusal(api.rank_of_matrix, str(tmp_path / "one.npy"), tokens="cube:3")),
+        ({"command": "checkpoint"}, ("long.zip", _zip([("x" * 255 + ".json", "{}")])),
+         "file: long.zip: zip member '" + "x" * 60 + "'...: each name in a member's path may have "
+         "at most 200 characters, the path 1024")]
+    for data, upload, want in cases:
+        files = {"file": (upload[0], upload[1], "application/octet-stream")} if upload else None
+        r = client.post(server.url + "/api/jobs", headers=server.auth, data=data, files=files)
+        assert r.status_code == 422, (data, r.text)
+        assert r.json()["detail"] == want, (r.json()["detail"], want)
+    assert (_rows(server, "jobs"), _rows(server, "uploads")) == before
+    # names at the limits are taken
+    r = client.post(server.url + "/api/jobs", headers=server.auth, data={"command": "rank",
+                    "tokens": "cube:1"}, files={"file": ("two.json", b"[[1,0],[0,1]]", "application/json")})
+    assert r.status_code == 201, r.text
+    assert uploads.check_zip(io.BytesIO(_zip([("d/" + "y" * 195 + ".json", "{}")])), 10**6)
 
 
 def test_checkpoint_certified_end_to_end(server, client, certified, tmp_path):
@@ -444,8 +498,9 @@ def test_load_small(server):
     tests/test_service_load.py, --runslow)."""
     from service_load import run_load
 
-    res = run_load([server], submissions=8, reads=60, clients=4)
-    ids = [j["id"] for j in res.jobs.values()]
+    res = run_load([server], submissions=8, reads=60, clients=4, anonymous=8)
+    assert len(res.anonymous) == 8 and not res.refused           # this server sets no open caps
+    ids = [j["id"] for j in res.jobs.values()] + [j["id"] for j in res.anonymous.values()]
     with sqlite3.connect(server.data / "certify.db") as db:
         for jid in ids:
             assert [o for (o,) in db.execute("select outcome from job_claims where job_id = ?",

@@ -105,6 +105,7 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         assert seen & {"queued", "running"}, seen          # live progress was shown
 
         # the certificate page: claims, the server's verification and its meaning
+        browser_cert_path = browser.current_url[len(s.url):]
         exit_text = _wait(lambda: browser.find_element(By.ID, "verify-exit").text, 20, "verify")
         page_exit = int(re.search(r"exit (\d+)", exit_text).group(1))
         meaning = browser.find_element(By.ID, "verify-meaning").text
@@ -150,5 +151,32 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         assert "certificate only" in res
         assert "verdict re-derived, REFUTED (the sentence is false): the head of" in res
         assert not re.search(r"^ok ", res, re.M)
+        # exit 4 names the assumptions it holds under
+        named = browser.find_element(By.ID, "verify-assumptions").text
+        assert "extraction:" in named, named
+        # the certificate page names the server's own upload for what it is
+        browser.get(s.url + browser_cert_path)
+        inputs = browser.find_element(By.CSS_SELECTOR, "ul.inputs").text
+        assert "upload:paper-model.zip: the file submitted to this server" in inputs, inputs
+        assert ": absent" not in inputs.split("upload:")[1].split("\n")[0]
         colours, std = _not_blank(browser.get_screenshot_as_png())
         assert colours > 20 and std > 5
+
+
+def test_job_page_keeps_its_status_through_rate_limited_polls(browser, tmp_path):
+    """Polls refused with 429 leave the last status shown and are retried after
+    Retry-After; the page never shows a status it was not given."""
+    from selenium.webdriver.common.by import By
+    with Server(tmp_path / "data", "--read-rate", "3") as s:
+        r = httpx.post(s.url + "/api/jobs", headers=s.auth, data={"command": "rank"},
+                       files={"file": ("i.json", "[[1,0],[0,1]]", "application/json")})
+        job_id = r.json()["id"]
+        browser.get(f"{s.url}/jobs/{job_id}")
+        stage = _wait(lambda: "status not available (429)" in (t := browser.find_element(
+            By.ID, "job-stage").text) and t, 60, "a refused poll")
+        assert re.search(r"asking again in \d+ s", stage), stage
+        status = browser.find_element(By.ID, "job-status").text
+        assert status in ("queued", "running", "done", "failed"), status
+        assert "undefined" not in browser.find_element(By.ID, "job").text
+        width = browser.find_element(By.ID, "job-bar").get_attribute("style")
+        assert "100%" not in width or status in ("done", "failed"), (width, status)

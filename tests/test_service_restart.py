@@ -112,7 +112,7 @@ def _lives(s: Server, tmp_path) -> None:
             tree = descendants(s.proc.pid)
         finally:
             s.stop()
-        assert s.proc.returncode in (0, -15)           # uvicorn re-raises SIGTERM after its shutdown
+        assert s.proc.returncode == 0                  # a stop by SIGTERM is a clean exit
         assert not wait_gone(tree, timeout=5)
         assert _db(s, f"select status, attempts, reason from jobs where id = '{last}'") == \
             [("queued", 0, "re-queued: the server running it was stopped")]

@@ -71,11 +71,12 @@ def test_schema_by_alembic_and_migrate_is_idempotent(store):
     schema.migrate(store.engine)                       # second run: nothing to do
     insp = inspect(store.engine)
     assert {"jobs", "job_claims", "uploads", "certificates", "certificate_files", "claims",
-            "alembic_version"} <= set(insp.get_table_names())
+            "alembic_version", "admission"} <= set(insp.get_table_names())
     cols = {c["name"] for c in insp.get_columns("jobs")}
-    assert {"claim_id", "node_id", "lease_until", "anonymous"} <= cols
+    assert {"claim_id", "node_id", "lease_until", "anonymous", "client", "created_epoch",
+            "reserved_bytes", "result_bytes"} <= cols
     with store.engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0002"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0003"
 
 
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path):
@@ -175,7 +176,8 @@ def test_uploads_live_as_long_as_their_job_unless_kept(store):
         c = q.claim("n", 60)
         assert q.fail(job_id, c.claim_id, "bad input: m.json: nope", exit_code=2)
         assert (q.upload(job_id) is not None) == keep
-    assert store.storage_used() == 1000                          # the kept one only
+    # the kept upload only, and each ended job's row: its reason and its options
+    assert store.storage_used() == 1000 + 2 * (len("bad input: m.json: nope") + len("{}"))
 
 
 def test_certificates_are_content_addressed_with_filter_columns_and_files(queue, store):
@@ -193,7 +195,7 @@ def test_certificates_are_content_addressed_with_filter_columns_and_files(queue,
     assert store.file(s1, "../certify.db") is None
     assert len(store.certificates()) == 2
     assert queue.job(c3.job.id).cert_sha256 == s1 and queue.job(c3.job.id).status == "done"
-    assert store.storage_used() == len(t1.encode()) + 4 + len(t2.encode())
+    assert store.storage_used() == len(t1.encode()) + 4 + len(t2.encode()) + 3 * len("{}")
     F = st.Filters
     sh = lambda f: {r.sha256 for r in store.certificates(f)}       # noqa: E731
     assert sh(F(kind="infeasible")) == {s1} and sh(F(kind="feasible")) == {s2}
@@ -230,3 +232,124 @@ def test_finish_is_one_transaction(queue, store, monkeypatch):
     monkeypatch.setattr(api, "claim_index", real)
     assert queue.finish(c.job.id, c.claim_id, exit_code=0, result={"x": 1}, certificate=_doc(t))
     assert queue.job(c.job.id).status == "done" and json.loads(queue.job(c.job.id).result) == {"x": 1}
+
+
+# ---------------------------------------------------------------- admission under concurrency
+
+def _second(store):
+    """A second server's store on the same database (its own pool and, on
+    SQLite, its own in-process lock: only the database orders the two)."""
+    return st.Store(store.url)
+
+
+def _race(stores, n, submit):
+    """``submit(queue, i)`` from ``n`` threads at once over ``stores``:
+    the ids admitted and the refusals."""
+    from certify.service.queue import Refused
+    queues = [Queue(s, max_attempts=2) for s in stores]
+    start = threading.Barrier(n)
+    ok, no, lock = [], [], threading.Lock()
+
+    def one(i):
+        start.wait()
+        try:
+            jid = submit(queues[i % len(queues)], i)
+            with lock:
+                ok.append(jid)
+        except Refused as r:
+            with lock:
+                no.append(r)
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return ok, no
+
+
+def test_anonymous_queue_cap_holds_under_concurrent_submissions(store):
+    from certify.service.queue import Quota
+    other = _second(store)
+    try:
+        quota = Quota(max_storage_bytes=1 << 40, max_anonymous_queued=5)
+        data = b"{" + b" " * (2 << 20) + b"}"                       # a 2 MB upload each
+        ok, no = _race([store, other], 20, lambda q, i: q.add(
+            "verify", {}, upload=Upload(f"c{i}.json", "a" * 64, ".json", data), anonymous=True,
+            client="10.0.0.1", quota=quota))
+        assert len(ok) == 5 and len(no) == 15
+        assert {r.status for r in no} == {429}
+        assert "5 jobs submitted without the token are waiting" in no[0].detail
+        q = Queue(store)
+        assert q.count("queued", anonymous=True) == 5
+        with store.session() as s:                                   # no upload of a refused one
+            assert s.scalar(text("select count(*) from uploads")) == 5
+        # a job with the token is not counted against the anonymous cap
+        assert q.add("verify", {}, anonymous=False, quota=quota)
+    finally:
+        other.dispose()
+
+
+def test_storage_cap_holds_under_concurrency_and_counts_results(store):
+    from certify.service.queue import RESULT_RESERVE, Quota
+    other = _second(store)
+    try:
+        mb = 1 << 20
+        quota = Quota(max_storage_bytes=10 * mb)
+        data = b"x" * mb
+        ok, no = _race([store, other], 16, lambda q, i: q.add(
+            "rank", {}, upload=Upload(f"m{i}.json", "b" * 64, ".json", data), quota=quota))
+        per_job = mb + RESULT_RESERVE + len("{}")
+        assert len(ok) == (10 * mb) // per_job == 9 and {r.status for r in no} == {507}
+        assert "storage full" in no[0].detail and "--max-storage-mb" in no[0].detail
+        used = store.storage_used()
+        assert used == 9 * per_job <= 10 * mb
+        # a result is stored only when it fits under the cap, under the same lock
+        q = Queue(store, max_storage_bytes=10 * mb)
+        c = q.claim("n1", 60)
+        big = {"verification": "v" * (5 * mb)}                        # a 5 MB verify result
+        assert q.finish(c.job.id, c.claim_id, exit_code=0, result=big)
+        job = q.job(c.job.id)
+        assert job.status == "failed" and job.reason.startswith("the result was not stored: storage full")
+        assert store.storage_used() <= 10 * mb
+        c = q.claim("n1", 60)                                        # a small one fits
+        assert q.finish(c.job.id, c.claim_id, exit_code=0, result={"verification": "ok"})
+        assert q.job(c.job.id).status == "done"
+        assert store.storage_used() < used                           # its upload went
+    finally:
+        other.dispose()
+
+
+def test_open_submission_rate_is_counted_in_the_database_per_client(store):
+    from certify.service.queue import Quota
+    other = _second(store)
+    try:
+        quota = Quota(max_storage_bytes=1 << 40, open_submit_rate=3)
+        ok, no = _race([store, other], 10, lambda q, i: q.add(
+            "verify", {}, anonymous=True, client="10.0.0.1", quota=quota))
+        assert len(ok) == 3 and {r.status for r in no} == {429}
+        assert "at most 3 open submissions per minute" in no[0].detail and 1 <= no[0].retry_after <= 60
+        q = Queue(store)
+        assert q.add("verify", {}, anonymous=True, client="10.0.0.2", quota=quota)   # another client
+        assert q.add("verify", {}, anonymous=False, client="10.0.0.1", quota=quota)  # the token
+    finally:
+        other.dispose()
+
+
+def test_ended_anonymous_jobs_expire_and_the_storage_figure_shrinks(store):
+    q = Queue(store)
+    anon = q.add("verify", {}, upload=Upload("c.json", "a" * 64, ".json", b"{}" * 500), anonymous=True)
+    mine = q.add("verify", {}, upload=Upload("d.json", "a" * 64, ".json", b"{}" * 500))
+    for _ in range(2):
+        c = q.claim("n1", 60)
+        assert q.finish(c.job.id, c.claim_id, exit_code=0, result={"verification": "x" * 5000})
+    live = q.add("verify", {}, anonymous=True)                       # still queued: never expires
+    used = store.storage_used()
+    assert q.expire(1) == 0                                          # ended just now
+    with store.write() as s:                                         # both ended 2 days ago
+        s.execute(text("update jobs set finished_at = :t where id in (:a, :b)"),
+                  {"t": dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=2), "a": anon, "b": mine})
+    assert q.expire(1) == 1
+    assert q.job(anon) is None and q.claims(anon) == []
+    assert q.job(mine) is not None and q.job(live) is not None      # the token's job stays
+    assert used - store.storage_used() >= 5000

@@ -149,10 +149,11 @@ def verification_summary(result) -> dict[str, Any]:
 
 def report(text: str, out: str | os.PathLike) -> list[str]:
     """The certificate's report (``report.md``, ``report.tex``, figures) and the
-    certificate itself, written atomically into the folder ``out``; the file names."""
+    certificate itself, written atomically into the folder ``out`` (a folder of
+    ``certify report``, by its manifest); the file names."""
     from certify.report import build as _report
 
-    folder = _report.build_with_certificate(text, out)
+    folder = _report.build_with_certificate(text, out, command="report")
     return sorted(p.name for p in Path(folder).iterdir()
                   if p.is_file() and not p.name.startswith("."))     # not the folder's manifest
 

@@ -164,9 +164,11 @@ def _integer_array(a: np.ndarray, scale: Mapping[str, Any]) -> np.ndarray | None
         if not np.all(np.isfinite(a)):
             raise SourceError("the matrix has NaN or Inf entries")
         x = a.astype(np.float64)
-        if abs(e) > 2200 or float(np.abs(x).max()) >= 2.0 ** (62 + e):
+        if abs(e) > 2200:
             return None
-        X = np.ldexp(x, -e)
+        X = np.ldexp(x, -e)            # exact (a power of two); compared scaled, as 2^(62+e)
+        if float(np.abs(X).max()) >= 2.0 ** 62:      # overflows a float for entries near 1e308
+            return None
         N = X.astype(np.int64)
         if not (N == X).all() or np.count_nonzero(N) != np.count_nonzero(x):
             raise SourceError("the source's entries are not the evidence's matrix (scale differs)")

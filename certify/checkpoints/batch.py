@@ -5,9 +5,14 @@ one model's folder. A checkpoint is a pair ``X.json`` + ``X.safetensors`` whose
 JSON has ``"format": "certify-attention/checkpoint/1"``; other files are
 ignored (and listed). Every checkpoint is certified as by ``certify
 checkpoint X`` (one task each; in process, or on Ray with ``--workers N`` /
-``--ray-address``), results in the sorted order of the names. With ``--out
-OUT`` each certificate and report goes to ``OUT/X/``. Exit code: the worst
-over the checkpoints (0 only when every claim of every checkpoint is proved).
+``--ray-address``), results in the sorted order of the names. A checkpoint
+that cannot be read (corrupt weights, a bad config) is reported with its
+one-line reason and the others are certified all the same. With ``--out OUT``
+each certificate and report goes to ``OUT/X/``; ``OUT`` is one output folder of
+``certify checkpoint --batch`` (its manifest names the command and the
+subfolders), checked before any work and replaced in one atomic step. Exit
+code: the worst over the checkpoints (0 only when every claim of every
+checkpoint is proved; 2 when one could not be read).
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from certify.core.errors import InputError
+
+#: the command named by the manifest of a batch's ``--out`` folder
+BATCH = "checkpoint --batch"
 
 if TYPE_CHECKING:
     from certify.checkpoints.run import CheckpointResult
@@ -49,17 +57,26 @@ def find_checkpoints(folder: str) -> tuple[list[Path], list[str]]:
 
 
 def _one(stem: str, families, eps, seed, command):
+    """One checkpoint's result, or the one-line reason it cannot be read (a
+    string: one bad checkpoint never stops the others)."""
     from certify.checkpoints.run import certify_checkpoint
 
-    return certify_checkpoint(stem, families=families, eps=eps, seed=seed,
-                              command=[*command, "#", Path(stem).name])
+    try:
+        return certify_checkpoint(stem, families=families, eps=eps, seed=seed,
+                                  command=[*command, "#", Path(stem).name])
+    except InputError as exc:
+        return str(exc)
 
 
 @dataclass(frozen=True)
 class BatchEntry:
     stem: Path
-    result: "CheckpointResult"
+    result: "CheckpointResult | None"     # None: the checkpoint could not be read
     out: Path | None                      # the report folder, when one was written
+    error: str | None = None              # why it could not be read
+
+    def exit_code(self) -> int:
+        return 2 if self.result is None else self.result.certificate.exit_code()
 
 
 def run_batch(folder: str, *, families: Sequence[str] = (), eps: Fraction, seed: int = 0,
@@ -70,17 +87,24 @@ def run_batch(folder: str, *, families: Sequence[str] = (), eps: Fraction, seed:
     ``(entries, ignored file names)``."""
     from certify.core.engine import Engine
 
+    from certify.core import outputs
+
     stems, ignored = find_checkpoints(folder)
-    if out and Path(out).exists() and not Path(out).is_dir():
-        raise InputError(f"--out {out} exists and is not a folder")
+    if out:
+        outputs.check_out_dir(out, BATCH)
     engine = engine if engine is not None else Engine(1, progress=False)
     results = engine.map(_one, [(str(s), tuple(families), eps, seed, tuple(command))
                                 for s in stems], label="checkpoints")
-    entries = []
-    for stem, res in zip(stems, results):
-        folder_out = None
-        if out:
-            from certify.report.build import build_with_certificate
-            folder_out = build_with_certificate(res.certificate.dumps(), str(Path(out) / stem.name))
-        entries.append(BatchEntry(stem, res, folder_out))
+    entries = [BatchEntry(stem, None, None, res) if isinstance(res, str)
+               else BatchEntry(stem, res, Path(out) / stem.name if out else None)
+               for stem, res in zip(stems, results)]
+    if out:
+        from certify.report.build import build_with_certificate
+
+        def fill(new: Path) -> None:
+            for e in entries:
+                if e.result is not None:
+                    build_with_certificate(e.result.certificate.dumps(), new / e.stem.name,
+                                           command="checkpoint")
+        outputs.write_dir(out, BATCH, fill)
     return entries, ignored

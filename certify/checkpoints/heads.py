@@ -351,7 +351,7 @@ def write_out(res: HeadsResult, out: str) -> Path:
     stage = Path(tempfile.mkdtemp(prefix=f".{outp.name}.stage.", dir=outp.parent))
     try:
         (stage / "certificate.json").write_text(text)
-        report.build(report.load([stage / "certificate.json"]), outp,
+        report.build(report.load([stage / "certificate.json"]), outp, command="checkpoint",
                      extra={"certificate.json": text, "heads.md": heads_markdown(res),
                             "heads.json": json.dumps(res.to_json(), indent=1)})
     finally:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Sequence
 
 from certify.checkpoints import heads as ch
-from certify.checkpoints.batch import run_batch
+from certify.checkpoints.batch import BATCH, run_batch
 from certify.checkpoints.dispatch import certify_path
 from certify.checkpoints.run import DEFAULT_EPS, CheckpointResult
 from certify.cli import common as cli
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = {}
     if kind == "models":
         if args.out:
-            folder = build_with_certificate(res.certificate.dumps(), args.out)
+            folder = build_with_certificate(res.certificate.dumps(), args.out, command="checkpoint")
             out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
             print(f"certificate and report: {folder}/ (certificate.json, report.md)", file=sys.stderr)
         _print(res, args.checkpoint)
@@ -104,11 +104,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _batch(args, eps: Fraction, command: list[str]) -> int:
     if args.checkpoint or args.spec:
         raise InputError("--batch DIR certifies a folder; give no CKPT and no --spec with it")
+    if args.out:
+        outputs.check_out_dir(args.out, BATCH)
     with cli.engine_from_args(args, progress=not args.json) as engine:
         entries, ignored = run_batch(args.batch, families=args.family, eps=eps, seed=args.seed,
                                      command=command, engine=engine, out=args.out)
     summary, worst = [], 0
     for e in entries:
+        if e.result is None:
+            entry = {"checkpoint": e.stem.name, "verdict": None, "exit_code": e.exit_code(),
+                     "error": e.error}
+            print(f"checkpoint {e.stem}: not certified: {e.error}", file=sys.stderr)
+            summary.append(entry)
+            worst = max(worst, entry["exit_code"])
+            continue
         cert = e.result.certificate
         entry = {"checkpoint": e.stem.name,
                  "verdict": overall(c.verdict for c in cert.claims).value,

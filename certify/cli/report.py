@@ -22,7 +22,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     outputs.check_out_dir(args.out, "report")
     certs = load(args.certificates)
-    rep = build(certs, args.out, check=not args.no_verify)
+    rep = build(certs, args.out, command="report", check=not args.no_verify)
     if args.json:
         print(json.dumps({"folder": str(rep.folder), "files": list(rep.files),
                           "verified": rep.holds}))

@@ -2,7 +2,9 @@
 
 Argument parsing only; :func:`certify.service.server.run` checks everything
 (options, address, data folder, token, database: one line and exit 2 for any
-problem, before anything is served) and runs the server.
+problem, before anything is served) and runs the server. ``certify serve
+migrate --data OLD`` moves a data folder of the previous layout into the
+current one (:mod:`certify.service.upgrade`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,10 @@ from certify.cli.common import parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    import sys
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["migrate"]:            # certify serve migrate --data OLD
+        return migrate(argv[1:])
     p = parser("serve", "Run the certification service: submit jobs, store certificates in a "
                         "database, read and re-verify them in a browser. Every bound below is "
                         "checked at start (a nan, inf or absurd value ends with exit 2).",
@@ -44,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--job-seconds", metavar="S", type=float, default=600.0,
                    help="time limit of one job, wall clock and CPU (default 600)")
     g.add_argument("--job-memory-mb", metavar="MB", type=float, default=4096,
-                   help="memory (address space) limit of one job (default 4096)")
+                   help="memory (address space) limit of one job, the loaded library's ~700 MB "
+                        "included (at least 1024; default 4096)")
     g.add_argument("--job-attempts", metavar="N", type=int, default=2,
                    help="claims of a job before an interrupted one is marked failed (default 2)")
     g.add_argument("--lease-seconds", metavar="S", type=float, default=30.0,
@@ -68,17 +75,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--max-anonymous-queued", metavar="N", type=int, default=20,
                    help="jobs submitted without the token that may wait at once; above it 429 "
                         "(default 20)")
+    g.add_argument("--retention-days", metavar="D", type=float, default=30.0,
+                   help="jobs submitted without the token are deleted D days after they ended, "
+                        "with their uploads and results (default 30)")
+    g.add_argument("--trusted-proxy", metavar="ADDR", action="append", default=[],
+                   help="address or network of a reverse proxy whose X-Forwarded-For names the "
+                        "client (repeatable; default none: the client is the socket's peer)")
     g.add_argument("--keep-uploads", action="store_true",
                    help="keep each upload after its job ended (default: deleted)")
     g.add_argument("--keep-work", action="store_true",
                    help="keep each job's work folder after it ended (default: deleted)")
     a = p.parse_args(argv)
 
-    from certify.service.config import Limits, ServiceConfig, megabytes
+    from certify.service.config import MIN_JOB_MEMORY_MB, Limits, ServiceConfig, megabytes
     from certify.service.server import Listen, run
 
     limits = Limits(time_seconds=a.job_seconds,
-                    memory_bytes=megabytes(a.job_memory_mb, "--job-memory-mb", 256, 1 << 20),
+                    memory_bytes=megabytes(a.job_memory_mb, "--job-memory-mb", MIN_JOB_MEMORY_MB, 1 << 20),
                     unpacked_bytes=megabytes(a.max_unpacked_mb, "--max-unpacked-mb", 1 / 1024, 64 << 10),
                     upload_bytes=megabytes(a.max_upload_mb, "--max-upload-mb", 1 / 1024, 4096),
                     max_attempts=a.job_attempts)
@@ -87,5 +100,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         lease_seconds=a.lease_seconds, keep_uploads=a.keep_uploads, keep_work=a.keep_work,
         max_storage_bytes=megabytes(a.max_storage_mb, "--max-storage-mb", 1, 1 << 30),
         open_submit_rate=a.open_submit_rate, read_rate=a.read_rate,
-        max_anonymous_queued=a.max_anonymous_queued)
+        max_anonymous_queued=a.max_anonymous_queued, retention_days=a.retention_days,
+        trusted_proxy=tuple(a.trusted_proxy))
     return run(cfg, Listen(a.host, a.port), a.token_file)
+
+
+def migrate(argv: Sequence[str]) -> int:
+    """``certify serve migrate --data OLD [--db URL]`` (:mod:`certify.service.upgrade`)."""
+    import sys
+    ap = parser("serve migrate", "Move a data folder of an earlier certify serve (database "
+                                 "revision 0001 with uploads/ and certificates/ beside it) into "
+                                 "the current layout: uploads and report files into the "
+                                 "database, checked against their hashes and read back before "
+                                 "the old files are removed.")
+    ap.add_argument("--data", metavar="DIR", required=True, help="the old data folder")
+    ap.add_argument("--db", metavar="URL", default="",
+                    help="its database when not DATA/certify.db (postgresql://...)")
+    a = ap.parse_args(argv)
+    from certify.service.upgrade import migrate_folder
+    m = migrate_folder(a.data, a.db or None)
+    print(f"certify serve migrate: {a.data}: {m.jobs} job(s), {m.uploads} upload(s) and "
+          f"{m.files} report file(s) of {m.certificates} certificate(s) moved into the database"
+          + (f"; {m.requeued} running job(s) queued again" if m.requeued else "")
+          + (f"; removed {', '.join(m.removed)}/" if m.removed else "")
+          + f". Start it with: certify serve --data {a.data}", file=sys.stderr)
+    return 0

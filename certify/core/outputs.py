@@ -2,13 +2,17 @@
 
 Rules (documented in the README, "Output folders and files"):
 
-* An output **folder** (``report``, ``checkpoint``, ``demo`` ``--out DIR``) is
-  either new (created, with its missing parents), empty, or a previous output of
-  the *same* command, recognised by the manifest :data:`MANIFEST` the tool writes
-  into every folder it owns. Ownership is decided by the manifest alone, never
-  guessed from the files' content: anything else -- a folder holding a
-  ``thesis.tex``, or a ``README.md`` that happens to begin with "# certify" -- is
-  refused with exit 2 before any work starts.
+* An output **folder** (``report``, ``checkpoint``, ``checkpoint --batch``,
+  ``demo`` ``--out DIR``) is either new (created, with its missing parents),
+  empty, or a previous output of the *same* command, recognised by the manifest
+  :data:`MANIFEST` the tool writes into every folder it owns. The manifest names
+  the command that wrote the folder (one of :data:`COMMANDS`) and the entries it
+  made; it is written by :func:`write_manifest` alone, called by
+  :meth:`Stage.commit`, so no writer can label its folder as another command's.
+  Ownership is decided by the manifest alone, never guessed from the files'
+  content: anything else -- a folder holding a ``thesis.tex``, or a
+  ``README.md`` that happens to begin with "# certify" -- is refused with exit 2
+  before any work starts.
 * An output **file** (``--out FILE``) is overwritten only when it is one of the
   tool's own files: a certificate, a kernel file or a family file (recognised by
   its ``schema``/``format`` field), or a file listed in the folder's manifest.
@@ -37,7 +41,11 @@ from typing import Callable
 from certify.core.errors import InputError
 
 MANIFEST = ".certify-manifest.json"
-MANIFEST_FORMAT = "certify-attention/output-folder/1"
+MANIFEST_FORMAT = "certify-attention/output-folder/2"
+#: earlier manifests (read, never written); see :func:`manifest_command`
+OLD_MANIFEST_FORMATS = ("certify-attention/output-folder/1",)
+#: the commands that write an output folder, as their manifests name them
+COMMANDS = ("report", "checkpoint", "checkpoint --batch", "demo")
 LOCK = "lock.json"
 OUR_FORMATS = ("certify-attention/certificate/1", "certify-attention/kernel/1",
                "certify-attention/family/1")
@@ -91,12 +99,56 @@ def read_manifest(folder: Path) -> dict | None:
         obj = json.loads((Path(folder) / MANIFEST).read_text())
     except (OSError, ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(obj, dict) or obj.get("format") != MANIFEST_FORMAT:
+    if not isinstance(obj, dict) or obj.get("format") not in (MANIFEST_FORMAT, *OLD_MANIFEST_FORMATS):
+        return None
+    if not isinstance(obj.get("files", []), list):
         return None
     return obj
 
 
+def manifest_command(m: dict) -> str | None:
+    """The command that wrote a folder, by its manifest. Manifests of format 1
+    written by ``certify checkpoint`` on a third-party checkpoint (and the
+    adapter-spec example) named ``report``; their file list (``heads.json``,
+    which ``certify report`` never writes) tells them apart."""
+    cmd = m.get("command")
+    if m.get("format") in OLD_MANIFEST_FORMATS and cmd == "report" \
+            and "heads.json" in m.get("files", []):
+        return "checkpoint"
+    return cmd if isinstance(cmd, str) else None
+
+
+def write_manifest(folder: Path, command: str) -> dict:
+    """Write ``folder``'s manifest: ``command`` (one of :data:`COMMANDS`) wrote
+    every entry now in it. The one place a manifest is written."""
+    if command not in COMMANDS:
+        raise ValueError(f"no output folder is written by {command!r}")
+    files = sorted(n for n in os.listdir(folder) if n != MANIFEST)
+    m = {"format": MANIFEST_FORMAT, "command": command, "files": files}
+    (Path(folder) / MANIFEST).write_text(json.dumps(m, indent=1) + "\n")
+    return m
+
+
 # ---------------------------------------------------------------- checks before work
+
+#: the longest file name most file systems take (NAME_MAX)
+NAME_MAX = 255
+#: what a stage or temporary name adds to the user's name (``.NAME.stage.XXXXXXXX``,
+#: ``.NAME.XXXXXXXX.tmp``)
+STAGE_EXTRA = len("..stage.") + 8
+
+
+def _check_name(path: Path, shown: str) -> None:
+    """Every part of ``path`` fits the file system, and so does the stage or
+    temporary name built next to the last one: refused before any work."""
+    for part in path.parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise InputError(f"--out {shown}: the name {part[:40]}... is longer than "
+                             f"{NAME_MAX} bytes")
+    if path.name and len(os.fsencode(path.name)) > NAME_MAX - STAGE_EXTRA:
+        raise InputError(f"--out {shown}: the name {path.name[:40]}... is longer than "
+                         f"{NAME_MAX - STAGE_EXTRA} bytes (certify builds its output next to "
+                         f"it under a longer name)")
 
 def _check_parent(path: Path, what: str) -> None:
     """The nearest existing ancestor must be a writable folder."""
@@ -131,6 +183,7 @@ def check_out_file(path: str | os.PathLike, *, suffixes: tuple[str, ...] = ()) -
         raise InputError(f"--out {path}: expected a file name, got a folder")
     if suffixes and p.suffix.lower() not in suffixes:
         raise InputError(f"--out {path}: must end in {' or '.join(suffixes)}")
+    _check_name(p, str(path))
     if p.is_dir():
         raise InputError(f"--out {path} is an existing folder; give a file name")
     if p.exists() or p.is_symlink():
@@ -148,10 +201,18 @@ def check_out_file(path: str | os.PathLike, *, suffixes: tuple[str, ...] = ()) -
 def check_out_dir(path: str | os.PathLike, command: str) -> Path:
     """Check an output folder before any work: new, empty, or a previous output
     of ``command``. Returns the path."""
+    if command not in COMMANDS:
+        raise ValueError(f"no output folder is written by {command!r}")
     p = Path(path)
-    if str(path) in ("", ".", "..") or p.resolve() == Path.cwd().resolve() \
-            or p.resolve() == Path(p.resolve().anchor):
+    here = Path.cwd().resolve()
+    if not str(path) or p.resolve() == Path(p.resolve().anchor):
+        raise InputError(f"--out {path}: give a folder of its own (not the file system's root)")
+    if p.resolve() == here:
         raise InputError(f"--out {path}: give a folder of its own (not the current folder)")
+    if p.resolve() in here.parents:
+        raise InputError(f"--out {path}: give a folder of its own (not a folder that holds "
+                         f"the current one)")
+    _check_name(p, str(path))
     if p.exists() or p.is_symlink():
         if p.is_symlink() or not p.is_dir():
             raise InputError(f"--out {path} exists and is not a folder")
@@ -160,10 +221,10 @@ def check_out_dir(path: str | os.PathLike, command: str) -> Path:
         except OSError as exc:
             raise InputError(f"--out {path}: cannot list it ({exc.strerror})") from None
         if names:
-            m = read_manifest(p)
+            m = read_manifest(p) or _old_batch_manifest(p, names)
             if m is not None:
-                if m.get("command") != command:
-                    raise InputError(f"--out {path} holds the output of 'certify {m.get('command')}', "
+                if manifest_command(m) != command:
+                    raise InputError(f"--out {path} holds the output of 'certify {manifest_command(m)}', "
                                      f"not 'certify {command}'; choose another folder")
                 foreign = sorted(set(names) - set(m.get("files", [])) - {MANIFEST})
                 if foreign:
@@ -178,6 +239,18 @@ def check_out_dir(path: str | os.PathLike, command: str) -> Path:
         return p
     _check_parent(p, "--out")
     return p
+
+
+def _old_batch_manifest(p: Path, names: list[str]) -> dict | None:
+    """A ``checkpoint --batch`` folder written before batch folders had a
+    manifest of their own: every entry a folder whose manifest names
+    ``certify checkpoint``. Read as that manifest (owned by manifests alone)."""
+    for n in names:
+        sub = p / n
+        m = read_manifest(sub) if sub.is_dir() and not sub.is_symlink() else None
+        if m is None or manifest_command(m) != "checkpoint":
+            return None
+    return {"format": OLD_MANIFEST_FORMATS[0], "command": "checkpoint --batch", "files": names}
 
 
 # ---------------------------------------------------------------- locks and stages
@@ -275,9 +348,7 @@ class Stage:
     def commit(self) -> None:
         """Write the manifest, then replace ``out`` by ``new`` (old folder kept
         until the new one is in place)."""
-        files = sorted(n for n in os.listdir(self.new) if n != MANIFEST)
-        (self.new / MANIFEST).write_text(json.dumps(
-            {"format": MANIFEST_FORMAT, "command": self.command, "files": files}, indent=1) + "\n")
+        write_manifest(self.new, self.command)
         os.chmod(self.new, 0o755)
         check_out_dir(self.out, self.command)     # re-check: the user may have added files
         old = self.root / "old"

@@ -508,11 +508,12 @@ class ReportFiles:
     holds: bool | None            # every certificate re-checked and holding (None: not checked)
 
 
-def build(certs: list[Loaded], out: str | os.PathLike, *, check: bool = True,
-          extra: dict[str, str] | None = None, command: str = "report") -> ReportFiles:
-    """Write the report folder ``out`` (atomically replaced, see :mod:`certify.outputs`:
+def build(certs: list[Loaded], out: str | os.PathLike, *, command: str, check: bool = True,
+          extra: dict[str, str] | None = None) -> ReportFiles:
+    """Write the report folder ``out`` (atomically replaced, see :mod:`certify.core.outputs`:
     only a new, empty or earlier ``certify <command>`` folder is replaced); ``extra``
-    adds files (name -> text) to the folder, e.g. the certificate itself."""
+    adds files (name -> text) to the folder, e.g. the certificate itself. ``command``
+    (required: the folder's manifest names it) is the command the user ran."""
     out = _outputs.check_out_dir(out, command)
     checks = {L.label: _verify.verify_certificate(L.cert, base=L.path.resolve().parent)
               for L in certs} if check else None
@@ -554,8 +555,8 @@ def loaded_from_text(text: str, path: str | os.PathLike) -> Loaded:
     return Loaded(path.stem, path, hashlib.sha256(text.encode()).hexdigest(), cert)
 
 
-def build_with_certificate(text: str, out: str | os.PathLike, name: str = "certificate.json",
-                           command: str = "checkpoint") -> Path:
+def build_with_certificate(text: str, out: str | os.PathLike, *, command: str,
+                           name: str = "certificate.json") -> Path:
     """``out/name`` (the certificate) and its report, written in one atomic step."""
     out = Path(out)
     build([loaded_from_text(text, out / name)], out, extra={name: text}, command=command)

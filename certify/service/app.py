@@ -8,9 +8,13 @@ the token, the rate limits and the body size).
 
 Everything is validated at the edge: every query parameter (unknown ones
 included) and every form field is checked before use, and a bad one is a 422
-whose message names it. A submission is refused with 507 when the store is
-over its cap (``--max-storage-mb``) and an open one with 429 when too many
-anonymous jobs wait (``--max-anonymous-queued``). An unexpected failure in a
+whose message names it. Admission is decided in the database, atomically
+with the insert (:meth:`Queue.add`): a submission is refused with 507 when its
+upload and result reservation do not fit under the storage cap
+(``--max-storage-mb``), and an open one with 429 when too many anonymous jobs
+wait (``--max-anonymous-queued``) or its client submitted too many in the last
+minute (``--open-submit-rate``). The client is the socket's peer address
+(a proxy's ``X-Forwarded-For`` counts only from ``--trusted-proxy``). An unexpected failure in a
 handler is a 500 saying "internal error"; its traceback goes to the server's
 log only. Text a certificate may hold that UTF-8 cannot encode (a lone
 surrogate, valid in JSON) is shown as its JSON escape, never a 500.
@@ -29,6 +33,7 @@ import threading
 import traceback
 from collections import OrderedDict
 from contextlib import asynccontextmanager
+from http import HTTPStatus
 from urllib.parse import urlencode
 from pathlib import Path
 from typing import Any
@@ -39,6 +44,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from certify.checkers.verify import VERDICT_WORDS
 from certify.core.errors import InputError
@@ -47,7 +53,7 @@ from certify.service.dispatcher import Dispatcher
 from certify.service.guard import Guard
 from certify.service.launcher import Launcher
 from certify.service.options import check_options
-from certify.service.queue import Queue, Upload
+from certify.service.queue import Queue, Quota, Refused, Upload
 from certify.service.store import Filters, Store, as_dict
 from certify.service.uploads import check_zip, safe_name
 
@@ -65,6 +71,13 @@ MEDIA = {".png": "image/png", ".pdf": "application/pdf", ".md": "text/markdown; 
          ".tex": "text/x-tex; charset=utf-8", ".json": "application/json"}
 DATE_RANGE = (dt.date(1970, 1, 1), dt.date(2999, 12, 31))
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_PHRASES = {s.value for s in HTTPStatus}
+
+
+def _is_page(path: str) -> bool:
+    """An HTML page's path (not the API, a download, a static file)."""
+    return not (path.startswith(("/api/", "/static/")) or "/files/" in path
+                or path.endswith(".json"))
 
 
 def printable(v: Any) -> Any:
@@ -169,10 +182,15 @@ def filters(q: dict[str, str]) -> Filters:
 
 def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     store = store or Store(cfg.db)
-    queue = Queue(store, max_attempts=cfg.limits.max_attempts, keep_uploads=cfg.keep_uploads)
+    queue = Queue(store, max_attempts=cfg.limits.max_attempts, keep_uploads=cfg.keep_uploads,
+                  max_storage_bytes=cfg.max_storage_bytes)
+    quota = Quota(max_storage_bytes=cfg.max_storage_bytes,
+                  max_anonymous_queued=cfg.max_anonymous_queued,
+                  open_submit_rate=cfg.open_submit_rate)
     dispatcher = Dispatcher(queue, Path(cfg.data) / "work", cfg.node, cfg.limits,
                             workers=cfg.workers, lease=cfg.lease_seconds, keep_work=cfg.keep_work,
-                            launcher=Launcher(nice=cfg.job_nice))
+                            launcher=Launcher(nice=cfg.job_nice),
+                            retention_days=cfg.retention_days)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["short"] = lambda s: (s or "")[:12]
     templates.env.finalize = printable
@@ -201,6 +219,16 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         errs = exc.errors()
         where = ".".join(str(x) for x in errs[0].get("loc", ())) if errs else "request"
         return SafeJSON({"detail": f"{where}: {errs[0].get('msg') if errs else 'invalid'}"}, 422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        """Pages answer a refusal with a page; the API (and downloads) with JSON."""
+        if _is_page(request.url.path):
+            return templates.TemplateResponse(request, "error.html", {
+                "limits": cfg.limits, "status": exc.status_code, "detail": printable(str(exc.detail)),
+                "title": HTTPStatus(exc.status_code).phrase if exc.status_code in _PHRASES else "error"},
+                status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        return SafeJSON({"detail": exc.detail}, exc.status_code, headers=getattr(exc, "headers", None))
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):
@@ -270,7 +298,8 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         md = store.file(sha, "report.md") if "report.md" in files else None
         report_md = md.decode("utf-8", errors="replace") if md is not None else None
         return page(request, "certificate.html", row=row, cert=cert, claims=claims, ver=ver,
-                    files=files, figures=figures, report_md=report_md)
+                    files=files, figures=figures, report_md=report_md,
+                    inputs=_shown_inputs(ver, row))
 
     @app.get("/certificates/{sha}/certificate.json")
     def certificate_download(request: Request, sha: str):
@@ -314,7 +343,9 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     @app.get("/api/health")
     def health():
         return {"ok": True, "node": cfg.node, "queued": queue.count("queued"),
-                "running": queue.count("running"), "running_here": len(dispatcher.running)}
+                "queued_anonymous": queue.count("queued", anonymous=True),
+                "running": queue.count("running"), "running_here": len(dispatcher.running),
+                "storage_bytes": store.storage_used(1.0), "max_storage_bytes": cfg.max_storage_bytes}
 
     @app.get("/api/certificates")
     def api_certificates(request: Request):
@@ -361,14 +392,15 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         return doc
 
     def admission(anonymous: bool) -> tuple[int, int]:
-        """(anonymous jobs waiting, bytes stored) -- one trip to the database."""
+        """(anonymous jobs waiting, bytes stored), a second old at most: an early
+        refusal that spares reading the body; the decision is :meth:`Queue.add`'s."""
         waiting = queue.count("queued", anonymous=True) if anonymous else 0
         return waiting, store.storage_used(1.0)
 
     def enqueue(command: str, opts: dict, name: str | None, data: bytes | None,
-                anonymous: bool) -> str | SafeJSON:
-        """Hash and check the upload, check the storage cap, queue the job: the
-        blocking part of a submission, in one worker thread."""
+                anonymous: bool, client: str | None) -> str | SafeJSON:
+        """Hash and check the upload, then admit and queue the job in one
+        transaction: the blocking part of a submission, in one worker thread."""
         up = None
         if data is not None:
             suffix = Path(name).suffix.lower()
@@ -377,16 +409,18 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                     check_zip(io.BytesIO(data), cfg.limits.unpacked_bytes)
                 except InputError as exc:
                     return SafeJSON({"detail": printable(f"file: {name}: {exc}")}, 422)
-            used = store.storage_used(1.0)
-            if used + len(data) > cfg.max_storage_bytes:
-                return _storage_full(used, cfg)
             up = Upload(name=name, sha256=hashlib.sha256(data).hexdigest(), suffix=suffix, data=data)
-        return queue.add(command, opts, upload=up, anonymous=anonymous)
+        try:
+            return queue.add(command, opts, upload=up, anonymous=anonymous, client=client,
+                             quota=quota)
+        except Refused as no:
+            return SafeJSON({"detail": no.detail}, no.status, headers=(
+                {"Retry-After": str(no.retry_after)} if no.retry_after else None))
 
     async def _submit(request: Request, forced_command: str | None):
-        if forced_command is None and request.query_params:
-            query(request, ())
+        query(request, ())
         anonymous = forced_command == "verify" and not _has_token(request, cfg.token)
+        client = request.client.host if request.client else None
         waiting, used = await run_in_threadpool(admission, anonymous)
         if anonymous and waiting >= cfg.max_anonymous_queued:
             return SafeJSON({"detail": f"{cfg.max_anonymous_queued} jobs submitted without the "
@@ -394,8 +428,13 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                                        f"later"}, 429, headers={"Retry-After": "30"})
         if used >= cfg.max_storage_bytes:
             return _storage_full(used, cfg)
-        form = await request.form(max_files=1, max_fields=40)
+        form = await request.form(max_files=2, max_fields=40)     # a second file: refused below, 422
         try:
+            names = [k for k, _ in form.multi_items()]
+            twice = sorted({k for k in names if names.count(k) > 1})
+            if twice:
+                raise InputError(f"{twice[0][:40]}: the field is given {names.count(twice[0])} "
+                                 f"times; give it once")
             raw = {k: v for k, v in form.multi_items() if isinstance(v, str)}
             files = [v for k, v in form.multi_items() if not isinstance(v, str)]
             if any(k != "file" for k, v in form.multi_items() if not isinstance(v, str)):
@@ -405,7 +444,8 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             if forced_command is not None:
                 raw.pop("command", None)
             name = safe_name(upload.filename) if upload else None
-            opts = check_options(command, raw, name, cfg.limits.time_seconds)
+            # before the body is read (off the event loop: a family's code is searched)
+            await run_in_threadpool(check_options, command, raw, name, cfg.limits.time_seconds)
             data = None
             if upload is not None:
                 data = await upload.read(cfg.limits.upload_bytes + 1)
@@ -414,11 +454,15 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                                                f"{cfg.limits.upload_bytes} bytes"}, 413)
                 if not data:
                     raise InputError(f"file: {name} is empty")
+            # again with the upload: what depends on it (a family's code, a matrix's
+            # shape against the token set) is checked as the job would, off the event loop
+            opts = await run_in_threadpool(check_options, command, raw, name,
+                                           cfg.limits.time_seconds, data)
         except InputError as exc:
             return SafeJSON({"detail": printable(str(exc))}, 422)
         finally:
             await form.close()
-        job_id = await run_in_threadpool(enqueue, command, opts, name, data, anonymous)
+        job_id = await run_in_threadpool(enqueue, command, opts, name, data, anonymous, client)
         if not isinstance(job_id, str):
             return job_id                                    # a refusal
         dispatcher.wake()
@@ -448,10 +492,22 @@ def _has_token(request: Request, token: str) -> bool:
 
 
 def _storage_full(used: int, cfg: ServiceConfig) -> SafeJSON:
-    mb = 1 << 20
-    return SafeJSON({"detail": f"storage full: {used / mb:.1f} MB of the {cfg.max_storage_bytes / mb:.0f} "
-                               f"MB cap are used (--max-storage-mb); delete certificates or raise "
-                               f"the cap"}, 507)
+    from certify.service.queue import storage_full
+    return SafeJSON({"detail": storage_full(used, cfg.max_storage_bytes)}, 507)
+
+
+def _shown_inputs(ver: dict | None, row) -> list[dict]:
+    """The verification's inputs as the page lists them: the server's own
+    upload (``upload:NAME``, hashed by the server when it arrived, then
+    unpacked or deleted) is said to be that, never "absent"."""
+    out = []
+    for i in (ver or {}).get("inputs", []):
+        name, status = str(i.get("name", "")), str(i.get("status", ""))
+        if name.startswith("upload:") and status == "absent":
+            status = (f"the file submitted to this server (sha256 {row.source_sha256 or '?'} computed "
+                      f"when it arrived; not kept after the job)")
+        out.append({"name": name, "status": status})
+    return out
 
 
 def _rendered(claim: dict[str, Any], version: str | None) -> str:

@@ -9,12 +9,17 @@ are documented in the README ("Service", "Bounds").
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from certify.core.errors import InputError
 
 MB = 1 << 20
+#: the smallest --job-memory-mb: a job process starts with the library loaded
+#: (torch, numpy, python-flint, matplotlib: about 700 MB of address space), so
+#: below this no job could allocate anything and every one would fail
+MIN_JOB_MEMORY_MB = 1024
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,8 @@ class ServiceConfig:
     open_submit_rate: int = 20          # POST /api/verify per client per minute (0: no limit)
     read_rate: int = 1200               # open reads per client per minute (0: no limit)
     max_anonymous_queued: int = 20      # verify jobs without a token waiting at once
+    retention_days: float = 30.0        # ended anonymous jobs are deleted this long after (--retention-days)
+    trusted_proxy: tuple[str, ...] = () # addresses whose X-Forwarded-For names the client (--trusted-proxy)
     dispatch: bool = True               # run jobs in this process (tests may turn it off)
     node: str = "local"                 # this server's node id (from the data folder's manifest)
 
@@ -54,7 +61,7 @@ class ServiceConfig:
     def check(self) -> None:
         lim = self.limits
         _number(lim.time_seconds, "--job-seconds", 1, 604800)
-        _number(lim.memory_bytes / MB, "--job-memory-mb", 256, 1 << 20)
+        _number(lim.memory_bytes / MB, "--job-memory-mb", MIN_JOB_MEMORY_MB, 1 << 20)
         _number(lim.unpacked_bytes / MB, "--max-unpacked-mb", 1 / 1024, 64 << 10)
         _number(lim.upload_bytes / MB, "--max-upload-mb", 1 / 1024, 4096)
         _number(lim.max_attempts, "--job-attempts", 1, 100, integer=True)
@@ -65,6 +72,9 @@ class ServiceConfig:
         _number(self.open_submit_rate, "--open-submit-rate", 0, 1 << 20, integer=True)
         _number(self.read_rate, "--read-rate", 0, 1 << 24, integer=True)
         _number(self.max_anonymous_queued, "--max-anonymous-queued", 0, 1 << 20, integer=True)
+        _number(self.retention_days, "--retention-days", 1 / 1440, 36500)
+        for addr in self.trusted_proxy:
+            check_proxy(addr)
 
 
 def _number(v, option: str, lo: float, hi: float, *, integer: bool = False) -> None:
@@ -82,3 +92,24 @@ def megabytes(v: float, option: str, lo: float, hi: float) -> int:
     """``v`` MB as bytes, after the finiteness and range check."""
     _number(v, option, lo, hi)
     return int(v * MB)
+
+
+def check_proxy(addr: str) -> None:
+    """``addr`` is an IP address or network (``10.0.0.0/8``): a proxy trusted
+    to say the client's address (uvicorn's ``forwarded_allow_ips``)."""
+    import ipaddress
+    try:
+        ipaddress.ip_network(str(addr), strict=False)
+    except ValueError:
+        raise InputError(f"--trusted-proxy must be an IP address or network, got {str(addr)[:60]!r}") from None
+
+
+def shown_url(url: str) -> str:
+    """A database URL without its password."""
+    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+def check_db_url(url: str) -> None:
+    if not url.startswith(("sqlite:///", "postgresql://", "postgresql+psycopg://")):
+        raise InputError(f"--db must be sqlite:///PATH or postgresql://..., got "
+                         f"{shown_url(url)[:60]!r}")

@@ -5,10 +5,11 @@ conditional on still holding the claim; (2) stops a job past its time limit;
 (3) renews the leases of its running jobs (a lease it lost -- it expired and
 another node took the job -- stops its process, whose result would be
 refused anyway); (4) puts every expired lease back in the queue (any node
-does this for every node: a dead node's jobs are taken over); (5) claims
-queued jobs while it has free workers, writes each one's upload into a work
-folder of its own claim (``DATA/work/<claim id>/``) and starts its process
-(:mod:`launcher`).
+does this for every node: a dead node's jobs are taken over); (5) deletes the
+anonymous jobs past their retention (``--retention-days``, once a minute);
+(6) claims queued jobs while it has free workers, writes each one's upload
+into a work folder of its own claim (``DATA/work/<claim id>/``) and starts
+its process (:mod:`launcher`).
 
 When a job ends its work folder is removed (``--keep-work`` keeps it) and its
 upload is deleted from the store (``--keep-uploads`` keeps it). A job's
@@ -38,6 +39,10 @@ from certify.service.launcher import LAUNCHER_GONE, Launcher
 from certify.service.queue import Claim, Queue
 
 
+#: seconds between two sweeps of expired anonymous jobs
+RETENTION_SWEEP = 60.0
+
+
 @dataclass
 class _Running:
     job_id: str
@@ -56,7 +61,7 @@ class Dispatcher:
 
     def __init__(self, queue: Queue, work: Path, node: str, limits: Limits, *, workers: int = 2,
                  lease: float = 30.0, keep_work: bool = False, poll: float = 0.2,
-                 launcher: Launcher | None = None):
+                 launcher: Launcher | None = None, retention_days: float | None = None):
         self.queue, self.work, self.node, self.limits = queue, Path(work), node, limits
         self.workers, self.lease, self.keep_work, self.poll = max(1, workers), lease, keep_work, poll
         self.launcher = launcher or Launcher()
@@ -64,7 +69,8 @@ class Dispatcher:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
-        self._renewed = self._swept = 0.0
+        self._renewed = self._swept = self._expired = 0.0
+        self.retention_days = retention_days
 
     # ------------------------------------------------------------ life cycle
 
@@ -134,6 +140,12 @@ class Dispatcher:
                 log(f"job {jid} re-queued (its lease expired)")
             for jid in failed:
                 log(f"job {jid} failed (interrupted too often)")
+        if self.retention_days is not None and now - self._expired >= RETENTION_SWEEP:
+            self._expired = now
+            gone = self.queue.expire(self.retention_days)
+            if gone:
+                log(f"{gone} anonymous job(s) older than {self.retention_days:g} days deleted "
+                    f"(--retention-days)")
         while len(self.running) < self.workers and not self._stop.is_set():
             claim = self.queue.claim(self.node, self.lease)
             if claim is None:

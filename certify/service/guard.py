@@ -7,7 +7,13 @@
   the open submission endpoint (``POST /api/verify``, ``--open-submit-rate``)
   and open reads (``--read-rate``); a request with the valid token is not
   limited, and neither are ``/api/health`` and ``/static``. Over the limit:
-  429 with ``Retry-After`` and a message saying which limit.
+  429 with ``Retry-After`` and a message saying which limit. The client is
+  the address uvicorn gives (the socket's peer; a forwarded address only from
+  a ``--trusted-proxy``, see :func:`certify.service.server.proxy_settings`).
+  These buckets refuse early, before a body is read; the open-submission
+  limit is enforced again in the database at admission
+  (:meth:`certify.service.queue.Queue.add`), where every server counts the
+  same jobs.
 * **Body size**: a request body above the upload limit is refused with 413,
   by its ``Content-Length`` or while it streams in.
 """

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 from certify.core import limits as _limits
 from certify.core.errors import InputError
+from certify.service.uploads import matrix_shape
 
 COMMANDS = ("checkpoint", "rank", "feasibility", "transcript", "verify")
 #: file suffixes a job may upload, per command
@@ -63,18 +64,26 @@ def _exact(opts: Mapping[str, Any], key: str) -> str | None:
 
 
 def _family(v: Any, key: str = "family") -> str:
+    """A built-in family name the job would accept: its parameters are checked
+    by the library's own :func:`check_family_name`, with the job's message."""
+    from certify.core.families.registry import check_family_name
     name = str(v or "").strip()
     if not BUILTIN_FAMILY.match(name):
         raise InputError(f"{key} must be a built-in name (paper-5.1, ood-M-q-n-test, "
                          f"multilevel-M-s-h-q) or an uploaded file, got {name[:60]!r}")
+    try:
+        check_family_name(name)
+    except InputError as exc:
+        raise InputError(f"{key} {name}: {exc}") from None
     return name
 
 
 def check_options(command: str, raw: Mapping[str, Any], filename: str | None,
-                  job_seconds: float) -> dict[str, Any]:
+                  job_seconds: float, upload: bytes | None = None) -> dict[str, Any]:
     """The job's options, checked and normalized; :class:`InputError` (one line
     naming the field) when they are not acceptable. ``raw`` holds the form's
-    text fields; ``filename`` the upload's name (None: no file)."""
+    text fields; ``filename`` the upload's name (None: no file) and ``upload``
+    its bytes, when read (a token set is checked against a matrix's shape)."""
     if command not in COMMANDS:
         raise InputError(f"command must be one of {', '.join(COMMANDS)}, got {str(command)[:40]!r}")
     unknown = sorted(set(raw) - set(FIELDS[command]) - {"command", "file"})
@@ -106,6 +115,12 @@ def check_options(command: str, raw: Mapping[str, Any], filename: str | None,
             if not m:
                 raise InputError(f"tokens must be cube:M, got {tokens[:40]!r}")
             _limits.check_int("cube_m", int(m.group(1)), "tokens cube:M")
+            shape = matrix_shape(filename, upload) if filename and upload is not None else None
+            n = 1 << int(m.group(1))
+            if shape is not None and (shape[0] != n or shape[1] != n):
+                # the job's own message (certify.sources.files)
+                raise InputError(f"tokens: token set cube:{int(m.group(1))} has {n} tokens; the "
+                                 f"kernel is {shape[0]} x {shape[1]}")
         o["tokens"] = tokens or None
         o["eps"] = _exact(raw, "eps")
         code = str(raw.get("code") or "").strip()
@@ -129,6 +144,11 @@ def check_options(command: str, raw: Mapping[str, Any], filename: str | None,
             o[k] = _int(raw, k, 1, _limits.limit(lim))
             if o[k] is None:
                 raise InputError(f"{k}: transcript needs {k}")
+        from certify.core.families.registry import multilevel_code_check
+        try:                # the job's family: its checks and messages
+            multilevel_code_check(o["M"], o["s"], o["h"], o["q"])
+        except InputError as exc:
+            raise InputError(f"M, s, h, q: {exc}") from None
         o["bits"] = _int(raw, "bits", 1, 32)
         fmt = str(raw.get("format") or "").strip()
         if fmt and fmt not in ("fp8-e4m3", "fp8-e5m2", "bf16", "fp16"):

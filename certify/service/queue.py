@@ -14,20 +14,39 @@ commit: each job ends exactly once, whichever node ran it.
 
 Every claim is recorded in ``job_claims`` (node, start, end, outcome): the
 record that names a node's work folders as its own.
+
+Admission (:meth:`Queue.add`) is decided in the same write transaction as the
+insert, holding the admission lock (:meth:`Store.lock_admission`): the cap on
+anonymous jobs waiting, the per-client window of open submissions (counted
+from the jobs table by the database's clock, so every server sees the same
+count) and the storage cap, with the job's upload and a reservation for its
+result counted before anything is written. Two submissions can never both be
+admitted on the same free slot. A result is stored (:meth:`Queue.finish`)
+only when it fits under the storage cap, again under the lock; an ended
+anonymous job expires after the retention period (:meth:`Queue.expire`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
+
+import datetime as dt
 
 from sqlalchemy import delete, func, select, update
 
 from certify.service.schema import (DONE, FAILED, QUEUED, RUNNING, JobClaimRow, JobRow, UploadRow,
                                     now)
-from certify.service.store import Store, add_certificate
+from certify.service.store import Store, add_certificate, storage_used_in
+
+MB = 1 << 20
+#: bytes reserved for a job's result while it is queued or running
+RESULT_RESERVE = 64 * 1024
+#: the window of the per-client open-submission rate (seconds)
+RATE_WINDOW = 60.0
 
 
 @dataclass(frozen=True)
@@ -44,13 +63,47 @@ class Upload:
     data: bytes
 
 
+@dataclass(frozen=True)
+class Quota:
+    """What admission enforces (the service's ``--max-*`` options)."""
+    max_storage_bytes: int
+    max_anonymous_queued: int = 1 << 20
+    open_submit_rate: int = 0               # anonymous submissions per client per minute (0: none)
+
+
+class Refused(Exception):
+    """A submission refused by admission: HTTP ``status``, the message, and
+    the seconds after which to retry (None: not said)."""
+
+    def __init__(self, status: int, detail: str, retry_after: int | None = None):
+        super().__init__(detail)
+        self.status, self.detail, self.retry_after = status, detail, retry_after
+
+
 class _Lost(Exception):
     """The claim is no longer the job's live claim."""
 
 
+class _Full(Exception):
+    """The result does not fit under the storage cap."""
+
+
+def storage_full(used: int, cap: int, more: int = 0) -> str:
+    need = f" and this needs {more / MB:.1f} MB more" if more else ""
+    return (f"storage full: {used / MB:.1f} MB of the {cap / MB:.0f} MB cap are used{need} "
+            f"(--max-storage-mb); delete certificates or raise the cap")
+
+
+def _held(values: Mapping[str, Any]) -> int:
+    """Bytes an ended job's row holds beyond its options: result and reason."""
+    return sum(len(str(values.get(k) or "").encode()) for k in ("result", "reason"))
+
+
 class Queue:
-    def __init__(self, store: Store, *, max_attempts: int = 2, keep_uploads: bool = False):
+    def __init__(self, store: Store, *, max_attempts: int = 2, keep_uploads: bool = False,
+                 max_storage_bytes: int | None = None):
         self.store, self.max_attempts, self.keep_uploads = store, max_attempts, keep_uploads
+        self.max_storage_bytes = max_storage_bytes
         self.clock = store.clock
 
     def session(self):
@@ -59,22 +112,53 @@ class Queue:
     # ------------------------------------------------------------ submitting and reading
 
     def add(self, command: str, options: Mapping[str, Any], *, upload: Upload | None = None,
-            anonymous: bool = False) -> str:
-        """Queue a job (and its upload's bytes) in one transaction; its id."""
+            anonymous: bool = False, client: str | None = None, quota: Quota | None = None) -> str:
+        """Admit and queue a job (and its upload's bytes) in one transaction
+        holding the admission lock; its id, or :class:`Refused` (nothing
+        written) when ``quota`` refuses it."""
         job_id = uuid.uuid4().hex
+        opts = json.dumps(dict(options))
+        size = len(upload.data) if upload else 0
         with self.store.write() as s:
-            s.add(JobRow(id=job_id, command=command, options=json.dumps(dict(options)),
+            t = float(s.scalar(select(self.clock)))
+            if quota is not None:
+                self.store.lock_admission(s)
+                self._admit(s, quota, anonymous, client, t, size + RESULT_RESERVE + len(opts))
+            s.add(JobRow(id=job_id, command=command, options=opts,
                          status=QUEUED, created_at=now(), attempts=0, anonymous=anonymous,
+                         client=(client or "")[:64] or None, created_epoch=t,
+                         reserved_bytes=RESULT_RESERVE + len(opts), result_bytes=0,
                          upload_name=upload.name if upload else None,
                          upload_sha256=upload.sha256 if upload else None,
                          upload_storage=upload.suffix if upload else None,
-                         upload_size=len(upload.data) if upload else None))
+                         upload_size=size if upload else None))
             if upload is not None:
                 s.flush()
-                s.add(UploadRow(job_id=job_id, size=len(upload.data), data=upload.data))
-        if upload is not None:
-            self.store.grew(len(upload.data))
+                s.add(UploadRow(job_id=job_id, size=size, data=upload.data))
+        self.store.grew(None)
         return job_id
+
+    def _admit(self, s, quota: Quota, anonymous: bool, client: str | None, t: float,
+               need: int) -> None:
+        """The admission checks, in the locked transaction ``s`` (see the module)."""
+        if anonymous:
+            waiting = s.scalar(select(func.count()).select_from(JobRow).where(
+                JobRow.status == QUEUED, JobRow.anonymous.is_(True)))
+            if waiting >= quota.max_anonymous_queued:
+                raise Refused(429, f"{quota.max_anonymous_queued} jobs submitted without the "
+                                   f"token are waiting (--max-anonymous-queued); try again later", 30)
+            if quota.open_submit_rate > 0 and client:
+                recent = s.execute(select(func.count(), func.min(JobRow.created_epoch)).where(
+                    JobRow.client == client[:64], JobRow.anonymous.is_(True),
+                    JobRow.created_epoch > t - RATE_WINDOW)).one()
+                if recent[0] >= quota.open_submit_rate:
+                    wait = max(1, math.ceil(recent[1] + RATE_WINDOW - t))
+                    raise Refused(429, f"rate limit: at most {quota.open_submit_rate} open "
+                                       f"submissions per minute from one client "
+                                       f"(--open-submit-rate); retry in {wait} s", wait)
+        used = storage_used_in(s)
+        if used + need > quota.max_storage_bytes:
+            raise Refused(507, storage_full(used, quota.max_storage_bytes, need))
 
     def job(self, job_id: str) -> JobRow | None:
         with self.session() as s:
@@ -196,10 +280,11 @@ class Queue:
                                f"expired: the server running it stopped or lost the database)"))
                     (requeued if res.rowcount == 1 else []).append(job_id)
                 else:
+                    why = (f"not retried: {attempts} attempt(s) were interrupted "
+                           f"(limit {self.max_attempts}, --job-attempts)")
                     res = s.execute(cond.values(
-                        status=FAILED, finished_at=now(), **common,
-                        reason=f"not retried: {attempts} attempt(s) were interrupted "
-                               f"(limit {self.max_attempts}, --job-attempts)"))
+                        status=FAILED, finished_at=now(), **common, reason=why, reserved_bytes=0,
+                        result_bytes=len(why.encode()) + func.length(JobRow.options)))
                     if res.rowcount == 1:
                         failed.append(job_id)
                         self._drop_upload(s, job_id)
@@ -217,12 +302,21 @@ class Queue:
         sha = certificate["sha256"] if certificate is not None else None
         try:
             with self.store.write() as s:
+                if self.max_storage_bytes is not None:
+                    self.store.lock_admission(s)
                 self._end(s, job_id, claim_id, "done", status=DONE, exit_code=exit_code,
                           cert_sha256=sha, result=None if result is None else json.dumps(result))
                 if certificate is not None:
                     add_certificate(s, certificate, job_id, files or {}, self.store.postgres)
+                if self.max_storage_bytes is not None:
+                    used = storage_used_in(s)
+                    if used > self.max_storage_bytes:
+                        raise _Full(storage_full(used, self.max_storage_bytes))
         except _Lost:
             return False
+        except _Full as full:
+            return self.fail(job_id, claim_id, f"the result was not stored: {full} (with it)",
+                             exit_code=1)
         self.store.grew(None)          # a certificate came, an upload went
         return True
 
@@ -239,14 +333,33 @@ class Queue:
         return True
 
     def _end(self, s, job_id: str, claim_id: str, outcome: str, **values) -> None:
+        held = _held(values)
         res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.claim_id == claim_id,
                                              JobRow.status == RUNNING)
-                        .values(finished_at=now(), lease_until=None, **values))
+                        .values(finished_at=now(), lease_until=None, reserved_bytes=0,
+                                result_bytes=held + func.length(JobRow.options), **values))
         if res.rowcount != 1:
             raise _Lost
         s.execute(update(JobClaimRow).where(JobClaimRow.claim_id == claim_id)
                   .values(ended_at=self.clock, outcome=outcome))
         self._drop_upload(s, job_id)
+
+    def expire(self, retention_days: float) -> int:
+        """Delete the anonymous jobs that ended more than ``retention_days`` ago,
+        with their uploads and claim records; how many. Their bytes leave the
+        storage figure with them."""
+        before = now() - dt.timedelta(days=retention_days)
+        with self.store.write() as s:
+            ids = list(s.scalars(select(JobRow.id).where(
+                JobRow.anonymous.is_(True), JobRow.status.in_((DONE, FAILED)),
+                JobRow.finished_at < before).limit(10_000)))
+            if not ids:
+                return 0
+            s.execute(delete(UploadRow).where(UploadRow.job_id.in_(ids)))
+            s.execute(delete(JobClaimRow).where(JobClaimRow.job_id.in_(ids)))
+            s.execute(delete(JobRow).where(JobRow.id.in_(ids)))
+        self.store.grew(None)
+        return len(ids)
 
     def _drop_upload(self, s, job_id: str) -> None:
         self.store.grew(None)

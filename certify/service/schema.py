@@ -10,7 +10,8 @@ that holds it and the lease's end), ``job_claims`` (every claim ever made:
 node, start, end, outcome -- the record of which work folder belongs to
 whom), ``uploads`` (the bytes of a job's upload, while the job lives),
 ``certificates`` (content-addressed, verbatim JSON, filter columns),
-``claims`` (one row per claim of a certificate, for the filters) and
+``admission`` (one row: the lock every admission holds while it counts and
+inserts), ``claims`` (one row per claim of a certificate, for the filters) and
 ``certificate_files`` (the report's files). Everything a node needs to run
 any job or serve any result is in the database, so with PostgreSQL any
 number of nodes share one queue and one store.
@@ -105,6 +106,16 @@ class JobRow(Base):
     lease_until = Column(Float, index=True)                      # database epoch seconds
     anonymous = Column(Boolean, nullable=False, default=False)   # submitted without the token
     upload_size = Column(BigInteger)
+    client = Column(String(64))                                  # the submitting client's address
+    created_epoch = Column(Float)                                # database epoch seconds
+    reserved_bytes = Column(BigInteger, nullable=False, default=0)   # held for the result while live
+    result_bytes = Column(BigInteger, nullable=False, default=0)     # its result, reason, options
+
+
+class AdmissionRow(Base):
+    """One row, locked by every admission (see :meth:`Store.admit`)."""
+    __tablename__ = "admission"
+    id = Column(Integer, primary_key=True)
 
 
 class JobClaimRow(Base):
@@ -154,19 +165,27 @@ def make_engine(url: str) -> Engine:
 
         @event.listens_for(engine, "connect")
         def _pragmas(dbapi_conn, _record):            # noqa: ANN001
+            dbapi_conn.isolation_level = None         # transactions begun below, not by the driver
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_MS}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.execute("PRAGMA synchronous=NORMAL")
             cur.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn):                             # noqa: ANN001
+            # a write transaction takes the database's write lock at once
+            # (BEGIN IMMEDIATE): what it counts cannot change before it inserts
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get(
+                "sqlite_immediate") else "BEGIN")
         return engine
     return create_engine(url, pool_size=20, max_overflow=20, pool_pre_ping=True,
                          connect_args={"connect_timeout": 10})
 
 
-def migrate(engine: Engine) -> None:
-    """Bring the schema to the newest Alembic revision."""
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to the newest Alembic revision (or to ``revision``)."""
     from alembic import command
     from alembic.config import Config
 
@@ -176,4 +195,4 @@ def migrate(engine: Engine) -> None:
         if engine.dialect.name == "postgresql":       # servers starting at once migrate in turn
             conn.execute(text("SELECT pg_advisory_xact_lock(7270210021)"))
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
+        command.upgrade(cfg, revision)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from certify.core.errors import InputError
 from certify.service import datadir
-from certify.service.config import ServiceConfig
+from certify.service.config import ServiceConfig, check_db_url, shown_url
 
 
 @dataclass(frozen=True)
@@ -108,32 +108,11 @@ def ensure_token(folder: datadir.DataFolder) -> Path:
     return path
 
 
-def shown_url(url: str) -> str:
-    """A database URL without its password."""
-    return re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
-
-
-def check_db_url(url: str) -> None:
-    if not url.startswith(("sqlite:///", "postgresql://", "postgresql+psycopg://")):
-        raise InputError(f"--db must be sqlite:///PATH or postgresql://..., got "
-                         f"{shown_url(url)[:60]!r}")
-
-
-def open_store(url: str):
-    """The store at ``url``, migrated; :class:`InputError` when it cannot be used."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from certify.service.store import Store
-    try:
-        return Store(url)
-    except (SQLAlchemyError, OSError, ValueError) as exc:
-        line = " ".join(str(getattr(exc, "orig", None) or exc).split())
-        line = line.split(" (Background on this error")[0][:300]
-        raise InputError(f"--db {shown_url(url)}: cannot use the database ({line})") from None
-
-
 def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
     """Check everything (see the module's docstring), then serve until stopped."""
+    from certify.service import upgrade
+    if upgrade.previous_layout(cfg.data, cfg.db or None):
+        raise InputError(upgrade.refusal(str(cfg.data)))
     datadir.inspect(cfg.data)                   # read-only checks first: nothing is made yet
     token = read_token(Path(token_file)) if token_file else None
     if cfg.db:
@@ -150,6 +129,7 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
         db = cfg.db or f"sqlite:///{folder.path / datadir.DB}"
         if db.startswith("sqlite:///"):
             locks.append(datadir.lock_sqlite(Path(db[len("sqlite:///"):]).resolve()))
+        from certify.service.store import open_store
         store = open_store(db)
     except BaseException:
         sock.close()
@@ -164,11 +144,13 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
     import uvicorn
 
     from certify.service.app import create_app
+    _Server = _server_class()
     app = create_app(cfg, store)
     print(f"certify serve: {url}  data {folder.path}  db {shown_url(db).split('://')[0]}  "
           f"node {folder.node[:12]}  token in {token_path}", file=sys.stderr, flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                           timeout_graceful_shutdown=10))
+    server = _Server(uvicorn.Config(app, log_level="warning", access_log=False,
+                                           timeout_graceful_shutdown=10,
+                                           **proxy_settings(cfg.trusted_proxy)))
     try:
         server.run(sockets=[sock])
     finally:
@@ -178,12 +160,43 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
     return 0
 
 
+def _server_class():
+    import uvicorn
+    from contextlib import contextmanager
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, except that a stop asked by SIGTERM or SIGINT is a
+        clean exit (status 0): uvicorn re-raises the signal after its graceful
+        shutdown, which made ``certify serve`` end with status -15."""
+
+        @contextmanager
+        def capture_signals(self):
+            with super().capture_signals():
+                yield
+                self._captured_signals.clear()
+    return Server
+
+
+def proxy_settings(trusted: tuple[str, ...]) -> dict:
+    """uvicorn's proxy options, set explicitly: the client's address is the
+    socket's peer unless the peer is a ``--trusted-proxy`` (uvicorn's own
+    defaults would trust ``X-Forwarded-For`` from 127.0.0.1, so any local
+    client could name itself anyone)."""
+    if not trusted:
+        return {"proxy_headers": False, "forwarded_allow_ips": ""}
+    return {"proxy_headers": True, "forwarded_allow_ips": ",".join(trusted)}
+
+
 def recover(store, folder: datadir.DataFolder, cfg: ServiceConfig, *, sqlite: bool) -> None:
     """End the leases a lock proves dead, and remove this node's finished or
     interrupted work folders (see the module's docstring)."""
     from certify.service.queue import Queue
 
     queue = Queue(store, max_attempts=cfg.limits.max_attempts, keep_uploads=cfg.keep_uploads)
+    gone = queue.expire(cfg.retention_days)
+    if gone:
+        print(f"certify serve: {gone} anonymous job(s) older than {cfg.retention_days:g} days "
+              f"(--retention-days) deleted", file=sys.stderr, flush=True)
     ended = queue.expire_running(None if sqlite else folder.node)
     if ended:
         print(f"certify serve: {ended} job(s) interrupted by a previous stop will be re-queued",

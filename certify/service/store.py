@@ -26,8 +26,10 @@ from typing import Any, Iterator, Mapping, Sequence
 from sqlalchemy import Row, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from certify.service.schema import (CertificateFileRow, CertificateRow, ClaimRow, JobRow,
-                                    UploadRow, aware, db_epoch, make_engine, migrate, now)
+from certify.core.errors import InputError
+
+from certify.service.schema import (AdmissionRow, CertificateFileRow, CertificateRow, ClaimRow,
+                                    JobRow, UploadRow, aware, db_epoch, make_engine, migrate, now)
 
 
 #: the columns a certificate list shows (not the JSON text, not the verification)
@@ -61,6 +63,8 @@ class Store:
         self.clock = db_epoch(self.engine)
         self.postgres = self.engine.dialect.name == "postgresql"
         self._session = sessionmaker(self.engine, expire_on_commit=False)
+        self._writer = sessionmaker(self.engine.execution_options(sqlite_immediate=True),
+                                    expire_on_commit=False)
         self._write_lock = nullcontext() if self.postgres else threading.Lock()
         self._used: tuple[float, int] | None = None
 
@@ -69,12 +73,20 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Session]:
-        """A write transaction. On SQLite, whose writers take turns anyway, this
-        server's writers queue on a lock instead of SQLite's busy-wait sleeps (one
-        server per SQLite file, so the lock is all the contention there is)."""
+        """A write transaction. On SQLite it begins with ``BEGIN IMMEDIATE`` (the
+        database's write lock, taken before the first read), and this server's
+        writers queue on a lock instead of SQLite's busy-wait sleeps (one server
+        per SQLite file, so the lock is all the contention there is)."""
         with self._write_lock:
-            with self.session() as s, s.begin():
+            with self._writer() as s, s.begin():
                 yield s
+
+    @staticmethod
+    def lock_admission(s: Session) -> None:
+        """Hold the admission row until ``s`` commits: on PostgreSQL a row lock
+        (``SELECT ... FOR UPDATE``) every admitting server waits for; on SQLite
+        the write transaction's ``BEGIN IMMEDIATE`` already holds the database."""
+        s.execute(select(AdmissionRow.id).where(AdmissionRow.id == 1).with_for_update())
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -150,16 +162,15 @@ class Store:
     # ------------------------------------------------------------ storage
 
     def storage_used(self, max_age: float = 0.0) -> int:
-        """Bytes held: uploads, certificates' JSON and their files (a figure at
-        most ``max_age`` seconds old)."""
+        """Bytes held (see :func:`storage_used_in`; a figure at most ``max_age``
+        seconds old: for display and early refusals, never for admission)."""
         now = time.monotonic()
         if self._used is not None and now - self._used[0] <= max_age:
             return self._used[1]
         with self.session() as s:
-            up = s.scalar(select(func.coalesce(func.sum(UploadRow.size), 0)))
-            certs = s.scalar(select(func.coalesce(func.sum(CertificateRow.size), 0)))
-        self._used = (now, int(up) + int(certs))
-        return self._used[1]
+            used = storage_used_in(s)
+        self._used = (now, used)
+        return used
 
     def grew(self, size: int | None) -> None:
         """Note ``size`` bytes stored by this server (None: some were freed), so
@@ -168,6 +179,30 @@ class Store:
             self._used = None
         else:
             self._used = (self._used[0], self._used[1] + size)
+
+
+# ---------------------------------------------------------------- opening a store
+
+def open_store(url: str):
+    """The store at ``url``, migrated; :class:`InputError` when it cannot be used."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    try:
+        return Store(url)
+    except (SQLAlchemyError, OSError, ValueError) as exc:
+        line = " ".join(str(getattr(exc, "orig", None) or exc).split())
+        line = line.split(" (Background on this error")[0][:300]
+        raise InputError(f"--db {shown_url(url)}: cannot use the database ({line})") from None
+
+
+def storage_used_in(s: Session) -> int:
+    """Bytes the store holds, read in session ``s``: uploads, certificates (JSON
+    and report files), every job's result, reason and options, and the bytes
+    reserved for the results of the jobs still queued or running."""
+    up = s.scalar(select(func.coalesce(func.sum(UploadRow.size), 0)))
+    certs = s.scalar(select(func.coalesce(func.sum(CertificateRow.size), 0)))
+    jobs = s.scalar(select(func.coalesce(func.sum(JobRow.result_bytes + JobRow.reserved_bytes), 0)))
+    return int(up) + int(certs) + int(jobs)
 
 
 def add_certificate(s: Session, c: Mapping[str, Any], job_id: str,

@@ -4,7 +4,8 @@ A user's file keeps its base name only, reduced to ``[A-Za-z0-9._-]``
 (:func:`safe_name`), for display and inside the job's private folder. A
 folder comes as a zip, checked when it arrives (:func:`check_zip`: member
 names -- no absolute paths, ``..``, links or devices, no member twice, no
-name that is both a file and a folder -- their number, and the declared
+name that is both a file and a folder, each name at most 200 characters
+and each path at most 1024, as a file system allows -- their number, and the declared
 unpacked size) and again while it is unpacked inside the limited job process
 (:func:`unpack_zip`, which counts the bytes actually written, so a zip whose
 headers lie is caught). Every refusal is an :class:`InputError` naming the
@@ -24,6 +25,10 @@ from certify.core.errors import InputError
 
 SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 MAX_ZIP_MEMBERS = 256
+#: a zip member's names are limited as paths on disk are, with room for the
+#: names the job makes beside them (``.NAME.XXXXXXXX.tmp``) and for its folder
+MAX_MEMBER_PART = 200
+MAX_MEMBER_PATH = 1024
 
 
 def safe_name(name: str | None, default: str = "upload") -> str:
@@ -55,6 +60,9 @@ def check_zip(source: str | Path | BinaryIO, unpacked_limit: int) -> list[str]:
             raise InputError(f"zip member {name!r} is not a plain file")
         if any(SAFE_NAME.search(p) or p.startswith(".") for p in parts):
             raise InputError(f"zip member {name!r}: names may use only letters, digits, . _ -")
+        if len(name) > MAX_MEMBER_PATH or any(len(p) > MAX_MEMBER_PART for p in parts):
+            raise InputError(f"zip member {name[:60]!r}...: each name in a member's path may have "
+                             f"at most {MAX_MEMBER_PART} characters, the path {MAX_MEMBER_PATH}")
         key = "/".join(parts)
         if key in seen:
             raise InputError(f"zip member {key!r} appears twice")
@@ -108,3 +116,47 @@ def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     # zipfile quotes member names; a path on the server never reaches the message
     return text[:200] or type(exc).__name__
+
+
+def matrix_shape(name: str, data: bytes) -> tuple[int, int] | None:
+    """The (rows, columns) of a matrix upload, read cheaply (a ``.npy`` or
+    ``.npz`` header, the rows of a ``.csv``, the lists of a ``.json``); None
+    when it cannot be told this way (the job reads the file and decides)."""
+    import io
+    import json
+
+    suffix = Path(name).suffix.lower()
+    try:
+        if suffix == ".npy":
+            return _npy_shape(io.BytesIO(data))
+        if suffix == ".npz":
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                names = [n for n in z.namelist() if n.endswith(".npy")]
+                if len(names) != 1 and "matrix.npy" not in names:
+                    return None
+                with z.open("matrix.npy" if "matrix.npy" in names else names[0]) as f:
+                    return _npy_shape(f)
+        if suffix == ".csv":
+            rows = [r for r in data.decode("utf-8").splitlines() if r.strip()]
+            return (len(rows), len(rows[0].split(","))) if rows else None
+        if suffix == ".json":
+            obj = json.loads(data)
+            rows = obj.get("matrix") if isinstance(obj, dict) else obj
+            if isinstance(rows, list) and rows and all(isinstance(r, list) for r in rows):
+                return len(rows), len(rows[0])
+    except (ValueError, OSError, zipfile.BadZipFile, UnicodeDecodeError, RecursionError,
+            KeyError, EOFError):
+        return None
+    return None
+
+
+def _npy_shape(f) -> tuple[int, int] | None:
+    import numpy as np
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, _, _ = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, _, _ = np.lib.format.read_array_header_2_0(f)
+    else:
+        return None
+    return (int(shape[0]), int(shape[1])) if len(shape) == 2 else None

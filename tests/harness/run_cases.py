@@ -9,6 +9,22 @@ that load torch), and leave every file it did not write in place (the scratch
 folder holds sentinel files -- a ``thesis.tex`` among others -- that are
 checked after each case). Prints a table: case, exit code, seconds, first
 error line. Exit 0 when every case passes.
+
+Then the scenarios (:func:`scenario_cases`), each a row of its own:
+
+* **ownership matrix**: every command that writes ``--out DIR`` (report;
+  checkpoint of a models/ checkpoint, a torch.save file with its config, a
+  safetensors folder, a state dict with an adapter spec; checkpoint --batch;
+  demo) run twice into one folder (exit 0 or 1, the folder replaced, its
+  manifest naming the command), then every other command into it (exit 2,
+  every byte of the folder unchanged);
+* **service under pressure**, against real ``certify serve`` processes: 20
+  concurrent anonymous 2 MB uploads against ``--max-anonymous-queued 5``,
+  verify uploads against the storage cap, a forged ``X-Forwarded-For``,
+  every form field given twice, options a job would refuse, an unknown query
+  parameter, a zip member name longer than a file system allows;
+* **previous-version data folder**: ``serve`` refuses it naming ``serve
+  migrate``, which moves it; the server then serves its old report.
 """
 
 from __future__ import annotations
@@ -101,6 +117,8 @@ def make_files(d: Path) -> None:
     (d / "surrogate.json").write_text(json.dumps(c3))
 
 
+SCENARIO_CLASSES = ("ownership matrix", "service caps", "repeated form field", "refused at submit",
+                    "previous-version data folder")
 SENTINELS = ("thesis/thesis.tex", "notes.json", "paper.tex", "ok.npy", "bounds.json",
              "readme-only/README.md", "proj/work/thesis.tex")
 
@@ -251,7 +269,8 @@ def serve_cases() -> list[tuple[str, str, list[str]]]:
               ["--data", "proj"], ["--data", "thesis"], ["--data", "paper.tex"],
               ["--data", "serve-new", "--token-file", "binary.token"],
               ["--data", "serve-new", "--db", "mysql://x"], ["--data", "serve-new", "--host", "256.1.1.1"],
-              ["--port", "0"]):
+              ["--port", "0"], ["--trusted-proxy", "not-an-address"], ["--retention-days", "nan"],
+              ["--job-memory-mb", "256"]):
         C.append(("serve start-up", "serve", list(a)))
     return C
 
@@ -300,6 +319,242 @@ def run_case(d: Path, cmd: str, args: list[str], timeout: float = 60.0) -> dict:
             "problems": problems}
 
 
+# ---------------------------------------------------------------- scenarios
+
+GALLERY = ROOT / "reports" / "gallery" / "models"
+#: commands writing --out DIR: (label, manifest command, arguments before --out)
+WRITERS = [
+    ("report", "report", ["report", "bounds.json"]),
+    ("checkpoint (models/ checkpoint)", "checkpoint", ["checkpoint", str(CKPT)]),
+    ("checkpoint (torch.save + config.json)", "checkpoint",
+     ["checkpoint", str(GALLERY / "performer" / "model.pt")]),
+    ("checkpoint (safetensors folder)", "checkpoint", ["checkpoint", str(GALLERY / "lat")]),
+    ("checkpoint (adapter spec)", "checkpoint",
+     ["checkpoint", str(GALLERY / "custom" / "model.safetensors"), "--spec",
+      str(GALLERY / "custom" / "spec.json")]),
+    ("checkpoint --batch", "checkpoint --batch", ["checkpoint", "--batch", "batch-in"]),
+    ("demo", "demo", ["demo", "--time-limit", "1", "--no-progress"]),
+]
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {str(q.relative_to(folder)): q.read_bytes() for q in sorted(folder.rglob("*")) if q.is_file()}
+
+
+def _cli(d: Path, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "certify", *args], cwd=d, env=_env(),
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def ownership_rows(d: Path):
+    """The ownership matrix (see the module's docstring), one row per run."""
+    batch = d / "batch-in"
+    batch.mkdir(exist_ok=True)
+    for suf in (".json", ".safetensors"):
+        shutil.copy(str(CKPT) + suf, batch / f"one{suf}")
+    for label, owner, args in WRITERS:
+        out = d / f"own-{owner.replace(' ', '').replace('-', '')}-{len(label)}"
+        inodes = []
+        for run in (1, 2):
+            t0 = time.perf_counter()
+            p = _cli(d, [*args, "--out", out.name])
+            problems = []
+            if p.returncode not in (0, 1):
+                problems.append(f"exit {p.returncode}")
+            if "Traceback" in p.stderr:
+                problems.append("traceback")
+            try:
+                man = json.loads((out / ".certify-manifest.json").read_text())
+                if man.get("command") != owner:
+                    problems.append(f"manifest names {man.get('command')!r}")
+                inodes.append(os.stat(out).st_ino)
+            except (OSError, ValueError):
+                problems.append("no manifest")
+            if run == 2 and len(set(inodes)) != 2:
+                problems.append("not replaced")
+            yield ("ownership matrix", f"{label} run {run}", p.returncode,
+                   time.perf_counter() - t0, problems, (p.stderr.strip().splitlines() or [""])[-1])
+        before = _tree(out) if out.is_dir() else {}
+        for olabel, other, oargs in WRITERS:
+            if other == owner or olabel.startswith("checkpoint (") and not olabel.endswith("checkpoint)"):
+                continue                   # one writer per other command
+            t0 = time.perf_counter()
+            p = _cli(d, [*oargs, "--out", out.name])
+            problems = []
+            if p.returncode != 2:
+                problems.append(f"exit {p.returncode}, expected 2")
+            if f"holds the output of 'certify {owner}'" not in p.stderr:
+                problems.append("no ownership line")
+            if _tree(out) != before:
+                problems.append("FOLDER CHANGED")
+            yield ("ownership matrix", f"{olabel} into {label}'s folder", p.returncode,
+                   time.perf_counter() - t0, problems, (p.stderr.strip().splitlines() or [""])[-1])
+
+
+def _tests_dir_on_path() -> None:
+    here = str(ROOT / "tests")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
+def service_rows(d: Path):
+    """Service scenarios against real servers (see the module's docstring)."""
+    import threading
+
+    import httpx
+    _tests_dir_on_path()
+    from service_support import Server, wait_job
+
+    def at_once(n, post):
+        start, out = threading.Barrier(n), [None] * n
+
+        def one(i):
+            start.wait()
+            out[i] = post(i)
+        ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return out
+
+    long_job = {"command": "feasibility", "family": "paper-5.1", "rank": "12", "time_limit": "30"}
+    gate = Server(d / "svc-gate", "--workers", "1", "--read-rate", "0", "--open-submit-rate", "100",
+                  "--max-anonymous-queued", "5", "--max-storage-mb", "18", "--max-upload-mb", "3")
+    direct = Server(d / "svc-direct", "--read-rate", "0", "--open-submit-rate", "2")
+    for s in (gate, direct):
+        s.launch()
+    try:
+        for s in (gate, direct):
+            s.wait_ready()
+        with httpx.Client(timeout=120) as c:
+            t0 = time.perf_counter()
+            busy = c.post(gate.url + "/api/jobs", headers=gate.auth, data=long_job).json()["id"]
+            wait_job(c, gate.url, busy, timeout=60, until=("running",))
+            two = b"{" + b" " * (2 << 20) + b"}"
+            codes = sorted(r.status_code for r in at_once(20, lambda i: httpx.post(
+                gate.url + "/api/verify", files={"file": (f"c{i}.json", two, "application/json")},
+                timeout=120)))
+            ok = codes == [201] * 5 + [429] * 15
+            yield ("service caps", "20 concurrent anonymous 2 MB uploads, queue cap 5", None,
+                   time.perf_counter() - t0, [] if ok else [f"codes {codes}"],
+                   f"{codes.count(201)} admitted, {codes.count(429)} refused 429")
+            t0 = time.perf_counter()
+            three = b"{" + b" " * ((3 << 20) - 1026) + b"}"
+            codes = sorted(r.status_code for r in at_once(4, lambda i: httpx.post(
+                gate.url + "/api/verify", headers=gate.auth,
+                files={"file": (f"t{i}.json", three, "application/json")}, timeout=120)))
+            h = c.get(gate.url + "/api/health").json()
+            ok = codes == [201, 201, 507, 507] and h["storage_bytes"] <= h["max_storage_bytes"]
+            yield ("service caps", "4 concurrent 3 MB verify uploads, storage cap 18 MB", None,
+                   time.perf_counter() - t0, [] if ok else [f"codes {codes}, stored {h['storage_bytes']}"],
+                   f"{codes.count(201)} admitted, {codes.count(507)} refused 507; "
+                   f"{h['storage_bytes'] / (1 << 20):.1f} MB stored")
+            t0 = time.perf_counter()
+            cert = json.dumps({"schema": "x"})
+            codes = [httpx.post(direct.url + "/api/verify", headers={"X-Forwarded-For": f"203.0.113.{i}"},
+                                files={"file": ("c.json", cert, "application/json")}).status_code
+                     for i in range(3)]
+            yield ("service caps", "forged X-Forwarded-For against --open-submit-rate 2", None,
+                   time.perf_counter() - t0, [] if codes == [201, 201, 429] else [f"codes {codes}"],
+                   f"codes {codes}")
+            fields = {"command": "feasibility", "family": "paper-5.1", "rank": "3", "features": "real",
+                      "time_limit": "5", "seed": "0"}
+            per_command = [("feasibility", fields, None),
+                           ("rank", {"command": "rank", "tokens": "cube:1", "eps": "1/1000",
+                                     "code": "paper-5.1", "seed": "0"}, ("m.json", b"[[1,0],[0,1]]")),
+                           ("transcript", {"command": "transcript", "M": "8", "s": "1", "h": "2",
+                                           "q": "2", "bits": "2", "seed": "0", "time_limit": "5"}, None),
+                           ("transcript", {"command": "transcript", "M": "8", "s": "1", "h": "2",
+                                           "q": "2", "format": "bf16"}, None),
+                           ("checkpoint", {"command": "checkpoint", "eps": "1/1000", "family": "paper-5.1",
+                                           "seed": "0"}, ("m.zip", b"PK"))]
+            seen = set()
+            for cmd, form, upload in per_command:
+                for name in [*form, "file"] if upload else list(form):
+                    if (cmd, name) in seen:
+                        continue
+                    seen.add((cmd, name))
+                    t0 = time.perf_counter()
+                    files = [("file", upload)] * (2 if name == "file" else 1) if upload else None
+                    r = c.post(direct.url + "/api/jobs", headers=direct.auth, data=dict(
+                        (k, [v, v] if k == name else v) for k, v in form.items()), files=files)
+                    ok = r.status_code == 422 and "given 2 times" in r.text or \
+                        (name == "file" and r.status_code == 422)
+                    yield ("repeated form field", f"{cmd}: {name} twice", r.status_code,
+                           time.perf_counter() - t0, [] if ok else [f"HTTP {r.status_code}"],
+                           r.json().get("detail", "")[:110])
+            refusals = [
+                ("feasibility family=ood-99-99-99-test", {"command": "feasibility",
+                                                          "family": "ood-99-99-99-test", "rank": "3"}, None),
+                ("transcript h > M", {"command": "transcript", "M": "4", "s": "1", "h": "6", "q": "2",
+                                      "bits": "2"}, None),
+                ("rank tokens=cube:24 on a 1 x 1 matrix", {"command": "rank", "tokens": "cube:24"},
+                 ("one.json", b"[[1]]")),
+                ("zip member name of 255 characters", {"command": "checkpoint"}, ("z.zip", _zip_named("x" * 255)))]
+            for label, form, upload in refusals:
+                t0 = time.perf_counter()
+                r = c.post(direct.url + "/api/jobs", headers=direct.auth, data=form,
+                           files={"file": upload} if upload else None)
+                yield ("refused at submit", label, r.status_code, time.perf_counter() - t0,
+                       [] if r.status_code == 422 else [f"HTTP {r.status_code}"],
+                       r.json().get("detail", "")[:110])
+            t0 = time.perf_counter()
+            r = c.post(direct.url + "/api/verify?x=1", headers=direct.auth,
+                       files={"file": ("c.json", cert, "application/json")})
+            yield ("refused at submit", "/api/verify?x=1", r.status_code, time.perf_counter() - t0,
+                   [] if r.status_code == 422 else [f"HTTP {r.status_code}"], r.json().get("detail", "")[:110])
+    finally:
+        for s in (gate, direct):
+            s.stop()
+
+
+def _zip_named(name: str) -> bytes:
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr(name, "{}")
+    return buf.getvalue()
+
+
+def upgrade_rows(d: Path):
+    """A data folder of the previous layout: refused by serve, moved by serve migrate, served."""
+    import importlib.util
+
+    import httpx
+    _tests_dir_on_path()
+    from service_support import Server
+    spec = importlib.util.spec_from_file_location("upgrade_test", ROOT / "tests" / "test_service_upgrade.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    old, scratch = d / "old-svc", d / "old-svc-scratch"
+    scratch.mkdir()
+    made = mod._old_folder(old, scratch)
+    t0 = time.perf_counter()
+    p = _cli(d, ["serve", "--data", old.name, "--port", "1"], timeout=60)
+    ok = p.returncode == 2 and "certify serve migrate --data" in p.stderr
+    yield ("previous-version data folder", "serve --data OLD", p.returncode, time.perf_counter() - t0,
+           [] if ok else ["not refused naming the migration"], p.stderr.strip()[-110:])
+    t0 = time.perf_counter()
+    p = _cli(d, ["serve", "migrate", "--data", old.name], timeout=120)
+    yield ("previous-version data folder", "serve migrate --data OLD", p.returncode,
+           time.perf_counter() - t0, [] if p.returncode == 0 else [f"exit {p.returncode}"],
+           p.stderr.strip()[:110])
+    t0 = time.perf_counter()
+    with Server(old, token="old-token-0123456789abcdef") as s:
+        r = httpx.get(f"{s.url}/certificates/{made['sha']}/files/report.md", timeout=60)
+    ok = r.status_code == 200 and r.content == made["report_md"]
+    yield ("previous-version data folder", "the old report served after the migration",
+           r.status_code, time.perf_counter() - t0, [] if ok else ["report not served"], f"HTTP {r.status_code}")
+
+
+def scenario_cases():
+    """(class, generator of rows) for the scenarios."""
+    return [("ownership matrix", ownership_rows), ("service caps", service_rows),
+            ("previous-version data folder", upgrade_rows)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--filter", default="", help="only cases whose class or command contains this")
@@ -324,8 +579,20 @@ def main() -> int:
                     shutil.rmtree(p)
                 elif p.exists():
                     p.unlink()
+        for cls, gen in scenario_cases():
+            if a.filter and a.filter not in cls and a.filter not in ("repeated", "refused"):
+                continue
+            for cls_row, case, rc, secs, problems, line in gen(d):
+                lost = [x for x in SENTINELS if not (d / x).exists()]
+                if lost:
+                    problems = [*problems, f"LOST {lost}"]
+                rows.append({"class": cls_row, "case": case, "rc": rc, "seconds": round(secs, 2),
+                             "line": line[:110], "problems": problems})
+                ok = "ok " if not problems else "BAD"
+                print(f"{ok} {rc!s:>4} {secs:6.2f}s  {case[:60]:<60} "
+                      f"{'; '.join(problems) + ' | ' if problems else ''}{line[:110]}", flush=True)
     bad = [r for r in rows if r["problems"]]
-    slow = max((r["seconds"] for r in rows), default=0)
+    slow = max((r["seconds"] for r in rows if r["class"] not in SCENARIO_CLASSES), default=0)
     print(f"\n{len(rows)} cases, {len(rows) - len(bad)} pass, {len(bad)} fail; "
           f"slowest {slow:.2f} s; classes: {len({r['class'] for r in rows})}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

@@ -63,7 +63,16 @@
     let h = '<p><span class="badge ' + (v.exit_code === 0 ? "proved" : (v.exit_code === 4 ? "assumed" : "refuted")) +
       '" id="verify-exit">certify verify: exit ' + v.exit_code + '</span> <span id="verify-meaning">' + esc(v.exit_meaning) + "</span></p>";
     h += '<p>Mode: <span id="verify-mode">' + esc(mode) + "</span>. " + v.counts.proved + " proved, " + v.counts.refuted +
-      " refuted, " + v.counts.unknown + " unknown claim(s) re-derived; " + v.counts.failed + " failed.</p><ul>";
+      " refuted, " + v.counts.unknown + " unknown claim(s) re-derived; " + v.counts.failed + " failed.</p>";
+    const open = v.open_assumptions || [];
+    if (open.length) {
+      // exit 4 means "holds under these": name every one of them
+      h += '<p>Holds only under these assumptions (accept one with <code>certify verify --assume NAME</code>, ' +
+        'or re-derive it):</p><ul id="verify-assumptions">' + open.map((a) => "<li>" + esc(a) + "</li>").join("") + "</ul>";
+    } else if (v.exit_code === 4) {
+      h += '<p id="verify-assumptions" class="error">exit 4 names no assumption: treat it as a failure.</p>';
+    }
+    h += "<ul>";
     v.claims.forEach((c) => {
       // verdict first, as certify verify prints it: never a mark of approval before a false sentence
       h += '<li class="' + (c.holds ? "holds" : "fails") + '">' + esc(c.line);
@@ -75,12 +84,28 @@
 
   const job = $("job");
   if (job) {
+    // one poll every POLL_MS while the job lives; a refusal (429 with
+    // Retry-After) or an error waits and polls again, showing the last known
+    // status: the page never shows a status it was not given
+    const POLL_MS = 2000;
     const id = job.dataset.id;
     const t0 = Date.now();
     let width = 5;
     async function poll() {
-      let j;
-      try { j = await (await fetch("/api/jobs/" + id)).json(); } catch (e) { setTimeout(poll, 1000); return; }
+      let resp, j;
+      try {
+        resp = await fetch("/api/jobs/" + id);
+        j = resp.ok ? await resp.json() : null;
+      } catch (e) {
+        resp = null;
+      }
+      if (!j || typeof j.status !== "string") {
+        const wait = resp ? (parseInt(resp.headers.get("Retry-After"), 10) || 5) : 5;
+        $("job-stage").textContent = "(status not available" + (resp ? " (" + resp.status + ")" : "") +
+          "; asking again in " + wait + " s)";
+        setTimeout(poll, wait * 1000);
+        return;
+      }
       $("job-status").textContent = j.status;
       $("job-status").className = "status " + j.status;
       $("job-stage").textContent = j.stage ? "(" + j.stage + ")" : "";
@@ -89,7 +114,7 @@
       if (j.status === "queued" || j.status === "running") {
         width = Math.min(90, width + (j.status === "running" ? 6 : 1));
         $("job-bar").style.width = width + "%";
-        setTimeout(poll, 500);
+        setTimeout(poll, POLL_MS);
         return;
       }
       $("job-bar").style.width = "100%";
