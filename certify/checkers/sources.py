@@ -320,6 +320,8 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             job = jobs.setdefault(key, {"key": key, "source": src, "path": str(path) if path else None,
                                         "adapter": p.get("adapter"), "token_set": None,
                                         "dtype": None, "torch": env.get("torch"),
+                                        # a third-party head's stated kernel arguments (re-derived)
+                                        "stated": p.get("stated"),
                                         "want": [], "heads": [], "weights": [],
                                         # an adapter spec is one of the certificate's inputs
                                         "specs": [str(f) for f in (find(n, base) for n in inputs

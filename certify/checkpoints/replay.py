@@ -3,7 +3,7 @@
 Run by :func:`certify.checkers.sources.replay_extraction` in a separate process
 (``python -m certify.cli.replay``; the checker itself never imports torch), with
 one thread. Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
-``adapter``, ``token_set``, ``dtype``) and prints one JSON object: key ->
+``adapter``, ``token_set``, ``dtype``, ``stated``) and prints one JSON object: key ->
 ``{"phi_q": sha256, "phi_k": sha256, "torch": version, "versions": {...}}`` or
 ``{"error": reason}``. The hashes are those of
 :func:`certify.rank.summary.summarize_features` (the features in their dtype,
@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+#: how a claim names a library default the user accepted (models.layouts.FROM_DEFAULT)
+FROM_DEFAULT = "library default, assumed"
 _CONSTRUCTION = re.compile(r"models\.constructions\.(\w+)\(([\d, ]*)\)")
 _ALLOWED = {"thm2_exact_features"}
 
@@ -39,7 +41,15 @@ def _kernel(job: dict[str, Any]):
     if head is not None:
         if job.get("path") is None:
             raise ValueError("the checkpoint file is not present")
-        return load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False)
+        stated = job.get("stated") or {}
+        assume = [k for k, v in stated.items() if isinstance(v, dict) and v.get("from") == FROM_DEFAULT]
+        kernel = load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False,
+                             assume=assume)
+        got = ((kernel.provenance.details or {}).get("layout") or {}).get("stated") or {}
+        if got != stated:
+            raise ValueError(f"the certificate states the kernel arguments {stated}; the checkpoint's config "
+                             f"and the accepted defaults give {got}")
+        return kernel
     if adapter == "construction":
         m = _CONSTRUCTION.fullmatch(job.get("source") or "")
         if m is None or m.group(1) not in _ALLOWED:
