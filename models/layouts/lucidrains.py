@@ -389,6 +389,10 @@ def _lat_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]) -> N
             "so which keys count depends on positions"))
         return
     rows = int(sd[p + "to_q.weight"].shape[0])
+    if "heads" not in config and "dim_head" in config and int(config["dim_head"]) > 0 \
+            and rows % int(config["dim_head"]) == 0:
+        cfg = {**cfg, "heads": rows // int(config["dim_head"])}       # the weights tell: rows / dim_head
+        config = {**config, "heads": cfg["heads"]}
     if "heads" not in config and cfg.get("heads") is None:
         raise InputError(f"{p}to_q.weight: linear-attention-transformer's SelfAttention has no default head "
                          f"count; give \"heads\" in config.json next to the weights, or {SPEC_HINT}")
