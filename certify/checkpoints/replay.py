@@ -50,7 +50,12 @@ def _kernel(job: dict[str, Any]):
     if head is not None:
         if job.get("path") is None:
             raise ValueError("the checkpoint file is not present")
-        stated = job.get("stated") or {}
+        if job.get("stated") is None:
+            # made before claims recorded their stated arguments: the extraction as it was then,
+            # every unstated argument at its library default (its sentence names none)
+            return load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False,
+                               assume=["*"])
+        stated = job["stated"]
         assume = [k for k, v in stated.items() if isinstance(v, dict) and v.get("from") == FROM_DEFAULT]
         try:
             kernel = load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False,

@@ -44,6 +44,9 @@ __all__ = ["Detected", "FeatureHead", "LayerPlan", "Refusal", "detect", "LIBRARI
            "require_stated"]
 #: where a stated kernel argument came from
 FROM_CONFIG, FROM_DEFAULT = "config.json", "library default, assumed"
+#: ``assume`` entry accepting every unstated default (only the replay of certificates made
+#: before claims recorded their stated arguments uses it)
+ALL_DEFAULTS = "*"
 
 
 def drop_wrappers(sd: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
@@ -137,6 +140,8 @@ def require_stated(det: Detected, config: Mapping[str, Any], assume: Iterable[st
     defaults."""
     from models.layouts.defaults import KERNEL_ARGS
     assume = list(dict.fromkeys(assume))
+    if ALL_DEFAULTS in assume:           # the replay of a certificate made before stated arguments
+        assume = list(det.unstated)
     table = KERNEL_ARGS.get(det.kernel_args, {})
     bad = [a for a in assume if a not in det.unstated]
     if bad:
