@@ -398,6 +398,9 @@ def reading_lines(res: HeadsResult) -> list[str]:
     if d.get("defaults_used"):
         out.append("library defaults (no config key gave them): "
                    + ", ".join(f"{k} = {v}" for k, v in d["defaults_used"].items()))
+    if d.get("stated"):
+        out.append("stated kernel arguments (the claims hold for the model built with them): "
+                   + ", ".join(f"{k} = {v['value']} ({v['from']})" for k, v in d["stated"].items()))
     out += list(d.get("notes", []))
     chk = next((r.library_check for r in res.rows if r.library_check), None)
     if chk:

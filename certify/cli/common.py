@@ -76,6 +76,9 @@ def say_extraction(kernel) -> None:
                  f"(error {chk.get('max_error', 0):.1e}, tolerance {chk.get('tolerance')})")
     if lay.get("defaults_used"):
         line += "; library defaults: " + ", ".join(f"{k} = {v}" for k, v in lay["defaults_used"].items())
+    if lay.get("stated"):
+        line += "; stated kernel arguments: " + ", ".join(f"{k} = {v['value']} ({v['from']})"
+                                                          for k, v in lay["stated"].items())
     print(line, file=sys.stderr)
     for note in lay.get("notes", []):
         print(f"  {note}", file=sys.stderr)

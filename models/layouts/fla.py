@@ -427,9 +427,9 @@ def fits(cls: str, local: set[str], config: Mapping[str, Any]) -> str | None:
         if rest - {f"feature_map_q.{k}" for k in fq} - {f"feature_map_k.{k}" for k in fk} - norm:
             return f"it has no {sorted(rest)[0]!r}"
         if fq and fk and fk != fq:
+            gone = sorted([f"feature_map_q.{k}" for k in fk - fq] + [f"feature_map_k.{k}" for k in fq - fk])
             return (f"feature_map_q holds {sorted(fq)} and feature_map_k holds {sorted(fk)}: "
-                    f"{', '.join(sorted(f'feature_map_{c}.{k}' for c, ks in (('q', fk - fq), ('k', fq - fk)) for k in ks))} "
-                    f"missing")
+                    f"{', '.join(gone)} missing")
         if bool(fq) != bool(fk) and config.get("tie_feature_map_qk") is False:
             return (f"feature_map_{'q' if fk else 'k'}.* is missing, and config.json says "
                     f"tie_feature_map_qk false (an untied layer stores both maps; a tied one saved with "
