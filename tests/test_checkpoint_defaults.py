@@ -71,6 +71,17 @@ def _error_against_library(cert: dict, attn, X) -> float:
     return worst
 
 
+def _forge_origin(cert: dict) -> dict:
+    """``cert`` claiming that kernel_fn came from config.json, its sentences re-rendered."""
+    from certify.checkers.statements import render
+    forged = copy.deepcopy(cert)
+    for c in forged["claims"]:
+        if "stated" in c["parameters"]:
+            c["parameters"]["stated"]["kernel_fn"]["from"] = "config.json"
+            c["statement"] = render(c["kind"], c["parameters"], c["evidence"], forged["renderer"]).text
+    return forged
+
+
 @pytest.fixture(scope="module")
 def softplus(tmp_path_factory):
     """A Softplus performer SelfAttention and its weights (safetensors)."""
@@ -114,7 +125,7 @@ def test_softplus_performer_with_kernel_fn_stated_is_certified_and_agrees(softpl
     assert verify_certificate(cert, base=d).holds
 
 
-def test_softplus_performer_with_assumed_default_names_the_assumption(softplus, tmp_path):
+def test_softplus_performer_with_assumed_default_names_the_assumption(softplus, capsys):
     """--assume-default kernel_fn: the library's ReLU, said in the sentence. It is
     the user's statement, not the model's kernel: the certified ReLU features do
     not reproduce this Softplus model's forward (which is why it is never silent)."""
@@ -128,17 +139,22 @@ def test_softplus_performer_with_assumed_default_names_the_assumption(softplus, 
     assert "kernel_fn = ReLU (library default, assumed)" in cert["claims"][0]["statement"]
     assert _error_against_library(cert, attn, X) > 1e-3
     # the replay re-derives the stated arguments from the config and the accepted names
-    (d / "cert.json").write_text(json.dumps(cert))
-    forged = copy.deepcopy(cert)
-    for c in forged["claims"]:
-        if "stated" in c["parameters"]:
-            c["parameters"]["stated"]["kernel_fn"]["from"] = "config.json"
-    from certify.checkers.statements import render
-    for c in forged["claims"]:
-        c["statement"] = render(c["kind"], c["parameters"], c["evidence"], forged["renderer"]).text
-    (d / "forged.json").write_text(json.dumps(forged))
-    assert run_cli("verify", ["--replay-extraction", str(d / "cert.json")]) == 0
+    (d / "forged.json").write_text(json.dumps(_forge_origin(cert)))
+    # a stated argument whose origin is forged (sentence re-rendered to match) makes the replay differ
     assert run_cli("verify", ["--replay-extraction", str(d / "forged.json")]) == 1
+    out = capsys.readouterr().err
+    assert "FAILS: 6 of 6 claims do not hold" in out and "differs" in out
+
+
+@pytest.mark.slow
+def test_an_assumed_default_replays_to_exit_0(softplus):
+    attn, root, _ = softplus
+    d = save_st(attn.state_dict(), root / "assumed-replay", WRITTEN)
+    certify_heads(str(d), assume=["kernel_fn"]).certificate.write(d / "cert.json")
+    assert run_cli("verify", ["--replay-extraction", str(d / "cert.json")]) == 0
+    # with its forgery in the same verify: one replay job per stated set, not one per head
+    (d / "forged.json").write_text(json.dumps(_forge_origin(json.loads((d / "cert.json").read_text()))))
+    assert run_cli("verify", ["--replay-extraction", str(d / "cert.json"), str(d / "forged.json")]) == 1
 
 
 def test_assume_default_of_a_stated_argument_is_bad_usage(softplus):

@@ -315,8 +315,9 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             src = p["source"]
             path = find(src, base)
             # one job per kernel: a source (a checkpoint's weights) may hold many heads
+            # (claims stating different kernel arguments of one head are different kernels)
             key = "\0".join(map(str, (src, p.get("adapter"), p.get("token_set") if isinstance(fs, dict)
-                                       else None)))
+                                       else None, json.dumps(p.get("stated"), sort_keys=True))))
             job = jobs.setdefault(key, {"key": key, "source": src, "path": str(path) if path else None,
                                         "adapter": p.get("adapter"), "token_set": None,
                                         "dtype": None, "torch": env.get("torch"),
