@@ -266,3 +266,25 @@ def test_fla_untied_layer_missing_a_copy_is_named_missing(tmp_path):
     with pytest.raises(InputError, match=r"feature_map_q\.\* is missing, and config.json says tie_feature_map_qk "
                                          r"false"):
         certify_heads(str(tmp_path))
+
+
+# ---------------------------------------------------------------- the table of kernel arguments
+
+def test_every_kernel_argument_is_a_constructor_argument_of_its_class():
+    """KERNEL_ARGS names real constructor arguments (a typo would never be asked
+    for), each with a pinned default where the library has one."""
+    import importlib
+    import inspect
+
+    from models.layouts.defaults import DEFAULTS, KERNEL_ARGS
+    assert set(KERNEL_ARGS) <= set(DEFAULTS)
+    for key, args in KERNEL_ARGS.items():
+        where, pinned, checked = DEFAULTS[key]
+        if not checked:                          # not installable: read from its source
+            continue
+        mod, cls = where.split(":")
+        params = inspect.signature(getattr(importlib.import_module(mod), cls).__init__).parameters
+        for a in args:
+            assert a in params, f"{key}: {a} is not an argument of {where}"
+            if params[a].default is not inspect.Parameter.empty:
+                assert a in pinned, f"{key}: {a} has a library default the table does not pin"
