@@ -105,6 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _batch(args, eps: Fraction, command: list[str]) -> int:
     if args.checkpoint or args.spec:
         raise InputError("--batch DIR certifies a folder; give no CKPT and no --spec with it")
+    if args.assume_default:
+        raise InputError("--assume-default accepts a default of one checkpoint; with --batch DIR state the "
+                         "kernel arguments in each model's config.json")
     with cli.engine_from_args(args, progress=not args.json) as engine:
         entries, ignored = run_batch(args.batch, families=args.family, eps=eps, seed=args.seed,
                                      command=command, engine=engine, out=args.out)

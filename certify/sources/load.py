@@ -43,6 +43,9 @@ def load_kernel(source: str | os.PathLike, *, tokens: str | None = None, spec: s
     user accepts (``--assume-default``)."""
     path = Path(source)
     if spec is not None:
+        if assume:
+            raise InputError("--assume-default names a constructor argument of a detected layout; an adapter "
+                             "spec states its layout in full")
         if layer is not None or head is not None:
             raise InputError("--layer/--head pick a head of a detected layout; with --spec the spec's "
                              "\"head\" does")
