@@ -164,6 +164,10 @@ def test_assume_default_of_a_stated_argument_is_bad_usage(softplus):
         certify_heads(str(d), assume=["kernel_fn"])
     with pytest.raises(InputError, match="not a kernel argument"):
         certify_heads(str(d), assume=["dropout"])
+    # a source that is no detected layout: bad usage, never ignored
+    ours = str(Path(__file__).resolve().parents[1] / "models" / "checkpoints" / "paper51-lookup-r8-s0")
+    for cmd in (["rank", ours], ["checkpoint", ours], ["checkpoint", "--batch", str(root)]):
+        assert run_cli(cmd[0], [*cmd[1:], "--assume-default", "kernel_fn"]) == 2, cmd
 
 
 def test_library_check_is_built_from_the_config_not_from_the_extractor(softplus, monkeypatch):
