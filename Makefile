@@ -1,6 +1,6 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   create .venv, install, run the main job on the built-in default
-#   make test   create .venv, install (with test extras), run the test suite
+#   make test   create .venv, install (every extra and the test tools: [all,test]), run the test suite
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -14,7 +14,7 @@ PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(PIPFLAGS) -e '.[test]'
+	$(PY) -m pip install -q $(PIPFLAGS) -e '.[all,test]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -38,3 +38,16 @@ def save_st(sd, folder: Path, config=None, name: str = "model.safetensors") -> P
     if config is not None:
         (folder / "config.json").write_text(json.dumps(config))
     return folder
+
+
+# The kernel arguments a checkpoint's tensors do not show, as a config.json states
+# them (models.layouts.defaults.KERNEL_ARGS): without them the model is refused.
+#: performer-pytorch SelfAttention with generalized attention, the library's ReLU
+PERFORMER_ATTN = {"generalized_attention": True, "kernel_fn": "ReLU", "no_projection": False, "local_heads": 0}
+#: performer-pytorch Performer / PerformerLM (local heads per layer: local_attn_heads)
+PERFORMER_MODEL = {"generalized_attention": True, "kernel_fn": "ReLU", "no_projection": False,
+                   "local_attn_heads": 0}
+#: linear-attention-transformer, causal (heads given beside it)
+LAT_CAUSAL = {"causal": True, "blindspot_size": 1, "n_local_attn_heads": 0}
+#: fla LinearAttention with its denominator, no feature normalization
+FLA_LINEAR = {"do_feature_map_norm": True, "norm_q": False, "norm_k": False}

@@ -24,7 +24,7 @@ from safetensors.torch import save_file
 
 from certify.checkers.verify import verify_certificate
 from certify.checkpoints.heads import certify_heads
-from library_support import libraries, randomize, save_st
+from library_support import FLA_LINEAR, LAT_CAUSAL, PERFORMER_ATTN, PERFORMER_MODEL, libraries, randomize, save_st
 
 performer, lat, fla_layers, fla_models = libraries()
 
@@ -107,7 +107,7 @@ def performer_depth2(tmp_path_factory):
     randomize(model, seed=1)
     d = tmp_path_factory.mktemp("performer2")
     torch.save(model.state_dict(), d / "model.pt")
-    (d / "config.json").write_text(json.dumps({"generalized_attention": True}))
+    (d / "config.json").write_text(json.dumps(PERFORMER_MODEL))
     return model, d
 
 
@@ -149,7 +149,7 @@ def test_performer_scalenorm_and_rezero(tmp_path):
         d = tmp_path / kind
         d.mkdir()
         torch.save(model.state_dict(), d / "model.pt")
-        (d / "config.json").write_text(json.dumps({"generalized_attention": True}))   # g's shape decides
+        (d / "config.json").write_text(json.dumps(PERFORMER_MODEL))   # g's shape decides
         res = certify_heads(str(d / "model.pt"))
         assert [r.status for r in res.rows] == ["certified"] * 2
         _lucidrains_check(res, model, model.net.layers[0][0].fn, X, heads=2, causal=False)
@@ -176,7 +176,7 @@ def test_performer_in_a_users_module_in_a_training_checkpoint(tmp_path):
     with torch.no_grad():                       # the checkpoint holds the weights after the step
         sd = user.state_dict()
     torch.save({"model": {**sd, **ema}, "optimizer": opt.state_dict(), "step": 1}, tmp_path / "train.ckpt")
-    (tmp_path / "config.json").write_text(json.dumps({"generalized_attention": True}))
+    (tmp_path / "config.json").write_text(json.dumps(PERFORMER_ATTN))
     res = certify_heads(str(tmp_path / "train.ckpt"))
     layout = res.certificate.environment["layout"]
     assert _rows_by_status(res) == [(0, 0, "certified"), (0, 1, "certified")]
@@ -199,7 +199,7 @@ def test_performer_sharded_safetensors(tmp_path):
         save_file({k: sd[k] for k in ks}, str(tmp_path / f))
     (tmp_path / "model.safetensors.index.json").write_text(json.dumps(
         {"metadata": {}, "weight_map": {k: f for f, ks in shards.items() for k in ks}}))
-    (tmp_path / "config.json").write_text(json.dumps({"generalized_attention": True, "causal": True}))
+    (tmp_path / "config.json").write_text(json.dumps({**PERFORMER_MODEL, "causal": True}))
     res = certify_heads(str(tmp_path))
     assert [r.status for r in res.rows] == ["certified"] * 2 + ["out of reach"] * 2
     assert set(res.certificate.inputs) >= {str(tmp_path / f) for f in shards}
@@ -216,7 +216,7 @@ def test_lat_depth2_prenorm_fp16_reproduces_library(tmp_path):
     model = randomize(lat.LinearAttentionTransformer(dim=M, depth=2, max_seq_len=64, heads=2, dim_head=3,
                                                       causal=True).eval(), std=0.3, seed=13)
     half = {k: v.half() for k, v in model.state_dict().items()}
-    save_st(half, tmp_path, {"causal": True, "heads": 2, "dim_head": 3})
+    save_st(half, tmp_path, {**LAT_CAUSAL, "heads": 2, "dim_head": 3})
     model.load_state_dict({k: v.float() for k, v in half.items()})        # the model the file holds
     res = certify_heads(str(tmp_path))
     assert _rows_by_status(res) == [(0, 0, "certified"), (0, 1, "certified"),
@@ -262,7 +262,7 @@ def test_fla_elu_identity_output_norm_is_linear_attention(tmp_path, dtype):
     layer = layer.to(dtype).float().eval()                        # the values a bf16 file holds
     assert set(layer.state_dict()) == {"q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"}
     save_st({k: v.to(dtype) for k, v in layer.state_dict().items()}, tmp_path,
-        {"feature_map": "elu", "output_norm": "identity", "num_heads": 2, "do_feature_map_norm": True})
+        {**FLA_LINEAR, "feature_map": "elu", "output_norm": "identity", "num_heads": 2})
     res = certify_heads(str(tmp_path))
     assert res.layout == "fla:linear_attn-layer" and [r.feature_map for r in res.rows] == ["fla-elu"] * 2
     assert {r.rank for r in res.rows} <= {"1 proved", "2 proved", "3 proved"}
@@ -281,8 +281,7 @@ def test_fla_dpfp_layer_certificate_is_written_and_checked(tmp_path):
     layer = randomize(fla_layers.LinearAttention(hidden_size=M, num_heads=2, feature_map="dpfp",
                                                   do_feature_map_norm=True), seed=20).eval()
     torch.save(layer.state_dict(), tmp_path / "layer.pt")
-    (tmp_path / "config.json").write_text(json.dumps({"feature_map": "dpfp", "num_heads": 2,
-                                                      "do_feature_map_norm": True}))
+    (tmp_path / "config.json").write_text(json.dumps({**FLA_LINEAR, "feature_map": "dpfp", "num_heads": 2}))
     res = certify_heads(str(tmp_path / "layer.pt"))
     res.certificate.write(tmp_path / "cert.json")           # the producer's own check passes
     cert = json.loads((tmp_path / "cert.json").read_text())

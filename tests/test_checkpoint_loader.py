@@ -23,7 +23,7 @@ from certify.cli import rank as rank_cli
 from certify.core.errors import InputError, run_command
 from certify.sources.load import kind_of, load_kernel
 from certify.sources.weights import read_weights
-from library_support import libraries, randomize, save_st
+from library_support import FLA_LINEAR, LAT_CAUSAL, PERFORMER_ATTN, PERFORMER_MODEL, libraries, randomize, save_st
 
 performer, lat, fla_layers, fla_models = libraries()
 
@@ -48,39 +48,41 @@ def layouts(tmp_path_factory) -> dict[str, Path]:
     out = {}
     out["performer-selfattention"] = save_st(randomize(performer.SelfAttention(
         dim=W, heads=2, dim_head=4, nb_features=6, generalized_attention=True), 1).state_dict(),
-        d / "p1", {"generalized_attention": True})
+        d / "p1", PERFORMER_ATTN)
     perf = randomize(performer.Performer(dim=W, depth=2, heads=2, dim_head=4, nb_features=6,
                                     generalized_attention=True), 2)
     (d / "p2").mkdir()
     torch.save(perf.state_dict(), d / "p2" / "model.pt")
-    (d / "p2" / "config.json").write_text(json.dumps({"generalized_attention": True}))
+    (d / "p2" / "config.json").write_text(json.dumps(PERFORMER_MODEL))
     out["performer-performer"] = d / "p2" / "model.pt"
     out["lat-selfattention"] = save_st(randomize(lat.SelfAttention(dim=W, heads=2, dim_head=4, causal=True), 3).state_dict(),
-                                   d / "l1", {"causal": True, "heads": 2})
+                                   d / "l1", {**LAT_CAUSAL, "heads": 2})
     out["lat-transformer"] = save_st(randomize(lat.LinearAttentionTransformer(
         dim=W, depth=2, max_seq_len=64, heads=2, dim_head=4, causal=True), 4).state_dict(), d / "l2",
-        {"causal": True, "heads": 2, "dim_head": 4})
+        {**LAT_CAUSAL, "heads": 2, "dim_head": 4})
     out["fla-linear-attention"] = save_st(randomize(fla_layers.LinearAttention(
         hidden_size=W, num_heads=2, feature_map="relu", do_feature_map_norm=True), 5).state_dict(), d / "f1",
-        {"feature_map": "relu", "num_heads": 2, "do_feature_map_norm": True})
+        {**FLA_LINEAR, "feature_map": "relu", "num_heads": 2})
     based = randomize(fla_layers.BasedLinearAttention(hidden_size=W, feature_dim=2, num_heads=2,
                                                  num_key_value_heads=2), 6)
     out["fla-based"] = save_st(based.state_dict(), d / "f2", {"class": "BasedLinearAttention", "feature_dim": 2,
                                                           "num_heads": 2})
     out["fla-rebased"] = save_st(randomize(fla_layers.ReBasedLinearAttention(
-        hidden_size=W, feature_dim=2, num_heads=2, num_key_value_heads=2), 7).state_dict(), d / "f3")
+        hidden_size=W, feature_dim=2, num_heads=2, num_key_value_heads=2), 7).state_dict(), d / "f3",
+        {"normalize": True})
     cfg = fla_models.LinearAttentionConfig(hidden_size=W, num_hidden_layers=2, num_heads=2, vocab_size=12,
                                            intermediate_size=16, norm_feature_map=True, feature_map="hedgehog")
     randomize(fla_models.LinearAttentionForCausalLM(cfg), 8).save_pretrained(d / "f4")
     out["fla-model"] = d / "f4"
     names = {"q_proj": "proj_q", "k_proj": "proj_k", "v_proj": "proj_v", "o_proj": "proj_o"}
     out["zoology"] = save_st({f"backbone.layers.0.sequence_mixer.{names[k.split('.')[0]]}.weight": v
-                          for k, v in based.state_dict().items()}, d / "z", {"feature_dim": 2, "num_heads": 2})
+                          for k, v in based.state_dict().items()}, d / "z", {"feature_dim": 2, "num_heads": 2,
+                                                                     "feature_name": "taylor_exp"})
     lin = {n: randomize(torch.nn.Linear(W, W), 9) for n in ("query_projection", "key_projection",
                                                        "value_projection", "out_projection")}
     out["fast-transformers"] = save_st({f"attention.{n}.{k}": t for n, m in lin.items()
                                     for k, t in m.state_dict().items()}, d / "ft",
-                                   {"attention_type": "causal-linear", "n_heads": 2})
+                                   {"attention_type": "causal-linear", "n_heads": 2, "feature_map": "elu+1"})
     return out
 
 
@@ -230,7 +232,7 @@ def test_qkvo_keys_without_config_are_refused_with_the_candidates(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"feature_map": "hedgehog"}))
     rc, _, err = _run("checkpoint", checkpoint_cli.main, tmp_path)
     assert rc == 2 and "fit no fla layer" in err and "'hedgehog' does not fit the keys" in err
-    (tmp_path / "config.json").write_text(json.dumps({"feature_map": "elu", "do_feature_map_norm": True,
+    (tmp_path / "config.json").write_text(json.dumps({**FLA_LINEAR, "feature_map": "elu",
                                                       "num_heads": 2, "output_norm": "identity"}))
     rc, out, err = _run("rank", rank_cli.main, tmp_path, "--json")
     assert rc == 0 and json.loads(out)["adapter"] == "layout:fla:linear_attn-layer layer 0 head 0"

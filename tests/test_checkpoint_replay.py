@@ -16,7 +16,7 @@ import torch
 
 from certify.checkers.sources import replay_extraction
 from certify.checkpoints.heads import certify_heads
-from library_support import libraries, randomize
+from library_support import LAT_CAUSAL, PERFORMER_MODEL, libraries, randomize
 
 performer, lat, fla_layers, fla_models = libraries()
 
@@ -43,15 +43,15 @@ def certificates(tmp_path_factory) -> dict[str, Path]:
     ckpts = {
         "performer-pytorch": _save(randomize(performer.Performer(dim=M, depth=2, heads=2, dim_head=2, nb_features=4,
                                                             generalized_attention=True), 1).state_dict(),
-                                   d / "performer", {"generalized_attention": True}),
+                                   d / "performer", PERFORMER_MODEL),
         "linear-attention-transformer": _save(randomize(lat.LinearAttentionTransformer(
             dim=M, depth=1, max_seq_len=32, heads=2, dim_head=2, causal=True), 2).state_dict(), d / "lat",
-            {"causal": True, "heads": 2, "dim_head": 2}),
+            {**LAT_CAUSAL, "heads": 2, "dim_head": 2}),
         "zoology": _save({f"mixer.{names[k.split('.')[0]]}.weight": v for k, v in based.state_dict().items()},
-                         d / "zoology", {"feature_dim": 2, "num_heads": 2}),
+                         d / "zoology", {"feature_dim": 2, "num_heads": 2, "feature_name": "taylor_exp"}),
         "pytorch-fast-transformers": _save({f"attn.{n}.{k}": t for n, mod in lin.items()
                                             for k, t in mod.state_dict().items()}, d / "pft",
-                                           {"attention_type": "linear", "n_heads": 2}),
+                                           {"attention_type": "linear", "n_heads": 2, "feature_map": "elu+1"}),
     }
     cfg = fla_models.LinearAttentionConfig(hidden_size=6, num_hidden_layers=1, num_heads=2, vocab_size=10,
                                            intermediate_size=8, norm_feature_map=True, feature_map="t2r")
@@ -99,7 +99,8 @@ def test_replay_records_the_versions_it_depends_on(certificates):
     c = cert["claims"][0]
     p = c["parameters"]
     job = {"key": "k", "source": p["source"], "path": str(certificates["fla"].parent / "model.safetensors"),
-           "adapter": p["adapter"], "token_set": p["token_set"], "dtype": "float32", "want": [["x", "y"]]}
+           "adapter": p["adapter"], "token_set": p["token_set"], "dtype": "float32", "want": [["x", "y"]],
+           "stated": p["stated"]}
     rec = replay([job])["k"]
     assert rec["phi_q"] == c["evidence"]["features_sha256"]["phi_q"]
     assert rec["versions"]["torch"] == torch.__version__ and rec["versions"]["extraction"]

@@ -23,6 +23,7 @@ from certify.core.verdict import Verdict
 from certify.sources.thirdparty import read_checkpoint
 from models.layouts import detect
 from models.layouts.base import FeatureHead
+from library_support import FLA_LINEAR, LAT_CAUSAL, PERFORMER_ATTN, PERFORMER_MODEL
 from models.layouts.defaults import DEFAULTS
 
 performer = pytest.importorskip("performer_pytorch.performer_pytorch")
@@ -95,7 +96,7 @@ def test_defaults_table_matches_library_constructors(key):
 def test_performer_generalized_no_spec_matches_library_and_verifies(tmp_path):
     torch.manual_seed(0)
     att = performer.SelfAttention(dim=M, heads=2, dim_head=4, nb_features=8, generalized_attention=True).eval()
-    folder = _save(att.state_dict(), tmp_path / "perf", {"generalized_attention": True})
+    folder = _save(att.state_dict(), tmp_path / "perf", PERFORMER_ATTN)
     det = _heads(folder)
     assert det.library == "performer-pytorch" and len(det.layers[0].heads) == 2
     X = torch.randint(0, 2, (40, M)).float()
@@ -126,7 +127,7 @@ def test_default_performer_is_favor_and_exits_3(tmp_path):
 def test_width_24_third_party_head_says_what_is_out_of_reach(tmp_path):
     torch.manual_seed(3)
     att = performer.SelfAttention(dim=24, heads=2, dim_head=4, nb_features=8, generalized_attention=True)
-    folder = _save(att.state_dict(), tmp_path / "w24", {"generalized_attention": True})
+    folder = _save(att.state_dict(), tmp_path / "w24", PERFORMER_ATTN)
     r = _cli_process(folder, "--out", tmp_path / "out", "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -149,7 +150,7 @@ def test_mixed_model_lists_refused_heads(tmp_path):
     torch.manual_seed(4)
     att = performer.SelfAttention(dim=M, heads=3, dim_head=4, nb_features=8, generalized_attention=True,
                                   local_heads=1, causal=False)
-    folder = _save(att.state_dict(), tmp_path / "mixed", {"generalized_attention": True, "local_heads": 1,
+    folder = _save(att.state_dict(), tmp_path / "mixed", {**PERFORMER_ATTN, "local_heads": 1,
                                                           "heads": 3, "dim_head": 4})
     res = certify_heads(str(folder))
     assert [r.status for r in res.rows] == ["certified", "certified", "refused"]
@@ -162,7 +163,7 @@ def test_mixed_model_lists_refused_heads(tmp_path):
 def test_lat_causal_no_spec_matches_module(tmp_path):
     torch.manual_seed(1)
     att = lat.SelfAttention(dim=M, heads=2, dim_head=4, causal=True).eval()
-    folder = _save(att.state_dict(), tmp_path / "lat", {"causal": True, "heads": 2, "dim_head": 4})
+    folder = _save(att.state_dict(), tmp_path / "lat", {**LAT_CAUSAL, "heads": 2, "dim_head": 4})
     det = _heads(folder)
     assert det.library == "linear-attention-transformer"
     X = torch.randint(0, 2, (3, 64, M)).float()
@@ -260,7 +261,7 @@ def test_fla_bare_layer_tied_maps(tmp_path, fmap):
         for p in layer.parameters():
             p.normal_(0, 0.5)
     torch.save(layer.state_dict(), tmp_path / "layer.pt")
-    (tmp_path / "config.json").write_text(json.dumps({"do_feature_map_norm": True, "num_heads": 2}))
+    (tmp_path / "config.json").write_text(json.dumps({**FLA_LINEAR, "num_heads": 2}))
     det = _heads(tmp_path / "layer.pt")
     assert det.layout == "fla:linear_attn-layer" and det.layers[0].heads[0].feature_map == f"fla-{fmap}"
     X = torch.randint(0, 2, (2, 7, M)).float()
@@ -360,7 +361,7 @@ def test_fla_rebased_layer_matches_reference_op(tmp_path):
     with torch.no_grad():
         layer.feature_map.gamma.normal_(1, 0.3)
         layer.feature_map.beta.normal_(0, 0.3)
-    folder = _save(layer.state_dict(), tmp_path / "rebased")
+    folder = _save(layer.state_dict(), tmp_path / "rebased", {"normalize": True})
     det = _heads(folder)
     assert det.layout == "fla:rebased" and len(det.layers[0].heads) == 2
     X = torch.randint(0, 2, (2, 9, M)).float()
@@ -392,7 +393,8 @@ def test_zoology_based_keys_through_fla_port(tmp_path):
     names = {"q_proj": "proj_q", "k_proj": "proj_k", "v_proj": "proj_v", "o_proj": "proj_o"}
     sd = {f"backbone.layers.0.sequence_mixer.{names[k.split('.')[0]]}.weight": v
           for k, v in layer.state_dict().items()}
-    folder = _save(sd, tmp_path / "zoo", {"feature_dim": 3, "num_heads": 2, "num_key_value_heads": 2})
+    folder = _save(sd, tmp_path / "zoo", {"feature_dim": 3, "num_heads": 2, "num_key_value_heads": 2,
+                                           "feature_name": "taylor_exp"})
     det = _heads(folder)
     assert det.library == "zoology" and det.layers[0].prefix == "backbone.layers.0.sequence_mixer."
     X = torch.randint(0, 2, (2, 9, M)).float()
@@ -413,7 +415,8 @@ def _pft_layer(d_model=M, heads=2, d_keys=3):
 
 def test_fast_transformers_linear_layout_from_table(tmp_path):
     sd, mods = _pft_layer()
-    folder = _save(sd, tmp_path / "pft", {"attention_type": "causal-linear", "n_heads": 2})
+    folder = _save(sd, tmp_path / "pft", {"attention_type": "causal-linear", "n_heads": 2,
+                                           "feature_map": "elu+1"})
     det = _heads(folder)
     assert det.library == "pytorch-fast-transformers"
     X = torch.randint(0, 2, (20, M)).float()
@@ -476,7 +479,7 @@ def test_performer_lm_without_positions_reads_embedding_rows(tmp_path):
     lm = performer.PerformerLM(num_tokens=12, max_seq_len=16, dim=8, depth=2, heads=2, dim_head=4,
                                nb_features=4, generalized_attention=True, rotary_position_emb=False)
     sd = {k: v for k, v in lm.state_dict().items() if not k.startswith("pos_emb")}
-    det = detect(sd, {"generalized_attention": True})
+    det = detect(sd, PERFORMER_MODEL)
     block = lm.performer.net.layers[0][0]                    # PreNorm(LayerNorm, SelfAttention)
     with torch.no_grad():
         x = block.norm(lm.token_emb.weight)
@@ -484,6 +487,6 @@ def test_performer_lm_without_positions_reads_embedding_rows(tmp_path):
                                              projection_matrix=block.fn.fast_attention.projection_matrix)[0, 0]
         q, _ = det.layers[0].heads[1].feature_matrices(lm.token_emb.weight)
     assert torch.allclose(q, q_lib, atol=1e-5)
-    res = certify_heads_sd(sd, {"generalized_attention": True}, tmp_path)
+    res = certify_heads_sd(sd, PERFORMER_MODEL, tmp_path)
     assert [(r.layer, r.status, r.token_set) for r in res.rows][:2] == [(0, "certified", "vocab:12")] * 2
     assert [r.status for r in res.rows[2:]] == ["out of reach"] * 2

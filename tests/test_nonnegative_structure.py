@@ -225,7 +225,7 @@ def _zoology_based(folder, hidden, feature_dim, seed=0):
     folder.mkdir(parents=True, exist_ok=True)
     save_file(sd, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps({"feature_dim": feature_dim, "num_heads": 1,
-                                                    "num_key_value_heads": 1}))
+                                                    "num_key_value_heads": 1, "feature_name": "taylor_exp"}))
     return folder
 
 

@@ -113,6 +113,14 @@ KERNEL_PARAMS_OPTIONAL = {
     "tokens_sha256": {**HEX64, "$comment": "the hash of an explicit token list: required for the "
                                            "token sets 'tokens' and 'family:NAME', absent for "
                                            "cube:M, vocab:N and index (their tokens are implied)"},
+    "stated": {"type": "object", "minProperties": 1,
+               "additionalProperties": _obj({"value": {"type": ["string", "number", "boolean",
+                                                                "null", "array"]},
+                                             "from": {"enum": ["config.json",
+                                                               "library default, assumed"]}}),
+               "$comment": "a third-party head's kernel arguments, each stated by the config or "
+                           "assumed by name (--assume-default): present exactly for third-party "
+                           "layouts; re-derived by the extraction replay"},
     "layer": {**NAT, "$comment": "one head of a model: layer and head come together"},
     "head": {**NAT, "$comment": "one head of a model: layer and head come together"},
 }

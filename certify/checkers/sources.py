@@ -263,15 +263,18 @@ def replay_keys(claim: Mapping[str, Any]) -> list[str]:
     p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
     if not isinstance(p, Mapping) or not isinstance(ev, Mapping) or not isinstance(p.get("source"), str):
         return []
-    src = p["source"]
+    # the extraction a comparison is of: source, adapter, token set and the stated
+    # kernel arguments (claims stating different arguments are different replays)
+    src = "\0".join((p["source"], str(p.get("adapter")), str(p.get("token_set")),
+                     json.dumps(p.get("stated"), sort_keys=True)))
     out = []
     fs = ev.get("features_sha256")
     if isinstance(fs, Mapping) and isinstance(fs.get("phi_q"), str) and isinstance(fs.get("phi_k"), str):
-        out.append(f"features\0{src}\0{p.get('adapter')}\0{p.get('token_set')}\0{fs['phi_q']}\0{fs['phi_k']}")
+        out.append(f"features\0{src}\0{fs['phi_q']}\0{fs['phi_k']}")
     if isinstance(p.get("head_sha256"), str) and isinstance(p.get("family"), str):
-        out.append(f"head\0{src}\0{p.get('adapter')}\0{p['family']}\0{p['head_sha256']}")
+        out.append(f"head\0{src}\0{p['family']}\0{p['head_sha256']}")
     if isinstance(p.get("weights_sha256"), str):
-        out.append(f"weights\0{src}\0{p.get('adapter')}\0{p['weights_sha256']}")
+        out.append(f"weights\0{src}\0{p['weights_sha256']}")
     return out
 
 
@@ -371,11 +374,14 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             src = p["source"]
             path = find(src, base)
             # one job per kernel: a source (a checkpoint's weights) may hold many heads
+            # (claims stating different kernel arguments of one head are different kernels)
             key = "\0".join(map(str, (src, p.get("adapter"), p.get("token_set") if isinstance(fs, dict)
-                                       else None)))
+                                       else None, json.dumps(p.get("stated"), sort_keys=True))))
             job = jobs.setdefault(key, {"key": key, "source": src, "path": str(path) if path else None,
                                         "adapter": p.get("adapter"), "token_set": None,
                                         "dtype": None, "torch": env.get("torch"),
+                                        # a third-party head's stated kernel arguments (re-derived)
+                                        "stated": p.get("stated"),
                                         "want": [], "heads": [], "weights": [], "compare": [],
                                         # an adapter spec is one of the certificate's inputs
                                         "specs": [str(f) for f in (find(n, base) for n in inputs

@@ -477,10 +477,44 @@ def source_ref(p: Mapping[str, Any]) -> tuple[str, str]:
     if layer is not None or head is not None:           # one head of a model's weights
         where = f"head {head} of layer {layer} of "
         lwhere = f"head ${head}$ of layer ${layer}$ of "
+    st, lst = stated_ref(p)
     if sha is None:
-        return where + src, lwhere + rf"\texttt{{{_tt(src)}}}"
-    return (f"{where}{src} (sha256 {_short(sha)})",
-            rf"{lwhere}\texttt{{{_tt(src)}}} (sha256 \texttt{{{sha[:16]}}}\ldots)")
+        return where + src + st, lwhere + rf"\texttt{{{_tt(src)}}}" + lst
+    return (f"{where}{src} (sha256 {_short(sha)}){st}",
+            rf"{lwhere}\texttt{{{_tt(src)}}} (sha256 \texttt{{{sha[:16]}}}\ldots){lst}")
+
+
+#: where a stated constructor argument came from
+STATED_FROM = ("config.json", "library default, assumed")
+
+
+def _stated_value(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    import json
+    return json.dumps(v, sort_keys=True)
+
+
+def stated_ref(p: Mapping[str, Any]) -> tuple[str, str]:
+    """The constructor arguments a third-party head's kernel rests on beyond its
+    weights (``parameters.stated``: name -> value and where it came from, the
+    model's config.json or a library default the user accepted), named in the
+    sentence: the claim holds for the model built with them. ``--replay-extraction``
+    re-derives them from the config and the accepted names."""
+    st = _opt(p, "stated", dict, "parameters")
+    if not st:
+        return "", ""
+    parts, lparts = [], []
+    for name in sorted(st):
+        e = st[name]
+        if not isinstance(e, Mapping) or set(e) != {"value", "from"} or e["from"] not in STATED_FROM \
+                or not isinstance(e["value"], (str, int, float, bool, type(None), list)):
+            raise RenderError(f"parameters.stated.{name:.40}: needs value and from ({' | '.join(STATED_FROM)})")
+        v = _stated_value(e["value"])
+        parts.append(f"{name} = {v} ({e['from']})")
+        lparts.append(rf"\texttt{{{_tt(name)}}} $=$ \texttt{{{_tt(v)}}} ({e['from']})")
+    return (" built with the stated arguments " + ", ".join(parts),
+            " built with the stated arguments " + ", ".join(lparts))
 
 
 def _kernel_ref(p) -> tuple[str, str]:
@@ -594,7 +628,8 @@ _KINDS = {RENDERER_V1: _KINDS_V1, RENDERER: _KINDS_V2}
 #: (:mod:`certify.checkers.binding`); ``tests/test_trust.py`` mutates each one.
 _KERNEL = (("parameters", "token_set"), ("parameters", "num_tokens"),
            ("parameters", "tokens_sha256"), ("parameters", "source"),
-           ("parameters", "source_sha256"), ("parameters", "layer"), ("parameters", "head"))
+           ("parameters", "source_sha256"), ("parameters", "layer"), ("parameters", "head"),
+           ("parameters", "stated"))
 _FAMILY = (("parameters", "family"), ("parameters", "family_sha256"))
 _MODEL = (("parameters", "source"), ("parameters", "weights_sha256"), ("parameters", "head_sha256"))
 _HEAD = (("parameters", "rank"), ("parameters", "features"), ("parameters", "class"),

@@ -37,15 +37,17 @@ def resolve_checkpoint(path: str, spec: str | None) -> tuple[str, str]:
 
 def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] = (),
                  eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
-                 head: int | None = None, command: Sequence[str] = ()) -> tuple[str, Any]:
+                 head: int | None = None, command: Sequence[str] = (),
+                 assume: Sequence[str] = ()) -> tuple[str, Any]:
     """``(kind, result)``: a :class:`~certify.checkpoints.run.CheckpointResult` for a
     ``models/`` checkpoint, a :class:`~certify.checkpoints.heads.HeadsResult` otherwise."""
     ckpt, kind = resolve_checkpoint(path, spec)
     if kind == "models":
-        if layer is not None or head is not None:
-            raise InputError("--layer/--head pick heads of a third-party model; a models/ checkpoint is one head")
+        if layer is not None or head is not None or assume:
+            raise InputError("--layer/--head/--assume-default concern a third-party model; a models/ checkpoint "
+                             "is one head of this project")
         from certify.checkpoints.run import certify_checkpoint
         return kind, certify_checkpoint(ckpt, families=families, eps=eps, seed=seed, command=command)
     from certify.checkpoints.heads import certify_heads
     return kind, certify_heads(ckpt, spec=spec, families=families, eps=eps, seed=seed, layer=layer, head=head,
-                               command=command)
+                               command=command, assume=assume)

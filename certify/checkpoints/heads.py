@@ -106,12 +106,15 @@ def _check_cell(check: dict[str, Any]) -> str:
     return f"{check.get('status')} (error {check.get('max_error', 0):.1e})"
 
 
-def load_detected(path: str, spec: str | None):
+def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
     """A third-party checkpoint read and detected (:class:`certify.sources.thirdparty.LoadedModel`),
     or, with an adapter spec, the one head it describes."""
     from certify.sources.thirdparty import LoadedModel, load_model
     if spec is None:
-        return load_model(path)
+        return load_model(path, assume)
+    if assume:
+        raise InputError("--assume-default names a constructor argument of a detected layout; an adapter "
+                         "spec states its layout in full")
     from certify.sources.checkpoint import read_state_dict
     from certify.sources.weights import read_weights, weights_file
     from models.adapters import adapt, read_spec
@@ -178,7 +181,8 @@ def kernel_lemma3(head, family) -> dict[str, Any]:
 
 def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str] = (),
                   eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
-                  head: int | None = None, command: Sequence[str] = ()) -> HeadsResult:
+                  head: int | None = None, command: Sequence[str] = (),
+                  assume: Sequence[str] = ()) -> HeadsResult:
     from certify import audit
     from certify.core.families import load_family
     from certify.core.kernel import Provenance
@@ -188,7 +192,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     from models.layouts import Refusal
 
     t0 = time.perf_counter()
-    model = load_detected(path, spec)
+    model = load_detected(path, spec, assume)
     det = model.detected
     layers = det.layers
     if layer is not None:
@@ -394,6 +398,9 @@ def reading_lines(res: HeadsResult) -> list[str]:
     if d.get("defaults_used"):
         out.append("library defaults (no config key gave them): "
                    + ", ".join(f"{k} = {v}" for k, v in d["defaults_used"].items()))
+    if d.get("stated"):
+        out.append("stated kernel arguments (the claims hold for the model built with them): "
+                   + ", ".join(f"{k} = {v['value']} ({v['from']})" for k, v in d["stated"].items()))
     out += list(d.get("notes", []))
     chk = next((r.library_check for r in res.rows if r.library_check), None)
     if chk:

@@ -3,7 +3,7 @@
 Run by :func:`certify.checkers.sources.replay_extraction` in a separate process
 (``python -m certify.cli.replay``; the checker itself never imports torch), with
 one thread. Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
-``adapter``, ``token_set``, ``dtype``) and prints one JSON object: key ->
+``adapter``, ``token_set``, ``dtype``, ``stated``) and prints one JSON object: key ->
 ``{"phi_q": sha256, "phi_k": sha256, "torch": version, "versions": {...}}`` or
 ``{"error": reason}``. The hashes are those of
 :func:`certify.rank.summary.summarize_features` (the features in their dtype,
@@ -26,11 +26,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
+#: how a claim names a library default the user accepted (models.layouts.FROM_DEFAULT)
+FROM_DEFAULT = "library default, assumed"
+
+
+class StatedDiffers(ValueError):
+    """The kernel arguments a claim states are not those of the checkpoint's config
+    and the accepted defaults: the replay reproduces another kernel than the
+    sentence names (reported as a difference, not as a replay that did not run)."""
+
+
 _CONSTRUCTION = re.compile(r"models\.constructions\.(\w+)\(([\d, ]*)\)")
 _ALLOWED = {"thm2_exact_features"}
 
 
 def _kernel(job: dict[str, Any]):
+    from certify.core.errors import InputError, UncertifiableError
     from certify.sources.load import load_kernel
     from certify.sources.thirdparty import parse_adapter
     adapter, ts = job.get("adapter"), job.get("token_set")
@@ -39,7 +50,26 @@ def _kernel(job: dict[str, Any]):
     if head is not None:
         if job.get("path") is None:
             raise ValueError("the checkpoint file is not present")
-        return load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False)
+        if job.get("stated") is None:
+            # made before claims recorded their stated arguments: the extraction as it was then,
+            # every unstated argument at its library default (its sentence names none)
+            return load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False,
+                               assume=["*"])
+        stated = job["stated"]
+        assume = [k for k, v in stated.items() if isinstance(v, dict) and v.get("from") == FROM_DEFAULT]
+        try:
+            kernel = load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False,
+                                 assume=assume)
+        except (InputError, UncertifiableError) as exc:
+            if "--assume-default" not in str(exc):
+                raise
+            raise StatedDiffers(f"the certificate's stated kernel arguments {stated} are not the checkpoint's: "
+                                f"{exc}") from None
+        got = ((kernel.provenance.details or {}).get("layout") or {}).get("stated") or {}
+        if got != stated:
+            raise StatedDiffers(f"the certificate states the kernel arguments {stated}; the checkpoint's config "
+                                f"and the accepted defaults give {got}")
+        return kernel
     if adapter == "construction":
         m = _CONSTRUCTION.fullmatch(job.get("source") or "")
         if m is None or m.group(1) not in _ALLOWED:
@@ -121,7 +151,12 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
         try:
             rec: dict[str, Any] = {"torch": torch.__version__, "versions": vers}
             if job.get("want"):
-                s = summarize_features(_kernel(job))
+                try:
+                    s = summarize_features(_kernel(job))
+                except StatedDiffers as exc:      # the features of another model than the sentence's
+                    rec.update({"phi_q": f"differs: {exc}"[:300], "phi_k": "differs"})
+                    out[key] = rec
+                    continue
                 if job.get("dtype") not in (None, s.dtype):
                     raise ValueError(f"features come out as {s.dtype}, the certificate has "
                                      f"{job['dtype']}")

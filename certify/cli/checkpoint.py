@@ -57,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "(known libraries are recognised without one)")
     ap.add_argument("--layer", type=int, help="third-party checkpoints: certify only this layer")
     ap.add_argument("--head", type=int, help="third-party checkpoints: certify only this head")
+    cli.add_assume_default(ap)
     ap.add_argument("--family", action="append", default=[],
                     help="also check this family (built-in name or file); repeatable")
     ap.add_argument("--eps", default=str(DEFAULT_EPS),
@@ -82,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         outputs.check_out_dir(args.out, "checkpoint")
     kind, res = certify_path(args.checkpoint, spec=args.spec, families=args.family, eps=eps, seed=args.seed,
-                             layer=args.layer, head=args.head, command=command)
+                             layer=args.layer, head=args.head, command=command, assume=args.assume_default)
     out = {}
     if kind == "models":
         if args.out:
@@ -104,6 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _batch(args, eps: Fraction, command: list[str]) -> int:
     if args.checkpoint or args.spec:
         raise InputError("--batch DIR certifies a folder; give no CKPT and no --spec with it")
+    if args.assume_default:
+        raise InputError("--assume-default accepts a default of one checkpoint; with --batch DIR state the "
+                         "kernel arguments in each model's config.json")
     if args.out:
         outputs.check_out_dir(args.out, BATCH)
     with cli.engine_from_args(args, progress=not args.json) as engine:

@@ -47,6 +47,15 @@ def add_head_arguments(p: argparse.ArgumentParser) -> None:
                    "are the tokens)")
     p.add_argument("--head", type=int, help="third-party model: the head (default: the layer's first kernel "
                    "head)")
+    add_assume_default(p)
+
+
+def add_assume_default(p: argparse.ArgumentParser) -> None:
+    """``--assume-default NAME`` (repeatable): accept a library default."""
+    p.add_argument("--assume-default", action="append", default=[], metavar="NAME",
+                   help="third-party model: accept the library's default for constructor argument NAME, "
+                   "which config.json does not state and the weights cannot tell (without it such a model "
+                   "is refused, exit 3); the certificate names it as a stated argument; repeatable")
 
 
 def say_extraction(kernel) -> None:
@@ -67,6 +76,9 @@ def say_extraction(kernel) -> None:
                  f"(error {chk.get('max_error', 0):.1e}, tolerance {chk.get('tolerance')})")
     if lay.get("defaults_used"):
         line += "; library defaults: " + ", ".join(f"{k} = {v}" for k, v in lay["defaults_used"].items())
+    if lay.get("stated"):
+        line += "; stated kernel arguments: " + ", ".join(f"{k} = {v['value']} ({v['from']})"
+                                                          for k, v in lay["stated"].items())
     print(line, file=sys.stderr)
     for note in lay.get("notes", []):
         print(f"  {note}", file=sys.stderr)

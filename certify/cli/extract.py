@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not a.spec:
         precheck_checkpoint(source)
     kernel = load_kernel(source, tokens=a.tokens or a.family, spec=a.spec, layer=a.layer, head=a.head,
-                         seed=a.seed)
+                         seed=a.seed, assume=a.assume_default)
     cli.say_extraction(kernel)
     kernel = kernel.materialize()
     outputs.check_out_file(a.out, suffixes=(".npz", ".json"))

@@ -67,7 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     source = a.source if a.spec else str(resolve_source(a.source))
     if not a.spec:
         precheck_checkpoint(source)
-    kernel = load_kernel(source, tokens=tokens, spec=a.spec, layer=a.layer, head=a.head, seed=a.seed)
+    kernel = load_kernel(source, tokens=tokens, spec=a.spec, layer=a.layer, head=a.head, seed=a.seed,
+                         assume=a.assume_default)
     cli.say_extraction(kernel)
     code, code_name = load_code(a.code) if a.code else (None, None)
     opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=eps,

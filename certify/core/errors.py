@@ -67,7 +67,9 @@ def run_command(prog: str, main: Callable[[Sequence[str] | None], int],
 
     ``InputError`` -> one line on stderr, exit 2; ``UncertifiableError`` -> one
     line, exit 3; an OS error (permissions, a folder where a file is expected, a
-    full disk) or running out of memory -> one line naming the path, exit 2.
+    full disk) or running out of memory -> one line naming the path, exit 2; a
+    module of an optional extra that is not installed -> one line naming the extra
+    (:mod:`certify.core.extras`), exit 2.
     argparse's own usage errors already exit 2. No traceback reaches the user:
     anything else is reported in one line as an internal error (exit 1, nothing
     is proved); ``CERTIFY_DEBUG=1`` re-raises it.
@@ -100,6 +102,11 @@ def run_command(prog: str, main: Callable[[Sequence[str] | None], int],
     except Exception as exc:                       # noqa: BLE001 - last line of defence
         if debug:
             raise
+        from certify.core.extras import missing_line
+        line = missing_line(exc)               # a module of an optional extra is not installed
+        if line is not None:
+            print(f"{prog}: error: {line}", file=sys.stderr)
+            return EXIT_BAD_INPUT
         print(f"{prog}: internal error: {type(exc).__name__}: {public_path(_one_line(exc))} "
               f"(nothing was certified; CERTIFY_DEBUG=1 shows the traceback)", file=sys.stderr)
         return EXIT_NOT_PROVED

@@ -71,6 +71,9 @@ def source_params(kernel: Kernel) -> dict[str, Any]:
     d = kernel.provenance.details or {}
     if isinstance(d.get("layer"), int) and isinstance(d.get("head"), int):
         out["layer"], out["head"] = int(d["layer"]), int(d["head"])   # one head of a model
+    stated = (d.get("layout") or {}).get("stated") if isinstance(d.get("layout"), dict) else None
+    if stated:                      # kernel arguments beyond the weights: config.json's, or assumed defaults
+        out["stated"] = {k: {"value": v["value"], "from": v["from"]} for k, v in sorted(stated.items())}
     return out
 
 

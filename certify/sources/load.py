@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Sequence
 
 from certify.core.errors import InputError
 from certify.core.kernel import Kernel
@@ -34,12 +35,17 @@ KERNEL_TENSORS = {"matrix", "phi_q", "phi_k", "tokens", "kernel_meta"}
 
 def load_kernel(source: str | os.PathLike, *, tokens: str | None = None, spec: str | None = None,
                 layer: int | None = None, head: int | None = None, compare: bool = True,
-                seed: int = 0) -> Kernel:
+                seed: int = 0, assume: Sequence[str] = ()) -> Kernel:
     """Read any supported source (see the module docstring) as a :class:`Kernel`.
     ``layer``/``head`` pick a head of a third-party model (default: the first
-    kernel head of the first layer); ``compare`` runs the library comparison."""
+    kernel head of the first layer); ``compare`` runs the library comparison;
+    ``assume``: kernel arguments of a third-party model whose library default the
+    user accepts (``--assume-default``)."""
     path = Path(source)
     if spec is not None:
+        if assume:
+            raise InputError("--assume-default names a constructor argument of a detected layout; an adapter "
+                             "spec states its layout in full")
         if layer is not None or head is not None:
             raise InputError("--layer/--head pick a head of a detected layout; with --spec the spec's "
                              "\"head\" does")
@@ -50,7 +56,11 @@ def load_kernel(source: str | os.PathLike, *, tokens: str | None = None, spec: s
     kind = kind_of(path)
     if kind == "weights":
         from certify.sources.thirdparty import load_head_kernel
-        return load_head_kernel(path, layer=layer, head=head, tokens=tokens, compare=compare, seed=seed)
+        return load_head_kernel(path, layer=layer, head=head, tokens=tokens, compare=compare, seed=seed,
+                                assume=assume)
+    if assume:
+        raise InputError(f"--assume-default names a constructor argument of a third-party model; {source} "
+                         "is not one")
     if layer is not None or head is not None:
         raise InputError(f"--layer/--head pick a head of a third-party model; {source} is "
                          + ("a models/ checkpoint (one head)" if kind == "models" else "a kernel or matrix file"))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -79,8 +79,10 @@ def read_checkpoint(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], d
     return ws.torch(), cfg, files
 
 
-def load_model(path: str | Path) -> LoadedModel:
-    """Read and detect a third-party checkpoint (see the module docstring)."""
+def load_model(path: str | Path, assume: Sequence[str] = ()) -> LoadedModel:
+    """Read and detect a third-party checkpoint (see the module docstring);
+    ``assume``: the kernel arguments whose library default the user accepts
+    (``--assume-default``, :func:`models.layouts.require_stated`)."""
     from models.layouts import detect
     from models.layouts.base import compute_dtype
     p = Path(path)
@@ -94,7 +96,7 @@ def load_model(path: str | Path) -> LoadedModel:
     source = weights_file(p)
     config, config_path = read_config(source)
     sd = ws.torch()
-    det = detect(sd, config, name=str(path))
+    det = detect(sd, config, name=str(path), assume=assume)
     if ws.nesting:
         det.notes.append(f"a training checkpoint: the model's tensors are under {' -> '.join(ws.nesting)}"
                          + (f"; set aside: {', '.join(ws.ignored[:6])}" if ws.ignored else ""))
@@ -221,8 +223,10 @@ def head_kernel(model: LoadedModel, *, layer: int | None = None, head: int | Non
 
 
 def load_head_kernel(path: str | Path, *, layer: int | None = None, head: int | None = None,
-                     tokens: str | None = None, compare: bool = True, seed: int = 0) -> Kernel:
-    return head_kernel(load_model(path), layer=layer, head=head, tokens=tokens, compare=compare, seed=seed)
+                     tokens: str | None = None, compare: bool = True, seed: int = 0,
+                     assume: Sequence[str] = ()) -> Kernel:
+    return head_kernel(load_model(path, assume), layer=layer, head=head, tokens=tokens, compare=compare,
+                       seed=seed)
 
 
 def parse_adapter(adapter: str) -> tuple[int, int] | None:

@@ -17,11 +17,12 @@ spec. Reading the files is :func:`certify.sources.thirdparty.read_checkpoint`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+import json
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
-from certify.core.errors import InputError
+from certify.core.errors import InputError, UncertifiableError
 from models.layouts import fla, lucidrains, others, softmax
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, compute_dtype
 
@@ -39,7 +40,13 @@ LIBRARIES = ("performer-pytorch", "linear-attention-transformer", "pytorch-fast-
 WRAPPERS = ("proj_updater", "ema", "ema_model", "model_ema", "shadow", "shadow_params", "optimizer",
             "optimizer_states", "optim", "averaged_model", "swa_model")
 
-__all__ = ["Detected", "FeatureHead", "LayerPlan", "Refusal", "detect", "LIBRARIES", "drop_wrappers", "prepare"]
+__all__ = ["Detected", "FeatureHead", "LayerPlan", "Refusal", "detect", "LIBRARIES", "drop_wrappers", "prepare",
+           "require_stated"]
+#: where a stated kernel argument came from
+FROM_CONFIG, FROM_DEFAULT = "config.json", "library default, assumed"
+#: ``assume`` entry accepting every unstated default (only the replay of certificates made
+#: before claims recorded their stated arguments uses it)
+ALL_DEFAULTS = "*"
 
 
 def drop_wrappers(sd: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
@@ -56,13 +63,17 @@ def prepare(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return compute_dtype(drop_wrappers(sd)[0])[0]
 
 
-def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], *, name: str = "checkpoint") -> Detected:
-    """The layout of a state dict (see the module docstring)."""
+def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], *, name: str = "checkpoint",
+           assume: Iterable[str] = ()) -> Detected:
+    """The layout of a state dict (see the module docstring); ``assume``: the
+    kernel arguments whose library default the user accepts
+    (:func:`require_stated`)."""
     if not isinstance(config, Mapping):
         raise InputError(f"{name}: the config must be a JSON object")
     sd, dropped = drop_wrappers(sd)
     sd, stored = compute_dtype(sd)
     det = _detect(sd, config, name)
+    require_stated(det, config, assume)
     det.stored_dtype = stored
     if stored:
         det.notes.append(f"weights stored as {stored}, converted exactly to float32 (every {stored} value is "
@@ -108,3 +119,47 @@ def _detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], name: str
     shown = sorted(sd)[:6]
     raise InputError(f"cannot tell the layout of {name}: keys {shown}{' ...' if len(sd) > 6 else ''} match none "
                      f"of {', '.join(LIBRARIES)}; {SPEC_HINT}")
+
+
+def _value(v: Any) -> Any:
+    """A stated value as JSON can carry it (a config's value as written)."""
+    return v if isinstance(v, (str, int, float, bool)) or v is None else json.loads(json.dumps(v, default=str))
+
+
+def require_stated(det: Detected, config: Mapping[str, Any], assume: Iterable[str] = ()) -> None:
+    """No default decides a kernel silently.
+
+    Every kernel-changing constructor argument (:data:`.defaults.KERNEL_ARGS`)
+    that config.json does not state and the weights cannot tell
+    (``det.unstated``) must be accepted by name (``assume``, the command line's
+    ``--assume-default NAME``); otherwise a model with a kernel head is refused
+    (:class:`UncertifiableError`, exit 3) naming each argument and how to state
+    it. A model whose every head is refused for another reason is left as it is
+    (its refusals say why). ``det.stated`` then records every kernel argument the
+    certificate rests on beyond the weights: the config's, and the accepted
+    defaults."""
+    from models.layouts.defaults import KERNEL_ARGS
+    assume = list(dict.fromkeys(assume))
+    if ALL_DEFAULTS in assume:           # the replay of a certificate made before stated arguments
+        assume = list(det.unstated)
+    table = KERNEL_ARGS.get(det.kernel_args, {})
+    bad = [a for a in assume if a not in det.unstated]
+    if bad:
+        why = ("config.json states it" if bad[0] in config else
+               "the weights tell it" if bad[0] in table else
+               f"not a kernel argument of {det.kernel_args[0]} {det.kernel_args[1]} "
+               f"(those are: {', '.join(table) or 'none'})")
+        raise InputError(f"--assume-default {bad[0]}: nothing to assume ({why})")
+    kernel = any(not isinstance(h, Refusal) for L in det.layers for h in L.heads)
+    missing = [a for a in det.unstated if a not in assume]
+    if kernel and missing:
+        lib, cls = det.kernel_args
+        what = "; ".join(f"{a} ({table.get(a, 'changes the kernel')}; unstated it would be read as "
+                         f"{json.dumps(_value(det.unstated[a]))})" for a in missing)
+        raise UncertifiableError(
+            f"{lib} {cls}: the kernel depends on constructor arguments that config.json does not state and "
+            f"the weights cannot tell: {what}. State them in config.json next to the weights (e.g. "
+            f"{{{', '.join(json.dumps(a) + ': ...' for a in missing)}}}) or accept the library default with "
+            + " ".join(f"--assume-default {a}" for a in missing))
+    det.stated = {a: {"value": _value(config[a]), "from": FROM_CONFIG} for a in table if a in config}
+    det.stated.update({a: {"value": _value(det.unstated[a]), "from": FROM_DEFAULT} for a in assume})

@@ -142,8 +142,14 @@ class Detected:
     one (the first layer then reads those rows through ``steps``); otherwise
     the first layer reads ``m``-dimensional vectors directly (the cube or a
     family's tokens). ``prefix``: where in the state dict the library's object
-    sits (a user's module around it is not read). ``defaults``: the library
-    defaults that decided something no config key gave."""
+    sits (a user's module around it is not read). ``defaults``: what decided
+    something no config key gave (a library default, or what the weights show).
+    ``unstated``: the kernel-changing constructor arguments
+    (:data:`models.layouts.defaults.KERNEL_ARGS`) that neither config.json nor
+    the weights give, with the library default that would apply; ``stated``:
+    after :func:`models.layouts.require_stated`, every kernel-changing argument
+    the kernel rests on that the weights do not show, with its value and where
+    it came from (``config.json``, or ``library default, assumed``)."""
 
     library: str
     layout: str
@@ -157,6 +163,9 @@ class Detected:
     defaults: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     stored_dtype: str = ""                # the weights' dtype on disk, when not the compute dtype
+    kernel_args: tuple[str, str] = ("", "")   # (library, class) of KERNEL_ARGS
+    unstated: dict[str, Any] = field(default_factory=dict)
+    stated: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def heads(self):
         for layer in self.layers:
@@ -167,6 +176,7 @@ class Detected:
         return {"library": self.library, "layout": self.layout, "detected_by": self.reason,
                 "prefix": self.prefix, "container": self.container, "defaults_used": dict(self.defaults),
                 "notes": list(self.notes), "layers": len(self.layers),
+                **({"stated": {k: dict(v) for k, v in self.stated.items()}} if self.stated else {}),
                 **({"embedding": list(self.embedding.shape)} if self.embedding is not None else {}),
                 **({"stored_dtype": self.stored_dtype} if self.stored_dtype else {})}
 

@@ -80,3 +80,58 @@ DEFAULTS: Mapping[tuple[str, str], tuple[str, Mapping[str, Any], bool]] = {
 
 def defaults(library: str, cls: str) -> dict[str, Any]:
     return dict(DEFAULTS[(library, cls)][1])
+
+
+#: (library, class) -> the constructor arguments that change a head's kernel (the
+#: feature map, its normalization, the head split, which heads are windowed) and
+#: that a checkpoint's tensors may not show. A detector lists in
+#: ``Detected.unstated`` each one that config.json does not state and the weights
+#: cannot tell (e.g. the head split when a learned map's shape gives it); such a
+#: model is refused (exit 3) unless the user states it in config.json or accepts
+#: the library's default with ``--assume-default NAME``
+#: (:func:`models.layouts.require_stated`).
+KERNEL_ARGS: Mapping[tuple[str, str], Mapping[str, str]] = {
+    ("performer-pytorch", "SelfAttention"): {
+        "generalized_attention": "FAVOR+ (refused) or generalized random features",
+        "kernel_fn": "the generalized kernel's function (ReLU, Softplus, ...)",
+        "no_projection": "features without the random projection",
+        "local_heads": "how many heads are windowed softmax (refused)"},
+    ("performer-pytorch", "Performer"): {
+        "generalized_attention": "FAVOR+ (refused) or generalized random features",
+        "kernel_fn": "the generalized kernel's function (ReLU, Softplus, ...)",
+        "no_projection": "features without the random projection",
+        "local_attn_heads": "how many heads are windowed softmax (refused)"},
+    ("linear-attention-transformer", "SelfAttention"): {
+        "heads": "the head split (dim_head follows from it)",
+        "causal": "softmax keys over the sequence (refused) or softmax(q), exp(k)",
+        "blindspot_size": "a bucketed causal mask (refused)",
+        "n_local_attn_heads": "how many heads are windowed softmax (refused)"},
+    ("linear-attention-transformer", "LinearAttentionTransformer"): {
+        "heads": "the head split (dim_head follows from it)",
+        "causal": "softmax keys over the sequence (refused) or softmax(q), exp(k)",
+        "blindspot_size": "a bucketed causal mask (refused)",
+        "n_local_attn_heads": "how many heads are windowed softmax (refused)"},
+    ("fla", "LinearAttention"): {
+        "feature_map": "the feature map (a learned map's keys tell it; elu, relu, identity, dpfp do not)",
+        "num_heads": "the head split (a learned map's shape tells it)",
+        "norm_q": "queries' features divided by their sum", "norm_k": "keys' features divided by their sum",
+        "do_feature_map_norm": "the normalizing denominator (without it: refused)"},
+    ("fla", "LinearAttentionConfig"): {
+        "feature_map": "the feature map", "num_heads": "the head split",
+        "num_kv_heads": "the grouped key heads", "norm_q": "queries' features divided by their sum",
+        "norm_k": "keys' features divided by their sum",
+        "norm_feature_map": "the normalizing denominator (without it: refused)"},
+    ("fla", "BasedLinearAttention"): {
+        "feature_dim": "the head split (feature_dim x num_heads = the projection's rows)",
+        "num_heads": "the head split (feature_dim x num_heads = the projection's rows)"},
+    ("fla", "ReBasedLinearAttention"): {
+        "normalize": "a LayerNorm of q and k before the quadratic map"},
+    ("zoology", "Based"): {
+        "feature_dim": "the head split (feature_dim x num_heads = the projection's rows)",
+        "num_heads": "the head split (feature_dim x num_heads = the projection's rows)",
+        "feature_name": "the feature map (taylor_exp or identity)"},
+    ("pytorch-fast-transformers", "AttentionLayer"): {
+        "attention_type": "softmax (the builder's default, refused) or linear attention",
+        "feature_map": "the feature map (elu(x) + 1 by default)",
+        "n_heads": "the head split"},
+}

@@ -52,7 +52,7 @@ from torch.nn import functional as F
 from certify.core.errors import InputError
 from models.layouts.base import (SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, Step, natural,
                                  rms_norm, rows_of_head)
-from models.layouts.defaults import defaults
+from models.layouts.defaults import KERNEL_ARGS, defaults
 
 #: fla model types (config.json "model_type") whose kernel is not a fixed function of (x, z)
 REFUSED_MODELS: Mapping[str, tuple[str, str]] = {
@@ -191,6 +191,21 @@ def _fixed_map(kind: str, d: int):
 
 # ---------------------------------------------------------------- layers
 
+def map_copies(sd, p: str, kind: str) -> tuple[str, str]:
+    """``(prefix of the query map, prefix of the key map)`` of a learned feature map:
+    each its own copy, or the one stored copy of a tied map for both (safetensors'
+    ``save_model`` keeps one name of tensors shared by ``feature_map_q`` and
+    ``feature_map_k``, as fla's ``tie_feature_map_qk=True`` makes them)."""
+    has = {c: all(p + f"feature_map_{c}." + k in sd for k in LEARNED[kind]) for c in "qk"}
+    if has["q"] and has["k"]:
+        return "feature_map_q.", "feature_map_k."
+    if has["q"] or has["k"]:
+        one = "feature_map_q." if has["q"] else "feature_map_k."
+        return one, one
+    raise InputError(f"{p}feature_map_q.* and feature_map_k.*: the {kind} map's parameters "
+                     f"{sorted(LEARNED[kind])} are missing")
+
+
 def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, steps=None, m: int | None = None,
                            reads_tokens: bool = True) -> LayerPlan:
     """Heads of one fla ``LinearAttention`` at prefix ``p`` (cfg: the layer's arguments)."""
@@ -223,9 +238,11 @@ def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, steps
     for h in range(H):
         hk = h // (H // Hkv)
         if kind in LEARNED:
-            phq, r, nonneg = _learned_map(kind, sd, p + "feature_map_q.")
-            phk, _, _ = _learned_map(kind, sd, p + ("feature_map_k." if p + "feature_map_k." + next(
-                iter(LEARNED[kind])) in sd else "feature_map_q."))
+            # a tied map is one module under two names; safetensors' save_model keeps one of them
+            # (fla's load_model fills the other): read the stored copy for both
+            q_name, k_name = map_copies(sd, p, kind)
+            phq, r, nonneg = _learned_map(kind, sd, p + q_name)
+            phk, _, _ = _learned_map(kind, sd, p + k_name)
         else:
             phq, r, nonneg = _fixed_map(kind, Wq.shape[0] // H)
             phk = phq
@@ -354,7 +371,9 @@ def detect_model(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
            "norm_eps": cfg["norm_eps"], "output_norm": "rmsnorm"}
     softmax_layers = set((cfg.get("attn") or {}).get("layers", []))
     det = Detected("fla", "fla:linear_attn", [], width, emb, reason="config.json model_type 'linear_attn'",
-                   config=dict(config), prefix=R, container="fla LinearAttentionModel", defaults=used)
+                   config=dict(config), prefix=R, container="fla LinearAttentionModel", defaults=used,
+                   kernel_args=("fla", "LinearAttentionConfig"),
+                   unstated={k: base[k] for k in KERNEL_ARGS[("fla", "LinearAttentionConfig")] if k not in config})
     if R:
         det.notes.append(f"the fla model sits under the key prefix {R!r}")
     for i in range(n):
@@ -407,11 +426,18 @@ def fits(cls: str, local: set[str], config: Mapping[str, Any]) -> str | None:
         norm = {k for k in rest if k.startswith("norm.")}
         if rest - {f"feature_map_q.{k}" for k in fq} - {f"feature_map_k.{k}" for k in fk} - norm:
             return f"it has no {sorted(rest)[0]!r}"
-        if fk and fk != fq:
-            return "feature_map_k differs from feature_map_q"
-        maps = [k for k, ks in LEARNED.items() if ks == fq] if fq else list(PARAM_FREE)
+        if fq and fk and fk != fq:
+            gone = sorted([f"feature_map_q.{k}" for k in fk - fq] + [f"feature_map_k.{k}" for k in fq - fk])
+            return (f"feature_map_q holds {sorted(fq)} and feature_map_k holds {sorted(fk)}: "
+                    f"{', '.join(gone)} missing")
+        if bool(fq) != bool(fk) and config.get("tie_feature_map_qk") is False:
+            return (f"feature_map_{'q' if fk else 'k'}.* is missing, and config.json says "
+                    f"tie_feature_map_qk false (an untied layer stores both maps; a tied one saved with "
+                    f"safetensors' save_model keeps one)")
+        params = fq or fk
+        maps = [k for k, ks in LEARNED.items() if ks == params] if params else list(PARAM_FREE)
         if not maps:
-            return f"feature_map_q holds {sorted(fq)}, no fla feature map's parameters"
+            return f"feature_map_{'q' if fq else 'k'} holds {sorted(params)}, no fla feature map's parameters"
         if "feature_map" in config and config["feature_map"] not in maps:
             return f"feature_map {config['feature_map']!r} does not fit the keys (they fit {maps})"
         affine = config.get("elementwise_affine", True)
@@ -468,6 +494,7 @@ def detect_layer(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
     layers: list[LayerPlan] = []
     kinds = []
     defaults_used: dict[str, Any] = {}
+    unstated: dict[str, Any] = {}
     for i, p in enumerate(ps):
         m = int(sd[p + "q_proj.weight"].shape[1])
         local = _local(sd, p)
@@ -493,7 +520,7 @@ def detect_layer(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
                 f"(one of {', '.join(cands)}) in config.json beside the weights"
                 + (" (or \"feature_map\" for a LinearAttention)" if "LinearAttention" in cands else ""))
         kinds.append(cls)
-        layers.append(_layer(sd, p, cls, config, i, m, defaults_used))
+        layers.append(_layer(sd, p, cls, config, i, m, defaults_used, unstated))
     if all(k == "Attention" for k in kinds):
         for L in layers:
             L.heads = [Refusal(L.index, None, "softmax attention", "softmax attention",
@@ -505,14 +532,15 @@ def detect_layer(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
                    reason=("config.json class " + repr(config["class"]) if "class" in config else
                            "keys (and config) of " + ", ".join(sorted(set(kinds)))),
                    config=dict(config), prefix=ps[0] if len(ps) == 1 else "", defaults=defaults_used,
-                   container="fla " + ", ".join(dict.fromkeys(kinds)))
+                   container="fla " + ", ".join(dict.fromkeys(kinds)), unstated=unstated,
+                   kernel_args=("fla", next((k for k in kinds if k in CLASSES[:3]), kinds[0])))
     if len(ps) > 1 or ps[0]:
         det.notes.append("layers found under key prefixes " + ", ".join(repr(p) for p in ps)
                          + ": each is read on its own inputs (the module around it is not read)")
     return det
 
 
-def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict) -> LayerPlan:
+def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict, unstated: dict) -> LayerPlan:
     if cls == "Attention":
         return LayerPlan(i, p, "fla.layers.Attention", [Refusal(
             i, None, "fla.layers.Attention", "softmax attention",
@@ -526,21 +554,27 @@ def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict) -> LayerPla
         elif "feature_dim" not in config and "num_heads" in config:
             cfg["feature_dim"] = rows // int(cfg["num_heads"])
         used.update({k: base[k] for k in ("feature_dim", "num_heads", "causal") if k not in config})
+        if "feature_dim" not in config and "num_heads" not in config:
+            unstated.update({k: base[k] for k in ("feature_dim", "num_heads")})
         return based_heads(sd, p, cfg, i, "fla.layers.BasedLinearAttention")
     if cls == "ReBasedLinearAttention":
         base = defaults("fla", "ReBasedLinearAttention")
         cfg = {**base, **config}
         used.update({k: base[k] for k in ("normalize",) if k not in config})
+        unstated.update({k: base[k] for k in ("normalize",) if k not in config})
         return rebased_heads(sd, p, cfg, i, set(config))
     base = defaults("fla", "LinearAttention")
     cfg = {**base, **{k: v for k, v in config.items() if k not in META}}
     local = _local(sd, p)
     fq = {k[len("feature_map_q."):] for k in local if k.startswith("feature_map_q.")}
+    fk = {k[len("feature_map_k."):] for k in local if k.startswith("feature_map_k.")}
+    stored = "feature_map_q." if fq else "feature_map_k."
+    fq = fq or fk
     maps = [k for k, ks in LEARNED.items() if ks == fq] if fq else list(PARAM_FREE)
     if "feature_map" not in config:
         if len(maps) == 1:
             cfg["feature_map"] = maps[0]
-            used["feature_map"] = f"{maps[0]} (the only map with feature_map_q.{', '.join(sorted(fq))})"
+            used["feature_map"] = f"{maps[0]} (the only map with {stored}{', '.join(sorted(fq))})"
         elif cfg["do_feature_map_norm"]:
             raise InputError(f"an fla LinearAttention at {p or 'the root'} with a parameter-free feature map: its "
                              f"keys fit {', '.join(maps)}; give \"feature_map\" in config.json, or " + SPEC_HINT)
@@ -551,16 +585,22 @@ def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict) -> LayerPla
         cfg["output_norm"] = "rmsnorm" if "norm.weight" in local else "identity"
     if "do_feature_map_norm" not in config:
         used["do_feature_map_norm"] = base["do_feature_map_norm"]
+        unstated["do_feature_map_norm"] = base["do_feature_map_norm"]
+    for a in ("norm_q", "norm_k"):
+        if a not in config:
+            unstated[a] = base[a]
     rows = int(sd[p + "q_proj.weight"].shape[0])
     if "num_heads" not in config:
         if cfg["feature_map"] in LEARNED:
-            W = sd.get(p + "feature_map_q.layer.weight", sd.get(p + "feature_map_q.layer1.weight"))
+            W = sd.get(p + stored + "layer.weight", sd.get(p + stored + "layer1.weight"))
             cfg["num_heads"] = rows // int(W.shape[1])
         else:
             used["num_heads"] = base["num_heads"]
+            unstated["num_heads"] = base["num_heads"]
     if "tie_feature_map_qk" not in config:
-        cfg["tie_feature_map_qk"] = cfg["feature_map"] in LEARNED and not any(
-            k.startswith("feature_map_k.") for k in local)
+        # the weights tell: a learned map stored once is tied (both copies stored: read both)
+        cfg["tie_feature_map_qk"] = cfg["feature_map"] in LEARNED and not (
+            any(k.startswith("feature_map_q.") for k in local) and any(k.startswith("feature_map_k.") for k in local))
     if "num_kv_heads" not in config:
         kr = int(sd[p + "k_proj.weight"].shape[0])
         H = int(cfg["num_heads"])

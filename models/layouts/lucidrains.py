@@ -52,7 +52,7 @@ from torch.nn import functional as F
 from certify.core.errors import InputError
 from models.layouts.base import (SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, Step, layer_norm,
                                  natural, rows_of_head)
-from models.layouts.defaults import defaults
+from models.layouts.defaults import KERNEL_ARGS, defaults
 
 PERFORMER, LAT = "performer-pytorch", "linear-attention-transformer"
 LM_CONFIG = {"num_tokens", "max_seq_len", "depth", "rotary_position_emb", "axial_position_emb",
@@ -207,6 +207,23 @@ def _pre_norm(sd, block: str, cfg: Mapping[str, Any], config: Mapping[str, Any],
 
 # ---------------------------------------------------------------- build
 
+def _unstated(library: str, cls: str, config: Mapping[str, Any], cfg: Mapping[str, Any],
+              base: Mapping[str, Any]) -> dict[str, Any]:
+    """The kernel arguments of ``cls`` (:data:`KERNEL_ARGS`) that config.json does not
+    state and the weights cannot tell, with the library default that would apply."""
+    out = {}
+    for a in KERNEL_ARGS[(library, cls)]:
+        if a in config or (a in ("local_heads", "local_attn_heads")
+                           and ("local_heads" in config or "local_attn_heads" in config)):
+            continue
+        if a == "kernel_fn" and (not cfg.get("generalized_attention") or cfg.get("no_projection")):
+            continue                         # FAVOR+ or no projection: no kernel_fn is applied
+        if a == "heads" and ("dim_head" in config or base.get("heads") is None):
+            continue                         # rows / dim_head; or no default (asked for below)
+        out[a] = base.get(a)
+    return out
+
+
 def _build(sd, config, ps, library) -> Detected:
     cfg_cls = "Performer" if library == PERFORMER else "LinearAttentionTransformer"
     root, container, layers_found = _container(ps, library)
@@ -230,6 +247,8 @@ def _build(sd, config, ps, library) -> Detected:
                                          "build": "SelfAttention", "strip": p, "path": ""}))
         det.m = det.layers[0].m
         det.defaults = defaults_used
+        det.kernel_args = (library, "SelfAttention")
+        det.unstated = _unstated(library, "SelfAttention", config, cfg, base)
         return det
     base = {**defaults(library, "SelfAttention"), **defaults(library, cfg_cls)}
     cfg = {**base, **config}
@@ -275,6 +294,8 @@ def _build(sd, config, ps, library) -> Detected:
     det.m = int(emb.shape[1]) if emb is not None else det.layers[0].m
     det.embedding = emb
     det.defaults = defaults_used
+    det.kernel_args = (library, cfg_cls)
+    det.unstated = _unstated(library, cfg_cls, config, cfg, base)
     return det
 
 
@@ -368,6 +389,10 @@ def _lat_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]) -> N
             "so which keys count depends on positions"))
         return
     rows = int(sd[p + "to_q.weight"].shape[0])
+    if "heads" not in config and "dim_head" in config and int(config["dim_head"]) > 0 \
+            and rows % int(config["dim_head"]) == 0:
+        cfg = {**cfg, "heads": rows // int(config["dim_head"])}       # the weights tell: rows / dim_head
+        config = {**config, "heads": cfg["heads"]}
     if "heads" not in config and cfg.get("heads") is None:
         raise InputError(f"{p}to_q.weight: linear-attention-transformer's SelfAttention has no default head "
                          f"count; give \"heads\" in config.json next to the weights, or {SPEC_HINT}")

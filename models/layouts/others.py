@@ -25,7 +25,7 @@ import torch
 
 from certify.core.errors import InputError
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, natural, rows_of_head
-from models.layouts.defaults import defaults
+from models.layouts.defaults import KERNEL_ARGS, defaults
 from models.layouts.fla import based_heads, elu1
 
 ZOOLOGY_CONFIG = {"library", "d_model", "l_max", "feature_dim", "num_key_value_heads", "num_heads",
@@ -57,7 +57,11 @@ def detect_zoology(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) ->
     m = int(sd[prefixes[0] + "proj_q.weight"].shape[1])
     det = Detected("zoology", "zoology:based", layers, m, reason="proj_q/proj_k/proj_v (zoology Based)",
                    config=dict(config), container="zoology Based mixer",
-                   prefix=prefixes[0] if len(prefixes) == 1 else "")
+                   prefix=prefixes[0] if len(prefixes) == 1 else "", kernel_args=("zoology", "Based"))
+    base = defaults("zoology", "Based")
+    det.unstated = {k: base[k] for k in ("feature_name",) if k not in config}
+    if "feature_dim" not in config and "num_heads" not in config:      # rows = feature_dim x num_heads
+        det.unstated.update({k: base[k] for k in ("feature_dim", "num_heads")})
     det.notes.append("zoology mixers at " + ", ".join(repr(p) for p in prefixes) + ": each is read on its own "
                      "inputs (zoology is not installed; the blocks around a mixer are not read)")
     return det
@@ -111,7 +115,9 @@ def detect_fast_transformers(sd: Mapping[str, torch.Tensor], config: Mapping[str
                 details={"head": h}))
     det = Detected("pytorch-fast-transformers", "fast-transformers", layers, m,
                    reason="query_projection/key_projection (AttentionLayer)", config=dict(config),
-                   container="fast_transformers AttentionLayer", prefix=prefixes[0] if len(prefixes) == 1 else "")
+                   container="fast_transformers AttentionLayer", prefix=prefixes[0] if len(prefixes) == 1 else "",
+                   kernel_args=("pytorch-fast-transformers", "AttentionLayer"))
+    det.unstated = {k: cfg[k] for k in KERNEL_ARGS[det.kernel_args] if k not in config}
     det.notes.append("AttentionLayers at " + ", ".join(repr(p) for p in prefixes) + ": each is read on its own "
                      "inputs (the module around them is not read)")
     return det

@@ -216,14 +216,16 @@ def _lucidrains_module(det: Detected, layer: LayerPlan, sd):
     heads, d = int(info["heads"]), int(info["dim_head"])
     if det.library == "performer-pytorch":
         from performer_pytorch import performer_pytorch as lib
-        kfn = getattr(torch.nn, _KERNEL_MODULES.get(info.get("kernel_fn", "relu"), "ReLU"))()
-        att = dict(causal=bool(cfg.get("causal", False)), generalized_attention=bool(cfg.get(
-            "generalized_attention", False)), kernel_fn=kfn, no_projection=bool(cfg.get("no_projection", False)),
-            nb_features=int(info["nb_features"]), qkv_bias=p + "to_q.bias" in sd,
-            attn_out_bias=p + "to_out.bias" in sd)
+        # the config as written: an argument it does not give is left to the constructor's own default
+        att = _written(cfg, ("causal", "generalized_attention", "no_projection", "local_window_size"))
+        if "kernel_fn" in cfg:
+            att["kernel_fn"] = _kernel_module(cfg["kernel_fn"])
+        att.update(nb_features=int(info["nb_features"]), qkv_bias=p + "to_q.bias" in sd,
+                   attn_out_bias=p + "to_out.bias" in sd)
         if build == "SelfAttention":
-            m = lib.SelfAttention(dim=dim, heads=heads, dim_head=d, local_heads=int(cfg.get("local_heads", 0)),
-                                  **att)
+            local = cfg.get("local_heads", cfg.get("local_attn_heads"))
+            m = lib.SelfAttention(dim=dim, heads=heads, dim_head=d,
+                                  **({"local_heads": int(local)} if local is not None else {}), **att)
             return m, _strip(sd, info["strip"]), "", None
         root = info["lm_root"] + "performer." if info.get("lm_root") is not None else info["strip"]
         mult, glu = _ff(sd, root)
@@ -233,26 +235,44 @@ def _lucidrains_module(det: Detected, layer: LayerPlan, sd):
             scale = det.defaults.get("use_scalenorm") or cfg.get("use_scalenorm")
             kind["use_scalenorm" if scale else "use_rezero"] = True
         cross = bool(cfg.get("cross_attend", False))
-        local = cfg.get("local_attn_heads", 0)
+        local = cfg.get("local_attn_heads", cfg.get("local_heads"))
+        if local is not None:
+            att["local_attn_heads"] = tuple(local) if isinstance(local, list) else local
         m = lib.Performer(dim=dim, depth=len(det.layers) // (2 if cross else 1), heads=heads, dim_head=d,
                           ff_mult=mult, ff_glu=glu, reversible=".blocks." in "." + p[len(root):],
-                          local_attn_heads=tuple(local) if isinstance(local, list) else local,
                           shift_tokens=bool(cfg.get("shift_tokens", False)),
                           cross_attend=cross, **kind, **att)
         return m, _strip(sd, root), p[len(root):].rstrip("."), _embed(det, info)
     from linear_attention_transformer import linear_attention_transformer as lib
-    att = dict(causal=bool(cfg.get("causal", False)), blindspot_size=int(cfg.get("blindspot_size", 1)))
+    att = _written(cfg, ("causal", "blindspot_size"))
+    local = cfg.get("n_local_attn_heads")
+    if local is not None:
+        att["n_local_attn_heads"] = tuple(local) if isinstance(local, list) else local
     if build == "SelfAttention":
-        m = lib.SelfAttention(dim=dim, heads=heads, dim_head=d,
-                              n_local_attn_heads=int(cfg.get("n_local_attn_heads", 0)), **att)
+        att.update(_written(cfg, ("local_attn_window_size",)))
+        m = lib.SelfAttention(dim=dim, heads=heads, dim_head=d, **att)
         return m, _strip(sd, info["strip"]), "", None
     root = info["strip"]
-    local = cfg.get("n_local_attn_heads", 0)
+    att.update(_written(cfg, ("local_attn_window_size", "attend_axially")))
     m = lib.LinearAttentionTransformer(dim=dim, depth=len(det.layers), max_seq_len=int(cfg.get("max_seq_len", 4096)),
                                        heads=heads, dim_head=d, reversible=".blocks." in "." + p[len(root):],
-                                       n_local_attn_heads=tuple(local) if isinstance(local, list) else local,
                                        shift_tokens=bool(cfg.get("shift_tokens", False)), **att)
     return m, _strip(sd, root), p[len(root):].rstrip("."), _embed(det, info)
+
+
+def _written(cfg: Mapping[str, Any], keys) -> dict[str, Any]:
+    """The constructor arguments among ``keys`` that the config gives, as written
+    (the rest are left to the library's own defaults, never to the extractor's)."""
+    return {k: cfg[k] for k in keys if k in cfg}
+
+
+def _kernel_module(name: Any) -> torch.nn.Module:
+    """performer's ``kernel_fn`` as a config writes it (``"Softplus"``, ``"nn.Softplus()"``,
+    ``"softplus"``) -> the torch module."""
+    key = str(name).lower().removeprefix("torch.").removeprefix("nn.").removesuffix("()")
+    if key not in _KERNEL_MODULES:
+        raise ValueError(f"kernel_fn {name!r} names no torch.nn activation this check knows")
+    return getattr(torch.nn, _KERNEL_MODULES[key])()
 
 
 def _embed(det: Detected, info) -> Callable | None:
@@ -292,7 +312,7 @@ def _run_lucidrains(det: Detected, layer: LayerPlan, sd, inputs, V):
         h1.remove()
         h2.remove()
     if det.library == "performer-pytorch":
-        rule = _performer_causal if det.config.get("causal") else _add(0.0)
+        rule = _performer_causal if getattr(attn.fast_attention, "causal", False) else _add(0.0)
     else:
         rule = _clamp(1e-3)
     return seen["o"], rule
@@ -310,13 +330,29 @@ def _fla_linear_attention(det: Detected, layer: LayerPlan, sd, inputs, V):
     Wq = sd[p + "q_proj.weight"]
     hidden = int(Wq.shape[1])
     H, Hkv = int(info["num_heads"]), int(info["num_kv_heads"])
+    # the kernel's arguments as the config writes them: a model's config through fla's own
+    # LinearAttentionConfig (its defaults, not ours); a bare layer's config as written, the rest
+    # left to LinearAttention's own defaults. The head split, the map a learned map's keys show
+    # and the tying the stored copies show are the weights'.
+    if info.get("model"):
+        from fla.models import LinearAttentionConfig
+        mc = LinearAttentionConfig(**{k: v for k, v in det.config.items() if k not in ("library", "class")})
+        written = {"norm_q": mc.norm_q, "norm_k": mc.norm_k, "feature_map": mc.feature_map}
+    else:
+        written = _written(det.config, ("norm_q", "norm_k", "feature_map"))
+    written.setdefault("feature_map", info["feature_map"])
     attn = LinearAttention(hidden_size=hidden, expand_k=int(Wq.shape[0]) / hidden,
                            expand_v=int(info["value_dim"]) / hidden, num_heads=H,
-                           num_kv_heads=Hkv if Hkv != H else None, feature_map=info["feature_map"],
+                           num_kv_heads=Hkv if Hkv != H else None,
                            tie_feature_map_qk=info["tie_feature_map_qk"], output_norm=info["output_norm"],
-                           norm_q=info["norm_q"], norm_k=info["norm_k"], do_feature_map_norm=True,
-                           elementwise_affine=info["elementwise_affine"], norm_eps=info["norm_eps"])
-    attn = _load(attn, _strip(sd, p))
+                           do_feature_map_norm=True, elementwise_affine=info["elementwise_affine"],
+                           norm_eps=info["norm_eps"], **written)
+    sub = _strip(sd, p)
+    if info["tie_feature_map_qk"]:       # one stored copy of the shared map: fill the other, as load_model does
+        for a, b in (("feature_map_q.", "feature_map_k."), ("feature_map_k.", "feature_map_q.")):
+            sub.update({b + k[len(a):]: v for k, v in list(sub.items())
+                        if k.startswith(a) and b + k[len(a):] not in sub})
+    attn = _load(attn, sub)
     if info.get("model") and not inputs.is_floating_point():
         R = info["root"]
         x = torch.nn.functional.embedding(inputs, sd[R + "model.embeddings.weight"])

@@ -40,6 +40,10 @@ SPEC = {"format": "certify-attention/adapter/1", "layout": "generic",
         "value_weight": "blocks.0.attn.wv.weight", "heads": 4, "head": 2, "feature_map": "elu1"}
 
 
+#: a generalized performer's kernel arguments, stated (the weights do not show them)
+PERFORMER_KERNEL = {"generalized_attention": True, "kernel_fn": "ReLU", "no_projection": False}
+
+
 def _st(sd, folder: Path, config=None, name="model.safetensors") -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     save_file({k: v.detach().contiguous() for k, v in sd.items()}, str(folder / name))
@@ -83,7 +87,7 @@ def build() -> dict[str, tuple[str, Path, list[str]]]:
     p = _big(Performer(dim=6, depth=2, heads=2, dim_head=3, nb_features=6, generalized_attention=True), seed=1)
     out["performer"] = ("performer-pytorch Performer, 2 layers (LayerNorm pre-norm), generalized (relu) kernel, "
                         "torch.save(state_dict) + config.json",
-                        _pt(p.state_dict(), MODELS / "performer", {"generalized_attention": True}), [])
+                        _pt(p.state_dict(), MODELS / "performer", {**PERFORMER_KERNEL, "local_attn_heads": 0}), [])
 
     class UserModel(torch.nn.Module):
         def __init__(self):
@@ -102,7 +106,7 @@ def build() -> dict[str, tuple[str, Path, list[str]]]:
             "optimizer": opt.state_dict(), "step": 1}
     out["performer-user-module"] = ("performer-pytorch SelfAttention at blocks.attn. in a user's module: a "
                                     "training checkpoint {model (with an EMA copy), optimizer, step}",
-                                    _pt(ckpt, MODELS / "performer-user-module", {"generalized_attention": True},
+                                    _pt(ckpt, MODELS / "performer-user-module", {**PERFORMER_KERNEL, "local_heads": 0},
                                         name="train.ckpt"), [])
     torch.manual_seed(2)
     lat = _big(LinearAttentionTransformer(dim=6, depth=2, max_seq_len=64, heads=2, dim_head=3, causal=True),
@@ -110,7 +114,8 @@ def build() -> dict[str, tuple[str, Path, list[str]]]:
     out["lat"] = ("linear-attention-transformer LinearAttentionTransformer, causal, 2 layers (LayerNorm "
                   "pre-norm), fp16 safetensors",
                   _st({k: v.half() for k, v in lat.state_dict().items()}, MODELS / "lat",
-                      {"causal": True, "heads": 2, "dim_head": 3}), [])
+                      {"causal": True, "heads": 2, "dim_head": 3, "blindspot_size": 1,
+                       "n_local_attn_heads": 0}), [])
     torch.manual_seed(3)
     cfg = LinearAttentionConfig(hidden_size=8, num_hidden_layers=2, num_heads=2, vocab_size=12,
                                 intermediate_size=16, feature_map="hedgehog", norm_feature_map=True)
@@ -132,7 +137,7 @@ def build() -> dict[str, tuple[str, Path, list[str]]]:
                             "config.json's feature_map decides",
                             _st(elu.state_dict(), MODELS / "fla-layer-elu",
                                 {"feature_map": "elu", "output_norm": "identity", "num_heads": 2,
-                                 "do_feature_map_norm": True}), [])
+                                 "do_feature_map_norm": True, "norm_q": False, "norm_k": False}), [])
     torch.manual_seed(6)
     based = _big(BasedLinearAttention(hidden_size=6, feature_dim=3, num_heads=2, num_key_value_heads=2), seed=7)
     out["fla-based"] = ("fla BasedLinearAttention (taylor_exp), state_dict; config.json class decides",
@@ -143,7 +148,8 @@ def build() -> dict[str, tuple[str, Path, list[str]]]:
     zoo = {f"backbone.layers.0.sequence_mixer.{names[k.split('.')[0]]}.weight": v
            for k, v in based.state_dict().items()}
     out["zoology"] = ("zoology Based key layout (backbone.layers.0.sequence_mixer.proj_*), weights of fla's port",
-                      _st(zoo, MODELS / "zoology", {"feature_dim": 3, "num_heads": 2, "num_key_value_heads": 2}),
+                      _st(zoo, MODELS / "zoology", {"feature_dim": 3, "num_heads": 2, "num_key_value_heads": 2,
+                                                    "feature_name": "taylor_exp"}),
                       [])
     torch.manual_seed(7)
     lin = {n: _big(torch.nn.Linear(6, 6), seed=8 + i) for i, n in enumerate(
@@ -151,11 +157,12 @@ def build() -> dict[str, tuple[str, Path, list[str]]]:
     pft = {f"layers.0.attention.{n}.{k}": t for n, mod in lin.items() for k, t in mod.state_dict().items()}
     out["fast-transformers"] = ("pytorch-fast-transformers causal-linear AttentionLayer (elu + 1), written "
                                 "from its key table", _st(pft, MODELS / "fast-transformers",
-                                                          {"attention_type": "causal-linear", "n_heads": 2}), [])
+                                                          {"attention_type": "causal-linear", "n_heads": 2,
+                                                           "feature_map": "elu+1"}), [])
     torch.manual_seed(8)
     w24 = SelfAttention(dim=24, heads=2, dim_head=4, nb_features=8, generalized_attention=True)
     out["width24"] = ("performer-pytorch SelfAttention of width 24: paper-5.1's tokens, no scalar readout",
-                      _st(w24.state_dict(), MODELS / "width24", {"generalized_attention": True}), [])
+                      _st(w24.state_dict(), MODELS / "width24", {**PERFORMER_KERNEL, "local_heads": 0}), [])
     torch.manual_seed(9)
     custom = {"blocks.0.attn.wq.weight": torch.randn(32, 6) * 0.5, "blocks.0.attn.wq.bias": torch.randn(32) * 0.1,
               "blocks.0.attn.wk.weight": torch.randn(32, 6) * 0.5, "blocks.0.attn.wk.bias": torch.randn(32) * 0.1,

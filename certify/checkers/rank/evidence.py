@@ -196,15 +196,16 @@ class _Features:
 
 #: what binds a kernel claim to its source and token set (certify.checkers.binding);
 #: the token count and the token list's hash are optional for certificates made
-#: before they were recorded
+#: before they were recorded; ``stated``: a third-party head's kernel arguments beyond
+#: its weights (named in the sentence, re-derived by the extraction replay)
 SOURCE_KEYS = ("token_set", "source", "source_sha256", "adapter", "num_tokens", "tokens_sha256",
-               "layer", "head")
+               "layer", "head", "stated")
 
 
 def _check_params(claim, cert, form: str, num_tokens: int | None, dtype: str | None) -> None:
     p = keys(claim["parameters"], "parameters",
              ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype"),
-             ("num_tokens", "tokens_sha256", "layer", "head"))
+             ("num_tokens", "tokens_sha256", "layer", "head", "stated"))
     if p["form"] != form:
         raise Bad(f"parameters.form {p['form']!r} is not the evidence's form {form!r}")
     shape = _indices(p["shape"], "parameters.shape")
