@@ -15,10 +15,13 @@ A rank-type claim names its source (``parameters.source``, ``source_sha256``,
   (up to ``MAX_SOURCE_ENTRIES``).
 * a matrix file that is **absent**: assumption ``source:<name>``.
 * a **checkpoint or construction** (any other adapter): the weights -> features
-  step needs torch, so it is assumption ``extraction:<source>`` unless
-  ``--replay-extraction`` re-ran it in a separate process and the features'
-  sha256 came out equal (a different value fails the claim; a different torch
-  version leaves the assumption, naming both versions).
+  step is not re-derived here, so it is assumption ``extraction:<source>``
+  unless ``--replay-extraction`` re-ran it in a separate process and the
+  features' sha256 came out equal (a different value fails the claim). A
+  third-party head's features are canonical (``models.canonical``: the same
+  bits on every machine), so neither torch nor the CPU decides its replay; for
+  ``models/`` checkpoints a different torch version leaves the assumption,
+  naming both versions.
 """
 
 from __future__ import annotations
@@ -296,6 +299,16 @@ def _die_with_parent() -> None:
     except (OSError, AttributeError):
         pass
 
+def _torch_decides(job: Mapping[str, Any]) -> bool:
+    """Whether the torch version decides a replay: only for ``models/`` checkpoints
+    and constructions, whose features torch computes. Third-party heads
+    (``layout:...``, ``adapter:...``) are replayed through the canonical
+    extraction (float64, fixed order, correctly rounded functions), whose bits
+    do not depend on torch, the CPU or the BLAS."""
+    adapter = str(job.get("adapter") or "")
+    return job.get("torch") is not None and not adapter.startswith(("layout:", "adapter:"))
+
+
 def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> dict[str, str]:
     """Re-run the weights -> features step of every checkpoint / construction
     source in a separate process (``certify.cli.replay``, torch, one thread), and
@@ -352,7 +365,7 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
         r = got.get(key) or {}
         if "error" in r:
             status = f"replay failed: {r['error']}"
-        elif job["torch"] is not None and r.get("torch") != job["torch"]:
+        elif _torch_decides(job) and r.get("torch") != job["torch"]:
             status = f"torch {r.get('torch')} here, {job['torch']} in the certificate"
         elif all([r.get("phi_q"), r.get("phi_k")] == w for w in job["want"]) and \
                 all((r.get("heads") or {}).get(f) == h for f, h in job["heads"]) and \

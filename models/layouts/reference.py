@@ -142,9 +142,9 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
     rows = inputs if inputs.is_floating_point() else det.embedding[inputs]
     flat = rows.reshape(-1, rows.shape[-1])
     for i, h in heads.items():
-        q, k = h.feature_matrices(flat)
-        q = q.to(torch.float64).reshape(n, SEQ_LEN, -1)
-        k = k.to(torch.float64).reshape(n, SEQ_LEN, -1)
+        cq, ck = h.canonical_features(flat.numpy())                               # the certified features
+        q = torch.from_numpy(cq).reshape(n, SEQ_LEN, -1)
+        k = torch.from_numpy(ck).reshape(n, SEQ_LEN, -1)
         A = q @ k.transpose(1, 2)                                                   # (B, N, N)
         if h.causal:
             A = A * torch.tril(torch.ones(SEQ_LEN, SEQ_LEN, dtype=torch.float64))
