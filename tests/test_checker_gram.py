@@ -50,3 +50,21 @@ def test_bad_features_are_refused():
         gram.exact_gram(np.array([[1.0, np.nan]]))
     with pytest.raises(gram.GramError):
         gram.exact_gram(np.zeros((2, 2), dtype=np.int64))
+
+
+def test_gram_problems_catch_a_wrong_summary(tmp_path):
+    """The replayed features recompute the evidence's Grams; one unit changed is caught."""
+    rng = np.random.default_rng(9)
+    q, k = rng.standard_normal((50, 4)), np.abs(rng.standard_normal((50, 4)))
+    np.savez(tmp_path / "f.npz", phi_q=q, phi_k=k)
+    feats = gram.read_features(str(tmp_path / "f.npz"), (50, 4))
+    Gq, eq = gram.exact_gram(q)
+    Gk, ek = gram.exact_gram(k)
+    claim = {"evidence": {"num_tokens": 50, "gram_q": Gq, "gram_q_exponent": eq,
+                          "gram_k": [[2 * v for v in r] for r in Gk], "gram_k_exponent": ek - 1}}
+    assert gram.gram_problems(claim, feats) == []
+    claim["evidence"]["gram_q"] = [[v + (i == j == 0) for j, v in enumerate(r)] for i, r in enumerate(Gq)]
+    assert gram.gram_problems(claim, feats) == ["gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed "
+                                                "features"]
+    claim["evidence"]["num_tokens"] = 49
+    assert gram.gram_problems(claim, feats)

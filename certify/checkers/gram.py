@@ -137,3 +137,32 @@ def read_features(path: str, expect: tuple[int, int] | None = None) -> dict[str,
         if a.ndim != 2 or a.dtype.kind != "f" or (expect is not None and tuple(a.shape) != tuple(expect)):
             raise GramError(f"{path}: {k} is {a.dtype} {a.shape}, expected float {expect}")
     return out
+
+
+def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> list[str]:
+    """What is wrong with a factor-form claim's Gram summaries (``num_tokens``,
+    ``gram_q``/``gram_q_exponent``, ``gram_k``/``gram_k_exponent``) against the
+    replayed features themselves (:func:`read_features`), recomputed exactly;
+    ``[]`` means those summaries are re-derived (no longer ``trusted:``). The
+    caller has matched the features' sha256 with ``features_sha256``."""
+    ev = claim.get("evidence") or {}
+    q, k = features["phi_q"], features["phi_k"]
+    out = []
+    if ev.get("num_tokens") != q.shape[0] or q.shape != k.shape:
+        out.append(f"the replayed features have {q.shape[0]} tokens, the evidence {ev.get('num_tokens')}")
+        return out
+    for name, arr in (("q", q), ("k", k)):
+        G, e = exact_gram(arr)
+        want, we = ev.get(f"gram_{name}"), ev.get(f"gram_{name}_exponent")
+        if not isinstance(want, list) or not isinstance(we, int) or isinstance(we, bool):
+            out.append(f"gram_{name} is not an integer matrix with an exponent")
+            continue
+        try:
+            W, we2 = _normalize([[int(v) for v in row] for row in want], we)
+        except (TypeError, ValueError):
+            out.append(f"gram_{name} is not an integer matrix")
+            continue
+        if (W, we2) != (G, e):
+            out.append(f"gram_{name} 2^gram_{name}_exponent is not PhiK^T PhiK of the replayed features"
+                       if name == "k" else "gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed features")
+    return out
