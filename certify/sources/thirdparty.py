@@ -30,9 +30,10 @@ from certify.core.errors import InputError, UncertifiableError
 from certify.core.files import sha256_file
 from certify.core.kernel import Kernel, Provenance, from_features, parse_tokens
 from certify.sources.weights import WeightSet, read_config, read_weights, weights_file
+from models.canonical import CANONICAL
 
 #: version of the extraction's definition (the canonical arithmetic of models.canonical); a replay names it
-EXTRACTION = "layouts/3+canonical/1"
+EXTRACTION = f"layouts/3+{CANONICAL}"
 #: dtype of the canonical features
 CANONICAL_DTYPE = "float64"
 MAX_CUBE = 16

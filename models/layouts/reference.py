@@ -5,7 +5,8 @@ its own code; a mistake there (a missed pre-norm, a wrong head split, a
 misread layer) would give a kernel the model does not compute. So the first
 layer is also run by the library itself on sequences of the certified
 tokens, with random values in place of the value projection's output, and
-its attention output is compared with the one the extracted kernel gives,
+its attention output is compared with the one the extracted kernel gives
+(its canonical features, the ones a certificate binds: ``FeatureHead.canonical_features``),
 ``o_i = sum_j alpha(x_i, x_j) v_j / (sum_j alpha(x_i, x_j) + the library's
 epsilon)`` (prefix sums for causal layers). The comparison does not reuse the
 extractor's path:
