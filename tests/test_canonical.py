@@ -196,6 +196,21 @@ def run_child(code: str, env: dict[str, str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def test_canonical_bits_match_without_numpy_simd():
+    """Default suite: one child with numpy's dispatched SIMD switched off (confirmed
+    in the child) and torch's default kernels gives the canonical bits of this process."""
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+    code = _CHILD.split("import torch")[0] + "print(json.dumps({'canonical': canon, 'features': " \
+        "{k: v for k, v in feats.items() if v}}))"
+    env = dict(settings_env()[3][1], ATEN_CPU_CAPABILITY="default", OMP_NUM_THREADS="2")
+    child = run_child(code, env)
+    here = {}
+    exec(compile(code.replace("print(json.dumps(", "here.update(("), "<here>", "exec"), {"here": here})
+    assert child["canonical"] == here["canonical"]
+    assert not any(child["features"].get(f) for f in __cpu_dispatch__)
+
+
+@pytest.mark.slow
 def test_canonical_bits_do_not_depend_on_cpu_kernels():
     """Every setting gives the same canonical bits; numpy's dispatch really was
     switched off where asked, and torch's own output changes under some setting

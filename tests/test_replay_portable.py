@@ -97,8 +97,9 @@ def _child(certs: list[str], env: dict[str, str]) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_one_gallery_certificate_replays_under_other_kernels():
-    """Default suite: fla's hedgehog model (RMSNorm, softmax) and performer's
+    """The short version: fla's hedgehog model (RMSNorm, softmax) and performer's
     (LayerNorm, relu features), under torch's default kernels and numpy without
     its dispatched SIMD."""
     certs = [c for c in _certificates() if "/fla-linear-attn/" in c or "/performer/" in c]
