@@ -1,4 +1,4 @@
-"""Exact Gram matrices of large float feature matrices (numpy only, no Fractions).
+"""Exact Gram matrices and lemma summaries of large float feature matrices (numpy only).
 
 ``exact_gram(X)`` returns ``(G, e)`` with ``X^T X = G 2^e`` exactly, for a
 finite float64 (or float32) array ``X`` of shape ``(K, r)``; ``G`` is an
@@ -166,3 +166,107 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
             out.append(f"gram_{name} 2^gram_{name}_exponent is not PhiK^T PhiK of the replayed features"
                        if name == "k" else "gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed features")
     return out
+
+
+# ---------------------------------------------------------------- the quadratic-kernel lemma's summaries
+
+U = 2.0 ** -53
+TINY = 2.0 ** -1000
+
+
+def _sum_sq_upper(X: np.ndarray) -> Any:
+    """An exact rational upper bound of ``max_rows sum_j x_j^2`` for float64 rows:
+    the squares and their sum (any order) round to nearest, so the exact sum is at
+    most the computed one times ``1 + 2 (n + 1) u``, plus ``(n + 1) 2^-1074`` for
+    underflow."""
+    from fractions import Fraction
+    n = X.shape[1]
+    acc = X[:, 0] * X[:, 0]
+    for j in range(1, n):
+        acc = acc + X[:, j] * X[:, j]
+    top = float(acc.max(initial=0.0))
+    return Fraction(top) * (1 + Fraction(2 * (n + 1), 1 << 53)) + Fraction(n + 1, 1) * Fraction(1, 1 << 1074)
+
+
+def quadratic_problems(ev: dict[str, Any], features: dict[str, np.ndarray]) -> list[str]:
+    """The quadratic-kernel summaries of a ``nonnegative`` claim (``min_const_*``,
+    ``max_linear_sq_*``, ``max_quadratic_sq_*``, ``max_residual_sq_*``, ``r``)
+    re-derived from the replayed features: the minima must be equal (exact float
+    comparisons), the stated upper bounds at least rigorous upper bounds computed
+    here. The residual ``e = w - g_ij v_i v_j`` (``g`` exact dyadics) is bounded per
+    entry by ``|fl(e)| + 8u (|fl(e)| + |fl(g fl(v_i v_j))|) + 2^-1000``: the product,
+    the scaling and the subtraction each round by at most ``u`` relative (and
+    ``2^-1074`` absolute), so the true residual is at most ``|fl(e)| (1 + 2u) +
+    3u |fl(g p)|``, and rounding the bound itself loses less than the slack."""
+    from fractions import Fraction
+    problems = []
+    q = features["phi_q"]
+    try:
+        r = int(ev["r"])
+        c = int(ev["constant"])
+        lin = [int(i) for i in ev["linear"]]
+        quad = [(int(f), int(i), int(j)) for f, i, j in ev["quadratic"]]
+        gd, go = Fraction(str(ev["g_diag"])), Fraction(str(ev["g_off"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        return [f"the quadratic-kernel evidence cannot be read: {exc!r}"]
+    if r != q.shape[1]:
+        return [f"r is {r}, the replayed features have {q.shape[1]} columns"]
+    g = []
+    for val in (gd, go):
+        f = float(val)
+        if Fraction(f) != val:
+            return ["g_diag / g_off are not doubles (exact dyadics expected)"]
+        g.append(f)
+    fidx = np.array([f for f, _, _ in quad], dtype=np.int64)
+    pi = np.array([lin[i] for _, i, _ in quad], dtype=np.int64)
+    pj = np.array([lin[j] for _, _, j in quad], dtype=np.int64)
+    gvec = np.array([g[0] if i == j else g[1] for _, i, j in quad], dtype=np.float64)
+    for side in ("q", "k"):
+        X = features[f"phi_{side}"].astype(np.float64)
+        mn = Fraction(float(X[:, c].min()))
+        stated = {k: Fraction(str(ev[f"{k}_{side}"])) for k in ("min_const", "max_linear_sq",
+                                                                  "max_quadratic_sq", "max_residual_sq")}
+        if stated["min_const"] != mn:
+            problems.append(f"min_const_{side} is not the replayed constant feature's minimum")
+        w = X[:, fidx]
+        gp = gvec[None, :] * (X[:, pi] * X[:, pj])
+        e = w - gp
+        b = np.abs(e) + 8 * U * (np.abs(e) + np.abs(gp)) + TINY
+        for key, arr in (("max_linear_sq", X[:, lin]), ("max_quadratic_sq", w), ("max_residual_sq", b)):
+            if stated[key] < _sum_sq_upper(arr):
+                problems.append(f"{key}_{side} is below a rigorous bound of the replayed features' maximum")
+    return problems
+
+
+def _features_sha(a: np.ndarray, dtype: str) -> str:
+    import hashlib
+    arr = np.ascontiguousarray(a.astype(dtype), dtype=np.dtype(dtype).newbyteorder("<"))
+    return hashlib.sha256(arr.tobytes()).hexdigest()
+
+
+def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
+    """The trusted summaries of ``claim`` re-derived from the replayed features in
+    ``path``: ``[]`` (discharged), the problems found, or None when this claim's
+    summaries have no recomputation here (they stay trusted). The file's arrays
+    must hash to the claim's ``features_sha256`` (recomputed here)."""
+    ev = claim.get("evidence") or {}
+    fs = ev.get("features_sha256")
+    if not isinstance(fs, dict) or not isinstance(fs.get("dtype"), str):
+        return None
+    kind, trusted = claim.get("kind"), ev.get("trusted")
+    if kind in ("exact_rank", "eps_rank") and trusted == ["gram_q", "gram_k", "num_tokens"]:
+        check = gram_problems
+    elif kind == "nonnegative" and ev.get("method") == "quadratic_kernel":
+        check = quadratic_problems
+    else:
+        return None
+    try:
+        feats = read_features(path)
+    except (GramError, OSError, ValueError) as exc:
+        return [f"the replayed features cannot be read: {exc}"]
+    if [_features_sha(feats["phi_q"], fs["dtype"]), _features_sha(feats["phi_k"], fs["dtype"])] != \
+            [fs.get("phi_q"), fs.get("phi_k")]:
+        return ["the replayed features file does not hash to features_sha256"]
+    if feats["phi_q"].dtype != np.dtype(fs["dtype"]):
+        return [f"the replayed features are {feats['phi_q'].dtype}, the claim's {fs['dtype']}"]
+    return check(claim if check is gram_problems else ev, feats)

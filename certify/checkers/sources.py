@@ -299,6 +299,36 @@ def _die_with_parent() -> None:
     except (OSError, AttributeError):
         pass
 
+class Replayed(dict):
+    """``source -> status`` of :func:`replay_extraction`, and where the replayed
+    features of kernels whose claims trust summaries were written
+    (``features``: :func:`features_key` -> ``.npz`` path, in a temporary folder
+    that lives as long as this object), so that the checker recomputes those
+    summaries itself (:func:`certify.checkers.gram.summary_problems`)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.features: dict[str, str] = {}
+        self.folder: Any = None                 # a TemporaryDirectory, removed with this object
+
+
+def features_key(p: Mapping[str, Any]) -> str:
+    """The kernel a claim's parameters name: source, adapter, token set."""
+    return "\0".join(map(str, (p.get("source"), p.get("adapter"), p.get("token_set"))))
+
+
+def _ask_features(jobs: Mapping[str, dict[str, Any]], wanted: set[str]) -> Any:
+    """Ask the replay to write the features of the jobs in ``wanted`` to files (a
+    temporary folder, returned); None when no claim trusts a summary."""
+    import tempfile
+    if not wanted:
+        return None
+    folder = tempfile.TemporaryDirectory(prefix="certify-replay-")
+    for key in wanted:
+        jobs[key]["features_out"] = str(Path(folder.name) / (hashlib.sha256(key.encode()).hexdigest() + ".npz"))
+    return folder
+
+
 def _torch_decides(job: Mapping[str, Any]) -> bool:
     """Whether the torch version decides a replay: only for ``models/`` checkpoints
     and constructions, whose features torch computes. Third-party heads
@@ -309,12 +339,13 @@ def _torch_decides(job: Mapping[str, Any]) -> bool:
     return job.get("torch") is not None and not adapter.startswith(("layout:", "adapter:"))
 
 
-def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> dict[str, str]:
+def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replayed:
     """Re-run the weights -> features step of every checkpoint / construction
     source in a separate process (``certify.cli.replay``, torch, one thread), and
     compare the features' sha256 with each claim's evidence. Returns
     source -> "match" | "differs: ..." | a reason the replay could not decide."""
     jobs: dict[str, dict[str, Any]] = {}
+    wanted: set[str] = set()                 # kernels whose claims trust summaries: their features go to a file
     for _, cert, base in certs:
         env = (cert.get("environment") or {}).get("packages") or {}
         inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
@@ -341,12 +372,15 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             if isinstance(fs, dict):
                 job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
                 job["want"].append([fs.get("phi_q"), fs.get("phi_k")])
+                if "trusted" in ev and features_key(p) == key:
+                    wanted.add(key)
             elif isinstance(head, str) and isinstance(p.get("family"), str):
                 job["heads"].append([p["family"], head])
                 if isinstance(p.get("weights_sha256"), str):
                     job["weights"].append(p["weights_sha256"])
     if not jobs:
-        return {}
+        return Replayed()
+    folder = _ask_features(jobs, wanted)
     sources = {job["source"] for job in jobs.values()}
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     try:
@@ -360,7 +394,8 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
     except json.JSONDecodeError:
         line = (out.stderr.strip().splitlines() or ["no output"])[-1]
         return {s: f"replay failed: {line[:160]}" for s in sources}
-    result: dict[str, str] = {}
+    result = Replayed()
+    result.folder = folder
     for key, job in jobs.items():
         r = got.get(key) or {}
         if "error" in r:
@@ -374,6 +409,8 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
         else:
             status = ("differs: the replayed features' sha256 (or the head's, or the weights') "
                       "is not the certificate's")
+        if status == "match" and job.get("features_out") and r.get("features_file") == job["features_out"]:
+            result.features[key] = job["features_out"]
         src = job["source"]
         # a source matches only when every kernel read from it does; a difference outranks the rest
         prev = result.get(src)
