@@ -68,3 +68,30 @@ def test_gram_problems_catch_a_wrong_summary(tmp_path):
                                                 "features"]
     claim["evidence"]["num_tokens"] = 49
     assert gram.gram_problems(claim, feats)
+
+
+def test_all_products_and_quadratic_summaries():
+    """Every product re-derived (a planted negative pair is found); the lemma's
+    summaries: equal minima and upper bounds at least the exact maxima."""
+    rng = np.random.default_rng(11)
+    Q, K = np.abs(rng.standard_normal((300, 5))), np.abs(rng.standard_normal((200, 5)))
+    ev = {"num_checked": 300 * 200}
+    assert gram.all_products_problems(ev, {"phi_q": Q, "phi_k": K}, rows=64) == []
+    K[17, 2] = -40.0
+    assert "negative product" in gram.all_products_problems(ev, {"phi_q": Q, "phi_k": K}, rows=64)[0]
+    # quadratic layout of d = 2: [1, v0, v1, w00, w01, w11]
+    v = rng.standard_normal((100, 2))
+    X = np.concatenate([np.ones((100, 1)), v, v[:, :1] ** 2 * 0.5, v[:, :1] * v[:, 1:] * 0.75,
+                        v[:, 1:] ** 2 * 0.5], axis=1)
+    exact_v = max(sum(Fraction(float(x)) ** 2 for x in row) for row in v)
+    exact_w = max(sum(Fraction(float(x)) ** 2 for x in row) for row in X[:, 3:])
+    ev = {"r": 6, "constant": 0, "linear": [1, 2], "quadratic": [[3, 0, 0], [4, 0, 1], [5, 1, 1]],
+          "g_diag": "1/2", "g_off": "3/4"}
+    for side in ("q", "k"):
+        ev.update({f"min_const_{side}": "1", f"max_linear_sq_{side}": str(exact_v * (1 + Fraction(1, 1 << 40))),
+                   f"max_quadratic_sq_{side}": str(exact_w * (1 + Fraction(1, 1 << 40))),
+                   f"max_residual_sq_{side}": "1/1000000000000"})
+    assert gram.quadratic_problems(ev, {"phi_q": X, "phi_k": X}) == []
+    ev["max_linear_sq_k"] = str(exact_v)          # the exact maximum: below any rigorous bound of the floats
+    assert gram.quadratic_problems(ev, {"phi_q": X, "phi_k": X}) == \
+        ["max_linear_sq_k is below a rigorous bound of the replayed features' maximum"]

@@ -258,6 +258,8 @@ def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
         check = gram_problems
     elif kind == "nonnegative" and ev.get("method") == "quadratic_kernel":
         check = quadratic_problems
+    elif kind == "nonnegative" and ev.get("method") == "all_products" and trusted == ["all_products"]:
+        check = all_products_problems
     else:
         return None
     try:
@@ -270,3 +272,46 @@ def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
     if feats["phi_q"].dtype != np.dtype(fs["dtype"]):
         return [f"the replayed features are {feats['phi_q'].dtype}, the claim's {fs['dtype']}"]
     return check(claim if check is gram_problems else ev, feats)
+
+
+# ---------------------------------------------------------------- every product
+
+#: largest number of pairs decided exactly (Fractions) when the float filter cannot decide them
+MAX_EXACT_PAIRS = 4096
+
+
+def all_products_problems(ev: dict[str, Any], features: dict[str, np.ndarray],
+                          rows: int = 256) -> list[str] | None:
+    """``<phi_q(x), phi_k(z)> >= 0`` on every pair, re-derived from the replayed
+    features: each block of products ``P = Q K^T`` is computed in float64 (numpy's
+    ``@``, any order, with or without FMA) together with ``A = |Q| |K|^T``; the
+    exact product lies within ``2 (r + 2) u A + (r + 2) 2^-1070`` of ``P`` (the
+    dot product's rounding, ``|fl(x) - x| <= gamma_r sum |q_i k_i|``, and the
+    rounding of ``A`` itself, plus underflow). Pairs the bound cannot decide are
+    decided exactly in Fractions (at most :data:`MAX_EXACT_PAIRS`, else None: the
+    summary stays trusted). Problems: a negative product, or ``num_checked`` not
+    ``K^2``."""
+    from fractions import Fraction
+    Q, K = features["phi_q"].astype(np.float64), features["phi_k"].astype(np.float64)
+    n, r = Q.shape
+    if ev.get("num_checked") != n * K.shape[0]:
+        return [f"num_checked is not the {n * K.shape[0]} pairs of the replayed features"]
+    AK = np.abs(K)
+    slack = 2 * (r + 2) * U
+    floor = (r + 2) * 2.0 ** -1070
+    unsure: list[tuple[int, int]] = []
+    for a in range(0, n, rows):
+        P = Q[a:a + rows] @ K.T
+        E = (np.abs(Q[a:a + rows]) @ AK.T) * slack + floor
+        if np.any(P + E < 0):
+            i, j = np.argwhere(P + E < 0)[0]
+            return [f"the replayed features give a negative product at pair ({a + i}, {j})"]
+        for i, j in np.argwhere(P - E < 0):
+            unsure.append((a + int(i), int(j)))
+            if len(unsure) > MAX_EXACT_PAIRS:
+                return None
+    for i, j in unsure:
+        v = sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(Q[i], K[j])), Fraction(0))
+        if v < 0:
+            return [f"the replayed features give a negative product at pair ({i}, {j})"]
+    return []

@@ -21,7 +21,10 @@ A rank-type claim names its source (``parameters.source``, ``source_sha256``,
   third-party head's features are canonical (``models.canonical``: the same
   bits on every machine), so neither torch nor the CPU decides its replay; for
   ``models/`` checkpoints a different torch version leaves the assumption,
-  naming both versions.
+  naming both versions. Where a claim's summaries are ``trusted`` (features too
+  large to embed), the replay also writes the features to a file
+  (:class:`Replayed`), and :func:`certify.checkers.gram.summary_problems`
+  recomputes the summaries from it.
 """
 
 from __future__ import annotations
