@@ -24,19 +24,19 @@ def _verify(cert: Path, *extra: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def based(tmp_path_factory):
-    """fla's BasedLinearAttention, feature_dim 4 (15 features) on cube:13: 122,880 entries per side
-    (Grams trusted; nonnegativity decided on all 2^26 pairs, trusted)."""
+    """fla's BasedLinearAttention, feature_dim 5 (21 features) on cube:12: 86,016 entries per side
+    (Grams trusted; nonnegativity decided on all 2^24 pairs, trusted)."""
     from fla.layers import BasedLinearAttention
 
     from certify.checkpoints.heads import certify_heads
-    folder = tmp_path_factory.mktemp("based13")
+    folder = tmp_path_factory.mktemp("based12")
     torch.manual_seed(3)
-    layer = BasedLinearAttention(hidden_size=13, feature_dim=4, num_heads=1, num_key_value_heads=1)
+    layer = BasedLinearAttention(hidden_size=12, feature_dim=5, num_heads=1, num_key_value_heads=1)
     with torch.no_grad():
         for p in layer.parameters():
             p.normal_(0, 0.5)
     save_file({k: v.contiguous() for k, v in layer.state_dict().items()}, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps({"class": "BasedLinearAttention", "feature_dim": 4,
+    (folder / "config.json").write_text(json.dumps({"class": "BasedLinearAttention", "feature_dim": 5,
                                                     "num_heads": 1, "num_key_value_heads": 1}))
     res = certify_heads(str(folder))
     cert = folder / "certificate.json"
