@@ -15,6 +15,9 @@ import torch
 from safetensors.torch import save_file
 
 ROOT = Path(__file__).resolve().parents[1]
+#: a certification on 4,096 tokens and three verifies (half a minute or more on 2 cores):
+#: the default suite has the checker's functions in tests/test_checker_gram.py
+pytestmark = pytest.mark.slow
 
 
 def _verify(cert: Path, *extra: str) -> subprocess.CompletedProcess:
