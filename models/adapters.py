@@ -270,6 +270,36 @@ class AdaptedHead:
         return (self._phi(self._project(x, self.Wq, self.bq), "q"),
                 self._phi(self._project(x, self.Wk, self.bk), "k"))       # (K, r) x 2
 
+    def canonical_features(self, tokens) -> tuple[np.ndarray, np.ndarray]:
+        """The features a certificate binds (:mod:`models.canonical`): float64,
+        fixed-order sums, correctly rounded functions; the same bits on every machine."""
+        from models.canonical import maps as cm
+        from models.canonical.arith import f64, linear, positive_zero
+        x = f64(tokens)
+        if x.ndim != 2 or x.shape[1] != self.m:
+            raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
+        if self.ln is not None:
+            w, b, eps = self.ln
+            x = cm.layer_norm(None if w is None else f64(w), None if b is None else f64(b), eps)(x)
+        s = self.spec
+
+        def opt(t):
+            return None if t is None else f64(t)
+        uq, uk = linear(x, f64(self.Wq), opt(self.bq)), linear(x, f64(self.Wk), opt(self.bk))
+        if s.layout == "performer":
+            phi = cm.performer(s.kernel_fn, f64(self.P), self.d, s.kernel_epsilon, s.normalize_data)
+            q, k = phi(uq), phi(uk)
+        elif s.layout == "linear-attention-transformer":
+            q, k = cm.scaled_softmax(cm.inv_sqrt(self.d))(uq), cm.cr_exp(uk)
+        elif self.feature_map == "softmax":
+            q, k = cm.softmax(uq), cm.softmax(uk)
+        elif self.feature_map == "favor":
+            phi = cm.favor(f64(self.P))
+            q, k = phi(uq), phi(uk)
+        else:
+            q, k = cm.ELEMENTWISE[self.feature_map](uq), cm.ELEMENTWISE[self.feature_map](uk)
+        return positive_zero(q), positive_zero(k)
+
     @torch.no_grad()
     def values(self, tokens) -> torch.Tensor:
         if self.Wv is None:

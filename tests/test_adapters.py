@@ -40,7 +40,7 @@ def _reproduce(kernels, sd, X, causal=False):
     outs = []
     for k, head in kernels:
         q, kk = k.features_at(flat)
-        q, kk = torch.from_numpy(q).reshape(B, N, -1), torch.from_numpy(kk).reshape(B, N, -1)
+        q, kk = torch.from_numpy(q).float().reshape(B, N, -1), torch.from_numpy(kk).float().reshape(B, N, -1)
         v = head.values(X.reshape(-1, M)).reshape(B, N, -1)
         A = q @ kk.transpose(1, 2)
         if causal:

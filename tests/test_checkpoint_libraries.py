@@ -222,7 +222,7 @@ def test_lat_depth2_prenorm_fp16_reproduces_library(tmp_path):
     assert _rows_by_status(res) == [(0, 0, "certified"), (0, 1, "certified"),
                                     (1, 0, "out of reach"), (1, 1, "out of reach")]
     assert res.certificate.environment["layout"]["stored_dtype"] == "float16"
-    assert res.certificate.claims[0].parameters["dtype"] == "float32"
+    assert res.certificate.claims[0].parameters["dtype"] == "float64"         # the canonical features
     X = torch.randint(0, 2, (3, 8, M), generator=torch.Generator().manual_seed(14)).float()
     _lucidrains_check(res, model, model.layers.layers[0][0].fn, X, heads=2, causal=True)
     _verifies(res, tmp_path)

@@ -129,7 +129,7 @@ def test_rank_extract_and_checkpoint_end_in_the_same_kernel(layouts, tmp_path):
         q = z["phi_q"]
     from certify.rank.summary import summarize_features
     assert summarize_features(load_kernel(tmp_path / "k.npz")).sha_q == \
-        rank_claim["evidence"]["features_sha256"]["phi_q"] and q.dtype == np.float32
+        rank_claim["evidence"]["features_sha256"]["phi_q"] and q.dtype == np.float64
 
 
 def test_rank_json_matrix_of_exact_rows_works_again(tmp_path):

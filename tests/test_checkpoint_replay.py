@@ -99,8 +99,8 @@ def test_replay_records_the_versions_it_depends_on(certificates):
     c = cert["claims"][0]
     p = c["parameters"]
     job = {"key": "k", "source": p["source"], "path": str(certificates["fla"].parent / "model.safetensors"),
-           "adapter": p["adapter"], "token_set": p["token_set"], "dtype": "float32", "want": [["x", "y"]],
-           "stated": p["stated"]}
+           "adapter": p["adapter"], "token_set": p["token_set"], "dtype": c["evidence"]["features_sha256"]["dtype"],
+           "want": [["x", "y"]], "stated": p["stated"]}
     rec = replay([job])["k"]
     assert rec["phi_q"] == c["evidence"]["features_sha256"]["phi_q"]
     assert rec["versions"]["torch"] == torch.__version__ and rec["versions"]["extraction"]

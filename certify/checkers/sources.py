@@ -15,10 +15,16 @@ A rank-type claim names its source (``parameters.source``, ``source_sha256``,
   (up to ``MAX_SOURCE_ENTRIES``).
 * a matrix file that is **absent**: assumption ``source:<name>``.
 * a **checkpoint or construction** (any other adapter): the weights -> features
-  step needs torch, so it is assumption ``extraction:<source>`` unless
-  ``--replay-extraction`` re-ran it in a separate process and the features'
-  sha256 came out equal (a different value fails the claim; a different torch
-  version leaves the assumption, naming both versions).
+  step is not re-derived here, so it is assumption ``extraction:<source>``
+  unless ``--replay-extraction`` re-ran it in a separate process and the
+  features' sha256 came out equal (a different value fails the claim). A
+  third-party head's features are canonical (``models.canonical``: the same
+  bits on every machine), so neither torch nor the CPU decides its replay; for
+  ``models/`` checkpoints a different torch version leaves the assumption,
+  naming both versions. Where a claim's summaries are ``trusted`` (features too
+  large to embed), the replay also writes the features to a file
+  (:class:`Replayed`), and :func:`certify.checkers.gram.summary_problems`
+  recomputes the summaries from it.
 """
 
 from __future__ import annotations
@@ -351,7 +357,49 @@ def _die_with_parent() -> None:
     except (OSError, AttributeError):
         pass
 
-def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> dict[str, str]:
+class Replayed(dict):
+    """``comparison key -> status`` of :func:`replay_extraction`, and where the replayed
+    features of kernels whose claims trust summaries were written
+    (``features``: :func:`features_key` -> ``.npz`` path, in a temporary folder
+    that lives as long as this object), so that the checker recomputes those
+    summaries itself (:func:`certify.checkers.gram.summary_problems`)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.features: dict[str, str] = {}
+        self.folder: Any = None                 # a TemporaryDirectory, removed with this object
+
+
+def features_key(p: Mapping[str, Any]) -> str:
+    """The extraction a factor-form claim's parameters name (the replay job's key):
+    source, adapter, token set and the stated kernel arguments."""
+    return "\0".join(map(str, (p.get("source"), p.get("adapter"), p.get("token_set"),
+                                json.dumps(p.get("stated"), sort_keys=True))))
+
+
+def _ask_features(jobs: Mapping[str, dict[str, Any]], wanted: set[str]) -> Any:
+    """Ask the replay to write the features of the jobs in ``wanted`` to files (a
+    temporary folder, returned); None when no claim trusts a summary."""
+    import tempfile
+    if not wanted:
+        return None
+    folder = tempfile.TemporaryDirectory(prefix="certify-replay-")
+    for key in wanted:
+        jobs[key]["features_out"] = str(Path(folder.name) / (hashlib.sha256(key.encode()).hexdigest() + ".npz"))
+    return folder
+
+
+def _torch_decides(job: Mapping[str, Any]) -> bool:
+    """Whether the torch version decides a replay: only for ``models/`` checkpoints
+    and constructions, whose features torch computes. Third-party heads
+    (``layout:...``, ``adapter:...``) are replayed through the canonical
+    extraction (float64, fixed order, correctly rounded functions), whose bits
+    do not depend on torch, the CPU or the BLAS."""
+    adapter = str(job.get("adapter") or "")
+    return job.get("torch") is not None and not adapter.startswith(("layout:", "adapter:"))
+
+
+def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replayed:
     """Re-run the weights -> features step of every checkpoint / construction
     source in a separate process (``certify.cli.replay``, torch, one thread).
 
@@ -361,6 +409,7 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
     "differs: ..." | a reason the replay could not decide; a claim is discharged
     only by the keys of its own evidence (:func:`bind`)."""
     jobs: dict[str, dict[str, Any]] = {}
+    wanted: set[str] = set()                 # kernels whose claims trust summaries: their features go to a file
     for _, cert, base in certs:
         env = (cert.get("environment") or {}).get("packages") or {}
         inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
@@ -390,6 +439,8 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             if isinstance(fs, dict) and isinstance(fs.get("phi_q"), str):
                 job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
                 job["want"].append([fs.get("phi_q"), fs.get("phi_k")])
+                if "trusted" in ev and features_key(p) == key:
+                    wanted.add(key)
             if isinstance(head, str) and isinstance(p.get("family"), str):
                 job["heads"].append([p["family"], head])
             if isinstance(p.get("weights_sha256"), str):
@@ -397,7 +448,8 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             job["compare"] += [k for k in replay_keys(c) if k not in job["compare"]]
     jobs = {k: j for k, j in jobs.items() if j["compare"]}      # an empty comparison is no replay
     if not jobs:
-        return {}
+        return Replayed()
+    folder = _ask_features(jobs, wanted)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     send = [{k: v for k, v in j.items() if k != "compare"} for j in jobs.values()]
     try:
@@ -405,14 +457,16 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
                              input=json.dumps(send), capture_output=True,
                              text=True, timeout=600, env=env, preexec_fn=_die_with_parent)
     except (OSError, subprocess.SubprocessError) as exc:
-        return {k: f"replay could not run: {type(exc).__name__}" for j in jobs.values()
-                for k in j["compare"]}
+        return Replayed({k: f"replay could not run: {type(exc).__name__}" for j in jobs.values()
+                         for k in j["compare"]})
     try:
         got = json.loads(out.stdout)
     except json.JSONDecodeError:
         line = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return {k: f"replay failed: {line[:160]}" for j in jobs.values() for k in j["compare"]}
-    result: dict[str, str] = {}
+        return Replayed({k: f"replay failed: {line[:160]}" for j in jobs.values()
+                         for k in j["compare"]})
+    result = Replayed()
+    result.folder = folder
     for key, job in jobs.items():
         r = got.get(key) if isinstance(got, dict) else None
         r = r if isinstance(r, dict) else {"error": "no result for this job"}
@@ -421,7 +475,7 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             parts = rest.split("\0")
             if "error" in r:
                 status = f"replay failed: {str(r['error'])[:200]}"
-            elif job["torch"] is not None and r.get("torch") != job["torch"]:
+            elif _torch_decides(job) and r.get("torch") != job["torch"]:
                 status = f"torch {r.get('torch')} here, {job['torch']} in the certificate"
             elif what == "features":
                 status = "match" if [r.get("phi_q"), r.get("phi_k")] == parts[-2:] else \
@@ -433,4 +487,8 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
                 status = "match" if r.get("weights_sha256") == parts[-1] else \
                     "differs: the replayed weights' canonical hash is not the certificate's"
             result[k] = status
+        # the replayed features, for the checker to recompute trusted summaries from (it
+        # re-hashes the file against each claim's own features_sha256 first)
+        if "error" not in r and job.get("features_out") and r.get("features_file") == job["features_out"]:
+            result.features[key] = job["features_out"]
     return result

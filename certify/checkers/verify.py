@@ -301,6 +301,21 @@ def _trusted_problems(claim: Mapping[str, Any], cert: Mapping[str, Any],
     return [], [f"trusted:{claim.get('kind')}:{','.join(f.split(' ')[0] for f in fields)}"]
 
 
+def _replayed_summaries(claim: Mapping[str, Any], replayed: Any,
+                        trusted: list[str]) -> tuple[list[str], list[str]]:
+    """``(problems, fields still trusted)``: summaries of data too large to embed
+    are recomputed from the features ``--replay-extraction`` wrote to a file
+    (:func:`certify.checkers.gram.summary_problems`); recomputed, they are no
+    longer trusted."""
+    from certify.checkers import gram
+    path = (getattr(replayed, "features", None) or {}).get(
+        _sources.features_key(claim.get("parameters") or {}))
+    if path is None:
+        return [], trusted
+    found = gram.summary_problems(dict(claim), path)
+    return ([], trusted) if found is None else (found, [])
+
+
 def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
                 base: Path | None = None, replayed: Mapping[str, str] | None = None,
                 schema_problems: Sequence[str] | None = None) -> ClaimCheck:
@@ -342,6 +357,9 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
                     trusted = [str(t) for t in lister(dict(claim), dict(cert))]
                 except Exception as exc:                # never hide a trusted field
                     problems.append(f"cannot list trusted fields: {exc!r}")
+            if trusted:
+                bad, trusted = _replayed_summaries(claim, replayed, trusted)
+                problems += bad
             bad, assume = _trusted_problems(claim, cert, trusted, rows)
             problems += bad
             assumptions += assume

@@ -155,8 +155,11 @@ def kernel_lemma3(head, family) -> dict[str, Any]:
     from certify.audit.run import family_eps
     from certify.core.families import JUMP_COLUMNS
     eps = family_eps(family)
-    with torch.no_grad():
-        q, k = head.feature_matrices(family.tokens)
+    if hasattr(head, "canonical_features"):            # the certified features
+        q, k = head.canonical_features(family.tokens)
+    else:
+        with torch.no_grad():
+            q, k = head.feature_matrices(family.tokens)
     Q, K = rationalize(q, "query features"), rationalize(k, "key features")
     col = {c: i for i, c in enumerate(JUMP_COLUMNS)}
     cache: dict[tuple[int, int], Fraction] = {}
@@ -247,7 +250,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                 continue
             if spec is not None:
                 prov = Provenance(str(model.source), sha256_file(model.source), f"adapter:{h.spec.layout}",
-                                  str(h.dtype).replace("torch.", ""),
+                                  "float64",
                                   details={**h.describe(), "spec": model.spec[0], "spec_sha256": model.spec[1],
                                            "library_check": SPEC_CHECK})
                 kernel = from_model(h, tokens, prov)

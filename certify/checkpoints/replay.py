@@ -5,7 +5,9 @@ Run by :func:`certify.checkers.sources.replay_extraction` in a separate process
 one thread. Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
 ``adapter``, ``token_set``, ``dtype``, ``stated``) and prints one JSON object: key ->
 ``{"phi_q": sha256, "phi_k": sha256, "torch": version, "versions": {...}}`` or
-``{"error": reason}``. The hashes are those of
+``{"error": reason}``; a job with ``features_out`` (a path) also gets its
+features written there (``features_file``), for the checker to recompute
+summaries too large to embed. The hashes are those of
 :func:`certify.rank.summary.summarize_features` (the features in their dtype,
 row-major little-endian), so equal hashes mean bit-for-bit equal features;
 ``versions`` records what the replayed arithmetic depends on (torch, numpy,
@@ -126,6 +128,25 @@ def _heads(job: dict[str, Any]) -> tuple[dict[str, str], str]:
             for f in dict.fromkeys(f for f, _ in job["heads"])}, wsha
 
 
+def write_features(kernel, path: str) -> str:
+    """The kernel's features as ``{phi_q, phi_k}`` in an ``.npz`` at ``path`` (written
+    atomically), for a checker that recomputes summaries too large to embed
+    (:func:`certify.checkers.gram.gram_problems`): the features go to it as a
+    file, never as JSON on stdout."""
+    import os
+
+    import numpy as np
+    qs, ks = [], []
+    for a in range(0, kernel.num_tokens, 1 << 14):
+        q, k = kernel.features_at(kernel.token_batch(a, min(kernel.num_tokens, a + (1 << 14))))
+        qs.append(q)
+        ks.append(k)
+    tmp = f"{path}.tmp{os.getpid()}.npz"
+    np.savez(tmp, phi_q=np.concatenate(qs), phi_k=np.concatenate(ks))
+    os.replace(tmp, path)
+    return path
+
+
 def versions() -> dict[str, Any]:
     """What the replayed arithmetic depends on."""
     from importlib import metadata
@@ -152,7 +173,8 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
             rec: dict[str, Any] = {"torch": torch.__version__, "versions": vers}
             if job.get("want"):
                 try:
-                    s = summarize_features(_kernel(job))
+                    kernel = _kernel(job)
+                    s = summarize_features(kernel)
                 except StatedDiffers as exc:      # the features of another model than the sentence's
                     rec.update({"phi_q": f"differs: {exc}"[:300], "phi_k": "differs"})
                     out[key] = rec
@@ -161,6 +183,8 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
                     raise ValueError(f"features come out as {s.dtype}, the certificate has "
                                      f"{job['dtype']}")
                 rec.update({"phi_q": s.sha_q, "phi_k": s.sha_k})
+                if job.get("features_out"):
+                    rec["features_file"] = write_features(kernel, job["features_out"])
             if job.get("heads") or job.get("weights"):
                 rec["heads"], rec["weights_sha256"] = _heads(job)
             out[key] = rec

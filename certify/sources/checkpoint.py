@@ -92,6 +92,13 @@ def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
         raise InputError(f"the model reads {model.m}-bit tokens; the token set has m = {m}")
     guarantee = getattr(getattr(model, "guarantee", None), "value", getattr(model, "guarantee", None))
 
+    if hasattr(model, "canonical_features"):            # third-party heads: the canonical features
+        def fn(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return model.canonical_features(batch)
+        return Kernel(form=Form.FACTOR, provenance=provenance, token_set=token_set,
+                      num_tokens=(1 << m) if toks is None else len(toks), m=m, tokens=toks, rank=int(model.rank),
+                      feature_fn=fn, guarantee=str(guarantee) if guarantee is not None else None)
+
     def fn(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():
             # tokens may be a read-only view (a frozen family's array): torch needs its own copy
@@ -119,7 +126,7 @@ def load_adapter_kernel(path: str | Path, spec_path: str | Path, *, tokens: str 
     sd, stored = compute_dtype(read_state_dict(path))
     head = adapt(sd, spec)
     wf = weights_file(path)
-    prov = Provenance(str(wf), sha256_file(wf), f"adapter:{spec.layout}", str(head.dtype).replace("torch.", ""),
+    prov = Provenance(str(wf), sha256_file(wf), f"adapter:{spec.layout}", "float64",
                       details={**head.describe(), "spec": str(spec_path), "spec_sha256": sha256_file(spec_path),
                                **({"stored_dtype": stored} if stored else {}), "library_check": SPEC_CHECK})
     return from_model(head, tokens, prov)

@@ -30,9 +30,12 @@ from certify.core.errors import InputError, UncertifiableError
 from certify.core.files import sha256_file
 from certify.core.kernel import Kernel, Provenance, from_features, parse_tokens
 from certify.sources.weights import WeightSet, read_config, read_weights, weights_file
+from models.canonical import CANONICAL
 
-#: version of the extraction code's arithmetic; a replay names it
-EXTRACTION = "layouts/2"
+#: version of the extraction's definition (the canonical arithmetic of models.canonical); a replay names it
+EXTRACTION = f"layouts/3+{CANONICAL}"
+#: dtype of the canonical features
+CANONICAL_DTYPE = "float64"
 MAX_CUBE = 16
 ADAPTER = re.compile(r"^layout:(?P<layout>\S+) layer (?P<layer>\d+) head (?P<head>\d+)$")
 
@@ -211,13 +214,10 @@ def head_kernel(model: LoadedModel, *, layer: int | None = None, head: int | Non
         if why is not None:
             raise ExtractionMismatch(f"{det.library} layer {L.index} head {hi}: {why}")
     prov = Provenance(str(model.source), sha256_file(model.source),
-                      f"layout:{det.layout} layer {L.index} head {hi}", str(h.dtype).replace("torch.", ""),
-                      details=details)
+                      f"layout:{det.layout} layer {L.index} head {hi}", CANONICAL_DTYPE, details=details)
     if m is None:
-        import torch
-        with torch.no_grad():
-            q, k = h.feature_matrices(det.embedding)
-        return from_features(q.numpy(), k.numpy(), prov, token_set=ts, guarantee=h.guarantee)
+        q, k = h.canonical_features(det.embedding)
+        return from_features(q, k, prov, token_set=ts, guarantee=h.guarantee)
     return from_model(h, ts if toks is None else (tokens[len("family:"):] if tokens.startswith("family:")
                                                   else tokens), prov)
 

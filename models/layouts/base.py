@@ -5,10 +5,13 @@ A :class:`FeatureHead` is one head of one layer as the paper's head sees it:
 ``x -> pre(x) -> W x + b -> phi``, with ``alpha(x, z) = <phiQ(x), phiK(z)>``
 (the query scale folded into ``phiQ``, so the product is the number the
 library multiplies). ``pre`` is the model's own path from its input to the
-layer (embedding rows, pre-norms, input projections). Everything is
-recomputed in torch from the weights; the kernel is the exact product of
-those float features. A float zero is returned as ``+0.0`` (a ``-0.0`` from
-``relu(-0.0)`` is the same number, but not the same bytes).
+layer (embedding rows, pre-norms, input projections). Each step and map
+exists twice: in torch (float32, the library's arithmetic, used where the
+model is run as the library runs it) and canonically
+(:mod:`models.canonical`: float64, fixed order, correctly rounded functions);
+:meth:`FeatureHead.canonical_features` are the features a certificate binds,
+the same bits on every machine. A float zero is returned as ``+0.0`` (a
+``-0.0`` from ``relu(-0.0)`` is the same number, but not the same bytes).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ SPEC_HINT = ("write an adapter spec (README, 'Supported layouts'): "
              "\"feature_map\": \"elu1\"} and pass --spec SPEC")
 
 Phi = Callable[[torch.Tensor], torch.Tensor]          # (B, d) -> (B, r)
+CanonMap = Callable[[np.ndarray], np.ndarray]         # (B, d) -> (B, r), float64 (models.canonical)
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class Step:
 
     name: str                   # what it is, e.g. "LayerNorm net.layers.0.0.norm (eps 1e-05)"
     fn: Phi
+    canon: Callable[[np.ndarray], np.ndarray] | None = None     # the same step, canonically
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         return self.fn(x)
@@ -75,10 +80,12 @@ class FeatureHead:
                  nonnegative: bool, feature_map: str, bq: torch.Tensor | None = None,
                  bk: torch.Tensor | None = None, Wv: torch.Tensor | None = None,
                  bv: torch.Tensor | None = None, steps: list[Step] | None = None, causal: bool = False,
-                 notes: str = "", details: Mapping[str, Any] | None = None) -> None:
+                 notes: str = "", details: Mapping[str, Any] | None = None, canon_q: CanonMap | None = None,
+                 canon_k: CanonMap | None = None) -> None:
         self.m, self.rank = int(m), int(rank)
         self.Wq, self.Wk, self.bq, self.bk, self.Wv, self.bv = Wq, Wk, bq, bk, Wv, bv
         self.phi_q, self.phi_k = phi_q, phi_k
+        self.canon_q, self.canon_k = canon_q, canon_k
         self.steps = list(steps or [])
         self.pre = compose(self.steps)
         self.dtype = Wq.dtype
@@ -104,6 +111,25 @@ class FeatureHead:
         q = self.phi_q(self._lin(x, self.Wq, self.bq))                        # (K, r)
         k = self.phi_k(self._lin(x, self.Wk, self.bk))
         return q + 0.0, k + 0.0                                               # -0.0 -> +0.0
+
+    def canonical_features(self, tokens) -> tuple[np.ndarray, np.ndarray]:
+        """The features a certificate binds (:mod:`models.canonical`): float64,
+        the same bits on every machine. ``tokens`` (K, m): 0/1 vectors or
+        embedding rows (any float or integer array; read exactly)."""
+        from models.canonical.arith import f64, linear, positive_zero
+        if self.canon_q is None or self.canon_k is None or any(s.canon is None for s in self.steps):
+            raise InputError(f"feature map {self.feature_map}: no canonical definition")
+        x = f64(tokens)
+        if x.ndim != 2 or x.shape[1] != self.m:
+            raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
+        for s in self.steps:
+            x = s.canon(x)
+        if not hasattr(self, "_w64"):
+            self._w64 = tuple(None if t is None else f64(t) for t in (self.Wq, self.bq, self.Wk, self.bk))
+        wq, bq, wk, bk = self._w64
+        q = self.canon_q(linear(x, wq, bq))                                   # (K, r)
+        k = self.canon_k(linear(x, wk, bk))
+        return positive_zero(q), positive_zero(k)
 
     @torch.no_grad()
     def values(self, tokens) -> torch.Tensor:
@@ -206,13 +232,16 @@ def layer_norm(weight: torch.Tensor | None, bias: torch.Tensor | None, eps: floa
 
 
 def compute_dtype(sd: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], str]:
-    """Half-precision weights (bf16, fp16) as float32, converted exactly (every
-    bf16/fp16 value is a float32); ``(tensors, stored dtype or "")``."""
+    """Half-precision weights (bf16, fp16) as float32, decoded exactly from their
+    bits (:func:`models.canonical.arith.decode`, no torch kernel; every bf16/fp16
+    value is a float32); ``(tensors, stored dtype or "")``."""
     half = sorted({str(t.dtype).removeprefix("torch.") for t in sd.values()
                    if t.dtype in (torch.bfloat16, torch.float16)})
     if not half:
         return dict(sd), ""
-    out = {k: (t.to(torch.float32) if t.dtype in (torch.bfloat16, torch.float16) else t) for k, t in sd.items()}
+    from models.canonical.arith import f64
+    out = {k: (torch.from_numpy(f64(t).astype(np.float32)) if t.dtype in (torch.bfloat16, torch.float16) else t)
+           for k, t in sd.items()}
     return out, "+".join(half)
 
 

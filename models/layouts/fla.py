@@ -50,6 +50,8 @@ import torch
 from torch.nn import functional as F
 
 from certify.core.errors import InputError
+from models.canonical import maps as cm
+from models.canonical.arith import f64
 from models.layouts.base import (SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, Step, natural,
                                  rms_norm, rows_of_head)
 from models.layouts.defaults import KERNEL_ARGS, defaults
@@ -161,30 +163,38 @@ def rebased(gamma, beta, normalize: bool, eps: float = 1e-5):
     return f
 
 
+def _opt(t):
+    return None if t is None else f64(t)
+
+
 def _learned_map(kind: str, sd, prefix: str):
-    """(phi, rank, nonnegative) of a learned fla feature-map module at ``prefix``."""
+    """(phi, rank, nonnegative, canonical phi) of a learned fla feature-map module at ``prefix``."""
     if kind == "hedgehog":
         W, b = sd[prefix + "layer.weight"], sd[prefix + "layer.bias"]
-        return (lambda u: torch.cat([2 * (u @ W.T + b), -2 * (u @ W.T + b)], -1).softmax(-1)), 2 * W.shape[0], True
+        return ((lambda u: torch.cat([2 * (u @ W.T + b), -2 * (u @ W.T + b)], -1).softmax(-1)), 2 * W.shape[0],
+                True, cm.hedgehog(f64(W), f64(b)))
     if kind == "t2r":
         W, b = sd[prefix + "layer.weight"], sd.get(prefix + "layer.bias")
-        return (lambda u: (u @ W.T + (b if b is not None else 0)).relu()), W.shape[0], True
+        return ((lambda u: (u @ W.T + (b if b is not None else 0)).relu()), W.shape[0], True,
+                cm.t2r(f64(W), _opt(b)))
     if kind == "elementwise_product":
         W1, b1 = sd[prefix + "layer1.weight"], sd[prefix + "layer1.bias"]
         W2, b2 = sd[prefix + "layer2.weight"], sd[prefix + "layer2.bias"]
-        return (lambda u: (u @ W1.T + b1) * (u @ W2.T + b2)), W1.shape[0], False
+        return ((lambda u: (u @ W1.T + b1) * (u @ W2.T + b2)), W1.shape[0], False,
+                cm.elementwise_product(f64(W1), f64(b1), f64(W2), f64(b2)))
     raise InputError(f"unknown fla feature map {kind!r}")
 
 
 def _fixed_map(kind: str, d: int):
+    """(phi, rank, nonnegative, canonical phi) of a parameter-free fla feature map."""
     if kind == "elu":
-        return elu_p1, d, True
+        return elu_p1, d, True, cm.elu_p1
     if kind == "relu":
-        return F.relu, d, True
+        return F.relu, d, True, cm.relu
     if kind == "identity":
-        return (lambda u: u), d, False
+        return (lambda u: u), d, False, cm.identity
     if kind == "dpfp":
-        return dpfp, 2 * d * 4, True
+        return dpfp, 2 * d * 4, True, cm.dpfp
     raise InputError(f"unknown fla feature map {kind!r} (elu, relu, identity, dpfp, hedgehog, t2r, "
                      f"elementwise_product)")
 
@@ -241,11 +251,11 @@ def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, steps
             # a tied map is one module under two names; safetensors' save_model keeps one of them
             # (fla's load_model fills the other): read the stored copy for both
             q_name, k_name = map_copies(sd, p, kind)
-            phq, r, nonneg = _learned_map(kind, sd, p + q_name)
-            phk, _, _ = _learned_map(kind, sd, p + k_name)
+            phq, r, nonneg, cq = _learned_map(kind, sd, p + q_name)
+            phk, _, _, ck = _learned_map(kind, sd, p + k_name)
         else:
-            phq, r, nonneg = _fixed_map(kind, Wq.shape[0] // H)
-            phk = phq
+            phq, r, nonneg, cq = _fixed_map(kind, Wq.shape[0] // H)
+            phk, ck = phq, cq
         nq, nk = bool(cfg.get("norm_q")), bool(cfg.get("norm_k"))
         scale = r ** -0.5
 
@@ -261,7 +271,7 @@ def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, steps
             m=plan.m, Wq=rows_of_head(Wq, H, h, "q_proj"), Wk=rows_of_head(Wk, Hkv, hk, "k_proj"),
             Wv=rows_of_head(Wv, Hkv, hk, "v_proj") if Wv is not None else None, phi_q=fq, phi_k=fk,
             rank=r, nonnegative=nonneg, feature_map=f"fla-{kind}" + ("-tied" if tied else ""), steps=steps,
-            causal=True, notes="denominator + 1e-10 in fla's reference op; query scale r^-1/2 folded "
+            canon_q=cm.normalized(cq, nq, cm.inv_sqrt(r)), canon_k=cm.normalized(ck, nk), causal=True, notes="denominator + 1e-10 in fla's reference op; query scale r^-1/2 folded "
             "into phiQ", details={"head": h, "kv_head": hk}))
     return plan
 
@@ -276,9 +286,9 @@ def based_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, module: str, ste
         raise InputError(f"{p}{names[0]}.weight has {Wq.shape[0]} rows, not feature_dim x num_heads = "
                          f"{fd} x {H}; give them in config.json, or {SPEC_HINT}")
     if cfg.get("feature_name", "taylor_exp") in ("none", "identity", None):
-        phi, r, fmap = (lambda u: u), fd, "identity"
+        phi, r, fmap, canon = (lambda u: u), fd, "identity", cm.identity
     elif cfg.get("feature_name", "taylor_exp") == "taylor_exp":
-        phi, r, fmap = taylor, taylor_rank(fd), "taylor_exp"
+        phi, r, fmap, canon = taylor, taylor_rank(fd), "taylor_exp", cm.taylor
     else:
         raise InputError(f"Based feature_name {cfg.get('feature_name')!r} is not taylor_exp or identity")
     causal = bool(cfg.get("causal", True))
@@ -290,7 +300,8 @@ def based_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, module: str, ste
     for h in range(H):
         plan.heads.append(FeatureHead(
             m=plan.m, Wq=rows_of_head(Wq, H, h, names[0]), Wk=rows_of_head(Wk, H, h, names[1]),
-            Wv=rows_of_head(Wv, H, h, names[2]), phi_q=phi, phi_k=phi, rank=r, nonnegative=False,
+            Wv=rows_of_head(Wv, H, h, names[2]), phi_q=phi, phi_k=phi, canon_q=canon, canon_k=canon, rank=r,
+            nonnegative=False,
             feature_map=f"based-{fmap}", steps=steps, causal=causal,
             notes=note + "; alpha = 1 + s + s^2/2 > 0 (s = q.k/sqrt(d)) with signed features; "
             "denominator + eps (1e-12 / 1e-6)", details={"head": h}))
@@ -309,13 +320,15 @@ def rebased_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, given: set[str
     Hkv = int(cfg["num_key_value_heads"]) if "num_key_value_heads" in given else H
     normalize = bool(cfg.get("normalize", True))
     phi = rebased(gamma, beta, normalize)
+    canon = cm.rebased(_opt(gamma), _opt(beta), normalize)
     plan.library = {"build": "ReBasedLinearAttention", "feature_dim": fd, "num_heads": H,
                     "num_key_value_heads": Hkv, "use_gamma": gamma is not None, "use_beta": beta is not None,
                     "normalize": normalize, "causal": bool(cfg.get("causal", True))}
     for h in range(H):
         plan.heads.append(FeatureHead(
             m=plan.m, Wq=rows_of_head(Wq, H, h, "q_proj"), Wk=rows_of_head(Wk, H, h, "k_proj"),
-            Wv=rows_of_head(Wv, Hkv, h % Hkv, "v_proj"), phi_q=phi, phi_k=phi, rank=fd * (fd + 1) // 2,
+            Wv=rows_of_head(Wv, Hkv, h % Hkv, "v_proj"), phi_q=phi, phi_k=phi, canon_q=canon, canon_k=canon,
+            rank=fd * (fd + 1) // 2,
             nonnegative=False, feature_map="rebased", causal=True,
             notes="alpha = (q.k)^2/d after a per-token LayerNorm (>= 0, signed features)",
             details={"head": h}))
@@ -388,7 +401,7 @@ def detect_model(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
         if i == 0:
             w = sd.get(f"{R}model.layers.0.attn_norm.weight")
             steps = [Step(f"RMSNorm {R}model.layers.0.attn_norm (eps {cfg['norm_eps']})",
-                          rms_norm(w, float(cfg["norm_eps"])))]
+                          rms_norm(w, float(cfg["norm_eps"])), cm.rms_norm(_opt(w), float(cfg["norm_eps"])))]
         plan = linear_attention_heads(sd, p, lay, i, steps=steps, m=width, reads_tokens=i == 0)
         plan.library = {**plan.library, "model": True, "root": R, "fuse_norm": bool(cfg.get("fuse_norm", True)),
                         "attn_norm_eps": float(cfg["norm_eps"])}

@@ -50,6 +50,8 @@ import torch
 from torch.nn import functional as F
 
 from certify.core.errors import InputError
+from models.canonical import maps as cm
+from models.canonical.arith import f64
 from models.layouts.base import (SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, Step, layer_norm,
                                  natural, rows_of_head)
 from models.layouts.defaults import KERNEL_ARGS, defaults
@@ -182,7 +184,8 @@ def _pre_norm(sd, block: str, cfg: Mapping[str, Any], config: Mapping[str, Any],
     """The container's wrapper around the attention: ``(steps, kind)``."""
     if block + "norm.weight" in sd:
         w, b = sd[block + "norm.weight"], sd.get(block + "norm.bias")
-        return [Step(f"LayerNorm {block}norm (eps 1e-05)", layer_norm(w, b, 1e-5))], "layernorm"
+        return [Step(f"LayerNorm {block}norm (eps 1e-05)", layer_norm(w, b, 1e-5),
+                     cm.layer_norm(f64(w), None if b is None else f64(b), 1e-5))], "layernorm"
     g = sd.get(block + "g")
     if g is None:
         return [], "none"
@@ -202,7 +205,7 @@ def _pre_norm(sd, block: str, cfg: Mapping[str, Any], config: Mapping[str, Any],
 
     def scale_norm(x, g=g):
         return x / torch.norm(x, dim=-1, keepdim=True).clamp(min=1e-5) * g.to(x.dtype)
-    return [Step(f"ScaleNorm {block}g: x / max(|x|, 1e-5) * g", scale_norm)], "scalenorm"
+    return [Step(f"ScaleNorm {block}g: x / max(|x|, 1e-5) * g", scale_norm, cm.scale_norm(f64(g)))], "scalenorm"
 
 
 # ---------------------------------------------------------------- build
@@ -264,7 +267,8 @@ def _build(sd, config, ps, library) -> Detected:
         if lm_root + "transformer.project_in.weight" in sd:
             W, b = sd[lm_root + "transformer.project_in.weight"], sd.get(lm_root + "transformer.project_in.bias")
             steps.append(Step(f"Linear {lm_root}transformer.project_in",
-                              lambda x, W=W, b=b: F.linear(x, W.to(x.dtype), None if b is None else b.to(x.dtype))))
+                              lambda x, W=W, b=b: F.linear(x, W.to(x.dtype), None if b is None else b.to(x.dtype)),
+                              cm.affine(f64(W), None if b is None else f64(b))))
         det.reason = f"{cfg_cls} language model (token_emb.weight, {layers_found[0][1]}...)"
     if root:
         det.notes.append(f"the library's {cfg_cls} sits under the key prefix {det.prefix!r}: its input is "
@@ -345,6 +349,7 @@ def _performer_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]
     if cfg.get("no_projection"):
         phi_q = lambda u: u.softmax(dim=-1)             # noqa: E731
         phi_k, r, fmap, nonneg = torch.exp, d, "performer-no-projection-causal", True
+        canon_q, canon_k = cm.softmax, cm.cr_exp
         note = "no_projection, causal: phiQ = softmax(q) over features, phiK = exp(k)"
     else:
         name = str(cfg["kernel_fn"]).lower().removeprefix("nn.").removesuffix("()")
@@ -356,6 +361,7 @@ def _performer_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]
         def phi_q(u, fn=fn, P=P, norm=norm):
             return fn((norm * u) @ P.T.to(u.dtype)) + KERNEL_EPSILON
         phi_k, r, fmap = phi_q, int(P.shape[0]), f"performer-generalized-{name}"
+        canon_q = canon_k = cm.performer(name, f64(P), d, KERNEL_EPSILON)
         note = f"phi(u) = {name}(d^-1/4 u P^T) + 0.001 (the stored projection P)"
         plan.library = {**plan.library, "kernel_fn": name}
     for h in range(heads):
@@ -370,7 +376,7 @@ def _performer_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]
             Wv=rows_of_head(Wv, heads, h, "to_v"),
             bv=None if bv is None else rows_of_head(bv[:, None], heads, h, "to_v.bias")[:, 0],
             phi_q=phi_q, phi_k=phi_k, rank=r, nonnegative=nonneg, feature_map=fmap, steps=steps,
-            causal=causal, notes=note + ("; causal: denominator + 1e-6 sum(phiQ)" if causal else ""),
+            canon_q=canon_q, canon_k=canon_k, causal=causal, notes=note + ("; causal: denominator + 1e-6 sum(phiQ)" if causal else ""),
             details={"head": h}))
 
 
@@ -416,6 +422,7 @@ def _lat_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]) -> N
         plan.heads.append(FeatureHead(
             m=plan.m, Wq=rows_of_head(Wq, heads, h, "to_q"), Wk=rows_of_head(Wk, heads, h, "to_k"),
             Wv=rows_of_head(Wv, heads, h, "to_v"), phi_q=phi_q, phi_k=torch.exp, rank=d, nonnegative=True,
+            canon_q=cm.scaled_softmax(cm.inv_sqrt(d)), canon_k=cm.cr_exp,
             feature_map="lat-softmax-q-exp-k", steps=steps, causal=True,
             notes="causal: phiQ = softmax(q) d^-1/2, phiK = exp(k); denominator clamped at 1e-3",
             details={"head": h}))

@@ -25,6 +25,7 @@ import torch
 
 from certify.core.errors import InputError
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, natural, rows_of_head
+from models.canonical import maps as cm
 from models.layouts.defaults import KERNEL_ARGS, defaults
 from models.layouts.fla import based_heads, elu1
 
@@ -110,7 +111,8 @@ def detect_fast_transformers(sd: Mapping[str, torch.Tensor], config: Mapping[str
                 bk=bk[sl] if bk is not None else None,
                 Wv=rows_of_head(Wv, H, h, "value_projection") if Wv is not None else None,
                 bv=bv[Wv.shape[0] // H * h:Wv.shape[0] // H * (h + 1)] if bv is not None else None,
-                phi_q=elu1, phi_k=elu1, rank=d, nonnegative=True, feature_map="elu1",
+                phi_q=elu1, phi_k=elu1, canon_q=cm.elu_p1, canon_k=cm.elu_p1, rank=d, nonnegative=True,
+                feature_map="elu1",
                 causal=at == "causal-linear", notes="denominator + 1e-6 (eps of LinearAttention)",
                 details={"head": h}))
     det = Detected("pytorch-fast-transformers", "fast-transformers", layers, m,

@@ -5,7 +5,8 @@ its own code; a mistake there (a missed pre-norm, a wrong head split, a
 misread layer) would give a kernel the model does not compute. So the first
 layer is also run by the library itself on sequences of the certified
 tokens, with random values in place of the value projection's output, and
-its attention output is compared with the one the extracted kernel gives,
+its attention output is compared with the one the extracted kernel gives
+(its canonical features, the ones a certificate binds: ``FeatureHead.canonical_features``),
 ``o_i = sum_j alpha(x_i, x_j) v_j / (sum_j alpha(x_i, x_j) + the library's
 epsilon)`` (prefix sums for causal layers). The comparison does not reuse the
 extractor's path:
@@ -142,9 +143,9 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
     rows = inputs if inputs.is_floating_point() else det.embedding[inputs]
     flat = rows.reshape(-1, rows.shape[-1])
     for i, h in heads.items():
-        q, k = h.feature_matrices(flat)
-        q = q.to(torch.float64).reshape(n, SEQ_LEN, -1)
-        k = k.to(torch.float64).reshape(n, SEQ_LEN, -1)
+        cq, ck = h.canonical_features(flat.numpy())                               # the certified features
+        q = torch.from_numpy(cq).reshape(n, SEQ_LEN, -1)
+        k = torch.from_numpy(ck).reshape(n, SEQ_LEN, -1)
         A = q @ k.transpose(1, 2)                                                   # (B, N, N)
         if h.causal:
             A = A * torch.tril(torch.ones(SEQ_LEN, SEQ_LEN, dtype=torch.float64))

@@ -239,7 +239,8 @@ def main() -> int:
             "proved, 1 some claim refuted or unknown, 2 bad input (keys that fit several layers, with the "
             "config key that decides), 3 nothing certifiable (the reason is the last column); `verify` 0 every "
             "claim re-derived, 4 every claim holds under the named assumption that the extraction is right; "
-            "`verify --replay-extraction` re-runs every head's extraction in a separate process and compares "
+            "`verify --replay-extraction` re-runs every head's canonical extraction (float64, fixed-order sums, "
+            "correctly rounded functions: the same bits on any machine) in a separate process and compares "
             "the features bit for bit (0: nothing left to assume).", "", *rows, "",
             "Every certified head carries exact rank, eps-rank (eps = 1/1000) and nonnegativity on the "
             "first layer's tokens (the cube {0,1}^m, a family's tokens at m = 24, or the vocabulary's "
@@ -247,7 +248,8 @@ def main() -> int:
             "The library check compares the first layer's attention output computed by the library itself "
             "(performer-pytorch, linear-attention-transformer: the module's forward on CPU; fla: its "
             "submodules with the reference ops `fla.ops.*.naive`) with the one the certified kernel gives, on "
-            "sequences of the certified tokens with random values (tolerance 1e-4, scaled error). None of "
+            "sequences of the certified tokens with random values (tolerance 1e-4, scaled error; the "
+            "certified features are the canonical ones). None of "
             "these third-party heads has a scalar readout, so correctness on a family is out of reach; "
             "Lemma 3's inequality is audited per jump in `heads.md` where a family applies (width 24).", ""]
     (HERE / "README.md").write_text("\n".join(text))
