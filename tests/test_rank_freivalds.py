@@ -180,3 +180,15 @@ def test_the_rank_command_takes_the_flag_and_verify_accepts_the_result(tmp_path,
     with pytest.raises(SystemExit) as e:
         main(["rank", str(src), "--upper-bound", "fast"])
     assert e.value.code == 2
+
+
+def test_the_library_api_takes_the_mode_and_rejects_an_unknown_one(tmp_path):
+    from certify import api
+    from certify.core.errors import InputError
+    src = tmp_path / "m.npy"
+    np.save(src, _planted(40, 3, 7).astype(np.float64))
+    c = api.rank_of_matrix(src, upper_bound="freivalds").claims[0]
+    assert c.parameters["upper_bound"] == "freivalds" and c.evidence["upper_witness"] == "freivalds"
+    assert api.rank_of_matrix(src, upper_bound="exact").claims[0].evidence["upper_witness"] == "column_span"
+    with pytest.raises(InputError):
+        api.rank_of_matrix(src, upper_bound="fast")
