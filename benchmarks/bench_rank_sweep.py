@@ -176,6 +176,35 @@ def end_to_end(A, modes, env) -> dict:
     return out
 
 
+def e2e_medians(A, reps: int, env) -> dict:
+    """The SVD script and ``certify rank --upper-bound freivalds`` (+ ``verify``)
+    end to end, interleaved ``reps`` times: medians and the runs."""
+    runs: dict[str, list] = {"svd_e2e_s": [], "freivalds_cli_s": [], "freivalds_verify_s": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "m.npy"
+        np.save(src, A)
+        for i in range(reps):
+            for which in (("svd", "fv") if i % 2 == 0 else ("fv", "svd")):
+                t = time.perf_counter()
+                if which == "svd":
+                    subprocess.run([sys.executable, "-c", NUMPY_E2E, str(src)], capture_output=True, env=env,
+                                   check=True)
+                    runs["svd_e2e_s"].append(time.perf_counter() - t)
+                    continue
+                cert = Path(tmp) / f"c{i}.json"
+                p = subprocess.run([sys.executable, "-m", "certify", "rank", str(src), "--out", str(cert),
+                                    "--upper-bound", "freivalds", "--no-progress"], capture_output=True,
+                                   env=env, cwd=tmp)
+                runs["freivalds_cli_s"].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                v = subprocess.run([sys.executable, "-m", "certify", "verify", str(cert)], capture_output=True,
+                                   env=env, cwd=tmp)
+                runs["freivalds_verify_s"].append(time.perf_counter() - t)
+                if p.returncode or v.returncode:
+                    raise RuntimeError(f"rank exit {p.returncode}, verify exit {v.returncode}")
+    return {**{k: statistics.median(v) for k, v in runs.items()}, "e2e_runs_s": runs, "e2e_reps": reps}
+
+
 def bench_point(kind, r, A, reps, exact_work, cli) -> dict:
     from threadpoolctl import threadpool_limits
 
@@ -243,7 +272,12 @@ def main(argv=None) -> int:
     ap.add_argument("--no-cli", action="store_true", help="in-process timings only")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--append", action="store_true", help="keep the points already in --out")
+    ap.add_argument("--e2e-only", action="store_true",
+                    help="re-measure only the SVD script and the Freivalds command end to end, interleaved "
+                         "--reps times (medians), into the points already in --out")
     a = ap.parse_args(argv)
+    if a.e2e_only:
+        return e2e_only(a)
     print(f"# rank sweep, one BLAS thread, medians of {a.reps} interleaved runs; shared machine, "
           f"load average {os.getloadavg()}", flush=True)
     print("| n | matrix | r | SVD s | QRCP s | exact s | freivalds s | exact rank | freivalds rank | "
@@ -264,6 +298,27 @@ def main(argv=None) -> int:
                                       indent=1) + "\n")
             os.replace(tmp, a.out)
     print(f"load average after: {os.getloadavg()}")
+    return 0
+
+
+def e2e_only(a) -> int:
+    from threadpoolctl import threadpool_limits
+    data = json.loads(a.out.read_text())
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONPATH": str(ROOT)}
+    for n in (int(v) for v in a.sizes.split(",")):
+        for kind, r, A in matrices(n, [int(v) for v in a.ranks.split(",")], a.kinds.split(",")):
+            pt = next((p for p in data["points"] if (p["n"], p["kind"], p["planted"]) == (n, kind, r)), None)
+            if pt is None:
+                continue
+            with threadpool_limits(1):
+                pt.update(e2e_medians(A, a.reps, env))
+            print(f"{n} {kind} {r}: SVD e2e {pt['svd_e2e_s']:.2f} s, freivalds e2e {pt['freivalds_cli_s']:.2f} s "
+                  f"(ratio {pt['freivalds_cli_s'] / pt['svd_e2e_s']:.2f}), verify {pt['freivalds_verify_s']:.2f} s; "
+                  f"load {os.getloadavg()}", flush=True)
+            tmp = a.out.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1) + "\n")
+            os.replace(tmp, a.out)
     return 0
 
 

@@ -192,3 +192,33 @@ def test_the_library_api_takes_the_mode_and_rejects_an_unknown_one(tmp_path):
     assert api.rank_of_matrix(src, upper_bound="exact").claims[0].evidence["upper_witness"] == "column_span"
     with pytest.raises(InputError):
         api.rank_of_matrix(src, upper_bound="fast")
+
+
+def test_the_canonical_minor_test_by_products_agrees_with_the_eliminations():
+    from certify.checkers.rank.span import is_pivot_minor, pivot_minor
+    rng = np.random.default_rng(8)
+    p = 1000003
+    for trial in range(6):
+        n1, n2, r = 40, 50, 6
+        A = _planted(max(n1, n2), r, trial, 3)[:n1, :n2].copy()
+        A[:, 7] = A[:, 3] * 2                         # a later column in the span of an earlier one
+        res = exact_rank_fast(IntMatrix(A))
+        R, C = list(res.minor_rows), list(res.minor_cols)
+        assert pivot_minor(A, p, R, C) == (R, C) and is_pivot_minor(A, p, R, C)
+        # another nonsingular minor that is not the pivot one: swap a column / a row for a later one
+        for k in range(r):
+            for j in range(C[k] + 1, n2):
+                C2 = sorted(C[:k] + C[k + 1:] + [j])
+                if j in C or len(set(C2)) < r:
+                    continue
+                import flint
+                if int(flint.nmod_mat(r, r, [int(A[i, c]) % p for i in R for c in C2], p).det()) == 0:
+                    continue
+                assert pivot_minor(A, p, R, C2) != (R, C2) and not is_pivot_minor(A, p, R, C2)
+                break
+        R2 = sorted(R[:-1] + [next(i for i in range(R[-1] + 1, n1))]) if R[-1] + 1 < n1 else R
+        if R2 != R:
+            import flint
+            if int(flint.nmod_mat(r, r, [int(A[i, c]) % p for i in R2 for c in C], p).det()) != 0:
+                assert not is_pivot_minor(A, p, R2, C) and pivot_minor(A, p, R2, C) != (R2, C)
+        assert not is_pivot_minor(A, p, R[::-1], C)       # not increasing
