@@ -22,8 +22,10 @@ from solvers.exact.freivalds import freivalds_span_test
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
 
 #: ``upper="auto"`` runs the exact span check when its work ``n1 n2 r k`` (``k``
-#: primes) is at most this many multiply-adds (about 30 s on one core of the
-#: benchmark machine, ``reports/bench/rank_sweep.json``), else the Freivalds test
+#: primes) is at most this many multiply-adds, else the Freivalds test: about 35 s
+#: on one idle core of the benchmark machine (7.8e9 per second: n = 2048, rank 256,
+#: 12-bit factors, 2^38.4, took 46.9 s), 105 s under the load of
+#: ``reports/bench/rank_sweep.json`` (2.3e9 to 2.6e9 per second)
 EXACT_WORK_BUDGET = 1 << 38
 
 UPPER_MODES = ("auto", "exact", "freivalds")
