@@ -63,6 +63,7 @@ def test_a_planted_counterexample_of_rank_r_plus_1_is_refused(n, r, bits):
     for k in range(20):                             # twenty challenges: every one catches it
         got = fv.freivalds_span_test(B, rows, cols, f"challenge {k}".encode())
         assert got is not None and got.passed is False
+        assert got.plan.error <= Fraction(1, 1 << 128)             # the bound it runs under
         ok = fv.freivalds_span_test(N, rows, cols, f"challenge {k}".encode())
         assert ok.passed is True and len(ok.primes) == ok.plan.num_primes
     # the producer does not claim rank r for it: the failed test proves rank > r, and
