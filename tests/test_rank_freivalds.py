@@ -223,3 +223,20 @@ def test_the_canonical_minor_test_by_products_agrees_with_the_eliminations():
             if int(flint.nmod_mat(r, r, [int(A[i, c]) % p for i in R2 for c in C], p).det()) != 0:
                 assert not is_pivot_minor(A, p, R2, C) and pivot_minor(A, p, R2, C) != (R2, C)
         assert not is_pivot_minor(A, p, R[::-1], C)       # not increasing
+
+
+def test_a_rational_csv_source_too(tmp_path, capsys):
+    """Row denominators (scale ``row_denominators``): the checker re-reads the CSV
+    and runs the same test on the integer rows."""
+    import csv
+    from certify.cli import main
+    M = _planted(45, 3, 9, 3)
+    src, out = tmp_path / "m.csv", tmp_path / "c.json"
+    with open(src, "w", newline="") as f:
+        csv.writer(f).writerows([[f"{v}/{i % 3 + 1}" for v in row] for i, row in enumerate(M.tolist())])
+    assert main(["rank", str(src), "--upper-bound", "freivalds", "--out", str(out), "--no-progress"]) == 0
+    cert = json.loads(out.read_text())
+    assert cert["claims"][0]["evidence"]["scale"]["kind"] == "row_denominators"
+    assert cert["claims"][0]["evidence"]["upper_witness"] == "freivalds"
+    assert main(["verify", str(out)]) == 0
+    capsys.readouterr()

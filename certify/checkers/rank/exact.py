@@ -53,8 +53,10 @@ def check_exact_rank(claim, cert, matrix=None) -> list[str]:
     fast = ev["upper_witness"] == "freivalds"
     if fast != ("freivalds" in ev) or fast != ("upper_bound" in claim["parameters"]):
         raise Bad("evidence.freivalds and parameters.upper_bound go with upper_witness 'freivalds' only")
-    if fast and matrix is None:                      # embedded: the same check on an int64 array
-        rows = _get_matrix(ev, None)
+    if fast and not (isinstance(matrix, np.ndarray) and matrix.dtype == np.int64):
+        rows = _get_matrix(ev, matrix)               # embedded or re-read: the same check on int64
+        if not rows or not rows[0]:
+            raise Bad("the Freivalds witness needs a nonempty matrix")
         if any(abs(v) >= 1 << 62 for r in rows for v in r):
             raise Bad("matrix entries too large for the Freivalds check")
         matrix = np.array(rows, dtype=np.int64).reshape(ev["shape"])
