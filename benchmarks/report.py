@@ -1,6 +1,7 @@
 """The benchmark report: ``reports/bench/README.md`` and the plot of time vs n
-(``rank_time_vs_n.png``), drawn from the results the benchmarks wrote into
-``reports/bench/`` (``rank.json``, ``transcript.json``, ``based.json``,
+(``rank_time_vs_n.png``) and of time vs the rank (``rank_time_vs_r.png``),
+drawn from the results the benchmarks wrote into ``reports/bench/``
+(``rank.json``, ``rank_sweep.json``, ``transcript.json``, ``based.json``,
 ``parallel.json``). ``make bench`` runs the benchmarks and then this script;
 ``python benchmarks/report.py`` redraws the report from the files alone.
 """
@@ -56,6 +57,99 @@ def plot_rank(rank: dict, path: Path) -> None:
     path.write_bytes(buf.getvalue())
 
 
+def plot_rank_sweep(sweep: dict, path: Path) -> None:
+    """Time vs r, log-log, one panel per n: SVD, QRCP, the certified rank with the
+    exact and with the Freivalds upper bound (in-process medians, 12-bit factors
+    solid, small factors dashed), and both modes' `certify rank` end to end."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    sizes = sorted({p["n"] for p in sweep["points"]})
+    fig = Figure(figsize=(6.2 * len(sizes), 4.6))
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(sizes), squeeze=False)[0]
+    series = (("svd", "SVD (numpy matrix_rank)", "o", "C0"), ("qrcp", "QR with pivoting (scipy)", "D", "C1"),
+              ("exact", "certified, exact upper bound", "s", "C2"),
+              ("freivalds", "certified, Freivalds upper bound (<= 2^-128)", "^", "C3"))
+    for ax, n in zip(axes, sizes):
+        pts = [p for p in sweep["points"] if p["n"] == n]
+        for kind, ls in (("12bit", "-"), ("small", "--")):
+            kp = sorted((p for p in pts if p["kind"] == kind), key=lambda p: p["planted"])
+            for key, label, mk, col in series:
+                xy = [(p["planted"], p["median_s"][key]) for p in kp if key in p["median_s"]]
+                if xy:
+                    ax.plot(*zip(*xy), ls, marker=mk, color=col, ms=4,
+                            label=f"{label}, {kind} factors", alpha=1.0 if kind == "12bit" else 0.6)
+            for mode, mk in (("exact", "x"), ("freivalds", "+")):
+                xy = [(p["planted"], p[f"{mode}_cli_s"]) for p in kp if f"{mode}_cli_s" in p]
+                if xy and kind == "12bit":
+                    ax.plot(*zip(*xy), ":", marker=mk, color="C2" if mode == "exact" else "C3", ms=7,
+                            label=f"`certify rank --upper-bound {mode}` end to end")
+            xy = [(p["planted"], p["svd_e2e_s"]) for p in kp if "svd_e2e_s" in p]
+            if xy and kind == "12bit":
+                ax.plot(*zip(*xy), ":", marker="o", color="C0", ms=4, mfc="none", label="SVD script end to end")
+        cube = [p for p in pts if p["kind"].startswith("cube")]
+        for p in cube:
+            for key, _, mk, col in series:
+                if key in p["median_s"]:
+                    ax.scatter([p["planted"]], [p["median_s"][key]], marker=mk, color=col, s=60,
+                               facecolors="none")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel(f"rank r (n = {n}; hollow markers: cube kernels (1 + x.z)^d)")
+        ax.set_ylabel("seconds (one BLAS thread, shared machine)")
+        ax.set_title(f"n = {n}: time against the rank", fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=6, loc="upper left")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    path.write_bytes(buf.getvalue())
+
+
+def sweep_section(sweep: dict) -> list[str]:
+    """The table of ``rank_sweep.json`` (benchmarks/bench_rank_sweep.py)."""
+    L = ["## The certified rank at every rank (`bench_rank_sweep.py`)", "",
+         "n x n integer matrices as float64: `small` = `U V` with factor entries in [-8, 8), `12bit` = "
+         "entries in [-2^12, 2^12), planted rank r; `cube` = the kernel `(1 + x.z)^d` on {0,1}^m. "
+         "In-process medians of interleaved runs (one BLAS thread): `numpy.linalg.matrix_rank` (SVD), "
+         "`scipy.linalg.qr(pivoting=True)` (QRCP; both unverified floats), and "
+         "`solvers.exact.exact_rank` with the exact upper bound and with the Freivalds upper bound "
+         "(the lower bound is exact in both). End to end, each a fresh process: a script loading the "
+         "file and running `matrix_rank`; `certify rank M.npy --upper-bound MODE --out C.json` "
+         "(reading, hashing, the producer, its own check run, writing) and `certify verify C.json` "
+         "(re-derives everything from the file). The exact mode is skipped where its predicted work "
+         f"exceeds {sweep.get('exact_work_limit', 0):.3g} multiply-adds. "
+         f"Machine: {sweep.get('machine', '')}.", "",
+         "| n | matrix | r | SVD s | QRCP s | exact s | Freivalds s | Freivalds / SVD | exact rank | "
+         "float ranks (SVD, QRCP) | SVD e2e s | `rank` exact s | `verify` s | `rank` Freivalds s | "
+         "`verify` s | Freivalds e2e / SVD e2e | exact: where the time goes |",
+         "|" + "---|" * 17]
+    for p in sweep["points"]:
+        m = p["median_s"]
+        f = lambda k: f"{m[k]:.2f}" if k in m else "-"                           # noqa: E731
+        g = lambda k: f"{p[k]:.1f}" if k in p else "-"                           # noqa: E731
+        ex = p.get("exact") or p.get("freivalds") or {}
+        ratio = f"**{m['freivalds'] / m['svd']:.2f}**" if "freivalds" in m and "svd" in m else "-"
+        e2e = f"**{p['freivalds_cli_s'] / p['svd_e2e_s']:.2f}**" if "freivalds_cli_s" in p and "svd_e2e_s" in p \
+            else "-"
+        where = "-"
+        if "exact" in p:
+            t = p["exact"]["timings"]
+            d = p["exact"]["details"]
+            where = (f"proposal {t.get('proposal', 0):.1f}, minor {t.get('modular', 0):.1f}, span check "
+                     f"{t.get('span_check', 0):.1f} s ({d.get('span_primes', '?')} primes of "
+                     f"{d.get('span_prime_bits', '?')} bits for {d.get('span_bound_bits', '?')} bound bits)")
+        elif "exact_skipped" in p:
+            where = "skipped: " + p["exact_skipped"]
+        L.append(f"| {p['n']} | {p['kind']} | {p['planted']} | {f('svd')} | {f('qrcp')} | {f('exact')} | "
+                 f"{f('freivalds')} | {ratio} | {ex.get('rank', '-')} | {p['svd_rank']}, {p['qrcp_rank']} | "
+                 f"{g('svd_e2e_s')} | {g('exact_cli_s')} | {g('exact_verify_s')} | {g('freivalds_cli_s')} | "
+                 f"{g('freivalds_verify_s')} | {e2e} | {where} |")
+    L += ["", "![time vs r](rank_time_vs_r.png)", ""]
+    return L
+
+
 def _short(assumption: str) -> str:
     """An assumption name with a temporary folder cut to the file name."""
     kind, _, rest = assumption.partition(":")
@@ -107,6 +201,9 @@ def write_report() -> Path:
                 L.append(f"| {c['m']} | {e['seconds']:.1f} | {f['seconds']:.1f} | {e['seconds'] / f['seconds']:.2f} "
                          f"| {e['maxrss_mb']:.0f} | {c['dense_gib']:,.0f} |")
             L.append("")
+    sweep = _load("rank_sweep.json")
+    if sweep and sweep.get("points"):
+        L += sweep_section(sweep)
     if tr:
         L += ["## Certified transcript enumeration vs the flop limit", "",
               "`certify transcript --M 14 --s 1 --h 7 --q 20 --bits 1` (the built-in injective model, "
@@ -168,6 +265,8 @@ def write_report() -> Path:
     path.write_text("\n".join(L))
     if rank:
         plot_rank(rank, OUT / "rank_time_vs_n.png")
+    if sweep and sweep.get("points"):
+        plot_rank_sweep(sweep, OUT / "rank_time_vs_r.png")
     return path
 
 

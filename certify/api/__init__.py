@@ -52,11 +52,14 @@ def certify_checkpoint(ckpt: str | os.PathLike, *, spec: str | None = None,
 def rank_of_matrix(source: str | os.PathLike, *, tokens: str | None = None,
                    spec: str | None = None, eps: Fraction | str | None = None,
                    code: str | None = None, seed: int = 0,
-                   require_nonnegative: bool = False,
+                   require_nonnegative: bool = False, upper_bound: str = "auto",
                    command: Sequence[str] = ()) -> Certificate:
     """Exact two-sided rank (and eps-rank, code rank, nonnegativity) of a kernel
-    file, matrix file or checkpoint (``certify rank``)."""
+    file, matrix file or checkpoint (``certify rank``); ``upper_bound`` is
+    ``--upper-bound`` (``auto``, ``exact`` or ``freivalds``)."""
     from certify.rank import run as _rank
+    if upper_bound not in ("auto", "exact", "freivalds"):
+        raise InputError(f"upper_bound must be auto, exact or freivalds, got {upper_bound!r:.40}")
     from certify.sources.load import annotate, load_kernel
     from certify.sources.paths import resolve_source
 
@@ -65,7 +68,7 @@ def rank_of_matrix(source: str | os.PathLike, *, tokens: str | None = None,
     words, code_name = _rank.load_code(code) if code else (None, None)
     opt = _rank.RankOptions(seed=seed, eps=None if eps is None else _exact_positive(eps, "eps"),
                             code=words, code_name=code_name,
-                            require_nonnegative=require_nonnegative)
+                            require_nonnegative=require_nonnegative, upper_bound=upper_bound)
     cert = annotate(_rank.certify_rank(kernel, opt).certificate, kernel)
     cert.command = list(command)
     return cert

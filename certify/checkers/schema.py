@@ -181,14 +181,34 @@ def _exact_rank() -> dict[str, Any]:
                    "null_minor_rows": INDEX_LIST, "null_minor_cols": INDEX_LIST,
                    "upper_witness": {"enum": ["null_space", "trivial"]}},
                   FEATURE_OPTIONAL, **ONE_FEATURE_SOURCE)
+    freivalds = _obj({"challenge": HEX64,
+                      "vector_bits": {"type": "integer", "minimum": 1, "maximum": 32},
+                      "vectors": {"type": "integer", "minimum": 1, "maximum": 4096},
+                      "primes": {"type": "array", "minItems": 1, "maxItems": 64,
+                                 "items": {"type": "integer", "minimum": 1 << 61,
+                                           "maximum": (1 << 62) - 1}}})
     matrix = _obj({"form": {"const": "matrix"}, "shape": SHAPE, "scale": SCALE,
                    "matrix_sha256": MATRIX_SHA256, **minor,
-                   "upper_witness": {"enum": ["column_span", "trivial"]}},
+                   "upper_witness": {"enum": ["column_span", "trivial", "freivalds"]}},
                   {"matrix": {**INT_ROWS, "$comment": "absent only when the matrix is re-read from "
                                                       "its present source file"},
-                   "tokens": TOKENS})
-    return _claim("exact_rank", _kernel_params(shape=SHAPE, form={"enum": ["factor", "matrix"]},
-                                               dtype=STR),
+                   "tokens": TOKENS,
+                   "freivalds": {**freivalds, "$comment": "present exactly when upper_witness is "
+                                                          "'freivalds': the challenge (the claim's "
+                                                          "content hash), the plan and the primes"}},
+                  allOf=[{"if": {"properties": {"upper_witness": {"const": "freivalds"}}},
+                          "then": {"required": ["freivalds"]},
+                          "else": {"not": {"required": ["freivalds"]}}}])
+    params = _kernel_params(shape=SHAPE, form={"enum": ["factor", "matrix"]}, dtype=STR)
+    params["properties"].update(
+        upper_bound={"const": "freivalds", "$comment": "present exactly with a Freivalds upper "
+                                                       "bound (matrix form), which the sentence "
+                                                       "names with its error probability"},
+        error_log2={"type": "integer", "minimum": 1,
+                    "$comment": "the error probability is <= 2^-error_log2; with upper_bound"})
+    params["dependentRequired"] = {**params["dependentRequired"], "upper_bound": ["error_log2"],
+                                   "error_log2": ["upper_bound"]}
+    return _claim("exact_rank", params,
                   _forms(({"form": {"const": "factor"}}, factor),
                          ({"form": {"const": "matrix"}}, matrix)))
 

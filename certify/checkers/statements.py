@@ -530,7 +530,16 @@ def _exact_rank2(p, e) -> Statement:
     if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
         raise RenderError("parameters.shape must be two integers")
     k, lk = _kernel_ref(p)
-    return _rank_sentence(k, lk, shape, _e(e, "rank_lower", int), _e(e, "rank_upper", int))
+    st = _rank_sentence(k, lk, shape, _e(e, "rank_lower", int), _e(e, "rank_upper", int))
+    method = _opt(p, "upper_bound", str, "parameters")
+    err = _opt(p, "error_log2", int, "parameters")
+    if method is None and err is None:
+        return st
+    if method != "freivalds" or err is None or isinstance(err, bool) or err < 1:
+        raise RenderError("parameters.upper_bound must be 'freivalds' with an integer error_log2 >= 1")
+    return Statement(f"{st.text}, the upper bound by a Freivalds test with error probability <= 2^-{err}",
+                     rf"{st.latex}, the upper bound by a Freivalds test with error probability "
+                     rf"$\le 2^{{-{err}}}$")
 
 
 def _eps_rank2(p, e) -> Statement:
@@ -636,7 +645,8 @@ _HEAD = (("parameters", "rank"), ("parameters", "features"), ("parameters", "cla
          ("parameters", "error"), ("parameters", "scope"))
 FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
     "exact_rank": _KERNEL + (("parameters", "shape"), ("evidence", "rank_lower"),
-                             ("evidence", "rank_upper")),
+                             ("evidence", "rank_upper"), ("parameters", "upper_bound"),
+                             ("parameters", "error_log2")),
     "eps_rank": _KERNEL + (("parameters", "eps"), ("evidence", "k"), ("evidence", "exact")),
     "code_rank": _KERNEL + (("parameters", "code"), ("parameters", "code_sha256"),
                             ("parameters", "num_words"), ("evidence", "t"),

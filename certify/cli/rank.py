@@ -39,6 +39,12 @@ def _parser() -> argparse.ArgumentParser:
                    "model's library comparison)")
     p.add_argument("--max-primes", type=int, default=4,
                    help="random primes tried for the modular rank (1..64, default 4)")
+    p.add_argument("--upper-bound", choices=("auto", "exact", "freivalds"), default="auto",
+                   help="matrix form's upper bound: 'exact' (column-span check by many primes), "
+                        "'freivalds' (a Freivalds test whose vectors and primes come from the claim's "
+                        "hash; the claim states its error probability <= 2^-128), 'auto' (default: "
+                        "exact when its work n1 n2 r k is at most 2^38 multiply-adds, about 35 s on "
+                        "one core, else freivalds). The lower bound is always exact")
     p.add_argument("--code", help="code for the Lemma 4 claim: 'paper-5.1', a .json list of "
                                   "0/1 strings, or a .npy (W, M) array")
     p.add_argument("--require-nonnegative", action="store_true",
@@ -73,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     code, code_name = load_code(a.code) if a.code else (None, None)
     opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=eps,
                       code=code, code_name=code_name, require_nonnegative=a.require_nonnegative,
-                      batch_size=a.batch_size, progress=show_progress(a.no_progress))
+                      batch_size=a.batch_size, progress=show_progress(a.no_progress),
+                      upper_bound=a.upper_bound)
     with cli.engine_from_args(a, progress=False) as engine:
         rep = certify_rank(kernel, opt, engine=engine)
     cert = annotate(rep.certificate, kernel)

@@ -106,6 +106,21 @@ def matrix_sha256(N: ex.IntMatrix) -> str:
     return "json:" + sha256_bytes(head + json.dumps(N.rows(), separators=(",", ":")).encode())
 
 
+#: domain separation of the Freivalds challenge (certify.checkers.rank.freivalds re-derives it)
+FREIVALDS_DOMAIN = "certify-attention/freivalds-rank/1"
+
+
+def freivalds_challenge(matrix_sha: str, shape, prime: int, rows, cols, error_log2: int) -> str:
+    """The Fiat-Shamir challenge of a Freivalds upper bound: sha256 (hex) of the
+    canonical JSON (sorted keys, no spaces) of the domain, the matrix hash and
+    shape, the minor's prime, rows and columns, and ``error_log2``: the content
+    the claim commits to before its random vectors and primes are drawn."""
+    obj = {"domain": FREIVALDS_DOMAIN, "matrix_sha256": matrix_sha, "shape": [int(v) for v in shape],
+           "prime": int(prime), "minor_rows": [int(v) for v in rows], "minor_cols": [int(v) for v in cols],
+           "error_log2": int(error_log2)}
+    return sha256_bytes(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
+
+
 def scale_evidence(N: ex.IntMatrix) -> dict[str, Any]:
     if N.row_den is not None:
         return {"kind": "row_denominators", "row_den": list(N.row_den)}

@@ -10,9 +10,11 @@ from __future__ import annotations
 import time
 
 from certify.core.certificate import Claim, ClaimKind
+from certify.checkers.rank.span import column_span_shared
 from certify.core.kernel import Kernel
-from certify.rank.evidence import (TRUSTED_GRAMS, attempts_info, feature_evidence, gram_evidence,
-                                   matrix_sha256, rank_params, scale_evidence, token_evidence)
+from certify.rank.evidence import (TRUSTED_GRAMS, attempts_info, feature_evidence, freivalds_challenge,
+                                   gram_evidence, matrix_sha256, rank_params, scale_evidence,
+                                   token_evidence)
 from certify.rank.options import RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
@@ -38,15 +40,32 @@ def exact_rank_factor_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions) 
 
 def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()
-    res = ex.exact_rank(N, seed=opt.seed, max_primes=opt.max_primes)
+    sha = matrix_sha256(N)
+
+    def challenge(p: int, rows, cols) -> bytes:
+        return bytes.fromhex(freivalds_challenge(sha, N.shape, p, rows, cols, opt.error_log2))
+
+    # the exact upper bound is the independent checker's column-span check: the
+    # certificate's own check run before writing (Certificate.self_check) then finds
+    # it computed for the same bytes and does not repeat it; `certify verify` does
+    res = ex.exact_rank(N, seed=opt.seed, max_primes=opt.max_primes, upper=opt.upper_bound,
+                        challenge=challenge, error_log2=opt.error_log2, exact_span=column_span_shared)
     ev = {"form": "matrix", "shape": list(N.shape), "scale": scale_evidence(N),
-          "matrix_sha256": matrix_sha256(N), "prime": res.prime,
+          "matrix_sha256": sha, "prime": res.prime,
           "minor_rows": list(res.minor_rows), "minor_cols": list(res.minor_cols),
           "upper_witness": res.upper_witness, "rank_lower": res.lower, "rank_upper": res.upper}
+    params = rank_params(kernel, opt)
+    method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
+              "upper: exact column-span (null-space) witness of that minor")
+    if res.upper_witness == "freivalds":
+        ev["freivalds"] = {"challenge": challenge(res.prime, res.minor_rows, res.minor_cols).hex(),
+                           **res.freivalds}
+        params = {**params, "upper_bound": "freivalds", "error_log2": opt.error_log2}
+        method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; upper: "
+                  "Freivalds test of the minor's column span (vectors and primes from the claim's "
+                  f"sha256, Fiat-Shamir), error probability <= 2^-{opt.error_log2}")
     if N.values.size <= opt.embed_limit:
         ev["matrix"] = N.rows()
     return Claim(ClaimKind.EXACT_RANK, None, res.verdict,
-                 parameters=rank_params(kernel, opt), evidence={**ev, **token_evidence(kernel)}, info=attempts_info(res),
-                 method="matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
-                        "upper: exact column-span (null-space) witness of that minor",
-                 reason=res.reason, timings={**res.timings, "total": time.perf_counter() - t0})
+                 parameters=params, evidence={**ev, **token_evidence(kernel)}, info=attempts_info(res),
+                 method=method, reason=res.reason, timings={**res.timings, "total": time.perf_counter() - t0})

@@ -35,3 +35,8 @@ class RankOptions:
     enclosures: bool = True
     enclosure_prec: int = 64
     progress: bool = False                  # a bar over the token pass (stderr)
+    #: matrix form's upper bound: "exact" (the span check), "freivalds" (the
+    #: Fiat-Shamir test, error <= 2^-error_log2, named in the claim), or "auto"
+    #: (exact when its work fits solvers.exact.rank.EXACT_WORK_BUDGET)
+    upper_bound: str = "auto"
+    error_log2: int = 128

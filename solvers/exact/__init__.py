@@ -5,6 +5,8 @@
   span check by python-flint (upper bounds);
 * :mod:`.span` -- the float64 multimodular span check of large int64 matrices
   (bordered-minor bound, fused pass per tile; ``_modkernel.c`` compiled);
+* :mod:`.freivalds` -- the span check as a Freivalds test whose vectors and
+  primes come from a challenge (Fiat-Shamir), error <= 2^-k, O(n^2 t);
 * :mod:`.gram` -- exact Gram matrices of huge factors, in batches;
 * :mod:`.rank` -- the two-sided rank (:func:`exact_rank`, :func:`core_rank`)
   and its result type.

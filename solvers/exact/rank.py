@@ -7,8 +7,10 @@ and an exact upper-bound witness (a column-span check or a null-space basis);
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 
@@ -16,17 +18,49 @@ from certify.core.verdict import Verdict
 from solvers.exact.integers import IntMatrix, _obj, _zero, compact
 from solvers.exact.modular import (_small_prime, minor_mod_p, random_prime, sketched_pivot_minor,
                                    span_check)
-from solvers.exact.span import span_check_multimodular
+from solvers.exact.freivalds import freivalds_span_test
+from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
+
+#: ``upper="auto"`` runs the exact span check when its work ``n1 n2 r k`` (``k``
+#: primes) is at most this many multiply-adds, else the Freivalds test: about 35 s
+#: on one idle core of the benchmark machine (7.8e9 per second: n = 2048, rank 256,
+#: 12-bit factors, 2^38.4, took 46.9 s), 105 s under the load of
+#: ``reports/bench/rank_sweep.json`` (2.3e9 to 2.6e9 per second)
+EXACT_WORK_BUDGET = 1 << 38
+
+UPPER_MODES = ("auto", "exact", "freivalds")
 
 
-def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60) -> ExactRank | None:
+def span_work(V: np.ndarray, rows, cols) -> int:
+    """Multiply-adds of the exact span check: ``n1 n2 r`` per prime, primes of
+    ``prime_limit`` bits until their product exceeds the bordered-minor bound."""
+    r = len(cols)
+    top = prime_limit(r, int(np.abs(V).max(initial=0)))
+    if top < 1 << 12:
+        return 1 << 62
+    bound_bits = (math.isqrt(bordered_minor_bound_sq(V, rows, cols)) + 1).bit_length()
+    return V.shape[0] * V.shape[1] * r * -(-bound_bits // (top.bit_length() - 1))
+
+
+def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str = "exact",
+                    challenge: Callable[[int, list, list], bytes] | None = None,
+                    error_log2: int = 128,
+                    exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None
+                    ) -> ExactRank | None:
     """Two-sided exact rank for int64 matrices: the canonical minor mod a small
     prime from a sketch (:func:`sketched_pivot_minor`, ``k`` from a float64
     rank estimate), checked nonsingular mod p (lower bound), and the
     multimodular span check (upper bound, :mod:`solvers.exact.span`). None when
     a step does not verify (the caller falls back to the full modular
     elimination). ``timings`` holds each step's seconds; ``details`` the span
-    check's bound bits and prime count."""
+    check's bound bits and prime count.
+
+    ``upper="freivalds"`` (or ``"auto"`` above :data:`EXACT_WORK_BUDGET`) tests the
+    upper bound by :func:`solvers.exact.freivalds.freivalds_span_test` instead,
+    its randomness read from ``challenge(p, rows, cols)``: error ``<= 2^-error_log2``
+    (``upper_witness = "freivalds"``, ``freivalds`` holds its parameters).
+    ``exact_span(V, rows, cols)``, when given, is the exact upper-bound check used
+    instead of :func:`span_check_multimodular` (True / False / None: not applicable)."""
     t0 = time.perf_counter()
     timings: dict = {}
     if N.values.dtype == object or N.max_bits() > 51 or min(N.shape) == 0:
@@ -54,7 +88,27 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60) -> ExactRank
         return None
     t = time.perf_counter()
     stats: dict = {}
-    ok = span_check_multimodular(N, rows, cols, Nf=A, stats=stats) if rk < min(n1, n2) else True
+    mode = upper
+    if mode == "auto" and 0 < rk < min(n1, n2):
+        mode = "exact" if span_work(N.values, rows, cols) <= EXACT_WORK_BUDGET else "freivalds"
+    if mode == "freivalds" and 0 < rk < min(n1, n2) and challenge is not None:
+        fr = freivalds_span_test(N.values, rows, cols, challenge(p, rows, cols), k=error_log2, Vf=A)
+        timings["upper_freivalds"] = time.perf_counter() - t
+        if fr is not None:
+            if not fr.passed:            # a nonzero residue: rank N > rk, exactly; the caller falls back
+                return None
+            res = _result((p, rk, rows, cols), rk, "freivalds", (PrimeAttempt(p, rk),), timings, t0)
+            return replace(res, freivalds={"vector_bits": fr.plan.vector_bits, "vectors": fr.plan.vectors,
+                                           "primes": list(fr.primes)},
+                           details={"freivalds_L": fr.plan.L, "freivalds_error_log2":
+                                    round(-math.log2(fr.plan.error), 2)})
+    if rk == min(n1, n2):
+        ok = True
+    elif exact_span is not None:
+        ok = exact_span(N.values, list(rows), list(cols))
+        ok = span_check_multimodular(N, rows, cols, Nf=A, stats=stats) if ok is None else ok
+    else:
+        ok = span_check_multimodular(N, rows, cols, Nf=A, stats=stats)
     timings["span_check"] = time.perf_counter() - t
     if not ok:
         return None
@@ -88,10 +142,14 @@ class ExactRank:
     null_prime: int | None = None
     timings: dict = field(default_factory=dict)
     details: dict = field(default_factory=dict)        # diagnostics (span check: bound bits, primes)
+    freivalds: dict | None = None      # upper_witness "freivalds": vector_bits, vectors, primes
 
 
 def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 60,
-               fast_path: bool = True) -> ExactRank:
+               fast_path: bool = True, upper: str = "exact",
+               challenge: Callable[[int, list, list], bytes] | None = None,
+               error_log2: int = 128,
+               exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None) -> ExactRank:
     """Rank over Q of an integer matrix, two-sided (see the module docstring).
 
     Fast path first (:func:`exact_rank_fast`): a float-proposed minor checked
@@ -101,8 +159,15 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
     Primes are drawn from ``np.random.default_rng(seed)``. A modular rank that
     falls short of the true rank (a prime dividing every maximal minor) is caught
     by the exact span check failing; another prime is then tried.
+
+    ``upper``, ``challenge``, ``error_log2``, ``exact_span``: the upper bound's
+    method on the fast path (:func:`exact_rank_fast`); the fallback below is
+    always exact.
     """
-    fast = exact_rank_fast(N, seed=seed, bits=bits) if fast_path else None
+    if upper not in UPPER_MODES:
+        raise ValueError(f"upper must be one of {UPPER_MODES}")
+    fast = exact_rank_fast(N, seed=seed, bits=bits, upper=upper, challenge=challenge,
+                           error_log2=error_log2, exact_span=exact_span) if fast_path else None
     if fast is not None:
         return fast
     t0 = time.perf_counter()

@@ -65,9 +65,16 @@ def _row_sq(X: np.ndarray) -> list[int]:
     """Exact squared Euclidean norms of the rows of an int64 array (Python ints)."""
     if X.shape[1] == 0:
         return [0] * X.shape[0]
-    if int(np.abs(X).max(initial=0)) < (1 << 26):               # squares and sums fit int64
+    big = int(np.abs(X).max(initial=0))
+    if big < (1 << 26):                                          # squares and sums fit int64
         if X.shape[1] * (1 << 52) < (1 << 63):
             return [int(v) for v in (X * X).sum(1).tolist()]
+    if big < (1 << 32) and X.shape[1] < (1 << 20):
+        # X = hi 2^16 + lo, 0 <= lo < 2^16, |hi| <= 2^16: every product below 2^32, every
+        # row sum below 2^52 in int64; X^2 = hi^2 2^32 + 2 hi lo 2^16 + lo^2
+        lo, hi = X & 0xFFFF, X >> 16
+        hh, hl, ll = ((hi * hi).sum(1).tolist(), (hi * lo).sum(1).tolist(), (lo * lo).sum(1).tolist())
+        return [(int(a) << 32) + (int(b) << 17) + int(c) for a, b, c in zip(hh, hl, ll)]
     O = X.astype(object)
     return [int(v) for v in (O * O).sum(1).tolist()]
 

@@ -41,8 +41,13 @@ exact_rank, matrix form (``form = "matrix"``)
   ``matrix=`` to :func:`check`), ``matrix_sha256`` (of the scale and the rows,
   see :func:`matrix_sha256`), ``prime, minor_rows, minor_cols``,
   ``upper_witness`` (``trivial``: ``min(shape)``; ``column_span``: every column
-  in the span of the minor's columns, checked by solving exactly), ``rank_lower,
-  rank_upper``.
+  in the span of the minor's columns, checked by solving exactly; ``freivalds``:
+  the same span tested by :mod:`certify.checkers.rank.freivalds`, error
+  probability ``<= 2^-error_log2``), ``rank_lower, rank_upper``; with
+  ``freivalds`` only: ``freivalds = {challenge, vector_bits, vectors, primes}``
+  (the sha256 of the claim's content, the plan ``s, t`` and the primes the
+  challenge draws, all re-derived) and the parameters ``upper_bound =
+  "freivalds"``, ``error_log2`` (an integer >= 1), which the statement prints.
   Parameters of both forms: ``token_set`` (``cube:M`` fixes ``K = 2^M``),
   ``shape`` (``[K, K]`` in factor form), ``form``, ``dtype`` (the features'),
   ``source`` (a label) / ``source_sha256`` (null for a kernel built in memory,

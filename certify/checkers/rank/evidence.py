@@ -202,10 +202,19 @@ SOURCE_KEYS = ("token_set", "source", "source_sha256", "adapter", "num_tokens", 
                "layer", "head", "stated")
 
 
+#: parameters of a matrix-form exact_rank claim whose upper bound is the Freivalds test
+FREIVALDS_PARAMS = ("upper_bound", "error_log2")
+
+
 def _check_params(claim, cert, form: str, num_tokens: int | None, dtype: str | None) -> None:
+    fast = claim.get("kind") == "exact_rank" and form == "matrix" \
+        and claim["evidence"].get("upper_witness") == "freivalds"
     p = keys(claim["parameters"], "parameters",
-             ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype"),
+             ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype")
+             + (FREIVALDS_PARAMS if fast else ()),
              ("num_tokens", "tokens_sha256", "layer", "head", "stated"))
+    if fast and p["upper_bound"] != "freivalds":
+        raise Bad("parameters.upper_bound must be 'freivalds'")
     if p["form"] != form:
         raise Bad(f"parameters.form {p['form']!r} is not the evidence's form {form!r}")
     shape = _indices(p["shape"], "parameters.shape")
@@ -298,9 +307,9 @@ def _get_matrix(ev, matrix) -> list[list[int]]:
     return rows
 
 
-def _matrix_keys(ev, required, matrix) -> None:
+def _matrix_keys(ev, required, matrix, optional=()) -> None:
     keys(ev, f"{ev.get('form')} evidence", required,
-         ("tokens",) + (() if matrix is not None else ("matrix",)))
+         ("tokens",) + tuple(optional) + (() if matrix is not None else ("matrix",)))
     if matrix is None and "matrix" not in ev:
         raise Bad("matrix not embedded (pass matrix= to re-check)")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from certify.checkers.common import fmpz_mat, int_matrix, integer, keys
+from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
 from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, _GRAM, _check_grams, _check_minor,
                                             _check_params, _get_matrix, _indices, _matrix_keys,
                                             _verdict_from_bounds)
@@ -49,11 +49,23 @@ def check_exact_rank(claim, cert, matrix=None) -> list[str]:
     if ev.get("form") != "matrix":
         return [f"unknown form {ev.get('form')!r}"]
     _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "prime", "minor_rows", "minor_cols",
-                      "upper_witness", "rank_lower", "rank_upper"), matrix)
+                      "upper_witness", "rank_lower", "rank_upper"), matrix, ("freivalds",))
+    fast = ev["upper_witness"] == "freivalds"
+    if fast != ("freivalds" in ev) or fast != ("upper_bound" in claim["parameters"]):
+        raise Bad("evidence.freivalds and parameters.upper_bound go with upper_witness 'freivalds' only")
+    if fast and not (isinstance(matrix, np.ndarray) and matrix.dtype == np.int64):
+        rows = _get_matrix(ev, matrix)               # embedded or re-read: the same check on int64
+        if not rows or not rows[0]:
+            raise Bad("the Freivalds witness needs a nonempty matrix")
+        if any(abs(v) >= 1 << 62 for r in rows for v in r):
+            raise Bad("matrix entries too large for the Freivalds check")
+        matrix = np.array(rows, dtype=np.int64).reshape(ev["shape"])
     if isinstance(matrix, np.ndarray) and matrix.dtype == np.int64 and matrix.ndim == 2:
         found = check_matrix_rank_array(claim, cert, matrix)        # large: numpy, many primes
         if found is not None:
             return found
+    if fast:
+        raise Bad("the Freivalds witness needs a nonzero rank below min(shape) and a valid minor")
     rows = _get_matrix(ev, matrix)
     _check_params(claim, cert, "matrix", None, None)
     F = fmpz_mat(rows)

@@ -1,0 +1,326 @@
+"""The certified rank against numpy's SVD and scipy's QR with pivoting, swept over
+the rank: time against r, both upper-bound modes, in-process and end to end.
+
+Matrices (n = 2048, 4096; exact integer entries, stored as float64 .npy):
+
+* ``small``: ``U V`` with factor entries in ``[-8, 8)``, planted rank r;
+* ``12bit``: ``U V`` with factor entries in ``[-2^12, 2^12)`` (the rank benchmark's);
+* ``cube``: a real kernel on the cube ``{0,1}^m`` (n = 2^m): ``(1 + <x, z>)^d``,
+  d = 2, 3, of rank ``1 + m + C(m, 2) (+ C(m, 3))`` (``x_i^2 = x_i`` on the cube).
+
+Per matrix, one BLAS thread (threadpoolctl), medians of interleaved runs
+(``--reps``): ``numpy.linalg.matrix_rank`` (SVD), ``scipy.linalg.qr(...,
+pivoting=True)`` (rank from ``|R_ii|``), and the certified rank
+(``solvers.exact.exact_rank`` of the lossless integer matrix) with the exact
+upper bound and with the Freivalds upper bound (error <= 2^-128); then end to
+end, each in a fresh process: a script that loads the .npy and runs
+``matrix_rank`` (and one for QRCP), ``certify rank M.npy --upper-bound {exact,
+freivalds} --out C.json`` (reading, hashing, the producer, its own run of the
+checker, writing) and ``certify verify C.json`` (re-derives from the file).
+
+The exact mode is skipped where its predicted span-check work ``n1 n2 r k``
+exceeds ``--exact-work`` multiply-adds (its time grows like n^2 r^2; the
+skipped points are listed with the prediction). Results are appended to
+``reports/bench/rank_sweep.json`` point by point (a partial run keeps what it
+measured); ``benchmarks/report.py`` draws ``rank_time_vs_r.png`` from it.
+
+Run: ``python benchmarks/bench_rank_sweep.py [--sizes 2048,4096] [--ranks 16,64,256,1024]
+[--kinds small,12bit,cube] [--reps 3] [--no-cli]``. It takes many minutes.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+OUT = ROOT / "reports" / "bench" / "rank_sweep.json"
+
+
+def planted(n: int, r: int, bits: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    U = rng.integers(-(1 << bits), 1 << bits, (n, r))
+    V = rng.integers(-(1 << bits), 1 << bits, (r, n))
+    return (U @ V).astype(np.float64)                    # exact: |entries| < 2^(2 bits + log2 r) < 2^53
+
+
+def cube_kernel(m: int, d: int) -> tuple[np.ndarray, int]:
+    """``(1 + <x, z>)^d`` on ``{0,1}^m`` and its rank ``sum_{k <= d} C(m, k)``."""
+    x = ((np.arange(1 << m)[:, None] >> np.arange(m)) & 1).astype(np.int64)
+    K = (1 + x @ x.T) ** d
+    return K.astype(np.float64), sum(math.comb(m, k) for k in range(d + 1))
+
+
+def matrices(n: int, ranks, kinds):
+    for kind in kinds:
+        if kind == "cube":
+            m = n.bit_length() - 1
+            for d in (2, 3):
+                A, r = cube_kernel(m, d)
+                yield f"cube (1+x.z)^{d}", r, A
+        else:
+            for r in ranks:
+                if r < n:
+                    yield kind, r, planted(n, r, 3 if kind == "small" else 12)
+
+
+def svd_rank(A):
+    return int(np.linalg.matrix_rank(A))
+
+
+def qrcp_rank(A):
+    from scipy.linalg import qr
+    R, _ = qr(A, mode="r", pivoting=True)
+    d = np.abs(np.diag(R))
+    return int((d > d[0] * max(A.shape) * np.finfo(np.float64).eps).sum()) if d.size and d[0] else 0
+
+
+def certified(A, upper: str):
+    """The library call a user makes: lossless integers, matrix hash, exact rank."""
+    from certify.rank.evidence import freivalds_challenge, matrix_sha256
+    from solvers.exact import dyadic, exact_rank
+    N = dyadic(A)
+    sha = matrix_sha256(N)
+    return exact_rank(N, upper=upper,
+                      challenge=lambda p, R, C: bytes.fromhex(freivalds_challenge(sha, N.shape, p, R, C, 128)))
+
+
+def predicted_work(A) -> int:
+    """The exact span check's work ``n1 n2 r k`` for the planted minor (a float
+    rank estimate and the canonical minor, as the producer finds them)."""
+    from solvers.exact import dyadic
+    from solvers.exact.modular import _small_prime, sketched_pivot_minor
+    from solvers.exact.rank import span_work
+    N = dyadic(A)
+    rng = np.random.default_rng(0)
+    r_est = svd_rank_sketch(A, rng)
+    p = _small_prime(A.shape[0], rng)
+    minor = sketched_pivot_minor(N, p, min(A.shape[0], r_est + 8), rng, Nf=N.values.astype(np.float64))
+    if minor is None or not minor[0]:
+        return 0
+    return span_work(N.values, minor[1], minor[2])
+
+
+def svd_rank_sketch(A, rng) -> int:
+    k = 32
+    n1, n2 = A.shape
+    while True:
+        k = min(k, n1, n2)
+        sv = np.linalg.svd(rng.standard_normal((k, n1)) @ A, compute_uv=False)
+        r = int((sv > sv[0] * max(n1, n2) * 2.0 ** -40).sum()) if sv[0] > 0 else 0
+        if r < k or k == min(n1, n2):
+            return r
+        k *= 2
+
+
+def timed(fn, *a):
+    t = time.perf_counter()
+    out = fn(*a)
+    return time.perf_counter() - t, out
+
+
+NUMPY_E2E = ("import sys, numpy as np; A = np.load(sys.argv[1]); "
+             "print(int(np.linalg.matrix_rank(A)))")
+QRCP_E2E = ("import sys, numpy as np; from scipy.linalg import qr; A = np.load(sys.argv[1]); "
+            "R, _ = qr(A, mode='r', pivoting=True); d = abs(np.diag(R)); "
+            "print(int((d > d[0] * max(A.shape) * np.finfo(float).eps).sum()))")
+
+
+def end_to_end(A, modes, env) -> dict:
+    out: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "m.npy"
+        np.save(src, A)
+        for name, code in (("svd", NUMPY_E2E), ("qrcp", QRCP_E2E)):
+            t = time.perf_counter()
+            p = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, env=env)
+            out[f"{name}_e2e_s"] = time.perf_counter() - t
+            out[f"{name}_e2e_rank"] = int(p.stdout) if p.returncode == 0 else None
+        for mode in modes:
+            cert = Path(tmp) / f"c-{mode}.json"
+            t = time.perf_counter()
+            p = subprocess.run([sys.executable, "-m", "certify", "rank", str(src), "--out", str(cert),
+                                "--upper-bound", mode, "--no-progress", "--json"],
+                               capture_output=True, text=True, env=env, cwd=tmp)
+            out[f"{mode}_cli_s"] = time.perf_counter() - t
+            out[f"{mode}_cli_exit"] = p.returncode
+            try:
+                js = json.loads(p.stdout)
+                claim = js["certificate"]["claims"][0]
+                out[f"{mode}_cli_rank"] = [js["rank_lower"], js["rank_upper"]]
+                out[f"{mode}_cli_witness"] = claim["evidence"]["upper_witness"]
+                out[f"{mode}_cli_timings"] = claim["timings"]
+            except (ValueError, KeyError, TypeError, IndexError):
+                out[f"{mode}_cli_rank"] = None
+            t = time.perf_counter()
+            v = subprocess.run([sys.executable, "-m", "certify", "verify", str(cert), "--json"],
+                               capture_output=True, text=True, env=env, cwd=tmp)
+            out[f"{mode}_verify_s"] = time.perf_counter() - t
+            out[f"{mode}_verify_exit"] = v.returncode
+    return out
+
+
+def e2e_medians(A, reps: int, env) -> dict:
+    """The SVD script and ``certify rank --upper-bound freivalds`` (+ ``verify``)
+    end to end, interleaved ``reps`` times: medians and the runs."""
+    runs: dict[str, list] = {"svd_e2e_s": [], "freivalds_cli_s": [], "freivalds_verify_s": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "m.npy"
+        np.save(src, A)
+        for i in range(reps):
+            for which in (("svd", "fv") if i % 2 == 0 else ("fv", "svd")):
+                t = time.perf_counter()
+                if which == "svd":
+                    subprocess.run([sys.executable, "-c", NUMPY_E2E, str(src)], capture_output=True, env=env,
+                                   check=True)
+                    runs["svd_e2e_s"].append(time.perf_counter() - t)
+                    continue
+                cert = Path(tmp) / f"c{i}.json"
+                p = subprocess.run([sys.executable, "-m", "certify", "rank", str(src), "--out", str(cert),
+                                    "--upper-bound", "freivalds", "--no-progress"], capture_output=True,
+                                   env=env, cwd=tmp)
+                runs["freivalds_cli_s"].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                v = subprocess.run([sys.executable, "-m", "certify", "verify", str(cert)], capture_output=True,
+                                   env=env, cwd=tmp)
+                runs["freivalds_verify_s"].append(time.perf_counter() - t)
+                if p.returncode or v.returncode:
+                    raise RuntimeError(f"rank exit {p.returncode}, verify exit {v.returncode}")
+    return {**{k: statistics.median(v) for k, v in runs.items()}, "e2e_runs_s": runs, "e2e_reps": reps}
+
+
+def bench_point(kind, r, A, reps, exact_work, cli) -> dict:
+    from threadpoolctl import threadpool_limits
+
+    n = A.shape[0]
+    pt: dict = {"n": n, "kind": kind, "planted": r, "reps": reps}
+    with threadpool_limits(1):
+        work = predicted_work(A)
+        pt["exact_work"] = work
+        do_exact = work <= exact_work
+        runs: dict[str, list] = {"svd": [], "qrcp": [], "freivalds": []}
+        if do_exact:
+            runs["exact"] = []
+        results: dict = {}
+        for i in range(reps):
+            order = list(runs) if i % 2 == 0 else list(runs)[::-1]
+            for which in order:
+                if which == "exact" and i > 0 and runs["exact"] and runs["exact"][0] > 20:
+                    continue                                        # one run of a slow exact point
+                if which == "svd":
+                    dt, results["svd_rank"] = timed(svd_rank, A)
+                elif which == "qrcp":
+                    dt, results["qrcp_rank"] = timed(qrcp_rank, A)
+                else:
+                    dt, res = timed(certified, A, which)
+                    results[which] = res
+                runs[which].append(dt)
+    pt["runs_s"] = runs
+    pt["median_s"] = {k: statistics.median(v) for k, v in runs.items() if v}
+    pt["svd_rank"], pt["qrcp_rank"] = results.get("svd_rank"), results.get("qrcp_rank")
+    for which in ("exact", "freivalds"):
+        res = results.get(which)
+        if res is not None:
+            pt[which] = {"rank": [res.lower, res.upper], "verdict": res.verdict.value,
+                         "witness": res.upper_witness, "timings": dict(res.timings),
+                         "details": dict(res.details)}
+    if not do_exact:
+        pt["exact_skipped"] = f"predicted work {work:.3g} > {exact_work:.3g} multiply-adds"
+    if cli:
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "PYTHONPATH": str(ROOT)}
+        pt.update(end_to_end(A, ["freivalds"] + (["exact"] if do_exact else []), env))
+    return pt
+
+
+def line(pt) -> str:
+    m = pt["median_s"]
+    f = lambda k: f"{m[k]:.2f}" if k in m else "-"        # noqa: E731
+    ex = pt.get("exact", {})
+    fv = pt.get("freivalds", {})
+    cli = " | ".join(f"{pt[k]:.2f}" if k in pt else "-" for k in
+                     ("svd_e2e_s", "exact_cli_s", "exact_verify_s", "freivalds_cli_s", "freivalds_verify_s"))
+    return (f"| {pt['n']} | {pt['kind']} | {pt['planted']} | {f('svd')} | {f('qrcp')} | {f('exact')} | "
+            f"{f('freivalds')} | {ex.get('rank', '-')} | {fv.get('rank', '-')} | svd {pt['svd_rank']}, "
+            f"qrcp {pt['qrcp_rank']} | {cli} |")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="2048,4096")
+    ap.add_argument("--ranks", default="16,64,256,1024")
+    ap.add_argument("--kinds", default="small,12bit,cube")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--exact-work", type=float, default=2.0 ** 40,
+                    help="skip the exact mode above this predicted work (default 2^40, ~2 min)")
+    ap.add_argument("--no-cli", action="store_true", help="in-process timings only")
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--append", action="store_true", help="keep the points already in --out")
+    ap.add_argument("--e2e-only", action="store_true",
+                    help="re-measure only the SVD script and the Freivalds command end to end, interleaved "
+                         "--reps times (medians), into the points already in --out")
+    a = ap.parse_args(argv)
+    if a.e2e_only:
+        return e2e_only(a)
+    print(f"# rank sweep, one BLAS thread, medians of {a.reps} interleaved runs; shared machine, "
+          f"load average {os.getloadavg()}", flush=True)
+    print("| n | matrix | r | SVD s | QRCP s | exact s | freivalds s | exact rank | freivalds rank | "
+          "float ranks | SVD e2e s | `certify rank` exact s | verify s | `certify rank` freivalds s | "
+          "verify s |")
+    print("|" + "---|" * 15, flush=True)
+    points = json.loads(a.out.read_text())["points"] if a.append and a.out.is_file() else []
+    for n in (int(v) for v in a.sizes.split(",")):
+        for kind, r, A in matrices(n, [int(v) for v in a.ranks.split(",")], a.kinds.split(",")):
+            pt = bench_point(kind, r, A, a.reps, a.exact_work, not a.no_cli)
+            pt["loadavg"] = os.getloadavg()
+            points.append(pt)
+            print(line(pt), flush=True)
+            a.out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = a.out.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"points": points, "machine": "2 cores shared with other work; "
+                                       "medians of interleaved runs", "exact_work_limit": a.exact_work},
+                                      indent=1) + "\n")
+            os.replace(tmp, a.out)
+    print(f"load average after: {os.getloadavg()}")
+    return 0
+
+
+def e2e_only(a) -> int:
+    from threadpoolctl import threadpool_limits
+    data = json.loads(a.out.read_text())
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONPATH": str(ROOT)}
+    for n in (int(v) for v in a.sizes.split(",")):
+        for kind, r, A in matrices(n, [int(v) for v in a.ranks.split(",")], a.kinds.split(",")):
+            pt = next((p for p in data["points"] if (p["n"], p["kind"], p["planted"]) == (n, kind, r)), None)
+            if pt is None:
+                continue
+            with threadpool_limits(1):
+                pt.update(e2e_medians(A, a.reps, env))
+            print(f"{n} {kind} {r}: SVD e2e {pt['svd_e2e_s']:.2f} s, freivalds e2e {pt['freivalds_cli_s']:.2f} s "
+                  f"(ratio {pt['freivalds_cli_s'] / pt['svd_e2e_s']:.2f}), verify {pt['freivalds_verify_s']:.2f} s; "
+                  f"load {os.getloadavg()}", flush=True)
+            tmp = a.out.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=1) + "\n")
+            os.replace(tmp, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
