@@ -26,7 +26,7 @@ def _planted(n, r, seed, bits=12):
 
 
 def _cert(A, upper="freivalds"):
-    kernel = from_matrix(A.astype(np.float64), Provenance("planted", None, "test", "float64"))
+    kernel = from_matrix(A.astype(np.float64), Provenance("memory", None, "memory", "float64"))
     return certify_rank(kernel, RankOptions(upper_bound=upper)).certificate.to_json()
 
 

@@ -27,6 +27,7 @@ from sqlalchemy import Row, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from certify.core.errors import InputError
+from certify.service.config import shown_url
 
 from certify.service.schema import (AdmissionRow, CertificateFileRow, CertificateRow, ClaimRow,
                                     JobRow, UploadRow, aware, db_epoch, make_engine, migrate, now)
