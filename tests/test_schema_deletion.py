@@ -9,10 +9,11 @@ value from another claim. The rules (DESIGN.md, "What a certificate means"):
 * nothing reaches exit 4 through a mutation unless the printed assumption names
   the change (an assumption the original did not have fails this test).
 
-The default profile mutates one claim of every distinct shape (kind, evidence form
-and field set) found in the committed certificates, each in its smallest
-certificate; ``--runslow`` mutates one claim per (certificate, kind) of every
-committed certificate. Each claim is mutated and checked alone
+The default profile mutates one claim per (certificate, kind) of every committed
+certificate and requires every mutation the schema refuses to fail naming its
+path; the mutations the schema accepts are re-checked by the checker for one
+claim of every distinct shape (kind, evidence form and field set), each in its
+smallest certificate; ``--runslow`` re-checks them for every certificate too. Each claim is mutated and checked alone
 (:func:`certify.checkers.verify.check_claim`) inside its own certificate, so the
 references between claims (``features_claim``) stay as they were.
 """
@@ -91,9 +92,12 @@ DELETE = object()
 
 
 def _apply(claim: dict, path: tuple, value: Any) -> dict:
-    c = copy.deepcopy(claim)
+    """The claim with one field replaced: copies along the path only (nothing below
+    is ever changed in place)."""
+    c = dict(claim)
     obj = c
     for p in path[:-1]:
+        obj[p] = dict(obj[p])
         obj = obj[p]
     if value is DELETE:
         del obj[path[-1]]
@@ -130,7 +134,11 @@ def _representatives() -> dict[tuple, tuple[Path, int]]:
 REPRESENTATIVES = _representatives()
 
 
-def _mutate_and_check(path: Path, only: set[int] | None = None) -> None:
+def _mutate_and_check(path: Path, only: set[int] | None = None, semantic: bool = True) -> None:
+    """Mutate the claims of one certificate (``only``: those indices; else the first
+    claim of each kind). ``semantic=False`` checks only the mutations the schema
+    refuses (each must fail naming its path); the ones it accepts are re-checked
+    by the kind's checker only with ``semantic``."""
     cert = json.loads(path.read_text())
     base = path.parent
     seen: set[str] = set()
@@ -147,8 +155,10 @@ def _mutate_and_check(path: Path, only: set[int] | None = None) -> None:
         others = [c for j, c in enumerate(cert["claims"]) if j != i]
         for fpath, what, value in _mutations(claim, others):
             mutated = _apply(claim, fpath, value)
-            trial = {**cert, "claims": [*cert["claims"][:i], mutated, *cert["claims"][i + 1:]]}
             bad = schema.claim_violations(mutated, i)
+            if not bad and not semantic:
+                continue
+            trial = {**cert, "claims": [*cert["claims"][:i], mutated, *cert["claims"][i + 1:]]}
             r = verify.check_claim(i, mutated, trial, base, schema_problems=bad)
             count += 1
             where = f"{path.name} claim {i} ({claim['kind']}) {'.'.join(fpath)} {what}"
@@ -181,6 +191,14 @@ def test_every_claim_kind_is_represented():
 def test_every_claim_shape_fails_closed(shape):
     path, i = REPRESENTATIVES[shape]
     _mutate_and_check(path, only={i})
+
+
+@pytest.mark.parametrize("path", CERTS, ids=lambda p: str(p.relative_to(ROOT / "reports")))
+def test_every_required_field_of_every_certificate_fails_naming_its_path(path: Path):
+    """Every committed certificate, every claim kind: each mutation the schema refuses
+    fails its claim with the field's path (the accepted ones: the shapes above, and
+    every certificate with --runslow)."""
+    _mutate_and_check(path, semantic=False)
 
 
 @pytest.mark.slow
