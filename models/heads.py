@@ -33,6 +33,13 @@ forward pass then uses bit for bit the tables a certificate is built from.
 In training mode the forward pass evaluates the tokens batched (faster; equal
 up to rounding). Heads are constructed in eval mode; a trainer calls
 ``model.train()`` explicitly.
+
+Certified features. What a certificate binds is not this torch computation
+but ``canonical_features`` (and ``canonical_values``/``canonical_readout``):
+the same maps in ``float64`` through :mod:`models.canonical` (weights read
+exactly, sums in a fixed order, transforms correctly rounded), the same bits
+on every machine. The torch forward (the head's dtype, what training ran)
+agrees with them up to its own rounding.
 """
 
 from __future__ import annotations
