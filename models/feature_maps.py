@@ -42,11 +42,13 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from certify.core.errors import InputError
+from models.canonical import arith, maps
 
 
 class Guarantee(str, enum.Enum):
@@ -164,6 +166,12 @@ class LookupMap(nn.Module):
     def forward(self, idx: torch.Tensor) -> torch.Tensor:  # (...,) int -> (..., r)
         return self.table()[idx]
 
+    def canonical_table(self):
+        """The table ``transform(raw)`` as ``float64``, canonically
+        (:mod:`models.canonical`): the stored entries read exactly, the transform
+        correctly rounded (``relu``, the identity: exact)."""
+        return CANONICAL_TRANSFORMS[self.name](arith.f64(self.raw))
+
 
 class ProjectionMap(nn.Module):
     """``transform(W x + b)`` over 0/1 tokens ``x (..., m)``; see the module docstring.
@@ -216,6 +224,28 @@ class ProjectionMap(nn.Module):
         if self.name == "tensor_square":
             return (u[..., :, None] * u[..., None, :]).flatten(-2)
         return self._transform(u)
+
+    def canonical(self, x):
+        """The features of 0/1 tokens ``x (K, m)`` (exact in ``float64``) as ``float64``
+        ``(K, r)``, canonically (:mod:`models.canonical`): ``u = W x + b`` added
+        left to right over the token's bits, then the transform correctly rounded
+        (``favor``: ``exp(omega u - |u|^2 / 2) / sqrt(r)``, fixed-order sums;
+        ``tensor_square``: the products ``u_i u_j``, exact order)."""
+        u = arith.linear(np.asarray(x, dtype=np.float64), arith.f64(self.proj.weight),
+                         arith.f64(self.proj.bias))
+        if self.name == "favor":
+            return maps.favor(arith.f64(self.omega))(u)
+        if self.name == "tensor_square":
+            return (u[:, :, None] * u[:, None, :]).reshape(u.shape[0], -1)
+        return CANONICAL_TRANSFORMS[self.name](u)
+
+
+#: registry name -> the transform on float64 arrays, correctly rounded (the certified
+#: features; ``favor`` and ``tensor_square`` are in :meth:`ProjectionMap.canonical`)
+CANONICAL_TRANSFORMS: dict[str, Callable] = {
+    "lookup_softplus": maps.softplus, "lookup_exp": arith.cr_exp, "lookup_relu": arith.relu,
+    "lookup_signed": maps.identity, "exp": arith.cr_exp, "softplus": maps.softplus,
+    "elu1": maps.elu_p1, "relu": arith.relu, "identity": maps.identity}
 
 
 def build_projection_map(name: str, m: int, rank: int, **kwargs) -> ProjectionMap:

@@ -33,6 +33,13 @@ forward pass then uses bit for bit the tables a certificate is built from.
 In training mode the forward pass evaluates the tokens batched (faster; equal
 up to rounding). Heads are constructed in eval mode; a trainer calls
 ``model.train()`` explicitly.
+
+Certified features. What a certificate binds is not this torch computation
+but ``canonical_features`` (and ``canonical_values``/``canonical_readout``):
+the same maps in ``float64`` through :mod:`models.canonical` (weights read
+exactly, sums in a fixed order, transforms correctly rounded), the same bits
+on every machine. The torch forward (the head's dtype, what training ran)
+agrees with them up to its own rounding.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import torch
 from torch import nn
 
 from certify.core.errors import InputError, UncertifiableError
+from models.canonical.arith import f64, linear
 from models.feature_maps import Affine, Guarantee, LookupMap, MapKind, ProjectionMap, spec
 
 
@@ -156,6 +164,19 @@ class _ProjectionReadout:
         x = self._tokens(tokens)
         return per_token(self.beta, x, True)[:, 0], per_token(self.w, x, True)   # (K,), (K, dv)
 
+    def _canonical_tokens(self, tokens) -> np.ndarray:
+        return as_token_tensor(tokens, self.m, torch.uint8).numpy().astype(np.float64)
+
+    def canonical_values(self, tokens) -> np.ndarray:
+        """``v(z) = V z + c`` as ``float64`` ``(K, dv)``, canonically (fixed-order sums)."""
+        return linear(self._canonical_tokens(tokens), f64(self.value.weight), f64(self.value.bias))
+
+    def canonical_readout(self, tokens) -> tuple[np.ndarray, np.ndarray]:
+        """``(beta (K,), w (K, dv))`` as ``float64``, canonically."""
+        x = self._canonical_tokens(tokens)
+        return (linear(x, f64(self.beta.weight), f64(self.beta.bias))[:, 0],
+                linear(x, f64(self.w.weight), f64(self.w.bias)))
+
 
 class KernelHead(_ProjectionReadout, KernelAttention):
     """Normalized kernel head with projection feature maps (``m``-bit tokens).
@@ -199,6 +220,13 @@ class KernelHead(_ProjectionReadout, KernelAttention):
     def feature_matrices(self, tokens) -> tuple[torch.Tensor, torch.Tensor]:
         x = self._tokens(tokens)                                           # (K, m)
         return per_token(self.query_map, x, True), per_token(self.key_map, x, True)
+
+    def canonical_features(self, tokens) -> tuple[np.ndarray, np.ndarray]:
+        """``(PhiQ, PhiK)`` as ``float64`` ``(K, r)``: the features a certificate binds,
+        the same bits on every machine (:meth:`models.feature_maps.ProjectionMap.canonical`);
+        :meth:`feature_matrices` (torch, the head's dtype) computes the same maps."""
+        x = self._canonical_tokens(tokens)
+        return self.query_map.canonical(x), self.key_map.canonical(x)
 
     def forward_indexed(self, tokens, inputs: torch.Tensor, check: bool = True) -> torch.Tensor:
         """Predictions ``(B, N)`` for ``inputs (B, N)`` indexing ``tokens (K, m)``."""
@@ -269,6 +297,13 @@ class LookupHead(KernelAttention):
     def feature_matrices(self, tokens) -> tuple[torch.Tensor, torch.Tensor]:
         idx = self.index_of(tokens)
         return self.query_map(idx), self.key_map(idx)             # (K', r), (K', r)
+
+    def canonical_features(self, tokens) -> tuple[np.ndarray, np.ndarray]:
+        """``(PhiQ, PhiK)`` as ``float64`` ``(K', r)``: the features a certificate binds,
+        the tables' transforms correctly rounded (:meth:`models.feature_maps.LookupMap.canonical_table`),
+        the same bits on every machine; :meth:`feature_matrices` (torch) computes the same maps."""
+        idx = self.index_of(tokens).numpy()
+        return self.query_map.canonical_table()[idx], self.key_map.canonical_table()[idx]
 
     def values(self, tokens) -> torch.Tensor:
         idx = self.index_of(tokens)

@@ -57,9 +57,10 @@ def ckpts(tmp_path_factory):
 
 
 def _exact_output(model, tokens, seq, pos=0) -> Fraction:
-    """The model's output at ``pos`` in exact rationals, from its own float tables."""
+    """The model's output at ``pos`` in exact rationals, from its certified (canonical,
+    float64) feature tables and its value table."""
     idx = model.index_of(tokens[seq])
-    PQ, PK = model.query_map.table().detach().double(), model.key_map.table().detach().double()
+    PQ, PK = model.query_map.canonical_table(), model.key_map.canonical_table()
     g = model.g.detach().double()
     x = int(idx[pos])
     a = [sum(Fraction(float(PQ[x, k])) * Fraction(float(PK[int(z), k])) for k in range(PQ.shape[1]))

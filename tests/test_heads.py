@@ -232,3 +232,86 @@ def test_min_ip_targets_reachable_by_rank_one_at_length_two():
     with torch.no_grad():
         out = thm6_rank_one_head(3)(torch.from_numpy(X)).numpy()
     assert [[Fraction(v) for v in r] for r in out] == min_ip_targets(X).tolist()
+
+
+@pytest.mark.parametrize("name", PROJECTION_MAPS)
+def test_canonical_features_are_the_torch_maps_in_float64(name):
+    """The certified features (float64, models.canonical) are the maps the torch
+    forward computes: equal to a float64 torch head up to rounding, and, where the
+    map is exact on dyadic inputs (relu, identity, tensor_square of 0/1 tokens with
+    dyadic weights), equal bit for bit."""
+    model = KernelHead(m=4, rank=_rank(name), dv=3, feature_map=name, generator=gen(3),
+                       dtype=torch.float64)
+    X = all_tokens(4)
+    q, k = model.canonical_features(X)
+    assert q.dtype == np.float64 and q.shape == (16, model.rank) and k.shape == q.shape
+    with torch.no_grad():
+        tq, tk = (t.numpy() for t in model.feature_matrices(X))
+    np.testing.assert_allclose(q, tq, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(k, tk, rtol=1e-13, atol=1e-14)
+    v, (beta, w) = model.canonical_values(X), model.canonical_readout(X)
+    with torch.no_grad():
+        np.testing.assert_allclose(v, model.values(X).numpy(), rtol=1e-14, atol=1e-15)
+        np.testing.assert_allclose(w, model.readout(X)[1].numpy(), rtol=1e-14, atol=1e-15)
+        np.testing.assert_allclose(beta, model.readout(X)[0].numpy(), rtol=1e-14, atol=1e-15)
+    if name in ("relu", "identity", "tensor_square"):
+        with torch.no_grad():        # dyadic weights on a grid of 2^-8: every sum and product exact
+            for p in (model.query_map.proj.weight, model.query_map.proj.bias):
+                p.copy_(torch.round(p * 256) / 256)
+            tq = model.feature_matrices(X)[0].numpy()
+        assert np.array_equal(model.canonical_features(X)[0], tq)
+
+
+def test_canonical_elu1_is_exp_rounded_once_not_float32_cancellation():
+    """``elu(u) + 1`` for ``u < 0`` is ``exp(u)`` correctly rounded: for u = -13 the
+    float32 ``expm1(u) + 1`` of the torch forward loses most digits, the certified
+    feature does not."""
+    import math
+
+    from flint import arb
+    model = KernelHead(m=1, rank=1, dv=1, feature_map="elu1", generator=gen(0))
+    with torch.no_grad():
+        model.query_map.proj.weight.fill_(-13.0)
+        model.query_map.proj.bias.fill_(0.0)
+    q = model.canonical_features(np.array([[1]]))[0][0, 0]
+    ball = arb(-13).exp()
+    assert abs(q - math.exp(-13)) <= 1e-16 * q and float(ball.lower()) <= q <= float(ball.upper()) + 1e-300
+    with torch.no_grad():
+        tq = float(model.feature_matrices(np.array([[1]]))[0][0, 0])
+    assert abs(tq - q) > 1e-3 * q                                    # float32 cancellation
+
+
+def test_lookup_canonical_features_are_the_tables_correctly_rounded():
+    tokens = all_tokens(3)[[1, 2, 4, 7, 0]]
+    for fm in ("lookup_softplus", "lookup_exp", "lookup_relu", "lookup_signed"):
+        model = LookupHead(tokens, 3, feature_map=fm, generator=gen(0))          # float32 tables
+        q, k = model.canonical_features(tokens[[4, 0, 0]])
+        assert q.dtype == np.float64 and q.shape == (3, 3)
+        raw = model.query_map.raw.detach().double().numpy()[[4, 0, 0]]
+        with torch.no_grad():
+            tq = model.feature_matrices(tokens[[4, 0, 0]])[0].double().numpy()
+        np.testing.assert_allclose(q, tq, rtol=2e-7, atol=1e-7)                  # torch: float32
+        if fm in ("lookup_relu", "lookup_signed"):
+            assert np.array_equal(q, np.maximum(raw, 0.0) if fm == "lookup_relu" else raw)
+        if fm == "lookup_exp":
+            from flint import arb
+            for x, y in zip(raw.reshape(-1).tolist(), q.reshape(-1).tolist()):
+                ball = arb(x).exp()
+                assert float(ball.lower()) <= y <= float(ball.upper()) or abs(y - float(ball.mid())) <= 1e-16 * y
+
+
+def test_exact_head_uses_the_certified_features():
+    """The correctness claims' exact head is built from the canonical (float64) tables."""
+    from certify import audit
+    from certify.core.families import load_family
+    from certify.sources.checkpoint import load_model
+    fam = load_family("paper-5.1")
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    _, model = load_model(root / "models" / "checkpoints" / "paper51-lookup-r8-s0.json")
+    head = audit.head_from_model(model, fam)
+    q, k = model.canonical_features(fam.tokens)
+    assert all(Fraction(a) == b for a, b in zip(k.reshape(-1).tolist(), head.phi_k.reshape(-1)))
+    with torch.no_grad():
+        tk = model.feature_matrices(fam.tokens)[1].double().numpy()
+    assert not np.array_equal(k, tk)                     # the float32 torch tables are not those

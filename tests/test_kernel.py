@@ -89,7 +89,11 @@ def test_extract_checkpoint_end_to_end(tmp_path):
     k = load_kernel(out)
     q, kk = head.feature_matrices(torch.from_numpy(k.token_batch(0, 32)))
     assert k.provenance.adapter == "models.checkpoint" and k.guarantee == "features_nonnegative"
-    assert np.array_equal(k.phi_q, q.detach().numpy()) and np.array_equal(k.phi_k, kk.detach().numpy())
+    # the certified features: float64, canonical (the torch forward's maps up to its float32 rounding)
+    cq, ck = head.canonical_features(k.token_batch(0, 32))
+    assert k.phi_q.dtype == np.float64 and np.array_equal(k.phi_q, cq) and np.array_equal(k.phi_k, ck)
+    np.testing.assert_allclose(k.phi_q, q.detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert not np.array_equal(k.phi_q, q.detach().double().numpy())     # not the float32 torch values
 
 
 def test_extract_bad_input_exit_2_nothing_written(tmp_path):

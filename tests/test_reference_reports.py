@@ -92,3 +92,23 @@ def test_reference_checkpoints_replay_to_exit_0(monkeypatch):
     p = subprocess.run([sys.executable, "-m", "certify", "verify", "--replay-extraction", *paths],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+@pytest.mark.skipif(not CERTS, reason="no committed reference certificates yet")
+def test_reference_checkpoint_replay_does_not_depend_on_torch(tmp_path):
+    """A models/ checkpoint's features are canonical (float64, models.canonical):
+    the torch version the certificate recorded does not decide its replay (a
+    certificate claiming another torch still replays to exit 0), while a wrong
+    features hash still fails."""
+    import subprocess
+    import sys
+    src = REFERENCE / "checkpoint-paper51-lookup-r32-s0.json"
+    cert = json.loads(src.read_text())
+    assert cert["claims"][0]["evidence"]["features_sha256"]["dtype"] == "float64"
+    cert["environment"]["packages"]["torch"] = "0.0.1-another-build"
+    other = tmp_path / "other-torch.json"
+    other.write_text(json.dumps(cert))
+    p = subprocess.run([sys.executable, "-m", "certify", "verify", "--replay-extraction", str(other)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600,
+                       env={**__import__("os").environ, "ATEN_CPU_CAPABILITY": "default"})
+    assert p.returncode == 0, p.stderr[-2000:]

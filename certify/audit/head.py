@@ -88,20 +88,30 @@ def head_from_tables(phi_q, phi_k, g, query_tokens) -> ExactHead:
 def head_from_model(model, family: Family) -> ExactHead:
     """The exact tables of a kernel model on ``family``'s tokens.
 
-    Uses ``model.feature_matrices(tokens) -> (PhiQ, PhiK)`` and, for the values,
-    ``model.readout`` and ``model.values`` combined exactly
-    (``g = beta + w v^T`` in rationals), else ``model.value_table``."""
+    Uses the certified features ``model.canonical_features(tokens)`` where the
+    model has them (``models/`` heads, third-party heads: ``float64``, the same
+    bits on every machine), else ``model.feature_matrices(tokens) -> (PhiQ, PhiK)``;
+    for the values ``model.canonical_readout``/``canonical_values`` (else
+    ``readout``/``values``) combined exactly (``g = beta + w v^T`` in rationals),
+    else ``model.value_table``."""
     import torch
 
     tokens = family.tokens
     queries = family.query_tokens()
     with torch.no_grad():
-        PhiQ, PhiK = model.feature_matrices(tokens)                      # (K, r), (K, r)
+        if hasattr(model, "canonical_features"):                         # the certified features
+            PhiQ, PhiK = model.canonical_features(tokens)
+        else:
+            PhiQ, PhiK = model.feature_matrices(tokens)                  # (K, r), (K, r)
         phi_q = rationalize(PhiQ, "query features")[queries]
         phi_k = rationalize(PhiK, "key features")
-        if hasattr(model, "readout") and hasattr(model, "values"):
+        if hasattr(model, "canonical_readout") and hasattr(model, "canonical_values"):
+            beta, w = model.canonical_readout(tokens[queries])
+            v = model.canonical_values(tokens)
+        elif hasattr(model, "readout") and hasattr(model, "values"):
             beta, w = model.readout(tokens[queries])                     # (Q,), (Q, dv)
             v = model.values(tokens)                                     # (K, dv)
+        if hasattr(model, "readout") and hasattr(model, "values"):
             g = exact_matmul(rationalize(w, "readout weights"), rationalize(v, "values").T)
             g = g + rationalize(beta, "readout bias")[:, None]
         else:

@@ -17,11 +17,11 @@ A rank-type claim names its source (``parameters.source``, ``source_sha256``,
 * a **checkpoint or construction** (any other adapter): the weights -> features
   step is not re-derived here, so it is assumption ``extraction:<source>``
   unless ``--replay-extraction`` re-ran it in a separate process and the
-  features' sha256 came out equal (a different value fails the claim). A
-  third-party head's features are canonical (``models.canonical``: the same
-  bits on every machine), so neither torch nor the CPU decides its replay; for
-  ``models/`` checkpoints a different torch version leaves the assumption,
-  naming both versions. Where a claim's summaries are ``trusted`` (features too
+  features' sha256 came out equal (a different value fails the claim). The
+  features of a third-party head and of a ``models/`` checkpoint are canonical
+  (``models.canonical``: the same bits on every machine) and a construction's
+  are exact, so neither torch nor the CPU decides their replay. Where a
+  claim's summaries are ``trusted`` (features too
   large to embed), the replay also writes the features to a file
   (:class:`Replayed`), and :func:`certify.checkers.gram.summary_problems`
   recomputes the summaries from it.
@@ -389,14 +389,20 @@ def _ask_features(jobs: Mapping[str, dict[str, Any]], wanted: set[str]) -> Any:
     return folder
 
 
+#: adapters whose features are canonical (``models.canonical``) or exact: torch computes none of them
+CANONICAL_ADAPTERS = ("layout:", "adapter:", "models.checkpoint", "construction")
+
+
 def _torch_decides(job: Mapping[str, Any]) -> bool:
-    """Whether the torch version decides a replay: only for ``models/`` checkpoints
-    and constructions, whose features torch computes. Third-party heads
-    (``layout:...``, ``adapter:...``) are replayed through the canonical
-    extraction (float64, fixed order, correctly rounded functions), whose bits
-    do not depend on torch, the CPU or the BLAS."""
+    """Whether the torch version decides a replay: only for a source whose features
+    torch computes. None of the replayable ones does: third-party heads
+    (``layout:...``, ``adapter:...``) and ``models/`` checkpoints
+    (``models.checkpoint``) are replayed through the canonical extraction
+    (float64, fixed order, correctly rounded functions), constructions
+    (``construction``) are exact dyadic tables rounded once by Python's
+    ``float(Fraction)``; neither result depends on torch, the CPU or the BLAS."""
     adapter = str(job.get("adapter") or "")
-    return job.get("torch") is not None and not adapter.startswith(("layout:", "adapter:"))
+    return job.get("torch") is not None and not adapter.startswith(CANONICAL_ADAPTERS)
 
 
 def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replayed:

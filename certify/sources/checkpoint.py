@@ -1,10 +1,13 @@
-"""Kernels of models, extracted with torch: ``models/`` checkpoints
-(``X.json`` + ``X.safetensors``), any module with ``feature_matrices``, and
-one head of a third-party state dict described by an adapter spec.
+"""Kernels of models: ``models/`` checkpoints (``X.json`` + ``X.safetensors``),
+any module with ``feature_matrices``, and one head of a third-party state dict
+described by an adapter spec.
 
 The kernel of a model is the exact product of the float feature matrices it
-computes; the features are computed by the model's own modules, in batches,
-on ``cube:M`` or a family's tokens. Weights are read by the one reader
+computes on ``cube:M`` or a family's tokens. A module with
+``canonical_features`` (``models/`` heads, third-party heads) is read through
+them: ``float64`` features computed by :mod:`models.canonical`, the same bits on
+every machine (torch only holds the decoded weights); any other module's
+features are computed by its own torch modules, in batches. Weights are read by the one reader
 (:func:`certify.sources.weights.read_weights`).
 """
 
@@ -62,8 +65,9 @@ def load_models_checkpoint(path: Path, tokens: str | None) -> Kernel:
     model = build_model(config, tensors)
     weights = next((path.with_suffix(s) for s in (".safetensors", ".pt", ".pth")
                     if path.with_suffix(s).is_file()), path)
-    # the source is the weights file, named with its own hash; the config is a detail
-    prov = Provenance(str(weights), sha256_file(weights), "models.checkpoint", str(config.get("dtype", "float32")),
+    # the source is the weights file, named with its own hash; the config is a detail. The
+    # features are the canonical ones (float64 whatever the stored dtype: models.canonical)
+    prov = Provenance(str(weights), sha256_file(weights), "models.checkpoint", "float64",
                       details={"config": str(path.with_suffix(".json")),
                                "architecture": config.get("architecture"),
                                "feature_map": getattr(model, "feature_map", None),
