@@ -136,6 +136,7 @@ def test_third_party_checkpoint_rerun_and_report_refused(tmp_path, capsys):
     assert tree(out) == before
 
 
+@pytest.mark.slow            # certifies a batch of checkpoints (about 14 s): make test-all
 def test_batch_owns_its_folder_and_survives_a_corrupt_checkpoint(tmp_path, capsys):
     from certify.cli import checkpoint
     src = tmp_path / "ckpts"

@@ -64,6 +64,7 @@ def _old_folder(d: Path, tmp: Path) -> dict:
             "report_md": (tmp / "rep" / "report.md").read_bytes()}
 
 
+@pytest.mark.slow            # a real server on a migrated folder (about 16 s): make test-all
 def test_previous_layout_refused_then_migrated_and_served(tmp_path):
     old = tmp_path / "svc"
     made = _old_folder(old, tmp_path)
