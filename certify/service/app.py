@@ -43,6 +43,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from sqlalchemy import exc as sa_exc
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -51,6 +52,7 @@ from certify.core.errors import InputError
 from certify.service.config import ServiceConfig
 from certify.service.dispatcher import Dispatcher
 from certify.service.guard import Guard
+from certify.service.health import RETRY_SECONDS, DatabaseUnavailable, is_outage
 from certify.service.launcher import Launcher
 from certify.service.options import check_options
 from certify.service.queue import Queue, Quota, Refused, Upload
@@ -230,8 +232,30 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                 status_code=exc.status_code, headers=getattr(exc, "headers", None))
         return SafeJSON({"detail": exc.detail}, exc.status_code, headers=getattr(exc, "headers", None))
 
+    def _unavailable(request: Request, exc: Exception) -> Response:
+        """The database is not answering: 503 with the reason, a page for a page
+        (one log line per outage: :class:`certify.service.health.Health`)."""
+        store.health.failed(exc)
+        detail = printable(store.health.refusing())
+        headers = {"Retry-After": str(max(1, math.ceil(RETRY_SECONDS)) + 1)}
+        if _is_page(request.url.path):
+            return templates.TemplateResponse(request, "error.html", {
+                "limits": cfg.limits, "status": 503, "title": "Service Unavailable",
+                "detail": detail, "retry": True}, status_code=503, headers=headers)
+        return SafeJSON({"detail": detail}, 503, headers=headers)
+
+    async def _outage_or_internal(request: Request, exc: Exception):
+        if is_outage(exc):
+            return _unavailable(request, exc)
+        return await _internal(request, exc)
+
+    for kind in (DatabaseUnavailable, sa_exc.DBAPIError, sa_exc.TimeoutError):
+        app.add_exception_handler(kind, _outage_or_internal)
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):
+        if is_outage(exc):
+            return _unavailable(request, exc)
         print(f"certify serve: internal error on {request.method} {request.url.path}\n"
               + "".join(traceback.format_exception(exc)).rstrip(), file=sys.stderr, flush=True)
         return SafeJSON({"detail": "internal error (logged on the server)"}, 500)
