@@ -138,6 +138,8 @@ def test_postgresql_stopped_under_a_running_server_and_its_job(pg, tmp_path):
             assert done["status"] == "done" and done["attempts"] == 1 and done["reason"] is None, done
             assert [o for _, o in _claims(url, job)] == ["done"]
             assert _sql(url, "select count(*) from certificates where job_id = %s", job) == [(1,)]
+            page = c.get(f"{s.url}/jobs/{job}").text
+            assert f'href="/certificates/{done["cert_sha256"]}"' in page
     finally:
         s.stop()
     log = s.output()

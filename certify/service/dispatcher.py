@@ -296,16 +296,6 @@ class Dispatcher:
         if not self.keep_work:
             shutil.rmtree(r.workdir, ignore_errors=True)
 
-    def stage(self, job_id: str) -> str | None:
-        """The progress line of a job running on this node."""
-        for r in list(self.running.values()):
-            if r.job_id == job_id:
-                try:
-                    return (r.workdir / "progress").read_text(encoding="utf-8")
-                except OSError:
-                    return "starting"
-        return None
-
 
 def _tail(path: Path) -> str:
     try:
