@@ -220,6 +220,16 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     app.add_middleware(Guard, token=cfg.token, max_body=cfg.limits.upload_bytes + 64 * 1024,
                        open_submit_rate=cfg.open_submit_rate, read_rate=cfg.read_rate)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    app.add_middleware(Methods, routes=app.routes)        # outermost: 405 before 401
+
+    schema: dict[str, Any] = {}
+
+    def openapi() -> dict[str, Any]:
+        if not schema:
+            from certify.service.openapi import document
+            schema.update(document(app))
+        return schema
+    app.openapi = openapi
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
@@ -282,7 +292,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
 
     # ------------------------------------------------------------ pages
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.get("/", response_class=HTMLResponse, operation_id="list_page")
     def index(request: Request):
         q = query(request, FILTER_PARAMS + ("offset",))
         f = filters(q)
@@ -298,7 +308,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     pages: OrderedDict[str, bytes] = OrderedDict()    # certificate pages: immutable per sha256
     pages_lock = threading.Lock()
 
-    @app.get("/certificates/{sha}", response_class=HTMLResponse)
+    @app.get("/certificates/{sha}", response_class=HTMLResponse, operation_id="certificate_page")
     def certificate_page(request: Request, sha: str):
         query(request, ())
         with pages_lock:
@@ -340,7 +350,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                     named_inputs=[{"label": input_label(n), "sha256": str(h)} for n, h in inputs.items()],
                     inputs=_shown_inputs(ver, row))
 
-    @app.get("/certificates/{sha}/certificate.json")
+    @app.get("/certificates/{sha}/certificate.json", operation_id="certificate_download")
     def certificate_download(request: Request, sha: str):
         query(request, ())
         row = cert_or_404(sha)
@@ -348,7 +358,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                         media_type="application/json", headers={
                             "Content-Disposition": f'attachment; filename="certificate-{sha[:12]}.json"'})
 
-    @app.get("/certificates/{sha}/files/{name}")
+    @app.get("/certificates/{sha}/files/{name}", operation_id="certificate_file")
     def certificate_file(request: Request, sha: str, name: str):
         query(request, ())
         cert_or_404(sha)
@@ -357,12 +367,12 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             raise HTTPException(404, "no such file")
         return Response(data, media_type=MEDIA.get(Path(name).suffix, "application/octet-stream"))
 
-    @app.get("/submit", response_class=HTMLResponse)
+    @app.get("/submit", response_class=HTMLResponse, operation_id="submit_page")
     def submit_page(request: Request):
         query(request, ())
         return page(request, "submit.html")
 
-    @app.get("/verify", response_class=HTMLResponse)
+    @app.get("/verify", response_class=HTMLResponse, operation_id="verify_page")
     def verify_page(request: Request):
         query(request, ())
         return page(request, "verify.html")
@@ -394,33 +404,34 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             "exit_meaning": _exit_meaning(job), "result": result,
             "verified": shown_verification(result.get("verification")) if result else None}
 
-    @app.get("/jobs/{job_id}", response_class=HTMLResponse)
+    @app.get("/jobs/{job_id}", response_class=HTMLResponse, operation_id="job_page")
     def job_page(request: Request, job_id: str):
         query(request, ())
         return page(request, "job.html", **job_view(job_or_404(job_id)))
 
-    @app.get("/jobs/{job_id}/state", response_class=HTMLResponse)
+    @app.get("/jobs/{job_id}/state", response_class=HTMLResponse, operation_id="job_state")
     def job_state(request: Request, job_id: str):
         """The job's state as its page renders it (what the page's script
         refreshes: it never computes anything of its own)."""
         query(request, ())
         return page(request, "job_state.html", **job_view(job_or_404(job_id)))
 
-    @app.get("/jobs", response_class=HTMLResponse)
+    @app.get("/jobs", response_class=HTMLResponse, operation_id="jobs_page")
     def jobs_page(request: Request):
         query(request, ())
         return page(request, "jobs.html", jobs=queue.jobs(PAGE))
 
     # ------------------------------------------------------------ API
 
-    @app.get("/api/health")
-    def health():
+    @app.get("/api/health", operation_id="health")
+    def health(request: Request):
+        query(request, ())
         return {"ok": True, "node": cfg.node, "queued": queue.count("queued"),
                 "queued_anonymous": queue.count("queued", anonymous=True),
                 "running": queue.count("running"), "running_here": len(dispatcher.running),
                 "storage_bytes": store.storage_used(1.0), "max_storage_bytes": cfg.max_storage_bytes}
 
-    @app.get("/api/certificates")
+    @app.get("/api/certificates", operation_id="list_certificates")
     def api_certificates(request: Request):
         q = query(request, FILTER_PARAMS + ("limit", "offset"))
         limit = int_param(q, "limit", 1, 1000, PAGE)
@@ -428,20 +439,20 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         rows = store.certificates(filters(q), limit=limit, offset=offset)
         return [as_dict(r) for r in rows]
 
-    @app.get("/api/certificates/{sha}")
+    @app.get("/api/certificates/{sha}", operation_id="get_certificate")
     def api_certificate(request: Request, sha: str):
         query(request, ())
         return Response(cert_or_404(sha).json_text.encode("utf-8", "backslashreplace"),
                         media_type="application/json")
 
-    @app.get("/api/certificates/{sha}/verification")
+    @app.get("/api/certificates/{sha}/verification", operation_id="get_verification")
     def api_verification(request: Request, sha: str):
         query(request, ())
         row = cert_or_404(sha)
         return {"mode": row.verify_mode, "exit_code": row.verify_exit,
                 "verification": json.loads(row.verification) if row.verification else None}
 
-    @app.delete("/api/certificates/{sha}")
+    @app.delete("/api/certificates/{sha}", operation_id="delete_certificate")
     def api_delete(request: Request, sha: str):
         query(request, ())
         if not SHA.match(sha) or not store.delete_certificate(sha):
@@ -450,15 +461,16 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             pages.pop(sha, None)
         return {"deleted": sha}
 
-    @app.get("/api/jobs/{job_id}")
+    @app.get("/api/jobs/{job_id}", operation_id="get_job")
     def api_job(request: Request, job_id: str):
         query(request, ())
         job = job_or_404(job_id)
         doc = as_dict(job)
         doc["options"] = json.loads(job.options)
         doc["result"] = json.loads(job.result) if job.result else None
-        for k in ("upload_storage", "claim_id", "lease_until"):
-            doc.pop(k, None)
+        for k in ("upload_storage", "claim_id", "lease_until", "client", "created_epoch",
+                  "reserved_bytes", "result_bytes"):
+            doc.pop(k, None)                  # internal: leases, accounting, the client's address
         view = job_view(job)
         doc["progress"] = view["progress"]
         doc["stage"] = (view["progress"] or {}).get("stage", "starting") \
@@ -547,19 +559,61 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         return SafeJSON({"id": job_id, "status": "queued", "page": f"/jobs/{job_id}",
                          "api": f"/api/jobs/{job_id}"}, 201)
 
-    @app.post("/api/jobs")
+    @app.post("/api/jobs", operation_id="submit_job")
     async def api_submit(request: Request):
         return await _submit(request, None)
 
-    @app.post("/api/verify")
+    @app.post("/api/verify", operation_id="submit_verify")
     async def api_verify(request: Request):
         return await _submit(request, "verify")
 
-    @app.get("/favicon.ico")
+    @app.get("/favicon.ico", include_in_schema=False)
     def favicon():
         return RedirectResponse("/static/favicon.svg")
 
     return app
+
+
+class Methods:
+    """Every path's methods, said truly (ASGI middleware, outside the token
+    check): ``OPTIONS`` answers 204 with ``Allow`` listing every method some
+    route of the path takes; a method none of them takes is 405 with the same
+    ``Allow``, before any token is asked for. An unknown path goes on to 404."""
+
+    def __init__(self, app, routes):
+        self.app, self.routes = app, routes
+
+    def allowed(self, path: str) -> set[str] | None:
+        from starlette.routing import Mount
+        methods: set[str] | None = None
+        for r in self.routes:
+            if isinstance(r, Mount):
+                hit = path.startswith(r.path + "/")
+                ms = {"GET", "HEAD"}
+            else:
+                hit = bool(getattr(r, "path_regex", None) and r.path_regex.match(path))
+                ms = set(getattr(r, "methods", None) or ())
+            if hit:
+                methods = (methods or set()) | ms
+        return methods
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        allowed = self.allowed(scope["path"])
+        method = scope["method"]
+        if allowed is None or (method in allowed and method != "OPTIONS"):
+            return await self.app(scope, receive, send)
+        allow = ", ".join(sorted(allowed | {"OPTIONS"})).encode()
+        if method == "OPTIONS":
+            await send({"type": "http.response.start", "status": 204,
+                        "headers": [(b"allow", allow), (b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        from certify.service.guard import send_json
+        await send_json(send, 405, {"detail": f"{method[:16]} is not a method of this path "
+                                              f"(it takes {allow.decode()})"},
+                        headers=[(b"allow", allow)])
 
 
 def _has_token(request: Request, token: str) -> bool:
