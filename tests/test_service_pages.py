@@ -160,3 +160,15 @@ def test_inputs_are_named_in_words():
         ("file c.json", "not found beside the certificate, so not re-hashed"),
         ("the upload m.zip", f"the file submitted to this server (sha256 {'ab' * 32} computed when "
                              f"it arrived; not kept after the job)")]
+
+
+def test_a_browsers_verify_form_without_the_script_lands_on_the_job_page(served):
+    c, _ = served
+    r = c.post("/api/verify", files={"file": ("c.json", b"{}", "application/json")},
+               headers={"Accept": "text/html,application/xhtml+xml,*/*;q=0.8"}, follow_redirects=False)
+    assert r.status_code == 303 and re.fullmatch(r"/jobs/[0-9a-f]{32}", r.headers["location"])
+    assert _text(c.get(r.headers["location"]).text, "job-status") == "queued"
+    # a script or a client gets the JSON
+    r = c.post("/api/verify", files={"file": ("c.json", b"{}", "application/json")})
+    assert r.status_code == 201 and r.json()["page"].startswith("/jobs/")
+    assert 'action="/api/verify" method="post"' in c.get("/verify").text

@@ -556,6 +556,8 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         if not isinstance(job_id, str):
             return job_id                                    # a refusal
         dispatcher.wake()
+        if _wants_page(request):             # a form sent by a browser without the script
+            return RedirectResponse(f"/jobs/{job_id}", 303)
         return SafeJSON({"id": job_id, "status": "queued", "page": f"/jobs/{job_id}",
                          "api": f"/api/jobs/{job_id}"}, 201)
 
@@ -614,6 +616,13 @@ class Methods:
         await send_json(send, 405, {"detail": f"{method[:16]} is not a method of this path "
                                               f"(it takes {allow.decode()})"},
                         headers=[(b"allow", allow)])
+
+
+def _wants_page(request: Request) -> bool:
+    """A browser's own form submission (it asks for HTML first), not a script's
+    or a client's: it is sent on to the job's page."""
+    accept = request.headers.get("accept", "")
+    return accept.startswith("text/html")
 
 
 def _has_token(request: Request, token: str) -> bool:

@@ -258,6 +258,9 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         "responses": {"201": {**_json("Submitted", "queued"), "links": {"job": {
             "operationId": "get_job", "parameters": {"job_id": "$response.body#/id"},
             "description": "poll the job until its status is done or failed"}}},
+            "303": {"description": "queued; a browser's form (Accept: text/html first) is sent "
+                                   "on to the job's page", "headers": {"Location": {
+                                       "schema": {"type": "string"}}}},
             **_errors({400: "a Content-Length that is not a number",
                        401: "the token is missing or wrong", 413: "the upload is over the limit",
                        422: "a bad or unknown field, or a file the command does not take (named)",
@@ -269,6 +272,9 @@ OPERATIONS: dict[str, dict[str, Any]] = {
             "schema": _ref("VerifyForm")}}},
         "responses": {"201": {**_json("Submitted", "queued"), "links": {"job": {
             "operationId": "get_job", "parameters": {"job_id": "$response.body#/id"}}}},
+            "303": {"description": "queued; a browser's form (Accept: text/html first) is sent "
+                                   "on to the job's page", "headers": {"Location": {
+                                       "schema": {"type": "string"}}}},
             **_errors({400: "a Content-Length that is not a number",
                        413: "the upload is over the limit", 422: "a bad field or file (named)",
                        429: "too many open submissions (--open-submit-rate, "
