@@ -71,7 +71,7 @@ def test_a_jobs_page_shows_its_real_state_in_every_state(served, tmp_path):
     claim = queue.claim("n1", 60)
     assert claim.job.id == ids[0]
     page = c.get(f"/jobs/{ids[0]}").text
-    assert _text(page, "job-stage") == "starting" and _text(page, "job-node") == "this server"
+    assert _text(page, "job-stage") == "starting its process" and _text(page, "job-node") == "this server"
     queue.set_progress(claim.claim_id, json.dumps({
         "step": 2, "steps": 3, "stage": "verifying the claims (exact arithmetic)", "claims": 4,
         "checked": 0}))
@@ -106,6 +106,7 @@ def test_a_jobs_page_shows_its_real_state_in_every_state(served, tmp_path):
     assert _text(page, "job-status") == "done" and "re-queued" not in page
     assert f'<a id="job-certificate" href="/certificates/{cert["sha256"]}">' in page
     assert _text(page, "job-exit") == "0: every claim is proved"
+    assert _text(page, "overall") == "proved" and _text(page, "fact-check") == "checks out"
     assert "width: 100%" in page and "noscript" not in page          # no reload once it ended
     assert c.get(f"/api/jobs/{ids[0]}").json()["certificate_page"] == f"/certificates/{cert['sha256']}"
 

@@ -69,6 +69,7 @@ SHA = re.compile(r"^[0-9a-f]{64}$")
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 FILTER_PARAMS = ("kind", "verdict", "rank", "family", "model", "since", "until")
 PAGE = 50                     # rows per list page (and the API's default limit)
+STARTING = "starting its process"     # a claimed job whose worker has not said its stage yet
 PAGE_CACHE = 256              # rendered certificate pages kept
 REQUEST_THREADS = 6           # handlers running at once (the rest wait their turn)
 MEDIA = {".png": "image/png", ".pdf": "application/pdf", ".md": "text/markdown; charset=utf-8",
@@ -402,7 +403,8 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             "here": job.node_id == cfg.node, "percent": (100 if not live else
                                                         round(100 * done_steps / steps) if steps else 0),
             "exit_meaning": _exit_meaning(job), "result": result,
-            "verified": shown_verification(result.get("verification")) if result else None}
+            "verified": shown_verification(result.get("verification")) if result else None,
+            "cert": store.certificate_facts(job.cert_sha256) if job.cert_sha256 else None}
 
     @app.get("/jobs/{job_id}", response_class=HTMLResponse, operation_id="job_page")
     def job_page(request: Request, job_id: str):
@@ -473,7 +475,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             doc.pop(k, None)                  # internal: leases, accounting, the client's address
         view = job_view(job)
         doc["progress"] = view["progress"]
-        doc["stage"] = (view["progress"] or {}).get("stage", "starting") \
+        doc["stage"] = (view["progress"] or {}).get("stage", STARTING) \
             if job.status == "running" else None
         doc["elapsed_seconds"] = None if view["elapsed"] is None else round(view["elapsed"], 1)
         doc["queue_position"] = view["position"]

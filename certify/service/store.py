@@ -112,6 +112,12 @@ class Store:
         with self.session() as s:
             return s.get(CertificateRow, sha)
 
+    def certificate_facts(self, sha: str) -> Row | None:
+        """A certificate's verdict and the server's verify exit status (no text)."""
+        with self.session() as s:
+            return s.execute(select(CertificateRow.verdict, CertificateRow.verify_exit)
+                             .where(CertificateRow.sha256 == sha)).first()
+
     def claims(self, sha: str) -> list[ClaimRow]:
         with self.session() as s:
             return list(s.scalars(select(ClaimRow).where(ClaimRow.cert_sha256 == sha)
