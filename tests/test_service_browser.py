@@ -3,7 +3,7 @@ chromium + chromium-driver, through Selenium) submits a checkpoint, follows the
 progress, lands on the certificate page, and re-verifies the downloaded
 certificate on the verify page; the server's verify result equals the
 command line's on the same JSON. A screenshot is taken and must not be blank
-(``CERTIFY_SCREENSHOT_DIR`` keeps a copy, as used for the README)."""
+(``CERTIFY_SCREENSHOT_DIR`` keeps a copy, as used for docs/service.md)."""
 
 from __future__ import annotations
 

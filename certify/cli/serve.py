@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                epilog="exit codes: 2 bad option, the port in use, a host that is not this "
                       "machine's, a data folder that is not the service's or is in use, an "
                       "unusable database or token file (one line, before anything is served). "
-                      "Defaults and the data folder: README, 'The service'.")
+                      "Defaults and the data folder: docs/service.md.")
     g = p.add_argument_group("where")
     g.add_argument("--host", metavar="HOST", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")

@@ -3,7 +3,7 @@
 One frozen record, checked when it is made (:meth:`ServiceConfig.check`), so a
 ``nan``, an ``inf`` or an absurd size is refused before anything starts; the
 messages name the ``certify serve`` option that sets the value. The defaults
-are documented in the README ("Service", "Bounds").
+are documented in docs/service.md ("Bounds").
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ SCHEMAS: dict[str, Any] = {
     "JobForm": {
         "type": "object", "required": ["command"], "additionalProperties": False,
         "description": "the command and its options as form fields (each field once); which "
-                       "options each command takes: README, 'Service'",
+                       "options each command takes: docs/service.md",
         "properties": {
             "command": {"type": "string", "enum": ["checkpoint", "rank", "feasibility", "transcript",
                                                    "verify"]},
