@@ -145,7 +145,7 @@ def test_schemathesis_against_a_real_server(tmp_path):
     cases per operation and mode, fixed seed) against ``certify serve``: no
     5xx, every status, content type, header and body as documented, and
     methods the schema does not list are 405 with a truthful ``Allow``."""
-    from service_support import ROOT, Server, env
+    from service_support import Server, env
     with Server(tmp_path / "data", "--read-rate", "0", "--open-submit-rate", "0",
                 "--max-anonymous-queued", "3", "--workers", "1", "--max-upload-mb", "1") as s:
         p = subprocess.run(

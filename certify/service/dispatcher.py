@@ -244,8 +244,8 @@ class Dispatcher:
                 self._cleanup(r)
                 raise
             traceback.print_exc()
-            self._end(r, lambda: self.queue.fail(job.id, cid, f"internal error: the job could not "
-                                                              f"start ({type(exc).__name__})"))
+            why = f"internal error: the job could not start ({type(exc).__name__})"
+            self._end(r, lambda: self.queue.fail(job.id, cid, why))
 
     def _finish(self, r: _Running, rc: int) -> bool:
         res_path = r.workdir / "result.json"
