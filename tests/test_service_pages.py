@@ -132,6 +132,9 @@ def test_a_certificate_page_states_the_verdict_and_the_check_as_two_facts(served
     assert "file m.json: present; its sha256 matches the certificate&#39;s" in page
     assert "bound per claim" not in page and ": match" not in page
     assert _text(page, "verify-exit") == "certify verify: exit 0"
+    # the command it prints names the file as it downloads
+    name = c.get(f"/certificates/{cert['sha256']}/certificate.json").headers["content-disposition"]
+    assert f"certify verify {name.split('filename=')[1].strip(chr(34))}</code>" in page
     # a certificate whose check fails says so, beside its verdict
     bad = dict(cert, verification={**cert["verification"], "exit_code": 1}, verify_exit=1,
                text=cert["text"].replace('"created"', '"created" ', 1))
