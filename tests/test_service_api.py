@@ -533,3 +533,75 @@ def test_serve_needs_no_set_up(tmp_path):
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_a_client_driven_by_the_served_schema_submits_polls_and_fetches(server, client):
+    """A client that knows only /openapi.json: it finds the operations by their
+    ids, builds the multipart body the schema describes, authenticates as the
+    security scheme says, follows the response links from the submission to
+    the job and from the job to its certificate, and validates every answer
+    against the schema."""
+    import jsonschema
+
+    doc = client.get(server.url + "/openapi.json").json()
+    ops = {op["operationId"]: (path, method, op) for path, item in doc["paths"].items()
+           for method, op in item.items()}
+
+    def resolve(schema: dict) -> dict:
+        while "$ref" in schema:
+            schema = _pointer(doc, schema["$ref"].split("#", 1)[1])
+        return schema
+
+    def call(op_id: str, params: dict | None = None, form: dict | None = None,
+             files: dict | None = None):
+        path, method, op = ops[op_id]
+        url = server.url + path.format(**(params or {}))
+        headers = {}
+        for req in op.get("security", []):
+            scheme = doc["components"]["securitySchemes"][next(iter(req))]
+            assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+            headers["Authorization"] = f"Bearer {server.token}"
+        if "requestBody" in op:
+            (media, body), = op["requestBody"]["content"].items()
+            assert media == "multipart/form-data"
+            form_schema = resolve(body["schema"])
+            given = set(form or {}) | set(files or {})
+            assert set(form_schema["required"]) <= given <= set(form_schema["properties"]), given
+            assert all(form_schema["properties"][f].get("format") == "binary" for f in files or {})
+        r = client.request(method.upper(), url, headers=headers, data=form, files=files)
+        resp = op["responses"][str(r.status_code)]             # every answer is documented
+        (media, content), = [(m, c) for m, c in resp["content"].items()
+                             if r.headers["content-type"].startswith(m.split(";")[0])]
+        if media == "application/json":
+            jsonschema.validate(r.json(), {**content["schema"], "components": doc["components"]})
+        return r, resp
+
+    def follow(link: dict, body: dict) -> dict:
+        """A link's parameters: ``$response.body#/POINTER`` of the answer it is on."""
+        assert all(v.startswith("$response.body#/") for v in link["parameters"].values())
+        return {k: _pointer(body, v.split("#", 1)[1]) for k, v in link["parameters"].items()}
+
+    r, resp = call("submit_job", form={"command": "rank"},
+                   files={"file": ("schema-client.json", b"[[1,2],[2,4]]", "application/json")})
+    assert r.status_code == 201
+    link = resp["links"]["job"]
+    final = doc["components"]["schemas"]["Job"]["properties"]["status"]["x-final"]
+    t0 = time.monotonic()
+    while True:
+        job, resp = call(link["operationId"], follow(link, r.json()))
+        if job.json()["status"] in final or time.monotonic() - t0 > 240:
+            break
+        time.sleep(0.2)
+    assert job.json()["status"] == "done", job.json()
+    link = resp["links"]["certificate"]
+    cert, _ = call(link["operationId"], follow(link, job.json()))
+    claim = cert.json()["claims"][0]
+    assert claim["kind"] == "exact_rank"
+    assert claim["evidence"]["rank_lower"] == claim["evidence"]["rank_upper"] == 1
+    assert "schema-client.json" in cert.json()["inputs"]
+
+
+def _pointer(doc, pointer: str):
+    for part in pointer.lstrip("/").split("/"):
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
+    return doc

@@ -3,7 +3,7 @@ chromium + chromium-driver, through Selenium) submits a checkpoint, follows the
 progress, lands on the certificate page, and re-verifies the downloaded
 certificate on the verify page; the server's verify result equals the
 command line's on the same JSON. A screenshot is taken and must not be blank
-(``CERTIFY_SCREENSHOT_DIR`` keeps a copy, as used for the README)."""
+(``CERTIFY_SCREENSHOT_DIR`` keeps a copy, as used for docs/service.md)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,7 @@ from service_support import CKPT, ROOT, Server, checkpoint_zip, need_os_package
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
 
-@pytest.fixture
-def browser(tmp_path):
+def _chromium(tmp_path, *, javascript: bool = True, size: str = "1200,1500"):
     need_os_package(CHROMIUM.is_file() and DRIVER.is_file(), "headless Chromium (/usr/bin/chromium, "
                     "/usr/bin/chromedriver)", "chromium chromium-driver")
     os.environ.setdefault("SE_OFFLINE", "true")          # never let Selenium download anything
@@ -34,18 +33,58 @@ def browser(tmp_path):
     opts.binary_location = str(CHROMIUM)
     for a in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
               "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage",
-              f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1200,1500"):
+              f"--user-data-dir={tmp_path / 'chromium-profile'}", f"--window-size={size}"):
         opts.add_argument(a)
+    if not javascript:
+        opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
     driver = webdriver.Chrome(service=Service(str(DRIVER)), options=opts)
     driver.set_page_load_timeout(60)
+    return driver
+
+
+@pytest.fixture
+def browser(tmp_path):
+    driver = _chromium(tmp_path)
     yield driver
     driver.quit()
 
 
+@pytest.fixture
+def browser_without_js(tmp_path):
+    driver = _chromium(tmp_path, javascript=False, size="1000,820")
+    yield driver
+    driver.quit()
+
+
+def _field(src: str, id_: str) -> str | None:
+    """The text of element ``id_`` in a page's source (None when absent)."""
+    import html
+    m = re.search(rf'id="{id_}"[^>]*>(.*?)</(dd|span|p|div|a)>', src, re.S)
+    return html.unescape(re.sub(r"<[^>]+>", "", m.group(1))).strip() if m else None
+
+
+def _keep_screenshot(png: bytes, name: str) -> None:
+    """Keep a copy in ``CERTIFY_SCREENSHOT_DIR`` (how reports/service/ is made)."""
+    if os.environ.get("CERTIFY_SCREENSHOT_DIR"):
+        import io
+
+        from PIL import Image
+        dest = Path(os.environ["CERTIFY_SCREENSHOT_DIR"])
+        dest.mkdir(parents=True, exist_ok=True)
+        img = Image.open(io.BytesIO(png)).convert("RGB").quantize(colors=96)   # a small PNG
+        img.save(dest / name, optimize=True)
+
+
 def _wait(cond, timeout: float, what: str):
+    """``cond()`` once it is true; an element not there yet (a page still
+    loading) counts as false."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        v = cond()
+        try:
+            v = cond()
+        except (NoSuchElementException, StaleElementReferenceException):
+            v = None
         if v:
             return v
         time.sleep(0.2)
@@ -119,12 +158,14 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         png = browser.get_screenshot_as_png()
         colours, std = _not_blank(png)
         assert colours > 50 and std > 10, (colours, std)
-        shot = tmp_path / "certificate-page.png"
-        shot.write_bytes(png)
-        if os.environ.get("CERTIFY_SCREENSHOT_DIR"):
-            dest = Path(os.environ["CERTIFY_SCREENSHOT_DIR"])
-            dest.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(shot, dest / "certificate-page.png")
+        # two labelled facts: what the claims say, and whether the certificate checks out
+        assert browser.find_element(By.ID, "fact-check").text == "checks out"
+        assert "a refutation that checks out is itself proved" in \
+            browser.find_element(By.ID, "facts-explained").text
+        heads = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "article.claim h3")]
+        assert any("claim: refuted" in h and "check: re-derived" in h for h in heads), heads
+        assert not any("verified" in h for h in heads), heads
+        _keep_screenshot(png, "certificate-page.png")
 
         # download the JSON (the link on the page) and verify it on the command line
         href = browser.find_element(By.ID, "download-json").get_attribute("href")
@@ -157,8 +198,8 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         # the certificate page names the server's own upload for what it is
         browser.get(s.url + browser_cert_path)
         inputs = browser.find_element(By.CSS_SELECTOR, "ul.inputs").text
-        assert "upload:paper-model.zip: the file submitted to this server" in inputs, inputs
-        assert ": absent" not in inputs.split("upload:")[1].split("\n")[0]
+        assert "the upload paper-model.zip: the file submitted to this server" in inputs, inputs
+        assert "not found" not in inputs.split("the upload ")[1].split("\n")[0]
         colours, std = _not_blank(browser.get_screenshot_as_png())
         assert colours > 20 and std > 5
 
@@ -173,10 +214,84 @@ def test_job_page_keeps_its_status_through_rate_limited_polls(browser, tmp_path)
         job_id = r.json()["id"]
         browser.get(f"{s.url}/jobs/{job_id}")
         stage = _wait(lambda: "status not available (429)" in (t := browser.find_element(
-            By.ID, "job-stage").text) and t, 60, "a refused poll")
+            By.ID, "job-poll").text) and t, 60, "a refused poll")
         assert re.search(r"asking again in \d+ s", stage), stage
         status = browser.find_element(By.ID, "job-status").text
         assert status in ("queued", "running", "done", "failed"), status
         assert "undefined" not in browser.find_element(By.ID, "job").text
         width = browser.find_element(By.ID, "job-bar").get_attribute("style")
         assert "100%" not in width or status in ("done", "failed"), (width, status)
+
+
+#: the stages of a feasibility job (certify.service.worker)
+STAGES = ("computing the claims (certify feasibility)", "verifying the claims (exact arithmetic)",
+          "building the report")
+
+
+@pytest.mark.slow             # a server, a browser and a feasibility job (about 25 s)
+def test_without_javascript_a_job_page_follows_the_job_to_its_certificate(browser_without_js, tmp_path):
+    """JavaScript off: the job page is the server's rendering of the job's real
+    state (stage, claims, start, time since the start) and reloads itself
+    while the job lives; when it is done it links to the certificate, which
+    opens with its two facts."""
+    from selenium.webdriver.common.by import By
+    b = browser_without_js
+    with Server(tmp_path / "data", "--read-rate", "0") as s, httpx.Client(timeout=60) as c:
+        r = c.post(s.url + "/api/jobs", headers=s.auth, data={
+            "command": "feasibility", "family": "paper-5.1", "rank": "12", "time_limit": "3"})
+        job = r.json()["id"]
+        b.get(f"{s.url}/jobs/{job}")
+        # JavaScript is off: the page's <noscript> is parsed, and its refresh is what reloads it
+        assert len(b.find_elements(By.CSS_SELECTOR, 'noscript > meta[http-equiv="refresh"]')) == 1
+        states, t0 = [], time.monotonic()
+        shot = False
+        while time.monotonic() - t0 < 240:
+            src = b.page_source                       # one snapshot: the page reloads itself
+            status = _field(src, "job-status")
+            if status is None:                        # between two loads
+                time.sleep(0.2)
+                continue
+            api = c.get(f"{s.url}/api/jobs/{job}").json()
+            states.append(status)
+            if status == "running":
+                stage = _field(src, "job-stage")
+                # the worker's own stages, numbered as it goes through them (or "starting its process":
+                # claimed, no stage recorded yet); the page was rendered at its last reload
+                if stage != "starting its process":
+                    m = re.fullmatch(r"step ([1-3]) of 3: (.+)", stage)
+                    assert m and STAGES[int(m.group(1)) - 1] == m.group(2), stage
+                    states.append(stage)
+                    if not shot:
+                        _keep_screenshot(b.get_screenshot_as_png(), "job-running.png")
+                        shot = True
+                started = _field(src, "job-started")
+                assert started == api["started_at"][:19].replace("T", " ") + " UTC", started
+                shown = int(re.fullmatch(r"(\d+) s since it started", _field(src, "job-elapsed")).group(1))
+                # the time since the job's start, when the server rendered the page
+                import datetime as dt
+                as_of = _field(src, "job-asof")[:19]
+                since = (dt.datetime.fromisoformat(as_of) - dt.datetime.fromisoformat(
+                    api["started_at"][:19])).total_seconds()
+                assert abs(shown - since) <= 1, (shown, as_of, api["started_at"])
+                claims = _field(src, "job-claims")
+                assert claims == "not known until the computation ends" or \
+                    re.fullmatch(r"[01] of 1 verified", claims), claims
+            if status in ("done", "failed"):
+                break
+            time.sleep(0.5)
+        text = b.find_element(By.ID, "job").text
+        assert status == "done", (states, text)
+        assert "running" in states, states                   # seen live, by reloads alone
+        assert "step 1 of 3: computing the claims (certify feasibility)" in states, states
+        # the finished page: 100 %, the outcome, and the link
+        assert "width: 100%" in b.find_element(By.ID, "job-bar").get_attribute("style")
+        assert b.find_element(By.ID, "job-exit").text.startswith(str(api["exit_code"]))
+        link = b.find_element(By.ID, "job-certificate")
+        _keep_screenshot(b.get_screenshot_as_png(), "job-finished.png")
+        sha = c.get(f"{s.url}/api/jobs/{job}").json()["cert_sha256"]
+        assert link.get_attribute("href") == f"{s.url}/certificates/{sha}"
+        link.click()
+        _wait(lambda: b.current_url.endswith(f"/certificates/{sha}"), 30, "the certificate page")
+        facts = b.find_element(By.ID, "facts").text
+        assert facts.startswith("claims: ") and "certificate: checks out" in facts, facts
+        assert b.find_element(By.ID, "verify-exit").text == "certify verify: exit 0"

@@ -157,3 +157,32 @@ def test_an_out_folder_is_owned_by_its_manifest_alone(tmp_path):
     # certify's own folder (by its manifest) is replaced as documented
     assert run("report", "b.json", "--out", "mine").returncode == 0
     assert run("report", "b.json", "--out", "mine").returncode == 0
+
+
+def test_bounds_state_their_true_range(capsys):
+    """``--workers`` is bounded by this machine's cores (4 per core), for the
+    service and for every command's local Ray; ``--retention-days`` states its
+    real minimum, one minute (1/1440 day), which is itself accepted."""
+    from certify.cli import main
+    from certify.core.engine import cores, max_local_workers
+    from certify.core.errors import InputError
+    from certify.service.config import ServiceConfig
+
+    top = max_local_workers()
+    assert top == 4 * cores()
+    base = dict(data=Path("unused"), db="", token="t" * 16)
+    assert ServiceConfig(**base, workers=top).workers == top
+    with pytest.raises(InputError, match=rf"--workers must be an integer in 1\.\.{top} \(4 per core"):
+        ServiceConfig(**base, workers=top + 1)
+    assert ServiceConfig(**base, retention_days=1 / 1440).retention_days == 1 / 1440
+    with pytest.raises(InputError) as e:
+        ServiceConfig(**base, retention_days=0.0001)
+    assert str(e.value) == ("--retention-days must be a finite number in 1/1440..36500 "
+                            "(days; 1/1440 is one minute), got 0.0001")
+    with pytest.raises(InputError, match=r"--max-upload-mb must be a finite number in 1/1024\.\.4096"):
+        from certify.service.config import megabytes
+        megabytes(0.0, "--max-upload-mb", 1 / 1024, 4096)
+    # a command's --workers: refused before any work (no Ray is started), exit 2
+    assert main(["feasibility", "--sweep", "8:9", "--workers", str(top + 1)]) == 2
+    err = capsys.readouterr().err
+    assert f"--workers {top + 1}: at most {top} here" in err and len(err.strip().splitlines()) == 1

@@ -2,9 +2,12 @@
 node-local data folder: they share one queue and one store; kill -9 of one
 mid-job, and the other takes the job over once its lease has expired (by the
 database's clock) and finishes it exactly once; nothing is lost, and either
-server serves every certificate and its files. Opt-in (``--runslow``, about
-15 s); the lease mechanics on a real PostgreSQL run in the default suite
-(tests/test_service_store.py)."""
+server serves every certificate and its files. And PostgreSQL stopped under a
+running server with a job running: 503s with the reason, one log line each
+way, the job's result stored once the database is back. Opt-in
+(``--runslow``, about 15 s each); the lease mechanics on a real PostgreSQL run
+in the default suite (tests/test_service_store.py), and so does the outage
+with the application in process (tests/test_service_outage.py)."""
 
 from __future__ import annotations
 
@@ -85,3 +88,60 @@ def test_two_servers_share_the_queue_and_a_killed_ones_job_finishes_once_elsewhe
     finally:
         a.stop()
         b.stop()
+
+
+def _get_all(c, base: str, job: str, auth: dict) -> dict[str, httpx.Response]:
+    out = {p: c.get(base + p) for p in ("/api/health", "/api/certificates", f"/api/jobs/{job}",
+                                         "/", f"/jobs/{job}", "/jobs")}
+    out["POST /api/jobs"] = c.post(base + "/api/jobs", headers=auth,
+                                   data={"command": "feasibility", "rank": "8"})
+    return out
+
+
+@pytest.mark.slow
+def test_postgresql_stopped_under_a_running_server_and_its_job(pg, tmp_path):
+    """The database stops while a job runs: every request is a 503 with the
+    reason (pages as HTML), the log has one line for the outage and one for
+    its end and no traceback; the job's process runs on and ends during the
+    outage, and its result is stored when the database is back, by the same
+    claim: done once, attempt 1, one certificate."""
+    url = pg.create_db("outage")
+    s = Server(tmp_path / "a", "--db", url, "--workers", "1", "--read-rate", "0").start()
+    try:
+        with httpx.Client(timeout=60) as c:
+            job = c.post(s.url + "/api/jobs", headers=s.auth, data={
+                "command": "feasibility", "family": "paper-5.1", "rank": "12",
+                "time_limit": "4"}).json()["id"]
+            wait_job(c, s.url, job, timeout=60, until=("running",))
+            pg.pause()
+            try:
+                answers = _get_all(c, s.url, job, s.auth)
+                for what, r in answers.items():
+                    assert r.status_code == 503, (what, r.status_code, r.text[:200])
+                    page = not what.startswith(("/api/", "POST"))
+                    assert r.headers["content-type"].startswith("text/html" if page
+                                                                else "application/json"), what
+                    assert "the database is not answering (" in r.text, (what, r.text[:300])
+                time.sleep(8)                     # the job's 4 s search ends during the outage
+                assert all(r.status_code == 503 for r in _get_all(c, s.url, job, s.auth).values())
+            finally:
+                pg.resume()
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 30:
+                try:
+                    if c.get(s.url + "/api/health").status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.2)
+            done = wait_job(c, s.url, job, timeout=60)
+            assert done["status"] == "done" and done["attempts"] == 1 and done["reason"] is None, done
+            assert [o for _, o in _claims(url, job)] == ["done"]
+            assert _sql(url, "select count(*) from certificates where job_id = %s", job) == [(1,)]
+            page = c.get(f"{s.url}/jobs/{job}").text
+            assert f'href="/certificates/{done["cert_sha256"]}"' in page
+    finally:
+        s.stop()
+    log = s.output()
+    assert log.count("is not answering") == 1 and log.count("answers again") == 1, log
+    assert "Traceback" not in log and "internal error" not in log, log

@@ -16,6 +16,8 @@ from service_support import Server, cpu_ticks, descendants, wait_gone, wait_job
 
 #: a job that computes for its whole time limit (rank 12 on paper-5.1 is an honest unknown)
 LONG_JOB = {"command": "feasibility", "family": "paper-5.1", "rank": "12", "time_limit": "50"}
+#: its stage once its process computes (certify.service.worker)
+COMPUTING = "computing the claims (certify feasibility)"
 
 
 def _db(server, sql: str):
@@ -32,7 +34,7 @@ def _submit_and_kill(s: Server, c: httpx.Client) -> tuple[str, list[str]]:
     t0 = time.monotonic()
     while time.monotonic() - t0 < 30:            # the job's own process, past its start
         j = c.get(f"{s.url}/api/jobs/{job_id}").json()
-        if j.get("stage") == "running feasibility":
+        if j.get("stage") == COMPUTING:
             break
         time.sleep(0.05)
     tree = descendants(s.proc.pid)
@@ -55,7 +57,7 @@ def _submit_and_kill(s: Server, c: httpx.Client) -> tuple[str, list[str]]:
 def _wait_computing(s: Server, c: httpx.Client, job_id: str) -> None:
     t0 = time.monotonic()
     while time.monotonic() - t0 < 30:
-        if c.get(f"{s.url}/api/jobs/{job_id}").json().get("stage") == "running feasibility":
+        if c.get(f"{s.url}/api/jobs/{job_id}").json().get("stage") == COMPUTING:
             return
         time.sleep(0.05)
     raise AssertionError("the job did not start computing")

@@ -74,9 +74,9 @@ def test_schema_by_alembic_and_migrate_is_idempotent(store):
             "alembic_version", "admission"} <= set(insp.get_table_names())
     cols = {c["name"] for c in insp.get_columns("jobs")}
     assert {"claim_id", "node_id", "lease_until", "anonymous", "client", "created_epoch",
-            "reserved_bytes", "result_bytes"} <= cols
+            "reserved_bytes", "result_bytes", "progress"} <= cols
     with store.engine.connect() as conn:
-        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0003"
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == "0004"
 
 
 def test_sqlite_runs_in_wal_mode_with_a_busy_timeout(tmp_path):
@@ -166,6 +166,38 @@ def test_release_gives_the_job_back_without_counting_the_attempt(queue):
     assert (job.status, job.attempts, job.claim_id) == ("queued", 0, None)
     assert job.reason == "re-queued: the server running it was stopped"
     assert [x.outcome for x in queue.claims(c.job.id)] == ["released"]
+
+
+def test_a_requeued_jobs_reason_is_cleared_when_it_finishes(queue):
+    """A job given back by a stopped server, then finished, no longer says it
+    was re-queued; its progress is the live claim's only."""
+    c = _claimed(queue)
+    assert queue.set_progress(c.claim_id, '{"step": 2}')
+    assert queue.job(c.job.id).progress == '{"step": 2}'
+    queue.release([c.claim_id])
+    job = queue.job(c.job.id)
+    assert job.reason == "re-queued: the server running it was stopped" and job.progress is None
+    assert not queue.set_progress(c.claim_id, '{"step": 3}')     # the released claim is not live
+    c2 = queue.claim("n2", 60)
+    assert c2.job.id == c.job.id and c2.job.reason.startswith("re-queued")
+    assert queue.finish(c2.job.id, c2.claim_id, exit_code=0, result=None,
+                        certificate=_doc(_cert(3)))
+    job = queue.job(c.job.id)
+    assert (job.status, job.reason, job.progress) == ("done", None, None)
+    # a failure keeps its own reason
+    c3 = _claimed(queue)
+    queue.release([c3.claim_id])
+    c4 = queue.claim("n2", 60)
+    assert queue.fail(c4.job.id, c4.claim_id, "bad input: x")
+    assert queue.job(c4.job.id).reason == "bad input: x"
+
+
+def test_a_queued_jobs_position(queue):
+    ids = [queue.add("rank", {"i": i}) for i in range(3)]
+    assert [queue.position(j) for j in ids] == [0, 1, 2]
+    c = queue.claim("n1", 60)
+    assert c.job.id == ids[0]
+    assert [queue.position(j) for j in ids] == [None, 0, 1]
 
 
 def test_uploads_live_as_long_as_their_job_unless_kept(store):

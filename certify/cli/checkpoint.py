@@ -26,6 +26,7 @@ from certify.checkpoints.run import DEFAULT_EPS, CheckpointResult
 from certify.cli import common as cli
 from certify.core import limits, outputs
 from certify.core.errors import InputError
+from certify.core.progress import show_progress
 from certify.core.verdict import Verdict, overall
 from certify.report.build import build_with_certificate
 
@@ -110,7 +111,7 @@ def _batch(args, eps: Fraction, command: list[str]) -> int:
                          "kernel arguments in each model's config.json")
     if args.out:
         outputs.check_out_dir(args.out, BATCH)
-    with cli.engine_from_args(args, progress=not args.json) as engine:
+    with cli.engine_from_args(args, progress=not args.json and show_progress(args.no_progress)) as engine:
         entries, ignored = run_batch(args.batch, families=args.family, eps=eps, seed=args.seed,
                                      command=command, engine=engine, out=args.out)
     summary, worst = [], 0

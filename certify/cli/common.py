@@ -88,7 +88,7 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     """``--workers N`` and ``--ray-address ADDR`` (the parallel engine)."""
     p.add_argument("--workers", type=int, default=1,
                    help="parallel tasks: 1 runs in process (default); N > 1 starts a local Ray "
-                        "with N workers for the run")
+                        "with N workers for the run (at most 4 per core of this machine)")
     p.add_argument("--ray-address", default=None, type=_ray_address, metavar="ADDR",
                    help="join an existing Ray cluster: HOST:PORT (the head's GCS, e.g. head:6379) "
                         "or ray://HOST:PORT (the Ray client server, e.g. ray://head:10001). "
@@ -110,8 +110,12 @@ def _ray_address(text: str) -> str:
 
 def engine_from_args(args, *, progress: bool = True):
     """The :class:`certify.core.engine.Engine` that ``--workers``/``--ray-address`` ask for."""
-    from certify.core.engine import Engine
+    from certify.core.engine import WORKERS_PER_CORE, Engine, cores, max_local_workers
 
     if args.workers < 1:
         raise InputError(f"--workers must be >= 1, got {args.workers}")
+    if args.workers > max_local_workers() and not args.ray_address:
+        raise InputError(f"--workers {args.workers}: at most {max_local_workers()} here "
+                         f"({WORKERS_PER_CORE} per core, {cores()} cores: each worker is a process, "
+                         f"more only wait); a cluster is joined with --ray-address")
     return Engine(args.workers, args.ray_address, progress=progress)

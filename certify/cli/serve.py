@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                epilog="exit codes: 2 bad option, the port in use, a host that is not this "
                       "machine's, a data folder that is not the service's or is in use, an "
                       "unusable database or token file (one line, before anything is served). "
-                      "Defaults and the data folder: README, 'The service'.")
+                      "Defaults and the data folder: docs/service.md.")
     g = p.add_argument_group("where")
     g.add_argument("--host", metavar="HOST", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
@@ -117,11 +117,11 @@ def migrate(argv: Sequence[str]) -> int:
     ap.add_argument("--db", metavar="URL", default="",
                     help="its database when not DATA/certify.db (postgresql://...)")
     a = ap.parse_args(argv)
-    from certify.service.upgrade import migrate_folder
+    from certify.service.upgrade import command_line, migrate_folder
     m = migrate_folder(a.data, a.db or None)
     print(f"certify serve migrate: {a.data}: {m.jobs} job(s), {m.uploads} upload(s) and "
           f"{m.files} report file(s) of {m.certificates} certificate(s) moved into the database"
           + (f"; {m.requeued} running job(s) queued again" if m.requeued else "")
           + (f"; removed {', '.join(m.removed)}/" if m.removed else "")
-          + f". Start it with: certify serve --data {a.data}", file=sys.stderr)
+          + f". Start it with: {command_line('serve', a.data, a.db or None)}", file=sys.stderr)
     return 0

@@ -35,6 +35,22 @@ from typing import Any, Callable, Sequence
 _ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "RAY_USAGE_STATS_ENABLED": "0"}
 ROOT = str(Path(__file__).resolve().parent.parent.parent)
+#: local workers per core at most (``--workers``): each is a process of its own,
+#: so beyond a few per core they only wait, and start-up grows with their number
+WORKERS_PER_CORE = 4
+
+
+def cores() -> int:
+    """The cores this process may run on (its CPU affinity, else the count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):                       # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def max_local_workers() -> int:
+    """The largest ``--workers`` of a local run: :data:`WORKERS_PER_CORE` x the cores."""
+    return WORKERS_PER_CORE * cores()
 
 
 def _call_one_thread(fn: Callable, args: tuple) -> Any:

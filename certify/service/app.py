@@ -43,6 +43,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
+from sqlalchemy import exc as sa_exc
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -51,9 +53,11 @@ from certify.core.errors import InputError
 from certify.service.config import ServiceConfig
 from certify.service.dispatcher import Dispatcher
 from certify.service.guard import Guard
+from certify.service.health import RETRY_SECONDS, DatabaseUnavailable, is_outage
 from certify.service.launcher import Launcher
 from certify.service.options import check_options
 from certify.service.queue import Queue, Quota, Refused, Upload
+from certify.service.schema import aware
 from certify.service.store import Filters, Store, as_dict
 from certify.service.uploads import check_zip, safe_name
 
@@ -65,6 +69,7 @@ SHA = re.compile(r"^[0-9a-f]{64}$")
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 FILTER_PARAMS = ("kind", "verdict", "rank", "family", "model", "since", "until")
 PAGE = 50                     # rows per list page (and the API's default limit)
+STARTING = "starting its process"     # a claimed job whose worker has not said its stage yet
 PAGE_CACHE = 256              # rendered certificate pages kept
 REQUEST_THREADS = 6           # handlers running at once (the rest wait their turn)
 MEDIA = {".png": "image/png", ".pdf": "application/pdf", ".md": "text/markdown; charset=utf-8",
@@ -81,7 +86,10 @@ def _is_page(path: str) -> bool:
 
 
 def printable(v: Any) -> Any:
-    """Strings with every lone surrogate shown as its JSON escape ``\\udXXX``."""
+    """Strings with every lone surrogate shown as its JSON escape ``\\udXXX``
+    (markup -- a macro's output -- is made of values already shown so)."""
+    if isinstance(v, Markup):
+        return v
     if isinstance(v, str):
         return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", v)
     return v
@@ -213,6 +221,16 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     app.add_middleware(Guard, token=cfg.token, max_body=cfg.limits.upload_bytes + 64 * 1024,
                        open_submit_rate=cfg.open_submit_rate, read_rate=cfg.read_rate)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    app.add_middleware(Methods, routes=app.routes)        # outermost: 405 before 401
+
+    schema: dict[str, Any] = {}
+
+    def openapi() -> dict[str, Any]:
+        if not schema:
+            from certify.service.openapi import document
+            schema.update(document(app))
+        return schema
+    app.openapi = openapi
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
@@ -230,8 +248,30 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                 status_code=exc.status_code, headers=getattr(exc, "headers", None))
         return SafeJSON({"detail": exc.detail}, exc.status_code, headers=getattr(exc, "headers", None))
 
+    def _unavailable(request: Request, exc: Exception) -> Response:
+        """The database is not answering: 503 with the reason, a page for a page
+        (one log line per outage: :class:`certify.service.health.Health`)."""
+        store.health.failed(exc)
+        detail = printable(store.health.refusing())
+        headers = {"Retry-After": str(max(1, math.ceil(RETRY_SECONDS)) + 1)}
+        if _is_page(request.url.path):
+            return templates.TemplateResponse(request, "error.html", {
+                "limits": cfg.limits, "status": 503, "title": "Service Unavailable",
+                "detail": detail, "retry": True}, status_code=503, headers=headers)
+        return SafeJSON({"detail": detail}, 503, headers=headers)
+
+    async def _outage_or_internal(request: Request, exc: Exception):
+        if is_outage(exc):
+            return _unavailable(request, exc)
+        return await _internal(request, exc)
+
+    for kind in (DatabaseUnavailable, sa_exc.DBAPIError, sa_exc.TimeoutError):
+        app.add_exception_handler(kind, _outage_or_internal)
+
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception):
+        if is_outage(exc):
+            return _unavailable(request, exc)
         print(f"certify serve: internal error on {request.method} {request.url.path}\n"
               + "".join(traceback.format_exception(exc)).rstrip(), file=sys.stderr, flush=True)
         return SafeJSON({"detail": "internal error (logged on the server)"}, 500)
@@ -253,7 +293,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
 
     # ------------------------------------------------------------ pages
 
-    @app.get("/", response_class=HTMLResponse)
+    @app.get("/", response_class=HTMLResponse, operation_id="list_page")
     def index(request: Request):
         q = query(request, FILTER_PARAMS + ("offset",))
         f = filters(q)
@@ -269,7 +309,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     pages: OrderedDict[str, bytes] = OrderedDict()    # certificate pages: immutable per sha256
     pages_lock = threading.Lock()
 
-    @app.get("/certificates/{sha}", response_class=HTMLResponse)
+    @app.get("/certificates/{sha}", response_class=HTMLResponse, operation_id="certificate_page")
     def certificate_page(request: Request, sha: str):
         query(request, ())
         with pages_lock:
@@ -289,19 +329,29 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         ver = json.loads(row.verification) if row.verification else None
         files = [n for n, _ in store.files(sha)]
         figures = [f for f in files if f.endswith(".png")]
+        shown = shown_verification(ver) if ver else None
+        checks = shown["claims"] if shown else []
         claims = []
-        for i, c in enumerate(cert["claims"]):
-            check = ver["claims"][i] if ver and i < len(ver["claims"]) else None
-            claims.append({"c": c, "rendered": _rendered(c, cert.get("renderer")), "check": check,
+        raw = cert.get("claims") if isinstance(cert.get("claims"), list) else []
+        for i, c in enumerate(x if isinstance(x, dict) else {} for x in raw):
+            verdict = c.get("verdict") if c.get("verdict") in VERDICTS else "unknown"
+            claims.append({"c": c, "rendered": _rendered(c, cert.get("renderer")),
+                           "check": checks[i] if i < len(checks) else None, "verdict": verdict,
+                           "kind_label": kind_label(c.get("kind")),
                            "said": VERDICT_WORDS.get(c.get("verdict"), str(c.get("verdict")).upper()),
                            "parameters": json.dumps(c.get("parameters", {}), indent=1)})
         md = store.file(sha, "report.md") if "report.md" in files else None
         report_md = md.decode("utf-8", errors="replace") if md is not None else None
-        return page(request, "certificate.html", row=row, cert=cert, claims=claims, ver=ver,
+        command = cert.get("command")
+        inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
+        return page(request, "certificate.html", row=row, cert=cert, claims=claims, ver=shown,
                     files=files, figures=figures, report_md=report_md,
+                    command=" ".join(map(str, command)) if isinstance(command, list) else str(command or ""),
+                    created=str(cert.get("created", "")),
+                    named_inputs=[{"label": input_label(n), "sha256": str(h)} for n, h in inputs.items()],
                     inputs=_shown_inputs(ver, row))
 
-    @app.get("/certificates/{sha}/certificate.json")
+    @app.get("/certificates/{sha}/certificate.json", operation_id="certificate_download")
     def certificate_download(request: Request, sha: str):
         query(request, ())
         row = cert_or_404(sha)
@@ -309,7 +359,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
                         media_type="application/json", headers={
                             "Content-Disposition": f'attachment; filename="certificate-{sha[:12]}.json"'})
 
-    @app.get("/certificates/{sha}/files/{name}")
+    @app.get("/certificates/{sha}/files/{name}", operation_id="certificate_file")
     def certificate_file(request: Request, sha: str, name: str):
         query(request, ())
         cert_or_404(sha)
@@ -318,36 +368,72 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             raise HTTPException(404, "no such file")
         return Response(data, media_type=MEDIA.get(Path(name).suffix, "application/octet-stream"))
 
-    @app.get("/submit", response_class=HTMLResponse)
+    @app.get("/submit", response_class=HTMLResponse, operation_id="submit_page")
     def submit_page(request: Request):
         query(request, ())
         return page(request, "submit.html")
 
-    @app.get("/verify", response_class=HTMLResponse)
+    @app.get("/verify", response_class=HTMLResponse, operation_id="verify_page")
     def verify_page(request: Request):
         query(request, ())
         return page(request, "verify.html")
 
-    @app.get("/jobs/{job_id}", response_class=HTMLResponse)
+    def job_view(job) -> dict[str, Any]:
+        """What a job's page shows, from its row: the server renders it (the
+        page, and the fragment the page's script refreshes) and the API
+        returns the same facts."""
+        prog = _progress_of(job)
+        try:
+            result = json.loads(job.result) if job.result else None
+        except ValueError:
+            result = None
+        result = result if isinstance(result, dict) else None
+        started, finished = aware(job.started_at), aware(job.finished_at)
+        as_of = dt.datetime.now(dt.timezone.utc)
+        end = finished or (as_of if job.status == "running" else None)
+        elapsed = (end - started).total_seconds() if started and end else None
+        live = job.status in ("queued", "running")
+        steps = prog["steps"] if prog else None
+        done_steps = (prog["step"] - 1 if prog else 0) if job.status == "running" else \
+            (0 if job.status == "queued" else None)
+        return {
+            "job": job, "progress": prog, "live": live, "started": started, "finished": finished,
+            "as_of": as_of,
+            "elapsed": elapsed, "position": queue.position(job.id) if job.status == "queued" else None,
+            "here": job.node_id == cfg.node, "percent": (100 if not live else
+                                                        round(100 * done_steps / steps) if steps else 0),
+            "exit_meaning": _exit_meaning(job), "result": result,
+            "verified": shown_verification(result.get("verification")) if result else None,
+            "cert": store.certificate_facts(job.cert_sha256) if job.cert_sha256 else None}
+
+    @app.get("/jobs/{job_id}", response_class=HTMLResponse, operation_id="job_page")
     def job_page(request: Request, job_id: str):
         query(request, ())
-        return page(request, "job.html", job=job_or_404(job_id))
+        return page(request, "job.html", **job_view(job_or_404(job_id)))
 
-    @app.get("/jobs", response_class=HTMLResponse)
+    @app.get("/jobs/{job_id}/state", response_class=HTMLResponse, operation_id="job_state")
+    def job_state(request: Request, job_id: str):
+        """The job's state as its page renders it (what the page's script
+        refreshes: it never computes anything of its own)."""
+        query(request, ())
+        return page(request, "job_state.html", **job_view(job_or_404(job_id)))
+
+    @app.get("/jobs", response_class=HTMLResponse, operation_id="jobs_page")
     def jobs_page(request: Request):
         query(request, ())
         return page(request, "jobs.html", jobs=queue.jobs(PAGE))
 
     # ------------------------------------------------------------ API
 
-    @app.get("/api/health")
-    def health():
+    @app.get("/api/health", operation_id="health")
+    def health(request: Request):
+        query(request, ())
         return {"ok": True, "node": cfg.node, "queued": queue.count("queued"),
                 "queued_anonymous": queue.count("queued", anonymous=True),
                 "running": queue.count("running"), "running_here": len(dispatcher.running),
                 "storage_bytes": store.storage_used(1.0), "max_storage_bytes": cfg.max_storage_bytes}
 
-    @app.get("/api/certificates")
+    @app.get("/api/certificates", operation_id="list_certificates")
     def api_certificates(request: Request):
         q = query(request, FILTER_PARAMS + ("limit", "offset"))
         limit = int_param(q, "limit", 1, 1000, PAGE)
@@ -355,20 +441,20 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         rows = store.certificates(filters(q), limit=limit, offset=offset)
         return [as_dict(r) for r in rows]
 
-    @app.get("/api/certificates/{sha}")
+    @app.get("/api/certificates/{sha}", operation_id="get_certificate")
     def api_certificate(request: Request, sha: str):
         query(request, ())
         return Response(cert_or_404(sha).json_text.encode("utf-8", "backslashreplace"),
                         media_type="application/json")
 
-    @app.get("/api/certificates/{sha}/verification")
+    @app.get("/api/certificates/{sha}/verification", operation_id="get_verification")
     def api_verification(request: Request, sha: str):
         query(request, ())
         row = cert_or_404(sha)
         return {"mode": row.verify_mode, "exit_code": row.verify_exit,
                 "verification": json.loads(row.verification) if row.verification else None}
 
-    @app.delete("/api/certificates/{sha}")
+    @app.delete("/api/certificates/{sha}", operation_id="delete_certificate")
     def api_delete(request: Request, sha: str):
         query(request, ())
         if not SHA.match(sha) or not store.delete_certificate(sha):
@@ -377,18 +463,24 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             pages.pop(sha, None)
         return {"deleted": sha}
 
-    @app.get("/api/jobs/{job_id}")
+    @app.get("/api/jobs/{job_id}", operation_id="get_job")
     def api_job(request: Request, job_id: str):
         query(request, ())
         job = job_or_404(job_id)
         doc = as_dict(job)
         doc["options"] = json.loads(job.options)
         doc["result"] = json.loads(job.result) if job.result else None
-        for k in ("upload_storage", "claim_id", "lease_until"):
-            doc.pop(k, None)
-        doc["stage"] = None
-        if job.status == "running":
-            doc["stage"] = dispatcher.stage(job.id) or "running on another server"
+        for k in ("upload_storage", "claim_id", "lease_until", "client", "created_epoch",
+                  "reserved_bytes", "result_bytes"):
+            doc.pop(k, None)                  # internal: leases, accounting, the client's address
+        view = job_view(job)
+        doc["progress"] = view["progress"]
+        doc["stage"] = (view["progress"] or {}).get("stage", STARTING) \
+            if job.status == "running" else None
+        doc["elapsed_seconds"] = None if view["elapsed"] is None else round(view["elapsed"], 1)
+        doc["queue_position"] = view["position"]
+        doc["exit_meaning"] = view["exit_meaning"]
+        doc["certificate_page"] = f"/certificates/{job.cert_sha256}" if job.cert_sha256 else None
         return doc
 
     def admission(anonymous: bool) -> tuple[int, int]:
@@ -466,22 +558,73 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         if not isinstance(job_id, str):
             return job_id                                    # a refusal
         dispatcher.wake()
+        if _wants_page(request):             # a form sent by a browser without the script
+            return RedirectResponse(f"/jobs/{job_id}", 303)
         return SafeJSON({"id": job_id, "status": "queued", "page": f"/jobs/{job_id}",
                          "api": f"/api/jobs/{job_id}"}, 201)
 
-    @app.post("/api/jobs")
+    @app.post("/api/jobs", operation_id="submit_job")
     async def api_submit(request: Request):
         return await _submit(request, None)
 
-    @app.post("/api/verify")
+    @app.post("/api/verify", operation_id="submit_verify")
     async def api_verify(request: Request):
         return await _submit(request, "verify")
 
-    @app.get("/favicon.ico")
+    @app.get("/favicon.ico", include_in_schema=False)
     def favicon():
         return RedirectResponse("/static/favicon.svg")
 
     return app
+
+
+class Methods:
+    """Every path's methods, said truly (ASGI middleware, outside the token
+    check): ``OPTIONS`` answers 204 with ``Allow`` listing every method some
+    route of the path takes; a method none of them takes is 405 with the same
+    ``Allow``, before any token is asked for. An unknown path goes on to 404."""
+
+    def __init__(self, app, routes):
+        self.app, self.routes = app, routes
+
+    def allowed(self, path: str) -> set[str] | None:
+        from starlette.routing import Mount
+        methods: set[str] | None = None
+        for r in self.routes:
+            if isinstance(r, Mount):
+                hit = path.startswith(r.path + "/")
+                ms = {"GET", "HEAD"}
+            else:
+                hit = bool(getattr(r, "path_regex", None) and r.path_regex.match(path))
+                ms = set(getattr(r, "methods", None) or ())
+            if hit:
+                methods = (methods or set()) | ms
+        return methods
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        allowed = self.allowed(scope["path"])
+        method = scope["method"]
+        if allowed is None or (method in allowed and method != "OPTIONS"):
+            return await self.app(scope, receive, send)
+        allow = ", ".join(sorted(allowed | {"OPTIONS"})).encode()
+        if method == "OPTIONS":
+            await send({"type": "http.response.start", "status": 204,
+                        "headers": [(b"allow", allow), (b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        from certify.service.guard import send_json
+        await send_json(send, 405, {"detail": f"{method[:16]} is not a method of this path "
+                                              f"(it takes {allow.decode()})"},
+                        headers=[(b"allow", allow)])
+
+
+def _wants_page(request: Request) -> bool:
+    """A browser's own form submission (it asks for HTML first), not a script's
+    or a client's: it is sent on to the job's page."""
+    accept = request.headers.get("accept", "")
+    return accept.startswith("text/html")
 
 
 def _has_token(request: Request, token: str) -> bool:
@@ -496,17 +639,104 @@ def _storage_full(used: int, cfg: ServiceConfig) -> SafeJSON:
     return SafeJSON({"detail": storage_full(used, cfg.max_storage_bytes)}, 507)
 
 
+#: what a finished job's exit status means (the commands' exit codes, DESIGN.md)
+JOB_EXIT = {0: "every claim is proved", 1: "a claim is refuted or unknown (see its reason)",
+            2: "bad input", 3: "the input is outside what can be certified"}
+
+
+def _exit_meaning(job) -> str | None:
+    if job.exit_code is None or job.status not in ("done", "failed"):
+        return None
+    if job.command == "verify" and job.status == "done":
+        from certify.api import VERIFY_EXIT_MEANING
+        return VERIFY_EXIT_MEANING.get(job.exit_code, f"exit status {job.exit_code}")
+    return JOB_EXIT.get(job.exit_code, f"exit status {job.exit_code}")
+
+
+def _progress_of(job) -> dict[str, Any] | None:
+    """A running job's progress (the worker's JSON, read defensively)."""
+    if job.status != "running" or not job.progress:
+        return None
+    try:
+        p = json.loads(job.progress)
+        step, steps = int(p["step"]), int(p["steps"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if not 1 <= step <= steps <= 10:
+        return None
+    num = lambda v: v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None  # noqa: E731
+    return {"step": step, "steps": steps, "stage": str(p.get("stage", ""))[:200],
+            "claims": num(p.get("claims")), "checked": num(p.get("checked"))}
+
+
+#: the claim kinds in words (the kind's own name follows in parentheses)
+KIND_LABELS = {"bound": "closed-form bound", "exact_rank": "exact rank", "eps_rank": "eps-rank",
+               "code_rank": "rank on a code", "feasible": "feasibility (a head exists)",
+               "infeasible": "infeasibility (no head exists)", "correctness": "correctness on the family",
+               "gap_domination": "gap domination", "transcript": "transcript bound (Theorem 9)",
+               "nonnegative": "nonnegative features"}
+
+#: what ``certify verify`` found for an input, in words
+INPUT_STATUS = {
+    "match": "present; its sha256 matches the certificate's (re-hashed by the server's verify)",
+    "MISMATCH": "present, but its sha256 differs from the certificate's: the claims are not about this file",
+    "absent": "not found beside the certificate, so not re-hashed",
+    "bound per claim": "built in, not a file: each claim that uses it names the family's sha256, "
+                       "checked with that claim",
+    "built-in": "built in, not a file: each claim that uses it names the family's sha256, "
+                "checked with that claim"}
+
+
+def kind_label(kind: Any) -> str:
+    k = str(kind)
+    return f"{KIND_LABELS[k]} ({k})" if k in KIND_LABELS else k
+
+
+def input_label(name: str) -> str:
+    """An input's name as the page says it: ``family:paper-5.1`` is the built-in
+    family paper-5.1, ``upload:m.zip`` the file submitted to the server."""
+    name = str(name)
+    if name.startswith("family:"):
+        return f"built-in family {name[len('family:'):]}"
+    if name.startswith("upload:"):
+        return f"the upload {name[len('upload:'):]}"
+    return f"file {name}"
+
+
+def shown_verification(ver: Any) -> dict[str, Any] | None:
+    """A verification summary with every field a page shows, read defensively
+    (a missing field is shown as missing, never as a pass)."""
+    if not isinstance(ver, dict):
+        return None
+    num = lambda v: v if isinstance(v, int) and not isinstance(v, bool) else "?"  # noqa: E731
+    counts = ver.get("counts") if isinstance(ver.get("counts"), dict) else {}
+    claims = []
+    for c in ver.get("claims") if isinstance(ver.get("claims"), list) else []:
+        c = c if isinstance(c, dict) else {}
+        claims.append({"holds": c.get("holds") is True, "line": str(c.get("line", "")),
+                       "problems": [str(p) for p in c.get("problems") or []],
+                       "trusted": [str(t) for t in c.get("trusted") or []]})
+    lst = lambda v: [str(a) for a in v] if isinstance(v, list) else []  # noqa: E731
+    return {"exit_code": num(ver.get("exit_code")), "exit_meaning": str(ver.get("exit_meaning", "")),
+            "counts": {k: num(counts.get(k)) for k in ("proved", "refuted", "unknown", "failed")},
+            "open_assumptions": lst(ver.get("open_assumptions")), "claims": claims}
+
+
 def _shown_inputs(ver: dict | None, row) -> list[dict]:
-    """The verification's inputs as the page lists them: the server's own
-    upload (``upload:NAME``, hashed by the server when it arrived, then
+    """The verification's inputs as the page lists them, in words: the server's
+    own upload (``upload:NAME``, hashed by the server when it arrived, then
     unpacked or deleted) is said to be that, never "absent"."""
     out = []
-    for i in (ver or {}).get("inputs", []):
+    inputs = (ver or {}).get("inputs") if isinstance((ver or {}).get("inputs"), list) else []
+    for i in inputs:
+        i = i if isinstance(i, dict) else {}
         name, status = str(i.get("name", "")), str(i.get("status", ""))
         if name.startswith("upload:") and status == "absent":
             status = (f"the file submitted to this server (sha256 {row.source_sha256 or '?'} computed "
                       f"when it arrived; not kept after the job)")
-        out.append({"name": name, "status": status})
+        else:
+            status = INPUT_STATUS.get(status, status)
+        out.append({"name": name, "label": input_label(name), "status": status})
     return out
 
 

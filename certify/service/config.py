@@ -3,7 +3,7 @@
 One frozen record, checked when it is made (:meth:`ServiceConfig.check`), so a
 ``nan``, an ``inf`` or an absurd size is refused before anything starts; the
 messages name the ``certify serve`` option that sets the value. The defaults
-are documented in the README ("Service", "Bounds").
+are documented in docs/service.md ("Bounds").
 """
 
 from __future__ import annotations
@@ -65,27 +65,39 @@ class ServiceConfig:
         _number(lim.unpacked_bytes / MB, "--max-unpacked-mb", 1 / 1024, 64 << 10)
         _number(lim.upload_bytes / MB, "--max-upload-mb", 1 / 1024, 4096)
         _number(lim.max_attempts, "--job-attempts", 1, 100, integer=True)
-        _number(self.workers, "--workers", 1, 256, integer=True)
+        from certify.core.engine import max_local_workers
+        _number(self.workers, "--workers", 1, max_local_workers(), integer=True,
+                why=" (4 per core of this machine: each job is a process)")
         _number(self.job_nice, "--job-nice", 0, 19, integer=True)
         _number(self.lease_seconds, "--lease-seconds", 2, 3600)
         _number(self.max_storage_bytes / MB, "--max-storage-mb", 1, 1 << 30)
         _number(self.open_submit_rate, "--open-submit-rate", 0, 1 << 20, integer=True)
         _number(self.read_rate, "--read-rate", 0, 1 << 24, integer=True)
         _number(self.max_anonymous_queued, "--max-anonymous-queued", 0, 1 << 20, integer=True)
-        _number(self.retention_days, "--retention-days", 1 / 1440, 36500)
+        _number(self.retention_days, "--retention-days", 1 / 1440, 36500,
+                why=" (days; 1/1440 is one minute)")
         for addr in self.trusted_proxy:
             check_proxy(addr)
 
 
-def _number(v, option: str, lo: float, hi: float, *, integer: bool = False) -> None:
-    """``v`` is a finite number in ``lo..hi`` (an integer when asked)."""
+def _number(v, option: str, lo: float, hi: float, *, integer: bool = False,
+            why: str = "") -> None:
+    """``v`` is a finite number in ``lo..hi`` (an integer when asked); the
+    message states the true range (a fraction as a fraction: ``1/1440``)."""
     ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
     if ok and integer:
         ok = float(v).is_integer()
     if not ok or not lo <= v <= hi:
         kind = "an integer" if integer else "a finite number"
-        where = f"in {lo:g}..{hi:g}" if lo >= 1 or lo == 0 else f"above 0 and at most {hi:g}"
-        raise InputError(f"{option} must be {kind} {where}, got {v!r}")
+        raise InputError(f"{option} must be {kind} in {_plain(lo)}..{hi:g}{why}, "
+                         f"got {v!r}")
+
+
+def _plain(x: float) -> str:
+    """``x`` as written by a reader: ``0``, ``2``, ``1/1024`` (exactly ``x``)."""
+    from fractions import Fraction
+    f = Fraction(x).limit_denominator(1 << 20)
+    return str(f) if float(f) == x else repr(x)
 
 
 def megabytes(v: float, option: str, lo: float, hi: float) -> int:

@@ -14,7 +14,15 @@ its process (:mod:`launcher`).
 When a job ends its work folder is removed (``--keep-work`` keeps it) and its
 upload is deleted from the store (``--keep-uploads`` keeps it). A job's
 internal failure is logged here, with its traceback, on the server's stderr;
-the job's own record says only "internal error".
+the job's own record says only "internal error". A running job's progress
+(the ``progress`` file its worker writes) is copied into the job's row when it
+changes, so every server's page shows it.
+
+When the database stops answering (:mod:`certify.service.health`: one log
+line per outage, no traceback) the jobs run on; a job that ends meanwhile
+keeps its work folder and result, and its outcome is stored as soon as the
+database answers again, before any lease is looked at -- conditional, as
+always, on its claim still being the job's live claim.
 
 Jobs never run on Ray: a job runs in a process on the node that claimed it,
 and its lease is that node's. When a node dies its job processes die with it
@@ -35,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from certify.service.config import Limits
+from certify.service.health import is_outage, reason_of
 from certify.service.launcher import LAUNCHER_GONE, Launcher
 from certify.service.queue import Claim, Queue
 
@@ -50,6 +59,7 @@ class _Running:
     workdir: Path
     started: float
     upload_name: str | None
+    progress: str | None = None              # the progress last copied into the job's row
 
 
 def log(msg: str) -> None:
@@ -66,6 +76,7 @@ class Dispatcher:
         self.workers, self.lease, self.keep_work, self.poll = max(1, workers), lease, keep_work, poll
         self.launcher = launcher or Launcher()
         self.running: dict[str, _Running] = {}      # claim id -> job
+        self.unstored: dict[str, tuple[_Running, object]] = {}   # ended while the database was down
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -91,25 +102,41 @@ class Dispatcher:
             self._thread.join(timeout=15)
         try:
             self.queue.release([r.claim_id for r in self.running.values()])
-        except Exception:                     # noqa: BLE001 - the database may be gone; leases lapse
-            traceback.print_exc()
-        for r in list(self.running.values()):
+        except Exception as exc:              # noqa: BLE001 - the database may be gone; leases lapse
+            if not is_outage(exc):
+                traceback.print_exc()
+            elif self.running:
+                log(f"{len(self.running)} running job(s) could not be given back to the queue (the "
+                    f"database is not answering: {reason_of(exc)}); their leases lapse and they "
+                    f"are re-queued then")
+        if self.unstored:
+            log(f"{len(self.unstored)} finished job(s) could not be stored (the database is not "
+                f"answering); their leases lapse and they run again")
+        for r in [*self.running.values(), *(r for r, _ in self.unstored.values())]:
             self._cleanup(r)
         self.running.clear()
+        self.unstored.clear()
 
     def _loop(self) -> None:
+        health = self.queue.store.health
         while not self._stop.is_set():
             try:
                 self._tick()
-            except Exception:                 # noqa: BLE001 - keep serving; log and retry
-                traceback.print_exc()
-                self._stop.wait(1.0)
+            except Exception as exc:          # noqa: BLE001 - keep serving; log and retry
+                if is_outage(exc):
+                    health.failed(exc)        # one line per outage; the tick is tried again
+                else:
+                    traceback.print_exc()
+                    self._stop.wait(1.0)
             self._wake.wait(self.poll)
             self._wake.clear()
 
     # ------------------------------------------------------------ one tick
 
     def _tick(self) -> None:
+        for cid, (r, store) in list(self.unstored.items()):       # first: what ended meanwhile
+            del self.unstored[cid]
+            self._end(r, store, running=False)
         for cid, r in list(self.running.items()):
             rc = self.launcher.status(cid)
             if self._stop.is_set():           # stopping: stop() gives the running jobs back
@@ -117,12 +144,12 @@ class Dispatcher:
             if rc is None and time.monotonic() - r.started > self.limits.time_seconds:
                 self.launcher.kill(cid)
                 self.launcher.wait(cid)
-                self._end(r, lambda: self.queue.fail(
-                    r.job_id, cid, f"time limit: the job ran longer than "
-                                   f"{self.limits.time_seconds:g} s (--job-seconds) and was stopped",
-                    exit_code=1))
+                self._end(r, lambda r=r: self.queue.fail(
+                    r.job_id, r.claim_id, f"time limit: the job ran longer than "
+                                          f"{self.limits.time_seconds:g} s (--job-seconds) and was "
+                                          f"stopped", exit_code=1))
             elif rc is not None:
-                self._end(r, lambda: self._finish(r, rc))
+                self._end(r, lambda r=r, rc=rc: self._finish(r, rc))
         now = time.monotonic()
         if self.running and now - self._renewed >= self.lease / 4:
             self._renewed = now
@@ -133,6 +160,7 @@ class Dispatcher:
                 self.launcher.kill(cid)
                 self.launcher.wait(cid)
                 self._end(r, lambda: False)
+        self._copy_progress()
         if now - self._swept >= min(1.0, self.lease / 4):
             self._swept = now
             requeued, failed = self.queue.requeue_expired()
@@ -152,22 +180,39 @@ class Dispatcher:
                 break
             self._spawn(claim)
 
-    def _end(self, r: _Running, store) -> None:
-        """Take ``r`` off the running set, store its outcome, clean up."""
-        del self.running[r.claim_id]
+    def _copy_progress(self) -> None:
+        """Copy each running job's progress into its row when it changed."""
+        for cid, r in list(self.running.items()):
+            try:
+                text = (r.workdir / "progress").read_text(encoding="utf-8")
+            except OSError:
+                continue
+            if text != r.progress:
+                self.queue.set_progress(cid, text)
+                r.progress = text
+
+    def _end(self, r: _Running, store, *, running: bool = True) -> None:
+        """Take ``r`` off the running set, store its outcome, clean up. While the
+        database is not answering the outcome waits (:attr:`unstored`) with its
+        work folder, to be stored at the start of a later tick."""
+        if running:
+            del self.running[r.claim_id]
         try:
             if not store():
                 log(f"job {r.job_id}: its claim ended elsewhere; this result was discarded")
         except Exception as exc:              # noqa: BLE001 - e.g. the database refused the commit
+            if is_outage(exc):
+                self.queue.store.health.failed(exc)
+                self.unstored[r.claim_id] = (r, store)      # kept, with its work folder
+                return
             traceback.print_exc()
             try:
                 self.queue.fail(r.job_id, r.claim_id, f"internal error: the result could not be "
                                                       f"stored ({type(exc).__name__})")
             except Exception:                 # noqa: BLE001
                 traceback.print_exc()
-        finally:
-            self.launcher.forget(r.claim_id)
-            self._cleanup(r)
+        self.launcher.forget(r.claim_id)
+        self._cleanup(r)
 
     def _spawn(self, claim: Claim) -> None:
         job, cid = claim.job, claim.claim_id
@@ -194,9 +239,13 @@ class Dispatcher:
         except Exception as exc:              # noqa: BLE001
             if self._stop.is_set():           # stopping: the job goes back to the queue
                 return
+            if is_outage(exc):                # its lease lapses, and the job is queued again
+                del self.running[cid]
+                self._cleanup(r)
+                raise
             traceback.print_exc()
-            self._end(r, lambda: self.queue.fail(job.id, cid, f"internal error: the job could not "
-                                                              f"start ({type(exc).__name__})"))
+            why = f"internal error: the job could not start ({type(exc).__name__})"
+            self._end(r, lambda: self.queue.fail(job.id, cid, why))
 
     def _finish(self, r: _Running, rc: int) -> bool:
         res_path = r.workdir / "result.json"
@@ -246,16 +295,6 @@ class Dispatcher:
     def _cleanup(self, r: _Running) -> None:
         if not self.keep_work:
             shutil.rmtree(r.workdir, ignore_errors=True)
-
-    def stage(self, job_id: str) -> str | None:
-        """The progress line of a job running on this node."""
-        for r in list(self.running.values()):
-            if r.job_id == job_id:
-                try:
-                    return (r.workdir / "progress").read_text(encoding="utf-8")
-                except OSError:
-                    return "starting"
-        return None
 
 
 def _tail(path: Path) -> str:

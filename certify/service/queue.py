@@ -233,6 +233,26 @@ class Queue:
             return set(s.scalars(select(JobRow.claim_id).where(JobRow.claim_id.in_(claim_ids),
                                                                JobRow.status == RUNNING)))
 
+    def set_progress(self, claim_id: str, progress: str) -> bool:
+        """Record the progress of a running job (a JSON document written by its
+        worker, see :mod:`certify.service.worker`), so every server's page shows
+        it; only while ``claim_id`` is the job's live claim."""
+        with self.store.write() as s:
+            return s.execute(update(JobRow).where(JobRow.claim_id == claim_id,
+                                                  JobRow.status == RUNNING)
+                             .values(progress=progress[:4000])).rowcount == 1
+
+    def position(self, job_id: str) -> int | None:
+        """How many queued jobs will be claimed before this queued one."""
+        with self.session() as s:
+            job = s.get(JobRow, job_id)
+            if job is None or job.status != QUEUED:
+                return None
+            return int(s.scalar(select(func.count()).select_from(JobRow).where(
+                JobRow.status == QUEUED,
+                (JobRow.created_at < job.created_at)
+                | ((JobRow.created_at == job.created_at) & (JobRow.id < job.id)))))
+
     def release(self, claim_ids: list[str]) -> None:
         """Give the jobs of ``claim_ids`` back to the queue now (their server is
         stopping and has stopped their processes); the attempt is not counted."""
@@ -242,7 +262,7 @@ class Queue:
             for cid in claim_ids:
                 res = s.execute(update(JobRow).where(JobRow.claim_id == cid, JobRow.status == RUNNING)
                                 .values(status=QUEUED, claim_id=None, node_id=None, lease_until=None,
-                                        started_at=None, attempts=JobRow.attempts - 1,
+                                        started_at=None, attempts=JobRow.attempts - 1, progress=None,
                                         reason="re-queued: the server running it was stopped"))
                 if res.rowcount == 1:
                     s.execute(update(JobClaimRow).where(JobClaimRow.claim_id == cid)
@@ -272,7 +292,7 @@ class Queue:
             for job_id, cid, attempts in rows:
                 cond = update(JobRow).where(JobRow.id == job_id, JobRow.claim_id == cid,
                                             JobRow.status == RUNNING)
-                common = dict(claim_id=None, node_id=None, lease_until=None)
+                common = dict(claim_id=None, node_id=None, lease_until=None, progress=None)
                 if attempts < self.max_attempts:
                     res = s.execute(cond.values(
                         status=QUEUED, started_at=None, **common,
@@ -304,8 +324,10 @@ class Queue:
             with self.store.write() as s:
                 if self.max_storage_bytes is not None:
                     self.store.lock_admission(s)
+                # a reason left by an earlier attempt ("re-queued: ...") is over
                 self._end(s, job_id, claim_id, "done", status=DONE, exit_code=exit_code,
-                          cert_sha256=sha, result=None if result is None else json.dumps(result))
+                          cert_sha256=sha, reason=None,
+                          result=None if result is None else json.dumps(result))
                 if certificate is not None:
                     add_certificate(s, certificate, job_id, files or {}, self.store.postgres)
                 if self.max_storage_bytes is not None:
@@ -336,7 +358,7 @@ class Queue:
         held = _held(values)
         res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.claim_id == claim_id,
                                              JobRow.status == RUNNING)
-                        .values(finished_at=now(), lease_until=None, reserved_bytes=0,
+                        .values(finished_at=now(), lease_until=None, reserved_bytes=0, progress=None,
                                 result_bytes=held + func.length(JobRow.options), **values))
         if res.rowcount != 1:
             raise _Lost

@@ -110,6 +110,7 @@ class JobRow(Base):
     created_epoch = Column(Float)                                # database epoch seconds
     reserved_bytes = Column(BigInteger, nullable=False, default=0)   # held for the result while live
     result_bytes = Column(BigInteger, nullable=False, default=0)     # its result, reason, options
+    progress = Column(Text)                                      # JSON: the running job's stage
 
 
 class AdmissionRow(Base):

@@ -112,7 +112,7 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
     """Check everything (see the module's docstring), then serve until stopped."""
     from certify.service import upgrade
     if upgrade.previous_layout(cfg.data, cfg.db or None):
-        raise InputError(upgrade.refusal(str(cfg.data)))
+        raise InputError(upgrade.refusal(str(cfg.data), cfg.db or None))
     datadir.inspect(cfg.data)                   # read-only checks first: nothing is made yet
     token = read_token(Path(token_file)) if token_file else None
     if cfg.db:

@@ -58,8 +58,15 @@ class Store:
     """The database of one service (shared by every node with PostgreSQL)."""
 
     def __init__(self, url: str):
+        from sqlalchemy import event
+
+        from certify.service.health import Health
+
         self.url = url
         self.engine = make_engine(url)
+        #: whether the database answers (503 and one log line per outage, see :mod:`health`)
+        self.health = Health(shown_url(url))
+        event.listen(self.engine, "checkout", lambda *_: self.health.answered())
         migrate(self.engine)
         self.clock = db_epoch(self.engine)
         self.postgres = self.engine.dialect.name == "postgresql"
@@ -70,6 +77,7 @@ class Store:
         self._used: tuple[float, int] | None = None
 
     def session(self) -> Session:
+        self.health.gate()
         return self._session()
 
     @contextmanager
@@ -78,6 +86,7 @@ class Store:
         database's write lock, taken before the first read), and this server's
         writers queue on a lock instead of SQLite's busy-wait sleeps (one server
         per SQLite file, so the lock is all the contention there is)."""
+        self.health.gate()
         with self._write_lock:
             with self._writer() as s, s.begin():
                 yield s
@@ -102,6 +111,12 @@ class Store:
     def certificate(self, sha: str) -> CertificateRow | None:
         with self.session() as s:
             return s.get(CertificateRow, sha)
+
+    def certificate_facts(self, sha: str) -> Row | None:
+        """A certificate's verdict and the server's verify exit status (no text)."""
+        with self.session() as s:
+            return s.execute(select(CertificateRow.verdict, CertificateRow.verify_exit)
+                             .where(CertificateRow.sha256 == sha)).first()
 
     def claims(self, sha: str) -> list[ClaimRow]:
         with self.session() as s:

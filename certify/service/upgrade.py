@@ -57,11 +57,24 @@ class Migrated:
 
 
 def _revision(db: Path) -> str | None:
+    """The Alembic revision of the SQLite file ``db``, read without writing
+    anything beside it: a file without a write-ahead log is opened immutable
+    (SQLite then makes no ``-wal`` or ``-shm`` file); with a log, read-only,
+    and a ``-shm`` index made by this read alone is removed again."""
+    wal, shm = Path(f"{db}-wal"), Path(f"{db}-shm")
+    had_shm = shm.exists()
+    mode = "mode=ro" if wal.exists() else "immutable=1"
+    conn = None
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-            row = conn.execute("select version_num from alembic_version").fetchone()
+        conn = sqlite3.connect(f"file:{db}?{mode}", uri=True)
+        row = conn.execute("select version_num from alembic_version").fetchone()
     except sqlite3.Error:
-        return None
+        row = None
+    finally:
+        if conn is not None:
+            conn.close()
+        if not had_shm and mode == "mode=ro":
+            shm.unlink(missing_ok=True)
     return row[0] if row else None
 
 
@@ -83,10 +96,36 @@ def previous_layout(path: str | os.PathLike, db: str | None = None) -> bool:
     return (p / "certify.db").is_file() and _revision(p / "certify.db") == OLD_REVISION
 
 
-def refusal(path: str) -> str:
+def refusal(path: str, db: str | None = None) -> str:
     return (f"--data {path} is a data folder of an earlier certify serve (database revision "
             f"{OLD_REVISION}, uploads/ and certificates/ beside it); move it into the current "
-            f"layout first: certify serve migrate --data {path}")
+            f"layout first: {command_line('serve migrate', path, db)}")
+
+
+def command_line(sub: str, path: str | os.PathLike, db: str | None = None) -> str:
+    """The whole command ``certify SUB --data PATH [--db URL]``, quoted for a
+    POSIX shell, to run as printed (a password in the URL is shown as ``***``)."""
+    import shlex
+
+    from certify.service.config import shown_url
+    words = ["certify", *sub.split(), "--data", str(path)] + (["--db", shown_url(db)] if db else [])
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _drop_report_manifest(folder: Path) -> None:
+    """Remove the manifest of a report folder (``certify report`` wrote one into
+    each ``certificates/<sha256>/``) once the copy emptied the folder of
+    everything else: the folder was the tool's own by that manifest, and the
+    manifest alone would keep it. A folder holding anything more is left whole."""
+    from certify.core import outputs
+
+    man = folder / outputs.MANIFEST
+    try:
+        rest = set(os.listdir(folder)) - {outputs.MANIFEST}
+    except OSError:
+        return
+    if not rest and man.is_file() and outputs.read_manifest(folder) is not None:
+        man.unlink(missing_ok=True)
 
 
 def _sha(b: bytes) -> str:
@@ -202,6 +241,7 @@ def migrate_folder(path: str | os.PathLike, db: str | None = None) -> Migrated:
             if not d.is_dir():
                 continue
             for child in sorted(d.iterdir()) if sub == "certificates" else []:
+                _drop_report_manifest(child)
                 try:
                     child.rmdir()                  # a certificate folder emptied by the copy
                 except OSError:

@@ -31,9 +31,27 @@ from certify.service.config import Limits
 from certify.service.uploads import safe_name, unpack_zip
 
 
-def _progress(workdir: Path, stage: str) -> None:
-    from certify.core.files import atomic_write_text
-    atomic_write_text(workdir / "progress", stage)
+class _Progress:
+    """The job's progress, written atomically into ``workdir/progress`` as JSON:
+    ``step`` of ``steps`` (the stages this job goes through), the ``stage``'s
+    words, and the certificate's ``claims`` and how many are ``checked`` once
+    they are known (None before). The server copies it into the job's row."""
+
+    def __init__(self, workdir: Path, stages: list[str]):
+        self.workdir, self.stages = workdir, stages
+        self.claims: int | None = None
+        self.checked: int | None = None
+
+    def at(self, stage: str, detail: str = "") -> None:
+        from certify.core.files import atomic_write_text
+        atomic_write_text(self.workdir / "progress", json.dumps({
+            "step": self.stages.index(stage) + 1, "steps": len(self.stages),
+            "stage": stage + (f" ({detail})" if detail else ""),
+            "claims": self.claims, "checked": self.checked}))
+
+
+UNPACK, COMPUTE, VERIFY, REPORT = ("unpacking the upload", "computing the claims",
+                                   "verifying the claims (exact arithmetic)", "building the report")
 
 
 def _find_checkpoint(files: list[Path], root: Path) -> Path:
@@ -72,8 +90,12 @@ def run_job(workdir: Path) -> dict[str, Any]:
     upload = job.get("upload")          # {"file", "name", "sha256"}
     files: list[Path] = []
     local: Path | None = None
+    stages = ([UNPACK] if upload and upload["file"].endswith(".zip") else []) + \
+        ([VERIFY] if command == "verify" else [COMPUTE, VERIFY, REPORT])
+    progress = _Progress(workdir, stages)
     if upload:
-        _progress(workdir, "unpacking the upload")
+        if UNPACK in stages:
+            progress.at(UNPACK)
         src = workdir / upload["file"]
         if src.suffix == ".zip":
             files = unpack_zip(src, inp, limits.unpacked_bytes)
@@ -82,7 +104,8 @@ def run_job(workdir: Path) -> dict[str, Any]:
             os.replace(src, local)
             files = [local]
     tag = ["certify serve", command] + ([upload["name"]] if upload else [])
-    _progress(workdir, f"running {command}")
+    if command != "verify":
+        progress.at(COMPUTE, f"certify {command}")
     status, cert = 0, None
     if command == "checkpoint":
         ck = _find_checkpoint(files, inp)
@@ -108,11 +131,13 @@ def run_job(workdir: Path) -> dict[str, Any]:
                                     time_limit=opts["time_limit"], command=tag + argv)
         status = cert.exit_code()
     elif command == "verify":
-        _progress(workdir, "verifying")
         try:
             text = local.read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text (byte {exc.start})") from None
+        progress.claims = _claim_count(text)
+        progress.checked = 0 if progress.claims is not None else None
+        progress.at(VERIFY)
         res = api.verify_text(text, base=None)
         return {"kind": "verification", "exit_code": int(res.exit_code()),
                 "verification": api.verification_summary(res),
@@ -122,8 +147,10 @@ def run_job(workdir: Path) -> dict[str, Any]:
         cert.inputs[f"upload:{upload['name']}"] = upload["sha256"]
     text = cert.dumps()
     exit_code = status if command == "transcript" else cert.exit_code()
-    _progress(workdir, "verifying the certificate (exact arithmetic)")
+    progress.claims, progress.checked = len(cert.claims), 0
+    progress.at(VERIFY, "replaying the extraction too" if command in ("checkpoint", "rank") else "")
     ver = api.verify_text(text, base=inp, replay_extraction=True)
+    progress.checked = progress.claims           # every claim was checked
     summary = api.verification_summary(ver)
     for i in summary.get("inputs", []):
         i.pop("path", None)                     # never show a path on the server
@@ -132,7 +159,7 @@ def run_job(workdir: Path) -> dict[str, Any]:
     mode = (f"sources present ({len(matched)} input file(s) re-hashed and matching)" if matched
             else "certificate only (no input file present)") + \
         ("; extraction replayed bit for bit" if not left else "; extraction not replayed")
-    _progress(workdir, "building the report")
+    progress.at(REPORT)
     report_dir = workdir / "report"
     files_out = api.report(text, report_dir)
     weights = [h for n, h in cert.inputs.items()
@@ -142,6 +169,15 @@ def run_job(workdir: Path) -> dict[str, Any]:
             "model_sha256": weights[0] if weights else None,
             "certificate_file": "report/certificate.json", "report_files": files_out,
             "verification": summary, "verify_exit": int(ver.exit_code()), "verify_mode": mode}
+
+
+def _claim_count(text: str) -> int | None:
+    """How many claims an uploaded certificate lists (for the progress only)."""
+    try:
+        claims = json.loads(text).get("claims")
+    except (ValueError, AttributeError):
+        return None
+    return len(claims) if isinstance(claims, list) else None
 
 
 def limit_self(limits: Mapping[str, Any]) -> None:

@@ -1,4 +1,4 @@
-// certify-attention service: the submit form (token header, live progress) and the job page.
+// certify-attention service: the submit form (token header) and the job page's refresh.
 (function () {
   "use strict";
   const $ = (id) => document.getElementById(id);
@@ -55,75 +55,42 @@
     vform.addEventListener("submit", (ev) => { ev.preventDefault(); send("/api/verify", vform, {}); });
   }
 
-  function esc(s) {
-    return String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
-  }
-
-  function verificationHtml(v, mode) {
-    let h = '<p><span class="badge ' + (v.exit_code === 0 ? "proved" : (v.exit_code === 4 ? "assumed" : "refuted")) +
-      '" id="verify-exit">certify verify: exit ' + v.exit_code + '</span> <span id="verify-meaning">' + esc(v.exit_meaning) + "</span></p>";
-    h += '<p>Mode: <span id="verify-mode">' + esc(mode) + "</span>. " + v.counts.proved + " proved, " + v.counts.refuted +
-      " refuted, " + v.counts.unknown + " unknown claim(s) re-derived; " + v.counts.failed + " failed.</p>";
-    const open = v.open_assumptions || [];
-    if (open.length) {
-      // exit 4 means "holds under these": name every one of them
-      h += '<p>Holds only under these assumptions (accept one with <code>certify verify --assume NAME</code>, ' +
-        'or re-derive it):</p><ul id="verify-assumptions">' + open.map((a) => "<li>" + esc(a) + "</li>").join("") + "</ul>";
-    } else if (v.exit_code === 4) {
-      h += '<p id="verify-assumptions" class="error">exit 4 names no assumption: treat it as a failure.</p>';
-    }
-    h += "<ul>";
-    v.claims.forEach((c) => {
-      // verdict first, as certify verify prints it: never a mark of approval before a false sentence
-      h += '<li class="' + (c.holds ? "holds" : "fails") + '">' + esc(c.line);
-      if (c.problems.length) h += "<ul>" + c.problems.map((p) => "<li>" + esc(p) + "</li>").join("") + "</ul>";
-      h += "</li>";
-    });
-    return h + "</ul>";
-  }
-
   const job = $("job");
-  if (job) {
-    // one poll every POLL_MS while the job lives; a refusal (429 with
-    // Retry-After) or an error waits and polls again, showing the last known
-    // status: the page never shows a status it was not given
+  if (job && job.dataset.live === "yes") {
+    // the server renders the job's state (/jobs/ID/state, the same fragment as
+    // this page's): the script only fetches it again every POLL_MS and puts it
+    // in place, so it never shows anything the server did not render. A
+    // refusal (429 with Retry-After) or an error keeps the last state shown
+    // and asks again later.
     const POLL_MS = 2000;
     const id = job.dataset.id;
-    const t0 = Date.now();
-    let width = 5;
+    const note = $("job-poll");
     async function poll() {
-      let resp, j;
+      let resp = null, html = null;
       try {
-        resp = await fetch("/api/jobs/" + id);
-        j = resp.ok ? await resp.json() : null;
+        resp = await fetch("/jobs/" + id + "/state", { headers: { Accept: "text/html" } });
+        html = resp.ok ? await resp.text() : null;
       } catch (e) {
         resp = null;
       }
-      if (!j || typeof j.status !== "string") {
+      if (html === null) {
         const wait = resp ? (parseInt(resp.headers.get("Retry-After"), 10) || 5) : 5;
-        $("job-stage").textContent = "(status not available" + (resp ? " (" + resp.status + ")" : "") +
-          "; asking again in " + wait + " s)";
+        note.textContent = "status not available" + (resp ? " (" + resp.status + ")" : "") +
+          "; asking again in " + wait + " s (the state above is the last one received)";
         setTimeout(poll, wait * 1000);
         return;
       }
-      $("job-status").textContent = j.status;
-      $("job-status").className = "status " + j.status;
-      $("job-stage").textContent = j.stage ? "(" + j.stage + ")" : "";
-      $("job-elapsed").textContent = j.status === "running" || j.status === "queued" ? Math.round((Date.now() - t0) / 1000) + " s" : "";
-      $("job-reason").textContent = j.reason || "";
-      if (j.status === "queued" || j.status === "running") {
-        width = Math.min(90, width + (j.status === "running" ? 6 : 1));
-        $("job-bar").style.width = width + "%";
+      job.innerHTML = html;
+      const status = $("job-status") ? $("job-status").textContent.trim() : "";
+      if (status === "queued" || status === "running") {
+        note.textContent = "This page shows the job's state as the server last recorded it, and refreshes it every few seconds.";
         setTimeout(poll, POLL_MS);
         return;
       }
-      $("job-bar").style.width = "100%";
-      if (j.status === "done" && j.cert_sha256) {
-        window.location.href = "/certificates/" + j.cert_sha256;
-      } else if (j.status === "done" && j.result && j.result.verification) {
-        $("job-result").innerHTML = "<h2>Verification</h2>" + verificationHtml(j.result.verification, j.result.verify_mode);
-      }
+      note.textContent = "";
+      const cert = $("job-certificate");
+      if (status === "done" && cert) window.location.href = cert.getAttribute("href");
     }
-    poll();
+    setTimeout(poll, POLL_MS);
   }
 })();
