@@ -152,7 +152,8 @@ class Queue:
                     JobRow.client == client[:64], JobRow.anonymous.is_(True),
                     JobRow.created_epoch > t - RATE_WINDOW)).one()
                 if recent[0] >= quota.open_submit_rate:
-                    wait = max(1, math.ceil(recent[1] + RATE_WINDOW - t))
+                    # t is read before the lock: a row admitted meanwhile may be newer than t
+                    wait = min(int(RATE_WINDOW), max(1, math.ceil(recent[1] + RATE_WINDOW - t)))
                     raise Refused(429, f"rate limit: at most {quota.open_submit_rate} open "
                                        f"submissions per minute from one client "
                                        f"(--open-submit-rate); retry in {wait} s", wait)
