@@ -7,22 +7,23 @@ The statements
 ``GQ``, ``GK`` are exact symmetric ``r x r`` matrices (integers times powers of
 two), at least one of them positive semidefinite (both are Gram matrices
 ``PhiQ^T PhiQ``, ``PhiK^T PhiK``); the eigenvalues ``lambda_i`` of ``GQ GK``
-are then real (those of ``GK^1/2 GQ GK^1/2`` and zeros), and for ``c > 0``
+are then real (say ``GK`` is semidefinite: they are those of ``GK^1/2 GQ
+GK^1/2``), and for ``c > 0``
 
     Z(c) = [[GK, I], [I, GQ / c]]            (2r x 2r, symmetric)
 
-(1) is nonsingular iff ``c`` is not an eigenvalue (``det Z = det(GK GQ / c - I)``,
-    the blocks ``I`` and ``GQ / c`` commute), and then
+(1) is nonsingular iff ``c`` is not an eigenvalue (``det Z = det(GK GQ / c - I)``
+    since the lower blocks ``I`` and ``GQ / c`` commute), and then
 (2) ``n_+(Z) = r + #{i : lambda_i > c}``.
 
 Proof of (2): if ``GK`` is positive definite, ``GK = L L^T``, the Schur
 complement gives ``In(Z) = In(GK) + In(GQ / c - GK^-1)`` and ``GQ / c - GK^-1 =
 L^-T (L^T GQ L / c - I) L^-1``, whose inertia is that of ``L^T GQ L - c I``, a
 symmetric matrix with the eigenvalues ``lambda_i - c``. If ``GK`` is only
-semidefinite, ``GK + t I`` (``t > 0`` small) is definite; ``Z`` moves
-continuously with ``t`` and stays nonsingular near ``t = 0`` (the eigenvalues
-move continuously and none is ``c`` at ``t = 0``), so its inertia does not
-change, and neither does the count. With ``GQ`` semidefinite instead, the same
+semidefinite, replace it by ``GK + t I`` (``t > 0``, definite): the eigenvalues
+of ``GQ (GK + t I)`` are real and continuous in ``t`` and none is ``c`` at
+``t = 0``, so for small ``t`` none is ``c`` (``Z`` stays nonsingular, so its
+inertia does not change) and none crosses ``c`` (the count does not change). With ``GQ`` semidefinite instead, the same
 holds for the permuted matrix ``[[GQ, I], [I, GK / c]]``, which is congruent to
 ``Z`` (swap the blocks, scale them by ``sqrt(c)`` and ``1 / sqrt(c)``).
 With ``c = eps^2`` the count is the number of singular values of
@@ -42,14 +43,17 @@ wrongly.
 Eigenvalue enclosures (``GK`` positive definite, else the roles swapped): for
 ``X`` nonsingular the pencil ``(A, B) = (X^T GK GQ GK X, X^T GK X)`` has the
 eigenvalues of ``GQ GK`` (``GK GQ GK x = mu GK x`` iff ``GQ GK x = mu x``).
-With ``||B - I||_2 <= rho_B < 1`` (so ``B`` is definite), ``D = diag(A)`` and
+With ``||B - I||_2 <= rho_B < 1`` (so ``B`` is definite, hence ``X`` nonsingular
+and ``GK = X^-T B X^-1`` definite), ``D = diag(A)`` and
 ``||A - D||_2 <= rho_A``, Weyl's inequality puts the i-th largest eigenvalue of
 ``A`` within ``rho_A`` of the i-th largest ``d_i``, and Ostrowski's theorem
 (``lambda_i(S A S^T) = theta_i lambda_i(A)``, ``theta_i`` between the extreme
 eigenvalues of ``S S^T = B^-1``, i.e. in ``[1/(1+rho_B), 1/(1-rho_B)]``)
 gives the i-th largest eigenvalue of ``GQ GK`` in
 ``[d_i - rho_A, d_i + rho_A]`` scaled by ``theta``. The 2-norms are bounded by
-the largest row sum of absolute values (symmetric matrices).
+the largest row sum of absolute values (symmetric matrices). ``(GQ, GK)`` is
+first replaced by the similar pair ``(S^-1 GQ S^-1, S GK S)`` (``S`` a diagonal
+of powers of two equilibrating ``GK``): ``S^-1 GQ GK S`` has the same eigenvalues.
 
 The error bound
 ---------------
