@@ -108,9 +108,10 @@ def test_cube_certificate_replays_to_exit_0_with_min_phi_recomputed(elu_cube):
     assert len(nonneg) == 2 and all(c["evidence"]["trusted"] == ["min_phi_q", "min_phi_k"] for c in nonneg)
     assert all(c["parameters"]["token_set"] == "cube:16" and c["parameters"]["num_tokens"] == 65536
                for c in nonneg)
-    plain = _run("verify", cert.name, cwd=cert.parent)
+    home = cert.parent.parent                                  # the inputs are named relative to it
+    plain = _run("verify", "out/certificate.json", cwd=home)
     assert plain.returncode == 4 and "trusted:nonnegative:min_phi_q,min_phi_k" in plain.stdout + plain.stderr
-    out = _run("verify", "--replay-extraction", "--json", cert.name, cwd=cert.parent)
+    out = _run("verify", "--replay-extraction", "--json", "out/certificate.json", cwd=home)
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout)
     assert res["assumptions"] == [] and all(not c["trusted"] for c in res["claims"])
@@ -123,9 +124,8 @@ def test_cube_certificate_with_a_one_unit_change_of_min_phi_fails(elu_cube):
     i = next(n for n, c in enumerate(bad["claims"]) if c["kind"] == "nonnegative")
     m = Fraction(bad["claims"][i]["evidence"]["min_phi_k"])
     bad["claims"][i]["evidence"]["min_phi_k"] = f"{m.numerator + 1}/{m.denominator}"
-    path = cert.parent / "bad-min-phi.json"
-    path.write_text(json.dumps(bad))
-    out = _run("verify", "--replay-extraction", "--json", path.name, cwd=cert.parent)
+    (cert.parent / "bad-min-phi.json").write_text(json.dumps(bad))
+    out = _run("verify", "--replay-extraction", "--json", "out/bad-min-phi.json", cwd=cert.parent.parent)
     assert out.returncode == 1, out.stderr[-1500:]
     problems = json.loads(out.stdout)["claims"][i]["problems"]
     assert any("min_phi_k is not the minimum of the replayed features" in p for p in problems), problems
