@@ -190,20 +190,21 @@ def eps_rank_core(core, scale_exp: int, eps: Fraction, *, enclosures: bool = Fal
                    sigma_sq_enclosures=enc)
 
 
-#: published float enclosures are widened by this fraction of max(largest, 1) (so that an
-#: independent recomputation, on another machine, falls inside) and rounded outward to a grid
-ENCLOSURE_PAD_LOG2 = 26
+#: published float enclosures are widened by this many times their own widest width (so that
+#: an independent recomputation, on another machine, falls inside) and rounded outward to a grid
+ENCLOSURE_PAD_FACTOR = 16
 #: the checker's width limit: each interval at most 2^-20 of max(largest, 1)
 ENCLOSURE_WIDTH_LOG2 = 20
 
 
 def _published_enclosures(enc) -> list[tuple[Fraction, Fraction]] | None:
-    """Rigorous float enclosures widened by ``2^-ENCLOSURE_PAD_LOG2 max(top, 1)`` and
-    rounded outward to multiples of a power of two at most that, or None when a
-    result would be wider than the checker accepts."""
+    """Rigorous float enclosures widened on both sides by ``pad`` =
+    ``ENCLOSURE_PAD_FACTOR`` times the widest of them (at least ``2^-50 max(top, 1)``)
+    and rounded outward to multiples of a power of two at most ``pad / 4``, or None
+    when a result would be wider than the checker accepts."""
     top = max(max(hi for _, hi in enc), Fraction(1))
-    pad = top / (1 << ENCLOSURE_PAD_LOG2)
-    e = pad.numerator.bit_length() - pad.denominator.bit_length() - 1      # 2^e <= pad
+    pad = max(ENCLOSURE_PAD_FACTOR * max(hi - lo for lo, hi in enc), top / (1 << 50))
+    e = pad.numerator.bit_length() - pad.denominator.bit_length() - 3      # 2^e <= pad / 4
     q = Fraction(2) ** e
     out = [(math.floor((lo - pad) / q) * q, math.ceil((hi + pad) / q) * q) for lo, hi in enc]
     limit = max(max(hi for _, hi in out), Fraction(1)) / (1 << ENCLOSURE_WIDTH_LOG2)
