@@ -22,6 +22,14 @@ Enclosures: roots of the exact characteristic polynomial isolated in ball
 arithmetic (python-flint / Arb), so every interval provably holds
 ``sigma_i^2``.
 
+Factor form at r in the hundreds (:func:`eps_rank_grams`): the count and the
+enclosures are first decided in floating point with rigorous rounding-error
+bounds (:mod:`solvers.congruence`: the inertia of ``[[GK, I], [I, GQ / eps^2]]``
+by a verified congruence, and pencil bounds for the eigenvalues), an
+``O(r^3)`` float computation; the exact characteristic polynomial (``O(r^4)``
+and more in the size of the entries) runs only where floats cannot decide,
+i.e. when a singular value lies too close to ``eps``.
+
 Lemma 4 (unit-diagonal bound): for ``C = D^-1 B`` with ``D = diag(B)`` nonzero,
 ``t = tr C <= ||C||_* <= sqrt(rank C) ||C||_F``, so
 ``rank B >= t^2 / (t + sum_{i != j} (B_ij / B_ii)^2)``; with per-pair
@@ -180,6 +188,69 @@ def eps_rank_core(core, scale_exp: int, eps: Fraction, *, enclosures: bool = Fal
         enc = tuple((lo * s, hi * s) for lo, hi in eigenvalue_enclosures(core, prec=prec, charpoly=P))
     return EpsRank(k=k, eps=eps, exact=True, method="descartes_charpoly_core", verdict=Verdict.PROVED,
                    sigma_sq_enclosures=enc)
+
+
+#: published float enclosures are widened by this many times their own widest width (so that
+#: an independent recomputation, on another machine, falls inside) and rounded outward to a grid
+ENCLOSURE_PAD_FACTOR = 16
+#: the checker's width limit: each interval at most 2^-20 of max(largest, 1)
+ENCLOSURE_WIDTH_LOG2 = 20
+
+
+def _published_enclosures(enc) -> list[tuple[Fraction, Fraction]] | None:
+    """Rigorous float enclosures widened on both sides by ``pad`` =
+    ``ENCLOSURE_PAD_FACTOR`` times the widest of them (at least ``2^-50 max(top, 1)``)
+    and rounded outward to multiples of a power of two at most ``pad / 4``, or None
+    when a result would be wider than the checker accepts."""
+    top = max(max(hi for _, hi in enc), Fraction(1))
+    pad = max(ENCLOSURE_PAD_FACTOR * max(hi - lo for lo, hi in enc), top / (1 << 50))
+    e = pad.numerator.bit_length() - pad.denominator.bit_length() - 3      # 2^e <= pad / 4
+    q = Fraction(2) ** e
+    out = [(math.floor((lo - pad) / q) * q, math.ceil((hi + pad) / q) * q) for lo, hi in enc]
+    limit = max(max(hi for _, hi in out), Fraction(1)) / (1 << ENCLOSURE_WIDTH_LOG2)
+    if any(hi - lo > limit for lo, hi in out):
+        return None
+    return out
+
+
+def eps_rank_grams(gram_q, eq: int, gram_k, ek: int, eps: Fraction, *, enclosures: bool = False,
+                   prec: int = 64) -> EpsRank:
+    """Exact eps-rank of ``A = PhiQ PhiK^T`` from its exact Grams ``GQ 2^eq``, ``GK 2^ek``
+    (integer rows; PSD, as Grams of real features): the count by a verified float
+    congruence when it decides (method ``inertia_congruence_core``), else by
+    Descartes' rule on the exact characteristic polynomial of the core
+    (``descartes_charpoly_core``); enclosures likewise (float pencil bounds, widened
+    and rounded outward, else Arb roots of the characteristic polynomial)."""
+    from solvers import congruence
+
+    eps = Fraction(eps)
+    if eps < 0:
+        raise ValueError("eps must be >= 0")
+    gq = [[int(v) for v in row] for row in np.asarray(gram_q, dtype=object).tolist()]
+    gk = [[int(v) for v in row] for row in np.asarray(gram_k, dtype=object).tolist()]
+    P = None
+
+    def charpoly():
+        import flint
+        nonlocal P
+        if P is None:
+            P = characteristic_polynomial(flint.fmpz_mat(gq) * flint.fmpz_mat(gk))
+        return P
+
+    k = congruence.count_above(gq, eq, gk, ek, eps * eps) if eps > 0 else None
+    method = "inertia_congruence_core"
+    if k is None:
+        k = count_eigenvalues_above(None, eps * eps / Fraction(2) ** (eq + ek), charpoly=charpoly())
+        method = "descartes_charpoly_core"
+    enc: tuple = ()
+    if enclosures:
+        got = congruence.enclosures(gq, eq, gk, ek)
+        pub = _published_enclosures(got) if got is not None else None
+        if pub is None:
+            s = Fraction(2) ** (eq + ek)
+            pub = [(lo * s, hi * s) for lo, hi in eigenvalue_enclosures(None, prec=prec, charpoly=charpoly())]
+        enc = tuple(pub)
+    return EpsRank(k=k, eps=eps, exact=True, method=method, verdict=Verdict.PROVED, sigma_sq_enclosures=enc)
 
 
 def psd_leading_minors(H) -> bool:

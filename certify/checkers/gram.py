@@ -260,6 +260,9 @@ def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
         check = quadratic_problems
     elif kind == "nonnegative" and ev.get("method") == "all_products" and trusted == ["all_products"]:
         check = all_products_problems
+    elif kind == "nonnegative" and ev.get("method") == "features_nonnegative" \
+            and trusted == ["min_phi_q", "min_phi_k"]:
+        check = min_phi_problems
     else:
         return None
     try:
@@ -272,6 +275,29 @@ def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
     if feats["phi_q"].dtype != np.dtype(fs["dtype"]):
         return [f"the replayed features are {feats['phi_q'].dtype}, the claim's {fs['dtype']}"]
     return check(claim if check is gram_problems else ev, feats)
+
+
+def min_phi_problems(ev: dict[str, Any], features: dict[str, np.ndarray]) -> list[str]:
+    """``min_phi_q``, ``min_phi_k`` of a ``features_nonnegative`` claim re-derived from
+    the replayed features: each must equal the exact minimum of its (finite)
+    array, compared as exact rationals (a float is a dyadic rational)."""
+    from fractions import Fraction
+
+    from certify.checkers.common import Bad, rational
+    out = []
+    for side in ("q", "k"):
+        a = features[f"phi_{side}"]
+        if a.size == 0 or not np.all(np.isfinite(a)):
+            out.append(f"the replayed phi_{side} is empty or not finite")
+            continue
+        try:
+            stated = rational(ev.get(f"min_phi_{side}"), f"min_phi_{side}")
+        except Bad as exc:
+            out.append(str(exc))
+            continue
+        if stated != Fraction(float(a.min())):
+            out.append(f"min_phi_{side} is not the minimum of the replayed features")
+    return out
 
 
 # ---------------------------------------------------------------- every product

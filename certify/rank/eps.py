@@ -1,6 +1,7 @@
 """The ``eps_rank`` claim: ``k`` singular values ``> eps``, so every matrix within
-``eps`` in spectral norm has rank ``>= k`` (exact count on the core, Descartes'
-rule on the characteristic polynomial; ball enclosures for people).
+``eps`` in spectral norm has rank ``>= k`` (factor form: the exact count on the
+Grams, by a verified float congruence or, near the threshold, Descartes' rule on
+the characteristic polynomial; certified enclosures for people).
 """
 
 from __future__ import annotations
@@ -26,10 +27,9 @@ from solvers import spectral as sp
 def eps_rank_factor_claim(kernel: Kernel, s: FactorSummary, eps: Fraction, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()
     # GQ, GK are exact Grams PhiQ^T PhiQ, PhiK^T PhiK of real features: PSD by
-    # construction, so the core GQ GK is real-rooted and the Descartes count is exact
-    GQ, GK = ex.fmpz_matrix(s.gram_q), ex.fmpz_matrix(s.gram_k)
-    res = sp.eps_rank_core(GQ * GK, s.eq + s.ek, eps, enclosures=opt.enclosures and s.r <= 128,
-                           prec=opt.enclosure_prec)
+    # construction, so the core GQ GK is real-rooted and both counts apply
+    res = sp.eps_rank_grams(s.gram_q, s.eq, s.gram_k, s.ek, eps, enclosures=opt.enclosures and s.r <= 128,
+                            prec=opt.enclosure_prec)
     ev = {**gram_evidence(s), **feature_evidence(s, opt.embed_limit, TRUSTED_GRAMS),
           "eps": q_to_str(eps), "k": res.k, "exact": True,
           "sigma_sq_enclosures": [[q_to_str(lo), q_to_str(hi)] for lo, hi in res.sigma_sq_enclosures]}

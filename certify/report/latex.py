@@ -30,6 +30,10 @@ METHODS: list[tuple[str, str]] = [
     ("descartes_charpoly_core", "singular values enclosed exactly: the characteristic polynomial "
      "of the small Gram core is computed over Q and its roots above and below eps^2 are counted "
      "by Descartes' rule of signs"),
+    ("inertia_congruence_core", "singular values above eps counted exactly by a verified "
+     "floating-point congruence: the inertia of [[GK, I], [I, GQ/eps^2]] read off a diagonally "
+     "dominant X^T Z X with rigorous rounding-error bounds (Sylvester's law of inertia); the exact "
+     "characteristic polynomial runs only where floats cannot decide"),
     ("closed form", "the paper's closed-form bound evaluated in exact integer and rational arithmetic"),
     ("Gram core", "rank over Q of PhiQ PhiK^T computed exactly as the rank of the small Gram "
      "product GQ GK"),

@@ -1,6 +1,7 @@
-"""Checker of ``eps_rank`` claims: the count of eigenvalues above ``eps^2`` by
-Descartes' rule on the exact characteristic polynomial, the enclosures by
-exact root counting, the projection witness by an exact definiteness test.
+"""Checker of ``eps_rank`` claims: the count of eigenvalues above ``eps^2`` and the
+enclosures by verified float congruences (:mod:`.inertia`) where they decide,
+else by Descartes' rule on the exact characteristic polynomial (exact root
+counting); the projection witness by an exact definiteness test.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from certify.checkers.common import Bad, boolean, fmpz_mat, int_matrix, integer, keys, rational
+from certify.checkers.rank import inertia
 from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, _GRAM, ENCLOSURE_WIDTH_LOG2,
                                             SOURCE_KEYS, _check_grams, _get_matrix, _matrix_keys,
                                             _rational_matrix)
@@ -42,11 +44,12 @@ def _count_above(P, c: Fraction) -> int:
     return _sign_changes(_shift(P, c).coeffs())
 
 
-def _check_enclosures(P, r: int, scale_exp: int, enc: Any) -> None:
+def _check_enclosures(P, r: int, scale_exp: int, enc: Any, own=None) -> None:
     """Every eigenvalue ``lambda_i`` (largest first, with multiplicity) of
-    ``core 2^scale_exp`` (``P`` the characteristic polynomial of ``core``) lies in
-    ``enc[i]``: ``#{lambda > hi_i} <= i`` and ``#{lambda >= lo_i} >= i + 1``, counted
-    exactly by Descartes' rule on the real-rooted polynomial shifted to ``hi``
+    ``core 2^scale_exp`` lies in ``enc[i]``: the checker's own rigorous float
+    enclosures ``own`` (or None) lie inside, else ``#{lambda > hi_i} <= i`` and
+    ``#{lambda >= lo_i} >= i + 1``, counted exactly by Descartes' rule on the
+    real-rooted characteristic polynomial ``P()`` of ``core`` shifted to ``hi``
     (and reflected at ``lo``)."""
     if not isinstance(enc, list) or len(enc) != r:
         raise Bad(f"sigma_sq_enclosures must list {r} intervals")
@@ -59,6 +62,10 @@ def _check_enclosures(P, r: int, scale_exp: int, enc: Any) -> None:
     for i, (lo, hi) in enumerate(pairs):
         if not lo <= hi or hi - lo > width:
             raise Bad(f"enclosure {i} is empty or wider than 2^-{ENCLOSURE_WIDTH_LOG2} of the largest")
+    if own is not None and all(lo <= a and b <= hi for (lo, hi), (a, b) in zip(pairs, own)):
+        return
+    P = P()
+    for i, (lo, hi) in enumerate(pairs):
         above = _sign_changes(_shift(P, hi / s).coeffs())              # roots > hi
         below = _sign_changes(_shift(P, lo / s, -1).coeffs())          # roots < lo
         if above > i or r - below < i + 1:
@@ -78,19 +85,29 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
         keys(ev, "factor evidence", ("form",) + _GRAM + ("eps", "k", "exact", "sigma_sq_enclosures"),
              _FEATURE_OPTIONAL)
         GQ, GK, eq, ek, F = _check_grams(ev, cert, "eps_rank")
+        gq, gk = ev["gram_q"], ev["gram_k"]                     # the integer rows just checked
         # re-derived from embedded features, the Grams are PSD by construction; taken as
         # stated, they are tested (the real-rooted count needs it)
-        if not F.have and not (_is_psd(GQ) and _is_psd(GK)):
+        if not F.have and not ((inertia.positive_definite(gq) or _is_psd(GQ))
+                               and (inertia.positive_definite(gk) or _is_psd(GK))):
             return ["Gram matrices are not PSD: the real-rooted count does not apply"]
-        core = GQ * GK
-        P = _charpoly(core)
-        got = _count_above(P, eps * eps / Fraction(2) ** (eq + ek))
+        memo: list = []
+
+        def P():                                                # exact, only where floats cannot decide
+            if not memo:
+                memo.append(_charpoly(GQ * GK))
+            return memo[0]
+
+        got = inertia.count_above(gq, eq, gk, ek, eps * eps)
+        if got is None:
+            got = _count_above(P(), eps * eps / Fraction(2) ** (eq + ek))
         if got != k:
-            problems.append(f"charpoly sign changes give {got} singular values > eps, evidence says {k}")
+            problems.append(f"the exact count gives {got} singular values > eps, evidence says {k}")
         if not exact:
-            problems.append("the charpoly count is exact: exact must be true")
+            problems.append("the count is exact: exact must be true")
         if ev["sigma_sq_enclosures"]:
-            _check_enclosures(P, core.nrows(), eq + ek, ev["sigma_sq_enclosures"])
+            _check_enclosures(P, GQ.nrows(), eq + ek, ev["sigma_sq_enclosures"],
+                              inertia.enclosures(gq, eq, gk, ek))
     elif ev.get("form") == "matrix" and ev.get("method") == "gram":
         _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "eps", "k", "exact", "method"), matrix)
         A = _rational_matrix(_get_matrix(ev, matrix), ev["scale"])
