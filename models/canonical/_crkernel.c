@@ -133,13 +133,17 @@
 #error "double expressions must be evaluated in double precision (SSE2), not x87 extended precision"
 #endif
 
+/* Each loop is compiled twice on x86-64 (baseline SSE2 with fma() from libm, and
+ * x86-64-v3 with the FMA instruction) and once elsewhere; the variant is picked
+ * at run time (or by the caller, for the tests). The helpers are always inlined,
+ * so that each variant compiles them for its own instruction set. */
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
 #define X86_DISPATCH 1
-#define ELEMWISE __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define TARGET_V3 __attribute__((target("arch=x86-64-v3")))
 #else
 #define X86_DISPATCH 0
-#define ELEMWISE
 #endif
+#define INLINE inline __attribute__((always_inline))
 
 /* ------------------------------------------------------------------ floating-point environment */
 
@@ -182,7 +186,7 @@ typedef struct {
     double h, l;
 } dd;
 
-static inline dd two_sum(double a, double b)
+static INLINE dd two_sum(double a, double b)
 {
     double s = a + b;
     double bb = s - a;
@@ -190,20 +194,20 @@ static inline dd two_sum(double a, double b)
     return (dd){s, e};
 }
 
-static inline dd fast_two_sum(double a, double b)
+static INLINE dd fast_two_sum(double a, double b)
 {
     double s = a + b;
     double e = b - (s - a);
     return (dd){s, e};
 }
 
-static inline dd two_prod(double a, double b)
+static INLINE dd two_prod(double a, double b)
 {
     double p = a * b;
     return (dd){p, __builtin_fma(a, b, -p)};
 }
 
-static inline dd dd_add(dd x, dd y)
+static INLINE dd dd_add(dd x, dd y)
 {
     dd s = two_sum(x.h, y.h);
     dd t = two_sum(x.l, y.l);
@@ -213,14 +217,14 @@ static inline dd dd_add(dd x, dd y)
     return fast_two_sum(v.h, w);
 }
 
-static inline dd dd_mul_d(dd x, double y)
+static INLINE dd dd_mul_d(dd x, double y)
 {
     dd c = two_prod(x.h, y);
     double t = x.l * y;
     return fast_two_sum(c.h, c.l + t);
 }
 
-static inline dd dd_mul(dd x, dd y)
+static INLINE dd dd_mul(dd x, dd y)
 {
     dd p = two_prod(x.h, y.h);
     double t1 = x.h * y.l;
@@ -229,7 +233,7 @@ static inline dd dd_mul(dd x, dd y)
     return fast_two_sum(p.h, s);
 }
 
-static inline dd dd_div(dd a, dd b)
+static INLINE dd dd_div(dd a, dd b)
 {
     double q1 = a.h / b.h;
     dd p = two_prod(q1, b.h);
@@ -240,14 +244,14 @@ static inline dd dd_div(dd a, dd b)
 
 /* ------------------------------------------------------------------ exact helpers */
 
-static inline int expo(double x) /* the exponent of a normal double */
+static INLINE int expo(double x) /* the exponent of a normal double */
 {
     uint64_t u;
     memcpy(&u, &x, 8);
     return (int)((u >> 52) & 0x7ff) - 1023;
 }
 
-static inline double pow2i(int e) /* 2^e for -1022 <= e <= 1023 */
+static INLINE double pow2i(int e) /* 2^e for -1022 <= e <= 1023 */
 {
     uint64_t u = (uint64_t)(e + 1023) << 52;
     double d;
@@ -256,7 +260,7 @@ static inline double pow2i(int e) /* 2^e for -1022 <= e <= 1023 */
 }
 
 /* y 2^k, exact whenever the result is normal (intermediates then are too) */
-static inline double scale2(double y, int k)
+static INLINE double scale2(double y, int k)
 {
     while (k > 1000) {
         y *= 0x1p1000;
@@ -270,7 +274,7 @@ static inline double scale2(double y, int k)
 }
 
 /* the nearest integer (ties to even) of |v| < 2^52 or an integer-valued v */
-static inline double rint52(double v)
+static INLINE double rint52(double v)
 {
     double t = v < 0 ? -0x1p52 : 0x1p52;
     if (fabs(v) >= 0x1p52)
@@ -285,7 +289,7 @@ static inline double rint52(double v)
 #define HMAX (0.03125 + 0x1p-40)
 
 /* Ziv's test and the final scaling (see the header): 1 and *out when decided */
-static inline int finish(int k, double yh, double yl, double E0, double *out)
+static INLINE int finish(int k, double yh, double yl, double E0, double *out)
 {
     double ay = fabs(yh);
     if (!(ay >= 0x1p-800 && ay <= 0x1p800) || !(E0 >= 0.0 && E0 <= ay * 0x1p-40))
@@ -334,7 +338,7 @@ typedef struct {
     dd p;
 } expr_t;
 
-static inline void exp_core(double xh, double xl, expr_t *e)
+static INLINE void exp_core(double xh, double xl, expr_t *e)
 {
     const double *T = tab[T_EXP];
     const double INV = T[0], C1 = T[1], C2 = T[2], C3 = T[3];
@@ -366,7 +370,7 @@ static inline void exp_core(double xh, double xl, expr_t *e)
 }
 
 /* Taylor tables: [first, nnodes, stride, nmax] then per node [N, eps, c0h, c0l, c1h, c1l, ...] */
-static inline int taylor(int which, double a, dd *val, double *eps)
+static INLINE int taylor(int which, double a, dd *val, double *eps)
 {
     const double *T = tab[which];
     double first = T[0];
@@ -401,7 +405,7 @@ typedef struct {
     double h, l, e;
 } apx_t;
 
-static inline int set_apx(apx_t *a, int q, dd v, double rel)
+static INLINE int set_apx(apx_t *a, int q, dd v, double rel)
 {
     a->q = q;
     a->h = v.h;
@@ -410,7 +414,7 @@ static inline int set_apx(apx_t *a, int q, dd v, double rel)
     return 1;
 }
 
-static inline int f_exp(double x, double *out, apx_t *a)
+static INLINE int f_exp(double x, double *out, apx_t *a)
 {
     if (!(fabs(x) <= DBL_MAX))
         return -1;
@@ -431,7 +435,7 @@ static inline int f_exp(double x, double *out, apx_t *a)
     return set_apx(a, e.q, (dd){e.h, e.l}, EXP_REL);
 }
 
-static inline int f_expm1(double x, double *out, apx_t *a)
+static INLINE int f_expm1(double x, double *out, apx_t *a)
 {
     if (!(fabs(x) <= DBL_MAX))
         return -1;
@@ -475,7 +479,7 @@ static inline int f_expm1(double x, double *out, apx_t *a)
     return 1;
 }
 
-static inline int f_sigmoid(double x, double *out, apx_t *a)
+static INLINE int f_sigmoid(double x, double *out, apx_t *a)
 {
     if (!(fabs(x) <= DBL_MAX))
         return -1;
@@ -508,7 +512,7 @@ static inline int f_sigmoid(double x, double *out, apx_t *a)
     return set_apx(a, e.q, dd_div((dd){e.h, e.l}, den), 2 * EXP_REL + 0x1p-100 + extra);
 }
 
-static inline int f_tanh(double x, double *out, apx_t *a)
+static INLINE int f_tanh(double x, double *out, apx_t *a)
 {
     if (!(fabs(x) <= DBL_MAX))
         return -1;
@@ -553,7 +557,7 @@ static inline int f_tanh(double x, double *out, apx_t *a)
     return set_apx(a, 0, v, 1.2 * EXP_REL + 0x1p-100);
 }
 
-static inline int f_softplus(double x, double *out, apx_t *a)
+static INLINE int f_softplus(double x, double *out, apx_t *a)
 {
     if (!(fabs(x) <= DBL_MAX))
         return -1;
@@ -605,7 +609,7 @@ static inline int f_softplus(double x, double *out, apx_t *a)
     return 1;
 }
 
-static inline int f_gelu(double x, double *out, apx_t *a)
+static INLINE int f_gelu(double x, double *out, apx_t *a)
 {
     if (!(fabs(x) <= DBL_MAX))
         return -1;
@@ -652,7 +656,7 @@ enum { F_EXP = 0, F_EXPM1 = 1, F_SOFTPLUS = 2, F_SIGMOID = 3, F_TANH = 4, F_GELU
 static const int fun_tables[NFUN][3] = {{T_EXP, -1, -1}, {T_EXP, -1, -1}, {T_EXP, T_SOFTPLUS, -1},
                                         {T_EXP, -1, -1}, {T_EXP, T_TANH, -1}, {T_EXP, T_PHI, T_MILLS}};
 
-static inline int eval(int f, double x, double *out, apx_t *a)
+static INLINE int eval(int f, double x, double *out, apx_t *a)
 {
     switch (f) {
     case F_EXP: return f_exp(x, out, a);
@@ -664,8 +668,7 @@ static inline int eval(int f, double x, double *out, apx_t *a)
     }
 }
 
-ELEMWISE
-static Py_ssize_t map_loop(int f, const double *x, double *out, unsigned char *undecided, Py_ssize_t n)
+static INLINE Py_ssize_t map_body(int f, const double *x, double *out, unsigned char *undecided, Py_ssize_t n)
 {
     Py_ssize_t bad = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -680,9 +683,8 @@ static Py_ssize_t map_loop(int f, const double *x, double *out, unsigned char *u
     return bad;
 }
 
-ELEMWISE
-static void approx_loop(int f, const double *x, double *q, double *h, double *l, double *e,
-                        signed char *code, Py_ssize_t n)
+static INLINE void approx_body(int f, const double *x, double *q, double *h, double *l, double *e,
+                               signed char *code, Py_ssize_t n)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
         apx_t a = {0, 0.0, 0.0, 0.0};
@@ -706,8 +708,7 @@ static void approx_loop(int f, const double *x, double *q, double *h, double *l,
  * <= 2 EXP_REL + (n + 8) 3.1 u^2 + n 2^-1000. Entries with x_i - m < -800
  * (also when x_i - m overflows to -inf) are < 2^-1154 and round to +0. A row
  * with a NaN or an infinite maximum is undecided (arb raises on it). */
-ELEMWISE
-static int softmax_row(const double *x, double *out, Py_ssize_t n, int *kq, double *yh, double *yl)
+static INLINE int softmax_row(const double *x, double *out, Py_ssize_t n, int *kq, double *yh, double *yl)
 {
     double m = x[0];
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -750,9 +751,76 @@ static int softmax_row(const double *x, double *out, Py_ssize_t n, int *kq, doub
     return 1;
 }
 
+static INLINE Py_ssize_t softmax_body(const double *x, double *out, unsigned char *und, Py_ssize_t rows,
+                                      Py_ssize_t cols, int *kq, double *yh, double *yl)
+{
+    Py_ssize_t bad = 0;
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        int ok = softmax_row(x + i * cols, out + i * cols, cols, kq, yh, yl);
+        und[i] = !ok;
+        bad += !ok;
+    }
+    return bad;
+}
+
+/* the variants */
+static Py_ssize_t map_generic(int f, const double *x, double *out, unsigned char *u, Py_ssize_t n)
+{
+    return map_body(f, x, out, u, n);
+}
+static void approx_generic(int f, const double *x, double *q, double *h, double *l, double *e, signed char *c,
+                           Py_ssize_t n)
+{
+    approx_body(f, x, q, h, l, e, c, n);
+}
+static Py_ssize_t softmax_generic(const double *x, double *out, unsigned char *u, Py_ssize_t rows, Py_ssize_t cols,
+                                  int *kq, double *yh, double *yl)
+{
+    return softmax_body(x, out, u, rows, cols, kq, yh, yl);
+}
+#if X86_DISPATCH
+TARGET_V3 static Py_ssize_t map_v3(int f, const double *x, double *out, unsigned char *u, Py_ssize_t n)
+{
+    return map_body(f, x, out, u, n);
+}
+TARGET_V3 static void approx_v3(int f, const double *x, double *q, double *h, double *l, double *e, signed char *c,
+                                Py_ssize_t n)
+{
+    approx_body(f, x, q, h, l, e, c, n);
+}
+TARGET_V3 static Py_ssize_t softmax_v3(const double *x, double *out, unsigned char *u, Py_ssize_t rows,
+                                       Py_ssize_t cols, int *kq, double *yh, double *yl)
+{
+    return softmax_body(x, out, u, rows, cols, kq, yh, yl);
+}
+#endif
+
+/* 1 when this CPU runs the x86-64-v3 variant */
+static int elementwise_best(void)
+{
+#if X86_DISPATCH
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
+           __builtin_cpu_supports("f16c") && __builtin_cpu_supports("movbe") && __builtin_cpu_supports("lzcnt") &&
+           __builtin_cpu_supports("bmi");
+#else
+    return 0;
+#endif
+}
+
+static int pick(int variant, int best, const char *who)
+{
+    if (variant < 0)
+        return best;
+    if (variant > best) {
+        PyErr_Format(PyExc_ValueError, "_crkernel.%s: this CPU lacks the requested instruction set", who);
+        return -1;
+    }
+    return variant;
+}
+
 /* ------------------------------------------------------------------ fixed-order sums */
 
-ELEMWISE
 static void rowsum_loop(const double *x, double *out, Py_ssize_t rows, Py_ssize_t d)
 {
     Py_ssize_t i = 0;
@@ -945,12 +1013,14 @@ static int tables_ready(int f)
     return 1;
 }
 
-/* map(f, x, out, undecided) -> number undecided */
+/* map(f, x, out, undecided, variant) -> number undecided */
 static PyObject *py_map(PyObject *self, PyObject *args)
 {
-    int f;
+    int f, variant;
     PyObject *xo, *oo, *uo;
-    if (!PyArg_ParseTuple(args, "iOOO", &f, &xo, &oo, &uo))
+    if (!PyArg_ParseTuple(args, "iOOOi", &f, &xo, &oo, &uo, &variant))
+        return NULL;
+    if ((variant = pick(variant, elementwise_best(), "map")) < 0)
         return NULL;
     if (f < 0 || f >= NFUN) {
         PyErr_SetString(PyExc_ValueError, "_crkernel.map: no such function");
@@ -972,19 +1042,26 @@ static PyObject *py_map(PyObject *self, PyObject *args)
     fpenv_t env;
     Py_BEGIN_ALLOW_THREADS
     fp_enter(&env);
-    bad = map_loop(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (unsigned char *)b[2].b.buf, n);
+#if X86_DISPATCH
+    if (variant == 1)
+        bad = map_v3(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (unsigned char *)b[2].b.buf, n);
+    else
+#endif
+        bad = map_generic(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (unsigned char *)b[2].b.buf, n);
     fp_leave(&env);
     Py_END_ALLOW_THREADS
     release(b, 3);
     return PyLong_FromSsize_t(bad);
 }
 
-/* approx(f, x, q, h, l, e, code): the approximation and its error bound, for the tests */
+/* approx(f, x, q, h, l, e, code, variant): the approximation and its error bound, for the tests */
 static PyObject *py_approx(PyObject *self, PyObject *args)
 {
-    int f;
+    int f, variant;
     PyObject *o[6];
-    if (!PyArg_ParseTuple(args, "iOOOOOO", &f, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5]))
+    if (!PyArg_ParseTuple(args, "iOOOOOOi", &f, &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &variant))
+        return NULL;
+    if ((variant = pick(variant, elementwise_best(), "approx")) < 0)
         return NULL;
     if (f < 0 || f >= NFUN) {
         PyErr_SetString(PyExc_ValueError, "_crkernel.approx: no such function");
@@ -1009,19 +1086,28 @@ static PyObject *py_approx(PyObject *self, PyObject *args)
     }
     fpenv_t env;
     fp_enter(&env);
-    approx_loop(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (double *)b[2].b.buf, (double *)b[3].b.buf,
-                (double *)b[4].b.buf, (signed char *)b[5].b.buf, n);
+#if X86_DISPATCH
+    if (variant == 1)
+        approx_v3(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (double *)b[2].b.buf, (double *)b[3].b.buf,
+                  (double *)b[4].b.buf, (signed char *)b[5].b.buf, n);
+    else
+#endif
+        approx_generic(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (double *)b[2].b.buf,
+                       (double *)b[3].b.buf, (double *)b[4].b.buf, (signed char *)b[5].b.buf, n);
     fp_leave(&env);
     release(b, 6);
     Py_RETURN_NONE;
 }
 
-/* softmax(x, out, undecided_rows, rows, cols) -> number of undecided rows */
+/* softmax(x, out, undecided_rows, rows, cols, variant) -> number of undecided rows */
 static PyObject *py_softmax(PyObject *self, PyObject *args)
 {
     PyObject *xo, *oo, *uo;
     Py_ssize_t rows, cols;
-    if (!PyArg_ParseTuple(args, "OOOnn", &xo, &oo, &uo, &rows, &cols))
+    int variant;
+    if (!PyArg_ParseTuple(args, "OOOnni", &xo, &oo, &uo, &rows, &cols, &variant))
+        return NULL;
+    if ((variant = pick(variant, elementwise_best(), "softmax")) < 0)
         return NULL;
     if (!tables_ready(F_EXP))
         return NULL;
@@ -1051,11 +1137,12 @@ static PyObject *py_softmax(PyObject *self, PyObject *args)
     fpenv_t env;
     Py_BEGIN_ALLOW_THREADS
     fp_enter(&env);
-    for (Py_ssize_t i = 0; i < rows; i++) {
-        int ok = softmax_row(x + i * cols, out + i * cols, cols, kq, yh, yl);
-        und[i] = !ok;
-        bad += !ok;
-    }
+#if X86_DISPATCH
+    if (variant == 1)
+        bad = softmax_v3(x, out, und, rows, cols, kq, yh, yl);
+    else
+#endif
+        bad = softmax_generic(x, out, und, rows, cols, kq, yh, yl);
     fp_leave(&env);
     Py_END_ALLOW_THREADS
     PyMem_RawFree(kq);
@@ -1115,13 +1202,8 @@ static PyObject *py_linear(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "_crkernel.linear: bad shape");
         return NULL;
     }
-    int best = linear_variant();
-    if (variant < 0)
-        variant = best;
-    if (variant > best) {
-        PyErr_SetString(PyExc_ValueError, "_crkernel.linear: this CPU lacks the requested instruction set");
+    if ((variant = pick(variant, linear_variant(), "linear")) < 0)
         return NULL;
-    }
     buf_t b[4] = {0};
     int hasb = bo != Py_None;
     if (get(xo, &b[0], 'd', N * m, 0) < 0 || get(wo, &b[1], 'd', r * m, 0) < 0 ||
@@ -1161,17 +1243,18 @@ static PyObject *py_linear(PyObject *self, PyObject *args)
 
 static PyObject *py_variants(PyObject *self, PyObject *noargs)
 {
-    return PyLong_FromLong(linear_variant());
+    return Py_BuildValue("(ii)", elementwise_best(), linear_variant());
 }
 
 static PyMethodDef methods[] = {
     {"set_table", py_set_table, METH_VARARGS, "set_table(slot, float64 array): a table from crtables.py"},
-    {"map", py_map, METH_VARARGS, "map(f, x, out, undecided) -> number of undecided entries"},
-    {"approx", py_approx, METH_VARARGS, "approx(f, x, q, h, l, e, code): approximations and error bounds"},
-    {"softmax", py_softmax, METH_VARARGS, "softmax(x, out, undecided_rows, rows, cols) -> undecided rows"},
+    {"map", py_map, METH_VARARGS, "map(f, x, out, undecided, variant) -> number of undecided entries"},
+    {"approx", py_approx, METH_VARARGS, "approx(f, x, q, h, l, e, code, variant): approximations, error bounds"},
+    {"softmax", py_softmax, METH_VARARGS, "softmax(x, out, undecided_rows, rows, cols, variant) -> undecided rows"},
     {"rowsum", py_rowsum, METH_VARARGS, "rowsum(x, out, rows, d): each row added left to right"},
     {"linear", py_linear, METH_VARARGS, "linear(x, W, b, out, N, m, r, variant): fixed-order x W^T + b"},
-    {"best_variant", py_variants, METH_NOARGS, "the linear kernel variant of this CPU (0 SSE2, 1 AVX2, 2 AVX-512)"},
+    {"variants", py_variants, METH_NOARGS,
+     "(elementwise, linear): this CPU's best variants (elementwise 0 SSE2, 1 x86-64-v3; linear 0 SSE2, 1 AVX2, 2 AVX-512)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_crkernel",

@@ -26,6 +26,7 @@ True
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Callable
 
@@ -188,25 +189,33 @@ def _nearest(v) -> float:
         return float("inf") if man > 0 else float("-inf")
 
 
-def round_ball(ball) -> float | None:
+def round_ball(ball, sign: float = 0.0) -> float | None:
     """The double every point of ``ball`` rounds to, or None when its two
-    endpoints round differently (more precision is needed)."""
+    endpoints round differently (more precision is needed). A ball around zero
+    whose ends round to zeros of both signs fixes only ``|value| < 2^-1075``;
+    ``sign`` (+1 or -1: the sign the value is known to have) gives the zero's
+    sign, and without it (0) the ball is undecided."""
     if not ball.is_finite():
         return None
     lo, hi = _nearest(ball.lower()), _nearest(ball.upper())
-    return lo if lo == hi else None
+    if lo != hi:
+        return None
+    if lo == 0 and math.copysign(1.0, lo) != math.copysign(1.0, hi):
+        return math.copysign(0.0, sign) if sign else None
+    return lo
 
 
-def correctly_rounded(fn: Callable, *args: float) -> float:
+def correctly_rounded(fn: Callable, *args: float, sign: float = 0.0) -> float:
     """``fn(arb(a), ...)`` rounded to the nearest double, raising the precision
-    until the enclosure rounds uniquely (exact inputs: every double is an arb)."""
+    until the enclosure rounds uniquely (exact inputs: every double is an arb);
+    ``sign`` as in :func:`round_ball`."""
     from flint import arb, ctx
     prec = START_PREC
     old = ctx.prec
     try:
         while prec <= MAX_PREC:
             ctx.prec = prec
-            got = round_ball(fn(*(arb(a) for a in args)))
+            got = round_ball(fn(*(arb(a) for a in args)), sign)
             if got is not None:
                 return got
             prec *= 2
@@ -215,14 +224,16 @@ def correctly_rounded(fn: Callable, *args: float) -> float:
     raise ArithmeticError(f"no unique rounding of {fn} at {args} within {MAX_PREC} bits")
 
 
-def cr_map(fn: Callable, x: np.ndarray) -> np.ndarray:
+def cr_map(fn: Callable, x: np.ndarray, sign: Callable[[float], float] | None = None) -> np.ndarray:
     """``fn`` (an arb function) applied to every entry, correctly rounded; each
-    distinct value is computed once."""
+    distinct value is computed once. ``sign(v)``: the sign ``fn``'s value at a
+    nonzero result is known to have (see :func:`round_ball`)."""
     x = np.asarray(x, dtype=np.float64)
     if x.size == 0:
         return x.copy()
     vals, inv = np.unique(x, return_inverse=True)
-    out = np.array([correctly_rounded(fn, float(v)) for v in vals.tolist()], dtype=np.float64)
+    out = np.array([correctly_rounded(fn, v, sign=sign(v) if sign else 0.0) for v in vals.tolist()],
+                   dtype=np.float64)
     return out[inv].reshape(x.shape)
 
 
@@ -254,24 +265,57 @@ def _gelu(a):
     return a * (-a / arb(2).sqrt()).erfc() / 2
 
 
+def _positive(v: float) -> float:
+    return 1.0
+
+
+def _sign_of_x(v: float) -> float:
+    return math.copysign(1.0, v)
+
+
 #: the arb definition of each compiled function, and its number in the kernel
 ARB: dict[str, Callable] = {"exp": _exp, "expm1": _expm1, "softplus": _softplus, "sigmoid": _sigmoid,
                             "tanh": _tanh, "gelu": _gelu}
+#: the sign of each function's nonzero values: it decides the zero a value below
+#: 2^-1075 rounds to where arb's enclosure (of exp far below -2^60) contains zero
+SIGN: dict[str, Callable[[float], float]] = {"exp": _positive, "expm1": _sign_of_x, "softplus": _positive,
+                                             "sigmoid": _positive, "tanh": _sign_of_x, "gelu": _sign_of_x}
 _FID = {"exp": 0, "expm1": 1, "softplus": 2, "sigmoid": 3, "tanh": 4, "gelu": 5}
 
 
-def fast_path(name: str, x: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def arb_values(name: str, x: np.ndarray) -> np.ndarray:
+    """Function ``name`` on every entry through arb alone (the definition)."""
+    return cr_map(ARB[name], x, SIGN[name])
+
+
+def fast_path(name: str, x: np.ndarray, variant: int = -1) -> tuple[np.ndarray, np.ndarray] | None:
     """The kernel's values of function ``name`` (flat float64) and the mask of the
     entries its rounding test left undecided (their values are 0 there), or None
-    without the kernel. ``cr_map`` with ``ARB[name]`` fills the undecided ones."""
+    without the kernel; :func:`arb_values` fills the undecided ones. ``variant``:
+    the instruction set (tests): -1 this CPU's best, 0 SSE2, 1 x86-64-v3."""
     k = _kernel()
     if k is None:
         return None
     flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
     out = np.empty_like(flat)
     und = np.zeros(flat.size, dtype=np.uint8)
-    _ready(k, name).map(_FID[name], flat, out, und)
+    _ready(k, name).map(_FID[name], flat, out, und, variant)
     return out, und.view(bool)
+
+
+def approximations(name: str, x: np.ndarray, variant: int = -1) -> dict[str, np.ndarray] | None:
+    """The kernel's double-double values before the rounding test (tests and the
+    hard-case search): ``code`` 0 decided by a range rule (``h`` the value), 1 an
+    approximation ``2^q (h + l)`` with absolute error at most ``e (1 + 2^-40)``
+    in units of ``2^q``, -1 left to arb."""
+    k = _kernel()
+    if k is None:
+        return None
+    flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
+    q, h, l, e = (np.empty_like(flat) for _ in range(4))
+    code = np.empty(flat.size, dtype=np.int8)
+    _ready(k, name).approx(_FID[name], flat, q, h, l, e, code, variant)
+    return {"code": code, "q": q.astype(np.int64), "h": h, "l": l, "e": e}
 
 
 def cr_function(name: str, x: np.ndarray) -> np.ndarray:
@@ -281,11 +325,11 @@ def cr_function(name: str, x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     got = fast_path(name, x) if x.size else None
     if got is None:
-        return cr_map(ARB[name], x)
+        return arb_values(name, x)
     out, und = got
     if und.any():
         flat = x.reshape(-1)
-        out[und] = cr_map(ARB[name], flat[und])
+        out[und] = arb_values(name, flat[und])
     return out.reshape(x.shape)
 
 
@@ -328,16 +372,26 @@ def cr_softmax(x: np.ndarray) -> np.ndarray:
     """``exp(x_i) / sum_j exp(x_j)`` over the last axis, each entry correctly
     rounded as a whole: the kernel, arb for every row it leaves undecided."""
     x = np.asarray(x, dtype=np.float64)
+    got = softmax_fast_path(x)
+    if got is None:
+        return _softmax_arb(x)
+    out, bad = got
+    if bad.any():
+        out[bad] = _softmax_arb(x.reshape(out.shape)[bad])
+    return out.reshape(x.shape)
+
+
+def softmax_fast_path(x: np.ndarray, variant: int = -1) -> tuple[np.ndarray, np.ndarray] | None:
+    """The kernel's softmax rows ``(R, n)`` and the mask of the rows it left
+    undecided, or None (no kernel, or an empty or 0-d input)."""
     k = _kernel()
     if k is None or x.ndim == 0 or x.shape[-1] == 0 or x.size == 0:
-        return _softmax_arb(x)
-    rows = np.ascontiguousarray(x).reshape(-1, x.shape[-1])
+        return None
+    rows = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1])
     out = np.empty_like(rows)
     und = np.zeros(rows.shape[0], dtype=np.uint8)
-    if _ready(k, "exp").softmax(rows, out, und, rows.shape[0], rows.shape[1]):
-        bad = und.view(bool)
-        out[bad] = _softmax_arb(rows[bad])
-    return out.reshape(x.shape)
+    _ready(k, "exp").softmax(rows, out, und, rows.shape[0], rows.shape[1], variant)
+    return out, und.view(bool)
 
 
 def _softmax_arb(x: np.ndarray) -> np.ndarray:
@@ -362,7 +416,7 @@ def _softmax_arb(x: np.ndarray) -> np.ndarray:
                 m = max(row.tolist())                       # exact shift: exp(x - m) / sum exp(x - m)
                 e = [(arb(v) - arb(m)).exp() for v in row.tolist()]
                 s = sum(e[1:], e[0])
-                got = [round_ball(v / s) for v in e]
+                got = [round_ball(v / s, 1.0) for v in e]
                 if all(g is not None for g in got):
                     out[i] = got
                     cache[key] = out[i].copy()
