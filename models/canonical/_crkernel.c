@@ -31,15 +31,16 @@
  * flush-to-zero (e.g. torch.set_flush_denormal) gets the same bits. No libm
  * transcendental function is called. The results therefore do not depend on
  * the CPU: SSE2, AVX2 and AVX-512 variants of a loop compute the same
- * operations per element (the linear kernel's variants are compared in the
- * tests), and the elementwise results are correctly rounded, hence unique.
+ * operations per element (the tests compare every variant this CPU runs),
+ * and the elementwise results are correctly rounded, hence unique.
  *
  * NOTATION AND BUILDING BLOCKS (u = 2^-53, all in round-to-nearest)
  * -----------------------------------------------------------------
  * RN(a op b) = (a op b)(1 + d), |d| <= u, for results in the normal range;
  * every quantity below lies in [2^-800, 2^800] in magnitude or is exact,
- * except where noted, and the slack term 2^-100 |yh| of the rounding test
- * absorbs any absolute error below 2^-900 (subnormal intermediates).
+ * except where noted, and the slack term 2^-100 |yh| (|yh| >= 2^-800) of the
+ * rounding test absorbs any further absolute error below 2^-901 (subnormal
+ * intermediates).
  * A double-double (DD) x = xh + xl is normalized: |xl| <= u |xh|.
  *   two_sum(a, b), fast_two_sum(a, b) (|a| >= |b|), two_prod(a, b) (fma):
  *       exact: s + e = a + b, p + e = a * b.
@@ -75,9 +76,10 @@
  * exponent(yh) + k >= -1021. Below, the value is rounded to the subnormal grid
  * directly: a = ah + al = v 2^(k + 1074) in units of 2^-1074, n the integer
  * nearest to ah corrected by rint(ah - n + al), and n is the answer when
- * |ah - n + al| plus the scaled error stays below 1/2 with margin. A zero result takes the sign of v (as Python's exact division in
- * the arb path gives: a negative value that underflows is -0.0); an exact
- * zero input gives +0.0 (arb's zero has no sign).
+ * |ah - n + al| plus the scaled error stays below 1/2 with margin (doubles
+ * below 2^-1021 are exactly the multiples of 2^-1074). A zero result takes
+ * the sign of v, as the arb path gives it (a negative value that underflows
+ * is -0.0); an exact zero input gives +0.0 (arb's zero has no sign).
  *
  * EXP CORE (exp_core), for |xh| <= 1000, |xl| <= 2^-52 |xh|
  * ----------------------------------------------------------
@@ -993,8 +995,9 @@ static PyObject *py_set_table(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "_crkernel.set_table: malformed table");
         return NULL;
     }
-    Py_INCREF(arr); /* the array keeps the memory alive; a table is never replaced once set */
-    Py_XDECREF(tab_obj[slot]);
+    if (tab[slot]) /* set once: the tables are deterministic, and a running loop may read them */
+        Py_RETURN_NONE;
+    Py_INCREF(arr); /* the array keeps the memory alive */
     tab_obj[slot] = arr;
     tab[slot] = p;
     tab_len[slot] = len;
