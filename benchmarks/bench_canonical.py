@@ -201,16 +201,34 @@ def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int) -> dict:
         for h, (tq, tk) in zip(h32, feats64):                     # the canonical values, checked
             q, k = h.canonical_features(emb[:256])
             diffs.append(max(float(np.abs(q - tq[:256].numpy()).max()), float(np.abs(k - tk[:256].numpy()).max())))
+        # the pure path (arb and numpy loops, as without the kernel): one head on a few tokens, scaled
+        few = min(tokens, 200)
+        q0, k0 = h32[0].canonical_features(emb[:few])
+        saved = arith._kernel
+        arith._kernel = lambda: None
+        try:
+            t_pure = _cpu(lambda: h32[0].canonical_features(emb[:few]))
+            qp, kp = h32[0].canonical_features(emb[:few])
+        finally:
+            arith._kernel = saved
+        same = qp.tobytes() == q0.tobytes() and kp.tobytes() == k0.tobytes()
+        t_pure_all = t_pure * (tokens / few) * heads
     row = {"what": f"fla LinearAttentionForCausalLM (hedgehog), every head of layer 0: {heads} heads of "
                    f"{hidden // heads} on {tokens} embedding rows of width {hidden}, features of width "
                    f"{2 * hidden // heads}", "tokens": tokens, "hidden": hidden, "heads": heads, "vocab": vocab,
            "canonical_s": round(t_can, 2), "torch_float32_s": round(t_f32, 2), "torch_float64_s": round(t_f64, 2),
            "ratio_float32": round(t_can / t_f32, 2), "ratio_float64": round(t_can / t_f64, 2),
            "max_abs_canonical_minus_torch64": max(diffs), "canonical_sha256": digest.hexdigest(),
-           "kernel": arith._kernel() is not None}
+           "kernel": arith._kernel() is not None,
+           "pure_path_estimated_s": round(t_pure_all, 1),
+           "pure_path_estimate": f"head 0 on {few} tokens through arb and numpy loops ({t_pure:.2f} CPU s, the "
+                                 f"kernel's bits: {same}), times {tokens // few} x {heads} heads"}
+    if not same:
+        raise AssertionError("the pure path and the kernel give different canonical features")
     print(f"real size ({tokens} tokens x {hidden} wide x {heads} heads, hedgehog): canonical {t_can:.1f} CPU s, "
           f"torch float32 {t_f32:.1f} s, float64 {t_f64:.1f} s; ratio canonical / torch float32 = "
-          f"{t_can / t_f32:.2f}, canonical / torch float64 = {t_can / t_f64:.2f}", file=sys.stderr)
+          f"{t_can / t_f32:.2f}, canonical / torch float64 = {t_can / t_f64:.2f} (the pure path: about "
+          f"{t_pure_all:.0f} s, estimated)", file=sys.stderr)
     return row
 
 

@@ -308,3 +308,16 @@ def test_tables_meet_the_hypotheses_of_the_bounds(kernel, monkeypatch):
     monkeypatch.setattr(crtables, "NMAX", 6)
     with pytest.raises(ArithmeticError, match="more than 6 terms"):
         crtables.tanh_table.__wrapped__()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, line", [("bench_cr_functions.py", "0 differ from arb"),
+                                          ("bench_canonical.py", "canonical / torch float64 = ")])
+def test_benchmarks_smoke(kernel, script, line):
+    """The benchmarks' --smoke runs exit 0 and print their result line (the full
+    runs are the benchmarks themselves: 10^7 inputs per function, the real size)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--smoke"], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert line in out.stderr
