@@ -61,8 +61,8 @@ def _ctx():
 
 
 def _nearest(v) -> float:
-    from models.canonical.arith import _nearest as near
-    return near(v)
+    from models.canonical.rounding import nearest
+    return nearest(v)
 
 
 def _dd(ball) -> tuple[float, float]:
