@@ -1,16 +1,24 @@
-"""The canonical extraction (models.canonical: float64, fixed-order sums,
-correctly rounded functions through arb) against the torch forward of the same
-heads (float32, the layouts' torch maps), in the same run, one thread.
+"""The canonical extraction (models.canonical: float64, fixed-order sums and
+correctly rounded functions, compiled) against the torch forward of the same
+heads (the layouts' torch maps), in the same run, one thread, CPU seconds.
 
-Heads: every certified first-layer head of the gallery models
+The real-size case: an fla ``LinearAttentionForCausalLM`` (hedgehog feature
+map, hidden 1024, 16 heads of 64, vocabulary 32000, two layers,
+``save_pretrained``), every head of layer 0 on the 32000 embedding rows: the
+canonical features against the torch forward of the same maps in float32 and
+in float64 (the same model saved in float64, so the same code runs in double).
+
+Then every certified first-layer head of the gallery models
 (``reports/gallery/models``, on their certified token sets), a 153-feature
 fla ``BasedLinearAttention`` head (feature_dim 16, taylor_exp) and a 64-feature
 performer-pytorch generalized (relu) head, both on the whole cube {0,1}^16
-(65,536 tokens). Also timed: the checker's exact Gram of the Based head's
-canonical features (``certify.checkers.gram.exact_gram``, limb-split float64
-products) against numpy's float64 ``X^T X`` (not exact).
+(65,536 tokens), against torch float32. Also timed: the checker's exact Gram
+of the Based head's canonical features (``certify.checkers.gram.exact_gram``,
+limb-split float64 products) against numpy's float64 ``X^T X`` (not exact).
 
-Run: ``python benchmarks/bench_canonical.py``; results in ``reports/bench/canonical.json``.
+Run: ``python benchmarks/bench_canonical.py``; results in
+``reports/bench/canonical.json``. ``--smoke``: the real-size case at 2000
+tokens, hidden 256 and 4 heads only (seconds; writes nothing unless ``--out``).
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ import os
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
+import argparse
+import hashlib
 import json
 import sys
 import tempfile
@@ -66,7 +76,8 @@ def build_cube16(folder: Path) -> dict[str, Path]:
     (folder / "performer").mkdir(parents=True)
     save_file({k: v.contiguous() for k, v in perf.state_dict().items()},
               str(folder / "performer/model.safetensors"))
-    (folder / "performer/config.json").write_text(json.dumps({"generalized_attention": True}))
+    (folder / "performer/config.json").write_text(json.dumps({"generalized_attention": True, "kernel_fn": "ReLU",
+                                                              "no_projection": False, "local_heads": 0}))
     return {"based-153-cube16": folder / "based", "performer-64-cube16": folder / "performer"}
 
 
@@ -123,26 +134,139 @@ def bench_gram(path: Path) -> dict:
             "exact_s": round(t_exact, 3), "float_s": round(t_float, 4), "ratio": round(t_exact / t_float, 1)}
 
 
-def main() -> int:
+def _cpu(fn) -> float:
+    t = time.process_time()
+    fn()
+    return time.process_time() - t
+
+
+def build_hedgehog_lm(folder: Path, hidden: int, heads: int, vocab: int) -> tuple[Path, Path]:
+    """An fla hedgehog LM (two layers) saved with save_pretrained, in float32 and in float64."""
+    import torch
+
+    from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
+    torch.manual_seed(0)
+    cfg = LinearAttentionConfig(hidden_size=hidden, num_hidden_layers=2, num_heads=heads, vocab_size=vocab,
+                                feature_map="hedgehog", norm_feature_map=True)
+    model = LinearAttentionForCausalLM(cfg)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():                     # weights of a trained scale
+            p.copy_(torch.randn(p.shape, generator=g) * (0.5 if p.ndim == 1 else p.shape[-1] ** -0.5))
+    out = []
+    for dt, name in ((torch.float32, "f32"), (torch.float64, "f64")):
+        path = folder / name
+        model.to(dt).save_pretrained(path)
+        (path / "generation_config.json").unlink(missing_ok=True)
+        out.append(path)
+    return out[0], out[1]
+
+
+def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int) -> dict:
+    """Canonical features of every layer-0 head vs the torch forward in float32 and float64."""
+    import torch
+
+    from certify.sources.thirdparty import load_model
+    from models.canonical import arith
+    with tempfile.TemporaryDirectory() as tmp:
+        p32, p64 = build_hedgehog_lm(Path(tmp), hidden, heads, vocab)
+        m32, m64 = load_model(p32), load_model(p64)
+        h32 = [h for h in m32.layer(None).heads if hasattr(h, "canonical_features")]
+        h64 = [h for h in m64.layer(None).heads if hasattr(h, "canonical_features")]
+        emb = m32.detected.embedding.numpy()[:tokens]
+        emb64 = torch.from_numpy(emb.astype(np.float64))                  # exact: the same values
+        t32 = torch.from_numpy(emb)
+        assert len(h32) == heads == len(h64) and all(h.dtype == torch.float64 for h in h64)
+        digest = hashlib.sha256()
+        diffs = []
+
+        def canonical():
+            for h in h32:
+                q, k = h.canonical_features(emb)
+                digest.update(q.tobytes() + k.tobytes())
+        feats64 = []
+
+        def torch64():
+            with torch.no_grad():
+                for h in h64:
+                    feats64.append(h.feature_matrices(emb64))
+
+        def torch32():
+            with torch.no_grad():
+                for h in h32:
+                    h.feature_matrices(t32)
+        t_f32 = _cpu(torch32)
+        t_f64 = _cpu(torch64)
+        t_can = _cpu(canonical)
+        for h, (tq, tk) in zip(h32, feats64):                     # the canonical values, checked
+            q, k = h.canonical_features(emb[:256])
+            diffs.append(max(float(np.abs(q - tq[:256].numpy()).max()), float(np.abs(k - tk[:256].numpy()).max())))
+        # the pure path (arb and numpy loops, as without the kernel): one head on a few tokens, scaled
+        few = min(tokens, 200)
+        q0, k0 = h32[0].canonical_features(emb[:few])
+        saved = arith._kernel
+        arith._kernel = lambda: None
+        try:
+            t_pure = _cpu(lambda: h32[0].canonical_features(emb[:few]))
+            qp, kp = h32[0].canonical_features(emb[:few])
+        finally:
+            arith._kernel = saved
+        same = qp.tobytes() == q0.tobytes() and kp.tobytes() == k0.tobytes()
+        t_pure_all = t_pure * (tokens / few) * heads
+    row = {"what": f"fla LinearAttentionForCausalLM (hedgehog), every head of layer 0: {heads} heads of "
+                   f"{hidden // heads} on {tokens} embedding rows of width {hidden}, features of width "
+                   f"{2 * hidden // heads}", "tokens": tokens, "hidden": hidden, "heads": heads, "vocab": vocab,
+           "canonical_s": round(t_can, 2), "torch_float32_s": round(t_f32, 2), "torch_float64_s": round(t_f64, 2),
+           "ratio_float32": round(t_can / t_f32, 2), "ratio_float64": round(t_can / t_f64, 2),
+           "max_abs_canonical_minus_torch64": max(diffs), "canonical_sha256": digest.hexdigest(),
+           "kernel": arith._kernel() is not None,
+           "pure_path_estimated_s": round(t_pure_all, 1),
+           "pure_path_estimate": f"head 0 on {few} tokens through arb and numpy loops ({t_pure:.2f} CPU s, the "
+                                 f"kernel's bits: {same}), times {tokens // few} x {heads} heads"}
+    if not same:
+        raise AssertionError("the pure path and the kernel give different canonical features")
+    print(f"real size ({tokens} tokens x {hidden} wide x {heads} heads, hedgehog): canonical {t_can:.1f} CPU s, "
+          f"torch float32 {t_f32:.1f} s, float64 {t_f64:.1f} s; ratio canonical / torch float32 = "
+          f"{t_can / t_f32:.2f}, canonical / torch float64 = {t_can / t_f64:.2f} (the pure path: about "
+          f"{t_pure_all:.0f} s, estimated)", file=sys.stderr)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--smoke", action="store_true", help="the real-size case scaled down (seconds)")
+    ap.add_argument("--out", type=Path, default=None, help="JSON results (default reports/bench/canonical.json)")
+    a = ap.parse_args(argv)
     import warnings
     warnings.filterwarnings("ignore")
     import torch
     torch.set_num_threads(1)
-    out = {"baseline": "the torch forward of the same heads (models.layouts, float32; best of 3)",
-           "threads": 1, "models": []}
-    gallery = ROOT / "reports" / "gallery" / "models"
-    for name in ("performer", "performer-user-module/train.ckpt", "lat", "fla-linear-attn", "fla-sharded-bf16",
-                 "fla-layer-elu", "fla-based", "zoology", "fast-transformers", "width24"):
-        out["models"].append(bench_model(name, gallery / name))
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = build_cube16(Path(tmp))
-        for name, p in paths.items():
-            out["models"].append(bench_model(name, p))
-        out["gram"] = bench_gram(paths["based-153-cube16"])
-    dest = ROOT / "reports" / "bench" / "canonical.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {dest.relative_to(ROOT)}", file=sys.stderr)
+    import os as _os
+    out = {"baseline": "the torch forward of the same heads (models.layouts; real size: float32 and float64, "
+                       "CPU seconds; gallery and cube: float32, best of 3)",
+           "threads": 1, "load_average": list(_os.getloadavg())}
+    if a.smoke:
+        out["realsize"] = bench_realsize(2000, 256, 4, 2000)
+    else:
+        out["realsize"] = bench_realsize(32000, 1024, 16, 32000)
+        out["models"] = []
+        gallery = ROOT / "reports" / "gallery" / "models"
+        for name in ("performer", "performer-user-module/train.ckpt", "lat", "fla-linear-attn", "fla-sharded-bf16",
+                     "fla-layer-elu", "fla-based", "zoology", "fast-transformers", "width24"):
+            out["models"].append(bench_model(name, gallery / name))
+        with tempfile.TemporaryDirectory() as tmp:
+            paths = build_cube16(Path(tmp))
+            for name, p in paths.items():
+                out["models"].append(bench_model(name, p))
+            out["gram"] = bench_gram(paths["based-153-cube16"])
+    out["load_average_end"] = list(_os.getloadavg())
+    dest = a.out if a.out is not None else (None if a.smoke else ROOT / "reports" / "bench" / "canonical.json")
+    if dest is not None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp_dest = dest.with_suffix(".tmp")
+        tmp_dest.write_text(json.dumps(out, indent=1) + "\n")
+        tmp_dest.replace(dest)
+        print(f"wrote {dest}", file=sys.stderr)
     return 0
 
 

@@ -21,7 +21,8 @@ from typing import Callable
 
 import numpy as np
 
-from models.canonical.arith import (cr_const, cr_exp, cr_expm1, cr_map, cr_softmax, linear, relu, rowsum)
+from models.canonical.arith import (cr_const, cr_exp, cr_expm1, cr_gelu, cr_sigmoid, cr_softmax, cr_softplus,
+                                     cr_tanh, linear, relu, rowsum)
 
 Map = Callable[[np.ndarray], np.ndarray]
 
@@ -59,37 +60,20 @@ def elu(u: np.ndarray) -> np.ndarray:
     return np.where(u > 0, u, cr_expm1(np.minimum(u, 0.0)))
 
 
-def _softplus(a):
-    return a.exp().log1p()
-
-
-def _sigmoid(a):
-    return 1 / (1 + (-a).exp())
-
-
-def _tanh(a):
-    return a.tanh()
-
-
-def _gelu(a):
-    from flint import arb
-    return a * (1 + (a / arb(2).sqrt()).erf()) / 2
-
-
 def softplus(u):
-    return cr_map(_softplus, u)
+    return cr_softplus(u)
 
 
 def sigmoid(u):
-    return cr_map(_sigmoid, u)
+    return cr_sigmoid(u)
 
 
 def tanh(u):
-    return cr_map(_tanh, u)
+    return cr_tanh(u)
 
 
 def gelu(u):
-    return cr_map(_gelu, u)
+    return cr_gelu(u)
 
 
 #: performer kernel_fn / adapter names -> canonical map
