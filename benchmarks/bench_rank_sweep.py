@@ -102,31 +102,18 @@ def certified(A, upper: str):
 
 
 def predicted_work(A) -> int:
-    """The exact span check's work ``n1 n2 r k`` for the planted minor (a float
-    rank estimate and the canonical minor, as the producer finds them)."""
+    """The exact span check's work ``n1 n2 r k`` for the planted minor (the canonical
+    minor as the producer finds it)."""
     from solvers.exact import dyadic
-    from solvers.exact.modular import _small_prime, sketched_pivot_minor
+    from solvers.exact.elimination import canonical_minor, elimination_prime
     from solvers.exact.rank import span_work
     N = dyadic(A)
     rng = np.random.default_rng(0)
-    r_est = svd_rank_sketch(A, rng)
-    p = _small_prime(A.shape[0], rng)
-    minor = sketched_pivot_minor(N, p, min(A.shape[0], r_est + 8), rng, Nf=N.values.astype(np.float64))
-    if minor is None or not minor[0]:
+    p = elimination_prime(max(A.shape), rng)
+    rk, rows, cols = canonical_minor(N.values, p, rng, Nf=N.values.astype(np.float64))
+    if not rk:
         return 0
-    return span_work(N.values, minor[1], minor[2])
-
-
-def svd_rank_sketch(A, rng) -> int:
-    k = 32
-    n1, n2 = A.shape
-    while True:
-        k = min(k, n1, n2)
-        sv = np.linalg.svd(rng.standard_normal((k, n1)) @ A, compute_uv=False)
-        r = int((sv > sv[0] * max(n1, n2) * 2.0 ** -40).sum()) if sv[0] > 0 else 0
-        if r < k or k == min(n1, n2):
-            return r
-        k *= 2
+    return span_work(N.values, rows, cols)
 
 
 def timed(fn, *a):
