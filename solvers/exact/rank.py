@@ -22,10 +22,10 @@ from solvers.exact.freivalds import freivalds_span_test
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
 
 #: ``upper="auto"`` runs the exact span check when its work ``n1 n2 r k`` (``k``
-#: primes) is at most this many multiply-adds, else the Freivalds test: about 35 s
-#: on one idle core of the benchmark machine (7.8e9 per second: n = 2048, rank 256,
-#: 12-bit factors, 2^38.4, took 46.9 s), 105 s under the load of
-#: ``reports/bench/rank_sweep.json`` (2.3e9 to 2.6e9 per second)
+#: primes, counted from the Hadamard bound the checker uses) is at most this many
+#: multiply-adds, else the Freivalds test: about half a minute of one core for the
+#: checker's span check that ``certify rank`` shares (n = 2048, rank 256, 12-bit
+#: factors is 2^38.4)
 EXACT_WORK_BUDGET = 1 << 38
 
 UPPER_MODES = ("auto", "exact", "freivalds")
@@ -140,9 +140,10 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
                exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None) -> ExactRank:
     """Rank over Q of an integer matrix, two-sided (see the module docstring).
 
-    Fast path first (:func:`exact_rank_fast`): a float-proposed minor checked
-    exactly, and the multimodular span check; it returns only exact results and
-    falls back to the path below when its proposal does not verify.
+    Fast path first (:func:`exact_rank_fast`): the canonical minor mod a small
+    prime by blocked elimination on a random projection, and the multimodular
+    span check; it returns only exact results and falls back to the path below
+    when a step does not verify (a projection or prime that falls short).
 
     Primes are drawn from ``np.random.default_rng(seed)``. A modular rank that
     falls short of the true rank (a prime dividing every maximal minor) is caught
