@@ -99,3 +99,26 @@ def test_the_schur_bound_needs_fewer_primes_on_a_random_product():
     assert span_check_multimodular(IntMatrix(bad), R, C) is False
     for compiled in PATHS:
         assert span_check_multimodular(IntMatrix(bad), R, C, compiled=compiled) is False
+
+
+@pytest.mark.parametrize("bits,want", [(3, "raw"), (12, "balanced")])
+def test_small_entries_take_larger_primes_with_raw_operands(bits, want):
+    """|N| < 2^12: N[:, C] and N[R, :] enter the products unreduced and the primes
+    have 26 bits; 12-bit factors keep balanced residues. Either way a planted rank
+    r + 1 (one entry off the minor) is refused, compiled and in numpy."""
+    rng = np.random.default_rng(bits)
+    n, r = 160, 40
+    V = rng.integers(-(1 << bits), 1 << bits, (n, r)) @ rng.integers(-(1 << bits), 1 << bits, (r, n))
+    p = elimination_prime(n, rng)
+    _, R, C = canonical_minor(V, p, rng, Nf=V.astype(np.float64))
+    for compiled in PATHS:
+        stats = {}
+        assert span_check_multimodular(IntMatrix(V), R, C, stats=stats, compiled=compiled) is True
+        assert stats["operands"] == want
+        assert stats["prime_bits"] == (26 if want == "raw" else 25)
+        bad = V.copy()
+        i = next(i for i in range(n) if i not in R)
+        j = next(j for j in range(n) if j not in C)
+        bad[i, j] -= 1
+        assert span_check_multimodular(IntMatrix(bad), R, C, compiled=compiled, tile_rows=32, tile_cols=48) \
+            is False
