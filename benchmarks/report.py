@@ -123,13 +123,15 @@ def _cpu(sweep: dict) -> bool:
 
 
 def _where(p: dict) -> str:
-    """Where the in-process exact mode's time goes (its own timings, wall seconds)."""
+    """Where the in-process exact mode's time goes: the shares of its own step
+    timings (wall clock, so shares rather than seconds), the primes and bounds."""
     if "exact" in p:
         t, d = p["exact"]["timings"], p["exact"]["details"]
+        total = t.get("total") or sum(v for k, v in t.items() if k != "total") or 1.0
         bound = d.get("span_bound_bits", "?")
         had = d.get("span_hadamard_bits")
-        return (f"minor {t.get('proposal', 0) + t.get('modular', 0):.1f}, span check "
-                f"{t.get('span_check', 0):.1f} s ({d.get('span_primes', '?')} primes of "
+        return (f"minor {(t.get('proposal', 0) + t.get('modular', 0)) / total:.0%}, span check "
+                f"{t.get('span_check', 0) / total:.0%} ({d.get('span_primes', '?')} primes of "
                 f"{d.get('span_prime_bits', '?')} bits for {bound} bound bits"
                 + (f", Hadamard's {had}" if had and had != bound else "") + ")")
     return "skipped: " + p["exact_skipped"] if "exact_skipped" in p else "-"
