@@ -48,6 +48,7 @@ def test_the_elimination_prime_keeps_every_product_exact():
         p = elimination_prime(n, rng)
         h = (p - 1) // 2
         assert flint.fmpz(p).is_prime() and 5 <= p < 1 << 26 and n * h * h + h <= mk.FLOAT_LIMIT
+        assert n * (p - 1) ** 2 < 1 << 53                  # the checker's canonical-minor test by products
 
 
 def _all_bordered_minors_sq(V, R, C):

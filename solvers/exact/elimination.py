@@ -45,10 +45,13 @@ BLOCK = 64
 
 
 def elimination_prime(n: int, rng: np.random.Generator) -> int:
-    """A prime ``p < 2^26`` with ``n ((p-1)/2)^2 + p <= 2^53 - 2^27`` (exact products
-    of balanced residues over ``n`` terms), drawn from the upper half of that range."""
+    """A prime ``p < 2^26`` with ``n (p-1)^2 < 2^53``, drawn from the upper half of
+    that range. Products of balanced residues over ``n`` terms need only a quarter
+    of that (``n ((p-1)/2)^2 + p <= 2^53 - 2^27``); the stricter bound is the
+    checker's, whose test of the canonical minor (``r (p-1)^2 < 2^53`` for its
+    nonnegative residues) then takes two products instead of two eliminations."""
     import flint
-    top = min(2 * math.isqrt((mk.FLOAT_LIMIT - mk.MAX_MODULUS) // max(n, 1)) + 1, mk.MAX_MODULUS - 1)
+    top = min(math.isqrt(((1 << 53) - 1) // max(n, 1)), mk.MAX_MODULUS - 1)
     x = int(rng.integers(top // 2, top)) | 1
     while not flint.fmpz(x).is_prime():
         x -= 2
