@@ -118,6 +118,12 @@ def plot_rank_sweep(sweep: dict, path: Path) -> None:
     path.write_bytes(buf.getvalue())
 
 
+def _ordered(sweep: dict) -> list[dict]:
+    """The sweep's points by n, kind and rank."""
+    kinds = {"small": 0, "12bit": 1}
+    return sorted(sweep["points"], key=lambda p: (p["n"], kinds.get(p["kind"], 2), p["kind"], p["planted"]))
+
+
 def _cpu(sweep: dict) -> bool:
     return all(p.get("seconds") == "cpu" for p in sweep["points"])
 
@@ -156,7 +162,7 @@ def sweep_section(sweep: dict) -> list[str]:
          "float ranks (SVD, QRCP) | SVD e2e | `rank` exact | `verify` | `rank` Freivalds | "
          "`verify` | exact e2e / SVD e2e | Freivalds e2e / SVD e2e | exact in process: where the time goes |",
          "|" + "---|" * 18]
-    for p in sweep["points"]:
+    for p in _ordered(sweep):
         m = p["median_s"]
         f = lambda k: f"{m[k]:.2f}" if k in m else "-"                           # noqa: E731
         g = lambda k: f"{p[k]:.2f}" if k in p else "-"                           # noqa: E731
@@ -178,7 +184,7 @@ def readme_sweep_table(sweep: dict) -> list[str]:
     L = [f"| n | matrix | r | SVD {unit} | exact {unit} | Freivalds {unit} | SVD e2e {unit} | "
          f"`rank` exact e2e / `verify` {unit} | `rank --upper-bound freivalds` e2e / `verify` {unit} | "
          "exact e2e / SVD e2e | Freivalds e2e / SVD e2e |", "|" + "---|" * 11]
-    for p in sweep["points"]:
+    for p in _ordered(sweep):
         m = p["median_s"]
         f = lambda k: f"{m[k]:.2f}" if k in m else "-"                           # noqa: E731
 
