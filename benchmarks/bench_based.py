@@ -17,9 +17,11 @@ safetensors state dict and a ``config.json``). Its tokens are the cube
   2^32 pairs (blocked float64 products): nothing proved.
 
 Bars (printed): certified in under 2 minutes, verified in under 1 minute.
-Results go to ``reports/bench/based.json``.
+Results go to ``reports/bench/based.json``. ``--smoke``: the same pipeline on a
+15-feature head (``hidden_size=8, feature_dim=4``, the cube {0,1}^8), its weights
+written with numpy in fla's state-dict layout, nothing written.
 
-Run: ``python benchmarks/bench_based.py [--no-pairs]``.
+Run: ``python benchmarks/bench_based.py [--no-pairs] [--smoke]``.
 """
 
 from __future__ import annotations
@@ -59,6 +61,21 @@ def build(folder: Path, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     save_file({k: v.contiguous() for k, v in layer.state_dict().items()}, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps({"class": "BasedLinearAttention", "feature_dim": 16,
+                                                    "num_heads": 1, "num_key_value_heads": 1}) + "\n")
+    return folder
+
+
+def build_small(folder: Path, seed: int = 0, hidden: int = 8, feature_dim: int = 4) -> Path:
+    """A small head in fla's state-dict layout (``q_proj``, ``k_proj``: ``(feature_dim,
+    hidden)``; ``v_proj``, ``o_proj``: ``(hidden, hidden)``), weights N(0, 0.5^2) from numpy."""
+    from safetensors.numpy import save_file
+    rng = np.random.default_rng(seed)
+    shapes = {"q_proj.weight": (feature_dim, hidden), "k_proj.weight": (feature_dim, hidden),
+              "v_proj.weight": (hidden, hidden), "o_proj.weight": (hidden, hidden)}
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: (rng.standard_normal(v) * 0.5).astype(np.float32) for k, v in shapes.items()},
+              str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({"class": "BasedLinearAttention", "feature_dim": feature_dim,
                                                     "num_heads": 1, "num_key_value_heads": 1}) + "\n")
     return folder
 
@@ -109,11 +126,17 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--no-pairs", action="store_true", help="skip the baseline's 2^32-pair float minimum")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "based.json")
+    ap.add_argument("--smoke", action="store_true", help="a 15-feature head on cube:8, nothing written")
     a = ap.parse_args(argv)
-    print(f"# fla BasedLinearAttention, 153 features, cube:16 (65,536 tokens); load average {os.getloadavg()}")
+    if a.smoke:
+        a.out = None
+        print(f"# BasedLinearAttention layout, 15 features, cube:8 (256 tokens); load average {os.getloadavg()}")
+    else:
+        print(f"# fla BasedLinearAttention, 153 features, cube:16 (65,536 tokens); load average "
+              f"{os.getloadavg()}")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        folder = build(tmp / "based16")
+        folder = build_small(tmp / "based8") if a.smoke else build(tmp / "based16")
         p, wall, cpu = _timed([sys.executable, "-m", "certify", "checkpoint", str(folder), "--out",
                                str(tmp / "out")], tmp)
         if p.returncode not in (0, 1):
@@ -142,10 +165,12 @@ def main(argv=None) -> int:
           f"{'met' if vwall < BARS['verify_s'] else 'MISSED'}); exit {v.returncode}, holds {vj['holds']}"
           + (f", assuming {', '.join(vj['open_assumptions'])}" if vj["open_assumptions"] else ""))
     print(f"  float64 baseline (uncertified): rank {base['float_rank']}, eps-rank {base['float_eps_rank']}, "
-          + (f"min alpha over 2^32 pairs {base['float_min_alpha']:.4f}, " if base["pairs"] else "")
+          + (f"min alpha over {base['tokens']}^2 pairs {base['float_min_alpha']:.4f}, " if base["pairs"] else "")
           + f"{base['wall_s']:.1f} s wall, {base['cpu_s']:.1f} CPU s; ratio certified/float (CPU) "
           f"{res['ratio_cpu']:.2f}")
     print(f"  load average after: {os.getloadavg()}")
+    if a.out is None:
+        return 0 if p.returncode == 0 and v.returncode in (0, 4) else 1
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(res, indent=1) + "\n")
     print(f"  wrote {a.out.relative_to(ROOT) if a.out.is_relative_to(ROOT) else a.out}")

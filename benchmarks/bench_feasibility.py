@@ -10,7 +10,10 @@ error is < 1/2, the parameters are rounded to dyadics and checked exactly
 (the same check as ours). A baseline that never verifies within its budget is
 reported as ``> budget``.
 
-    .venv/bin/python benchmarks/bench_feasibility.py [--budget 120] [--bracket-minutes 10]
+    .venv/bin/python benchmarks/bench_feasibility.py [--budget 120] [--bracket-minutes 10] [--smoke]
+
+``--smoke``: the greedy-12-6-3 chain family (10 queries) at r = 10, 3 s budgets,
+no bracket.
 """
 
 from __future__ import annotations
@@ -19,15 +22,19 @@ import argparse
 import sys
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 
-from certify.core.families import paper51_family
-from certify.feasibility.decide import sweep
-from certify.feasibility.lp_search import search_witness
-from certify.feasibility.model import (Features, Witness, build_problem, exact_check,
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from certify.core.codes import greedy_packing  # noqa: E402
+from certify.core.families import chain_family, paper51_family  # noqa: E402
+from certify.feasibility.decide import sweep  # noqa: E402
+from certify.feasibility.lp_search import search_witness  # noqa: E402
+from certify.feasibility.model import (Features, Witness, build_problem, exact_check,  # noqa: E402
                                        lookup_witness, with_extension)
-from certify.feasibility.result import Outcome
+from certify.feasibility.result import Outcome  # noqa: E402
 
 
 def baseline_gradient(problem, rank: int, *, budget: float, seed: int = 0, lr: float = 0.05):
@@ -76,13 +83,18 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=120.0, help="seconds per timed run")
     ap.add_argument("--bracket-minutes", type=float, default=10.0,
                     help="total budget of the bracket sweep (0 skips it)")
+    ap.add_argument("--smoke", action="store_true", help="greedy-12-6-3 at r = 10, 3 s budgets, no bracket")
     args = ap.parse_args(argv)
-    fam = paper51_family()
+    if args.smoke:
+        fam, ranks = chain_family(greedy_packing(12, 6, 3), name="greedy-12-6-3"), (10,)
+        args.budget, args.bracket_minutes = 3.0, 0
+    else:
+        fam, ranks = paper51_family(), (15, 32)
     problem = build_problem(fam)
-    print(f"paper-5.1 (paper class): {problem.num_rows} queries, {problem.num_cols} tokens, "
+    print(f"{fam.name} (paper class): {problem.num_rows} queries, {problem.num_cols} tokens, "
           f"{problem.num_entries} (query, token) pairs of which {problem.used} used, "
           f"{len(problem.targets)} scored positions")
-    for r in (15, 32):
+    for r in ranks:
         t0 = time.perf_counter()
         w, chk = lookup_witness(problem, r, Features.NONNEGATIVE)
         t_con = time.perf_counter() - t0

@@ -9,9 +9,10 @@ claims are identical (timings aside).
 4. The reduced Sec. 5.2 sweep (smoke config, seeds 0..3): per-task seeds and one
    torch thread per task, so its rows are the same for any worker count.
 
-Run: ``python benchmarks/bench_parallel.py [--workers N]``. The Ray start-up
-(seconds) is part of the parallel time. Results go to
-``reports/bench/parallel.json``.
+Run: ``python benchmarks/bench_parallel.py [--workers N] [--smoke]``. The Ray
+start-up (seconds) is part of the parallel time. Results go to
+``reports/bench/parallel.json``. ``--smoke``: the transcript task alone at q = 12,
+nothing written.
 """
 
 from __future__ import annotations
@@ -39,10 +40,11 @@ def _rows(d: Path) -> list:
         return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
-    a = ap.parse_args()
+    ap.add_argument("--smoke", action="store_true", help="the transcript task at q = 12 only, nothing written")
+    a = ap.parse_args(argv)
     from certify.cli import feasibility, train, transcript
 
     w = ["--workers", str(a.workers)]
@@ -56,6 +58,9 @@ def main() -> None:
         ("Sec. 5.2 reduced sweep (smoke, 4 seeds)", train.main,
          ["sec52", "--smoke", "--seeds", "0,1,2,3", "--no-progress"], "dir"),
     ]
+    if a.smoke:
+        cases = [("certified transcript q=12 s=1 builtin-injective", transcript.main,
+                  ["--M", "14", "--s", "1", "--h", "7", "--q", "12", "--bits", "1", "--no-progress"], "cert")]
     import os
     print(f"load average {os.getloadavg()}")
     results = []
@@ -73,13 +78,18 @@ def main() -> None:
                 outs.append(_claims(Path(str(out) + ".json")) if kind == "cert" else _rows(out))
             print(f"| {name} | {secs[0]:.1f} | {secs[1]:.1f} | {secs[0] / secs[1]:.2f} | "
                   f"{'yes' if outs[0] == outs[1] else 'NO'} |", flush=True)
+            print(f"ratio one process / {a.workers} Ray workers ({name}): {secs[0] / secs[1]:.2f}", flush=True)
             results.append({"task": name, "one_process_s": secs[0], "workers": a.workers,
                             "ray_s": secs[1], "identical": outs[0] == outs[1]})
+    identical = all(r["identical"] for r in results)
+    if a.smoke:
+        return 0 if identical else 1
     out = ROOT / "reports" / "bench" / "parallel.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"rows": results, "loadavg_end": os.getloadavg()}, indent=1) + "\n")
     print(f"wrote {out.relative_to(ROOT)}")
+    return 0 if identical else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,31 +1,37 @@
 """The certified rank against numpy's SVD and scipy's QR with pivoting, swept over
-the rank: time against r, both upper-bound modes, in-process and end to end.
+the rank: CPU time against r, both upper-bound modes, in-process and end to end.
 
-Matrices (n = 2048, 4096; exact integer entries, stored as float64 .npy):
+Matrices (n = 512, 2048, 4096; exact integer entries, stored as float64 .npy):
 
 * ``small``: ``U V`` with factor entries in ``[-8, 8)``, planted rank r;
 * ``12bit``: ``U V`` with factor entries in ``[-2^12, 2^12)`` (the rank benchmark's);
 * ``cube``: a real kernel on the cube ``{0,1}^m`` (n = 2^m): ``(1 + <x, z>)^d``,
   d = 2, 3, of rank ``1 + m + C(m, 2) (+ C(m, 3))`` (``x_i^2 = x_i`` on the cube).
 
-Per matrix, one BLAS thread (threadpoolctl), medians of interleaved runs
-(``--reps``): ``numpy.linalg.matrix_rank`` (SVD), ``scipy.linalg.qr(...,
-pivoting=True)`` (rank from ``|R_ii|``), and the certified rank
-(``solvers.exact.exact_rank`` of the lossless integer matrix) with the exact
-upper bound and with the Freivalds upper bound (error <= 2^-128); then end to
-end, each in a fresh process: a script that loads the .npy and runs
-``matrix_rank`` (and one for QRCP), ``certify rank M.npy --upper-bound {exact,
-freivalds} --out C.json`` (reading, hashing, the producer, its own run of the
-checker, writing) and ``certify verify C.json`` (re-derives from the file).
+Per matrix, one BLAS thread (threadpoolctl), CPU seconds, medians of
+interleaved runs (``--reps``): ``numpy.linalg.matrix_rank`` (SVD),
+``scipy.linalg.qr(..., pivoting=True)`` (rank from ``|R_ii|``), and the
+certified rank (``solvers.exact.exact_rank`` of the lossless integer matrix)
+with the exact upper bound and with the Freivalds upper bound (error <=
+2^-128); then end to end, each in a fresh process, the runs interleaved: a
+script that loads the .npy and runs ``matrix_rank``, ``certify rank M.npy
+--upper-bound {exact, freivalds} --out C.json`` (reading, hashing, the
+producer, its own run of the checker, writing) and ``certify verify C.json``
+(re-derives from the file); the CPU seconds of each child (``getrusage``). The
+children run as an installed package does: one BLAS thread, and with bytecode
+caches (``PYTHONDONTWRITEBYTECODE`` is dropped and one warm-up run writes them).
 
 The exact mode is skipped where its predicted span-check work ``n1 n2 r k``
 exceeds ``--exact-work`` multiply-adds (its time grows like n^2 r^2; the
 skipped points are listed with the prediction). Results are appended to
 ``reports/bench/rank_sweep.json`` point by point (a partial run keeps what it
-measured); ``benchmarks/report.py`` draws ``rank_time_vs_r.png`` from it.
+measured); ``benchmarks/report.py`` draws ``rank_time_vs_r.png`` and the table
+of ``reports/bench/README.md`` from it. ``--smoke`` runs one small point of each
+kind and writes nothing.
 
 Run: ``python benchmarks/bench_rank_sweep.py [--sizes 2048,4096] [--ranks 16,64,256,1024]
-[--kinds small,12bit,cube] [--reps 3] [--no-cli]``. It takes many minutes.
+[--kinds small,12bit,cube] [--points 512:64,2048:256] [--reps 3] [--no-cli] [--smoke]``.
+The full sweep takes many minutes.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse
 import json
 import math
+import resource
 import statistics
 import subprocess
 import sys
@@ -70,6 +77,8 @@ def cube_kernel(m: int, d: int) -> tuple[np.ndarray, int]:
 def matrices(n: int, ranks, kinds):
     for kind in kinds:
         if kind == "cube":
+            if n & (n - 1):                                  # n = 2^m only
+                continue
             m = n.bit_length() - 1
             for d in (2, 3):
                 A, r = cube_kernel(m, d)
@@ -102,114 +111,95 @@ def certified(A, upper: str):
 
 
 def predicted_work(A) -> int:
-    """The exact span check's work ``n1 n2 r k`` for the planted minor (a float
-    rank estimate and the canonical minor, as the producer finds them)."""
+    """The exact span check's work ``n1 n2 r k`` for the planted minor (the canonical
+    minor as the producer finds it)."""
     from solvers.exact import dyadic
-    from solvers.exact.modular import _small_prime, sketched_pivot_minor
+    from solvers.exact.elimination import canonical_minor, elimination_prime
     from solvers.exact.rank import span_work
     N = dyadic(A)
     rng = np.random.default_rng(0)
-    r_est = svd_rank_sketch(A, rng)
-    p = _small_prime(A.shape[0], rng)
-    minor = sketched_pivot_minor(N, p, min(A.shape[0], r_est + 8), rng, Nf=N.values.astype(np.float64))
-    if minor is None or not minor[0]:
+    p = elimination_prime(max(A.shape), rng)
+    rk, rows, cols = canonical_minor(N.values, p, rng, Nf=N.values.astype(np.float64))
+    if not rk:
         return 0
-    return span_work(N.values, minor[1], minor[2])
-
-
-def svd_rank_sketch(A, rng) -> int:
-    k = 32
-    n1, n2 = A.shape
-    while True:
-        k = min(k, n1, n2)
-        sv = np.linalg.svd(rng.standard_normal((k, n1)) @ A, compute_uv=False)
-        r = int((sv > sv[0] * max(n1, n2) * 2.0 ** -40).sum()) if sv[0] > 0 else 0
-        if r < k or k == min(n1, n2):
-            return r
-        k *= 2
+    return span_work(N.values, rows, cols)
 
 
 def timed(fn, *a):
-    t = time.perf_counter()
+    """(CPU seconds of this process, result)."""
+    t = time.process_time()
     out = fn(*a)
-    return time.perf_counter() - t, out
+    return time.process_time() - t, out
 
 
 NUMPY_E2E = ("import sys, numpy as np; A = np.load(sys.argv[1]); "
              "print(int(np.linalg.matrix_rank(A)))")
-QRCP_E2E = ("import sys, numpy as np; from scipy.linalg import qr; A = np.load(sys.argv[1]); "
-            "R, _ = qr(A, mode='r', pivoting=True); d = abs(np.diag(R)); "
-            "print(int((d > d[0] * max(A.shape) * np.finfo(float).eps).sum()))")
 
 
-def end_to_end(A, modes, env) -> dict:
+def child_env() -> dict:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+           "PYTHONPATH": str(ROOT)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def run_child(cmd, env, cwd) -> tuple[subprocess.CompletedProcess, float, float]:
+    """``(process, CPU seconds of the child, wall seconds)``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return p, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime), wall
+
+
+def end_to_end(A, modes, reps: int, env) -> dict:
+    """The SVD script, ``certify rank --upper-bound MODE --out C.json`` and ``certify
+    verify C.json`` per mode, each a fresh process, interleaved ``reps`` times:
+    medians of the children's CPU seconds, the runs, the ranks and exits."""
     out: dict = {}
+    runs: dict[str, list] = {"svd_e2e_s": []}
+    for mode in modes:
+        runs[f"{mode}_cli_s"], runs[f"{mode}_verify_s"] = [], []
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "m.npy"
         np.save(src, A)
-        for name, code in (("svd", NUMPY_E2E), ("qrcp", QRCP_E2E)):
-            t = time.perf_counter()
-            p = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, env=env)
-            out[f"{name}_e2e_s"] = time.perf_counter() - t
-            out[f"{name}_e2e_rank"] = int(p.stdout) if p.returncode == 0 else None
-        for mode in modes:
-            cert = Path(tmp) / f"c-{mode}.json"
-            t = time.perf_counter()
-            p = subprocess.run([sys.executable, "-m", "certify", "rank", str(src), "--out", str(cert),
-                                "--upper-bound", mode, "--no-progress", "--json"],
-                               capture_output=True, text=True, env=env, cwd=tmp)
-            out[f"{mode}_cli_s"] = time.perf_counter() - t
-            out[f"{mode}_cli_exit"] = p.returncode
-            try:
-                js = json.loads(p.stdout)
-                claim = js["certificate"]["claims"][0]
-                out[f"{mode}_cli_rank"] = [js["rank_lower"], js["rank_upper"]]
-                out[f"{mode}_cli_witness"] = claim["evidence"]["upper_witness"]
-                out[f"{mode}_cli_timings"] = claim["timings"]
-            except (ValueError, KeyError, TypeError, IndexError):
-                out[f"{mode}_cli_rank"] = None
-            t = time.perf_counter()
-            v = subprocess.run([sys.executable, "-m", "certify", "verify", str(cert), "--json"],
-                               capture_output=True, text=True, env=env, cwd=tmp)
-            out[f"{mode}_verify_s"] = time.perf_counter() - t
-            out[f"{mode}_verify_exit"] = v.returncode
-    return out
-
-
-def e2e_medians(A, reps: int, env) -> dict:
-    """The SVD script and ``certify rank --upper-bound freivalds`` (+ ``verify``)
-    end to end, interleaved ``reps`` times: medians and the runs."""
-    runs: dict[str, list] = {"svd_e2e_s": [], "freivalds_cli_s": [], "freivalds_verify_s": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "m.npy"
-        np.save(src, A)
+        run_child([sys.executable, "-m", "certify", "rank", "--help"], env, tmp)    # writes bytecode caches
         for i in range(reps):
-            for which in (("svd", "fv") if i % 2 == 0 else ("fv", "svd")):
-                t = time.perf_counter()
+            order = ["svd", *modes] if i % 2 == 0 else [*modes, "svd"][::-1]
+            for which in order:
                 if which == "svd":
-                    subprocess.run([sys.executable, "-c", NUMPY_E2E, str(src)], capture_output=True, env=env,
-                                   check=True)
-                    runs["svd_e2e_s"].append(time.perf_counter() - t)
+                    p, cpu, _ = run_child([sys.executable, "-c", NUMPY_E2E, str(src)], env, tmp)
+                    runs["svd_e2e_s"].append(cpu)
+                    out["svd_e2e_rank"] = int(p.stdout) if p.returncode == 0 else None
                     continue
-                cert = Path(tmp) / f"c{i}.json"
-                p = subprocess.run([sys.executable, "-m", "certify", "rank", str(src), "--out", str(cert),
-                                    "--upper-bound", "freivalds", "--no-progress"], capture_output=True,
-                                   env=env, cwd=tmp)
-                runs["freivalds_cli_s"].append(time.perf_counter() - t)
-                t = time.perf_counter()
-                v = subprocess.run([sys.executable, "-m", "certify", "verify", str(cert)], capture_output=True,
-                                   env=env, cwd=tmp)
-                runs["freivalds_verify_s"].append(time.perf_counter() - t)
-                if p.returncode or v.returncode:
-                    raise RuntimeError(f"rank exit {p.returncode}, verify exit {v.returncode}")
-    return {**{k: statistics.median(v) for k, v in runs.items()}, "e2e_runs_s": runs, "e2e_reps": reps}
+                cert = Path(tmp) / f"c-{which}-{i}.json"
+                p, cpu, _ = run_child([sys.executable, "-m", "certify", "rank", str(src), "--out", str(cert),
+                                       "--upper-bound", which, "--no-progress", "--json"], env, tmp)
+                runs[f"{which}_cli_s"].append(cpu)
+                out[f"{which}_cli_exit"] = p.returncode
+                try:
+                    js = json.loads(p.stdout)
+                    claim = js["certificate"]["claims"][0]
+                    out[f"{which}_cli_rank"] = [js["rank_lower"], js["rank_upper"]]
+                    out[f"{which}_cli_witness"] = claim["evidence"]["upper_witness"]
+                    out[f"{which}_cli_timings"] = claim["timings"]
+                except (ValueError, KeyError, TypeError, IndexError):
+                    out[f"{which}_cli_rank"] = None
+                v, cpu, _ = run_child([sys.executable, "-m", "certify", "verify", str(cert), "--json"], env, tmp)
+                runs[f"{which}_verify_s"].append(cpu)
+                out[f"{which}_verify_exit"] = v.returncode
+    out.update({k: statistics.median(v) for k, v in runs.items() if v})
+    out["e2e_runs_s"] = runs
+    out["e2e_reps"] = reps
+    return out
 
 
 def bench_point(kind, r, A, reps, exact_work, cli) -> dict:
     from threadpoolctl import threadpool_limits
 
     n = A.shape[0]
-    pt: dict = {"n": n, "kind": kind, "planted": r, "reps": reps}
+    pt: dict = {"n": n, "kind": kind, "planted": r, "reps": reps, "seconds": "cpu"}
     with threadpool_limits(1):
         work = predicted_work(A)
         pt["exact_work"] = work
@@ -243,9 +233,7 @@ def bench_point(kind, r, A, reps, exact_work, cli) -> dict:
     if not do_exact:
         pt["exact_skipped"] = f"predicted work {work:.3g} > {exact_work:.3g} multiply-adds"
     if cli:
-        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONPATH": str(ROOT)}
-        pt.update(end_to_end(A, ["freivalds"] + (["exact"] if do_exact else []), env))
+        pt.update(end_to_end(A, ["freivalds"] + (["exact"] if do_exact else []), reps, child_env()))
     return pt
 
 
@@ -261,65 +249,74 @@ def line(pt) -> str:
             f"qrcp {pt['qrcp_rank']} | {cli} |")
 
 
+def ratio_line(pt) -> str:
+    """The figures the sweep is for, as ratios within the run (CPU seconds)."""
+    parts = []
+    for mode in ("exact", "freivalds"):
+        if f"{mode}_cli_s" in pt and pt.get("svd_e2e_s"):
+            parts.append(f"{mode} e2e / SVD e2e {pt[f'{mode}_cli_s'] / pt['svd_e2e_s']:.2f} "
+                         f"(verify / rank {pt[f'{mode}_verify_s'] / pt[f'{mode}_cli_s']:.2f})")
+    m = pt["median_s"]
+    for mode in ("exact", "freivalds"):
+        if mode in m:
+            parts.append(f"{mode} / SVD in process {m[mode] / m['svd']:.2f}")
+    return f"ratio n = {pt['n']} {pt['kind']} r = {pt['planted']}: " + "; ".join(parts)
+
+
+def cases(a):
+    """``(kind, r, A)`` of the run: ``--points`` n:r pairs of the planted kinds, or
+    ``--sizes`` x ``--ranks`` x ``--kinds`` (a cube kernel where n is a power of 2)."""
+    if a.points:
+        for item in a.points.split(","):
+            n, r = (int(v) for v in item.split(":"))
+            yield from matrices(n, [r], [k for k in a.kinds.split(",") if k != "cube"])
+        return
+    for n in (int(v) for v in a.sizes.split(",")):
+        yield from matrices(n, [int(v) for v in a.ranks.split(",")], a.kinds.split(","))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="2048,4096")
     ap.add_argument("--ranks", default="16,64,256,1024")
     ap.add_argument("--kinds", default="small,12bit,cube")
+    ap.add_argument("--points", default="", help="n:r pairs instead of --sizes x --ranks (planted kinds)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--exact-work", type=float, default=2.0 ** 40,
                     help="skip the exact mode above this predicted work (default 2^40, ~2 min)")
     ap.add_argument("--no-cli", action="store_true", help="in-process timings only")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--append", action="store_true", help="keep the points already in --out")
-    ap.add_argument("--e2e-only", action="store_true",
-                    help="re-measure only the SVD script and the Freivalds command end to end, interleaved "
-                         "--reps times (medians), into the points already in --out")
+    ap.add_argument("--smoke", action="store_true",
+                    help="one small point per planted kind (n = 96, r = 8), one run, nothing written")
     a = ap.parse_args(argv)
-    if a.e2e_only:
-        return e2e_only(a)
-    print(f"# rank sweep, one BLAS thread, medians of {a.reps} interleaved runs; shared machine, "
+    if a.smoke:
+        a.points, a.kinds, a.reps, a.out = "96:8", "small,12bit", 1, None
+    print(f"# rank sweep, one BLAS thread, CPU seconds, medians of {a.reps} interleaved runs; shared machine, "
           f"load average {os.getloadavg()}", flush=True)
     print("| n | matrix | r | SVD s | QRCP s | exact s | freivalds s | exact rank | freivalds rank | "
           "float ranks | SVD e2e s | `certify rank` exact s | verify s | `certify rank` freivalds s | "
           "verify s |")
     print("|" + "---|" * 15, flush=True)
-    points = json.loads(a.out.read_text())["points"] if a.append and a.out.is_file() else []
-    for n in (int(v) for v in a.sizes.split(",")):
-        for kind, r, A in matrices(n, [int(v) for v in a.ranks.split(",")], a.kinds.split(",")):
-            pt = bench_point(kind, r, A, a.reps, a.exact_work, not a.no_cli)
-            pt["loadavg"] = os.getloadavg()
-            points.append(pt)
-            print(line(pt), flush=True)
+    points = json.loads(a.out.read_text())["points"] if a.out and a.append and a.out.is_file() else []
+    ok = True
+    for kind, r, A in cases(a):
+        pt = bench_point(kind, r, A, a.reps, a.exact_work, not a.no_cli)
+        pt["loadavg"] = os.getloadavg()
+        ok &= all(pt.get(f"{m}_cli_exit", 0) == 0 and pt.get(f"{m}_verify_exit", 0) == 0
+                  for m in ("exact", "freivalds"))
+        points = [p for p in points if (p["n"], p["kind"], p["planted"]) != (pt["n"], kind, r)] + [pt]
+        print(line(pt), flush=True)
+        print(ratio_line(pt), flush=True)
+        if a.out is not None:
             a.out.parent.mkdir(parents=True, exist_ok=True)
             tmp = a.out.with_suffix(".tmp")
             tmp.write_text(json.dumps({"points": points, "machine": "2 cores shared with other work; "
-                                       "medians of interleaved runs", "exact_work_limit": a.exact_work},
-                                      indent=1) + "\n")
+                                       "CPU seconds, medians of interleaved runs",
+                                       "exact_work_limit": a.exact_work}, indent=1) + "\n")
             os.replace(tmp, a.out)
     print(f"load average after: {os.getloadavg()}")
-    return 0
-
-
-def e2e_only(a) -> int:
-    from threadpoolctl import threadpool_limits
-    data = json.loads(a.out.read_text())
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-           "PYTHONPATH": str(ROOT)}
-    for n in (int(v) for v in a.sizes.split(",")):
-        for kind, r, A in matrices(n, [int(v) for v in a.ranks.split(",")], a.kinds.split(",")):
-            pt = next((p for p in data["points"] if (p["n"], p["kind"], p["planted"]) == (n, kind, r)), None)
-            if pt is None:
-                continue
-            with threadpool_limits(1):
-                pt.update(e2e_medians(A, a.reps, env))
-            print(f"{n} {kind} {r}: SVD e2e {pt['svd_e2e_s']:.2f} s, freivalds e2e {pt['freivalds_cli_s']:.2f} s "
-                  f"(ratio {pt['freivalds_cli_s'] / pt['svd_e2e_s']:.2f}), verify {pt['freivalds_verify_s']:.2f} s; "
-                  f"load {os.getloadavg()}", flush=True)
-            tmp = a.out.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=1) + "\n")
-            os.replace(tmp, a.out)
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -21,8 +21,9 @@
    (a fresh process: no torch import on its path).
 
 Results of part 3 go to ``reports/bench/transcript.json`` (``--out``).
+``--smoke``: every part at a small size (q = 4 and 12), one run, nothing written.
 
-Run: ``.venv/bin/python benchmarks/bench_transcript.py [--budget SECONDS] [--certified-only]``
+Run: ``.venv/bin/python benchmarks/bench_transcript.py [--budget SECONDS] [--certified-only] [--smoke]``
 """
 
 from __future__ import annotations
@@ -65,22 +66,26 @@ def naive_rate(spec, model, count: int) -> float:
     return count / (time.perf_counter() - t0)
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--budget", type=float, default=60.0)
     ap.add_argument("--naive-count", type=int, default=3000)
     ap.add_argument("--certified-only", action="store_true", help="only part 3")
     ap.add_argument("--reps", type=int, default=3, help="interleaved runs of part 3 (median)")
     ap.add_argument("--out", type=Path, default=ROOT / "reports" / "bench" / "transcript.json")
-    args = ap.parse_args()
+    ap.add_argument("--smoke", action="store_true", help="small sizes, one run, nothing written")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.budget, args.naive_count, args.reps, args.out = 1.0, 100, 1, None
     import torch
     torch.set_num_threads(1)
-    certified_part(args.reps, args.out)
+    certified_part(args.reps, args.out, smoke=args.smoke)
     if args.certified_only:
-        return
+        return 0
 
-    spec = multilevel_spec(14, 3, 7, 8)
-    print(f"family q=8 s=3 M=14 h=7: {spec.num_assignments} assignments, m = {spec.m}")
+    q0 = 4 if args.smoke else 8
+    spec = multilevel_spec(14, 3, 7, q0)
+    print(f"family q={q0} s=3 M=14 h=7: {spec.num_assignments} assignments, m = {spec.m}")
     cfg_i, W_i = injective_model(spec.words, spec.M, spec.s)
     cfg_r = SketchConfig(m=spec.m, d=spec.m, layers=2, heads=2, rank=4, dv=2, feature_map="relu")
     W_r = random_model(cfg_r, 0)
@@ -103,8 +108,8 @@ def main() -> None:
     print(f"largest family finishing within {args.budget:.0f} s "
           "(builtin-injective, s=1, M=14, h=7, 1-bit; streaming check incl. hashing and sort, "
           "no exhaustive exact replay):")
-    best, q, last = None, 16, 0.0
-    while q <= 40:
+    best, q, last = None, 10 if args.smoke else 16, 0.0
+    while q <= (12 if args.smoke else 40):
         if last and last * 2.3 > args.budget:
             break
         spec = multilevel_spec(14, 1, 7, q)
@@ -124,6 +129,7 @@ def main() -> None:
         q += 2
     if best:
         print(f"  largest: q={best[0]} ({best[1]:,} assignments) in {best[2]:.1f} s")
+    return 0
 
 
 def _gemm_flops() -> float:
@@ -151,22 +157,23 @@ def _command_seconds() -> tuple[float, float, bool]:
     return wall, float(line[1]), line[2] == "True"
 
 
-def certified_part(reps: int = 3, out: Path | None = None) -> None:
+def certified_part(reps: int = 3, out: Path | None = None, smoke: bool = False) -> None:
     from threadpoolctl import threadpool_limits
 
     from certify.transcript.enumerate import Enumerator, merge
 
     # flops per assignment (value + radius, counted from the shapes; see certify.transcript.enumerate)
     cases = []
-    spec = multilevel_spec(14, 1, 7, 20)
+    q1, q2 = (12, 4) if smoke else (20, 10)
+    spec = multilevel_spec(14, 1, 7, q1)
     cfg, W = injective_model(spec.words, spec.M, spec.s)
-    cases.append(("builtin-injective q=20 s=1 (1x1, r=20, dv=1, 1-bit)",
+    cases.append((f"builtin-injective q={q1} s=1 (1x1, r=20, dv=1, 1-bit)",
                   spec, QuantizedSketchModel(cfg, W, builtin_uniform_quantizer(1)),
-                  3 * (2 * 20 * 20 * 2) + 25 * 40, reps))
-    spec = multilevel_spec(16, 3, 8, 10)
+                  3 * (2 * 20 * 20 * 2) + 25 * 40, 2 if smoke else reps))
+    spec = multilevel_spec(16, 3, 8, q2)
     cfg = SketchConfig(m=spec.m, d=spec.m, layers=2, heads=2, rank=4, dv=2, feature_map="relu")
     W = random_model(cfg, 0)
-    cases.append(("random relu q=10 s=3 (2 layers x 2 heads, r=4, dv=2, 4-bit calibrated)",
+    cases.append((f"random relu q={q2} s=3 (2 layers x 2 heads, r=4, dv=2, 4-bit calibrated)",
                   spec, QuantizedSketchModel(cfg, W, calibrated_uniform(spec, cfg, W, 4)),
                   3 * 2 * 20 * 21 * 10 * 2 + 3 * 2 * (20 * 4 * 3 * 2 + 20 * 2 * 21 * 2), 1))
     print(f"# certified enumeration (decides every assignment) vs float64 search (proposes); one core, "
@@ -217,4 +224,4 @@ def certified_part(reps: int = 3, out: Path | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,11 +1,11 @@
-"""Fast exact rank: sketched canonical minor + multimodular span check (solvers/exact.py)."""
+"""Fast exact rank: the canonical minor by blocked elimination + the multimodular span
+check (solvers/exact/rank.py, elimination.py, span.py)."""
 
 import numpy as np
 import pytest
 
 from solvers.exact import (IntMatrix, exact_rank, exact_rank_fast, minor_mod_p, span_check,
                            span_check_multimodular)
-from solvers.exact.modular import _fmod_exact, _mod_f
 
 
 def _planted(n1, n2, r, seed, bits=12):
@@ -41,17 +41,6 @@ def test_one_changed_entry_breaks_the_span_and_the_rank_goes_up():
     assert span_check(B, rows, cols) is False                 # the plain exact check agrees
     r2 = exact_rank(B)
     assert (r2.lower, r2.upper) == (6, 6)
-
-
-def test_residues_are_exact_near_the_float_limit():
-    rng = np.random.default_rng(5)
-    p = 94906249                                              # r (p-1)^2 < 2^53 for r = 1
-    c = rng.integers(0, 1 << 53, 100000).astype(np.float64)
-    got = _fmod_exact(c.copy(), p)
-    want = np.array([int(v) % p for v in c.astype(np.int64)], dtype=np.float64)
-    assert np.array_equal(got, want)
-    a = rng.integers(-(1 << 40), 1 << 40, 1000)
-    assert np.array_equal(_mod_f(a, p), np.array([int(v) % p for v in a], dtype=np.float64))
 
 
 def _cube_kernel(m=12, r=16):

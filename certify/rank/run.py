@@ -29,8 +29,6 @@ from certify.core.certificate import Certificate, Claim
 from certify.core.errors import InputError, UncertifiableError
 from certify.core.kernel import Form, Kernel
 from certify.core.verdict import Verdict
-from certify.rank.code import code_rank_claim
-from certify.rank.eps import eps_rank_factor_claim, eps_rank_matrix_claim
 from certify.rank.evidence import integer_matrix
 from certify.rank.exact import exact_rank_factor_claim, exact_rank_matrix_claim
 from certify.rank.nonnegative import nonnegative_claim_factor, nonnegative_claim_matrix
@@ -60,6 +58,7 @@ def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions(), engine=None) 
         rank_claim = exact_rank_factor_claim(kernel, s, opt)
         claims.insert(0, rank_claim)
         if opt.eps is not None:
+            from certify.rank.eps import eps_rank_factor_claim
             claims.append(eps_rank_factor_claim(kernel, s, opt.eps, opt))
     else:
         N = integer_matrix(kernel)
@@ -68,8 +67,10 @@ def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions(), engine=None) 
         rank_claim = exact_rank_matrix_claim(kernel, N, opt)
         claims.insert(0, rank_claim)
         if opt.eps is not None:
+            from certify.rank.eps import eps_rank_matrix_claim
             claims.append(eps_rank_matrix_claim(kernel, N, opt.eps, opt))
-    if opt.code is not None:
+    if opt.code is not None:                    # the claims a run asks for, imported when asked
+        from certify.rank.code import code_rank_claim
         claims.append(code_rank_claim(kernel, opt.code, opt.code_name, opt,
                                       summary=s if kernel.form is Form.FACTOR else None))
     claims = share_features(claims)

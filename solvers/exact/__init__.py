@@ -3,8 +3,12 @@
 * :mod:`.integers` -- integer matrices; floats and rationals converted losslessly;
 * :mod:`.modular` -- ranks and minors modulo primes (lower bounds), the exact
   span check by python-flint (upper bounds);
+* :mod:`.modkernel` -- residues modulo word-size primes as float64 (reduction,
+  inverse, echelon form; ``_modkernel.c`` compiled, numpy/flint otherwise);
+* :mod:`.elimination` -- the canonical minor mod p of a large int64 matrix by
+  blocked elimination on a random projection (a few BLAS products at every rank);
 * :mod:`.span` -- the float64 multimodular span check of large int64 matrices
-  (bordered-minor bound, fused pass per tile; ``_modkernel.c`` compiled);
+  (bordered-minor bounds, per-prime set-up compiled, fused test per tile);
 * :mod:`.freivalds` -- the span check as a Freivalds test whose vectors and
   primes come from a challenge (Fiat-Shamir), error <= 2^-k, O(n^2 t);
 * :mod:`.gram` -- exact Gram matrices of huge factors, in batches;
@@ -24,14 +28,14 @@ from __future__ import annotations
 from solvers.exact.gram import GramAccumulator, batch_gram, exact_products, normalize_pow2
 from solvers.exact.integers import (IntMatrix, as_int_lists, compact, dyadic, dyadic_to_fraction,
                                     fmpz_matrix, iter_int, nmod_matrix, rational_rows)
-from solvers.exact.modular import float_minor, minor_mod_p, random_prime, sketched_pivot_minor, span_check
+from solvers.exact.elimination import canonical_minor
+from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.rank import ExactRank, PrimeAttempt, core_rank, exact_rank, exact_rank_fast
 from solvers.exact.span import span_check_multimodular
 
 __all__ = [
     "ExactRank", "GramAccumulator", "IntMatrix", "PrimeAttempt", "as_int_lists", "batch_gram",
-    "compact", "core_rank", "dyadic", "dyadic_to_fraction", "exact_products", "exact_rank",
-    "exact_rank_fast", "float_minor", "fmpz_matrix", "iter_int", "minor_mod_p", "nmod_matrix",
-    "normalize_pow2", "random_prime", "rational_rows", "sketched_pivot_minor", "span_check",
-    "span_check_multimodular",
+    "canonical_minor", "compact", "core_rank", "dyadic", "dyadic_to_fraction", "exact_products",
+    "exact_rank", "exact_rank_fast", "fmpz_matrix", "iter_int", "minor_mod_p", "nmod_matrix",
+    "normalize_pow2", "random_prime", "rational_rows", "span_check", "span_check_multimodular",
 ]

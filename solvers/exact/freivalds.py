@@ -48,7 +48,7 @@ from typing import Sequence
 
 import numpy as np
 
-from solvers.exact.span import bordered_minor_bound_sq
+from solvers.exact.span import bordered_minor_bound_sq, row_sq
 
 #: primes are drawn from [2^(QBITS-1), 2^QBITS): word size for nmod_mat
 QBITS = 62
@@ -98,9 +98,9 @@ def vector_bits(max_abs: int, n2: int) -> int:
 
 
 def hadamard_bits(M: np.ndarray) -> int:
-    """``LD`` with ``|det M| < 2^LD`` (Hadamard: the product of the row norms)."""
-    O = M.astype(object)
-    sq = math.prod(int(v) for v in (O * O).sum(1).tolist()) if M.shape[0] else 1
+    """``LD`` with ``|det M| < 2^LD`` (Hadamard: the product of the row norms; the
+    squared norms exactly, :func:`solvers.exact.span.row_sq`)."""
+    sq = math.prod(row_sq(np.asarray(M))) if M.shape[0] else 1
     return (math.isqrt(sq) + 1).bit_length()
 
 
@@ -199,7 +199,7 @@ def freivalds_span_test(V: np.ndarray, rows: Sequence[int], cols: Sequence[int],
     C = np.asarray(cols, dtype=np.int64)
     pl = plan(V, rows, cols, k)
     n1, n2 = V.shape
-    MZ = flint.fmpz_mat(len(R), len(C), [int(v) for v in V[np.ix_(R, C)].ravel().tolist()])
+    MZ = flint.fmpz_mat(len(R), len(C), V[np.ix_(R, C)].ravel().tolist())
     X = challenge_vectors(challenge, n2, pl.vectors, pl.vector_bits)
     if Vf is not None and int(np.abs(V).max(initial=0)) < 1 << (52 - n2.bit_length() - pl.vector_bits):
         Y = (Vf @ X).astype(np.int64).astype(object)          # (n1, t), exact

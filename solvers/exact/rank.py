@@ -16,16 +16,16 @@ import numpy as np
 
 from certify.core.verdict import Verdict
 from solvers.exact.integers import IntMatrix, _obj, _zero, compact
-from solvers.exact.modular import (_small_prime, minor_mod_p, random_prime, sketched_pivot_minor,
-                                   span_check)
+from solvers.exact.elimination import canonical_minor, elimination_prime
+from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.freivalds import freivalds_span_test
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
 
 #: ``upper="auto"`` runs the exact span check when its work ``n1 n2 r k`` (``k``
-#: primes) is at most this many multiply-adds, else the Freivalds test: about 35 s
-#: on one idle core of the benchmark machine (7.8e9 per second: n = 2048, rank 256,
-#: 12-bit factors, 2^38.4, took 46.9 s), 105 s under the load of
-#: ``reports/bench/rank_sweep.json`` (2.3e9 to 2.6e9 per second)
+#: primes, counted from the Hadamard bound the checker uses) is at most this many
+#: multiply-adds, else the Freivalds test: about half a minute of one core for the
+#: checker's span check that ``certify rank`` shares (n = 2048, rank 256, 12-bit
+#: factors is 2^38.4)
 EXACT_WORK_BUDGET = 1 << 38
 
 UPPER_MODES = ("auto", "exact", "freivalds")
@@ -48,8 +48,9 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
                     exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None
                     ) -> ExactRank | None:
     """Two-sided exact rank for int64 matrices: the canonical minor mod a small
-    prime from a sketch (:func:`sketched_pivot_minor`, ``k`` from a float64
-    rank estimate), checked nonsingular mod p (lower bound), and the
+    prime by blocked elimination on a random projection
+    (:func:`solvers.exact.elimination.canonical_minor`: a few matrix products at
+    every rank, no float rank estimate), nonsingular mod p (lower bound), and the
     multimodular span check (upper bound, :mod:`solvers.exact.span`). None when
     a step does not verify (the caller falls back to the full modular
     elimination). ``timings`` holds each step's seconds; ``details`` the span
@@ -68,24 +69,9 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
     rng = np.random.default_rng(seed)
     A = N.values.astype(np.float64)                      # exact: |N| < 2^51
     n1, n2 = A.shape
-    k = 32
-    while True:                                          # float rank estimate of a sketch
-        k = min(k, n1, n2)
-        sv = np.linalg.svd(rng.standard_normal((k, n1)) @ A, compute_uv=False)
-        r_est = int((sv > sv[0] * max(n1, n2) * 2.0 ** -40).sum()) if sv[0] > 0 else 0
-        if r_est < k or k == min(n1, n2):
-            break
-        k *= 2
-    timings["proposal"] = time.perf_counter() - t0
-    t = time.perf_counter()
-    p = _small_prime(n1, rng)
-    minor = sketched_pivot_minor(N, p, min(n1, r_est + 8), rng, Nf=A)
-    timings["modular"] = time.perf_counter() - t
-    if minor is None:
-        return None
-    rk, rows, cols = minor
-    if rk and N.nmod(p, rows, cols).det() == 0:
-        return None
+    p = elimination_prime(max(n1, n2), rng)
+    rk, rows, cols = canonical_minor(N.values, p, rng, Nf=A)
+    timings["modular"] = time.perf_counter() - t0
     t = time.perf_counter()
     stats: dict = {}
     mode = upper
@@ -104,6 +90,8 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
                                     round(-math.log2(fr.plan.error), 2)})
     if rk == min(n1, n2):
         ok = True
+    elif rk == 0:
+        ok = not N.values.any()
     elif exact_span is not None:
         ok = exact_span(N.values, list(rows), list(cols))
         ok = span_check_multimodular(N, rows, cols, Nf=A, stats=stats) if ok is None else ok
@@ -152,9 +140,10 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
                exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None) -> ExactRank:
     """Rank over Q of an integer matrix, two-sided (see the module docstring).
 
-    Fast path first (:func:`exact_rank_fast`): a float-proposed minor checked
-    exactly, and the multimodular span check; it returns only exact results and
-    falls back to the path below when its proposal does not verify.
+    Fast path first (:func:`exact_rank_fast`): the canonical minor mod a small
+    prime by blocked elimination on a random projection, and the multimodular
+    span check; it returns only exact results and falls back to the path below
+    when a step does not verify (a projection or prime that falls short).
 
     Primes are drawn from ``np.random.default_rng(seed)``. A modular rank that
     falls short of the true rank (a prime dividing every maximal minor) is caught

@@ -18,17 +18,38 @@ smaller of the two (:func:`bordered_minor_bound_sq`, the checker derives the
 same number). If ``beta_ij = 0 mod p`` for primes whose product ``P`` has
 ``P^2 > bound_sq``, then ``|beta_ij| < P`` and ``P | beta_ij``, so ``beta_ij = 0``.
 
+A second bound from the witness's actual sizes (:func:`schur_bound_sq`; the
+producer's alone, the checker keeps the Hadamard bound and picks its own primes):
+``|beta_ij| = |D| |N_ij - N[i, C] M^-1 N[R, j]| <= |D| (max|N| + a mu b)`` by
+Cauchy-Schwarz, with ``a = max_i ||N[i, C]||``, ``b = max_j ||N[R, j]||`` and
+``mu >= ||M^-1||_2``. ``D`` is computed exactly anyway, and ``mu`` is proved from
+any approximate inverse: ``X`` (integers, a float inverse scaled by ``2^e``) with
+``E = 2^e I - M X`` computed exactly has ``M (X / 2^e) = I - E / 2^e``; when
+``||E||_F < 2^e`` the right side is invertible, ``M^-1 = (X / 2^e) (I - E / 2^e)^-1``
+and ``||M^-1||_2 <= ||X||_F / (2^e - ||E||_F)`` (``||.||_2 <= ||.||_F``, Neumann
+series). For a random-like minor ``|D|`` is far below Hadamard's product of row
+norms (by about ``1.44 r`` bits for a product of two random factors), so the count
+of primes drops by 5-15 %; the smaller of the two bounds is used, and when the
+float inverse is poor (``||E||_F >= 2^e``) only Hadamard's.
+
 Modulo one prime ``p`` (``p`` not dividing ``D``): ``beta_ij = 0 mod p`` iff
-``N_ij = (N[:, C] Y)_ij mod p`` with ``Y = M^-1 N[R, :] mod p``. Residues are
-balanced (``|x| <= (p-1)/2``), so the float64 product ``N[:, C]_p Y_p`` has
-integer partial sums of at most ``r ((p-1)/2)^2`` and is exact in any
-summation order; ``p`` is the largest prime with
-``r ((p-1)/2)^2 + max|N| <= 2^53 - 2^27``, so the difference ``T - N`` is exact too.
-One fused pass per tile (in cache): ``T = N_C,p Y_p`` (BLAS), ``T -= N``,
-``q = rint(T / p)``, ``q p - T == 0`` everywhere iff ``T = 0 mod p``
-(``|T| <= 2^53 - 2^27``: the quotient's float error is below ``2/p``, and
-``q p`` is exact). About 24.5 bits of the bound per product (r = 64), against
-23.5 with nonnegative residues.
+``N_ij = (N[:, C] Y)_ij mod p`` with ``Y = M^-1 N[R, :] mod p``. Only rows outside
+``R`` and columns outside ``C`` are compared (the Schur complement vanishes on the
+others identically). Per prime, with the compiled kernels of
+:mod:`solvers.exact.modkernel`: ``M^-1 mod p`` by Gauss-Jordan on float64 residues
+(``r^3``, a few ms at ``r = 256``; no Python-level entries), ``Y`` by one BLAS
+product and one reduction, then ``T = N[:, C]_p Y_p`` tile by tile (BLAS) with the
+fused test of each tile in cache. Residues are balanced (``|x| <= (p-1)/2``), so
+the float64 products have integer partial sums of at most ``r ((p-1)/2)^2`` and
+are exact in any summation order; ``p`` is the largest prime with
+``r ((p-1)/2)^2 + max|N| <= 2^53 - 2^27``, so the difference ``T - N`` is exact
+too, and ``q = rint(T / p)``, ``q p - T == 0`` everywhere iff ``T = 0 mod p`` (the
+quotient's float error is below ``2/p``, and ``q p`` is exact). When the entries
+are small, ``N[:, C]`` and ``N[R, :]`` enter the products unreduced instead
+(partial sums at most ``r ((p-1)/2) max|N|``), which allows larger primes (up to
+``2^26``: 26 bits instead of 24 at ``r = 256`` and ``|N| < 2^14``, 10 % fewer
+primes) and saves their reductions. The cost per prime is then the product
+``(n1 - r) (n2 - r) r`` plus ``r^2 n2`` and ``r^3``.
 """
 
 from __future__ import annotations
@@ -38,6 +59,8 @@ from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
+
+from solvers.exact import modkernel as mk
 
 #: every integer a check handles stays at most this large: float64 is exact up to 2^53,
 #: and the margin 2^27 > 2p covers ``q p`` in the divisibility test (primes below 2^26)
@@ -54,14 +77,14 @@ def bordered_minor_bound_sq(V: np.ndarray, rows: Sequence[int], cols: Sequence[i
     A = np.abs(V)
     m = [int(v) ** 2 for v in A.max(1).tolist()]                     # m_k = max_j N_kj^2
     w = [int(v) ** 2 for v in A.max(0).tolist()]                     # w_j = max_i N_ij^2
-    a = _row_sq(V[:, C])                                             # a_k = ||N[k, C]||^2
-    b = _row_sq(V[R].T)                                              # b_j = ||N[R, j]||^2
+    a = row_sq(V[:, C])                                             # a_k = ||N[k, C]||^2
+    b = row_sq(V[R].T)                                              # b_j = ||N[R, j]||^2
     by_rows = math.prod(a[k] + m[k] for k in rows) * max(x + y for x, y in zip(a, m))
     by_cols = math.prod(b[c] + w[c] for c in cols) * max(x + y for x, y in zip(b, w))
     return min(by_rows, by_cols)
 
 
-def _row_sq(X: np.ndarray) -> list[int]:
+def row_sq(X: np.ndarray) -> list[int]:
     """Exact squared Euclidean norms of the rows of an int64 array (Python ints)."""
     if X.shape[1] == 0:
         return [0] * X.shape[0]
@@ -79,6 +102,75 @@ def _row_sq(X: np.ndarray) -> list[int]:
     return [int(v) for v in (O * O).sum(1).tolist()]
 
 
+def _planes(A: np.ndarray, h: int) -> list[tuple[np.ndarray, int]]:
+    """``A = sum_d P_d 2^(h d)`` for int64 ``A``: float64 planes, ``|P_d| < 2^h`` (sign-magnitude)."""
+    sign, mag = np.sign(A), np.abs(A)
+    out, shift = [], 0
+    while True:
+        out.append((((mag & ((1 << h) - 1)) * sign).astype(np.float64), shift))
+        mag = mag >> h
+        shift += h
+        if not mag.any():
+            return out
+
+
+def exact_matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``A B`` over Z (object array of Python ints) for int64 ``A``, ``B`` (``|.| < 2^62``):
+    planes of ``h`` bits with ``k 2^(2h) <= 2^52`` (``k`` the inner dimension), every
+    float64 product of two planes exact."""
+    k = A.shape[1]
+    h = (52 - max(k, 1).bit_length()) // 2
+    out = np.zeros((A.shape[0], B.shape[1]), dtype=object)
+    for Pa, sa in _planes(A, h):
+        for Pb, sb in _planes(B, h):
+            out += (Pa @ Pb).astype(np.int64).astype(object) << (sa + sb)
+    return out
+
+
+def _isqrt_up(x: int) -> int:
+    s = math.isqrt(x)
+    return s if s * s == x else s + 1
+
+
+def schur_bound_sq(V: np.ndarray, rows: Sequence[int], cols: Sequence[int], D: int) -> int | None:
+    """``B^2`` with ``|det N[R + {i}, C + {j}]| <= B`` for every ``i, j`` from
+    ``|D| (max|N| + a mu b)`` (module docstring), ``mu`` proved from a float inverse
+    of ``M = N[R, C]`` by an exact residual; None when that inverse is too poor
+    (``||E||_F >= 2^e``) or ``M`` is singular in float64."""
+    R = np.asarray(rows, dtype=np.int64)
+    C = np.asarray(cols, dtype=np.int64)
+    M = np.ascontiguousarray(V[np.ix_(R, C)])
+    r = len(R)
+    if not r or D == 0:
+        return None
+    with np.errstate(all="ignore"):
+        try:
+            X = np.linalg.inv(M.astype(np.float64))
+        except np.linalg.LinAlgError:
+            return None
+    if not np.isfinite(X).all() or not X.any():
+        return None
+    e = 40 - int(np.frexp(float(np.abs(X).max()))[1])            # max |X 2^e| in [2^39, 2^40)
+    Xi = np.rint(np.ldexp(X, e)).astype(np.int64)
+    E = exact_matmul(M, Xi)                                      # (r, r) M X exactly
+    E = -E
+    one = 1 << e if e >= 0 else None
+    if one is None:                                              # |M^-1| huge: Hadamard will do
+        return None
+    E[np.arange(r), np.arange(r)] += one                         # E = 2^e I - M X
+    eF = _isqrt_up(int(sum(int(v) * int(v) for v in E.ravel().tolist())))
+    if eF >= one:
+        return None
+    xF = _isqrt_up(int(sum(int(v) * int(v) for v in Xi.ravel().tolist())))
+    a = _isqrt_up(max(row_sq(V[:, C])))                       # max_i ||N[i, C]||
+    b = _isqrt_up(max(row_sq(np.ascontiguousarray(V[R].T))))  # max_j ||N[R, j]||
+    m = int(np.abs(V).max())
+    # |beta| <= |D| (m + a b xF / (one - eF)) = |D| (m (one - eF) + a b xF) / (one - eF)
+    num, den = abs(D) * (m * (one - eF) + a * b * xF), one - eF
+    B = -(-num // den)
+    return B * B
+
+
 @lru_cache(maxsize=64)
 def _primes_below(limit: int, count: int) -> tuple[int, ...]:
     """The ``count`` largest primes ``<= limit`` (deterministic), largest first."""
@@ -92,7 +184,8 @@ def _primes_below(limit: int, count: int) -> tuple[int, ...]:
 
 
 def prime_limit(r: int, max_abs: int) -> int:
-    """Largest ``p <= MAX_PRIME`` with ``r ((p-1)/2)^2 + max_abs <= FLOAT_LIMIT``."""
+    """Largest ``p <= MAX_PRIME`` with ``r ((p-1)/2)^2 + max_abs <= FLOAT_LIMIT``: both
+    factors of each product balanced residues."""
     room = FLOAT_LIMIT - max_abs
     if room <= 0:
         return 0
@@ -100,11 +193,23 @@ def prime_limit(r: int, max_abs: int) -> int:
     return min(2 * h + 1, MAX_PRIME)
 
 
-def span_primes(r: int, max_abs: int, bound_sq: int, D: int) -> list[int] | None:
-    """Primes for the check: largest first below :func:`prime_limit`, skipping
-    divisors of ``D``, until their product ``P`` has ``P^2 > bound_sq``. None when
-    the entries are too large for float-exact residues."""
-    top = prime_limit(r, max_abs)
+def raw_prime_limit(r: int, max_abs: int) -> int:
+    """Largest ``p <= MAX_PRIME`` with ``r ((p-1)/2) max_abs + max_abs <= FLOAT_LIMIT``:
+    one factor of each product a balanced residue, the other the matrix's own
+    entries (``N[:, C]`` and ``N[R, :]`` unreduced), which is larger than
+    :func:`prime_limit` when the entries are small."""
+    room = FLOAT_LIMIT - max_abs
+    if room <= 0 or max_abs == 0:
+        return MAX_PRIME if room > 0 else 0
+    h = room // (max(r, 1) * max_abs)
+    return min(2 * h + 1, MAX_PRIME)
+
+
+def span_primes(r: int, max_abs: int, bound_sq: int, D: int, top: int | None = None) -> list[int] | None:
+    """Primes for the check: largest first below ``top`` (default
+    :func:`prime_limit`), skipping divisors of ``D``, until their product ``P`` has
+    ``P^2 > bound_sq``. None when the entries are too large for float-exact residues."""
+    top = prime_limit(r, max_abs) if top is None else top
     if top < 1 << 12:
         return None
     want = 64
@@ -122,31 +227,8 @@ def span_primes(r: int, max_abs: int, bound_sq: int, D: int) -> list[int] | None
 
 def balanced(x: np.ndarray, p: int) -> np.ndarray:
     """Balanced residues ``|y| <= (p-1)/2``, ``y = x mod p``, of integer-valued
-    float64 ``x`` (exact: the quotient's error is below 1,
-    ``q p`` and ``x - q p`` are integers below 2^53; one correction step)."""
-    y = x - np.rint(x * (1.0 / p)) * p
-    h = (p - 1) // 2
-    y[y > h] -= p
-    y[y < -h] += p
-    return y
-
-
-def _inverse_mod(MZ, p: int) -> np.ndarray:
-    """Balanced residues of ``M^-1 mod p`` (``MZ`` a flint ``fmpz_mat``, nonsingular mod ``p``)."""
-    import flint
-    r = MZ.nrows()
-    Mi = flint.nmod_mat(MZ, p).inv()
-    out = np.fromiter(map(int, Mi.entries()), dtype=np.float64, count=r * r).reshape(r, r)
-    return balanced(out, p)
-
-
-def _kernel():
-    """The compiled fused reduction (``_modkernel.c``), or None (numpy then)."""
-    try:
-        from solvers.exact._modkernel import residue_nonzero
-    except ImportError:          # built without a C compiler: the numpy passes below
-        return None
-    return residue_nonzero
+    float64 ``x`` (:func:`solvers.exact.modkernel.balanced_numpy`)."""
+    return mk.balanced_numpy(x, p)
 
 
 def span_check_multimodular(N, rows: Sequence[int], cols: Sequence[int], *,
@@ -156,10 +238,14 @@ def span_check_multimodular(N, rows: Sequence[int], cols: Sequence[int], *,
     """Exact: every column of the integer matrix ``N`` (an ``IntMatrix``) lies in the
     span of ``N[:, cols]``, given ``N[rows, cols]`` nonsingular (module docstring).
     True proves ``rank N <= len(cols)``; False means some bordered minor is not zero
-    (the rank is larger). None: not applicable (entries beyond 2^52, object dtype,
+    (the rank is larger). None: not applicable (entries beyond 2^51, object dtype,
     or a singular ``N[rows, cols]``). ``Nf`` is ``N`` as float64 when the caller has
     it; ``stats`` receives the bound's bits and the primes used; ``compiled=False``
-    runs the reduction in numpy even when the compiled kernel is built."""
+    runs every step in numpy and python-flint even when the compiled kernels are built.
+
+    Only the rows outside ``rows`` and the columns outside ``cols`` are compared: the
+    Schur complement vanishes on the others identically (``M M^-1 N[R, :] = N[R, :]``,
+    ``N[:, C] M^-1 M = N[:, C]``, over Q and modulo every prime not dividing ``D``)."""
     import flint
 
     V = N.values
@@ -169,55 +255,67 @@ def span_check_multimodular(N, rows: Sequence[int], cols: Sequence[int], *,
     r = len(cols)
     if r == 0:
         return not np.any(V)
-    if r == n2:
+    if r == n2 or r == n1:
         return True
     max_abs = int(np.abs(V).max())
     if max_abs > 1 << 51:
         return None
     R = np.asarray(rows, dtype=np.int64)
     C = np.asarray(cols, dtype=np.int64)
-    MZ = flint.fmpz_mat(r, r, [int(v) for v in V[np.ix_(R, C)].ravel().tolist()])
+    Mi64 = np.ascontiguousarray(V[np.ix_(R, C)])
+    MZ = flint.fmpz_mat(r, r, Mi64.ravel().tolist())
     D = int(MZ.det())
     if D == 0:
         return None
-    bound_sq = bordered_minor_bound_sq(V, rows, cols)
-    primes = span_primes(r, max_abs, bound_sq, D)
+    hadamard_sq = bordered_minor_bound_sq(V, rows, cols)
+    schur_sq = schur_bound_sq(V, rows, cols, D) if r >= 4 else None
+    bound_sq = hadamard_sq if schur_sq is None else min(hadamard_sq, schur_sq)
+    raw = raw_prime_limit(r, max_abs) > prime_limit(r, max_abs)     # small entries: larger primes
+    primes = span_primes(r, max_abs, bound_sq, D,
+                         raw_prime_limit(r, max_abs) if raw else prime_limit(r, max_abs))
     if primes is None:
         return None
     if stats is not None:
-        stats.update({"bound_bits": (math.isqrt(bound_sq) + 1).bit_length(), "primes": len(primes),
-                      "prime_bits": primes[0].bit_length()})
+        stats.update({"bound_bits": (math.isqrt(bound_sq) + 1).bit_length(),
+                      "hadamard_bits": (math.isqrt(hadamard_sq) + 1).bit_length(),
+                      "primes": len(primes), "prime_bits": primes[0].bit_length(),
+                      "operands": "raw" if raw else "balanced"})
     if Nf is None:
         Nf = V.astype(np.float64)                                 # exact: |N| <= 2^51
-    NC = Nf[:, C]                                                 # (n1, r)
-    NR = Nf[R]                                                    # (r, n2)
-    tr, tc = min(tile_rows, n1), min(tile_cols, n2)
-    T = np.empty(tr * tc)                                         # tile buffers, reused
-    Q = np.empty(tr * tc)
-    fused = _kernel() if compiled else None
-    Nk = V.astype(np.int32) if fused is not None and max_abs < 1 << 31 else Nf   # half the traffic
-    if fused is not None and not (Nk.flags.c_contiguous and Nk.dtype in (np.int32, np.float64)):
-        Nk = np.ascontiguousarray(Nk, dtype=np.float64)
+    keep_r = np.ones(n1, dtype=bool)
+    keep_r[R] = False
+    keep_c = np.ones(n2, dtype=bool)
+    keep_c[C] = False
+    oR, oC = np.flatnonzero(keep_r), np.flatnonzero(keep_c)
+    NC = np.ascontiguousarray(Nf[np.ix_(oR, C)])                  # (n1 - r, r)
+    NR = np.ascontiguousarray(Nf[np.ix_(R, oC)])                  # (r, n2 - r)
+    # the compared block, once: int32 halves the memory traffic of the fused pass
+    No = V[np.ix_(oR, oC)]
+    No = No.astype(np.int32) if max_abs < 1 << 31 and compiled and mk.available() else No.astype(np.float64)
+    Mf = Mi64.astype(np.float64)
+    m1, m2 = len(oR), len(oC)
+    tr, tc = min(tile_rows, m1), min(tile_cols, m2)
+    T = np.empty(tr * tc)                                         # tile buffer, reused
+    NCp, NRp, Yp = np.empty_like(NC), np.empty_like(NR), np.empty_like(NR)
+    # (n1 - r, r) @ (r, n2 - r) per prime; its partial sums stay below 2^53 - 2^27 - max|N|
     for p in primes:
-        inv = 1.0 / p
-        Yp = balanced(_inverse_mod(MZ, p) @ balanced(NR, p), p)    # (r, n2), exact: r ((p-1)/2)^2
-        NCp = balanced(NC, p)
-        for c0 in range(0, n2, tc):
-            c1 = min(n2, c0 + tc)
+        Minv = mk.inverse(Mf, p, compiled=compiled)               # (r, r) balanced
+        if Minv is None:                                          # cannot happen: p does not divide D
+            raise RuntimeError("internal error: the minor is singular modulo a prime not dividing det")
+        if raw:                                                   # |N| small: the entries themselves
+            NRp, NCp = NR, NC
+        else:
+            mk.reduce(NR, p, NRp, compiled=compiled)
+            mk.reduce(NC, p, NCp, compiled=compiled)
+        np.matmul(Minv, NRp, out=Yp)                              # exact: r h^2 or r h max|N|, < 2^53
+        mk.reduce(Yp, p, Yp, compiled=compiled)                   # Y = M^-1 N[R, :] mod p
+        for c0 in range(0, m2, tc):
+            c1 = min(m2, c0 + tc)
             Yc = np.ascontiguousarray(Yp[:, c0:c1])
-            for a in range(0, n1, tr):
-                b = min(n1, a + tr)
+            for a in range(0, m1, tr):
+                b = min(m1, a + tr)
                 shape = (b - a, c1 - c0)
                 t = np.matmul(NCp[a:b], Yc, out=T[:shape[0] * shape[1]].reshape(shape))  # <= r h^2
-                if fused is not None:                                   # the same test, one pass
-                    if fused(t, Nk, a, c0, float(p)):
-                        return False
-                    continue
-                t -= Nf[a:b, c0:c1]                                     # exact: |t| <= 2^53
-                q = np.multiply(t, inv, out=Q[:t.size].reshape(shape))
-                np.rint(q, out=q)
-                q *= p
-                q -= t                                                  # 0 iff t = 0 mod p
-                if q.any():
+                if mk.residue_nonzero(t, No, a, c0, p, compiled=compiled):     # T - N != 0 mod p
                     return False
     return True

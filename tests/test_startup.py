@@ -1,0 +1,42 @@
+"""What ``certify rank`` and ``certify verify`` load for a matrix file: numpy and
+python-flint, never torch, cvxpy, Ray, scipy (optimize or otherwise), HiGHS or
+matplotlib (read from ``sys.modules`` in a fresh process, not from a clock)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+HEAVY = ("torch", "cvxpy", "ray", "scipy", "highspy", "matplotlib", "safetensors", "mpmath")
+
+_RUN = """
+import json, runpy, sys
+sys.argv = ["certify"] + sys.argv[1:]
+try:
+    runpy.run_module("certify", run_name="__main__")
+except SystemExit as e:
+    code = e.code
+print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def _modules(args, cwd):
+    p = subprocess.run([sys.executable, "-c", _RUN, *args], capture_output=True, text=True, cwd=cwd,
+                       timeout=300)
+    out = json.loads(p.stderr.strip().splitlines()[-1])
+    return out["exit"], {m.split(".")[0] for m in out["modules"]}, set(out["modules"])
+
+
+def test_rank_and_verify_of_a_matrix_file_load_no_heavy_library(tmp_path):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "small.npy", (rng.integers(-8, 8, (64, 8)) @ rng.integers(-8, 8, (8, 64))).astype(float))
+    code, top, mods = _modules(["rank", "small.npy", "--out", "c.json", "--no-progress"], tmp_path)
+    assert code == 0 and json.loads((tmp_path / "c.json").read_text())["claims"][0]["evidence"]["rank_upper"] == 8
+    assert {"numpy", "flint", "certify", "solvers"} <= top            # the run did load the library
+    assert not top & set(HEAVY), sorted(top & set(HEAVY))
+    assert not any(m.startswith("certify.cli.") and m != "certify.cli.rank" and m != "certify.cli.common"
+                   for m in mods), sorted(m for m in mods if m.startswith("certify.cli."))
+    for args in (["verify", "c.json"], ["rank", "small.npy", "--upper-bound", "freivalds", "--json"]):
+        code, top, _ = _modules(args, tmp_path)
+        assert code == 0 and not top & set(HEAVY), (args, sorted(top & set(HEAVY)))
