@@ -228,7 +228,7 @@ def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int) -> dict:
     print(f"real size ({tokens} tokens x {hidden} wide x {heads} heads, hedgehog): canonical {t_can:.1f} CPU s, "
           f"torch float32 {t_f32:.1f} s, float64 {t_f64:.1f} s; ratio canonical / torch float32 = "
           f"{t_can / t_f32:.2f}, canonical / torch float64 = {t_can / t_f64:.2f} (the pure path: about "
-          f"{t_pure_all:.0f} s, estimated)", file=sys.stderr)
+          f"{t_pure_all:.0f} s, estimated)")
     return row
 
 
