@@ -67,13 +67,30 @@ class Sec51Config:
 
 @dataclass(frozen=True)
 class Sec52Config:
+    """The Sec. 5.2 protocol. ``budget="plateau"`` (the default) trains each run until
+    its train exact-sequence accuracy stops improving: every ``eval_every`` steps the
+    accuracy on the whole train pool is measured; when the best value has not risen
+    by more than ``min_delta`` over the last ``patience`` evaluations, the learning
+    rate is divided by ``lr_factor`` (at most ``lr_drops`` times) and, at the next such
+    plateau, training stops; a run that first fitted its train pool (accuracy 1)
+    ``patience`` or more evaluations ago and fits it again now stops at once; ``steps`` is the cap. ``budget="fixed"``
+    is the earlier protocol: exactly ``steps`` steps with cosine decay to 0.
+    ``lr_by_rank`` overrides the initial learning rate per rank (rank 0 = dense)."""
+
     scales: tuple[tuple[int, int, int], ...] = ((6, 4, 8), (8, 6, 12), (10, 8, 16))
     ranks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     dense: bool = True
-    steps: int = 2000
+    steps: int = 20000                 # the cap (plateau) or the exact count (fixed)
     batch: int = 256
-    lr: float = 0.01                   # Adam, cosine decay to 0; loss MSE at query positions
+    lr: float = 0.01                   # Adam; loss MSE at query positions
+    budget: str = "plateau"            # "plateau" or "fixed"
+    eval_every: int = 250
+    patience: int = 8                  # evaluations (8 x 250 = 2000 steps)
+    min_delta: float = 0.005
+    lr_drops: int = 2
+    lr_factor: float = 10.0
+    lr_by_rank: tuple[tuple[int, float], ...] = ()
     feature_map: str = "elu1"
     dv: int = 16
     train_size: int = 2048
@@ -81,10 +98,20 @@ class Sec52Config:
     data_seed: int = 0
     keep: tuple[tuple[int, int, int], ...] = ((6, 8, 0), (6, 32, 0))   # (M, rank, seed) saved
 
+    def __post_init__(self) -> None:
+        if self.budget not in ("plateau", "fixed"):
+            raise ValueError(f"budget must be 'plateau' or 'fixed', got {self.budget!r}")
+        if self.steps < 1 or self.eval_every < 1 or self.patience < 1 or self.lr_drops < 0:
+            raise ValueError("steps, eval_every and patience must be >= 1, lr_drops >= 0")
+
+    def initial_lr(self, rank: int | None) -> float:
+        """The initial learning rate of a run at ``rank`` (``None`` = dense control)."""
+        return dict(self.lr_by_rank).get(rank or 0, self.lr)
+
 
 SMOKE_51 = Sec51Config(ranks=(4, 32), seeds=(0,), steps=40, keep=((4, 0), (32, 0)))
-SMOKE_52 = Sec52Config(scales=((6, 4, 8),), ranks=(2, 8), seeds=(0,), steps=40, batch=64,
-                       train_size=128, test_size=64, keep=((6, 8, 0),))
+SMOKE_52 = Sec52Config(scales=((6, 4, 8),), ranks=(2, 8), seeds=(0,), steps=60, batch=64,
+                       eval_every=10, patience=2, train_size=128, test_size=64, keep=((6, 8, 0),))
 
 
 @dataclass(frozen=True)
@@ -113,8 +140,12 @@ class Run52:
     train_exact_seq_acc: float
     test_max_error: float
     final_loss: float
-    steps: int
+    steps: int               # steps taken
     seconds: float
+    budget_steps: int = 0    # the cap (plateau budget) or the fixed count
+    lr: float = 0.0          # initial learning rate
+    lr_final: float = 0.0    # learning rate at the last step
+    stop: str = ""           # "fit", "plateau", "cap" or "fixed"
 
 
 # ---------------------------------------------------------------- helpers
@@ -285,9 +316,34 @@ def exact_sequence_accuracy(model, fam: Family) -> tuple[float, float]:
     return float(ok.double().mean()), float(err[scored].max())
 
 
-def train_ood(train: Family, M: int, rank: int | None, seed: int, cfg: Sec52Config):
+def _train_exact_seq_acc(model, tokens, inputs, targets, scored, chunk: int = 1024) -> float:
+    """Exact-sequence accuracy on a pool on the training path (torch features, no
+    gradient): the stopping rule's measurement, cheaper than the canonical path."""
+    ok = []
+    with torch.no_grad():
+        for i in range(0, len(inputs), chunk):
+            err = (model.forward_indexed(tokens, inputs[i:i + chunk]) - targets[i:i + chunk]).abs()
+            ok.append(((err < 0.5) | ~scored[i:i + chunk]).all(1))
+    return float(torch.cat(ok).double().mean())
+
+
+@dataclass(frozen=True)
+class TrainLog:
+    """How a Sec. 5.2 run used its budget."""
+
+    steps: int
+    stop: str                 # "fit", "plateau", "cap" or "fixed"
+    lr: float                 # initial learning rate
+    lr_final: float
+    curve: tuple[tuple[int, float], ...]   # (step, train exact-sequence accuracy) per evaluation
+
+
+def train_ood(train: Family, M: int, rank: int | None, seed: int, cfg: Sec52Config,
+              log: list | None = None):
     """Train a kernel head (``rank``) or the dense control (``rank=None``) on the
-    train pool with minibatches; MSE at the query positions."""
+    train pool with minibatches; MSE at the query positions; the budget is
+    ``cfg.budget`` (see :class:`Sec52Config`). Returns ``(model, final loss)``;
+    a :class:`TrainLog` is appended to ``log`` when one is given."""
     g = torch.Generator().manual_seed(seed)
     m = M + 2
     if rank is None:
@@ -297,19 +353,46 @@ def train_ood(train: Family, M: int, rank: int | None, seed: int, cfg: Sec52Conf
     tokens, inputs, targets, scored = _family_tensors(train)
     targets = targets.to(model.dtype)
     batch_gen = torch.Generator().manual_seed(10_000 + seed)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    sched = _cosine(opt, cfg.steps)
+    lr0 = cfg.initial_lr(rank)
+    opt = torch.optim.Adam(model.parameters(), lr=lr0)
+    fixed = cfg.budget == "fixed"
+    sched = _cosine(opt, cfg.steps) if fixed else None
     model.train()
     loss = torch.tensor(float("nan"))
-    for _ in range(cfg.steps):
+    curve: list[tuple[int, float]] = []
+    best, since, drops, stop, step = -1.0, 0, 0, ("fixed" if fixed else "cap"), 0
+    while step < cfg.steps:
         idx = torch.randint(0, len(inputs), (min(cfg.batch, len(inputs)),), generator=batch_gen)
         e = (model.forward_indexed(tokens, inputs[idx]) - targets[idx])[scored[idx]]
         loss = (e * e).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
-        sched.step()
+        step += 1
+        if sched is not None:
+            sched.step()
+            continue
+        if step % cfg.eval_every:
+            continue
+        acc = _train_exact_seq_acc(model, tokens, inputs, targets, scored)
+        curve.append((step, acc))
+        if acc > best + cfg.min_delta:
+            best, since = acc, 0
+        else:
+            best, since = max(best, acc), since + 1
+        if acc == 1.0 and best == 1.0 and since >= cfg.patience:
+            stop = "fit"
+            break
+        if since >= cfg.patience:
+            if drops == cfg.lr_drops:
+                stop = "plateau"
+                break
+            drops, since = drops + 1, 0
+            for grp in opt.param_groups:
+                grp["lr"] /= cfg.lr_factor
     model.eval()
+    if log is not None:
+        log.append(TrainLog(step, stop, lr0, opt.param_groups[0]["lr"], tuple(curve)))
     return model, loss.item()
 
 
@@ -320,12 +403,15 @@ def _job52(train: Family, test: Family, scale: tuple[int, int, int], rank: int |
     run is the same in any process. Returns the run and the trained model."""
     M, q, n = scale
     t = time.perf_counter()
+    log: list[TrainLog] = []
     with one_thread():
-        model, loss = train_ood(train, M, rank, seed, cfg)
+        model, loss = train_ood(train, M, rank, seed, cfg, log)
         acc, max_err = exact_sequence_accuracy(model, test)
         train_acc, _ = exact_sequence_accuracy(model, train)
+    lg = log[0]
     run = Run52(M, q, n, "dense" if rank is None else "kernel", rank or 0, seed, acc,
-                train_acc, max_err, loss, cfg.steps, time.perf_counter() - t)
+                train_acc, max_err, loss, lg.steps, time.perf_counter() - t,
+                cfg.steps, lg.lr, lg.lr_final, lg.stop)
     return run, model
 
 
