@@ -15,7 +15,9 @@ it and compares coefficients exactly, and then E >= 0 on [0, 1] because (x - r)^
 x - 1 <= 0, x - s >= 0 there and k < 0. So B = 15 a_0 - g(1) = 15 (1 + sqrt 5)/12 exactly and
     t >= 1/B = (sqrt 5 - 1)/5 = 0.24721359...   (for n = 15: < 1/4),
 the value the file claims (checked equal, and equal to the value the README states). No
-polynomial does better (check_equality_case.py part (1)), so this is the LP's exact value.
+polynomial does better (check_equality_case.py part (1)), so this is the LP's exact value. With
+n = 12 rows the same g gives t >= 1/(12 a_0 - g(1)) = (sqrt 5 - 1)/4 (checked), which the 12-row
+icosahedral core attains (check_equality_case.py part (2)): t*(12, 3) = (sqrt 5 - 1)/4.
 
 PROOF. Take Y (n x 3, rank 3) with (I + C) Y = 0. Drop the zero rows of Y (they contribute to no
 sum below; at most 15 rows remain).
@@ -102,10 +104,14 @@ def main(path=None):
     require(claim == STATED, f"the file claims {claim}, the stated value is (sqrt 5 - 1)/5")
     require((tb - claim).sign() >= 0, f"the certificate gives t >= {float(tb):.10f}, below its claim")
     require((tb - F(1, 4)).sign() < 0, "1/B >= 1/4 would contradict check_equality_case.py")
+    # the same g with n = 12 rows (Cauchy-Schwarz over 12): t*(12, 3) >= 1/(12 a0 - g(1)) =
+    # (sqrt 5 - 1)/4, which the 12-row icosahedral core of check_equality_case.py attains
+    t12 = 1 / (12 * a0 - g1)
+    require(t12 == Q5(F(-1, 4), F(1, 4)), "the n = 12 bound is not (sqrt 5 - 1)/4")
     print(f"OK: g >= (c)_- on [-1,1] (E = k (x - 1/sqrt 5)^2 (x - 1)(x - s), k < 0, s <= 0, exact in "
           f"Q(sqrt 5)), sign conditions hold; B = 15 a0 - g(1) = 15 (1 + sqrt 5)/12 = {float(B):.8f}; "
           f"every C with nullity(I+C) >= 3 (n <= 15) has max ratio >= 1/B = (sqrt 5 - 1)/5 = "
-          f"{float(tb):.8f} exactly (< 1/4)  ({time.time() - t0:.3f} s)")
+          f"{float(tb):.8f} exactly (< 1/4); with n = 12 rows, >= (sqrt 5 - 1)/4  ({time.time() - t0:.3f} s)")
     return tb
 
 
