@@ -551,6 +551,8 @@ def figure2(out: Path) -> None:
         stats_ = [_ci95([r.test_exact_seq_acc for r in kr if r.rank == k]) for k in ranks]
         label = f"(M,q,n) = {sc}"
         axa.plot(ranks, [s[0] for s in stats_], "o-", color=f"C{i}", label=label)
+        axa.plot(ranks, [np.mean([r.train_exact_seq_acc for r in kr if r.rank == k]) for k in ranks],
+                 "x:", color=f"C{i}", lw=1, label=f"{sc} train pool")
         axb.errorbar(ranks, [s[0] for s in stats_], yerr=[s[1] for s in stats_], fmt="o-",
                      color=f"C{i}", capsize=3, label=label)
         dense = [r.test_exact_seq_acc for r in runs if (r.M, r.q, r.n) == sc and r.model == "dense"]
@@ -564,7 +566,7 @@ def figure2(out: Path) -> None:
         ax.set_ylabel("joint-OOD exact-sequence accuracy")
         ax.set_ylim(-0.02, 1.02)
     axa.legend(fontsize=7, loc="lower right")
-    axa.set_title("(a) five-seed means; dashed: dense control; dotted: 90%", fontsize=9)
+    axa.set_title("(a) seed means, test (o) and train (x); dashed: dense; dotted: 90%", fontsize=9)
     axb.set_title("(b) means with 95% Student-t intervals", fontsize=9)
     fig.tight_layout()
     _save_figure(fig, out / "figure2.png")
@@ -580,6 +582,86 @@ def transition_rank(runs: Sequence[Run52], scale: tuple[int, int, int], level: f
 
 
 PAPER_TRANSITIONS = {(6, 4, 8): 8, (8, 6, 12): 16, (10, 8, 16): 64}
+
+
+def _protocol52(c: dict) -> str:
+    """The protocol sentence of the Sec. 5.2 section, from the recorded config."""
+    head = (f"Protocol: one-layer one-head `KernelHead` with `{c.get('feature_map')}` features over a "
+            f"learned projection of the (M+2)-bit tokens, affine values (dv = {c.get('dv')}) and a "
+            "query-dependent affine readout; dense control `DenseSoftmaxHead` (dk = M+2, same dv). "
+            f"Pools from `ood_families(M, q, train_size={c.get('train_size')}, "
+            f"test_size={c.get('test_size')}, seed={c.get('data_seed')})` (the versioned generator of "
+            "`certify.checkers.generators`). MSE at query positions, Adam, batch "
+            f"{c.get('batch')}. ")
+    if c.get("budget", "fixed") == "fixed":
+        budget = f"Learning rate {c.get('lr')}, cosine decay, {c.get('steps')} steps for every run. "
+    else:
+        per = dict(tuple(x) for x in c.get("lr_by_rank", []))
+        budget = (f"Budget per run (rank, scale and seed): train until the train exact-sequence accuracy "
+                  f"stops improving. Every {c.get('eval_every')} steps the accuracy on the whole train "
+                  f"pool is measured; when its best value has not risen by more than "
+                  f"{c.get('min_delta')} over {c.get('patience')} evaluations, the learning rate "
+                  f"(initially {c.get('lr')}"
+                  + (f"; per rank {per}" if per else " for every rank and the dense control")
+                  + f") is divided by {c.get('lr_factor'):g}, at most {c.get('lr_drops')} times, and "
+                  f"the next such plateau stops the run; a run that has fitted its train pool (accuracy 1) "
+                  f"for {c.get('patience')} evaluations and fits it again stops then; cap "
+                  f"{c.get('steps')} steps. ")
+    return (head + budget + "Exact-sequence accuracy = fraction of inputs whose every query has error "
+            "< 1/2 (reported on the canonical path of the trained head).")
+
+
+def _sec52_section(runs52: Sequence[Run52], t52: dict) -> list[str]:
+    c = t52.get("config", {})
+    scales = sorted({(r.M, r.q, r.n) for r in runs52})
+    ranks = sorted({r.rank for r in runs52 if r.model == "kernel"})
+    seeds = sorted({r.seed for r in runs52})
+
+    def pick(sc, model, rank=None):
+        return [r for r in runs52 if (r.M, r.q, r.n) == sc and r.model == model
+                and (rank is None or r.rank == rank)]
+
+    L = ["## Sec. 5.2: joint-OOD feature-capacity scaling", "", _protocol52(c), "",
+         f"Test exact-sequence accuracy, mean ± 95% Student-t half-width over {len(seeds)} seeds:", "",
+         "| (M,q,n) | " + " | ".join(f"r={k}" for k in ranks) + " | dense |",
+         "|---|" + "---|" * (len(ranks) + 1)]
+    for sc in scales:
+        cells = []
+        for rs in [pick(sc, "kernel", k) for k in ranks] + [pick(sc, "dense")]:
+            if rs:
+                m, hw = _ci95([r.test_exact_seq_acc for r in rs])
+                cells.append(f"{m:.3f} ± {hw:.3f}")
+            else:
+                cells.append("-")
+        L.append(f"| {sc} | " + " | ".join(cells) + " |")
+    L += ["", "| paper (Sec. 5.2) | here |", "|---|---|"]
+    trans = [transition_rank(runs52, sc) for sc in scales]
+    L.append("| 90% transition at r = " + " -> ".join(str(PAPER_TRANSITIONS.get(sc, "?")) for sc in scales)
+             + " | " + " -> ".join(str(t) if t is not None else f"> {max(ranks)}" for t in trans) + " |")
+    dense = [r for r in runs52 if r.model == "dense"]
+    exact = sum(r.test_exact_seq_acc == 1.0 for r in dense)
+    L.append(f"| dense attention exact in every seed | {exact}/{len(dense)} dense runs at "
+             "test exact-sequence accuracy 1.000 |")
+    L += ["", "![Figure 2](figure2.png)", "",
+          "Fitting against generalization, and the budget each run used (five-seed means; steps "
+          "min-max; how the runs stopped):", "",
+          "| (M,q,n) | model | train | test | train - test | steps used | stop |", "|---|---|---|---|---|---|---|"]
+    for sc in scales:
+        for k in ranks + [None]:
+            rs = pick(sc, "kernel", k) if k is not None else pick(sc, "dense")
+            if not rs:
+                continue
+            tr = float(np.mean([r.train_exact_seq_acc for r in rs]))
+            te = float(np.mean([r.test_exact_seq_acc for r in rs]))
+            st = [r.steps for r in rs]
+            stops = {}
+            for r in rs:
+                stops[r.stop or "fixed"] = stops.get(r.stop or "fixed", 0) + 1
+            L.append(f"| {sc} | {'dense' if k is None else f'r={k}'} | {tr:.3f} | {te:.3f} | {tr - te:+.3f} | "
+                     f"{int(np.mean(st))} ({min(st)}-{max(st)}) | "
+                     + ", ".join(f"{v} {n}" for n, v in sorted(stops.items())) + " |")
+    L.append("")
+    return L
 
 
 def write_readme(out: Path) -> None:
@@ -624,40 +706,7 @@ def write_readme(out: Path) -> None:
               f"correct = {t51.get('construction_ok')} |", ""]
         L += ["![Figure 1](figure1.png)", ""]
     if runs52:
-        t52 = timing.get("sec52", {})
-        c = t52.get("config", {})
-        scales = sorted({(r.M, r.q, r.n) for r in runs52})
-        ranks = sorted({r.rank for r in runs52 if r.model == "kernel"})
-        L += ["## Sec. 5.2: joint-OOD feature-capacity scaling", "",
-              f"Protocol: one-layer one-head `KernelHead` with `{c.get('feature_map')}` features over a "
-              f"learned projection of the (M+2)-bit tokens, affine values (dv = {c.get('dv')}) and a "
-              "query-dependent affine readout; dense control `DenseSoftmaxHead` (dk = M+2, same dv). "
-              f"Pools from `ood_families(M, q, train_size={c.get('train_size')}, "
-              f"test_size={c.get('test_size')}, seed={c.get('data_seed')})`. Adam lr {c.get('lr')}, "
-              f"cosine decay, {c.get('steps')} steps of batch {c.get('batch')}, MSE at query "
-              "positions. Exact-sequence accuracy on the test pool = fraction of inputs whose every "
-              "query has error < 1/2.", "",
-              "Five-seed mean test exact-sequence accuracy:", "",
-              "| (M,q,n) | " + " | ".join(f"r={k}" for k in ranks) + " | dense |",
-              "|---|" + "---|" * (len(ranks) + 1)]
-        for sc in scales:
-            cells = []
-            for k in ranks:
-                v = [r.test_exact_seq_acc for r in runs52 if (r.M, r.q, r.n) == sc
-                     and r.model == "kernel" and r.rank == k]
-                cells.append(f"{np.mean(v):.3f}" if v else "-")
-            d = [r.test_exact_seq_acc for r in runs52 if (r.M, r.q, r.n) == sc and r.model == "dense"]
-            cells.append(f"{np.mean(d):.3f}" if d else "-")
-            L.append(f"| {sc} | " + " | ".join(cells) + " |")
-        L += ["", "| paper (Sec. 5.2) | here |", "|---|---|"]
-        trans = [transition_rank(runs52, sc) for sc in scales]
-        L.append("| 90% transition at r = " + " -> ".join(str(PAPER_TRANSITIONS.get(sc, "?")) for sc in scales)
-                 + " | " + " -> ".join(str(t) if t is not None else f"> {max(ranks)}" for t in trans) + " |")
-        dense = [r for r in runs52 if r.model == "dense"]
-        exact = sum(r.test_exact_seq_acc == 1.0 for r in dense)
-        L.append(f"| dense attention exact in every seed | {exact}/{len(dense)} dense runs at "
-                 "test exact-sequence accuracy 1.000 |")
-        L += ["", "![Figure 2](figure2.png)", ""]
+        L += _sec52_section(runs52, timing.get("sec52", {}))
     if timing:
         L += ["## Wall-clock (one torch thread; the 2-core machine was shared with other jobs, "
               "so CPU time is the steadier figure)", ""]
