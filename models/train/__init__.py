@@ -13,7 +13,9 @@ max error < 1/2 at the scored query position. ``sec52``: one-layer one-head
 positive-feature heads (``elu1`` over a linear projection, ``dv = 16``) at nine
 ranks x five seeds plus a dense softmax control, at ``(M, q, n) = (6,4,8),
 (8,6,12), (10,8,16)``, scored by exact-sequence accuracy on the joint-OOD test
-pool. Each sweep writes a per-run CSV into ``DIR`` (default
+pool; each run trains until its train exact-sequence accuracy stops improving
+(:class:`Sec52Config`, ``budget="plateau"``; ``--budget fixed`` restores the
+earlier fixed 2,000-step cosine protocol). Each sweep writes a per-run CSV into ``DIR`` (default
 ``reports/paper-sec5``), redraws its figure and the README table.
 
 Seeds are local (``torch.Generator``); the sweeps run with one torch thread
