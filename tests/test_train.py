@@ -174,6 +174,8 @@ def test_transition_rank():
     assert transition_rank(runs, (6, 4, 8)) == 8
     assert transition_rank(runs, (6, 4, 8), level=0.99) == 16
     assert transition_rank(runs, (8, 6, 12)) is None
+    # r = 8: mean 0.91, but its 95% interval (half-width 12.706 * 0.0141 / sqrt 2 = 0.127) reaches below 0.9
+    assert transition_rank(runs, (6, 4, 8), interval=True) == 16
 
 
 # ---------------------------------------------------------------- committed checkpoints
