@@ -5,6 +5,8 @@ import csv
 import json
 from fractions import Fraction
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -124,6 +126,47 @@ def test_training_keeps_global_state():
     assert all(torch.equal(a.state_dict()[k], b.state_dict()[k]) for k in a.state_dict())
 
 
+def test_plateau_budget_counts_evaluations():
+    """With a zero learning rate the accuracy never moves: the first evaluation sets the
+    best value, each plateau of ``patience`` evaluations drops the rate, the last stops."""
+    train, _ = ood_families(6, 4, train_size=32, test_size=16, seed=0)
+    cfg = Sec52Config(steps=10_000, batch=8, lr=0.0, eval_every=3, patience=2, lr_drops=2)
+    log = []
+    with one_thread():
+        train_ood(train, 6, 2, 0, cfg, log)
+    (lg,) = log
+    assert lg.stop == "plateau" and lg.steps == 3 * (1 + 2 * 3)
+    assert [s for s, _ in lg.curve] == list(range(3, 22, 3))
+    assert len({a for _, a in lg.curve}) == 1
+
+
+def test_plateau_budget_stops_when_fitted_and_at_the_cap():
+    train, _ = ood_families(6, 4, train_size=32, test_size=16, seed=0)
+    cfg = Sec52Config(steps=400, batch=32, lr=0.03, eval_every=10, patience=3)
+    log = []
+    with one_thread():
+        model, _ = train_ood(train, 6, None, 0, cfg, log)          # dense control fits 32 inputs
+    (lg,) = log
+    first = next(s for s, a in lg.curve if a == 1.0)
+    assert lg.stop == "fit" and lg.steps >= first + 3 * 10 and lg.curve[-1] == (lg.steps, 1.0)
+    assert exact_sequence_accuracy(model, train)[0] == 1.0
+    log = []
+    with one_thread():
+        train_ood(train, 6, None, 0, replace(cfg, steps=25), log)
+    assert (log[0].stop, log[0].steps, len(log[0].curve)) == ("cap", 25, 2)
+    log = []
+    with one_thread():
+        train_ood(train, 6, 2, 0, replace(cfg, budget="fixed", steps=25), log)
+    assert (log[0].stop, log[0].steps, log[0].curve) == ("fixed", 25, ())
+    with pytest.raises(ValueError):
+        Sec52Config(budget="until-done")
+
+
+def test_lr_by_rank():
+    cfg = Sec52Config(lr=0.01, lr_by_rank=((256, 0.003), (0, 0.02)))
+    assert (cfg.initial_lr(256), cfg.initial_lr(8), cfg.initial_lr(None)) == (0.003, 0.01, 0.02)
+
+
 def test_transition_rank():
     def run(rank, acc, seed):
         return Run52(6, 4, 8, "kernel", rank, seed, acc, acc, 0.0, 0.0, 1, 0.0)
@@ -131,6 +174,8 @@ def test_transition_rank():
     assert transition_rank(runs, (6, 4, 8)) == 8
     assert transition_rank(runs, (6, 4, 8), level=0.99) == 16
     assert transition_rank(runs, (8, 6, 12)) is None
+    # r = 8: mean 0.91, but its 95% interval (half-width 12.706 * 0.0141 / sqrt 2 = 0.127) reaches below 0.9
+    assert transition_rank(runs, (6, 4, 8), interval=True) == 16
 
 
 # ---------------------------------------------------------------- committed checkpoints

@@ -52,6 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             s.add_argument("--scales", type=_scale, nargs="+", default=None, help="M,q,n ...")
             s.add_argument("--batch", type=int, default=None)
             s.add_argument("--no-dense", action="store_true")
+            s.add_argument("--budget", choices=("plateau", "fixed"), default=None,
+                           help="plateau: until the train exact-sequence accuracy stops improving, "
+                                "--steps is the cap (default); fixed: exactly --steps steps, cosine decay")
     r = sub.add_parser("report", help="redraw figures and README from the CSV files")
     r.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
@@ -81,6 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         over["batch"] = args.batch
     if args.no_dense:
         over["dense"] = False
+    if args.budget is not None:
+        over["budget"] = args.budget
     cfg = replace(SMOKE_52 if args.smoke else Sec52Config(), **over)
     if min(cfg.ranks) < 1:
         raise InputError("ranks must be >= 1")

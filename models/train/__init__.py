@@ -13,7 +13,9 @@ max error < 1/2 at the scored query position. ``sec52``: one-layer one-head
 positive-feature heads (``elu1`` over a linear projection, ``dv = 16``) at nine
 ranks x five seeds plus a dense softmax control, at ``(M, q, n) = (6,4,8),
 (8,6,12), (10,8,16)``, scored by exact-sequence accuracy on the joint-OOD test
-pool. Each sweep writes a per-run CSV into ``DIR`` (default
+pool; each run trains until its train exact-sequence accuracy stops improving
+(:class:`Sec52Config`, ``budget="plateau"``; ``--budget fixed`` restores the
+earlier fixed 2,000-step cosine protocol). Each sweep writes a per-run CSV into ``DIR`` (default
 ``reports/paper-sec5``), redraws its figure and the README table.
 
 Seeds are local (``torch.Generator``); the sweeps run with one torch thread
@@ -67,13 +69,30 @@ class Sec51Config:
 
 @dataclass(frozen=True)
 class Sec52Config:
+    """The Sec. 5.2 protocol. ``budget="plateau"`` (the default) trains each run until
+    its train exact-sequence accuracy stops improving: every ``eval_every`` steps the
+    accuracy on the whole train pool is measured; when the best value has not risen
+    by more than ``min_delta`` over the last ``patience`` evaluations, the learning
+    rate is divided by ``lr_factor`` (at most ``lr_drops`` times) and, at the next such
+    plateau, training stops; a run that first fitted its train pool (accuracy 1)
+    ``patience`` or more evaluations ago and fits it again now stops at once; ``steps`` is the cap. ``budget="fixed"``
+    is the earlier protocol: exactly ``steps`` steps with cosine decay to 0.
+    ``lr_by_rank`` overrides the initial learning rate per rank (rank 0 = dense)."""
+
     scales: tuple[tuple[int, int, int], ...] = ((6, 4, 8), (8, 6, 12), (10, 8, 16))
     ranks: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
     seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
     dense: bool = True
-    steps: int = 2000
+    steps: int = 20000                 # the cap (plateau) or the exact count (fixed)
     batch: int = 256
-    lr: float = 0.01                   # Adam, cosine decay to 0; loss MSE at query positions
+    lr: float = 0.01                   # Adam; loss MSE at query positions
+    budget: str = "plateau"            # "plateau" or "fixed"
+    eval_every: int = 250
+    patience: int = 8                  # evaluations (8 x 250 = 2000 steps)
+    min_delta: float = 0.005
+    lr_drops: int = 2
+    lr_factor: float = 10.0
+    lr_by_rank: tuple[tuple[int, float], ...] = ()
     feature_map: str = "elu1"
     dv: int = 16
     train_size: int = 2048
@@ -81,10 +100,20 @@ class Sec52Config:
     data_seed: int = 0
     keep: tuple[tuple[int, int, int], ...] = ((6, 8, 0), (6, 32, 0))   # (M, rank, seed) saved
 
+    def __post_init__(self) -> None:
+        if self.budget not in ("plateau", "fixed"):
+            raise ValueError(f"budget must be 'plateau' or 'fixed', got {self.budget!r}")
+        if self.steps < 1 or self.eval_every < 1 or self.patience < 1 or self.lr_drops < 0:
+            raise ValueError("steps, eval_every and patience must be >= 1, lr_drops >= 0")
+
+    def initial_lr(self, rank: int | None) -> float:
+        """The initial learning rate of a run at ``rank`` (``None`` = dense control)."""
+        return dict(self.lr_by_rank).get(rank or 0, self.lr)
+
 
 SMOKE_51 = Sec51Config(ranks=(4, 32), seeds=(0,), steps=40, keep=((4, 0), (32, 0)))
-SMOKE_52 = Sec52Config(scales=((6, 4, 8),), ranks=(2, 8), seeds=(0,), steps=40, batch=64,
-                       train_size=128, test_size=64, keep=((6, 8, 0),))
+SMOKE_52 = Sec52Config(scales=((6, 4, 8),), ranks=(2, 8), seeds=(0,), steps=60, batch=64,
+                       eval_every=10, patience=2, train_size=128, test_size=64, keep=((6, 8, 0),))
 
 
 @dataclass(frozen=True)
@@ -113,8 +142,12 @@ class Run52:
     train_exact_seq_acc: float
     test_max_error: float
     final_loss: float
-    steps: int
+    steps: int               # steps taken
     seconds: float
+    budget_steps: int = 0    # the cap (plateau budget) or the fixed count
+    lr: float = 0.0          # initial learning rate
+    lr_final: float = 0.0    # learning rate at the last step
+    stop: str = ""           # "fit", "plateau", "cap" or "fixed"
 
 
 # ---------------------------------------------------------------- helpers
@@ -285,9 +318,34 @@ def exact_sequence_accuracy(model, fam: Family) -> tuple[float, float]:
     return float(ok.double().mean()), float(err[scored].max())
 
 
-def train_ood(train: Family, M: int, rank: int | None, seed: int, cfg: Sec52Config):
+def _train_exact_seq_acc(model, tokens, inputs, targets, scored, chunk: int = 1024) -> float:
+    """Exact-sequence accuracy on a pool on the training path (torch features, no
+    gradient): the stopping rule's measurement, cheaper than the canonical path."""
+    ok = []
+    with torch.no_grad():
+        for i in range(0, len(inputs), chunk):
+            err = (model.forward_indexed(tokens, inputs[i:i + chunk]) - targets[i:i + chunk]).abs()
+            ok.append(((err < 0.5) | ~scored[i:i + chunk]).all(1))
+    return float(torch.cat(ok).double().mean())
+
+
+@dataclass(frozen=True)
+class TrainLog:
+    """How a Sec. 5.2 run used its budget."""
+
+    steps: int
+    stop: str                 # "fit", "plateau", "cap" or "fixed"
+    lr: float                 # initial learning rate
+    lr_final: float
+    curve: tuple[tuple[int, float], ...]   # (step, train exact-sequence accuracy) per evaluation
+
+
+def train_ood(train: Family, M: int, rank: int | None, seed: int, cfg: Sec52Config,
+              log: list | None = None):
     """Train a kernel head (``rank``) or the dense control (``rank=None``) on the
-    train pool with minibatches; MSE at the query positions."""
+    train pool with minibatches; MSE at the query positions; the budget is
+    ``cfg.budget`` (see :class:`Sec52Config`). Returns ``(model, final loss)``;
+    a :class:`TrainLog` is appended to ``log`` when one is given."""
     g = torch.Generator().manual_seed(seed)
     m = M + 2
     if rank is None:
@@ -297,19 +355,46 @@ def train_ood(train: Family, M: int, rank: int | None, seed: int, cfg: Sec52Conf
     tokens, inputs, targets, scored = _family_tensors(train)
     targets = targets.to(model.dtype)
     batch_gen = torch.Generator().manual_seed(10_000 + seed)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    sched = _cosine(opt, cfg.steps)
+    lr0 = cfg.initial_lr(rank)
+    opt = torch.optim.Adam(model.parameters(), lr=lr0)
+    fixed = cfg.budget == "fixed"
+    sched = _cosine(opt, cfg.steps) if fixed else None
     model.train()
     loss = torch.tensor(float("nan"))
-    for _ in range(cfg.steps):
+    curve: list[tuple[int, float]] = []
+    best, since, drops, stop, step = -1.0, 0, 0, ("fixed" if fixed else "cap"), 0
+    while step < cfg.steps:
         idx = torch.randint(0, len(inputs), (min(cfg.batch, len(inputs)),), generator=batch_gen)
         e = (model.forward_indexed(tokens, inputs[idx]) - targets[idx])[scored[idx]]
         loss = (e * e).mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
-        sched.step()
+        step += 1
+        if sched is not None:
+            sched.step()
+            continue
+        if step % cfg.eval_every:
+            continue
+        acc = _train_exact_seq_acc(model, tokens, inputs, targets, scored)
+        curve.append((step, acc))
+        if acc > best + cfg.min_delta:
+            best, since = acc, 0
+        else:
+            best, since = max(best, acc), since + 1
+        if acc == 1.0 and best == 1.0 and since >= cfg.patience:
+            stop = "fit"
+            break
+        if since >= cfg.patience:
+            if drops == cfg.lr_drops:
+                stop = "plateau"
+                break
+            drops, since = drops + 1, 0
+            for grp in opt.param_groups:
+                grp["lr"] /= cfg.lr_factor
     model.eval()
+    if log is not None:
+        log.append(TrainLog(step, stop, lr0, opt.param_groups[0]["lr"], tuple(curve)))
     return model, loss.item()
 
 
@@ -320,12 +405,15 @@ def _job52(train: Family, test: Family, scale: tuple[int, int, int], rank: int |
     run is the same in any process. Returns the run and the trained model."""
     M, q, n = scale
     t = time.perf_counter()
+    log: list[TrainLog] = []
     with one_thread():
-        model, loss = train_ood(train, M, rank, seed, cfg)
+        model, loss = train_ood(train, M, rank, seed, cfg, log)
         acc, max_err = exact_sequence_accuracy(model, test)
         train_acc, _ = exact_sequence_accuracy(model, train)
+    lg = log[0]
     run = Run52(M, q, n, "dense" if rank is None else "kernel", rank or 0, seed, acc,
-                train_acc, max_err, loss, cfg.steps, time.perf_counter() - t)
+                train_acc, max_err, loss, lg.steps, time.perf_counter() - t,
+                cfg.steps, lg.lr, lg.lr_final, lg.stop)
     return run, model
 
 
@@ -465,6 +553,8 @@ def figure2(out: Path) -> None:
         stats_ = [_ci95([r.test_exact_seq_acc for r in kr if r.rank == k]) for k in ranks]
         label = f"(M,q,n) = {sc}"
         axa.plot(ranks, [s[0] for s in stats_], "o-", color=f"C{i}", label=label)
+        axa.plot(ranks, [np.mean([r.train_exact_seq_acc for r in kr if r.rank == k]) for k in ranks],
+                 "x:", color=f"C{i}", lw=1, label=f"{sc} train pool")
         axb.errorbar(ranks, [s[0] for s in stats_], yerr=[s[1] for s in stats_], fmt="o-",
                      color=f"C{i}", capsize=3, label=label)
         dense = [r.test_exact_seq_acc for r in runs if (r.M, r.q, r.n) == sc and r.model == "dense"]
@@ -478,22 +568,110 @@ def figure2(out: Path) -> None:
         ax.set_ylabel("joint-OOD exact-sequence accuracy")
         ax.set_ylim(-0.02, 1.02)
     axa.legend(fontsize=7, loc="lower right")
-    axa.set_title("(a) five-seed means; dashed: dense control; dotted: 90%", fontsize=9)
+    axa.set_title("(a) seed means, test (o) and train (x); dashed: dense; dotted: 90%", fontsize=9)
     axb.set_title("(b) means with 95% Student-t intervals", fontsize=9)
     fig.tight_layout()
     _save_figure(fig, out / "figure2.png")
 
 
-def transition_rank(runs: Sequence[Run52], scale: tuple[int, int, int], level: float = 0.9) -> int | None:
-    """Least rank whose seed-mean test exact-sequence accuracy is >= level."""
+def transition_rank(runs: Sequence[Run52], scale: tuple[int, int, int], level: float = 0.9,
+                    interval: bool = False) -> int | None:
+    """Least rank whose seed-mean test exact-sequence accuracy is >= level; with
+    ``interval``, least rank whose whole 95% Student-t interval is >= level."""
     kr = [r for r in runs if (r.M, r.q, r.n) == scale and r.model == "kernel"]
     for k in sorted({r.rank for r in kr}):
-        if np.mean([r.test_exact_seq_acc for r in kr if r.rank == k]) >= level:
+        mean, hw = _ci95([r.test_exact_seq_acc for r in kr if r.rank == k])
+        if mean - (hw if interval else 0.0) >= level:
             return k
     return None
 
 
 PAPER_TRANSITIONS = {(6, 4, 8): 8, (8, 6, 12): 16, (10, 8, 16): 64}
+
+
+def _protocol52(c: dict) -> str:
+    """The protocol sentence of the Sec. 5.2 section, from the recorded config."""
+    head = (f"Protocol: one-layer one-head `KernelHead` with `{c.get('feature_map')}` features over a "
+            f"learned projection of the (M+2)-bit tokens, affine values (dv = {c.get('dv')}) and a "
+            "query-dependent affine readout; dense control `DenseSoftmaxHead` (dk = M+2, same dv). "
+            f"Pools from `ood_families(M, q, train_size={c.get('train_size')}, "
+            f"test_size={c.get('test_size')}, seed={c.get('data_seed')})` (the versioned generator of "
+            "`certify.checkers.generators`). MSE at query positions, Adam, batch "
+            f"{c.get('batch')}. ")
+    if c.get("budget", "fixed") == "fixed":
+        budget = f"Learning rate {c.get('lr')}, cosine decay, {c.get('steps')} steps for every run. "
+    else:
+        per = dict(tuple(x) for x in c.get("lr_by_rank", []))
+        budget = (f"Budget per run (rank, scale and seed): train until the train exact-sequence accuracy "
+                  f"stops improving. Every {c.get('eval_every')} steps the accuracy on the whole train "
+                  f"pool is measured; when its best value has not risen by more than "
+                  f"{c.get('min_delta')} over {c.get('patience')} evaluations, the learning rate "
+                  f"(initially {c.get('lr')}"
+                  + (f"; per rank {per}" if per else " for every rank and the dense control")
+                  + f") is divided by {c.get('lr_factor'):g}, at most {c.get('lr_drops')} times, and "
+                  f"the next such plateau stops the run; a run that has fitted its train pool (accuracy 1) "
+                  f"for {c.get('patience')} evaluations and fits it again stops then; cap "
+                  f"{c.get('steps')} steps. ")
+    return (head + budget + "Exact-sequence accuracy = fraction of inputs whose every query has error "
+            "< 1/2 (reported on the canonical path of the trained head).")
+
+
+def _sec52_section(runs52: Sequence[Run52], t52: dict) -> list[str]:
+    c = t52.get("config", {})
+    scales = sorted({(r.M, r.q, r.n) for r in runs52})
+    ranks = sorted({r.rank for r in runs52 if r.model == "kernel"})
+    seeds = sorted({r.seed for r in runs52})
+
+    def pick(sc, model, rank=None):
+        return [r for r in runs52 if (r.M, r.q, r.n) == sc and r.model == model
+                and (rank is None or r.rank == rank)]
+
+    L = ["## Sec. 5.2: joint-OOD feature-capacity scaling", "", _protocol52(c), "",
+         f"Test exact-sequence accuracy, mean ± 95% Student-t half-width over {len(seeds)} seeds:", "",
+         "| (M,q,n) | " + " | ".join(f"r={k}" for k in ranks) + " | dense |",
+         "|---|" + "---|" * (len(ranks) + 1)]
+    for sc in scales:
+        cells = []
+        for rs in [pick(sc, "kernel", k) for k in ranks] + [pick(sc, "dense")]:
+            if rs:
+                m, hw = _ci95([r.test_exact_seq_acc for r in rs])
+                cells.append(f"{m:.3f} ± {hw:.3f}")
+            else:
+                cells.append("-")
+        L.append(f"| {sc} | " + " | ".join(cells) + " |")
+    L += ["", "| paper (Sec. 5.2) | here |", "|---|---|"]
+    trans = [transition_rank(runs52, sc) for sc in scales]
+    L.append("| 90% transition at r = " + " -> ".join(str(PAPER_TRANSITIONS.get(sc, "?")) for sc in scales)
+             + " | " + " -> ".join(str(t) if t is not None else f"> {max(ranks)}" for t in trans)
+             + " (seed mean >= 0.9) |")
+    if len(seeds) > 1:
+        trans_ci = [transition_rank(runs52, sc, interval=True) for sc in scales]
+        L.append("| (same, whole 95% interval above 0.9) | "
+                 + " -> ".join(str(t) if t is not None else f"> {max(ranks)}" for t in trans_ci) + " |")
+    dense = [r for r in runs52 if r.model == "dense"]
+    exact = sum(r.test_exact_seq_acc == 1.0 for r in dense)
+    L.append(f"| dense attention exact in every seed | {exact}/{len(dense)} dense runs at "
+             "test exact-sequence accuracy 1.000 |")
+    L += ["", "![Figure 2](figure2.png)", "",
+          "Fitting against generalization, and the budget each run used (five-seed means; steps "
+          "min-max; how the runs stopped):", "",
+          "| (M,q,n) | model | train | test | train - test | steps used | stop |", "|---|---|---|---|---|---|---|"]
+    for sc in scales:
+        for k in ranks + [None]:
+            rs = pick(sc, "kernel", k) if k is not None else pick(sc, "dense")
+            if not rs:
+                continue
+            tr = float(np.mean([r.train_exact_seq_acc for r in rs]))
+            te = float(np.mean([r.test_exact_seq_acc for r in rs]))
+            st = [r.steps for r in rs]
+            stops = {}
+            for r in rs:
+                stops[r.stop or "fixed"] = stops.get(r.stop or "fixed", 0) + 1
+            L.append(f"| {sc} | {'dense' if k is None else f'r={k}'} | {tr:.3f} | {te:.3f} | {tr - te:+.3f} | "
+                     f"{int(np.mean(st))} ({min(st)}-{max(st)}) | "
+                     + ", ".join(f"{v} {n}" for n, v in sorted(stops.items())) + " |")
+    L.append("")
+    return L
 
 
 def write_readme(out: Path) -> None:
@@ -538,40 +716,7 @@ def write_readme(out: Path) -> None:
               f"correct = {t51.get('construction_ok')} |", ""]
         L += ["![Figure 1](figure1.png)", ""]
     if runs52:
-        t52 = timing.get("sec52", {})
-        c = t52.get("config", {})
-        scales = sorted({(r.M, r.q, r.n) for r in runs52})
-        ranks = sorted({r.rank for r in runs52 if r.model == "kernel"})
-        L += ["## Sec. 5.2: joint-OOD feature-capacity scaling", "",
-              f"Protocol: one-layer one-head `KernelHead` with `{c.get('feature_map')}` features over a "
-              f"learned projection of the (M+2)-bit tokens, affine values (dv = {c.get('dv')}) and a "
-              "query-dependent affine readout; dense control `DenseSoftmaxHead` (dk = M+2, same dv). "
-              f"Pools from `ood_families(M, q, train_size={c.get('train_size')}, "
-              f"test_size={c.get('test_size')}, seed={c.get('data_seed')})`. Adam lr {c.get('lr')}, "
-              f"cosine decay, {c.get('steps')} steps of batch {c.get('batch')}, MSE at query "
-              "positions. Exact-sequence accuracy on the test pool = fraction of inputs whose every "
-              "query has error < 1/2.", "",
-              "Five-seed mean test exact-sequence accuracy:", "",
-              "| (M,q,n) | " + " | ".join(f"r={k}" for k in ranks) + " | dense |",
-              "|---|" + "---|" * (len(ranks) + 1)]
-        for sc in scales:
-            cells = []
-            for k in ranks:
-                v = [r.test_exact_seq_acc for r in runs52 if (r.M, r.q, r.n) == sc
-                     and r.model == "kernel" and r.rank == k]
-                cells.append(f"{np.mean(v):.3f}" if v else "-")
-            d = [r.test_exact_seq_acc for r in runs52 if (r.M, r.q, r.n) == sc and r.model == "dense"]
-            cells.append(f"{np.mean(d):.3f}" if d else "-")
-            L.append(f"| {sc} | " + " | ".join(cells) + " |")
-        L += ["", "| paper (Sec. 5.2) | here |", "|---|---|"]
-        trans = [transition_rank(runs52, sc) for sc in scales]
-        L.append("| 90% transition at r = " + " -> ".join(str(PAPER_TRANSITIONS.get(sc, "?")) for sc in scales)
-                 + " | " + " -> ".join(str(t) if t is not None else f"> {max(ranks)}" for t in trans) + " |")
-        dense = [r for r in runs52 if r.model == "dense"]
-        exact = sum(r.test_exact_seq_acc == 1.0 for r in dense)
-        L.append(f"| dense attention exact in every seed | {exact}/{len(dense)} dense runs at "
-                 "test exact-sequence accuracy 1.000 |")
-        L += ["", "![Figure 2](figure2.png)", ""]
+        L += _sec52_section(runs52, timing.get("sec52", {}))
     if timing:
         L += ["## Wall-clock (one torch thread; the 2-core machine was shared with other jobs, "
               "so CPU time is the steadier figure)", ""]

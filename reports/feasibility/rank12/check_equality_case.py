@@ -46,61 +46,14 @@ Usage: python3 check_equality_case.py
 import sys
 import time
 from fractions import Fraction as F
+from pathlib import Path
 
 
-class Q5:
-    """a + b sqrt 5 with rational a, b."""
-    __slots__ = ("a", "b")
-
-    def __init__(self, a, b=0):
-        self.a, self.b = F(a), F(b)
-
-    def __add__(self, o):
-        o = o if isinstance(o, Q5) else Q5(o)
-        return Q5(self.a + o.a, self.b + o.b)
-
-    __radd__ = __add__
-
-    def __neg__(self):
-        return Q5(-self.a, -self.b)
-
-    def __sub__(self, o):
-        return self + (-(o if isinstance(o, Q5) else Q5(o)))
-
-    def __mul__(self, o):
-        o = o if isinstance(o, Q5) else Q5(o)
-        return Q5(self.a * o.a + 5 * self.b * o.b, self.a * o.b + self.b * o.a)
-
-    __rmul__ = __mul__
-
-    def inv(self):
-        d = self.a * self.a - 5 * self.b * self.b
-        assert d != 0
-        return Q5(self.a / d, -self.b / d)
-
-    def __truediv__(self, o):
-        return self * (o if isinstance(o, Q5) else Q5(o)).inv()
-
-    def __eq__(self, o):
-        o = o if isinstance(o, Q5) else Q5(o)
-        return self.a == o.a and self.b == o.b
-
-    def sign(self):
-        """Exact sign of a + b sqrt 5."""
-        a, b = self.a, self.b
-        if b == 0:
-            return (a > 0) - (a < 0)
-        if a == 0 or (a > 0) == (b > 0):
-            return 1 if (a > 0 or (a == 0 and b > 0)) else -1
-        # opposite signs: compare a^2 with 5 b^2
-        s = (a * a > 5 * b * b) - (a * a < 5 * b * b)
-        return s if a > 0 else -s
-
-    def __float__(self):
-        return float(self.a) + float(self.b) * 5 ** 0.5
-
-
-SQRT5 = Q5(0, 1)
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from qsqrt5 import SQRT5, Q5  # noqa: E402  (exact a + b sqrt 5, signs decided exactly)
+if not __debug__:
+    raise SystemExit("this checker's checks are assert statements: run it without python -O")
 PHI = Q5(F(1, 2), F(1, 2))
 
 
@@ -217,4 +170,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    try:
+        main(*sys.argv[1:])
+    except AssertionError as e:
+        print(f"FAILED: AssertionError: {e}", file=sys.stderr)
+        raise SystemExit(1)

@@ -12,6 +12,9 @@ from pathlib import Path
 from fractions import Fraction
 
 HERE = Path(__file__).resolve().parent
+STATED = Fraction(127579, 500000)          # the ratio README.md states for the core point
+if not __debug__:
+    raise SystemExit("this checker's checks are assert statements: run it without python -O")
 
 def frac(s):
     p, r = s.split("/"); return Fraction(int(p), int(r))
@@ -52,6 +55,7 @@ def main(path=None):
     d = json.loads(Path(path).read_text())
     C = [[frac(v) for v in row] for row in d["C"]]; Y = [[frac(v) for v in row] for row in d["Y"]]
     t = frac(d["t"]); n = len(C)
+    assert t == STATED, f"the file claims t = {t}, the stated value is {STATED}"
     # the point itself: zero diagonal, 0 <= C <= t (the special pairs <= t * special_factor),
     # and (I + C) Y = 0 with Y of rank 3, i.e. rank(I + C) <= 12
     sf = frac(d["special_factor"]); special = {tuple(p) for p in d["special"]}
@@ -74,4 +78,8 @@ def main(path=None):
           f"0 <= S <= t = {float(t):.6f}, so lambda_3(S/t) <= -1/t = {float(-1 / t):.6f}  ({time.time() - t0:.2f} s)")
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    try:
+        main(*sys.argv[1:])
+    except (AssertionError, KeyError, ValueError, ZeroDivisionError) as e:
+        print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        raise SystemExit(1)

@@ -5,9 +5,12 @@ The summed argument: if (I + C) Y = 0, Y^T Y = I_3 and 0 <= C <= t, then
 It proves t > 1/4 only if F(P) < 12 for every rank-3 orthogonal projector P on R^15. The file
 sum_barrier.json holds a graph B on 15 vertices and a rational 15 x 3 matrix Y with
 -tr((Y^T Y)^{-1} Y^T B Y) > 12, i.e. F(P) >= -<B, P> > 12 for the projector P onto col(Y): the
-summed relaxation is feasible at t = 1/4 (its optimum is about 12.0503, t >= 0.24896 only).
+summed relaxation is feasible at t = 1/4. The file claims -<B, P> >= 12.0502 ("claim"), the
+value README.md states (its exact value is 12.050286...): so the summed relaxation in the
+orthonormal basis proves at most t >= 3/12.0502 = 0.248958; a configuration that does not reach
+the claim, or a claim other than the stated one, fails (exit 1).
 
-Usage: python3 check_sum_barrier.py [sum_barrier.json]
+Usage: python3 check_sum_barrier.py [sum_barrier.json]     (exit 0: checked; 1: failed)
 """
 import json
 import sys
@@ -16,6 +19,10 @@ from fractions import Fraction
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+FORMAT = "certify-attention/research/sum-barrier/2"
+STATED = Fraction(120502, 10000)           # -<B, P> >= 12.0502, as README.md states
+if not __debug__:
+    raise SystemExit("this checker's checks are assert statements: run it without python -O")
 
 
 def frac(s):
@@ -38,6 +45,9 @@ def inv3(M):
 def main(path=None):
     t0 = time.time()
     d = json.loads(Path(path or HERE / "sum_barrier.json").read_text())
+    assert d.get("format") == FORMAT, f"format is not {FORMAT}"
+    claim = frac(d["claim"]["value_at_least"])
+    assert claim == STATED and claim > 12, f"the file claims {claim}, the stated value is {STATED}"
     B = d["B"]
     Y = [[frac(v) for v in row] for row in d["Y"]]
     n = len(B)
@@ -48,11 +58,16 @@ def main(path=None):
          for a in range(3)]
     Gi = inv3(G)
     value = -sum(Gi[a][b] * H[b][a] for a in range(3) for b in range(3))
-    assert value > 12
-    print(f"OK: graph with {sum(map(sum, B)) // 2} edges, -<B, P> = {float(value):.6f} > 12 exactly"
+    assert value >= claim, f"-<B, P> = {float(value):.6f} does not reach the claimed {float(claim)}"
+    print(f"OK: graph with {sum(map(sum, B)) // 2} edges, -<B, P> = {float(value):.6f} >= {float(claim)} "
+          f"> 12 exactly (the summed relaxation is feasible at t = {float(3 / claim):.6f} < 1/4)"
           f"  ({time.time() - t0:.2f} s)")
     return value
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    try:
+        main(*sys.argv[1:])
+    except (AssertionError, KeyError, ValueError, ZeroDivisionError) as e:
+        print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        raise SystemExit(1)

@@ -23,57 +23,81 @@ proportional to nu elsewhere, and tau = mu^{x3} minus the diagonal parts satisfy
 exactly, with R = (1 + sqrt 5)/(12 D2) = 4.02496 > 4. (T1) and (T4) hold because mu is a
 measure (Q_1 = ... = Q_5 = 0: a 5-design; tau is what remains of mu^{x3}, checked >= 0 here);
 (T2), (T3), tau >= 0 and R > 4 are checked in rationals (R > 4 by squaring).
-So this three-point relaxation cannot prove rank 12 infeasible: the weight-spread couplings
+The point is stored in three_point_ceiling.json with the claim R >= 4.02496 (the value README.md
+states; exact R = 4.0249601...); the checker asserts that the point reaches the claim, that the
+claim is the stated one and that it exceeds 4 (exit 1 otherwise).
+So this three-point relaxation (T1)-(T4) cannot prove rank 12 infeasible; this says nothing
+about per-atom three-point formulations (variables per atom or per cluster), which it does not cover: the weight-spread couplings
 are too loose near D2 = 1/15 (at D2 = 1/15 exactly they force nu' = nu/15, and then tau(1,1,1)
 < 0 for this mu: a cluster of 5/4 points has (5/4)(1/4)(-3/4) < 0 distinct triples). A
 three-point proof would need a finer coupling than (T2)-(T3), e.g. variables per cluster.
 
-Usage: python3 check_three_point_ceiling.py
+Usage: python3 check_three_point_ceiling.py [three_point_ceiling.json]     (exit 0: checked; 1: failed)
 """
+import json
 import sys
 import time
 from fractions import Fraction as F
+from pathlib import Path
 
-D2 = F(67, 1000)
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from qsqrt5 import Q5  # noqa: E402
+
+FORMAT = "certify-attention/research/three-point-ceiling/1"
+STATED = F(402496, 100000)                 # R >= 4.02496, as README.md states
+if not __debug__:
+    raise SystemExit("this checker's checks are assert statements: run it without python -O")
 
 
-def main(d2=None):
+def main(path=None):
     t0 = time.time()
-    d2 = F(d2) if d2 is not None else D2
+    d = json.loads(Path(path or HERE / "three_point_ceiling.json").read_text())
+    assert d.get("format") == FORMAT, f"format is not {FORMAT}"
+    assert d.get("mu") == "icosahedron-mass-1/12", "mu must be the icosahedron with mass 1/12 per vertex"
+    d2 = F(d["D2"])
+    claim = F(d["claim"]["R_at_least"])
+    assert claim == STATED and claim > 4, f"the file claims R >= {claim}, the stated value is {STATED}"
     # icosahedron: ordered pairs of vertices by inner product 1, -1, 1/sqrt 5, -1/sqrt 5
     counts = [12, 12, 60, 60]
     m = F(1, 12)
     sig2 = d2 - F(1, 15)
-    assert sig2 > 0
+    assert sig2 > 0, "D2 must exceed 1/15"
     d3 = F(1, 225) + sig2 / 5
     nu = [cnt * m * m for cnt in counts]
     nu[0] -= d2
     trip = [cnt * m ** 3 for cnt in counts]                  # mu^{x3} at (1, c, c)
     # (T1)
-    assert all(v >= 0 for v in nu) and d2 + sum(nu) == 1
+    assert all(v >= 0 for v in nu) and d2 + sum(nu) == 1, "(T1): nu negative or mass not 1"
     # (T2)
-    assert d3 >= d2 * d2
+    assert d3 >= d2 * d2, "(T2): D3 < D2^2"
     nup = [(trip[0] - d3) / 3]
     lam = ((d2 - d3) - nup[0]) / sum(nu[1:])
     nup += [lam * v for v in nu[1:]]
-    assert all(v >= 0 for v in nup) and sum(nup) == d2 - d3
+    assert all(v >= 0 for v in nup) and sum(nup) == d2 - d3, "(T2): nu' negative or nu'(1) wrong"
     # (T3) band: |nu'(c)/nu(c) - 1/15| <= sigma; total variation <= sqrt(D2) sigma (squared)
     for a, b in zip(nup, nu):
         assert (a / b - F(1, 15)) ** 2 <= sig2, "nu' outside the weight band"
     tv = sum(abs(a - b / 15) for a, b in zip(nup, nu))
     assert tv * tv <= d2 * sig2, "total-variation coupling violated"
     # (T4) tau = mu^{x3} - D3 delta_(1,1,1) - nu' at the three patterns: nonnegative where it changes
-    assert trip[0] - d3 - 3 * nup[0] >= 0
-    assert all(trip[k] - nup[k] >= 0 for k in (1, 2, 3))
+    assert trip[0] - d3 - 3 * nup[0] >= 0, "(T4): tau(1,1,1) < 0"
+    assert all(trip[k] - nup[k] >= 0 for k in (1, 2, 3)), "(T4): tau < 0 at (1, c, c)"
     # R = nu((c)_-)/D2 = (1/12 + (5/12)/sqrt 5)/D2 = (1 + sqrt 5)/(12 D2) > 4  <=>  sqrt 5 > 48 D2 - 1
+    # R = (1 + sqrt 5)/(12 D2) >= claim  <=>  (1 - 12 D2 claim) + sqrt 5 >= 0, sign decided exactly
+    R = Q5(1, 1) / (12 * d2)
+    assert (R - claim).sign() >= 0, f"R = {float(R):.6f} does not reach the claimed {float(claim)}"
     x = 48 * d2 - 1
     assert x < 0 or x * x < 5, "R <= 4"
-    R = (1 + 5 ** 0.5) / (12 * float(d2))
     print(f"OK: a weighted three-point relaxation (T1)-(T4) is feasible at D2 = {d2}: "
-          f"R = (1 + sqrt 5)/(12 D2) = {R:.6f} > 4 (sqrt 5 > 48 D2 - 1 = {x}, exactly)  "
-          f"({time.time() - t0:.3f} s)")
-    return x
+          f"R = (1 + sqrt 5)/(12 D2) = {float(R):.6f} >= {float(claim)} > 4 exactly "
+          f"(so (T1)-(T4) cannot reach t >= 1/4)  ({time.time() - t0:.3f} s)")
+    return R
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    try:
+        main(*sys.argv[1:])
+    except (AssertionError, KeyError, ValueError, ZeroDivisionError) as e:
+        print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        raise SystemExit(1)

@@ -11,6 +11,9 @@ from pathlib import Path
 from fractions import Fraction
 
 HERE = Path(__file__).resolve().parent
+STATED = Fraction(2381, 10000)             # the ratio README.md states for 16 rows
+if not __debug__:
+    raise SystemExit("this checker's checks are assert statements: run it without python -O")
 
 def frac(s):
     p, r = s.split("/"); return Fraction(int(p), int(r))
@@ -34,6 +37,7 @@ def main(path=None):
     n, t = d["n"], frac(d["t"])
     C = [[frac(v) for v in row] for row in d["C"]]; Y = [[frac(v) for v in row] for row in d["Y"]]
     assert n == 16 and len(C) == n and all(len(r) == n for r in C) and len(Y) == n and all(len(r) == 3 for r in Y)
+    assert t == STATED, f"the file claims t = {t}, the stated value is {STATED}"
     assert t < Fraction(1, 4)
     for i in range(n):
         assert C[i][i] == 0
@@ -50,4 +54,8 @@ def main(path=None):
           f"rank Y = 3, rank(I + C) = {rk}  ({time.time() - t0:.2f} s)")
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    try:
+        main(*sys.argv[1:])
+    except (AssertionError, KeyError, ValueError, ZeroDivisionError) as e:
+        print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
+        raise SystemExit(1)

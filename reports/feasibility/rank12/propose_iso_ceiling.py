@@ -144,10 +144,19 @@ def main():
     t0 = time.time()
     Z = search_rows(a.seed, a.starts, a.hops) if a.rows else search(a.seed, a.starts)
     u, w = round_exact(Z)
+    # the claim: the exact value of the rounded configuration, rounded down to 7 decimals
+    row = [sum(-w[j] * min(F(0), sum(x * y for x, y in zip(u[i], u[j]))) for j in range(N) if j != i)
+           for i in range(N)]
+    value = (min(row[i] / w[i] for i in range(N)) if a.rows
+             else sum(w[i] * row[i] for i in range(N)) / sum(x * x for x in w))
+    claim = F(int(value * 10**7), 10**7)
     Path(a.out).write_text(json.dumps({
-        "format": "certify-attention/research/isotropic-ceiling/1", "n": N,
-        "u": [[str(c) for c in v] for v in u], "w": [str(x) for x in w]}))
-    print(f"wrote {a.out} ({time.time() - t0:.1f} s); check with check_iso_ceiling.py")
+        "format": "certify-attention/research/isotropic-ceiling/2", "n": N,
+        "u": [[str(c) for c in v] for v in u], "w": [str(x) for x in w],
+        "claim": ({"kind": "rows", "tau_at_least": str(claim)} if a.rows
+                  else {"kind": "summed", "R_at_least": str(claim)})}) + "\n")
+    print(f"wrote {a.out} ({time.time() - t0:.1f} s), claim {float(claim):.7f}; check with "
+          "check_iso_ceiling.py (its STATED value must be updated to a new claim)")
 
 
 if __name__ == "__main__":
