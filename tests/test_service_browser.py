@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -54,6 +55,28 @@ def browser_without_js(tmp_path):
     driver = _chromium(tmp_path, javascript=False, size="1000,820")
     yield driver
     driver.quit()
+
+
+def _descendant(pid: int, needle: str) -> int | None:
+    """The pid of a process below ``pid`` whose command line contains ``needle``."""
+    children: dict[int, list[int]] = {}
+    cmdlines: dict[int, str] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdlines[int(d.name)] = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(d.name))
+    todo = list(children.get(pid, []))
+    while todo:
+        q = todo.pop()
+        if needle in cmdlines.get(q, ""):
+            return q
+        todo += children.get(q, [])
+    return None
 
 
 def _field(src: str, id_: str) -> str | None:
@@ -206,21 +229,31 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
 
 def test_job_page_keeps_its_status_through_rate_limited_polls(browser, tmp_path):
     """Polls refused with 429 leave the last status shown and are retried after
-    Retry-After; the page never shows a status it was not given."""
+    Retry-After; the page never shows a status it was not given.
+
+    The job must still be live when its polls are refused, whatever the load:
+    the server's job launcher is stopped (SIGSTOP) before the job is submitted,
+    so the job cannot end while the page polls; it is continued at the end."""
     from selenium.webdriver.common.by import By
     with Server(tmp_path / "data", "--read-rate", "3") as s:
-        r = httpx.post(s.url + "/api/jobs", headers=s.auth, data={"command": "rank"},
-                       files={"file": ("i.json", "[[1,0],[0,1]]", "application/json")})
-        job_id = r.json()["id"]
-        browser.get(f"{s.url}/jobs/{job_id}")
-        stage = _wait(lambda: "status not available (429)" in (t := browser.find_element(
-            By.ID, "job-poll").text) and t, 60, "a refused poll")
-        assert re.search(r"asking again in \d+ s", stage), stage
-        status = browser.find_element(By.ID, "job-status").text
-        assert status in ("queued", "running", "done", "failed"), status
-        assert "undefined" not in browser.find_element(By.ID, "job").text
-        width = browser.find_element(By.ID, "job-bar").get_attribute("style")
-        assert "100%" not in width or status in ("done", "failed"), (width, status)
+        launcher = _wait(lambda: _descendant(s.proc.pid, "certify.service.launcher"), 60,
+                         "the server's job launcher")
+        os.kill(launcher, signal.SIGSTOP)
+        try:
+            r = httpx.post(s.url + "/api/jobs", headers=s.auth, data={"command": "rank"},
+                           files={"file": ("i.json", "[[1,0],[0,1]]", "application/json")})
+            job_id = r.json()["id"]
+            browser.get(f"{s.url}/jobs/{job_id}")
+            stage = _wait(lambda: "status not available (429)" in (t := browser.find_element(
+                By.ID, "job-poll").text) and t, 60, "a refused poll")
+            assert re.search(r"asking again in \d+ s", stage), stage
+            status = browser.find_element(By.ID, "job-status").text
+            assert status in ("queued", "running"), status          # it cannot have ended
+            assert "undefined" not in browser.find_element(By.ID, "job").text
+            width = browser.find_element(By.ID, "job-bar").get_attribute("style")
+            assert "100%" not in width, (width, status)
+        finally:
+            os.kill(launcher, signal.SIGCONT)
 
 
 #: the stages of a feasibility job (certify.service.worker)
