@@ -24,6 +24,16 @@ def _square_slowly(x, folder, seconds=1.0):
     return x * x
 
 
+def _square_first_attempt_waits(x, folder):
+    """Record this attempt (pid) and return x^2; the first attempt of task 0 waits
+    (up to 120 s) to be killed, so the kill lands on it whatever the load."""
+    first = x == 0 and not any(f.name.startswith("0-") for f in Path(folder).iterdir())
+    Path(folder, f"{x}-{os.getpid()}-{time.monotonic_ns()}").write_text(str(os.getpid()))
+    if first:
+        time.sleep(120)
+    return x * x
+
+
 @pytest.fixture(scope="module")
 def ray2():
     import ray
@@ -54,10 +64,10 @@ def test_killed_worker_task_is_retried_once_and_counted_once(tmp_path, ray2):
 
     def killer():
         while not killed:
-            files = sorted(folder.iterdir())
+            files = [f for f in folder.iterdir() if f.name.startswith("0-")]
             if files:
                 pid = int(files[0].read_text())
-                os.kill(pid, signal.SIGKILL)          # a Ray worker this test started
+                os.kill(pid, signal.SIGKILL)          # the Ray worker running task 0's first attempt
                 killed.append((files[0].name, pid))
             time.sleep(0.05)
 
@@ -65,14 +75,14 @@ def test_killed_worker_task_is_retried_once_and_counted_once(tmp_path, ray2):
     th.start()
     with Engine(2, progress=False) as e:
         assert e.uses_ray
-        out = e.map(_square_slowly, [(i, str(folder), 0.4) for i in range(8)])
+        out = e.map(_square_first_attempt_waits, [(i, str(folder)) for i in range(8)])
     th.join(5)
     assert out == [i * i for i in range(8)]
     assert killed
     attempts = [f.name.split("-")[0] for f in folder.iterdir()]
     victim = killed[0][0].split("-")[0]
-    assert attempts.count(victim) >= 2                 # the killed task ran again
-    assert len(attempts) > 8
+    assert victim == "0" and attempts.count("0") == 2     # the killed task ran again, once
+    assert len(attempts) >= 9
 
 
 def _claims(path):
