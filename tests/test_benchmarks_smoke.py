@@ -104,5 +104,6 @@ def test_suite_times_reads_pytest_output():
     assert (r["passed"], r["skipped"], r["failed"], r["pytest_s"]) == (1018, 3, 0, 320.45)
     assert [d["seconds"] for d in r["slowest"]] == [12.51, 3.0, 0.40]
     assert r["slowest"][0] == {"seconds": 12.51, "phase": "call", "test": "tests/test_a.py::test_x"}
+    assert suite_times.parse("7 passed in 1.68s\n")["pytest_s"] == 1.68          # pytest -q prints no rule
     with pytest.raises(ValueError):
         suite_times.parse("no summary")
