@@ -9,7 +9,7 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: demo test test-all lint-imports install install-test bench bench-report reports gallery clean service-deps latex-tools
+.PHONY: demo test test-all lint-imports install install-test bench bench-report suite-times reports gallery clean service-deps latex-tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,7 @@ LATEX_APT = $(if $(shell command -v latexmk 2>/dev/null),,latexmk) \
 latex-tools:
 	@if [ -n "$(strip $(LATEX_APT))" ]; then $(call apt_install,$(strip $(LATEX_APT)),the LaTeX compile test); fi
 
-# The default suite (under 3 minutes on 2 cores): the import contracts, then
+# The default suite: the import contracts, then
 # every test except those marked slow, on two pytest workers; the 15 slowest
 # are printed. `make test-all` adds the slow profile (--runslow).
 PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
@@ -78,6 +78,14 @@ bench: $(VENV)/.installed
 
 bench-report: $(VENV)/.installed
 	$(PY) benchmarks/report.py
+
+# the default suite's time (`make suite-times`; a subset: `make suite-times TESTS=tests/test_codes.py`):
+# reports/suite-times.json and .md (tests passed, pytest seconds, CPU seconds of pytest and its
+# workers, the 15 slowest), then the README's headline figures, which quote it
+TESTS ?= tests
+suite-times: $(VENV)/.installed
+	$(PY) benchmarks/suite_times.py $(TESTS)
+	$(PY) benchmarks/report.py --pages
 
 # regenerate the committed reference reports (reports/reference/)
 reports: $(VENV)/.installed

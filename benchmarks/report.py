@@ -2,11 +2,14 @@
 (``rank_time_vs_n.png``) and of time vs the rank (``rank_time_vs_r.png``),
 drawn from the results the benchmarks wrote into ``reports/bench/``
 (``rank.json``, ``rank_sweep.json``, ``transcript.json``, ``based.json``,
-``parallel.json``), and the two tables of the top-level README's Benchmarks
-section (between its ``<!-- bench ... -->`` markers), rendered from the same
-files, so that the README quotes only what a file there holds (a test compares
-them). ``make bench`` runs the benchmarks and then this script;
-``python benchmarks/report.py`` redraws the report from the files alone.
+``parallel.json``); the two tables of ``docs/benchmarks.md`` (between its
+``<!-- bench ... -->`` markers) and the headline figures of the top-level README
+(between its ``<!-- headline ... -->`` markers), rendered from the same files and
+from ``reports/suite-times.json`` (written by ``make suite-times``), so that the
+pages quote only what a file under ``reports/`` holds (a test compares them).
+``make bench`` runs the benchmarks and then this script; ``python
+benchmarks/report.py`` redraws the report from the files alone, and ``python
+benchmarks/report.py --pages`` only rewrites the pages' generated blocks.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 OUT = ROOT / "reports" / "bench"
 README = ROOT / "README.md"
+BENCH_PAGE = ROOT / "docs" / "benchmarks.md"
+SUITE_TIMES = ROOT / "reports" / "suite-times.json"
 
 
 def _load(name: str, folder: Path | None = None) -> dict | None:
@@ -206,8 +211,8 @@ def eps_rank_section(res: dict) -> list[str]:
     return L
 
 
-def readme_sweep_table(sweep: dict) -> list[str]:
-    """The rank sweep's table for the top-level README (a subset of the columns)."""
+def page_sweep_table(sweep: dict) -> list[str]:
+    """The rank sweep's table for ``docs/benchmarks.md`` (a subset of the columns)."""
     unit = "CPU s" if _cpu(sweep) else "s"
     L = [f"| n | matrix | r | SVD {unit} | exact {unit} | Freivalds {unit} | SVD e2e {unit} | "
          f"`rank` exact e2e / `verify` {unit} | `rank --upper-bound freivalds` e2e / `verify` {unit} | "
@@ -233,8 +238,8 @@ def readme_sweep_table(sweep: dict) -> list[str]:
     return L
 
 
-def readme_summary_table(folder: Path | None = None) -> list[str]:
-    """One row per result file for the top-level README: what, ours, the baseline of
+def page_summary_table(folder: Path | None = None) -> list[str]:
+    """One row per result file for ``docs/benchmarks.md``: what, ours, the baseline of
     the same run, the ratio."""
     rank, tr, based, par = (_load(f, folder) for f in ("rank.json", "transcript.json", "based.json",
                                                        "parallel.json"))
@@ -290,36 +295,81 @@ def readme_summary_table(folder: Path | None = None) -> list[str]:
     return L
 
 
+#: the generated blocks of ``docs/benchmarks.md``
 MARKS = {"summary": ("<!-- bench summary: written by benchmarks/report.py from reports/bench/*.json -->",
                      "<!-- end bench summary -->"),
          "sweep": ("<!-- rank sweep table: written by benchmarks/report.py from reports/bench/rank_sweep.json -->",
                    "<!-- end rank sweep table -->")}
+#: the generated block of the top-level README
+README_MARKS = {"headline": ("<!-- headline figures: written by benchmarks/report.py from reports/ -->",
+                            "<!-- end headline figures -->")}
 
 
-def readme_blocks(folder: Path | None = None) -> dict[str, str]:
-    """The README's generated blocks, rendered from the result files."""
+def page_blocks(folder: Path | None = None) -> dict[str, str]:
+    """The blocks of ``docs/benchmarks.md``, rendered from the result files."""
     sweep = _load("rank_sweep.json", folder)
-    return {"summary": "\n".join(readme_summary_table(folder)),
-            "sweep": "\n".join(readme_sweep_table(sweep)) if sweep and sweep.get("points") else ""}
+    return {"summary": "\n".join(page_summary_table(folder)),
+            "sweep": "\n".join(page_sweep_table(sweep)) if sweep and sweep.get("points") else ""}
 
 
-def readme_current(text: str) -> dict[str, str | None]:
-    """The blocks as the README holds them (None where a marker is missing)."""
+def suite_times_line(path: Path = SUITE_TIMES) -> str:
+    """The default suite's time as ``make suite-times`` last measured it, or what to run."""
+    if not path.is_file():
+        return ("- The default suite's time: not measured in this tree yet (`make suite-times` writes "
+                "`reports/suite-times.md`).")
+    s = json.loads(path.read_text())
+    scope = "the default suite" if s["tests"] == ["tests"] else "the tests " + " ".join(s["tests"])
+    return (f"- `make suite-times` ({scope}): {s['passed']:,} tests passed in {s['pytest_s']:.0f} s of "
+            f"pytest time, {s['cpu_s']:.0f} CPU s, on {s['cores']} cores (load average "
+            f"{_load_str(s['loadavg_start'])} at the start); the 15 slowest tests are in "
+            "[`reports/suite-times.md`](reports/suite-times.md).")
+
+
+def readme_blocks(folder: Path | None = None, suite: Path = SUITE_TIMES) -> dict[str, str]:
+    """The README's headline figures: the exact rank against numpy at the largest n of
+    ``rank.json``, and the suite's time from ``reports/suite-times.json``."""
+    L = []
+    rank = _load("rank.json", folder)
+    if rank and rank.get("matrix"):
+        r = max(rank["matrix"], key=lambda r: r["n"])
+        u = _unit(rank)
+        L.append(f"- The certified exact rank of an n = {r['n']:,} float64 matrix of planted rank "
+                 f"{r['planted']} (both bounds proved, `certify verify` exit {r['verify_exit']}): "
+                 f"{r['exact_median_s']:.2f} {u} against numpy's unverified `matrix_rank` "
+                 f"{r['numpy_median_s']:.2f} {u}, ratio ours / numpy {r['ratio']:.2f} "
+                 "([`reports/bench/rank.json`](reports/bench/rank.json)).")
+    L.append(suite_times_line(suite))
+    return {"headline": "\n".join(L)}
+
+
+def blocks_in(text: str, marks: dict[str, tuple[str, str]]) -> dict[str, str | None]:
+    """The generated blocks as a page holds them (None where a marker is missing)."""
     out: dict[str, str | None] = {}
-    for key, (a, b) in MARKS.items():
+    for key, (a, b) in marks.items():
         m = re.search(re.escape(a) + r"\n(.*?)\n?" + re.escape(b), text, re.S)
         out[key] = m.group(1).strip("\n") if m else None
     return out
 
 
-def write_readme_blocks(path: Path = README) -> None:
+def write_blocks(path: Path, blocks: dict[str, str], marks: dict[str, tuple[str, str]]) -> None:
+    """Replace each marked block of ``path`` (atomically: a temporary file, then a rename)."""
     text = path.read_text()
-    for key, block in readme_blocks().items():
-        a, b = MARKS[key]
+    for key, block in blocks.items():
+        a, b = marks[key]
         if a not in text or b not in text:
             raise SystemExit(f"{path.name}: the markers of the {key} block are missing")
         text = re.sub(re.escape(a) + r".*?" + re.escape(b), lambda _: f"{a}\n{block}\n{b}", text, flags=re.S)
-    path.write_text(text)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def write_pages() -> None:
+    """The generated blocks of ``docs/benchmarks.md`` and of the README."""
+    write_blocks(BENCH_PAGE, page_blocks(), MARKS)
+    print(f"wrote the benchmark tables of {BENCH_PAGE.relative_to(ROOT)}")
+    write_blocks(README, readme_blocks(), README_MARKS)
+    print(f"wrote the headline figures of {README.relative_to(ROOT)}")
 
 
 def _short(assumption: str) -> str:
@@ -449,6 +499,8 @@ def write_report() -> Path:
 
 
 if __name__ == "__main__":
-    print(f"wrote {write_report().relative_to(ROOT)}")
-    write_readme_blocks()
-    print(f"wrote the benchmark tables of {README.relative_to(ROOT)}")
+    if sys.argv[1:] not in ([], ["--pages"]):
+        raise SystemExit("usage: python benchmarks/report.py [--pages]")
+    if not sys.argv[1:]:
+        print(f"wrote {write_report().relative_to(ROOT)}")
+    write_pages()

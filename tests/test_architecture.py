@@ -78,7 +78,7 @@ def test_every_command_runs_as_python_dash_m(command):
 
 
 def test_import_contracts_hold():
-    """lint-imports: the layers of DESIGN.md, the checker's independence, no cycle."""
+    """lint-imports: the layers of docs/design.md, the checker's independence, no cycle."""
     exe = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if exe is None:
         pytest.skip("import-linter is not installed (it is a test extra: make test installs it)")

@@ -16,7 +16,7 @@ working tree is imported):
   which one in one line, exit 2, no traceback.
 
 Marked slow: building the wheel (its C extensions) and installing the base
-dependencies take about a minute even with a warm pip cache (README, "Checking
+dependencies take about a minute even with a warm pip cache (docs/commands.md, "Checking
 a certificate"). Run it with ``pytest --runslow tests/test_clean_install.py``.
 """
 

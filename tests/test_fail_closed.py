@@ -5,7 +5,7 @@ binding field was removed, a replay that compared nothing, two claims about one
 kernel in different representations, a token set declared larger than the
 file it is read from) from genuine certificates, and requires verify to reject
 it. The schema itself is checked to be the published one, closed, and linked
-from the README.
+from docs/trust.md.
 """
 
 from __future__ import annotations
@@ -56,12 +56,12 @@ def test_published_schema_is_the_built_one_and_a_valid_2020_12_schema():
             or kind == "bound", kind
 
 
-def test_schema_is_printed_by_verify_and_linked_from_the_readme():
+def test_schema_is_printed_by_verify_and_linked_from_the_trust_page():
     out = subprocess.run([sys.executable, "-m", "certify", "verify", "--schema"],
                          capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout) == schema.published()
-    assert "certify/checkers/certificate.schema.json" in (ROOT / "README.md").read_text()
+    assert "certify/checkers/certificate.schema.json" in (ROOT / "docs" / "trust.md").read_text()
 
 
 def test_a_removed_field_is_exit_1_naming_it(tmp_path):

@@ -1,4 +1,4 @@
-"""The README's multi-node recipe, tried on one machine: a Ray head started here
+"""The multi-node recipe of docs/commands.md, tried on one machine: a Ray head started here
 (`ray start --head --block`, loopback only, its own ports and temp folder), the
 Sec. 5.2 sweep submitted with `ray job submit`, and its rows compared with the
 same sweep in one process. The head is stopped by ending the process this test

@@ -1,6 +1,6 @@
 """The deletion test: every field of every claim kind, in every committed certificate,
 deleted, set to null, to the wrong type, to an empty list or object, and to a
-value from another claim. The rules (DESIGN.md, "What a certificate means"):
+value from another claim. The rules (docs/design.md, "What a certificate means"):
 
 * a mutation the schema refuses fails its claim (exit 1) with a problem naming
   the JSON path of the field;

@@ -28,7 +28,7 @@ from certify.core.certificate import Certificate
 from certify.core.errors import (EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED, EXIT_UNCERTIFIABLE,
                                  InputError)
 
-#: What each exit status of ``certify verify`` means (DESIGN.md, "Exit codes").
+#: What each exit status of ``certify verify`` means (docs/design.md, "Exit codes").
 VERIFY_EXIT_MEANING = {
     EXIT_PROVED: "every claim's verdict is re-derived, with no assumption left",
     EXIT_NOT_PROVED: "some claim fails (or an input's hash differs)",

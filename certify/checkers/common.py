@@ -39,7 +39,7 @@ class NotACertificate(ValueError):
     The command layer maps it to its bad-input exit code like any input error."""
 
 
-#: ``certify verify`` exit codes (DESIGN.md, "Exit codes"): 0 every verdict
+#: ``certify verify`` exit codes (docs/design.md, "Exit codes"): 0 every verdict
 #: re-derived, no assumption left; 1 some claim fails; 2 not a certificate;
 #: 4 every claim holds, but only under named assumptions.
 EXIT_PROVED, EXIT_NOT_PROVED, EXIT_BAD_INPUT, EXIT_ASSUMED = 0, 1, 2, 4

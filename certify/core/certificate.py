@@ -123,7 +123,7 @@ class Certificate:
         return bool(self.claims) and all(c.verdict is Verdict.PROVED for c in self.claims)
 
     def exit_code(self) -> int:
-        """0 when every claim is proved, 1 otherwise (DESIGN.md)."""
+        """0 when every claim is proved, 1 otherwise (docs/design.md)."""
         return 0 if self.all_proved else 1
 
     def bound_inputs(self) -> dict[str, str]:

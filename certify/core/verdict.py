@@ -1,4 +1,4 @@
-"""The three verdicts a claim can end in (DESIGN.md, "Verdicts").
+"""The three verdicts a claim can end in (docs/design.md, "Verdicts").
 
 An enum, never a string matched by substring; ``solvers/`` returns it too.
 """

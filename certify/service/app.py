@@ -639,7 +639,7 @@ def _storage_full(used: int, cfg: ServiceConfig) -> SafeJSON:
     return SafeJSON({"detail": storage_full(used, cfg.max_storage_bytes)}, 507)
 
 
-#: what a finished job's exit status means (the commands' exit codes, DESIGN.md)
+#: what a finished job's exit status means (the commands' exit codes, docs/design.md)
 JOB_EXIT = {0: "every claim is proved", 1: "a claim is refuted or unknown (see its reason)",
             2: "bad input", 3: "the input is outside what can be certified"}
 
