@@ -9,7 +9,7 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: demo test test-all lint-imports install install-test bench bench-report suite-times reports gallery clean service-deps latex-tools
+.PHONY: demo test test-all schema lint-imports install install-test bench bench-report suite-times reports gallery clean service-deps latex-tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,11 @@ latex-tools:
 # every test except those marked slow, on two pytest workers; the 15 slowest
 # are printed. `make test-all` adds the slow profile (--runslow).
 PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
+
+# the published certificate schema, written from its definition (certify.checkers.schema);
+# tests/test_fail_closed.py keeps the committed file equal to it
+schema: $(VENV)/.installed
+	$(PY) -c "from certify.checkers import schema; open(schema.SCHEMA_FILE, 'w').write(schema.text())"
 
 lint-imports: $(VENV)/.installed
 	$(VENV)/bin/lint-imports --no-cache

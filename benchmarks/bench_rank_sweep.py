@@ -107,7 +107,9 @@ def certified(A, upper: str):
     N = dyadic(A)
     sha = matrix_sha256(N)
     return exact_rank(N, upper=upper,
-                      challenge=lambda p, R, C: bytes.fromhex(freivalds_challenge(sha, N.shape, p, R, C, 128)))
+                      challenge=lambda p, R, C: bytes.fromhex(freivalds_challenge(
+                          {"error_log2": 128}, {"matrix_sha256": sha, "shape": list(N.shape), "prime": p,
+                                                "minor_rows": list(R), "minor_cols": list(C)})))
 
 
 def predicted_work(A) -> int:

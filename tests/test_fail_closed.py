@@ -182,9 +182,11 @@ def test_two_ranks_of_one_kernel_in_matrix_and_factor_form_contradict():
     out = verify.contradictions(items)
     assert ("a.json", 0) in out and ("b.json", 0) in out
     # another head of the same weights is another kernel: no contradiction
-    items = [("a.json", 0, _kernel_claim("factor", 8, 8, layer=0, head=0)),
-             ("b.json", 0, _kernel_claim("factor", 3, 3, layer=0, head=1))]
-    assert verify.contradictions(items) == {}
+    def head(lo, h):
+        return _kernel_claim("factor", lo, lo, layer=0, head=h, stated={},
+                             adapter=f"layout:lib:Attention layer 0 head {h}")
+    assert verify.contradictions([("a.json", 0, head(8, 0)), ("b.json", 0, head(3, 1))]) == {}
+    assert verify.contradictions([("a.json", 0, head(8, 0)), ("b.json", 0, head(3, 0))])
 
 
 def test_nonnegativity_proved_and_refuted_of_one_kernel_contradict():

@@ -83,8 +83,7 @@ def _forged(A_bad, claim):
     N = IntMatrix(A_bad)
     ev["matrix"] = N.rows()
     ev["matrix_sha256"] = matrix_sha256(N)
-    ch = freivalds_challenge(ev["matrix_sha256"], N.shape, ev["prime"], ev["minor_rows"],
-                             ev["minor_cols"], c["parameters"]["error_log2"])
+    ch = freivalds_challenge(c["parameters"], ev)
     R, C = ev["minor_rows"], ev["minor_cols"]
     MZ = flint.fmpz_mat([[int(A_bad[i, j]) for j in C] for i in R])
     ev["freivalds"]["challenge"] = ch
@@ -119,9 +118,8 @@ def test_the_randomness_is_reproducible_from_the_certificate():
     claim = cert["claims"][0]
     ev, k = claim["evidence"], claim["parameters"]["error_log2"]
     fr = ev["freivalds"]
-    ch = fchk.challenge(ev, k)
-    assert fr["challenge"] == ch == freivalds_challenge(ev["matrix_sha256"], ev["shape"], ev["prime"],
-                                                        ev["minor_rows"], ev["minor_cols"], k)
+    ch = fchk.challenge(claim)
+    assert fr["challenge"] == ch == freivalds_challenge(claim["parameters"], ev)
     import flint
     A = np.array(ev["matrix"], dtype=np.int64)
     MZ = flint.fmpz_mat([[int(A[i, j]) for j in ev["minor_cols"]] for i in ev["minor_rows"]])
@@ -132,7 +130,7 @@ def test_the_randomness_is_reproducible_from_the_certificate():
     # the same claim content draws the same randomness; another content draws other
     again = fv.freivalds_span_test(A, ev["minor_rows"], ev["minor_cols"], bytes.fromhex(ch))
     assert list(again.primes) == fr["primes"]
-    other = fchk.challenge({**ev, "prime": ev["prime"] + 2}, k)
+    other = fchk.challenge({**claim, "evidence": {**ev, "prime": ev["prime"] + 2}})
     assert other != ch and fchk.primes(bytes.fromhex(other), MZ, 3) != fr["primes"][:3]
 
 

@@ -303,7 +303,8 @@ def test_a_relabelled_model_is_caught(checkpoint_certs, work):
     alone = verify.verify_certificate(forged, base=work)
     assert alone.exit_code() != 0
     both = _verify(forged, _relabel_model(r32, "paper51-lookup-r32-s0", work), base=work)
-    assert any("contradiction" in p and "same sentence" in p for p in _problems(both[0]))
+    # the sentence names r8's tables beside r32's weights: the same head by its weights
+    assert any("contradiction" in p and "same head" in p for p in _problems(both[0]))
     # a label of the v1 kind that names another file than the one bound
     v1 = copy.deepcopy(r8)
     c = next(c for c in v1["claims"] if c["kind"] == "correctness")
@@ -450,7 +451,8 @@ def test_correctness_and_transcript_contradictions_across_certificates(checkpoin
 def test_nonnegative_proved_on_a_set_and_refuted_on_a_subset_contradict():
     """Token sets compared through their tokens: a kernel proved >= 0 on {0,1}^3
     and refuted at a pair of its tokens (another claim on an explicit token list)."""
-    base = {"source": "m.npz", "source_sha256": "a" * 64, "adapter": "matrix-file"}
+    base = {"source": "m.safetensors", "source_sha256": "a" * 64, "stated": {}, "layer": 0, "head": 0,
+            "adapter": "layout:lib:Attention layer 0 head 0"}
     proved = {"kind": "nonnegative", "verdict": "proved", "statement": "s1",
               "parameters": {**base, "token_set": "cube:3"}, "evidence": {}}
     toks = ["101", "011"]

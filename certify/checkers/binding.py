@@ -29,6 +29,7 @@ whatever renderer version the certificate was made with:
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,23 +235,43 @@ def referent(claim: Mapping[str, Any]) -> Referent | None:
     return None
 
 
+def token_content(p: Mapping[str, Any]) -> tuple:
+    """A token set by its content, never by its label: ``{0,1}^m`` by m, a
+    vocabulary by its size, an explicit or family token list by the hash of its
+    tokens (bound by :func:`token_set_count`), a matrix's rows by their count."""
+    ts = p.get("token_set")
+    if isinstance(ts, str):
+        m = _CUBE.fullmatch(ts)
+        if m:
+            return ("cube", int(m.group(1)))
+        v = _VOCAB.fullmatch(ts)
+        if v:
+            return ("vocab", int(v.group(1)))
+    if isinstance(p.get("tokens_sha256"), str):
+        return ("tokens", p["tokens_sha256"])
+    return ("rows", p.get("num_tokens"))
+
+
 def kernel_identity(claim: Mapping[str, Any]) -> tuple | None:
     """One key per kernel, whatever the representation (matrix or features; a head
-    of a checkpoint): the source binding, adapter, layer, head and token set (and,
-    for an extraction, the features' dtype it was computed in). A matrix-form and
-    a factor-form claim of one file meet here."""
+    of a checkpoint), built from bound content only: a matrix file or embedded
+    data is its own kernel (its hash; a token-set label only names its rows); an
+    extraction is the source's hash, adapter, layer, head, stated arguments, the
+    token set's content (:func:`token_content`) and the features' dtype. A
+    matrix-form and a factor-form claim of one file meet here."""
     if claim.get("kind") not in KERNEL_KINDS:
         return None
     ref = referent(claim)
     if ref is None:
         return None
+    if ref.how in ("file", "embedded"):
+        return (ref.how, ref.sha256)
     p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
-    dtype = None
-    if ref.how == "extraction":
-        fs = ev.get("features_sha256") if isinstance(ev, Mapping) else None
-        dtype = fs.get("dtype") if isinstance(fs, Mapping) else p.get("dtype")
+    fs = ev.get("features_sha256") if isinstance(ev, Mapping) else None
+    dtype = fs.get("dtype") if isinstance(fs, Mapping) else p.get("dtype")
+    stated = json.dumps(p.get("stated"), sort_keys=True)
     return (ref.how, ref.sha256 if ref.sha256 is not None else ref.name, p.get("adapter"),
-            p.get("layer"), p.get("head"), p.get("token_set"), p.get("tokens_sha256"), dtype)
+            p.get("layer"), p.get("head"), stated, token_content(p), dtype)
 
 
 def builtin_code_name(words: list[str]) -> str | None:

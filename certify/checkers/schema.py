@@ -30,7 +30,15 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 #: certificate versions this checker reads, newest last
-VERSIONS = ("certify-attention/certificate/1",)
+VERSIONS = ("certify-attention/certificate/2",)
+#: the statement renderer each version fixes (certify.checkers.statements)
+RENDERER_OF = {"certify-attention/certificate/2": "certify-attention/statements/2"}
+#: versions no longer read, with why: their rules let sentences say more than was checked
+#: (a producer-chosen Freivalds error, a renderer that printed only part of a claim, a
+#: third-party kernel without its stated arguments), so no branch of this checker keeps them
+RETIRED = {"certify-attention/certificate/1":
+           "its rules are retired (a Freivalds error chosen by the producer, a renderer that "
+           "printed part of a claim, third-party kernels without stated arguments)"}
 SCHEMA_FILE = Path(__file__).with_name("certificate.schema.json")
 
 HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
@@ -113,14 +121,15 @@ KERNEL_PARAMS_OPTIONAL = {
     "tokens_sha256": {**HEX64, "$comment": "the hash of an explicit token list: required for the "
                                            "token sets 'tokens' and 'family:NAME', absent for "
                                            "cube:M, vocab:N and index (their tokens are implied)"},
-    "stated": {"type": "object", "minProperties": 1,
+    "stated": {"type": "object",
                "additionalProperties": _obj({"value": {"type": ["string", "number", "boolean",
                                                                 "null", "array"]},
                                              "from": {"enum": ["config.json",
                                                                "library default, assumed"]}}),
                "$comment": "a third-party head's kernel arguments, each stated by the config or "
                            "assumed by name (--assume-default): present exactly for third-party "
-                           "layouts; re-derived by the extraction replay"},
+                           "layouts (adapter 'layout:...'; empty when the weights fix the kernel), "
+                           "printed by the sentence and re-derived by the extraction replay"},
     "layer": {**NAT, "$comment": "one head of a model: layer and head come together"},
     "head": {**NAT, "$comment": "one head of a model: layer and head come together"},
 }
@@ -134,6 +143,15 @@ KERNEL_PARAMS_RULES = {
          "then": {"properties": {"adapter": {"enum": ["construction", "memory"]}}}},
         {"if": {"properties": {"adapter": {"const": "memory"}}, "required": ["adapter"]},
          "then": {"properties": {"source": {"const": "memory"}, "source_sha256": NULL}}},
+        {"if": {"properties": {"adapter": {"pattern": "^layout:"}}, "required": ["adapter"]},
+         "then": {"required": ["stated", "layer", "head"]},
+         "else": {"not": {"required": ["stated"]}}},
+        {"if": {"properties": {"adapter": {"enum": ["matrix-file", "memory", "construction"]}},
+                "required": ["adapter"]},
+         "then": {"properties": {"token_set": {"not": {"pattern": "^vocab:"},
+                                               "$comment": "a vocabulary is a model's embedding "
+                                                           "rows: a matrix, features or a "
+                                                           "construction has none"}}}},
     ],
 }
 
@@ -370,7 +388,7 @@ def _bound() -> dict[str, Any]:
 
 
 def build() -> dict[str, Any]:
-    """The certificate schema (version ``certify-attention/certificate/1``)."""
+    """The certificate schema (version ``certify-attention/certificate/2``)."""
     kinds = {"bound": _bound(), "exact_rank": _exact_rank(), "eps_rank": _eps_rank(),
              "code_rank": _code_rank(), "nonnegative": _nonnegative(),
              "correctness": _audit("correctness"), "gap_domination": _audit("gap_domination"),
@@ -382,12 +400,14 @@ def build() -> dict[str, Any]:
                         "then": {"$ref": f"#/$defs/{k}"}} for k in sorted(kinds)]}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": "https://certify-attention.invalid/schema/certificate-1.json",
-        "title": "certify-attention certificate, version 1",
+        "$id": "https://certify-attention.invalid/schema/certificate-2.json",
+        "title": "certify-attention certificate, version 2",
         "$comment": __doc__.split("\n\n")[1].replace("\n", " "),
         **_obj({
             "schema": {"const": VERSIONS[0]},
-            "renderer": {"enum": ["certify-attention/statements/1", "certify-attention/statements/2"]},
+            "renderer": {"const": RENDERER_OF[VERSIONS[0]],
+                         "$comment": "fixed by the version: the renderer that prints every field "
+                                     "of every claim shape of this version"},
             "created": {"type": "string"},
             "command": {"type": "array", "items": {"type": "string"}},
             "inputs": {"type": "object", "additionalProperties": HEX64,

@@ -27,18 +27,22 @@ gap_domination      the hash of its exact tables), the family, eps (and n)
 transcript          the family (M, s, h, q), the quantizer and the hash of the exact weights
 ==================  =====================================================================
 
-Version 1 (certificates made before names were bound in sentences) printed
-labels such as a model's name; verify still renders it for those
-certificates, and binds the labels it printed all the same.
+A kernel built in memory (adapter ``memory``) is named by the content hash of
+the data the evidence embeds (its features' or its exact matrix's hash, which
+the kind's checker re-derives): two different kernels never read alike.
 
 Family names: a built-in name (``paper-5.1``, ``multilevel-M..-s..-h..-q..``,
 ``ood-M-q-n-split``) stands for exactly one content, which the checker pins or
 rebuilds (:mod:`certify.checkers.families`); any other family is named in the
 sentence by its sha256, so that two different families can never read alike.
 
-The renderer is versioned (:data:`RENDERER`, recorded in every certificate):
-a later wording gets a new version and the old one stays here, so an old
-certificate is still checked against the sentence it was made with.
+The renderer is versioned (:data:`RENDERER`): each certificate version fixes
+its renderer (:data:`certify.checkers.schema.RENDERER_OF`), and a sentence is
+accepted only when it read every field of :data:`FIELDS` the claim carries
+(:func:`check_statement`), so no field can change a claim's meaning without
+changing its sentence. A later wording is a new certificate version; the
+version-1 renderer, which printed only part of later claim shapes, is retired
+with certificate/1.
 """
 
 from __future__ import annotations
@@ -47,9 +51,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
-RENDERER_V1 = "certify-attention/statements/1"
 RENDERER = "certify-attention/statements/2"
-RENDERERS = (RENDERER_V1, RENDERER)
+RENDERERS = (RENDERER,)
 
 #: model classes of feasibility claims, from the widest to the narrowest:
 #: a nonnegative-feature head is in the paper's class, which is in used-pairs.
@@ -156,16 +159,6 @@ def family_ref(params: Mapping[str, Any]) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- kinds
 
-def _exact_rank(p, e) -> Statement:
-    ts, src = _p(p, "token_set", str), _p(p, "source", str)
-    shape = _p(p, "shape", list)
-    if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
-        raise RenderError("parameters.shape must be two integers")
-    lo, hi = _e(e, "rank_lower", int), _e(e, "rank_upper", int)
-    return _rank_sentence(f"the kernel of {src} on {ts}",
-                          rf"the kernel of \texttt{{{_tt(src)}}} on \texttt{{{_tt(ts)}}}", shape, lo, hi)
-
-
 def _rank_sentence(k: str, lk: str, shape: list, lo: int, hi: int) -> Statement:
     what, wl = f"{k} ({shape[0]} x {shape[1]})", rf"{lk} (${shape[0]} \times {shape[1]}$)"
     if lo == hi:
@@ -173,10 +166,6 @@ def _rank_sentence(k: str, lk: str, shape: list, lo: int, hi: int) -> Statement:
                          rf"{wl} has rank exactly ${lo}$ over $\mathbb{{Q}}$")
     return Statement(f"{what} has rank over Q in [{lo}, {hi}]",
                      rf"{wl} has rank over $\mathbb{{Q}}$ in $[{lo}, {hi}]$")
-
-
-def _eps_rank(p, e) -> Statement:
-    return _eps_sentence("the kernel", "the kernel", p, e)
 
 
 def _eps_sentence(k_: str, lk_: str, p, e) -> Statement:
@@ -191,29 +180,6 @@ def _eps_sentence(k_: str, lk_: str, p, e) -> Statement:
     return Statement(text, latex)
 
 
-def _code_rank(p, e) -> Statement:
-    code = p.get("code")
-    if code is not None and not isinstance(code, str):
-        raise RenderError("parameters.code must be a string or null")
-    nw, ts = _p(p, "num_words", int), _p(p, "token_set", str)
-    t, lo = _e(e, "t", int), _e(e, "rank_lower", int)
-    name = f" {code}" if code else ""
-    lname = rf" \texttt{{{_tt(code)}}}" if code else ""
-    base = (f"Lemma 4 on B[S,U] = alpha(x_S, x_(U^c)) over the {nw}-word code{name} "
-            f"(row-normalized, t = {t} nonzero diagonal entries; kernel on {ts})")
-    lbase = (rf"Lemma 4 on $B[S,U] = \alpha(x_S, x_{{U^c}})$ over the ${nw}$-word code{lname} "
-             rf"(row-normalized, $t = {t}$ nonzero diagonal entries)")
-    return _lemma4_sentence(base, lbase, lo, "the kernel has rank", "that the kernel has rank")
-
-
-def _nonnegative(p, e) -> Statement:
-    ts = p.get("token_set", "tokens") if isinstance(p, Mapping) else "tokens"
-    if not isinstance(ts, str):
-        raise RenderError("parameters.token_set must be a string")
-    return Statement(f"alpha(x, z) >= 0 for all x, z in {ts}",
-                     rf"$\alpha(x, z) \ge 0$ for all $x, z$ in \texttt{{{_tt(ts)}}}")
-
-
 def _feasibility(kind: str) -> Callable:
     def render(p, e) -> Statement:
         r, feats = _p(p, "rank", int), _p(p, "features", str)
@@ -222,7 +188,7 @@ def _feasibility(kind: str) -> Callable:
             raise RenderError(f"parameters.features must be one of {FEATURES}")
         if cls not in CLASSES:
             raise RenderError(f"parameters.class must be one of {tuple(CLASSES)}")
-        scope = p.get("scope", "family")
+        scope = _opt(p, "scope", str, "parameters") or "family"
         if scope not in ("family", "cube"):
             raise RenderError("parameters.scope must be 'family' or 'cube'")
         fam, lfam = family_ref(p)
@@ -249,11 +215,6 @@ def _num_inputs(e) -> int:
     return len(inputs)
 
 
-def _correctness(p, e) -> Statement:
-    model = _p(p, "model", str)
-    return _correctness_sentence(model, rf"\texttt{{{_tt(model)}}}", p, e)
-
-
 def _correctness_sentence(model: str, lmodel: str, p, e) -> Statement:
     eps = _q(_p(p, "eps"))
     fam, lfam = family_ref(p)
@@ -265,11 +226,6 @@ def _correctness_sentence(model: str, lmodel: str, p, e) -> Statement:
                      f"positions of {k} inputs",
                      rf"{lmodel} solves {lfam}: $|\hat t - t| < {_tq(eps)}$ at all "
                      rf"${n}$ scored positions of ${k}$ inputs")
-
-
-def _gap_domination(p, e) -> Statement:
-    model = _p(p, "model", str)
-    return _gap_sentence(model, rf"\texttt{{{_tt(model)}}}", p, e)
 
 
 def _gap_sentence(model: str, lmodel: str, p, e) -> Statement:
@@ -298,10 +254,6 @@ def quantizer_text(qz: Any) -> str:
             raise RenderError(f"quantizer.format must be one of {tuple(_FLOAT_ALPHABETS)}")
         return (f"{name} (round to nearest even, saturating; {_FLOAT_ALPHABETS[name]} values)")
     raise RenderError(f"unknown quantizer kind {qz.get('kind')!r:.20}")
-
-
-def _transcript(p, e) -> Statement:
-    return _transcript_sentence("", "", p)
 
 
 def _transcript_sentence(who: str, lwho: str, p) -> Statement:
@@ -466,7 +418,28 @@ def tokens_ref(p: Mapping[str, Any]) -> tuple[str, str]:
                       "tokens or index")
 
 
-def source_ref(p: Mapping[str, Any]) -> tuple[str, str]:
+def memory_sha256(e: Mapping[str, Any]) -> str | None:
+    """The content hash of a kernel built in memory: sha256 of ``features:<phi_q
+    sha256>:<phi_k sha256>`` or ``matrix:<matrix sha256>``, whichever its evidence
+    embeds (:func:`certify.checkers.common.embedded_kernel_sha`; the kind's checker
+    re-derives the hashes from the embedded data); ``None`` when it embeds
+    neither (such a claim is bound to nothing, and verify fails it)."""
+    import hashlib
+    fs = _opt(e, "features_sha256", dict, "evidence")
+    if fs is not None:
+        q, k = fs.get("phi_q"), fs.get("phi_k")
+        if not isinstance(q, str) or not isinstance(k, str):
+            raise RenderError("evidence.features_sha256 needs phi_q and phi_k")
+        ident = f"features:{q}:{k}"
+    else:
+        m = _opt(e, "matrix_sha256", str, "evidence")
+        if m is None:               # nothing embedded: verify cannot bind it and fails the claim
+            return None
+        ident = f"matrix:{m}"
+    return hashlib.sha256(ident.encode()).hexdigest()
+
+
+def source_ref(p: Mapping[str, Any], e: Mapping[str, Any] | None = None) -> tuple[str, str]:
     """A kernel's source: a file named with its sha256 (verify ties the name to
     the hash through the certificate's inputs and re-reads a present file), or
     a construction (re-derived by ``--replay-extraction``, else assumed)."""
@@ -478,6 +451,12 @@ def source_ref(p: Mapping[str, Any]) -> tuple[str, str]:
         where = f"head {head} of layer {layer} of "
         lwhere = f"head ${head}$ of layer ${layer}$ of "
     st, lst = stated_ref(p)
+    if p.get("adapter") == "memory":                  # named by the content it embeds
+        h = memory_sha256(e)
+        if h is None:
+            return "memory (no content embedded: unbound)", "memory (no content embedded: unbound)"
+        return (f"memory (sha256 {_short(h)})",
+                rf"memory (sha256 \texttt{{{h[:16]}}}\ldots)")
     if sha is None:
         return where + src + st, lwhere + rf"\texttt{{{_tt(src)}}}" + lst
     return (f"{where}{src} (sha256 {_short(sha)}){st}",
@@ -517,8 +496,8 @@ def stated_ref(p: Mapping[str, Any]) -> tuple[str, str]:
             " built with the stated arguments " + ", ".join(lparts))
 
 
-def _kernel_ref(p) -> tuple[str, str]:
-    src, lsrc = source_ref(p)
+def _kernel_ref(p, e) -> tuple[str, str]:
+    src, lsrc = source_ref(p, e)
     ts, lts = tokens_ref(p)
     if _p(p, "token_set", str) == "index":
         return f"the kernel matrix of {src}", rf"the kernel matrix of {lsrc}"
@@ -529,7 +508,7 @@ def _exact_rank2(p, e) -> Statement:
     shape = _p(p, "shape", list)
     if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
         raise RenderError("parameters.shape must be two integers")
-    k, lk = _kernel_ref(p)
+    k, lk = _kernel_ref(p, e)
     st = _rank_sentence(k, lk, shape, _e(e, "rank_lower", int), _e(e, "rank_upper", int))
     method = _opt(p, "upper_bound", str, "parameters")
     err = _opt(p, "error_log2", int, "parameters")
@@ -543,7 +522,7 @@ def _exact_rank2(p, e) -> Statement:
 
 
 def _eps_rank2(p, e) -> Statement:
-    return _eps_sentence(*_kernel_ref(p), p, e)
+    return _eps_sentence(*_kernel_ref(p, e), p, e)
 
 
 def code_ref(p) -> tuple[str, str]:
@@ -571,7 +550,7 @@ def _lemma4_sentence(base: str, lbase: str, lo: int, trivial: str, proves: str) 
 
 def _code_rank2(p, e) -> Statement:
     code, lcode = code_ref(p)
-    k, lk = _kernel_ref(p)
+    k, lk = _kernel_ref(p, e)
     t, lo = _e(e, "t", int), _e(e, "rank_lower", int)
     base = (f"Lemma 4 on B[S,U] = alpha(x_S, x_(U^c)) over {code} (row-normalized, t = {t} "
             f"nonzero diagonal entries) for {k}")
@@ -581,7 +560,7 @@ def _code_rank2(p, e) -> Statement:
 
 
 def _nonnegative2(p, e) -> Statement:
-    k, lk = _kernel_ref(p)
+    k, lk = _kernel_ref(p, e)
     if _p(p, "token_set", str) == "index":
         return Statement(f"every entry of {k} is >= 0", rf"every entry of {lk} is $\ge 0$")
     return Statement(f"{k} is nonnegative: alpha(x, z) >= 0 for every pair of its tokens",
@@ -598,8 +577,13 @@ def model_ref(p) -> tuple[str, str]:
         return f"the head with tables sha256 {_short(h)}", \
             rf"the head with tables sha256 \texttt{{{h[:16]}}}\ldots"
     w = _p(p, "weights_sha256", str)
-    return (f"the head of {src} (weights sha256 {_short(w)})",
-            rf"the head of \texttt{{{_tt(src)}}} (weights sha256 \texttt{{{w[:16]}}}\ldots)")
+    h = _opt(p, "head_sha256", str, "parameters")
+    if h is None:
+        return (f"the head of {src} (weights sha256 {_short(w)})",
+                rf"the head of \texttt{{{_tt(src)}}} (weights sha256 \texttt{{{w[:16]}}}\ldots)")
+    return (f"the head of {src} (weights sha256 {_short(w)}, tables sha256 {_short(h)})",
+            rf"the head of \texttt{{{_tt(src)}}} (weights sha256 \texttt{{{w[:16]}}}\ldots, "
+            rf"tables sha256 \texttt{{{h[:16]}}}\ldots)")
 
 
 def _correctness2(p, e) -> Statement:
@@ -619,18 +603,12 @@ def _transcript2(p, e) -> Statement:
 _BOUNDS = {"lemma3": _b_lemma3, "lemma4": _b_lemma4, "lemma4_per_pair": _b_lemma4_pp,
            "thm5": _b_thm5, "thm6": _b_thm6, "cor7": _b_cor7, "eq8": _b_eq8, "prop10": _b_prop10}
 
-_KINDS_V1: dict[str, Callable] = {
-    "bound": _bound, "exact_rank": _exact_rank, "eps_rank": _eps_rank, "code_rank": _code_rank,
-    "nonnegative": _nonnegative, "feasible": _feasibility("feasible"),
-    "infeasible": _feasibility("infeasible"), "correctness": _correctness,
-    "gap_domination": _gap_domination, "transcript": _transcript,
-}
-_KINDS_V2: dict[str, Callable] = {
-    **_KINDS_V1, "exact_rank": _exact_rank2, "eps_rank": _eps_rank2, "code_rank": _code_rank2,
-    "nonnegative": _nonnegative2, "correctness": _correctness2,
+_KINDS: dict[str, Callable] = {
+    "bound": _bound, "exact_rank": _exact_rank2, "eps_rank": _eps_rank2,
+    "code_rank": _code_rank2, "nonnegative": _nonnegative2, "feasible": _feasibility("feasible"),
+    "infeasible": _feasibility("infeasible"), "correctness": _correctness2,
     "gap_domination": _gap_domination2, "transcript": _transcript2,
 }
-_KINDS = {RENDERER_V1: _KINDS_V1, RENDERER: _KINDS_V2}
 
 #: What each kind's sentence reads (version 2), as ``(where, key)``: every field a
 #: sentence prints is either re-derived by the kind's checker or bound by verify
@@ -638,7 +616,8 @@ _KINDS = {RENDERER_V1: _KINDS_V1, RENDERER: _KINDS_V2}
 _KERNEL = (("parameters", "token_set"), ("parameters", "num_tokens"),
            ("parameters", "tokens_sha256"), ("parameters", "source"),
            ("parameters", "source_sha256"), ("parameters", "layer"), ("parameters", "head"),
-           ("parameters", "stated"))
+           ("parameters", "stated"),
+           ("evidence", "features_sha256"), ("evidence", "matrix_sha256"))
 _FAMILY = (("parameters", "family"), ("parameters", "family_sha256"))
 _MODEL = (("parameters", "source"), ("parameters", "weights_sha256"), ("parameters", "head_sha256"))
 _HEAD = (("parameters", "rank"), ("parameters", "features"), ("parameters", "class"),
@@ -670,7 +649,7 @@ def render(kind: str, parameters: Mapping[str, Any], evidence: Mapping[str, Any]
     not determine one. ``reads`` collects the ``(where, key)`` fields it read."""
     if version not in RENDERERS:
         raise RenderError(f"unknown statement renderer {version!r:.60}")
-    fn = _KINDS[version].get(kind)
+    fn = _KINDS.get(kind)
     if fn is None:
         raise RenderError(f"no statement for claim kind {kind!r:.30}")
     if not isinstance(parameters, Mapping):
@@ -683,14 +662,25 @@ def render(kind: str, parameters: Mapping[str, Any], evidence: Mapping[str, Any]
 
 
 def check_statement(claim: Mapping[str, Any], version: str | None) -> list[str]:
-    """Problems with a stored statement: it must equal the rendered one."""
-    if version is None:
-        return ["the certificate names no statement renderer: its statements are not bound "
-                "to its parameters (made before rendered statements; regenerate it)"]
+    """Problems with a stored statement: it must equal the rendered one, and the
+    rendering must have read every parameter of :data:`FIELDS` the claim carries
+    (a parameter the sentence never reads could change the claim's meaning and
+    leave its sentence as it was)."""
+    if version not in RENDERERS:
+        return [f"the certificate's renderer {str(version)!r:.60} is not one this checker "
+                "renders with"]
+    reads: set = set()
     try:
-        want = render(claim.get("kind"), claim.get("parameters"), claim.get("evidence"), version)
+        want = render(claim.get("kind"), claim.get("parameters"), claim.get("evidence"), version,
+                      reads=reads)
     except RenderError as exc:
         return [f"cannot render the statement: {exc}"]
+    p = claim.get("parameters") or {}
+    unread = [k for where, k in FIELDS.get(str(claim.get("kind")), ())
+              if where == "parameters" and p.get(k) is not None and (where, k) not in reads]
+    if unread:
+        return [f"the sentence does not print parameters {', '.join(unread)}: the renderer "
+                "cannot state this claim completely"]
     if claim.get("statement") != want.text:
         return [f"the stored statement is not the one its parameters say: stored "
                 f"{str(claim.get('statement'))!r:.200}, rendered {want.text!r:.200}"]

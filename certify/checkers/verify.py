@@ -33,7 +33,9 @@ What is not re-derived is a named **assumption**, never a silent "not
 checked": ``extraction:<source>`` (features computed from a checkpoint's
 weights by torch; re-derived by ``--replay-extraction``), ``source:<name>`` (a
 named source file that is not present), ``family:<name>`` (a built-in family
-too large to rebuild here), ``trusted:<kind>:<fields>`` (summaries of data too
+too large to rebuild here), ``randomized:freivalds-error-2^-k`` (a randomized
+test whose error bound 2^-k is above the fixed floor 2^-128,
+:data:`certify.checkers.rank.freivalds.FLOOR`), ``trusted:<kind>:<fields>`` (summaries of data too
 large to embed -- only above :data:`TRUSTED_MIN_ENTRIES` entries; below it the
 data must be embedded), and any ``assumptions`` a claim's evidence declares.
 ``--assume NAME`` accepts one (``--assume extraction`` accepts every
@@ -60,7 +62,7 @@ from certify.checkers import schema as _schema
 from certify.checkers import sources as _sources
 from certify.checkers.common import (EXIT_ASSUMED, EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED,
                                      NotACertificate)
-from certify.checkers.statements import RENDERERS, check_statement
+from certify.checkers.statements import check_statement
 
 SCHEMA = _schema.VERSIONS[-1]
 VERDICTS = ("proved", "refuted", "unknown")
@@ -179,6 +181,13 @@ def parse(text: str) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:      # over-long integers, nesting too deep
         raise NotACertificate(f"not a usable JSON document ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:80]})") from None
+    if isinstance(obj, dict) and obj.get("schema") in _schema.RETIRED:
+        cmd = obj.get("command")
+        how = (" ".join(cmd) if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd)
+               else "the command that made it")
+        raise NotACertificate(f"{obj['schema']} is no longer read: "
+                              f"{_schema.RETIRED[obj['schema']]}; re-make it with this release: "
+                              f"{how[:200]}")
     if not isinstance(obj, dict) or obj.get("schema") not in _schema.VERSIONS:
         raise NotACertificate(f"not a certificate this checker reads (schema must be one of "
                               f"{', '.join(map(repr, _schema.VERSIONS))})")
@@ -192,8 +201,9 @@ def parse(text: str) -> dict[str, Any]:
     if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
         raise NotACertificate("certificate inputs must map names to sha256 strings")
     renderer = obj.get("renderer")
-    if renderer is not None and renderer not in RENDERERS:
-        raise NotACertificate(f"unknown statement renderer {str(renderer)[:60]!r}")
+    if renderer != _schema.RENDERER_OF[obj["schema"]]:
+        raise NotACertificate(f"{obj['schema']} is rendered by {_schema.RENDERER_OF[obj['schema']]}, "
+                              f"not {str(renderer)[:60]!r}")
     return obj
 
 
@@ -274,6 +284,9 @@ def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | Non
         bad, assume = _binding_mod.bind_model(claim, cert, base)
         problems += bad
         assumptions += assume
+    if isinstance(p, dict) and "error_log2" in p:        # randomized evidence: a fixed floor
+        from certify.checkers.rank.freivalds import assumptions as randomized
+        assumptions += randomized(claim)
     declared = ev.get("assumptions") if isinstance(ev, dict) else None
     if declared is not None:
         if not isinstance(declared, list) or not all(isinstance(a, str) and a for a in declared):
@@ -420,7 +433,8 @@ def _model_key(p: Mapping[str, Any]) -> str | None:
 
 def _kernel_source(p: Mapping[str, Any]) -> tuple | None:
     src = p.get("source_sha256") or p.get("source")
-    return (src, p.get("adapter")) if isinstance(src, str) else None
+    return ((src, p.get("adapter"), p.get("layer"), p.get("head"),
+             json.dumps(p.get("stated"), sort_keys=True)) if isinstance(src, str) else None)
 
 
 def _token_of(ts: Any, ev: Mapping[str, Any], i: Any) -> str | None:
@@ -579,8 +593,7 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
             if not isinstance(pair, list) or len(pair) != 2:
                 continue
             toks = [_token_of(b[3].get("token_set"), b[4], j) for j in pair]
-            same_set = (a[3].get("token_set"), a[3].get("tokens_sha256")) == \
-                (b[3].get("token_set"), b[3].get("tokens_sha256"))
+            same_set = _binding_mod.token_content(a[3]) == _binding_mod.token_content(b[3])
             inside = same_set or (None not in toks and all(_has_token(a[3], a[4], t) for t in toks))
             if inside:
                 both(a, b, f"contradiction: {where(a[0], a[1])} proves alpha >= 0 on a token set "

@@ -52,12 +52,12 @@ def _kernel(job: dict[str, Any]):
     if head is not None:
         if job.get("path") is None:
             raise ValueError("the checkpoint file is not present")
-        if job.get("stated") is None:
-            # made before claims recorded their stated arguments: the extraction as it was then,
-            # every unstated argument at its library default (its sentence names none)
-            return load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False,
-                               assume=["*"])
-        stated = job["stated"]
+        stated = job.get("stated")
+        if not isinstance(stated, dict):
+            # the kernel arguments beyond the weights are part of what the sentence names: a claim
+            # that does not state them cannot be replayed (no argument is ever assumed for it)
+            raise StatedDiffers("the claim does not state the kernel arguments of its third-party "
+                                "head, so the replay cannot know which kernel it names")
         assume = [k for k, v in stated.items() if isinstance(v, dict) and v.get("from") == FROM_DEFAULT]
         try:
             kernel = load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False,

@@ -31,7 +31,7 @@ from certify.core.files import atomic_write_text
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 
-SCHEMA = "certify-attention/certificate/1"
+SCHEMA = "certify-attention/certificate/2"
 
 
 class ClaimKind(str, enum.Enum):

@@ -72,8 +72,10 @@ def source_params(kernel: Kernel) -> dict[str, Any]:
     if isinstance(d.get("layer"), int) and isinstance(d.get("head"), int):
         out["layer"], out["head"] = int(d["layer"]), int(d["head"])   # one head of a model
     stated = (d.get("layout") or {}).get("stated") if isinstance(d.get("layout"), dict) else None
-    if stated:                      # kernel arguments beyond the weights: config.json's, or assumed defaults
-        out["stated"] = {k: {"value": v["value"], "from": v["from"]} for k, v in sorted(stated.items())}
+    if str(out["adapter"]).startswith("layout:"):
+        # a third-party head's kernel arguments beyond the weights (config.json's, or assumed
+        # defaults): always stated, empty when the weights alone fix the kernel
+        out["stated"] = {k: {"value": v["value"], "from": v["from"]} for k, v in sorted((stated or {}).items())}
     return out
 
 
@@ -107,17 +109,17 @@ def matrix_sha256(N: ex.IntMatrix) -> str:
 
 
 #: domain separation of the Freivalds challenge (certify.checkers.rank.freivalds re-derives it)
-FREIVALDS_DOMAIN = "certify-attention/freivalds-rank/1"
+FREIVALDS_DOMAIN = "certify-attention/freivalds-rank/2"
 
 
-def freivalds_challenge(matrix_sha: str, shape, prime: int, rows, cols, error_log2: int) -> str:
+def freivalds_challenge(parameters: dict[str, Any], evidence: dict[str, Any]) -> str:
     """The Fiat-Shamir challenge of a Freivalds upper bound: sha256 (hex) of the
-    canonical JSON (sorted keys, no spaces) of the domain, the matrix hash and
-    shape, the minor's prime, rows and columns, and ``error_log2``: the content
-    the claim commits to before its random vectors and primes are drawn."""
-    obj = {"domain": FREIVALDS_DOMAIN, "matrix_sha256": matrix_sha, "shape": [int(v) for v in shape],
-           "prime": int(prime), "minor_rows": [int(v) for v in rows], "minor_cols": [int(v) for v in cols],
-           "error_log2": int(error_log2)}
+    canonical JSON (sorted keys, no spaces) of the domain, the claim's parameters
+    and its evidence without ``freivalds`` (the test's output) and ``matrix``
+    (which enters through ``matrix_sha256``): every field the producer chooses is
+    fixed before its random vectors and primes are drawn."""
+    ev = {k: v for k, v in evidence.items() if k not in ("freivalds", "matrix")}
+    obj = {"domain": FREIVALDS_DOMAIN, "parameters": parameters, "evidence": ev}
     return sha256_bytes(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
 
 

@@ -41,31 +41,37 @@ def exact_rank_factor_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions) 
 def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -> Claim:
     t0 = time.perf_counter()
     sha = matrix_sha256(N)
+    params = rank_params(kernel, opt)
+    fr_params = {**params, "upper_bound": "freivalds", "error_log2": opt.error_log2}
+    tokens = token_evidence(kernel)
+
+    def evidence(p: int, rows, cols, witness: str, lower: int, upper: int) -> dict:
+        return {"form": "matrix", "shape": list(N.shape), "scale": scale_evidence(N),
+                "matrix_sha256": sha, "prime": p, "minor_rows": list(rows), "minor_cols": list(cols),
+                "upper_witness": witness, "rank_lower": lower, "rank_upper": upper, **tokens}
 
     def challenge(p: int, rows, cols) -> bytes:
-        return bytes.fromhex(freivalds_challenge(sha, N.shape, p, rows, cols, opt.error_log2))
+        # the claim as it will read when the test passes (rank exactly len(rows))
+        r = len(rows)
+        return bytes.fromhex(freivalds_challenge(fr_params, evidence(p, rows, cols, "freivalds", r, r)))
 
     # the exact upper bound is the independent checker's column-span check: the
     # certificate's own check run before writing (Certificate.self_check) then finds
     # it computed for the same bytes and does not repeat it; `certify verify` does
     res = ex.exact_rank(N, seed=opt.seed, max_primes=opt.max_primes, upper=opt.upper_bound,
                         challenge=challenge, error_log2=opt.error_log2, exact_span=column_span_shared)
-    ev = {"form": "matrix", "shape": list(N.shape), "scale": scale_evidence(N),
-          "matrix_sha256": sha, "prime": res.prime,
-          "minor_rows": list(res.minor_rows), "minor_cols": list(res.minor_cols),
-          "upper_witness": res.upper_witness, "rank_lower": res.lower, "rank_upper": res.upper}
-    params = rank_params(kernel, opt)
+    ev = evidence(res.prime, res.minor_rows, res.minor_cols, res.upper_witness, res.lower, res.upper)
     method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
               "upper: exact column-span (null-space) witness of that minor")
     if res.upper_witness == "freivalds":
         ev["freivalds"] = {"challenge": challenge(res.prime, res.minor_rows, res.minor_cols).hex(),
                            **res.freivalds}
-        params = {**params, "upper_bound": "freivalds", "error_log2": opt.error_log2}
+        params = fr_params
         method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; upper: "
                   "Freivalds test of the minor's column span (vectors and primes from the claim's "
                   f"sha256, Fiat-Shamir), error probability <= 2^-{opt.error_log2}")
     if N.values.size <= opt.embed_limit:
         ev["matrix"] = N.rows()
     return Claim(ClaimKind.EXACT_RANK, None, res.verdict,
-                 parameters=params, evidence={**ev, **token_evidence(kernel)}, info=attempts_info(res),
+                 parameters=params, evidence=ev, info=attempts_info(res),
                  method=method, reason=res.reason, timings={**res.timings, "total": time.perf_counter() - t0})

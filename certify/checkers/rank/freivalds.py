@@ -9,9 +9,11 @@ minor), ``B_ij = det A[R + {i}, C + {j}]``, all zero iff ``rank A = r``;
 :func:`certify.checkers.rank.span.bound_sq`).
 
 1. The challenge: sha256 of the canonical JSON of ``{"domain":
-   "certify-attention/freivalds-rank/1", "matrix_sha256", "shape", "prime",
-   "minor_rows", "minor_cols", "error_log2"}`` (the claim's own content) must be
-   ``evidence.freivalds.challenge``.
+   "certify-attention/freivalds-rank/2", "parameters": the claim's parameters,
+   "evidence": its evidence without ``freivalds`` and ``matrix``}`` must be
+   ``evidence.freivalds.challenge``: every field the producer chooses (the
+   matrix through its hash, the minor, its prime, ``error_log2``, the source and
+   token set) is hashed, so the randomness is drawn after all of them are fixed.
 2. The randomness, from the challenge: ``X`` (``n2 x t``, entries
    ``< 2^s``) = SHAKE-256(challenge + "/vectors") as little-endian uint32, ``t``
    rows of ``n2`` entries each, masked to ``s`` bits, transposed; the primes:
@@ -38,6 +40,14 @@ in ``[2^61, 2^62)``, and the test modulo ``q`` (``q`` not dividing
 probability ``<= e``. Probabilities are over the hash, modelled as a random
 oracle (Fiat-Shamir): a producer cannot pick the vectors or primes, and every
 change of the claim draws new ones.
+
+Against a producer who retries. Each change of a hashed field is a fresh draw,
+so an author who makes ``2^g`` attempts on a false claim succeeds with
+probability at most ``2^(g - error_log2)`` (a union bound). Hence the fixed
+floor :data:`FLOOR` = 128: ``verify`` accepts a Freivalds bound at exit 0 only
+with ``error_log2 >= 128``; below it the claim holds only under the named
+assumption ``randomized:freivalds-error-2^-k`` (exit 4), whatever the producer
+asked for (:func:`assumptions`).
 """
 
 from __future__ import annotations
@@ -51,15 +61,28 @@ import numpy as np
 
 from certify.checkers.common import Bad, canonical_sha256, integer, keys
 
-DOMAIN = "certify-attention/freivalds-rank/1"
+DOMAIN = "certify-attention/freivalds-rank/2"
+#: the least error_log2 that verifies without an assumption (module docstring)
+FLOOR = 128
+#: evidence not hashed into the challenge: the test's own output, and the matrix,
+#: which enters through its hash (checked against the embedded or re-read matrix)
+_UNHASHED = ("freivalds", "matrix")
 _QB = 62
 _MAX_TRIES = 1 << 16
 
 
-def challenge(ev: Any, error_log2: int) -> str:
-    return canonical_sha256({"domain": DOMAIN, "matrix_sha256": ev["matrix_sha256"], "shape": ev["shape"],
-                             "prime": ev["prime"], "minor_rows": ev["minor_rows"],
-                             "minor_cols": ev["minor_cols"], "error_log2": error_log2})
+def challenge(claim: Any) -> str:
+    """The Fiat-Shamir challenge of a claim (module docstring, step 1)."""
+    ev = {k: v for k, v in claim["evidence"].items() if k not in _UNHASHED}
+    return canonical_sha256({"domain": DOMAIN, "parameters": claim["parameters"], "evidence": ev})
+
+
+def assumptions(claim: Any) -> list[str]:
+    """The assumption a Freivalds bound below the floor holds under (none at or above)."""
+    k = (claim.get("parameters") or {}).get("error_log2")
+    if isinstance(k, int) and not isinstance(k, bool) and k < FLOOR:
+        return [f"randomized:freivalds-error-2^-{k}"]
+    return []
 
 
 def primes_lower() -> Fraction:
@@ -137,7 +160,7 @@ def check(claim: dict, A: np.ndarray, R: list[int], C: list[int], bound_sq) -> l
         raise Bad("a freivalds upper witness needs parameters.upper_bound = 'freivalds'")
     k = integer(p.get("error_log2"), "parameters.error_log2", 1)
     fr = keys(ev.get("freivalds"), "freivalds", ("challenge", "vector_bits", "vectors", "primes"))
-    ch = challenge(ev, k)
+    ch = challenge(claim)
     if fr["challenge"] != ch:
         raise Bad("freivalds.challenge is not the sha256 of the claim's content")
     s = integer(fr["vector_bits"], "freivalds.vector_bits", 1)
