@@ -55,17 +55,14 @@ from typing import Any, Callable
 
 from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import boolean, integer, keys, q_str, rational
+from certify.checkers.kinds import BOUND_PARAMETERS
 
 _MAX_M = 1 << 13          # larger parameters are not re-derived here
 _MAX_POWER_BITS = 1 << 24
 
-#: bound name -> its parameters (besides ``bound``); exactly these are allowed
-PARAMETERS = {
-    "lemma3": ("n", "eps", "d"), "lemma4": ("t", "lam", "strict"),
-    "lemma4_per_pair": ("t", "Lambda", "strict"), "thm5": ("code_size", "delta", "g", "n", "eps"),
-    "thm6": ("m", "extended"), "cor7": ("m", "n"), "eq8": ("L", "H", "r", "dv", "p", "s", "q"),
-    "prop10": ("m",),
-}
+#: bound name -> its parameters (besides ``bound``); exactly these are allowed (declared
+#: in :mod:`certify.checkers.kinds`)
+PARAMETERS = BOUND_PARAMETERS
 
 
 def _int(p: dict, key: str, lo: int | None = None) -> int:

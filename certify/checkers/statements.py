@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
+from certify.checkers import kinds as _kinds
+
 RENDERER = "certify-attention/statements/2"
 RENDERERS = (RENDERER,)
 
@@ -297,13 +299,19 @@ def _b_lemma4(p, e):
 
 
 def _b_lemma4_pp(p, e):
-    t = _p(p, "t", int)
+    import hashlib
+    import json
+    t, strict = _p(p, "t", int), _p(p, "strict", bool)
+    lam = _p(p, "Lambda", list)
+    sha = hashlib.sha256(json.dumps(lam, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     sa, b, rb = _e(e, "strict_applied", bool), _q(_e(e, "bound")), _e(e, "rank_bound", int)
     rel, lrel = (">", ">") if sa else (">=", r"\ge")
-    return Statement(f"Lemma 4 per pair: a {t} x {t} unit-diagonal matrix with the given "
-                     f"off-diagonal bounds has rank {rel} {b}, so rank >= {rb}",
-                     rf"Lemma 4 per pair: a ${t} \times {t}$ unit-diagonal matrix with the given "
-                     rf"off-diagonal bounds has rank ${lrel} {_tq(b)}$, so rank $\ge {rb}$")
+    brel, lbrel = ("<", "<") if strict else ("<=", r"\le")
+    return Statement(f"Lemma 4 per pair: a {t} x {t} unit-diagonal matrix with |C_ij| {brel} "
+                     f"1/Lambda_ij (Lambda sha256 {_short(sha)}) has rank {rel} {b}, so rank >= {rb}",
+                     rf"Lemma 4 per pair: a ${t} \times {t}$ unit-diagonal matrix with "
+                     rf"$|C_{{ij}}| {lbrel} 1/\Lambda_{{ij}}$ ($\Lambda$ sha256 \texttt{{{sha[:16]}}}\ldots) "
+                     rf"has rank ${lrel} {_tq(b)}$, so rank $\ge {rb}$")
 
 
 def _b_thm5(p, e):
@@ -351,16 +359,21 @@ def _b_cor7(p, e):
 
 def _b_eq8(p, e):
     q, s = _p(p, "q", int), _p(p, "s", int)
+    L, H, r, dv, bits = (_p(p, k, int) for k in ("L", "H", "r", "dv", "p"))
     avail, need, holds = _e(e, "bits_available", int), _e(e, "bits_needed", int), _e(e, "holds", bool)
+    model = f"(L, H, r, dv, p) = ({L}, {H}, {r}, {dv}, {bits})"
+    lmodel = rf"$(L, H, r, d_v, p) = ({L}, {H}, {r}, {dv}, {bits})$"
     if holds:
-        return Statement(f"Eq. 8: {avail} transcript bits >= {need} = ceil({q} log2 {s + 1}); the "
-                         "counting bound does not exclude this model",
-                         rf"Eq.~8: ${avail}$ transcript bits $\ge {need} = \lceil {q}\log_2 {s + 1}"
-                         r"\rceil$; the counting bound does not exclude this model")
-    return Statement(f"Eq. 8: {avail} transcript bits < {need} = ceil({q} log2 {s + 1}); no such "
-                     "sketch model solves every assignment",
-                     rf"Eq.~8: ${avail}$ transcript bits $< {need} = \lceil {q}\log_2 {s + 1}"
-                     r"\rceil$; no such sketch model solves every assignment")
+        return Statement(f"Eq. 8: a sketch model with {model} has {avail} transcript bits >= {need} = "
+                         f"ceil({q} log2 {s + 1}); the counting bound does not exclude it",
+                         rf"Eq.~8: a sketch model with {lmodel} has ${avail}$ transcript bits "
+                         rf"$\ge {need} = \lceil {q}\log_2 {s + 1}\rceil$; the counting bound does "
+                         r"not exclude it")
+    return Statement(f"Eq. 8: a sketch model with {model} has {avail} transcript bits < {need} = "
+                     f"ceil({q} log2 {s + 1}); no such model solves every assignment",
+                     rf"Eq.~8: a sketch model with {lmodel} has ${avail}$ transcript bits "
+                     rf"$< {need} = \lceil {q}\log_2 {s + 1}\rceil$; no such model solves every "
+                     r"assignment")
 
 
 def _b_prop10(p, e):
@@ -610,37 +623,11 @@ _KINDS: dict[str, Callable] = {
     "gap_domination": _gap_domination2, "transcript": _transcript2,
 }
 
-#: What each kind's sentence reads (version 2), as ``(where, key)``: every field a
-#: sentence prints is either re-derived by the kind's checker or bound by verify
-#: (:mod:`certify.checkers.binding`); ``tests/test_trust.py`` mutates each one.
-_KERNEL = (("parameters", "token_set"), ("parameters", "num_tokens"),
-           ("parameters", "tokens_sha256"), ("parameters", "source"),
-           ("parameters", "source_sha256"), ("parameters", "layer"), ("parameters", "head"),
-           ("parameters", "stated"),
-           ("evidence", "features_sha256"), ("evidence", "matrix_sha256"))
-_FAMILY = (("parameters", "family"), ("parameters", "family_sha256"))
-_MODEL = (("parameters", "source"), ("parameters", "weights_sha256"), ("parameters", "head_sha256"))
-_HEAD = (("parameters", "rank"), ("parameters", "features"), ("parameters", "class"),
-         ("parameters", "error"), ("parameters", "scope"))
-FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "exact_rank": _KERNEL + (("parameters", "shape"), ("evidence", "rank_lower"),
-                             ("evidence", "rank_upper"), ("parameters", "upper_bound"),
-                             ("parameters", "error_log2")),
-    "eps_rank": _KERNEL + (("parameters", "eps"), ("evidence", "k"), ("evidence", "exact")),
-    "code_rank": _KERNEL + (("parameters", "code"), ("parameters", "code_sha256"),
-                            ("parameters", "num_words"), ("evidence", "t"),
-                            ("evidence", "rank_lower")),
-    "nonnegative": _KERNEL,
-    "feasible": _FAMILY + _HEAD,
-    "infeasible": _FAMILY + _HEAD,
-    "correctness": _MODEL + _FAMILY + (("parameters", "eps"), ("evidence", "scored_positions"),
-                                       ("evidence", "family")),
-    "gap_domination": _MODEL + _FAMILY + (("parameters", "eps"), ("parameters", "n"),
-                                          ("evidence", "applicable")),
-    "transcript": (("parameters", "M"), ("parameters", "s"), ("parameters", "h"),
-                   ("parameters", "q"), ("parameters", "quantizer"),
-                   ("parameters", "weights_sha256")),
-}
+#: What each kind's sentence reads, as ``(where, key)``, from the kinds' declarations
+#: (:mod:`certify.checkers.kinds`): every field a sentence prints is either re-derived
+#: by the kind's checker or bound by verify (:mod:`certify.checkers.binding`);
+#: ``tests/test_trust.py`` mutates each one.
+FIELDS = _kinds.FIELDS
 
 
 def render(kind: str, parameters: Mapping[str, Any], evidence: Mapping[str, Any] | None = None,
@@ -676,7 +663,9 @@ def check_statement(claim: Mapping[str, Any], version: str | None) -> list[str]:
     except RenderError as exc:
         return [f"cannot render the statement: {exc}"]
     p = claim.get("parameters") or {}
-    unread = [k for where, k in FIELDS.get(str(claim.get("kind")), ())
+    kind = str(claim.get("kind"))
+    table = FIELDS[kind] if kind in FIELDS else tuple(("parameters", k) for k in p)
+    unread = [k for where, k in table
               if where == "parameters" and p.get(k) is not None and (where, k) not in reads]
     if unread:
         return [f"the sentence does not print parameters {', '.join(unread)}: the renderer "

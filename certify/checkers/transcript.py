@@ -81,6 +81,7 @@ from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import (bits, canonical_sha256, guarded, integer, keys, min_ip_targets,
                                      rational)
 from certify.checkers.families import multilevel_database, multilevel_input, multilevel_query
+from certify.checkers.kinds import TRANSCRIPT_COMMON, TRANSCRIPT_EVIDENCE, TRANSCRIPT_PARAMETERS
 
 HALF = Fraction(1, 2)
 MAX_ALL = 1 << 16
@@ -94,15 +95,10 @@ _FLOATS = {  # mantissa bits, emin, max, finite values (-0 == +0)
     "fp16": (10, -14, Fraction(65504), 63487),
 }
 _CONFIG_KEYS = {"m", "d", "layers", "heads", "rank", "dv", "feature_map", "positions"}
-_PARAM_KEYS = ("M", "s", "h", "q", "layers", "heads", "rank", "dv", "feature_map", "quantizer")
-_COMMON = ("capacity", "type", "family", "model")
-_TYPE_KEYS = {
-    "none": (),
-    "all": ("exact_checked",),
-    "error": ("kappa", "index", "input", "position", "target", "output"),
-    "collision": ("kappa_a", "kappa_b", "index_a", "index_b", "input_a", "input_b", "targets_a",
-                  "targets_b", "transcript"),
-}
+#: the claim's parameters and evidence keys, declared in certify.checkers.kinds
+_PARAM_KEYS = TRANSCRIPT_PARAMETERS
+_COMMON = TRANSCRIPT_COMMON
+_TYPE_KEYS = TRANSCRIPT_EVIDENCE
 _EXACT_MAPS = ("identity", "relu")
 
 

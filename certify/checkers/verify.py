@@ -58,6 +58,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from certify.checkers import binding as _binding_mod
 from certify.checkers import families as _families
+from certify.checkers import kinds as _kinds
 from certify.checkers import schema as _schema
 from certify.checkers import sources as _sources
 from certify.checkers.common import (EXIT_ASSUMED, EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED,
@@ -70,19 +71,8 @@ VERDICTS = ("proved", "refuted", "unknown")
 #: below this many entries, data a claim summarises must be embedded, never trusted
 TRUSTED_MIN_ENTRIES = 1 << 16
 
-#: claim kind -> checker module under ``certify.checkers``.
-CHECKERS: dict[str, str] = {
-    "bound": "bounds",
-    "exact_rank": "rank",
-    "eps_rank": "rank",
-    "code_rank": "rank",
-    "nonnegative": "rank",
-    "feasible": "feasibility",
-    "infeasible": "feasibility",
-    "transcript": "transcript",
-    "correctness": "audit",
-    "gap_domination": "audit",
-}
+#: claim kind -> checker module under ``certify.checkers`` (from the kinds' declarations)
+CHECKERS: dict[str, str] = dict(_kinds.CHECKERS)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
+from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
+from certify.checkers.kinds import trusted_table
 
 KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
 
@@ -34,18 +36,8 @@ _GRAM = ("num_tokens", "r", "features_sha256", "gram_q", "gram_q_exponent", "gra
          "gram_k_exponent")
 
 
-_TRUSTED = {("exact_rank", "factor"): ["gram_q", "gram_k", "num_tokens"],
-            ("eps_rank", "factor"): ["gram_q", "gram_k", "num_tokens"],
-            ("code_rank", "factor"): ["query_features", "key_features"],
-            ("code_rank", "matrix"): ["B"],
-            ("nonnegative", "features_nonnegative"): ["min_phi_q", "min_phi_k"],
-            ("nonnegative", "all_products"): ["all_products"],
-            ("nonnegative", "counterexample"): ["phi_q_row", "phi_k_row"],
-            ("nonnegative", "quadratic_kernel"): ["r", "min_const_q", "min_const_k", "max_linear_sq_q",
-                                                  "max_linear_sq_k", "max_quadratic_sq_q",
-                                                  "max_quadratic_sq_k", "max_residual_sq_q",
-                                                  "max_residual_sq_k"],
-            ("nonnegative", "key_box"): ["key_lo", "key_hi", "min_query_bound"]}
+#: (kind, form or method) -> the fields that may be trusted, from the kinds' declarations
+_TRUSTED = trusted_table()
 
 
 def _minor_nonzero(F, p: Any, R: list[int], C: list[int]) -> bool:
@@ -195,11 +187,9 @@ class _Features:
 
 
 #: what binds a kernel claim to its source and token set (certify.checkers.binding);
-#: the token count and the token list's hash are optional for certificates made
-#: before they were recorded; ``stated``: a third-party head's kernel arguments beyond
-#: its weights (named in the sentence, re-derived by the extraction replay)
-SOURCE_KEYS = ("token_set", "source", "source_sha256", "adapter", "num_tokens", "tokens_sha256",
-               "layer", "head", "stated")
+#: the parameters that bind a kernel claim to its source and token set (the kinds'
+#: declarations: certify.checkers.fields.KERNEL_PARAMS_*)
+SOURCE_KEYS = tuple(KERNEL_PARAMS_REQUIRED) + tuple(KERNEL_PARAMS_OPTIONAL)
 
 
 #: parameters of a matrix-form exact_rank claim whose upper bound is the Freivalds test

@@ -32,6 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys, q_str, rational
+from certify.checkers.kinds import NONNEGATIVE_QUADRATIC, NONNEGATIVE_SUMMARIES
 from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, SOURCE_KEYS, _Features, _get_matrix,
                                             _indices, _matrix_keys, _scale)
 from certify.checkers.rank.span import array_sha256
@@ -129,9 +130,9 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
     return problems
 
 
-_SUMMARIES = ("min_const", "max_linear_sq", "max_quadratic_sq", "max_residual_sq")
-_QUADRATIC = ("r", "constant", "linear", "quadratic", "g_diag", "g_off") + tuple(
-    f"{k}_{side}" for k in _SUMMARIES for side in ("q", "k"))
+#: the quadratic-kernel lemma's evidence keys, declared in certify.checkers.kinds
+_SUMMARIES = NONNEGATIVE_SUMMARIES
+_QUADRATIC = NONNEGATIVE_QUADRATIC
 
 
 def _isqrt_up(x: Fraction, bits: int = 64) -> Fraction:
