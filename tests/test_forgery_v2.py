@@ -208,3 +208,19 @@ def test_two_kernels_built_in_memory_never_print_the_same_subject():
     forged = copy.deepcopy(two)
     forged["claims"][0]["statement"] = s2.replace(s2.split(" (4 x 4)")[0], subject)
     assert verify.verify_certificate(forged).exit_code() == 1
+
+
+def test_an_extraction_in_another_precision_never_reads_like_the_canonical_one():
+    """The same head's kernel from float32 features is another kernel: its sentence
+    says so, and its identity differs (no contradiction with the float64 one)."""
+    from certify.checkers.binding import kernel_identity
+    root = Path(__file__).resolve().parent.parent / "reports" / "gallery" / "lat" / "certificate.json"
+    c = json.loads(root.read_text())["claims"][0]
+    assert c["kind"] == "exact_rank" and c["parameters"]["dtype"] == "float64"
+    assert "features computed in" not in c["statement"]
+    other = copy.deepcopy(c)
+    other["parameters"]["dtype"] = "float32"
+    other["evidence"]["features_sha256"]["dtype"] = "float32"
+    _rerender(other)
+    assert other["statement"] != c["statement"] and "(features computed in float32)" in other["statement"]
+    assert kernel_identity(other) != kernel_identity(c)

@@ -294,7 +294,8 @@ KINDS: tuple[Kind, ...] = (
     Kind("bound", "bounds", "closed form: nothing but its parameters", _bound,
          None),                   # every parameter and evidence value (statements._BOUNDS)
     Kind("exact_rank", "rank", "a kernel: file, extraction or embedded data", _exact_rank,
-         _KERNEL + (("parameters", "shape"), ("evidence", "rank_lower"), ("evidence", "rank_upper"),
+         _KERNEL + (("parameters", "shape"), ("parameters", "dtype"), ("evidence", "rank_lower"),
+                    ("evidence", "rank_upper"),
                     ("parameters", "upper_bound"), ("parameters", "error_log2")),
          {"factor": _GRAMS}),
     Kind("eps_rank", "rank", "a kernel: file, extraction or embedded data", _eps_rank,

@@ -464,12 +464,23 @@ def source_ref(p: Mapping[str, Any], e: Mapping[str, Any] | None = None) -> tupl
         where = f"head {head} of layer {layer} of "
         lwhere = f"head ${head}$ of layer ${layer}$ of "
     st, lst = stated_ref(p)
+    if p.get("adapter") in ("memory", "matrix-file") and "dtype" in p:
+        # the values' type is read but not printed: the content hash names the exact values
+        _opt(p, "dtype", str, "parameters")
     if p.get("adapter") == "memory":                  # named by the content it embeds
         h = memory_sha256(e)
         if h is None:
             return "memory (no content embedded: unbound)", "memory (no content embedded: unbound)"
         return (f"memory (sha256 {_short(h)})",
                 rf"memory (sha256 \texttt{{{h[:16]}}}\ldots)")
+    if p.get("adapter") != "matrix-file":
+        # an extraction's features are part of what the kernel is: any precision but the
+        # canonical float64 is named, so two precisions never read alike
+        dt = _opt(p, "dtype", str, "parameters") if "dtype" in p else None
+        fs = _opt(e, "features_sha256", dict, "evidence") if isinstance(e, Mapping) else None
+        dt = dt or (fs.get("dtype") if isinstance(fs, Mapping) else None)
+        if isinstance(dt, str) and dt != "float64":
+            st, lst = f"{st} (features computed in {dt})", rf"{lst} (features computed in {_tt(dt)})"
     if sha is None:
         return where + src + st, lwhere + rf"\texttt{{{_tt(src)}}}" + lst
     return (f"{where}{src} (sha256 {_short(sha)}){st}",
