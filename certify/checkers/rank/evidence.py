@@ -14,6 +14,8 @@ import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
 from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
+from certify.checkers.kernel.minor import minor_nonzero_mod_p, pivot_minor_mod_p
+from certify.checkers.kernel.minor import minor_nonzero_mod_p as _minor_nonzero  # noqa: F401 (rank.span)
 from certify.checkers.kinds import trusted_table
 
 KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
@@ -40,55 +42,16 @@ _GRAM = ("num_tokens", "r", "features_sha256", "gram_q", "gram_q_exponent", "gra
 _TRUSTED = trusted_table()
 
 
-def _minor_nonzero(F, p: Any, R: list[int], C: list[int]) -> bool:
-    """det F[R, C] != 0 mod p (p a prime) for a flint fmpz_mat F."""
-    import flint
-    if len(R) != len(C) or len(set(R)) != len(R) or len(set(C)) != len(C):
-        return False
-    if not R:
-        return True
-    p = integer(p, "prime", 2)
-    if not flint.fmpz(p).is_prime():
-        return False
-    if any(not 0 <= i < F.nrows() for i in R) or any(not 0 <= j < F.ncols() for j in C):
-        return False
-    sub = flint.nmod_mat(len(R), len(C), [int(F[i, j]) % p for i in R for j in C], p)
-    return int(sub.det()) != 0
-
-
-def _pivot_minor(F, p: int) -> tuple[list[int], list[int]]:
-    """The canonical minor mod p: the pivot columns of rref(F mod p), then the
-    pivot columns of rref(F[:, cols]^T mod p) as rows (the producer's choice)."""
-    import flint
-
-    def pivots(A) -> list[int]:
-        R, rk = A.rref()
-        out, j = [], 0
-        for i in range(rk):
-            while int(R[i, j]) == 0:
-                j += 1
-            out.append(j)
-            j += 1
-        return out
-
-    n1, n2 = F.nrows(), F.ncols()
-    if not n1 or not n2:
-        return [], []
-    cols = pivots(flint.nmod_mat(n1, n2, [int(F[i, j]) % p for i in range(n1) for j in range(n2)], p))
-    if not cols:
-        return [], []
-    sub = flint.nmod_mat(len(cols), n1, [int(F[i, j]) % p for j in cols for i in range(n1)], p)
-    return pivots(sub), cols
-
-
 def _check_minor(F, prime: Any, R: list[int], C: list[int], what: str) -> int:
     """The rank F is proved to have at least: ``len(R)`` when ``(R, C)`` is the
     canonical minor of F mod ``prime`` and nonsingular there (else a problem)."""
     if not R and not C:
         return 0
-    if prime is None or not _minor_nonzero(F, prime, R, C):
+    if prime is not None:
+        prime = integer(prime, "prime", 2)
+    if prime is None or not minor_nonzero_mod_p(F, prime, R, C):
         raise Bad(f"the recorded {what} is singular mod p (or p is not prime)")
-    if _pivot_minor(F, prime) != (R, C):
+    if pivot_minor_mod_p(F, prime) != (R, C):
         raise Bad(f"the recorded {what} is not the pivot minor mod p")
     return len(R)
 
