@@ -8,8 +8,9 @@ evidence into these calls. See ``README.md`` beside this file.
 """
 from certify.checkers.kernel.hashing import canonical_sha256
 from certify.checkers.kernel.identity import fmpz_mat, product_equals, product_is_zero
+from certify.checkers.kernel.span_witness import columns_in_span
 from certify.checkers.kernel.minor import minor_nonzero_mod_p, pivot_minor_mod_p
 from certify.checkers.kernel.psd import is_positive_definite, is_psd
 
-__all__ = ["canonical_sha256", "fmpz_mat", "product_equals", "product_is_zero",
+__all__ = ["canonical_sha256", "fmpz_mat", "columns_in_span", "product_equals", "product_is_zero",
            "minor_nonzero_mod_p", "pivot_minor_mod_p", "is_psd", "is_positive_definite"]
