@@ -40,6 +40,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from certify.checkers.common import Bad, family, integer, keys, rational
+from certify.checkers.kernel.box import box_minimum
 from certify.checkers.kernel.psd import is_psd
 
 METHOD = "convex-dual"
@@ -120,16 +121,14 @@ def margin(rho, R: int, W, x, y, lam: Fraction, mu: Fraction) -> Fraction:
     """The certificate's margin (see the module docstring), exactly."""
     t = len(rho)
     c_off = Fraction(R - 1) / (2 * lam)
-    total = Fraction(0)
+    coef, lo, hi = [], [], []                  # C_ii = 1, 0 <= C_ij <= rho_ij
     for i in range(t):
         for j in range(t):
-            coef = W[i][j] + mu * x[i] * y[j]
-            if i == j:
-                total += coef
-            else:
-                coef -= c_off * rho[i][j]
-                if coef < 0:
-                    total += coef * rho[i][j]
+            c = W[i][j] + mu * x[i] * y[j]
+            coef.append(c if i == j else c - c_off * rho[i][j])
+            lo.append(Fraction(1) if i == j else Fraction(0))
+            hi.append(Fraction(1) if i == j else rho[i][j])
+    total = box_minimum(coef, lo, hi)
     k = lam / 2 + Fraction(R - 1) * t / (2 * lam) + (1 + mu) ** 2 * lam / (2 * (R - 1))
     return total - k
 

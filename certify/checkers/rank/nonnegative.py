@@ -31,7 +31,9 @@ from fractions import Fraction
 
 import numpy as np
 
-from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys, q_str, rational
+from certify.checkers.common import Bad, int_matrix, integer, keys, q_str, rational
+from certify.checkers.kernel.box import box_minimum
+from certify.checkers.kernel.products import products_nonnegative
 from certify.checkers.kinds import NONNEGATIVE_QUADRATIC, NONNEGATIVE_SUMMARIES
 from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, SOURCE_KEYS, _Features, _get_matrix,
                                             _indices, _matrix_keys, _scale)
@@ -105,8 +107,7 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
             K = len(F.phi_q)
             if n != K * K:
                 problems.append(f"num_checked is {n}, not K^2 = {K * K}")
-            P = fmpz_mat(F.phi_q) * fmpz_mat(F.phi_k).transpose()
-            if min(int(v) for v in P.entries()) < 0:
+            if not products_nonnegative(F.phi_q, F.phi_k):
                 problems.append("a product <phi_q(x), phi_k(z)> is negative")
         if verdict != "proved":
             problems.append("all products checked but the verdict is not proved")
@@ -209,7 +210,7 @@ def _check_box(ev, F, verdict) -> list[str]:
             if lo[c] > min(col) or hi[c] < max(col):
                 problems.append(f"key feature {c} leaves [key_lo, key_hi]")
                 break
-        low = min(sum(min(x * sq * a, x * sq * b) for x, a, b in zip(r, lo, hi)) for r in F.phi_q)
+        low = min(box_minimum([x * sq for x in r], lo, hi) for r in F.phi_q)
         if bound > low:
             problems.append(f"min_query_bound exceeds the exact minimum {q_str(low)}")
     if bound < 0:
