@@ -14,6 +14,7 @@ import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
 from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
+from certify.checkers.kernel.identity import scaled_product_equals
 from certify.checkers.kernel.minor import minor_nonzero_mod_p, pivot_minor_mod_p
 from certify.checkers.kernel.minor import minor_nonzero_mod_p as _minor_nonzero  # noqa: F401 (rank.span)
 from certify.checkers.kinds import trusted_table
@@ -60,13 +61,6 @@ def _indices(v: Any, what: str) -> list[int]:
     if not isinstance(v, list):
         raise Bad(f"{what} must be a list of indices")
     return [integer(i, what, 0) for i in v]
-
-
-def _shift_equal(G1, e1: int, G2, e2: int) -> bool:
-    """G1 2^e1 == G2 2^e2 for flint integer matrices."""
-    if e1 >= e2:
-        return G1 * (1 << (e1 - e2)) == G2
-    return G1 == G2 * (1 << (e2 - e1))
 
 
 def _dyadic_array(rows: list[list[int]], exponent: int, dtype: str) -> np.ndarray:
@@ -207,7 +201,7 @@ def _check_grams(ev, cert, kind: str):
                       f"not num_tokens x r = {K} x {r}")
         for rows, e, G, eg, nm in ((F.phi_q, F.eq, GQ, eq, "gram_q"), (F.phi_k, F.ek, GK, ek, "gram_k")):
             A = fmpz_mat(rows)
-            if not _shift_equal(A.transpose() * A, 2 * e, G, eg):
+            if not scaled_product_equals(A.transpose(), A, 2 * e, G, eg):
                 raise Bad(f"{nm} 2^exponent is not the Gram matrix of the embedded features")
     if GQ != GQ.transpose() or GK != GK.transpose():
         raise Bad("Gram matrices are not symmetric")
