@@ -137,8 +137,9 @@ def write_features(kernel, path: str) -> str:
 
     import numpy as np
     qs, ks = [], []
-    for a in range(0, kernel.num_tokens, 1 << 14):
-        q, k = kernel.features_at(kernel.token_batch(a, min(kernel.num_tokens, a + (1 << 14))))
+    # in the kernel's own row order, whatever its tokens are (a vocabulary's rows have no
+    # Boolean coordinates: they are read by index)
+    for q, k in kernel.feature_batches(1 << 14):
         qs.append(q)
         ks.append(k)
     tmp = f"{path}.tmp{os.getpid()}.npz"
