@@ -277,7 +277,7 @@ def eps_rank_projection(N_values: np.ndarray, exponent: int, eps: Fraction, *,
     Returns ``(EpsRank, Y)`` where ``Y`` is the dyadic witness (IntMatrix) or None."""
     import flint
 
-    from solvers.exact import IntMatrix, dyadic
+    from solvers.exact import dyadic
 
     eps = Fraction(eps)
     A = N_values.astype(np.float64) * 2.0 ** exponent

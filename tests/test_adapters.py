@@ -14,8 +14,8 @@ from certify.core.errors import InputError, UncertifiableError
 from certify.core.verdict import Verdict
 from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank
-from certify.sources.load import load_kernel
 from certify.sources.checkpoint import read_state_dict
+from certify.sources.load import load_kernel
 from models.adapters import adapt
 
 performer = pytest.importorskip("performer_pytorch.performer_pytorch")

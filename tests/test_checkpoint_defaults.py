@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from library_support import LAT_CAUSAL, libraries, randomize, save_st
 
 from certify.checkers.verify import verify_certificate
 from certify.checkpoints.heads import certify_heads
 from certify.cli import run as run_cli
 from certify.core.errors import InputError, UncertifiableError
-from library_support import LAT_CAUSAL, libraries, randomize, save_st
 
 performer, lat, fla_layers, fla_models = libraries()
 
@@ -191,8 +191,8 @@ def test_lat_local_window_1_is_rebuilt_as_written(tmp_path):
     head is refused, the other certified; the library check builds the module with
     window 1 (the config's), not the constructor's 128, and agrees."""
     pytest.importorskip("local_attention")
-    from models.layouts.reference import _lucidrains_module
     from certify.sources.thirdparty import load_model
+    from models.layouts.reference import _lucidrains_module
     torch.manual_seed(3)
     model = randomize(lat.LinearAttentionTransformer(dim=M, depth=1, max_seq_len=64, heads=2, dim_head=3,
                                                       causal=True, n_local_attn_heads=1,

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from library_support import LAT_CAUSAL, PERFORMER_MODEL, libraries, randomize
 
 from certify.checkers.sources import replay_extraction
 from certify.checkpoints.heads import certify_heads
-from library_support import LAT_CAUSAL, PERFORMER_MODEL, libraries, randomize
 
 performer, lat, fla_layers, fla_models = libraries()
 

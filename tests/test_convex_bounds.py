@@ -20,9 +20,15 @@ from certify.core.bounds import perron_max_excluded_rank
 from certify.core.certificate import Certificate
 from certify.core.families import load_family
 from certify.feasibility.chain_bounds import ChainBound, chain_bound
-from certify.feasibility.convex_bounds import (certify_rank, contraction_ok, exact_margin,
-                                               max_certified_rank, psd_ldl, relaxation_value,
-                                               rho_matrix)
+from certify.feasibility.convex_bounds import (
+    certify_rank,
+    contraction_ok,
+    exact_margin,
+    max_certified_rank,
+    psd_ldl,
+    relaxation_value,
+    rho_matrix,
+)
 from certify.feasibility.decide import decide
 from certify.feasibility.result import Outcome
 
@@ -214,7 +220,6 @@ def test_schema_keys_are_exact(r11_cert):
 
 
 def test_command_method_sdp_writes_a_verifying_certificate(tmp_path):
-    from certify.feasibility import decide as feasibility
     out = tmp_path / "r11.json"
     rc = feasibility_cli.main(["--rank", "11", "--method", "sdp", "--out", str(out), "--no-progress"])
     assert rc == 0

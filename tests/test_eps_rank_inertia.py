@@ -15,9 +15,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from certify.checkers.rank import check
+from certify.checkers.rank import check, inertia
 from certify.checkers.rank import eps as checker_eps
-from certify.checkers.rank import inertia
 from certify.core.kernel import Provenance, from_features
 from certify.core.verdict import Verdict
 from certify.rank.eps import eps_rank_factor_claim

@@ -286,7 +286,7 @@ def test_fuzz_command_large(command):
 
 def test_the_harness_cases_in_process():
     """Every scripted harness case, in-process: documented exit, one line, files kept."""
-    for cls, command, argv in run_cases.cases():
+    for _cls, command, argv in run_cases.cases():
         if command == "demo" and "--out" in argv and argv[argv.index("--out") + 1] not in (
                 "thesis", "/proc/certify-d"):
             continue

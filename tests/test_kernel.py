@@ -1,7 +1,6 @@
 """Kernel sources, files and the extract command."""
 
 import json
-import pickle
 import subprocess
 import sys
 from fractions import Fraction

@@ -102,7 +102,6 @@ def _audit_certs(tmp) -> list[dict]:
 
 
 def _transcript_certs(tmp) -> list[dict]:
-    from certify.transcript import run as transcript
     out = []
     for i, args in enumerate((["--bits", "4"], ["--model", "builtin-planted", "--bits", "4"])):
         path = tmp / f"transcript{i}.json"
@@ -113,7 +112,6 @@ def _transcript_certs(tmp) -> list[dict]:
 
 
 def _feasibility_certs(tmp) -> list[dict]:
-    from certify.feasibility import decide as feasibility
     out = []
     fam = tmp / "family.json"
     _small_chain_family().save(fam)

@@ -180,9 +180,8 @@ def _fla_based(folder, hidden, feature_dim, seed=0):
     """A BasedLinearAttention layer built by fla's own constructor, saved as its users do."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("fla")
-    from safetensors.torch import save_file
-
     from fla.layers import BasedLinearAttention
+    from safetensors.torch import save_file
     torch.manual_seed(seed)
     layer = BasedLinearAttention(hidden_size=hidden, feature_dim=feature_dim, num_heads=1,
                                  num_key_value_heads=1)

@@ -44,7 +44,6 @@ def certs(tmp_path_factory):
     c.write(d / "bounds.json")
     paths.append(d / "bounds.json")
     if importlib.util.find_spec("certify.feasibility"):
-        from certify.feasibility import decide as feasibility
         fam = d / "family.json"
         _chain_family().save(fam)
         for r in ("1", "4"):
@@ -52,12 +51,10 @@ def certs(tmp_path_factory):
                               "--out", str(d / f"feas{r}.json")])
             paths.append(d / f"feas{r}.json")
     if importlib.util.find_spec("certify.transcript"):
-        from certify.transcript import run as transcript
         transcript_cli.main(["--M", "6", "--s", "1", "--h", "3", "--q", "2", "--no-progress",
                          "--model", "builtin-planted", "--bits", "4", "--out", str(d / "tr.json")])
         paths.append(d / "tr.json")
     if importlib.util.find_spec("certify.rank"):
-        from certify.rank import run as rank
         rng = np.random.default_rng(1)
         np.savez(d / "fac.npz", phi_q=rng.integers(0, 3, size=(16, 4)).astype(float),
                  phi_k=rng.integers(0, 3, size=(16, 4)).astype(float))

@@ -16,7 +16,6 @@ from certify.checkers.common import NotACertificate
 from certify.checkers.statements import RENDERER, render
 from certify.cli import bounds as bounds_cli
 from certify.core.certificate import SCHEMA, ClaimKind
-from certify.core.errors import InputError
 from certify.core.files import sha256_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,7 +166,6 @@ def test_verify_imports_no_solver_no_torch_no_producer():
 @pytest.mark.skipif(importlib.util.find_spec("certify.checkers.bounds") is None,
                     reason="certify.checkers.bounds has not landed")
 def test_bounds_command_certificate_verifies(tmp_path):
-    from certify.core import bounds
     out = tmp_path / "bounds.json"
     assert bounds_cli.main(["--m", "200", "--out", str(out)]) == 0
     p = _run(str(out))

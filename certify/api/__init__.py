@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from certify.core.certificate import Certificate
-from certify.core.errors import (EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED, EXIT_UNCERTIFIABLE,
-                                 InputError)
+from certify.core.errors import EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED, EXIT_UNCERTIFIABLE, InputError
 
 #: What each exit status of ``certify verify`` means (docs/design.md, "Exit codes").
 VERIFY_EXIT_MEANING = {

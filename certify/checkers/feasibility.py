@@ -176,10 +176,10 @@ def _check_feasible(claim) -> list[str]:
     alpha: dict = {}
     margin = None
     for i, p in fam.scored_positions():
-        row = fam.inputs[i]
-        x = row[p]
+        inp = fam.inputs[i]
+        x = inp[p]
         num = den = Fraction(0)
-        for z in row:
+        for z in inp:
             a = alpha.get((x, z))
             if a is None:
                 if x not in phi_q or z not in phi_k:

@@ -11,9 +11,6 @@ implementation; the checker additionally re-derives every target and the hash.
 
 from __future__ import annotations
 
-import itertools
-from typing import Any
-
 OOD_GENERATOR = "splitmix64-colex/1"
 OOD_DEFAULTS = {"train_size": 2048, "test_size": 1024, "seed": 0}
 FAMILY_FORMAT = "certify-attention/family/1"

@@ -281,7 +281,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                     row.nonnegative = val
                 row.claims_made.append(kind)
             readout = (hasattr(h, "readout") and hasattr(h, "values")) or hasattr(h, "g")
-            for name, fam in fams:
+            for _name, fam in fams:
                 if fam.m != L.m:
                     continue
                 if readout:

@@ -9,8 +9,16 @@ import sys
 from certify.cli import common
 from certify.core import outputs
 from certify.core.errors import InputError
-from certify.core.families import (Family, builtin_names, chain_family, check_family_size,
-                                   load_code, load_family, multilevel_spec, ood_families)
+from certify.core.families import (
+    Family,
+    builtin_names,
+    chain_family,
+    check_family_size,
+    load_code,
+    load_family,
+    multilevel_spec,
+    ood_families,
+)
 from certify.core.limits import parse_exact
 
 

@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from certify.checkers.statements import RENDERER, render
 from certify.core.errors import InputError

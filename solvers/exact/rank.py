@@ -15,10 +15,10 @@ from typing import Callable
 import numpy as np
 
 from certify.core.verdict import Verdict
-from solvers.exact.integers import IntMatrix, _obj, _zero, compact
 from solvers.exact.elimination import canonical_minor, elimination_prime
-from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.freivalds import freivalds_span_test
+from solvers.exact.integers import IntMatrix, _obj, _zero, compact
+from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
 
 #: ``upper="auto"`` runs the exact span check when its work ``n1 n2 r k`` (``k``

@@ -11,9 +11,16 @@ from typing import Any
 
 from certify.checkers.common import Bad, boolean, fmpz_mat, int_matrix, integer, keys, rational
 from certify.checkers.rank import inertia
-from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, _GRAM, ENCLOSURE_WIDTH_LOG2,
-                                            SOURCE_KEYS, _check_grams, _get_matrix, _matrix_keys,
-                                            _rational_matrix)
+from certify.checkers.rank.evidence import (
+    _FEATURE_OPTIONAL,
+    _GRAM,
+    ENCLOSURE_WIDTH_LOG2,
+    SOURCE_KEYS,
+    _check_grams,
+    _get_matrix,
+    _matrix_keys,
+    _rational_matrix,
+)
 
 
 def _sign_changes(coeffs) -> int:

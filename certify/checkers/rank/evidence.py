@@ -147,7 +147,8 @@ class _Features:
             raise Bad(f"evidence needs exactly one of {list(_FEATURE_SOURCES)}, has {present}")
         self.dtype = fs["dtype"]
         self.trusted: list[str] = []
-        self.phi_q = self.phi_k = None
+        self._q: list[list[int]] | None = None
+        self._k: list[list[int]] | None = None
         if present[0] == "trusted":
             want = _TRUSTED.get((kind, key))
             if want is None or ev["trusted"] != want:
@@ -175,11 +176,25 @@ class _Features:
             raise Bad("features_sha256.phi_q is not the hash of the embedded PhiQ")
         if _sha(_dyadic_array(k, ek, self.dtype)) != fs["phi_k"]:
             raise Bad("features_sha256.phi_k is not the hash of the embedded PhiK")
-        self.phi_q, self.eq, self.phi_k, self.ek = q, eq, k, ek
+        self._q, self.eq, self._k, self.ek = q, eq, k, ek
 
     @property
     def have(self) -> bool:
-        return self.phi_q is not None
+        return self._q is not None and self._k is not None
+
+    @property
+    def phi_q(self) -> list[list[int]]:
+        """The embedded PhiQ rows (only when :attr:`have`; trusted features have none)."""
+        if self._q is None:
+            raise Bad("the features are trusted, not embedded")
+        return self._q
+
+    @property
+    def phi_k(self) -> list[list[int]]:
+        """The embedded PhiK rows (only when :attr:`have`)."""
+        if self._k is None:
+            raise Bad("the features are trusted, not embedded")
+        return self._k
 
     def value(self, which: str, i: int, j: int) -> Fraction:
         rows, e = (self.phi_q, self.eq) if which == "q" else (self.phi_k, self.ek)
@@ -286,7 +301,7 @@ def _get_matrix(ev, matrix) -> list[list[int]]:
     if matrix is not None:
         rows = [[int(v) for v in r] for r in np.asarray(matrix).tolist()]
     elif "matrix" in ev:
-        rows = int_matrix(ev["matrix"], "matrix", tuple(shape))
+        rows = int_matrix(ev["matrix"], "matrix", (shape[0], shape[1]))
     else:
         raise Bad("matrix not embedded (pass matrix= to re-check)")
     if [len(rows), len(rows[0]) if rows else 0] != shape:

@@ -8,9 +8,17 @@ from __future__ import annotations
 import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
-from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, _GRAM, _check_grams, _check_minor,
-                                            _check_params, _get_matrix, _indices, _matrix_keys,
-                                            _verdict_from_bounds)
+from certify.checkers.rank.evidence import (
+    _FEATURE_OPTIONAL,
+    _GRAM,
+    _check_grams,
+    _check_minor,
+    _check_params,
+    _get_matrix,
+    _indices,
+    _matrix_keys,
+    _verdict_from_bounds,
+)
 from certify.checkers.rank.span import check_matrix_rank_array
 
 
@@ -90,7 +98,8 @@ def check_exact_rank(claim, cert, matrix=None) -> list[str]:
             ok = True
             for s in range(0, len(other), 256):          # blocks keep the big Y entries in memory bounds
                 blk = other[s:s + 256]
-                Yn, den = M.solve(flint.fmpz_mat([[F[i, j] for j in blk] for i in R])).numer_denom()
+                Y = M.solve(flint.fmpz_mat([[F[i, j] for j in blk] for i in R]))   # an fmpq_mat
+                Yn, den = Y.numer_denom()  # type: ignore[attr-defined]
                 if FC * Yn != flint.fmpz_mat([[F[i, j] for j in blk] for i in range(n1)]) * den:
                     ok = False
                     break

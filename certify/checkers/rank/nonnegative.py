@@ -33,8 +33,15 @@ import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys, q_str, rational
 from certify.checkers.kinds import NONNEGATIVE_QUADRATIC, NONNEGATIVE_SUMMARIES
-from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, SOURCE_KEYS, _Features, _get_matrix,
-                                            _indices, _matrix_keys, _scale)
+from certify.checkers.rank.evidence import (
+    _FEATURE_OPTIONAL,
+    SOURCE_KEYS,
+    _Features,
+    _get_matrix,
+    _indices,
+    _matrix_keys,
+    _scale,
+)
 from certify.checkers.rank.span import array_sha256
 
 
