@@ -103,7 +103,8 @@ def _check_cell(check: dict[str, Any]) -> str:
         return ""
     if check.get("status") == "not run":
         return "not run"
-    return f"{check.get('status')} (error {check.get('max_error', 0):.1e})"
+    same = " (same assumption, not an independent check)" if check.get("independent") is False else ""
+    return f"{check.get('status')}{same} (error {check.get('max_error', 0):.1e})"
 
 
 def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
@@ -410,7 +411,8 @@ def reading_lines(res: HeadsResult) -> list[str]:
         out.append(f"library check: {chk.get('library')} {chk.get('version')}: {chk.get('method')}"
                    + (f"; not run: {chk.get('reason')}" if chk.get("status") == "not run" else
                       f"; tolerance {chk.get('tolerance')} on {chk.get('sequences')} sequences of "
-                      f"{chk.get('length')} tokens (seed {chk.get('seed')})"))
+                      f"{chk.get('length')} tokens (seed {chk.get('seed')})")
+                   + (f"; {chk['note']}" if chk.get("independent") is False and chk.get("note") else ""))
     return out
 
 
