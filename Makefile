@@ -57,10 +57,10 @@ schema: $(VENV)/.installed
 	$(PY) -c "from certify.checkers import schema; open(schema.SCHEMA_FILE, 'w').write(schema.text())"
 
 # ruff on every package, tests and benchmarks; mypy on the checker (the part a reviewer
-# trusts); both configured in pyproject.toml
+# trusts), the core and the solvers; both configured in pyproject.toml
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check certify solvers models tests benchmarks
-	$(VENV)/bin/mypy certify/checkers
+	$(VENV)/bin/mypy certify/checkers certify/core solvers
 
 lint-imports: $(VENV)/.installed
 	$(VENV)/bin/lint-imports --no-cache

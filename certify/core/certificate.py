@@ -220,7 +220,7 @@ def environment() -> dict[str, Any]:
     """Package versions, Python, platform and git commit (when there is one)."""
     from importlib import metadata
 
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in _PACKAGES:
         try:
             versions[name] = metadata.version(name)
@@ -230,7 +230,7 @@ def environment() -> dict[str, Any]:
         versions["certify-attention"] = metadata.version("certify-attention")
     except metadata.PackageNotFoundError:
         versions["certify-attention"] = None
-    out = {
+    out: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": versions,

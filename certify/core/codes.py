@@ -62,7 +62,7 @@ def verify_code(words, h: int | None = None, delta: int = 1) -> np.ndarray:
     D = directed_distances(w)
     np.fill_diagonal(D, np.iinfo(np.int64).max)
     if D.size and D.min() < delta:
-        i, j = np.unravel_index(np.argmin(D), D.shape)
+        i, j = (int(v) for v in np.unravel_index(np.argmin(D), D.shape))
         raise InputError(f"code words {i} and {j} are at directed distance "
                          f"{int(D[i, j])} < {delta}")
     return w
