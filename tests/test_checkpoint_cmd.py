@@ -109,16 +109,16 @@ def test_solving_checkpoint_is_proved(ckpts, tmp_path):
     assert code == 0
     assert (out / "report.md").is_file()
     # the weights -> features step ran in torch: verify holds it as a named assumption (exit 4)
-    p = subprocess.run([sys.executable, "-m", "certify.verify", str(out / "certificate.json")],
+    p = subprocess.run([sys.executable, "-m", "certify", "verify", str(out / "certificate.json")],
                        cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert p.returncode == 4, p.stderr
     assert "holds, assuming: extraction:" in p.stderr
     # ... accepted by name, or re-derived bit for bit in a separate process
-    p = subprocess.run([sys.executable, "-m", "certify.verify", str(out / "certificate.json"),
+    p = subprocess.run([sys.executable, "-m", "certify", "verify", str(out / "certificate.json"),
                         "--assume", "extraction"], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr
-    p = subprocess.run([sys.executable, "-m", "certify.verify", str(out / "certificate.json"),
+    p = subprocess.run([sys.executable, "-m", "certify", "verify", str(out / "certificate.json"),
                         "--replay-extraction"], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 0, p.stderr
@@ -127,7 +127,7 @@ def test_solving_checkpoint_is_proved(ckpts, tmp_path):
     ev = forged["claims"][0]["evidence"]
     ev["features_sha256"]["phi_q"] = "0" * 64
     (tmp_path / "forged.json").write_text(json.dumps(forged))
-    p = subprocess.run([sys.executable, "-m", "certify.verify", str(tmp_path / "forged.json"),
+    p = subprocess.run([sys.executable, "-m", "certify", "verify", str(tmp_path / "forged.json"),
                         "--replay-extraction"], cwd=ROOT, capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == 1 and "extraction replay" in p.stderr

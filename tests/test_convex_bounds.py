@@ -145,8 +145,8 @@ def test_verify_command_without_cvxpy(r11_cert, tmp_path):
     p = tmp_path / "r11.json"
     p.write_text(json.dumps(r11_cert))
     code = ("import sys, runpy\n"
-            f"sys.argv = ['certify.verify', {str(p)!r}]\n"
-            "try:\n    runpy.run_module('certify.verify', run_name='__main__')\n"
+            f"sys.argv = ['certify', 'verify', {str(p)!r}]\n"
+            "try:\n    runpy.run_module('certify', run_name='__main__')\n"
             "except SystemExit as e:\n    rc = e.code\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('cvxpy', 'clarabel', 'scs', "
             "'scipy', 'highspy', 'torch', 'solvers')]\n"

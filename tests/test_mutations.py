@@ -1,4 +1,4 @@
-"""Every tampering of a real certificate is rejected by certify.verify.
+"""Every tampering of a real certificate is rejected by certify verify.
 
 Certificates are made by the producers' own library functions on small inputs,
 one builder per claim kind. A kind whose producer or checker has not landed is
@@ -151,7 +151,7 @@ def _rank_certs(tmp) -> list[dict]:
 
 #: kind -> (builder, modules it needs)
 BUILDERS: dict[str, tuple[Callable, tuple[str, ...]]] = {
-    "bound": (_bound_certs, ("certify.bounds", "certify.checkers.bounds")),
+    "bound": (_bound_certs, ("certify.core.bounds", "certify.checkers.closed_form")),
     "correctness": (_audit_certs, ("certify.audit", "certify.checkers.audit")),
     "gap_domination": (_audit_certs, ("certify.audit", "certify.checkers.audit")),
     "transcript": (_transcript_certs, ("certify.transcript", "certify.checkers.transcript")),

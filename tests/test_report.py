@@ -40,7 +40,7 @@ def certs(tmp_path_factory):
     from certify.core import bounds
     c = Certificate(claims=[bounds.bound_claim(bounds.thm5(15, 6, 3)),
                             bounds.bound_claim(bounds.lemma4(15, 4, True))],
-                    command=["python", "-m", "certify.bounds", "--m", "200"], seeds={"x": 3})
+                    command=["python", "-m", "certify", "bounds", "--m", "200"], seeds={"x": 3})
     c.write(d / "bounds.json")
     paths.append(d / "bounds.json")
     if importlib.util.find_spec("certify.feasibility"):
@@ -74,7 +74,7 @@ def test_report_files_and_numbers(certs, tmp_path):
             assert c["statement"].replace("|", "\\|") in md
     # numbers from the certificates appear verbatim
     assert "`rank_bound` = 9" in md                         # Thm 5 at |G| = 15, Delta = 6, g = 3
-    assert "python -m certify.bounds --m 200" in md and "x = 3" in md
+    assert "python -m certify bounds --m 200" in md and "x = 3" in md
     tex = (out / "report.tex").read_text()
     assert "\\toprule" in tex and "\\bottomrule" in tex
     # every data row of the claims table has exactly 5 column separators (6 columns;

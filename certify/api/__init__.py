@@ -118,7 +118,7 @@ def transcript_check(M: int, s: int, h: int, q: int, *, bits: int | None = None,
 def verify_text(text: str, base: str | os.PathLike | None = None, *,
                 replay_extraction: bool = False):
     """``certify verify`` on a certificate's JSON text: the
-    :class:`certify.verify.Verification` result (``exit_code()``, ``to_json()``).
+    :class:`certify.checkers.verify.Verification` result (``exit_code()``, ``to_json()``).
     ``base`` is the folder where the certificate's input files are looked up;
     ``replay_extraction`` re-runs the weights -> features step in a separate
     process (``certify verify --replay-extraction``)."""

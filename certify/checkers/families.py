@@ -3,7 +3,7 @@
 A built-in name means exactly one family:
 
 * ``paper-5.1`` -- by the pinned canonical sha256 :data:`PAPER51_SHA256` (a test
-  ties it to :func:`certify.families.paper51_family`);
+  ties it to :func:`certify.core.families.paper51_family`);
 * ``multilevel-M{M}-s{s}-h{h}-q{q}`` -- the Sec. 4 family on the first ``q`` words
   of the greedy packing of ``binom([M], h)`` at directed distance ``s + 1``, with
   all ``(s+1)^q`` assignments: rebuilt here by :func:`multilevel_body`, a small

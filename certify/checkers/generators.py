@@ -4,7 +4,7 @@ The Sec. 5.2 OOD pools are random draws. So that the name ``ood-M-q-n-split``
 means one family forever, the draws come from this module's own stream
 (:class:`SplitMix64`, generator version :data:`OOD_GENERATOR`), never from
 numpy's, whose streams may change between releases. The builder
-(:func:`certify.families.ood_families`) and the checker
+(:func:`certify.core.families.ood_families`) and the checker
 (:mod:`certify.checkers.families`) both call :func:`ood_pools`, so there is one
 implementation; the checker additionally re-derives every target and the hash.
 """

@@ -314,7 +314,7 @@ class Kind:
 _GRAMS = ("gram_q", "gram_k", "num_tokens")
 
 KINDS: tuple[Kind, ...] = (
-    Kind("bound", "bounds", "closed form: nothing but its parameters", _bound,
+    Kind("bound", "closed_form", "closed form: nothing but its parameters", _bound,
          None),                   # every parameter and evidence value (statements._BOUNDS)
     Kind("exact_rank", "rank", "a kernel: file, extraction or embedded data", _exact_rank,
          _KERNEL + (("parameters", "shape"), ("parameters", "dtype"), ("evidence", "rank_lower"),

@@ -108,7 +108,7 @@ def _construction(name: str, args: list[int], token_set: str | None):
     import models.constructions as con
     from certify.core.kernel import Provenance, from_features
     out = getattr(con, name)(*args)
-    # exact dyadic Fractions -> float64, as certify.demo.cube_kernel_certificate does
+    # exact dyadic Fractions -> float64, as certify.api.demo.cube_kernel_certificate does
     phi_q = np.array([[float(v) for v in row] for row in out.phi_q])
     phi_k = np.array([[float(v) for v in row] for row in out.phi_k])
     return from_features(phi_q, phi_k, Provenance(name, None, "construction", "float64"),

@@ -23,7 +23,7 @@ from certify.core.limits import parse_exact
 
 
 def main(argv=None) -> int:
-    """``python -m certify.families show NAME|FILE [--json]`` prints a family's
+    """``python -m certify families show NAME|FILE [--json]`` prints a family's
     counts; ``save NAME|FILE --out FILE`` writes it; ``build chain|multilevel|ood
     ... --out FILE`` builds one from parameters (and a code file)."""
     p = common.parser(

@@ -5,7 +5,7 @@ A claim is a frozen record: what is claimed (``kind``, ``parameters``), the
 :func:`certify.checkers.statements.render` (a producer passes ``None``; only a
 claim read back from JSON keeps the text it was stored with, which ``verify``
 then compares with the rendering), the ``verdict``, the ``evidence`` that lets an independent
-checker (``certify.verify``) re-derive the verdict without a solver, the
+checker (``certify verify``) re-derive the verdict without a solver, the
 ``method`` used and its ``timings``. Exact numbers in evidence are ints or
 ``"p/q"`` strings (see :func:`q_to_str`), never floats.
 """
@@ -35,7 +35,7 @@ SCHEMA = "certify-attention/certificate/2"
 
 
 class ClaimKind(str, enum.Enum):
-    """Every kind of claim a certificate may hold. ``certify.verify`` has one
+    """Every kind of claim a certificate may hold. ``certify verify`` has one
     checker per kind; a kind it does not know is reported, not skipped."""
 
     BOUND = "bound"                          # closed-form bound, hypotheses checked exactly

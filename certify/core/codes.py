@@ -131,7 +131,7 @@ def greedy_packing(M: int, h: int, delta: int, limit: int | None = None,
 def thm6_code(M: int, limit: int | None = None) -> np.ndarray:
     """The middle-layer packing of Thm 6 at even length ``M``: ``h = M/2``,
     ``Delta = floor(M/8)``. Enumerable only for small M (the theorem itself uses
-    the counting bound in :mod:`certify.bounds`)."""
+    the counting bound in :mod:`certify.core.bounds`)."""
     if M < 2 or M % 2:
         raise InputError(f"Thm 6 uses even M >= 2, got {M}")
     return greedy_packing(M, M // 2, M // 8, limit=limit)

@@ -51,7 +51,7 @@ i.e. ``||W||_2 <= 1``). Steps (1)-(5) are exactly its Lagrangian, so the best
 certificate matches the program's value. Special cases: ``W = I``,
 ``mu = 0`` is Lemma 4 (``t <= sqrt(r U)``); ``W = I``, ``x = 1/t``, ``y = 1`` and a
 uniform ``rho`` contain the nonnegative refinement
-(:func:`certify.bounds.perron_discriminant`): its quadratic ``Q(sigma) <= 0`` is
+(:func:`certify.core.bounds.lemmas.perron_discriminant`): its quadratic ``Q(sigma) <= 0`` is
 what remains of the program after aggregating ``s = sum C_ij``, so whenever
 ``Delta(r) < 0`` the program is infeasible and a certificate exists. With
 per-pair ``rho_ij`` (the complementary pair of paper-5.1 has ``Lambda = 16``)

@@ -22,7 +22,7 @@ themselves come from one of
 * ``trusted`` = the exact list of fields documented below for the claim kind:
   the features are too large to embed, so these summaries are taken from the
   producer *as stated* (identified by ``features_sha256``) and not re-derived.
-  :func:`trusted` lists them and ``certify.verify`` prints them as trusted.
+  :func:`trusted` lists them and ``certify verify`` prints them as trusted.
 
 exact_rank, factor form (``form = "factor"``)
   ``num_tokens, r``, features (above; ``trusted = ["gram_q", "gram_k",
@@ -51,7 +51,7 @@ exact_rank, matrix form (``form = "matrix"``)
   Parameters of both forms: ``token_set`` (``cube:M`` fixes ``K = 2^M``),
   ``shape`` (``[K, K]`` in factor form), ``form``, ``dtype`` (the features'),
   ``source`` (a label) / ``source_sha256`` (null for a kernel built in memory,
-  else one of the certificate's ``inputs`` hashes, which ``certify.verify``
+  else one of the certificate's ``inputs`` hashes, which ``certify verify``
   compares with the file when present), ``adapter`` (a label).
 eps_rank, factor form
   the Gram fields and features as above, ``eps`` (= ``parameters.eps``), ``k``

@@ -12,7 +12,7 @@ Every decision is made with Python ints and ``Fraction``; ``mpmath`` only
 renders logarithms for people. Hypotheses are checked exactly and a violation
 raises :class:`certify.core.errors.InputError`. Results with more than one
 number are frozen dataclasses; :func:`bound_claim` turns one into a ``BOUND``
-claim whose evidence :mod:`certify.checkers.bounds` re-derives.
+claim whose evidence :mod:`certify.checkers.closed_form` re-derives.
 
 This package namespace re-exports the public names of its modules.
 
