@@ -17,11 +17,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable, Mapping
+
+from certify.checkers.kernel.hashing import canonical_sha256  # noqa: F401  (re-exported)
 
 FAMILY_FORMAT = "certify-attention/family/1"
 FAMILY_KEYS = ("format", "name", "m", "n", "tokens", "inputs", "scored", "targets", "params",
@@ -165,10 +165,6 @@ def embedded_kernel_sha(claim: Mapping[str, Any]) -> str | None:
         return f"matrix:{ev['matrix_sha256']}"
     return None
 
-
-
-def canonical_sha256(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def bits(s: Any, what: str, length: int | None = None) -> list[int]:

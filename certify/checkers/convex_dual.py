@@ -41,6 +41,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from certify.checkers.common import Bad, family, integer, keys, rational
+from certify.checkers.kernel import is_psd
 
 METHOD = "convex-dual"
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
@@ -52,37 +53,6 @@ def is_convex_dual(claim) -> bool:
     ev = claim.get("evidence") if isinstance(claim, dict) else None
     d = ev.get("derivation") if isinstance(ev, dict) else None
     return isinstance(d, dict) and d.get("method") == METHOD
-
-
-def psd_ldl(M) -> bool:
-    """Is the symmetric rational matrix ``M`` positive semidefinite? Exact symmetric
-    elimination (``LDL^T``) in python-flint rationals: a negative pivot fails; a
-    zero pivot needs its whole remaining column to be zero (else a 2x2 principal
-    minor is negative)."""
-    import flint
-
-    def q(v):
-        v = Fraction(v)
-        return flint.fmpq(v.numerator, v.denominator)
-
-    A = [[q(v) for v in row] for row in M]
-    n = len(A)
-    for k in range(n):
-        d = A[k][k]
-        if d < 0:
-            return False
-        if d == 0:
-            if any(A[i][k] != 0 for i in range(k + 1, n)):
-                return False
-            continue
-        row_k = A[k]
-        for i in range(k + 1, n):
-            if A[i][k] != 0:
-                f = A[i][k] / d
-                row_i = A[i]
-                for j in range(k + 1, n):
-                    row_i[j] -= f * row_k[j]
-    return True
 
 
 def _chains(ch, fam) -> tuple[int, dict]:
@@ -204,7 +174,7 @@ def check_infeasible(claim) -> list[str]:
         return ["|x|^2 |y|^2 > 1: x^T C y is not a lower bound on ||C||_2"]
     G = [[(1 if a == b else 0) - sum(W[k][a] * W[k][b] for k in range(t)) for b in range(t)]
          for a in range(t)]
-    if not psd_ldl(G):
+    if not is_psd(G):
         return ["I - W^T W is not positive semidefinite (exact LDL^T): ||W||_2 > 1"]
     rho = [[Fraction(0) if i == j else Fraction(1, lam_ij[i, j]) for j in range(t)]
            for i in range(t)]

@@ -90,9 +90,9 @@ def rho_matrix(bound: ChainBound) -> list[list[Fraction]]:
 
 def psd_ldl(M) -> bool:
     """Exact PSD test of a symmetric rational matrix: the checker's own
-    (:func:`certify.checkers.convex_dual.psd_ldl`), so producer and checker agree."""
-    from certify.checkers.convex_dual import psd_ldl as _psd_ldl
-    return _psd_ldl(M)
+    (:func:`certify.checkers.kernel.is_psd`), so producer and checker agree."""
+    from certify.checkers.kernel import is_psd
+    return is_psd(M)
 
 
 def contraction_ok(W: list[list[Fraction]]) -> bool:

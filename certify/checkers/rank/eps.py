@@ -10,6 +10,7 @@ from fractions import Fraction
 from typing import Any
 
 from certify.checkers.common import Bad, boolean, fmpz_mat, int_matrix, integer, keys, rational
+from certify.checkers.kernel import is_positive_definite, is_psd
 from certify.checkers.rank import inertia
 from certify.checkers.rank.evidence import (
     _FEATURE_OPTIONAL,
@@ -95,8 +96,8 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
         gq, gk = ev["gram_q"], ev["gram_k"]                     # the integer rows just checked
         # re-derived from embedded features, the Grams are PSD by construction; taken as
         # stated, they are tested (the real-rooted count needs it)
-        if not F.have and not ((inertia.positive_definite(gq) or _is_psd(GQ))
-                               and (inertia.positive_definite(gk) or _is_psd(GK))):
+        if not F.have and not ((inertia.positive_definite(gq) or is_psd(GQ))
+                               and (inertia.positive_definite(gk) or is_psd(GK))):
             return ["Gram matrices are not PSD: the real-rooted count does not apply"]
         memo: list = []
 
@@ -144,7 +145,7 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
             Hs = H * c.denominator
             for i in range(k):
                 Hs[i, i] = Hs[i, i] - c.numerator
-            if not _positive_definite(Hs):
+            if not is_positive_definite(Hs):
                 if claim["verdict"] == "unknown":
                     return problems
                 problems.append("projection check fails: H - eps^2 b I is not positive definite")
@@ -161,22 +162,3 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
     return problems
 
 
-def _is_psd(G) -> bool:
-    """Exact PSD test of a symmetric integer matrix: the coefficients ``a_i`` of
-    ``det(lambda I - G)`` alternate, ``(-1)^(n-i) a_i >= 0`` (no negative root of
-    a real-rooted polynomial; the ``a_i`` are signed elementary symmetric
-    functions of the eigenvalues)."""
-    n = G.nrows()
-    if G != G.transpose():
-        return False
-    return all(((-1) ** (n - i)) * c >= 0 for i, c in enumerate(G.charpoly().coeffs()))
-
-
-def _positive_definite(H) -> bool:
-    n = H.nrows()
-    if H != H.transpose():
-        return False
-    import flint  # Sylvester: every leading principal minor > 0
-    P, L, D, U = H.fflu()
-    ident = flint.fmpz_mat(n, n, [1 if i == j else 0 for i in range(n) for j in range(n)])
-    return P == ident and all(U[i, i] > 0 for i in range(n))

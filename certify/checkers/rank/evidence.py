@@ -14,6 +14,7 @@ import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
 from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
+from certify.checkers.kernel import minor_nonzero_mod_p
 from certify.checkers.kinds import trusted_table
 
 KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
@@ -38,22 +39,6 @@ _GRAM = ("num_tokens", "r", "features_sha256", "gram_q", "gram_q_exponent", "gra
 
 #: (kind, form or method) -> the fields that may be trusted, from the kinds' declarations
 _TRUSTED = trusted_table()
-
-
-def _minor_nonzero(F, p: Any, R: list[int], C: list[int]) -> bool:
-    """det F[R, C] != 0 mod p (p a prime) for a flint fmpz_mat F."""
-    import flint
-    if len(R) != len(C) or len(set(R)) != len(R) or len(set(C)) != len(C):
-        return False
-    if not R:
-        return True
-    p = integer(p, "prime", 2)
-    if not flint.fmpz(p).is_prime():
-        return False
-    if any(not 0 <= i < F.nrows() for i in R) or any(not 0 <= j < F.ncols() for j in C):
-        return False
-    sub = flint.nmod_mat(len(R), len(C), [int(F[i, j]) % p for i in R for j in C], p)
-    return int(sub.det()) != 0
 
 
 def _pivot_minor(F, p: int) -> tuple[list[int], list[int]]:
@@ -86,7 +71,7 @@ def _check_minor(F, prime: Any, R: list[int], C: list[int], what: str) -> int:
     canonical minor of F mod ``prime`` and nonsingular there (else a problem)."""
     if not R and not C:
         return 0
-    if prime is None or not _minor_nonzero(F, prime, R, C):
+    if prime is None or not minor_nonzero_mod_p(F, prime, R, C):
         raise Bad(f"the recorded {what} is singular mod p (or p is not prime)")
     if _pivot_minor(F, prime) != (R, C):
         raise Bad(f"the recorded {what} is not the pivot minor mod p")

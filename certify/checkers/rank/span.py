@@ -224,10 +224,10 @@ def check_matrix_rank_array(claim, cert, A: np.ndarray) -> list[str] | None:
     checked by the caller). None when this path does not decide (the witness is
     not a column span of full use here): the caller runs the general check."""
     from certify.checkers.common import Bad, integer
+    from certify.checkers.kernel import minor_nonzero_mod_p
     from certify.checkers.rank.evidence import (
         _check_params,
         _indices,
-        _minor_nonzero,
         _scale,
         _verdict_from_bounds,
     )
@@ -251,7 +251,7 @@ def check_matrix_rank_array(claim, cert, A: np.ndarray) -> list[str] | None:
     if not flint.fmpz(p).is_prime() or any(not 0 <= i < n1 for i in R) or any(not 0 <= j < n2 for j in C) \
             or len(set(R)) != len(R) or len(set(C)) != len(C):
         raise Bad("the recorded minor is singular mod p (or p is not prime)")
-    if not _minor_nonzero(flint.fmpz_mat([[int(A[i, j]) for j in C] for i in R]), p,
+    if not minor_nonzero_mod_p(flint.fmpz_mat([[int(A[i, j]) for j in C] for i in R]), p,
                           list(range(len(R))), list(range(len(C)))):
         raise Bad("the recorded minor is singular mod p (or p is not prime)")
     if witness == "freivalds":                   # the upper bound with error <= 2^-error_log2

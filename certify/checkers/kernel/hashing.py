@@ -1,0 +1,20 @@
+"""Content binding by hash.
+
+``canonical_sha256(obj)`` is the SHA-256 (hex) of the canonical JSON of ``obj``:
+keys sorted, no spaces (``separators=(",", ":")``), Python's JSON encoder. Two
+JSON values have the same canonical text exactly when they are equal as JSON
+values with the same key sets and the same number spellings, so the hash binds
+a certificate field to its content (up to SHA-256 collisions, the one
+cryptographic assumption of the checker).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_sha256(obj: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``obj`` (module docstring)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

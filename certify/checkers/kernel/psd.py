@@ -1,0 +1,72 @@
+"""Positive semidefiniteness, by one method: exact symmetric elimination.
+
+Statement. A symmetric rational matrix ``M`` is positive semidefinite exactly
+when symmetric Gaussian elimination without pivoting (``M = L D L^T``) meets no
+negative pivot, and every zero pivot has a zero remaining column. Proof: the
+step at pivot ``d = M[k, k] > 0`` replaces the trailing block by its Schur
+complement ``S = B - b b^T / d``, and ``M`` is PSD iff ``S`` is (congruence by a
+unit triangular matrix); at ``d < 0`` the vector ``e_k`` gives ``e_k^T M e_k <
+0``; at ``d = 0`` with ``M[i, k] != 0`` the 2 x 2 principal minor on ``{k, i}``
+is ``-M[i, k]^2 < 0``; at ``d = 0`` with a zero column the step drops row and
+column ``k``. Positive definite: every pivot ``> 0``. Arithmetic is exact
+(python-flint rationals ``fmpq``).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Sequence
+
+
+def _rows(M: Any) -> list[list[Any]]:
+    """``M`` (a list of rows of ints / Fractions / ``"p/q"`` strings, or a
+    python-flint ``fmpz_mat`` / ``fmpq_mat``) as rows of ``fmpq``."""
+    import flint
+    if hasattr(M, "nrows"):
+        M = [[M[i, j] for j in range(M.ncols())] for i in range(M.nrows())]
+    out = []
+    for row in M:
+        r = []
+        for v in row:
+            if isinstance(v, (flint.fmpz, flint.fmpq)):
+                r.append(flint.fmpq(v))
+            else:
+                f = Fraction(v)
+                r.append(flint.fmpq(f.numerator, f.denominator))
+        out.append(r)
+    return out
+
+
+def _pivots(A: list[list[Any]], strict: bool) -> bool:
+    n = len(A)
+    if any(len(row) != n for row in A):
+        return False
+    if any(A[i][j] != A[j][i] for i in range(n) for j in range(i)):
+        return False
+    for k in range(n):
+        d = A[k][k]
+        if d < 0 or (strict and d == 0):
+            return False
+        if d == 0:
+            if any(A[i][k] != 0 for i in range(k + 1, n)):
+                return False
+            continue
+        row_k = A[k]
+        for i in range(k + 1, n):
+            if A[i][k] != 0:
+                f = A[i][k] / d
+                row_i = A[i]
+                for j in range(k, n):
+                    row_i[j] -= f * row_k[j]
+    return True
+
+
+def is_psd(M: Sequence[Sequence[Any]] | Any) -> bool:
+    """Is the square matrix ``M`` symmetric and positive semidefinite? (module
+    docstring; a non-symmetric or non-square matrix is not)"""
+    return _pivots(_rows(M), strict=False)
+
+
+def is_positive_definite(M: Sequence[Sequence[Any]] | Any) -> bool:
+    """Is the square matrix ``M`` symmetric and positive definite (every pivot > 0)?"""
+    return _pivots(_rows(M), strict=True)

@@ -1,0 +1,70 @@
+"""The checker's trusted kernel (certify/checkers/kernel/): each primitive on a
+planted case that a wrong implementation gets wrong."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import flint
+import numpy as np
+
+from certify.checkers import kernel
+from certify.checkers.kernel import (
+    canonical_sha256,
+    det_nonzero_mod_p,
+    is_positive_definite,
+    is_psd,
+    minor_nonzero_mod_p,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_psd_by_exact_elimination_on_planted_matrices():
+    rng = np.random.default_rng(4)
+    A = rng.integers(-9, 9, (7, 3))
+    G = (A @ A.T).tolist()                       # PSD, rank 3: zero pivots with zero columns
+    assert is_psd(G) and not is_positive_definite(G)
+    # one tiny negative eigenvalue: subtract 1/10^12 on a direction of the null space
+    N = flint.fmpz_mat(A.T.tolist()).nullspace()[0]
+    n = [int(N[i, 0]) for i in range(7)]
+    eps = Fraction(1, 10 ** 12)
+    H = [[Fraction(G[i][j]) - eps * n[i] * n[j] for j in range(7)] for i in range(7)]
+    assert not is_psd(H)                         # x = n gives x^T H x = -eps |n|^4 < 0
+    assert is_psd([[Fraction(G[i][j]) + eps * n[i] * n[j] for j in range(7)] for i in range(7)])
+    assert not is_psd([[0, 1], [1, 5]])          # a zero pivot with a nonzero column
+    assert not is_psd([[1, 2], [3, 4]])          # not symmetric
+    assert is_positive_definite([[2, -1, 0], [-1, 2, -1], [0, -1, 2]])
+    assert is_psd(flint.fmpz_mat([[4, 2], [2, 1]])) and not is_positive_definite(flint.fmpz_mat([[4, 2], [2, 1]]))
+    assert is_psd([["1/2", "1/3"], ["1/3", "2/9"]])          # det = 1/9 - 1/9 = 0
+
+
+def test_a_minor_zero_modulo_p_but_not_over_the_integers_is_not_nonzero_mod_p():
+    p = 1000003
+    F = flint.fmpz_mat([[p, 0], [0, 1]])         # det = p: nonzero over Z, zero mod p
+    assert not minor_nonzero_mod_p(F, p, [0, 1], [0, 1])
+    assert minor_nonzero_mod_p(F, 1000033, [0, 1], [0, 1])
+    assert not det_nonzero_mod_p(F, p) and det_nonzero_mod_p(F, 1000033)
+    assert minor_nonzero_mod_p(F, p, [1], [1]) and minor_nonzero_mod_p(F, p, [], [])
+    for R, C, q in (([0, 0], [0, 1], 1000033), ([0], [0, 1], 1000033), ([2], [0], 1000033),
+                    ([1], [1], 1000001), ([1], [1], True), ([1], [1], 1)):
+        assert not minor_nonzero_mod_p(F, q, R, C), (R, C, q)   # not a minor, or q not a prime
+
+
+def test_hash_binding_is_the_canonical_json():
+    obj = {"b": [1, "2/3"], "a": {"y": None, "x": True}}
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"))
+    import hashlib
+    assert canonical_sha256(obj) == hashlib.sha256(text.encode()).hexdigest()
+    assert canonical_sha256({"a": 1}) != canonical_sha256({"a": "1"}) != canonical_sha256({"a": 1.0})
+
+
+def test_the_kernel_is_small_and_documented():
+    files = sorted((ROOT / "certify/checkers/kernel").glob("*.py"))
+    lines = sum(len(f.read_text().splitlines()) for f in files)
+    assert lines < 1200, lines
+    readme = (ROOT / "certify/checkers/kernel/README.md").read_text()
+    for name in kernel.__all__:
+        assert f"`{name}" in readme, name
