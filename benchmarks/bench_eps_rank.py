@@ -87,7 +87,7 @@ def _previous(gq, eq, gk, ek, eps: Fraction, enclosures: bool):
     t_p, res = _cpu(lambda: sp.eps_rank_core(GQ * GK, eq + ek, eps, enclosures=enclosures))
 
     def check():
-        assert ceps._is_psd(GQ) and ceps._is_psd(GK)
+        assert ceps.is_psd(GQ) and ceps.is_psd(GK)         # the kernel's exact PSD test
         P = ceps._charpoly(GQ * GK)
         k = ceps._count_above(P, eps * eps / Fraction(2) ** (eq + ek))
         if enclosures:
