@@ -5,7 +5,6 @@ pyproject.toml), argument parsing only in the command package, and a
 from __future__ import annotations
 
 import ast
-import importlib.util
 import shutil
 import subprocess
 import sys
