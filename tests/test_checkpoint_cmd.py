@@ -151,3 +151,17 @@ def test_command_json_and_exit_codes(ckpts, tmp_path):
 def test_dense_head_is_refused(ckpts):
     with pytest.raises(UncertifiableError):
         checkpoint_cmd.certify_checkpoint(str(ckpts / "dense"))
+
+
+def test_checkpoint_progress_bar_names_each_head_and_stage_on_stderr_only(capsys):
+    """On a terminal ``certify checkpoint`` shows one bar over the heads whose postfix
+    names the head and its stage; stdout (``--json``) never carries it, and without
+    a terminal nothing is drawn."""
+    from certify.checkpoints.heads import certify_heads
+    lat = ROOT / "reports" / "gallery" / "models" / "lat"
+    res = certify_heads(str(lat), progress=True)
+    out, err = capsys.readouterr()
+    assert out == "" and "heads:" in err and "layer 0 head 0: exact rank, eps-rank, nonnegativity" in err
+    assert "4/4" in err and len(res.rows) == 4
+    certify_heads(str(lat))
+    assert capsys.readouterr() == ("", "")
