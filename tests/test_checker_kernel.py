@@ -68,3 +68,16 @@ def test_the_kernel_is_small_and_documented():
     readme = (ROOT / "certify/checkers/kernel/README.md").read_text()
     for name in kernel.__all__:
         assert f"`{name}" in readme, name
+
+
+def test_exact_products_catch_a_residue_that_floats_would_round_away():
+    from certify.checkers.kernel import product_identity, product_min
+    big = 2 ** 60
+    A = [[big, 1], [1, 0]]
+    B = [[1], [1]]
+    assert product_identity(A, B, [[big + 1], [1]]) and not product_identity(A, B, [[big], [1]])
+    assert product_identity(A, [[2], [2]], [[big + 1], [1]], 2)            # A B = 2 C
+    assert not product_identity(A, B, [[big + 1]])                         # wrong shape
+    Q, K = [[big, 1]], [[1, -big]]                                         # <q, k> = 0 exactly
+    assert product_min(Q, K) == 0 and product_min(Q, [[1, -big - 1]]) == -1
+    assert product_min([], [[1, 2]]) is None

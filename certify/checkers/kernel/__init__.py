@@ -10,7 +10,8 @@ functions and compares their answers with what a claim says.
 
 from certify.checkers.kernel.hashing import canonical_sha256
 from certify.checkers.kernel.modular import det_nonzero_mod_p, minor_nonzero_mod_p
+from certify.checkers.kernel.products import product_identity, product_min
 from certify.checkers.kernel.psd import is_positive_definite, is_psd
 
 __all__ = ["canonical_sha256", "det_nonzero_mod_p", "minor_nonzero_mod_p", "is_psd",
-           "is_positive_definite"]
+           "is_positive_definite", "product_identity", "product_min"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
+from certify.checkers.kernel import product_identity
 from certify.checkers.rank.evidence import (
     _FEATURE_OPTIONAL,
     _GRAM,
@@ -100,7 +101,8 @@ def check_exact_rank(claim, cert, matrix=None) -> list[str]:
                 blk = other[s:s + 256]
                 Y = M.solve(flint.fmpz_mat([[F[i, j] for j in blk] for i in R]))   # an fmpq_mat
                 Yn, den = Y.numer_denom()  # type: ignore[attr-defined]
-                if FC * Yn != flint.fmpz_mat([[F[i, j] for j in blk] for i in range(n1)]) * den:
+                if not product_identity(FC, Yn, flint.fmpz_mat([[F[i, j] for j in blk] for i in range(n1)]),
+                                        int(den)):
                     ok = False
                     break
             if ok:

@@ -31,7 +31,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys, q_str, rational
+from certify.checkers.common import Bad, int_matrix, integer, keys, q_str, rational
+from certify.checkers.kernel import product_min
 from certify.checkers.kinds import NONNEGATIVE_QUADRATIC, NONNEGATIVE_SUMMARIES
 from certify.checkers.rank.evidence import (
     _FEATURE_OPTIONAL,
@@ -112,8 +113,8 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
             K = len(F.phi_q)
             if n != K * K:
                 problems.append(f"num_checked is {n}, not K^2 = {K * K}")
-            P = fmpz_mat(F.phi_q) * fmpz_mat(F.phi_k).transpose()
-            if min(int(v) for v in P.entries()) < 0:
+            least = product_min(F.phi_q, F.phi_k)
+            if least is not None and least < 0:
                 problems.append("a product <phi_q(x), phi_k(z)> is negative")
         if verdict != "proved":
             problems.append("all products checked but the verdict is not proved")
