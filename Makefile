@@ -9,7 +9,7 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: demo test test-all schema lint-imports install install-test bench bench-report suite-times reports gallery clean service-deps latex-tools
+.PHONY: demo test test-all schema lint lint-imports install install-test bench bench-report suite-times reports gallery clean service-deps latex-tools
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,13 +56,19 @@ PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations
 schema: $(VENV)/.installed
 	$(PY) -c "from certify.checkers import schema; open(schema.SCHEMA_FILE, 'w').write(schema.text())"
 
+# ruff on every package, tests and benchmarks; mypy on the checker (the part a reviewer
+# trusts), the core and the solvers; both configured in pyproject.toml
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check certify solvers models tests benchmarks
+	$(VENV)/bin/mypy certify/checkers certify/core solvers
+
 lint-imports: $(VENV)/.installed
 	$(VENV)/bin/lint-imports --no-cache
 
-test: $(VENV)/.installed service-deps latex-tools lint-imports
+test: $(VENV)/.installed service-deps latex-tools lint lint-imports
 	$(PYTEST) tests
 
-test-all: $(VENV)/.installed service-deps latex-tools lint-imports
+test-all: $(VENV)/.installed service-deps latex-tools lint lint-imports
 	$(PYTEST) --runslow tests
 
 # The service's browser and database tests use Debian's chromium + chromium-driver

@@ -50,9 +50,8 @@ BARS = {"certify_s": 120.0, "verify_s": 60.0}
 
 def build(folder: Path, seed: int = 0) -> Path:
     import torch
-    from safetensors.torch import save_file
-
     from fla.layers import BasedLinearAttention
+    from safetensors.torch import save_file
     torch.manual_seed(seed)
     layer = BasedLinearAttention(hidden_size=16, feature_dim=16, num_heads=1, num_key_value_heads=1)
     with torch.no_grad():

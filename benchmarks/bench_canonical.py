@@ -58,10 +58,9 @@ def _time(fn, repeat: int = 1) -> float:
 
 def build_cube16(folder: Path) -> dict[str, Path]:
     import torch
-    from safetensors.torch import save_file
-
     from fla.layers import BasedLinearAttention
     from performer_pytorch.performer_pytorch import SelfAttention
+    from safetensors.torch import save_file
     torch.manual_seed(0)
     based = BasedLinearAttention(hidden_size=16, feature_dim=16, num_heads=1, num_key_value_heads=1)
     with torch.no_grad():
@@ -143,7 +142,6 @@ def _cpu(fn) -> float:
 def build_hedgehog_lm(folder: Path, hidden: int, heads: int, vocab: int) -> tuple[Path, Path]:
     """An fla hedgehog LM (two layers) saved with save_pretrained, in float32 and in float64."""
     import torch
-
     from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
     torch.manual_seed(0)
     cfg = LinearAttentionConfig(hidden_size=hidden, num_hidden_layers=2, num_heads=heads, vocab_size=vocab,

@@ -73,6 +73,7 @@ def _bits(a):
 
 def bench_function(name: str, n: int, pool: int, keep: int, workers: int, rng) -> dict:
     import cr_cases as C
+
     from models.canonical import arith
     rand = C.random_inputs(name, n, rng)
     hard = C.hard_inputs(name)
@@ -108,6 +109,7 @@ def bench_function(name: str, n: int, pool: int, keep: int, workers: int, rng) -
 
 def bench_softmax(n: int, workers: int, rng) -> dict:
     import cr_cases as C
+
     from models.canonical import arith
     width = 128
     rows = C.softmax_rows(max(1, n // width), width, rng)

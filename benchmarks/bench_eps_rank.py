@@ -26,8 +26,8 @@ in the middle of the spectrum (``k = r / 2``).
 
 CPU seconds (``time.process_time``), one BLAS thread, interleaved medians of
 ``--reps`` runs. Bars (printed): at r = 266 producer and checker each under 10
-CPU s. Results go to ``reports/bench/eps_rank.json``; ``--smoke`` (r = 64,
-4,000 tokens, one repetition, a few seconds) prints the same lines and writes
+CPU s. Results go to ``reports/bench/eps_rank.json``; ``--smoke`` (r = 32,
+2,000 tokens, one repetition, a few seconds) prints the same lines and writes
 nothing unless ``--out`` is given.
 
 Run: ``python benchmarks/bench_eps_rank.py [--ranks 64,128,266] [--reps 3] [--smoke]``.
@@ -87,7 +87,7 @@ def _previous(gq, eq, gk, ek, eps: Fraction, enclosures: bool):
     t_p, res = _cpu(lambda: sp.eps_rank_core(GQ * GK, eq + ek, eps, enclosures=enclosures))
 
     def check():
-        assert ceps._is_psd(GQ) and ceps._is_psd(GK)
+        assert ceps.is_psd(GQ) and ceps.is_psd(GK)         # the kernel's exact PSD test
         P = ceps._charpoly(GQ * GK)
         k = ceps._count_above(P, eps * eps / Fraction(2) ** (eq + ek))
         if enclosures:
@@ -159,11 +159,11 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--charpoly-max", type=int, default=128,
                     help="also time the previous exact method up to this r")
-    ap.add_argument("--smoke", action="store_true", help="r = 64, 4000 tokens, one run; writes only with --out")
+    ap.add_argument("--smoke", action="store_true", help="r = 32, 2000 tokens, one run; writes only with --out")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     if a.smoke:
-        ranks, tokens, reps = [64], 4000, 1
+        ranks, tokens, reps = [32], 2000, 1      # seconds, the previous method included
         out = a.out
     else:
         ranks, tokens, reps = [int(v) for v in a.ranks.split(",")], a.tokens, a.reps

@@ -24,16 +24,20 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from certify.core.codes import greedy_packing  # noqa: E402
 from certify.core.families import chain_family, paper51_family  # noqa: E402
 from certify.feasibility.decide import sweep  # noqa: E402
 from certify.feasibility.lp_search import search_witness  # noqa: E402
-from certify.feasibility.model import (Features, Witness, build_problem, exact_check,  # noqa: E402
-                                       lookup_witness, with_extension)
+from certify.feasibility.model import (  # noqa: E402
+    Features,
+    Witness,
+    build_problem,
+    exact_check,
+    lookup_witness,
+    with_extension,
+)
 from certify.feasibility.result import Outcome  # noqa: E402
 
 

@@ -46,8 +46,7 @@ from certify.core.families import multilevel_spec  # noqa: E402
 from certify.transcript.model import QuantizedSketchModel, calibrated_uniform  # noqa: E402
 from certify.transcript.run import check_transcript  # noqa: E402
 from certify.transcript.search import search_collisions  # noqa: E402
-from models.sketch import (SketchConfig, builtin_uniform_quantizer, forward_fast,  # noqa: E402
-                           injective_model, random_model)
+from models.sketch import SketchConfig, builtin_uniform_quantizer, forward_fast, injective_model, random_model  # noqa: E402
 
 BAR = 0.10
 

@@ -143,7 +143,7 @@ def main(argv=None) -> int:
                  "upper end found by | ranks searched without success | witness alpha < 0 on | "
                  "certificate |")
     lines.append("|---|---|---|---|---|---|---|---|")
-    for (name, desc, fv, lo, hi, how, failed, neg, npairs, b, r_cvx, fname, ok) in rows:
+    for (name, _desc, fv, lo, hi, how, failed, neg, npairs, b, r_cvx, fname, ok) in rows:
         lows = (f"chain: Lemma 4 {b.lemma4_rank}, refinement {b.perron_rank}; "
                 f"convex dual {r_cvx}")
         lines.append(f"| {name} | {fv} | [{lo}, {hi}] | {lows} | {how} | "

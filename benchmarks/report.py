@@ -465,7 +465,7 @@ def write_report() -> Path:
         for kind, v in c.items():
             L.append(f"| {kind} | {v['verdict']}" + (f" ({v['value']})" if v["value"] is not None else "")
                      + f" | {v['method'] or 'exact'} |")
-        L += ["", f"| step | wall s | CPU s | bar |", "|---|---|---|---|",
+        L += ["", "| step | wall s | CPU s | bar |", "|---|---|---|---|",
               f"| `certify checkpoint` | {based['certify_s']:.1f} | {based['certify_cpu_s']:.1f} | "
               f"< {based['bars']['certify_s']:.0f} s {'met' if based['certify_s'] < based['bars']['certify_s'] else 'MISSED'} |",
               f"| `certify verify` (exit {based['verify_exit']}) | {based['verify_s']:.1f} | "

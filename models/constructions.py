@@ -151,7 +151,7 @@ class KernelConstruction:
         return check_predictions(pred, targets, scored, eps, bad)
 
     def check_family(self, family, eps: Fraction = Fraction(1, 2)) -> ExactCheck:
-        """Exact strict check on a :class:`certify.families.Family` whose tokens are
+        """Exact strict check on a :class:`certify.core.families.Family` whose tokens are
         this construction's tokens (same order)."""
         if not np.array_equal(family.tokens, self.tokens):
             raise InputError("the family's token table differs from the construction's")

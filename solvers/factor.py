@@ -91,7 +91,7 @@ def lp_step(prob: FactorProblem, fixed: np.ndarray, side: str, *, nonneg: bool,
     cost = np.zeros(nv + E + 1)
     cost[-1] = 1.0
     res = solve_lp(cost, A, lo, hi, col_lo, col_hi, maximize=True, time_limit=time_limit)
-    if res.status is not LPStatus.OPTIMAL:
+    if res.status is not LPStatus.OPTIMAL or res.x is None:
         return None, None
     r = fixed.shape[1]
     return res.x[:nv].reshape(-1, r), float(res.x[-1])
@@ -115,7 +115,7 @@ def alternating_search(prob: FactorProblem, rank: int, *, nonneg: bool,
     returns True (called whenever ``delta > 0`` improves), the time runs out, or
     ``max_iterations`` steps are done."""
     t0 = time.perf_counter()
-    best = (None, None, -np.inf)
+    best: tuple[np.ndarray | None, np.ndarray | None, float] = (None, None, -np.inf)
     it = restarts = 0
     stopped = "time_limit"
     while it < max_iterations:

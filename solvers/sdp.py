@@ -164,7 +164,7 @@ def reweighted_lift(prob: FactorProblem, *, nonneg: bool, fraction: float = 0.05
         res = lift_solve(prob, delta, nonneg=nonneg, weights=weights, floor=floor,
                          all_nonneg=all_nonneg, solver=solver, subtract=subtract,
                          time_limit=left)
-        if res.K is None:
+        if res.K is None or res.X is None or res.Y is None or res.singular_values is None:
             return
         yield res
         if rank is not None:

@@ -77,7 +77,7 @@ def is_psd(G) -> bool:
         if any(len(r) != n for r in rows) or any(rows[i][j] != rows[j][i] for i in range(n) for j in range(i)):
             return False
         if all(v.denominator == 1 for r in rows for v in r):
-            M = flint.fmpz_mat([[int(v) for v in r] for r in rows]) if n else None
+            M = flint.fmpz_mat([[int(v) for v in r] for r in rows]) if n else None  # type: ignore[assignment]
         else:
             M = flint.fmpq_mat([[flint.fmpq(v.numerator, v.denominator) for v in r] for r in rows])
         if M is None:
@@ -182,7 +182,7 @@ def eps_rank_core(core, scale_exp: int, eps: Fraction, *, enclosures: bool = Fal
     c = eps * eps / Fraction(2) ** scale_exp
     P = characteristic_polynomial(core)                     # once, for the count and the roots
     k = count_eigenvalues_above(core, c, charpoly=P)
-    enc = ()
+    enc: tuple[tuple[Fraction, Fraction], ...] = ()
     if enclosures:
         s = Fraction(2) ** scale_exp
         enc = tuple((lo * s, hi * s) for lo, hi in eigenvalue_enclosures(core, prec=prec, charpoly=P))
@@ -277,7 +277,7 @@ def eps_rank_projection(N_values: np.ndarray, exponent: int, eps: Fraction, *,
     Returns ``(EpsRank, Y)`` where ``Y`` is the dyadic witness (IntMatrix) or None."""
     import flint
 
-    from solvers.exact import IntMatrix, dyadic
+    from solvers.exact import dyadic
 
     eps = Fraction(eps)
     A = N_values.astype(np.float64) * 2.0 ** exponent

@@ -69,7 +69,7 @@ def smooth_optimize(problem, rank: int, nonneg: bool, g_init: np.ndarray, *,
     gen = torch.Generator().manual_seed(int(seed))
     nonneg = bool(nonneg)
     ex, C, tgt, rows, cnt = _torch_problem(problem)
-    R, K, E = problem.num_rows, problem.num_cols, problem.num_entries
+    R, K, _E = problem.num_rows, problem.num_cols, problem.num_entries
     if init is not None:
         P0 = torch.as_tensor(np.asarray(init[0], dtype=np.float64)[:, :rank])
         Q0 = torch.as_tensor(np.asarray(init[1], dtype=np.float64)[:, :rank])

@@ -14,8 +14,8 @@ from certify.core.errors import InputError, UncertifiableError
 from certify.core.verdict import Verdict
 from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank
-from certify.sources.load import load_kernel
 from certify.sources.checkpoint import read_state_dict
+from certify.sources.load import load_kernel
 from models.adapters import adapt
 
 performer = pytest.importorskip("performer_pytorch.performer_pytorch")
@@ -102,7 +102,7 @@ def test_uncertifiable_layers_exit_3(tmp_path, module, spec, why):
         att = lat.SelfAttention(dim=M, heads=H, dim_head=D, causal=False)
     w, s = _save(att, tmp_path, spec)
     out = tmp_path / "k.npz"
-    r = subprocess.run([sys.executable, "-m", "certify.extract", str(w), "--spec", str(s), "--out", str(out),
+    r = subprocess.run([sys.executable, "-m", "certify", "extract", str(w), "--spec", str(s), "--out", str(out),
                         "--tokens", "cube:6"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert r.returncode == 3 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not out.exists()

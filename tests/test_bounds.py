@@ -1,4 +1,4 @@
-"""Closed-form bounds (certify.bounds) and their independent checker."""
+"""Closed-form bounds (certify.core.bounds) and their independent checker."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from certify.checkers.bounds import check
+from certify.checkers.closed_form import check
 from certify.cli import bounds as bounds_cli
 from certify.core import bounds as B
 from certify.core.certificate import Certificate, ClaimKind
@@ -454,14 +454,14 @@ def test_cli_out_certificate(tmp_path, capsys):
 ])
 def test_cli_bad_input(argv, code, capsys, tmp_path):
     out = tmp_path / "c.json"
-    assert run_command("certify.bounds", bounds_cli.main, argv + ["--out", str(out)]) == code
+    assert run_command("certify bounds", bounds_cli.main, argv + ["--out", str(out)]) == code
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("certify bounds:")
     assert not out.exists()
 
 
 def test_cli_subprocess_exit_2():
-    proc = subprocess.run([sys.executable, "-m", "certify.bounds", "--m", "0", "--json"],
+    proc = subprocess.run([sys.executable, "-m", "certify", "bounds", "--m", "0", "--json"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stdout == ""

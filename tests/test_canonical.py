@@ -6,7 +6,6 @@ other kernels (NPY_DISABLE_CPU_FEATURES, ATEN_CPU_CAPABILITY, thread counts)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os

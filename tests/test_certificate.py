@@ -1,4 +1,3 @@
-import json
 import os
 from fractions import Fraction
 

@@ -98,7 +98,8 @@ def test_failing_checkpoint_names_an_input_that_really_fails(ckpts, tmp_path):
     assert verify.verify_certificate(res.certificate.to_json()).holds
 
 
-def test_solving_checkpoint_is_proved(ckpts, tmp_path):
+def test_solving_checkpoint_is_proved(ckpts, tmp_path, capsys):
+    from certify.cli import run as run_cli
     out = tmp_path / "out"
     code = checkpoint_cli.main([str(ckpts / "good15"), "--out", str(out)])
     cert = json.loads((out / "certificate.json").read_text())
@@ -108,29 +109,22 @@ def test_solving_checkpoint_is_proved(ckpts, tmp_path):
     assert kinds["exact_rank"]["evidence"]["rank_lower"] == kinds["exact_rank"]["evidence"]["rank_upper"] == 15
     assert code == 0
     assert (out / "report.md").is_file()
-    # the weights -> features step ran in torch: verify holds it as a named assumption (exit 4)
-    p = subprocess.run([sys.executable, "-m", "certify.verify", str(out / "certificate.json")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 4, p.stderr
-    assert "holds, assuming: extraction:" in p.stderr
+    capsys.readouterr()
+    # the weights -> features step ran in torch: verify holds it as a named assumption (exit 4);
+    # the commands run in process (the replay starts its own process all the same)
+    assert run_cli("verify", [str(out / "certificate.json")]) == 4
+    assert "holds, assuming: extraction:" in capsys.readouterr().err
     # ... accepted by name, or re-derived bit for bit in a separate process
-    p = subprocess.run([sys.executable, "-m", "certify.verify", str(out / "certificate.json"),
-                        "--assume", "extraction"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr
-    p = subprocess.run([sys.executable, "-m", "certify.verify", str(out / "certificate.json"),
-                        "--replay-extraction"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 0, p.stderr
+    assert run_cli("verify", [str(out / "certificate.json"), "--assume", "extraction"]) == 0
+    assert run_cli("verify", [str(out / "certificate.json"), "--replay-extraction"]) == 0
     # a certificate whose embedded features are not the checkpoint's fails the replay
     forged = json.loads((out / "certificate.json").read_text())
     ev = forged["claims"][0]["evidence"]
     ev["features_sha256"]["phi_q"] = "0" * 64
     (tmp_path / "forged.json").write_text(json.dumps(forged))
-    p = subprocess.run([sys.executable, "-m", "certify.verify", str(tmp_path / "forged.json"),
-                        "--replay-extraction"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
-    assert p.returncode == 1 and "extraction replay" in p.stderr
+    capsys.readouterr()
+    assert run_cli("verify", [str(tmp_path / "forged.json"), "--replay-extraction"]) == 1
+    assert "extraction replay" in capsys.readouterr().err
 
 
 def test_command_json_and_exit_codes(ckpts, tmp_path):
@@ -151,3 +145,17 @@ def test_command_json_and_exit_codes(ckpts, tmp_path):
 def test_dense_head_is_refused(ckpts):
     with pytest.raises(UncertifiableError):
         checkpoint_cmd.certify_checkpoint(str(ckpts / "dense"))
+
+
+def test_checkpoint_progress_bar_names_each_head_and_stage_on_stderr_only(capsys):
+    """On a terminal ``certify checkpoint`` shows one bar over the heads whose postfix
+    names the head and its stage; stdout (``--json``) never carries it, and without
+    a terminal nothing is drawn."""
+    from certify.checkpoints.heads import certify_heads
+    lat = ROOT / "reports" / "gallery" / "models" / "lat"
+    res = certify_heads(str(lat), progress=True)
+    out, err = capsys.readouterr()
+    assert out == "" and "heads:" in err and "layer 0 head 0: exact rank, eps-rank, nonnegativity" in err
+    assert "4/4" in err and len(res.rows) == 4
+    certify_heads(str(lat))
+    assert capsys.readouterr() == ("", "")

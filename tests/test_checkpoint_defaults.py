@@ -20,12 +20,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from library_support import LAT_CAUSAL, libraries, randomize, save_st
 
 from certify.checkers.verify import verify_certificate
 from certify.checkpoints.heads import certify_heads
 from certify.cli import run as run_cli
 from certify.core.errors import InputError, UncertifiableError
-from library_support import LAT_CAUSAL, libraries, randomize, save_st
 
 performer, lat, fla_layers, fla_models = libraries()
 
@@ -191,8 +191,8 @@ def test_lat_local_window_1_is_rebuilt_as_written(tmp_path):
     head is refused, the other certified; the library check builds the module with
     window 1 (the config's), not the constructor's 128, and agrees."""
     pytest.importorskip("local_attention")
-    from models.layouts.reference import _lucidrains_module
     from certify.sources.thirdparty import load_model
+    from models.layouts.reference import _lucidrains_module
     torch.manual_seed(3)
     model = randomize(lat.LinearAttentionTransformer(dim=M, depth=1, max_seq_len=64, heads=2, dim_head=3,
                                                       causal=True, n_local_attn_heads=1,
@@ -294,3 +294,25 @@ def test_every_kernel_argument_is_a_constructor_argument_of_its_class():
             assert a in params, f"{key}: {a} is not an argument of {where}"
             if params[a].default is not inspect.Parameter.empty:
                 assert a in pinned, f"{key}: {a} has a library default the table does not pin"
+
+
+def test_a_library_check_under_an_assumed_default_is_not_reported_as_independent(softplus):
+    """The Softplus model with kernel_fn unstated, accepted with --assume-library-defaults:
+    the library's module is built with the same assumed ReLU, so its agreement says
+    nothing about the model's kernel (whose forward the ReLU features do not reproduce).
+    It is labelled so in the claim's info and in heads.md; a stated kernel_fn is an
+    independent comparison."""
+    attn, root, X = softplus
+    d = save_st(attn.state_dict(), root / "all-defaults", WRITTEN)
+    out = root / "all-defaults-out"
+    assert run_cli("checkpoint", [str(d), "--assume-library-defaults", "--out", str(out)]) == 0
+    cert = json.loads((out / "certificate.json").read_text())
+    c = cert["claims"][0]
+    assert c["parameters"]["stated"]["kernel_fn"] == {"value": "ReLU", "from": "library default, assumed"}
+    check = c["info"]["library_check"]
+    assert check["status"] == "agrees" and check["independent"] is False
+    assert "same assumption, not an independent check" in check["note"] and "kernel_fn" in check["note"]
+    assert _error_against_library(cert, attn, X) > 1e-3            # the model's own kernel differs
+    assert "agrees (same assumption, not an independent check)" in (out / "heads.md").read_text()
+    stated = certify_heads(str(save_st(attn.state_dict(), root / "stated-2", {**WRITTEN, "kernel_fn": "Softplus"})))
+    assert stated.certificate.to_json()["claims"][0]["info"]["library_check"]["independent"] is True

@@ -20,11 +20,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from library_support import (
+    FLA_LINEAR,
+    LAT_CAUSAL,
+    PERFORMER_ATTN,
+    PERFORMER_MODEL,
+    libraries,
+    randomize,
+    save_st,
+)
 from safetensors.torch import save_file
 
 from certify.checkers.verify import verify_certificate
 from certify.checkpoints.heads import certify_heads
-from library_support import FLA_LINEAR, LAT_CAUSAL, PERFORMER_ATTN, PERFORMER_MODEL, libraries, randomize, save_st
 
 performer, lat, fla_layers, fla_models = libraries()
 

@@ -15,6 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from library_support import (
+    FLA_LINEAR,
+    LAT_CAUSAL,
+    PERFORMER_ATTN,
+    PERFORMER_MODEL,
+    libraries,
+    randomize,
+    save_st,
+)
 from safetensors.torch import save_file
 
 from certify.cli import checkpoint as checkpoint_cli
@@ -23,7 +32,6 @@ from certify.cli import rank as rank_cli
 from certify.core.errors import InputError, run_command
 from certify.sources.load import kind_of, load_kernel
 from certify.sources.weights import read_weights
-from library_support import FLA_LINEAR, LAT_CAUSAL, PERFORMER_ATTN, PERFORMER_MODEL, libraries, randomize, save_st
 
 performer, lat, fla_layers, fla_models = libraries()
 

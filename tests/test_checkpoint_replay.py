@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from library_support import LAT_CAUSAL, PERFORMER_MODEL, libraries, randomize
 
 from certify.checkers.sources import replay_extraction
 from certify.checkpoints.heads import certify_heads
-from library_support import LAT_CAUSAL, PERFORMER_MODEL, libraries, randomize
 
 performer, lat, fla_layers, fla_models = libraries()
 
@@ -104,3 +104,35 @@ def test_replay_records_the_versions_it_depends_on(certificates):
     rec = replay([job])["k"]
     assert rec["phi_q"] == c["evidence"]["features_sha256"]["phi_q"]
     assert rec["versions"]["torch"] == torch.__version__ and rec["versions"]["extraction"]
+
+
+def test_a_user_lm_on_its_vocabulary_replays_its_trusted_summaries(tmp_path):
+    """A user's language model (``token_emb`` + performer's ``Performer``, saved with
+    safetensors' ``save_model``) certified on its 2,100 vocabulary rows with 33
+    features per token: the summaries are too large to embed (69,300 entries), so
+    the replay must write the features in row order to recompute them. Vocabulary
+    rows have no Boolean coordinates; the replay used to fail on that."""
+    from safetensors.torch import save_model
+
+    from certify.cli import run as run_cli
+
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.token_emb = torch.nn.Embedding(2100, 16)
+            self.performer = performer.Performer(dim=16, depth=1, heads=2, dim_head=8,
+                                                 generalized_attention=True, nb_features=32)
+
+    torch.manual_seed(3)
+    d = tmp_path / "lm"
+    d.mkdir()
+    save_model(LM(), str(d / "model.safetensors"))
+    (d / "config.json").write_text(json.dumps({"generalized_attention": True, "kernel_fn": "ReLU",
+                                               "no_projection": False, "local_heads": 0}))
+    out = tmp_path / "out"
+    assert run_cli("checkpoint", [str(d / "model.safetensors"), "--head", "0", "--out", str(out)]) == 0
+    cert = json.loads((out / "certificate.json").read_text())
+    assert {c["parameters"]["token_set"] for c in cert["claims"]} == {"vocab:2100"}
+    assert any(c["evidence"].get("trusted") for c in cert["claims"])
+    assert run_cli("verify", [str(out / "certificate.json")]) == 4        # trusted and extraction
+    assert run_cli("verify", ["--replay-extraction", str(out / "certificate.json")]) == 0

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from certify.cli import COMMANDS
-from certify.cli import common as cli
 from certify.cli import feasibility as feasibility_cli
 from certify.cli import rank as rank_cli
 from certify.core import limits, outputs
@@ -73,7 +72,6 @@ def test_python_dash_m_module_keeps_working_with_the_one_name(tmp_path):
 
 
 def test_contradictory_rank_and_sweep_rejected():
-    from certify.feasibility import decide as feasibility
     with pytest.raises(InputError, match="not both"):
         feasibility_cli.main(["--rank", "13", "--sweep", "8:9"])
 
@@ -96,7 +94,6 @@ def test_resolution_order(tmp_path):
 
 
 def test_rank_and_checkpoint_take_a_checkpoint_without_its_suffix():
-    from certify.rank import run as rank
     assert run_command("certify rank", rank_cli.main, [str(CKPT), "--family", "paper-5.1"]) == 0
 
 

@@ -12,10 +12,17 @@ import torch
 
 from certify.core.cube import all_tokens, enumerate_sequences, min_ip_targets, token_index
 from certify.core.families import Family, paper51_family
-from models.constructions import (KernelConstruction, exhaustive_float_predictions,
-                                  lookup_construction, softmin_base, thm1_softmin,
-                                  thm1_softmin_head, thm2_exact_features, thm6_rank_one,
-                                  thm6_rank_one_head)
+from models.constructions import (
+    KernelConstruction,
+    exhaustive_float_predictions,
+    lookup_construction,
+    softmin_base,
+    thm1_softmin,
+    thm1_softmin_head,
+    thm2_exact_features,
+    thm6_rank_one,
+    thm6_rank_one_head,
+)
 
 HALF = Fraction(1, 2)
 
@@ -57,7 +64,7 @@ def test_thm1_torch_head_matches_exact_on_every_sequence():
     m, n = 4, 3
     model = thm1_softmin_head(m, n)                                 # float64, tau = log 6
     con = thm1_softmin(m, n)
-    A, G = con.kernel(), con.g
+    _A, _G = con.kernel(), con.g
     worst = 0.0
     for X, pred in exhaustive_float_predictions(model, m, n):
         t = min_ip_targets(X)

@@ -14,16 +14,21 @@ import numpy as np
 import pytest
 
 from certify.checkers import convex_dual, verify
-from certify.checkers.kernel.psd import is_psd
 from certify.cli import feasibility as feasibility_cli
 from certify.cli import verify as verify_cli
 from certify.core.bounds import perron_max_excluded_rank
 from certify.core.certificate import Certificate
 from certify.core.families import load_family
 from certify.feasibility.chain_bounds import ChainBound, chain_bound
-from certify.feasibility.convex_bounds import (certify_rank, contraction_ok, exact_margin,
-                                               max_certified_rank, psd_ldl, relaxation_value,
-                                               rho_matrix)
+from certify.feasibility.convex_bounds import (
+    certify_rank,
+    contraction_ok,
+    exact_margin,
+    max_certified_rank,
+    psd_ldl,
+    relaxation_value,
+    rho_matrix,
+)
 from certify.feasibility.decide import decide
 from certify.feasibility.result import Outcome
 
@@ -61,7 +66,8 @@ def test_psd_ldl_exact():
     assert not psd_ldl([[0, 1], [1, 5]])                                  # zero pivot, nonzero below
     eps = Fraction(1, 10 ** 12)
     assert not psd_ldl([[1, 1], [1, 1 - eps]])                            # barely indefinite
-    assert is_psd([[1, 1], [1, 1]]) and not is_psd([[1, 2], [2, 1]])      # the checker kernel's test
+    from certify.checkers.kernel import is_psd  # the checker's own (its trusted kernel)
+    assert is_psd([[1, 1], [1, 1]]) and not is_psd([[1, 2], [2, 1]])
 
 
 def test_contraction_check_is_exact():
@@ -140,8 +146,8 @@ def test_verify_command_without_cvxpy(r11_cert, tmp_path):
     p = tmp_path / "r11.json"
     p.write_text(json.dumps(r11_cert))
     code = ("import sys, runpy\n"
-            f"sys.argv = ['certify.verify', {str(p)!r}]\n"
-            "try:\n    runpy.run_module('certify.verify', run_name='__main__')\n"
+            f"sys.argv = ['certify', 'verify', {str(p)!r}]\n"
+            "try:\n    runpy.run_module('certify', run_name='__main__')\n"
             "except SystemExit as e:\n    rc = e.code\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('cvxpy', 'clarabel', 'scs', "
             "'scipy', 'highspy', 'torch', 'solvers')]\n"
@@ -215,7 +221,6 @@ def test_schema_keys_are_exact(r11_cert):
 
 
 def test_command_method_sdp_writes_a_verifying_certificate(tmp_path):
-    from certify.feasibility import decide as feasibility
     out = tmp_path / "r11.json"
     rc = feasibility_cli.main(["--rank", "11", "--method", "sdp", "--out", str(out), "--no-progress"])
     assert rc == 0

@@ -8,7 +8,6 @@ The 10^7-input run per function is ``benchmarks/bench_cr_functions.py``."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -16,10 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cr_cases as C
 import numpy as np
 import pytest
 
-import cr_cases as C
 from models.canonical import arith, crtables
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,8 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from certify.core.cube import (all_tokens, enumerate_sequences, min_ip_targets, strict_success,
-                               targets_from_indices, token_index)
+from certify.core.cube import (
+    all_tokens,
+    enumerate_sequences,
+    min_ip_targets,
+    strict_success,
+    targets_from_indices,
+    token_index,
+)
 from certify.core.errors import InputError
 
 

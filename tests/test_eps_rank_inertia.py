@@ -15,9 +15,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from certify.checkers.rank import check
+from certify.checkers.rank import check, inertia
 from certify.checkers.rank import eps as checker_eps
-from certify.checkers.rank import inertia
 from certify.core.kernel import Provenance, from_features
 from certify.core.verdict import Verdict
 from certify.rank.eps import eps_rank_factor_claim
@@ -135,7 +134,7 @@ def _no_charpoly(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("the exact characteristic polynomial was computed")
     monkeypatch.setattr(checker_eps, "_charpoly", boom)
-    monkeypatch.setattr(checker_eps, "is_psd", boom)
+    monkeypatch.setattr(checker_eps, "is_psd", boom)        # the kernel's exact PSD test
     monkeypatch.setattr(sp, "characteristic_polynomial", boom)
 
 

@@ -141,18 +141,18 @@ def test_corrupt_and_wrong_target_files_rejected(tmp_path, p51):
 
 
 def test_show_command_json_and_errors(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "certify.families", "show", "paper-5.1", "--json"],
+    out = subprocess.run([sys.executable, "-m", "certify", "families", "show", "paper-5.1", "--json"],
                          capture_output=True, text=True, check=True)
     obj = json.loads(out.stdout)
     assert (obj["words"], obj["tokens"], obj["inputs"], obj["jumps"]) == (15, 41, 1272, 424)
     assert len(obj["sha256"]) == 64
     bad = tmp_path / "x.json"
     bad.write_text("{not json")
-    r = subprocess.run([sys.executable, "-m", "certify.families", "show", str(bad)],
+    r = subprocess.run([sys.executable, "-m", "certify", "families", "show", str(bad)],
                        capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stdout == ""
     target = tmp_path / "out.json"
-    r = subprocess.run([sys.executable, "-m", "certify.families", "save", "nope", "--out",
+    r = subprocess.run([sys.executable, "-m", "certify", "families", "save", "nope", "--out",
                         str(target)], capture_output=True, text=True)
     assert r.returncode == 2 and not target.exists()
 
@@ -171,7 +171,7 @@ def test_build_bad_input_one_line_exit_2_nothing_written(tmp_path, args, msg):
     bad.write_text('["111000", "110100"]')
     out = tmp_path / "out.json"
     argv = [a.format(good=good, bad=bad, missing=tmp_path / "none.json") for a in args]
-    r = subprocess.run([sys.executable, "-m", "certify.families", *argv, "--out", str(out)],
+    r = subprocess.run([sys.executable, "-m", "certify", "families", *argv, "--out", str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and msg in r.stderr

@@ -1,6 +1,6 @@
+import copy
 import json
 from dataclasses import replace
-import copy
 from fractions import Fraction
 from itertools import product
 
@@ -11,12 +11,20 @@ from certify.checkers import feasibility as checker
 from certify.cli.feasibility import main
 from certify.core.certificate import Certificate
 from certify.core.errors import run_command
-from certify.core.families import Family, chain_family, paper51_family
+from certify.core.families import chain_family, paper51_family
 from certify.core.numbers import q_to_str
 from certify.feasibility.chain_bounds import chain_bound, gd_edges
 from certify.feasibility.decide import cube_brackets, decide, sweep
-from certify.feasibility.model import (Features, ModelClass, Witness, build_problem, exact_check,
-                                       lookup_witness, paper_alpha, with_extension)
+from certify.feasibility.model import (
+    Features,
+    ModelClass,
+    Witness,
+    build_problem,
+    exact_check,
+    lookup_witness,
+    paper_alpha,
+    with_extension,
+)
 from certify.feasibility.result import Outcome
 
 PAPER, USED = ModelClass.PAPER, ModelClass.USED_PAIRS

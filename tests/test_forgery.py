@@ -148,7 +148,6 @@ def test_parametric_built_in_names_are_rebuilt():
 
 
 def _rank_cert(tmp_path: Path, name: str, A: np.ndarray) -> dict:
-    from certify.rank import run as rank
     path = tmp_path / name
     np.save(path, A)
     out = tmp_path / f"{name}.json"
@@ -179,7 +178,6 @@ def test_matrix_swapped_under_a_present_source_is_rejected(tmp_path):
 
 
 def test_features_swapped_under_a_present_source_is_rejected(tmp_path):
-    from certify.rank import run as rank
     rng = np.random.default_rng(3)
     for name in ("a.npz", "b.npz"):
         np.savez(tmp_path / name, phi_q=rng.integers(0, 3, size=(16, 3)).astype(np.float64),

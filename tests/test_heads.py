@@ -13,8 +13,13 @@ from hypothesis import strategies as st
 from certify.core.cube import all_tokens, min_ip_targets
 from certify.core.errors import InputError, UncertifiableError
 from models.feature_maps import REGISTRY, Guarantee, MapKind
-from models.heads import (DenseSoftmaxHead, KernelHead, LookupHead, NonpositiveDenominator,
-                          PositionalKernelHead)
+from models.heads import (
+    DenseSoftmaxHead,
+    KernelHead,
+    LookupHead,
+    NonpositiveDenominator,
+    PositionalKernelHead,
+)
 
 PROJECTION_MAPS = sorted(n for n, s in REGISTRY.items() if s.kind is MapKind.PROJECTION)
 

@@ -1,7 +1,6 @@
 """Kernel sources, files and the extract command."""
 
 import json
-import pickle
 import subprocess
 import sys
 from fractions import Fraction
@@ -99,5 +98,5 @@ def test_extract_checkpoint_end_to_end(tmp_path):
 def test_extract_bad_input_exit_2_nothing_written(tmp_path):
     (tmp_path / "x.npy").write_bytes(b"\x93NUMPY garbage")
     out = tmp_path / "k.npz"
-    r = run("certify.extract", str(tmp_path / "x.npy"), "--out", str(out))
+    r = run("certify", "extract", str(tmp_path / "x.npy"), "--out", str(out))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and not out.exists()

@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
+from certify.checkers import closed_form as bounds_checker
 from certify.checkers import kinds, schema, statements, verify
+from certify.checkers import transcript as transcript_checker
 from certify.checkers.rank import evidence
 from certify.checkers.rank import nonnegative as nonneg_checker
-from certify.checkers import bounds as bounds_checker
-from certify.checkers import transcript as transcript_checker
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from library_support import FLA_LINEAR, LAT_CAUSAL, PERFORMER_ATTN, PERFORMER_MODEL
 from safetensors.torch import save_file
 
 from certify.checkers.verify import verify_certificate
@@ -22,8 +23,6 @@ from certify.core.errors import InputError, UncertifiableError
 from certify.core.verdict import Verdict
 from certify.sources.thirdparty import read_checkpoint
 from models.layouts import detect
-from models.layouts.base import FeatureHead
-from library_support import FLA_LINEAR, LAT_CAUSAL, PERFORMER_ATTN, PERFORMER_MODEL
 from models.layouts.defaults import DEFAULTS
 
 performer = pytest.importorskip("performer_pytorch.performer_pytorch")
@@ -48,7 +47,6 @@ def _heads(path):
 
 def _cli(*args):
     """``certify checkpoint ARGS`` in this process: exit code, stdout, stderr."""
-    from certify.checkpoints import run as checkpoint_cmd
     from certify.core.errors import run_command
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -160,7 +160,7 @@ def test_psd_by_the_characteristic_polynomial():
     """Exact PSD test (alternating charpoly coefficients) in the solver and the checker."""
     import flint
 
-    from certify.checkers.rank.eps import _is_psd
+    from certify.checkers.kernel import is_psd as _is_psd
     from solvers import spectral as sp
     rng = np.random.default_rng(6)
     A = rng.integers(-50, 50, (12, 5))
@@ -180,9 +180,8 @@ def _fla_based(folder, hidden, feature_dim, seed=0):
     """A BasedLinearAttention layer built by fla's own constructor, saved as its users do."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("fla")
-    from safetensors.torch import save_file
-
     from fla.layers import BasedLinearAttention
+    from safetensors.torch import save_file
     torch.manual_seed(seed)
     layer = BasedLinearAttention(hidden_size=hidden, feature_dim=feature_dim, num_heads=1,
                                  num_key_value_heads=1)

@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from certify.checkers.rank import check
-from certify.core.certificate import ClaimKind
 from certify.core.codes import paper51_code
-from certify.core.kernel import Provenance, from_feature_fn, from_features, from_matrix
+from certify.core.kernel import Provenance, from_feature_fn, from_features
 from certify.core.verdict import Verdict
 from certify.rank.code import code_rank_claim
 from certify.rank.options import RankOptions

@@ -4,8 +4,14 @@ check (solvers/exact/rank.py, elimination.py, span.py)."""
 import numpy as np
 import pytest
 
-from solvers.exact import (IntMatrix, exact_rank, exact_rank_fast, minor_mod_p, span_check,
-                           span_check_multimodular)
+from solvers.exact import (
+    IntMatrix,
+    exact_rank,
+    exact_rank_fast,
+    minor_mod_p,
+    span_check,
+    span_check_multimodular,
+)
 
 
 def _planted(n1, n2, r, seed, bits=12):

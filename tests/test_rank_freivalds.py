@@ -116,7 +116,7 @@ def test_the_randomness_is_reproducible_from_the_certificate():
     N = _planted(70, 5, 3)
     cert = json.loads(json.dumps(_cert(N)))                 # only what the file holds
     claim = cert["claims"][0]
-    ev, k = claim["evidence"], claim["parameters"]["error_log2"]
+    ev, _k = claim["evidence"], claim["parameters"]["error_log2"]
     fr = ev["freivalds"]
     ch = fchk.challenge(claim)
     assert fr["challenge"] == ch == freivalds_challenge(claim["parameters"], ev)
@@ -195,7 +195,7 @@ def test_the_library_api_takes_the_mode_and_rejects_an_unknown_one(tmp_path):
 
 def test_the_canonical_minor_test_by_products_agrees_with_the_eliminations():
     from certify.checkers.rank.span import is_pivot_minor, pivot_minor
-    rng = np.random.default_rng(8)
+    np.random.default_rng(8)
     p = 1000003
     for trial in range(6):
         n1, n2, r = 40, 50, 6
@@ -227,6 +227,7 @@ def test_a_rational_csv_source_too(tmp_path, capsys):
     """Row denominators (scale ``row_denominators``): the checker re-reads the CSV
     and runs the same test on the integer rows."""
     import csv
+
     from certify.cli import main
     M = _planted(45, 3, 9, 3)
     src, out = tmp_path / "m.csv", tmp_path / "c.json"

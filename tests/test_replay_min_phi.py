@@ -80,9 +80,8 @@ def elu_cube(tmp_path_factory):
     """fla LinearAttention(feature_map='elu', output_norm='identity') with 16-dim input and
     2 heads, saved as its users save it; ``certify checkpoint`` certifies it on cube:16."""
     import torch
-    from safetensors.torch import save_file
-
     from fla.layers import LinearAttention
+    from safetensors.torch import save_file
     folder = tmp_path_factory.mktemp("elu16")
     model = folder / "model"
     model.mkdir()

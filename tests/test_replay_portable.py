@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
 from test_canonical import ROOT, settings_env
 
 GALLERY = ROOT / "reports" / "gallery"

@@ -4,7 +4,6 @@ compiles with a real LaTeX engine when wrapped in a minimal document."""
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess

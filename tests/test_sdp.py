@@ -115,7 +115,6 @@ def test_g12_bracket_pinned_by_sdp_both_sides(g12, g12_rank6, tmp_path):
 
 def test_command_method_choice_and_bad_method(g12, tmp_path, capsys):
     from certify.core.errors import InputError
-    from certify.feasibility import decide as feasibility
     fam = tmp_path / "g12.json"
     g12.save(fam)
     rc = feasibility_cli.main(["--family", str(fam), "--rank", "7", "--method", "sdp", "--json",

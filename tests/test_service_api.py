@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from service_support import CKPT, ROOT, Server, checkpoint_zip, env, free_port, wait_job
+from service_support import CKPT, Server, checkpoint_zip, env, free_port, wait_job
 
 from certify.core.errors import InputError
 from certify.core.files import sha256_bytes

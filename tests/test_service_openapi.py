@@ -48,7 +48,7 @@ def test_every_operation_declares_its_parameters_body_and_responses(app, client)
               for m in r.methods}
     ops = {(p, m): op for p, item in doc["paths"].items() for m, op in item.items()}
     assert set(ops) == routes and len(ops) == 17
-    for (path, method), op in ops.items():
+    for (path, _method), op in ops.items():
         codes = set(op["responses"])
         assert any(c.startswith("2") for c in codes), (path, codes)
         assert any(c.startswith("4") for c in codes) and ("503" in codes or path in ("/submit", "/verify")), \

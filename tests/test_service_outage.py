@@ -55,7 +55,7 @@ def test_an_outage_is_503_with_one_reason_one_log_line_and_recovers_by_itself(pg
             pages = ["/", "/jobs", f"/jobs/{job}", "/certificates/" + "a" * 64]
             api = ["/api/health", "/api/certificates", f"/api/jobs/{job}",
                    "/api/certificates/" + "a" * 64]
-            for round_ in range(2):                 # the second after a retry reached the database
+            for _round in range(2):                 # the second after a retry reached the database
                 for path in pages:
                     r = c.get(path)
                     assert r.status_code == 503, (path, r.status_code, r.text[:300])

@@ -9,9 +9,18 @@ import torch
 from certify.core.errors import InputError
 from certify.core.families import multilevel_spec
 from models.quantize import FloatFormatQuantizer, UniformQuantizer, quantizer_from_json
-from models.sketch import (SketchConfig, Uncertain, builtin_uniform_quantizer, exact_weights,
-                           forward_exact, forward_fast, injective_model, load_sketch_checkpoint,
-                           random_model, save_sketch_checkpoint)
+from models.sketch import (
+    SketchConfig,
+    Uncertain,
+    builtin_uniform_quantizer,
+    exact_weights,
+    forward_exact,
+    forward_fast,
+    injective_model,
+    load_sketch_checkpoint,
+    random_model,
+    save_sketch_checkpoint,
+)
 
 torch.set_num_threads(1)
 

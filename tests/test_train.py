@@ -3,9 +3,8 @@ command, write CSV/figures/README/checkpoints, and the metrics mean what they sa
 
 import csv
 import json
-from fractions import Fraction
-
 from dataclasses import replace
+from fractions import Fraction
 
 import pytest
 import torch
@@ -15,8 +14,17 @@ from certify.core.errors import run_command
 from certify.core.families import ood_families, paper51_family
 from certify.sources.checkpoint import load_model
 from models.constructions import lookup_construction
-from models.train import (Run52, Sec51Config, Sec52Config, evaluate_lookup, exact_sequence_accuracy,
-                          one_thread, train_lookup, train_ood, transition_rank)
+from models.train import (
+    Run52,
+    Sec51Config,
+    Sec52Config,
+    evaluate_lookup,
+    exact_sequence_accuracy,
+    one_thread,
+    train_lookup,
+    train_ood,
+    transition_rank,
+)
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

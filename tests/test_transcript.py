@@ -2,7 +2,6 @@
 
 import copy
 import json
-from fractions import Fraction
 
 import pytest
 import torch
@@ -17,8 +16,15 @@ from certify.transcript.capacity import capacity
 from certify.transcript.model import QuantizedSketchModel, calibrated_uniform
 from certify.transcript.run import check_transcript
 from models.quantize import FloatFormatQuantizer, UniformQuantizer
-from models.sketch import (SketchConfig, builtin_uniform_quantizer, exact_weights, forward_exact,
-                           injective_model, random_model, save_sketch_checkpoint)
+from models.sketch import (
+    SketchConfig,
+    builtin_uniform_quantizer,
+    exact_weights,
+    forward_exact,
+    injective_model,
+    random_model,
+    save_sketch_checkpoint,
+)
 
 torch.set_num_threads(1)
 

@@ -16,8 +16,14 @@ from certify.transcript.enumerate import Enumerator, merge
 from certify.transcript.model import QuantizedSketchModel, calibrated_uniform
 from certify.transcript.run import check_transcript
 from models.quantize import UniformQuantizer
-from models.sketch import (SketchConfig, builtin_uniform_quantizer, exact_weights, forward_exact,
-                           injective_model, random_model)
+from models.sketch import (
+    SketchConfig,
+    builtin_uniform_quantizer,
+    exact_weights,
+    forward_exact,
+    injective_model,
+    random_model,
+)
 
 torch.set_num_threads(1)
 

@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify.checkers import statements
+from certify.checkers import statements, verify
 from certify.checkers import transcript as transcript_checker
-from certify.checkers import verify
 from certify.checkers.binding import token_list_sha256
 from certify.checkers.common import canonical_sha256
 from certify.checkers.families import PAPER51_CODE

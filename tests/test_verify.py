@@ -1,4 +1,4 @@
-"""certify.verify: parsing, dispatch, exit codes, input hashes, import hygiene."""
+"""certify verify: parsing, dispatch, exit codes, input hashes, import hygiene."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from certify.checkers.common import NotACertificate
 from certify.checkers.statements import RENDERER, render
 from certify.cli import bounds as bounds_cli
 from certify.core.certificate import SCHEMA, ClaimKind
-from certify.core.errors import InputError
 from certify.core.files import sha256_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -124,7 +123,7 @@ def test_input_hashes(tmp_path, fake_checker):
 
 
 def _run(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "certify.verify", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "certify", "verify", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -164,10 +163,9 @@ def test_verify_imports_no_solver_no_torch_no_producer():
     assert p.stdout.strip() == "", f"forbidden modules imported: {p.stdout.strip()}"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("certify.checkers.bounds") is None,
-                    reason="certify.checkers.bounds has not landed")
+@pytest.mark.skipif(importlib.util.find_spec("certify.checkers.closed_form") is None,
+                    reason="certify.checkers.closed_form has not landed")
 def test_bounds_command_certificate_verifies(tmp_path):
-    from certify.core import bounds
     out = tmp_path / "bounds.json"
     assert bounds_cli.main(["--m", "200", "--out", str(out)]) == 0
     p = _run(str(out))

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from certify.core.certificate import Certificate
-from certify.core.errors import (EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED, EXIT_UNCERTIFIABLE,
-                                 InputError)
+from certify.core.errors import EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED, EXIT_UNCERTIFIABLE, InputError
 
 #: What each exit status of ``certify verify`` means (docs/design.md, "Exit codes").
 VERIFY_EXIT_MEANING = {
@@ -119,7 +118,7 @@ def transcript_check(M: int, s: int, h: int, q: int, *, bits: int | None = None,
 def verify_text(text: str, base: str | os.PathLike | None = None, *,
                 replay_extraction: bool = False):
     """``certify verify`` on a certificate's JSON text: the
-    :class:`certify.verify.Verification` result (``exit_code()``, ``to_json()``).
+    :class:`certify.checkers.verify.Verification` result (``exit_code()``, ``to_json()``).
     ``base`` is the folder where the certificate's input files are looked up;
     ``replay_extraction`` re-runs the weights -> features step in a separate
     process (``certify verify --replay-extraction``)."""

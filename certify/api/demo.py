@@ -1,6 +1,6 @@
 """``python -m certify demo`` (``make demo``): the main job on the built-in defaults.
 
-Certifies, each claim re-checkable with ``python -m certify.verify``:
+Certifies, each claim re-checkable with ``python -m certify verify``:
 
 1. the paper's closed-form bounds for the Sec. 5.1 code (Lemma 3, Thm 5) and
    Thm 6 at m = 200 (``bounds.json``);
@@ -148,7 +148,7 @@ def readme(out: Path, notes: list[str]) -> str:
     lines = ["# certify-attention demo certificates", "",
              "Made by the project's own commands; regenerate this folder with", "",
              f"    python -m certify demo --out {where}", "",
-             "Re-check any certificate with `python -m certify.verify FILE.json` (exact arithmetic "
+             "Re-check any certificate with `python -m certify verify FILE.json` (exact arithmetic "
              "only); `report.md` / `report.tex` and the figures are made from these files alone.", ""]
     if notes:
         lines += ["Notes:", ""] + [f"- {n}" for n in notes] + [""]

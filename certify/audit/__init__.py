@@ -12,8 +12,17 @@ This package namespace re-exports the public names of its modules.
 from __future__ import annotations
 
 from certify.audit.correctness import Correctness, check_correctness
-from certify.audit.head import (HALF, ROLES, ExactHead, Output, evaluate, exact_matmul,
-                                head_from_model, head_from_tables, rationalize)
+from certify.audit.head import (
+                                HALF,
+                                ROLES,
+                                ExactHead,
+                                Output,
+                                evaluate,
+                                exact_matmul,
+                                head_from_model,
+                                head_from_tables,
+                                rationalize,
+)
 from certify.audit.lemma3 import GapAudit, JumpViolation, audit_gap_domination, lemma3_factor
 from certify.audit.run import audit_claims, correctness_claim, family_eps, gap_domination_claim
 

@@ -67,8 +67,10 @@ _RECORD = ("input", "position", "sequence", "numerator", "denominator", "t_hat",
 
 def _scaled(M: list[list[Fraction]]) -> tuple[flint.fmpz_mat, int]:
     """An integer matrix and a positive denominator with ``M = N / den``."""
+    if not M or not M[0]:
+        raise _Bad("an empty matrix in the head's tables")
     den = math.lcm(1, *(v.denominator for row in M for v in row))
-    return flint.fmpz_mat([[int(v * den) for v in row] for row in M]) if M and M[0] else None, den
+    return flint.fmpz_mat([[int(v * den) for v in row] for row in M]), den
 
 
 # ---------------------------------------------------------------- the head on the family
@@ -104,7 +106,7 @@ class _Setting:
         qt = head.get("query_tokens")
         if not isinstance(qt, list) or not qt:
             raise _Bad("head has no query tokens")
-        self.rows = {}
+        self.rows: dict[int, int] = {}
         for i, t in enumerate(qt):
             t = integer(t, "query token")
             if not 0 <= t < K or t in self.rows:
@@ -191,7 +193,8 @@ def _check_correctness(claim: dict, s: _Setting) -> list[str]:
         return ["the family has no scored position"]
     failing = [ip for ip in positions if not s.correct(*ip)]
     errors = [s.error(*ip) for ip in positions]
-    max_err = None if any(e is None for e in errors) else max(errors)
+    known = [e for e in errors if e is not None]
+    max_err = None if len(known) != len(errors) else max(known)
     probs = []
     if ev.get("scored_positions") != len(positions):
         probs.append(f"scored_positions is {len(positions)}, not {ev.get('scored_positions')}")
@@ -294,13 +297,13 @@ def _check_gap(claim: dict, s: _Setting) -> list[str]:
         probs.append(f"violation.alpha_xy is {s.alpha(x, y)}, not {v.get('alpha_xy')}")
     if rational(v.get("alpha_xz"), "violation.alpha_xz") != s.alpha(x, z):
         probs.append(f"violation.alpha_xz is {s.alpha(x, z)}, not {v.get('alpha_xz')}")
-    role = v.get("role")
-    if role not in ROLES:
-        return probs + [f"violation.role must be one of {ROLES}, got {role!r}"]
+    jump_role = v.get("role")
+    if jump_role not in ROLES:
+        return probs + [f"violation.role must be one of {ROLES}, got {jump_role!r}"]
     rec = v.get("failing_input")
-    col = ("input_y", "input_z", "input_m")[ROLES.index(role)]
+    col = ("input_y", "input_z", "input_m")[ROLES.index(jump_role)]
     if not isinstance(rec, dict) or rec.get("input") != row[c[col]] or rec.get("position") != 0:
-        return probs + [f"violation.failing_input must be the jump's input {role} "
+        return probs + [f"violation.failing_input must be the jump's input {jump_role} "
                         f"(input {row[c[col]]}, position 0)"]
     return probs + s.replay(rec, "failing_input")
 

@@ -7,9 +7,8 @@
   :func:`rational_matrix`, :func:`int_matrix`, :func:`q_str`.
 * :func:`keys` -- an object has exactly the expected keys (a missing key and an
   unexpected key are both problems).
-* :func:`canonical_sha256` and :func:`fmpz_mat` -- re-exported from the kernel
-  (:mod:`certify.checkers.kernel`): the canonical JSON hash every producer uses
-  for embedded objects, and the exact integer matrix of a list of rows.
+* :func:`canonical_sha256` -- sha256 of the canonical JSON form (sorted keys, no
+  spaces), the hash every producer uses for embedded objects.
 * :func:`family` -- an embedded family file object, re-validated: its hash, its
   key set, distinct 0/1 tokens, inputs in range, ``m`` and ``n``, and every
   Min-IP target *re-derived* from the tokens (the stored targets must agree).
@@ -22,8 +21,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
-from certify.checkers.kernel.hashing import canonical_sha256  # noqa: F401 (re-exported)
-from certify.checkers.kernel.identity import fmpz_mat  # noqa: F401 (re-exported)
+from certify.checkers.kernel.hashing import canonical_sha256  # noqa: F401  (re-exported)
 
 FAMILY_FORMAT = "certify-attention/family/1"
 FAMILY_KEYS = ("format", "name", "m", "n", "tokens", "inputs", "scored", "targets", "params",
@@ -115,6 +113,14 @@ def _shape(rows: list, what: str, shape) -> None:
     widths = {len(r) for r in rows}
     if len(widths) > 1 or (shape[1] is not None and rows and widths != {shape[1]}):
         raise Bad(f"{what} has rows of the wrong length")
+
+
+def fmpz_mat(rows: list[list[int]]):
+    """A python-flint integer matrix (an empty matrix keeps its column count)."""
+    import flint
+    n1 = len(rows)
+    n2 = len(rows[0]) if n1 else 0
+    return flint.fmpz_mat(n1, n2, [int(v) for r in rows for v in r])
 
 
 # ---------------------------------------------------------------- objects

@@ -22,7 +22,8 @@ no solver). The claim's ``parameters`` are those of every feasibility claim
 ``DU = {"rank": R, "W": [[t "p/q"]] x t, "x": [t "p/q"], "y": [t "p/q"],
        "lambda": "p/q", "mu": "p/q", "margin": "p/q"}``
   -- re-checked: ``R >= 2`` and the claimed rank ``<= R``; ``||W||_2 <= 1`` by an
-  exact PSD test of ``I - W^T W`` (:func:`certify.checkers.kernel.psd.is_psd`);
+  exact symmetric elimination (``LDL^T``) of ``I - W^T W`` in Fractions (a
+  negative pivot, or a zero pivot with a nonzero entry below it, rejects);
   ``|x|^2 |y|^2 <= 1``; ``lambda > 0``; ``mu >= 0``; and the margin
 
       min_{C in P} [<W,C> + mu x^T C y - (R-1)/(2 lambda) sum_{i!=j} rho_ij C_ij]
@@ -40,8 +41,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 from certify.checkers.common import Bad, family, integer, keys, rational
-from certify.checkers.kernel.box import box_minimum
-from certify.checkers.kernel.psd import is_psd
+from certify.checkers.kernel import box_minimum, is_psd
 
 METHOD = "convex-dual"
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
@@ -173,7 +173,7 @@ def check_infeasible(claim) -> list[str]:
     G = [[(1 if a == b else 0) - sum(W[k][a] * W[k][b] for k in range(t)) for b in range(t)]
          for a in range(t)]
     if not is_psd(G):
-        return ["I - W^T W is not positive semidefinite (exact): ||W||_2 > 1"]
+        return ["I - W^T W is not positive semidefinite (exact LDL^T): ||W||_2 > 1"]
     rho = [[Fraction(0) if i == j else Fraction(1, lam_ij[i, j]) for j in range(t)]
            for i in range(t)]
     m = margin(rho, R, W, x, y, lam, mu)

@@ -3,7 +3,7 @@
 A built-in name means exactly one family:
 
 * ``paper-5.1`` -- by the pinned canonical sha256 :data:`PAPER51_SHA256` (a test
-  ties it to :func:`certify.families.paper51_family`);
+  ties it to :func:`certify.core.families.paper51_family`);
 * ``multilevel-M{M}-s{s}-h{h}-q{q}`` -- the Sec. 4 family on the first ``q`` words
   of the greedy packing of ``binom([M], h)`` at directed distance ``s + 1``, with
   all ``(s+1)^q`` assignments: rebuilt here by :func:`multilevel_body`, a small
@@ -42,6 +42,14 @@ REBUILD_LIMIT = 1 << 16
 _MULTILEVEL = re.compile(r"multilevel-M(\d+)-s(\d+)-h(\d+)-q(\d+)")
 _OOD = re.compile(r"ood-(\d+)-(\d+)-(\d+)-(train|test)")
 
+
+
+def _match(pattern: "re.Pattern[str]", name: str) -> "re.Match[str]":
+    """The match of a built-in name its kind was read from (:func:`builtin_kind`)."""
+    m = pattern.fullmatch(name)
+    if m is None:
+        raise ValueError(f"{name!r} is not a built-in family name")
+    return m
 
 def builtin_kind(name: Any) -> str | None:
     """``"paper-5.1"``, ``"multilevel"``, ``"ood"`` or None (not a built-in name)."""
@@ -152,7 +160,7 @@ def bind(name: Any, sha256: Any) -> tuple[list[str], list[str]]:
                     "(a different family under the built-in name)"], []
         return [], []
     if kind == "multilevel":
-        M, s, h, q = (int(v) for v in _MULTILEVEL.fullmatch(name).groups())
+        M, s, h, q = (int(v) for v in _match(_MULTILEVEL, name).groups())
         if not (1 <= s and 1 <= q and 0 <= h <= M <= 62) or (s + 1) ** q > REBUILD_LIMIT:
             return [], [f"family:{name}"]
         try:
@@ -165,8 +173,8 @@ def bind(name: Any, sha256: Any) -> tuple[list[str], list[str]]:
         want = canonical_sha256(body)
     else:
         from certify.checkers.generators import OOD_DEFAULTS, ood_body
-        M, q, n = (int(v) for v in _OOD.fullmatch(name).groups()[:3])
-        split = _OOD.fullmatch(name).group(4)
+        M, q, n = (int(v) for v in _match(_OOD, name).groups()[:3])
+        split = _match(_OOD, name).group(4)
         if n != 2 * q or M < 2 or M % 2 or q < 1 or M > 24 or \
                 max(OOD_DEFAULTS["train_size"], OOD_DEFAULTS["test_size"]) > REBUILD_LIMIT:
             return [], [f"family:{name}"]
@@ -212,7 +220,7 @@ def builtin_tokens(name: Any) -> tuple[list[str], list[str], tuple[int, str] | N
     if kind == "paper-5.1":
         return [], [], PAPER51_TOKENS
     if kind == "multilevel":
-        M, s, h, q = (int(v) for v in _MULTILEVEL.fullmatch(name).groups())
+        M, s, h, q = (int(v) for v in _match(_MULTILEVEL, name).groups())
         if not (1 <= s and 1 <= q and 0 <= h <= M <= 62) or (s + 1) ** q > REBUILD_LIMIT:
             return [], [f"family:{name}"], None
         try:
@@ -221,11 +229,11 @@ def builtin_tokens(name: Any) -> tuple[list[str], list[str], tuple[int, str] | N
             return [], [f"family:{name}"], None
     else:
         from certify.checkers.generators import OOD_DEFAULTS, ood_body
-        M, q, n = (int(v) for v in _OOD.fullmatch(name).groups()[:3])
+        M, q, n = (int(v) for v in _match(_OOD, name).groups()[:3])
         if n != 2 * q or M < 2 or M % 2 or q < 1 or M > 24 or \
                 max(OOD_DEFAULTS["train_size"], OOD_DEFAULTS["test_size"]) > REBUILD_LIMIT:
             return [], [f"family:{name}"], None
-        body = ood_body(M, q, _OOD.fullmatch(name).group(4))
+        body = ood_body(M, q, _match(_OOD, name).group(4))
     if body is None:
         return [f"built-in family {name!r} does not exist at these parameters"], [], None
     return [], [], (len(body["tokens"]), canonical_sha256(body["tokens"]))

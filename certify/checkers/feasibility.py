@@ -60,7 +60,7 @@ head is a used-pairs head, so lower bounds are class-free.
   present; then Lemma 4 (strict): ``rank > t^2 / (t + sum Lambda^-2) = bound``;
   and the nonnegative refinement (``0 <= C_ij < rho = max 1/Lambda_ij``):
   ``Delta(r) = t^2 (2 + (r-1) rho)^2 - 4 r (t^2 - (r-1) t (1 - rho)) < 0``
-  excludes every rank ``<= r`` (argument in :func:`certify.bounds.perron_discriminant`;
+  excludes every rank ``<= r`` (argument in :func:`certify.core.bounds.lemmas.perron_discriminant`;
   re-implemented here). ``perron.rank`` is the largest such ``r <= t`` (0 if
   none), ``max_infeasible_rank = max(floor(bound), perron.rank)`` and the claimed
   rank is ``<= max_infeasible_rank``. With ``nonnegative`` features, also the
@@ -176,10 +176,10 @@ def _check_feasible(claim) -> list[str]:
     alpha: dict = {}
     margin = None
     for i, p in fam.scored_positions():
-        row = fam.inputs[i]
-        x = row[p]
+        inp = fam.inputs[i]
+        x = inp[p]
         num = den = Fraction(0)
-        for z in row:
+        for z in inp:
             a = alpha.get((x, z))
             if a is None:
                 if x not in phi_q or z not in phi_k:

@@ -4,15 +4,12 @@ The Sec. 5.2 OOD pools are random draws. So that the name ``ood-M-q-n-split``
 means one family forever, the draws come from this module's own stream
 (:class:`SplitMix64`, generator version :data:`OOD_GENERATOR`), never from
 numpy's, whose streams may change between releases. The builder
-(:func:`certify.families.ood_families`) and the checker
+(:func:`certify.core.families.ood_families`) and the checker
 (:mod:`certify.checkers.families`) both call :func:`ood_pools`, so there is one
 implementation; the checker additionally re-derives every target and the hash.
 """
 
 from __future__ import annotations
-
-import itertools
-from typing import Any
 
 OOD_GENERATOR = "splitmix64-colex/1"
 OOD_DEFAULTS = {"train_size": 2048, "test_size": 1024, "seed": 0}

@@ -29,7 +29,7 @@ How, exactly:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -254,6 +254,7 @@ def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
     if not isinstance(fs, dict) or not isinstance(fs.get("dtype"), str):
         return None
     kind, trusted = claim.get("kind"), ev.get("trusted")
+    check: Callable[..., list[str] | None]
     if kind in ("exact_rank", "eps_rank") and trusted == ["gram_q", "gram_k", "num_tokens"]:
         check = gram_problems
     elif kind == "nonnegative" and ev.get("method") == "quadratic_kernel":

@@ -22,11 +22,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from certify.checkers.fields import (BITS, BOOL, FEATURE_OPTIONAL, FEATURES_SHA256, HEX64, INDEX_LIST,
-                                     INT, INT_ROWS, KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED,
-                                     KERNEL_PARAMS_RULES, MATRIX_SHA256, NAT, OBJ, ONE_FEATURE_SOURCE,
-                                     POS, RATIONAL, SCALE, SHAPE, STR, TOKENS, claim, forms,
-                                     kernel_params, nullable, obj)
+from certify.checkers.fields import (
+    BITS,
+    BOOL,
+    FEATURE_OPTIONAL,
+    FEATURES_SHA256,
+    HEX64,
+    INDEX_LIST,
+    INT,
+    INT_ROWS,
+    KERNEL_PARAMS_OPTIONAL,
+    KERNEL_PARAMS_REQUIRED,
+    KERNEL_PARAMS_RULES,
+    MATRIX_SHA256,
+    NAT,
+    OBJ,
+    ONE_FEATURE_SOURCE,
+    POS,
+    RATIONAL,
+    SCALE,
+    SHAPE,
+    STR,
+    TOKENS,
+    claim,
+    forms,
+    kernel_params,
+    nullable,
+    obj,
+)
 
 # ---------------------------------------------------------------- key lists of nested evidence
 
@@ -157,7 +180,7 @@ def _nonnegative() -> dict[str, Any]:
                   {"matrix": {**INT_ROWS, "$comment": "absent only when the matrix is re-read from "
                                                       "its present source file"}, "tokens": TOKENS})
     base = {"form": {"const": "factor"}, "features_sha256": FEATURES_SHA256}
-    methods = {
+    methods: dict[str, dict[str, Any]] = {
         "features_nonnegative": {"min_phi_q": RATIONAL, "min_phi_k": RATIONAL},
         "all_products": {"num_checked": NAT},
         "counterexample": {"pair": {**INDEX_LIST, "minItems": 2, "maxItems": 2}, "value": RATIONAL,
@@ -224,7 +247,7 @@ def _transcript() -> dict[str, Any]:
     params["properties"]["quantizer"] = OBJ
     variants = []
     for typ, fields in TRANSCRIPT_EVIDENCE.items():
-        req = {**{k: {} for k in TRANSCRIPT_COMMON}, **{k: {} for k in fields}}
+        req: dict[str, Any] = {**{k: {} for k in TRANSCRIPT_COMMON}, **{k: {} for k in fields}}
         req.update(type={"const": typ}, capacity=OBJ, family=OBJ, model=OBJ)
         opt: dict[str, Any] = {}
         if typ == "collision":
@@ -291,7 +314,7 @@ class Kind:
 _GRAMS = ("gram_q", "gram_k", "num_tokens")
 
 KINDS: tuple[Kind, ...] = (
-    Kind("bound", "bounds", "closed form: nothing but its parameters", _bound,
+    Kind("bound", "closed_form", "closed form: nothing but its parameters", _bound,
          None),                   # every parameter and evidence value (statements._BOUNDS)
     Kind("exact_rank", "rank", "a kernel: file, extraction or embedded data", _exact_rank,
          _KERNEL + (("parameters", "shape"), ("parameters", "dtype"), ("evidence", "rank_lower"),

@@ -128,11 +128,11 @@ def read_source(path: Path) -> dict[str, Any]:
             obj = json.loads(path.read_text())
             if isinstance(obj, dict) and "format" in obj:
                 raise SourceError("a kernel file from `certify extract`: bound by its provenance")
-            rows = obj.get("matrix") if isinstance(obj, dict) else obj
-            if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
+            jrows = obj.get("matrix") if isinstance(obj, dict) else obj
+            if not isinstance(jrows, list) or not all(isinstance(r, list) for r in jrows):
                 raise SourceError("no matrix in the JSON file")
             out = []
-            for r in rows:
+            for r in jrows:
                 row = []
                 for v in r:
                     if isinstance(v, bool) or not isinstance(v, (int, str)):
@@ -243,12 +243,12 @@ def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], 
                     f"the evidence's {shape}"], None
         if not isinstance(scale, dict):
             return ["the evidence has no scale to compare the source with"], None
-        N = _integer_rows(values, scale)
+        Nrows = _integer_rows(values, scale)
         if "matrix" in ev:                    # embedded: it must be the file's
-            if ev["matrix"] != N:
+            if ev["matrix"] != Nrows:
                 return ["the embedded matrix is not the source file's matrix"], None
             return [], None
-        return [], N                          # not embedded: the checker hashes the file's
+        return [], Nrows                          # not embedded: the checker hashes the file's
     fs = ev.get("features_sha256")
     if isinstance(fs, dict) and "phi_q" in data:
         dtype = fs.get("dtype")
@@ -418,7 +418,8 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
     wanted: set[str] = set()                 # kernels whose claims trust summaries: their features go to a file
     for _, cert, base in certs:
         env = (cert.get("environment") or {}).get("packages") or {}
-        inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
+        raw_inputs = cert.get("inputs")
+        inputs: dict[str, Any] = raw_inputs if isinstance(raw_inputs, dict) else {}
         for c in cert["claims"]:
             p, ev = c.get("parameters") or {}, c.get("evidence") or {}
             if not isinstance(p, dict) or not isinstance(ev, dict) \

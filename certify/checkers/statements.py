@@ -468,7 +468,7 @@ def source_ref(p: Mapping[str, Any], e: Mapping[str, Any] | None = None) -> tupl
         # the values' type is read but not printed: the content hash names the exact values
         _opt(p, "dtype", str, "parameters")
     if p.get("adapter") == "memory":                  # named by the content it embeds
-        h = memory_sha256(e)
+        h = memory_sha256(e if isinstance(e, Mapping) else {})
         if h is None:
             return "memory (no content embedded: unbound)", "memory (no content embedded: unbound)"
         return (f"memory (sha256 {_short(h)})",
@@ -669,7 +669,7 @@ def check_statement(claim: Mapping[str, Any], version: str | None) -> list[str]:
                 "renders with"]
     reads: set = set()
     try:
-        want = render(claim.get("kind"), claim.get("parameters"), claim.get("evidence"), version,
+        want = render(str(claim.get("kind")), claim.get("parameters") or {}, claim.get("evidence"), version,
                       reads=reads)
     except RenderError as exc:
         return [f"cannot render the statement: {exc}"]

@@ -73,13 +73,12 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 from itertools import product
-from typing import Any
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from certify.checkers.common import Bad as _Bad
-from certify.checkers.common import (bits, canonical_sha256, guarded, integer, keys, min_ip_targets,
-                                     rational)
+from certify.checkers.common import bits, canonical_sha256, guarded, integer, keys, min_ip_targets, rational
 from certify.checkers.families import multilevel_database, multilevel_input, multilevel_query
 from certify.checkers.kinds import TRANSCRIPT_COMMON, TRANSCRIPT_EVIDENCE, TRANSCRIPT_PARAMETERS
 
@@ -225,7 +224,7 @@ class _Ball:
 
 # ---------------------------------------------------------------- model replay
 
-def _weights(model: dict, cfg: dict) -> dict[str, list]:
+def _weights(model: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, list]:
     if set(cfg) != _CONFIG_KEYS:
         raise _Bad(f"model config keys {sorted(cfg)} differ from {sorted(_CONFIG_KEYS)}")
     for k in _CONFIG_KEYS - {"feature_map", "positions"}:
@@ -270,6 +269,7 @@ def _matvec(A, x):
 def replay(cfg: dict, W: dict, quant: _Quant, tokens: list[list[int]]):
     """Transcript (list of symbols) and outputs (list) of one input. Raises
     ``_Straddle`` when a symbol is not certain."""
+    ops: _Exact | _Ball
     if cfg["feature_map"] in ("identity", "relu"):
         ops = _Exact(cfg["feature_map"])
     elif cfg["feature_map"] in ("elu1", "exp"):
@@ -399,7 +399,7 @@ def _check(claim: dict) -> list[str]:
     typ = ev.get("type")
     if typ not in _TYPE_KEYS:
         return [f"unknown evidence type {typ!r}"]
-    optional = ()
+    optional: tuple[str, ...] = ()
     if typ == "collision" and ev.get("model", {}).get("config", {}).get("feature_map") in _EXACT_MAPS:
         optional = ("query_outputs", "failing")
     keys(ev, f"{typ} evidence", _COMMON + _TYPE_KEYS[typ],
@@ -540,15 +540,14 @@ def _check_all(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
             return ["an assumption is named for a replay the checker can do"]
         if _integer_exact(cfg, N, quant.kind):        # wherever it is exact: seconds, not minutes
             return _integer_all(cfg, W, quant, M, s, q, words)
-        kappas = product(range(s + 1), repeat=q)
+        kappas: Iterable[Sequence[int]] = product(range(s + 1), repeat=q)
     elif not assumptions:
         return [f"{N} assignments exceed the checker's replay limits and no assumption "
                 f"names the enumeration"]
     else:                                       # seeded sample; the rest is assumed
         import random
         rng = random.Random(N)
-        kappas = [[rng.randrange(s + 1) for _ in range(q)] for _ in range(SAMPLE)]
-        kappas += [[0] * q, [s] * q]
+        kappas = [[rng.randrange(s + 1) for _ in range(q)] for _ in range(SAMPLE)] + [[0] * q, [s] * q]
     for kappa in kappas:
         toks = _canonical_input(kappa, words, M, s, q)
         tg = _min_ip(toks)[:q]
@@ -637,16 +636,15 @@ def _integer_all(cfg, W, quant, M, s, q, words) -> list[str]:
         B = [[Fraction(0)] * len(base)]
         for i in range(q1, q):
             B = [[a + y * den for a, y in zip(row, CD[i][k])] for row in B for k in range(s + 1)]
-        A = np.array([[int(x) for x in row] for row in A], dtype=object)
-        B = np.array([[int(x) for x in row] for row in B], dtype=object)
+        A_int = np.array([[int(x) for x in row] for row in A], dtype=object)
+        B_int = np.array([[int(x) for x in row] for row in B], dtype=object)
         alpha, beta, gam = 2 * sd * ld, sn * ld * den - 2 * sd * ln * den, 2 * sn * ld * den
-        A2, B2 = A * alpha + beta, B * alpha                                 # alpha x + beta
+        A2, B2 = A_int * alpha + beta, B_int * alpha                               # alpha x + beta
         if _fit(A2, B2) and gam < (1 << 62):
             A2, B2 = A2.astype(np.int64), B2.astype(np.int64)
         Pm = np.array(P, dtype=object)
         Gc = np.array(_ints(g, Gd), dtype=object)
         tables.append((A2, B2, gam, Pm, Gc))
-    targets = None
     chunk = max(1, (1 << 15) // nlo)
     nhi = (s + 1) ** q1
     pw = (s + 1) ** np.arange(q - 1, -1, -1, dtype=np.int64)

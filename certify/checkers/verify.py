@@ -61,8 +61,13 @@ from certify.checkers import families as _families
 from certify.checkers import kinds as _kinds
 from certify.checkers import schema as _schema
 from certify.checkers import sources as _sources
-from certify.checkers.common import (EXIT_ASSUMED, EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED,
-                                     NotACertificate)
+from certify.checkers.common import (
+    EXIT_ASSUMED,
+    EXIT_BAD_INPUT,
+    EXIT_NOT_PROVED,
+    EXIT_PROVED,
+    NotACertificate,
+)
 from certify.checkers.statements import check_statement
 
 SCHEMA = _schema.VERSIONS[-1]
@@ -475,7 +480,7 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
         verdict, kind = c.get("verdict"), c.get("kind")
         if verdict in ("proved", "refuted") and isinstance(c.get("statement"), str):
             by_sentence.setdefault(c["statement"], []).append((label, i, verdict))
-        by_kind.setdefault(kind, []).append((label, i, verdict, p, ev))
+        by_kind.setdefault(str(kind), []).append((label, i, verdict, p, ev))
         if verdict != "proved":
             continue
         if kind == "feasible":
@@ -532,7 +537,7 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
                      f"contradiction: {where(a[0], a[1])} proves {a[3]} singular values above "
                      f"eps = {a[4]}, {where(b[0], b[1])} proves exactly {b[3]} of the same kernel")
     for el, ei, ek, k, _, _ in eps:
-        for rl, ri, rk, lo, hi in ranks:
+        for rl, ri, rk, _lo, hi in ranks:
             if ek == rk and k > hi:
                 both((el, ei), (rl, ri),
                      f"contradiction: {where(el, ei)} proves {k} singular values above eps, "
@@ -543,8 +548,8 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
             for b in group:
                 if a[2] != "proved" or b[2] != "refuted":
                     continue
-                ka, kb = _model_key(a[3]), _model_key(b[3])
-                if ka is None or ka != kb or a[3].get("family_sha256") != b[3].get("family_sha256"):
+                ma, mb = _model_key(a[3]), _model_key(b[3])
+                if ma is None or ma != mb or a[3].get("family_sha256") != b[3].get("family_sha256"):
                     continue
                 try:
                     ea, eb = _fraction(a[3].get("eps")), _fraction(b[3].get("eps"))
@@ -552,7 +557,7 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
                     continue
                 if eb >= ea if kind == "correctness" else eb == ea:
                     both(a, b, f"contradiction: {where(a[0], a[1])} proves and {where(b[0], b[1])} "
-                               f"refutes {kind} of the same head ({ka[:40]}...) on the same "
+                               f"refutes {kind} of the same head ({ma[:40]}...) on the same "
                                f"family (eps {ea} and {eb})")
     group = by_kind.get("transcript", [])
     for a in group:
@@ -569,11 +574,11 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
         for b in group:
             if a[2] != "proved" or b[2] != "refuted":
                 continue
-            ka = _binding_mod.kernel_identity({"kind": "nonnegative", "parameters": a[3],
+            na = _binding_mod.kernel_identity({"kind": "nonnegative", "parameters": a[3],
                                                "evidence": a[4]})
-            kb = _binding_mod.kernel_identity({"kind": "nonnegative", "parameters": b[3],
+            nb = _binding_mod.kernel_identity({"kind": "nonnegative", "parameters": b[3],
                                                "evidence": b[4]})
-            if ka is not None and ka == kb:
+            if na is not None and na == nb:
                 both(a, b, f"contradiction: {where(a[0], a[1])} proves and {where(b[0], b[1])} "
                            "refutes nonnegativity of the same kernel")
                 continue
@@ -584,7 +589,7 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
                 continue
             toks = [_token_of(b[3].get("token_set"), b[4], j) for j in pair]
             same_set = _binding_mod.token_content(a[3]) == _binding_mod.token_content(b[3])
-            inside = same_set or (None not in toks and all(_has_token(a[3], a[4], t) for t in toks))
+            inside = same_set or all(t is not None and _has_token(a[3], a[4], t) for t in toks)
             if inside:
                 both(a, b, f"contradiction: {where(a[0], a[1])} proves alpha >= 0 on a token set "
                            f"that holds the pair where {where(b[0], b[1])} finds alpha < 0 "

@@ -85,9 +85,8 @@ def run_batch(folder: str, *, families: Sequence[str] = (), eps: Fraction, seed:
     """Every checkpoint of ``folder`` (one task each on ``engine``), in the sorted
     order of their names, with ``OUT/X/`` report folders when ``out`` is given;
     ``(entries, ignored file names)``."""
-    from certify.core.engine import Engine
-
     from certify.core import outputs
+    from certify.core.engine import Engine
 
     stems, ignored = find_checkpoints(folder)
     if out:

@@ -38,7 +38,7 @@ def resolve_checkpoint(path: str, spec: str | None) -> tuple[str, str]:
 def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] = (),
                  eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
                  head: int | None = None, command: Sequence[str] = (),
-                 assume: Sequence[str] = ()) -> tuple[str, Any]:
+                 assume: Sequence[str] = (), progress: bool = False) -> tuple[str, Any]:
     """``(kind, result)``: a :class:`~certify.checkpoints.run.CheckpointResult` for a
     ``models/`` checkpoint, a :class:`~certify.checkpoints.heads.HeadsResult` otherwise."""
     ckpt, kind = resolve_checkpoint(path, spec)
@@ -50,4 +50,4 @@ def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] 
         return kind, certify_checkpoint(ckpt, families=families, eps=eps, seed=seed, command=command)
     from certify.checkpoints.heads import certify_heads
     return kind, certify_heads(ckpt, spec=spec, families=families, eps=eps, seed=seed, layer=layer, head=head,
-                               command=command, assume=assume)
+                               command=command, assume=assume, progress=progress)

@@ -103,7 +103,8 @@ def _check_cell(check: dict[str, Any]) -> str:
         return ""
     if check.get("status") == "not run":
         return "not run"
-    return f"{check.get('status')} (error {check.get('max_error', 0):.1e})"
+    same = " (same assumption, not an independent check)" if check.get("independent") is False else ""
+    return f"{check.get('status')}{same} (error {check.get('max_error', 0):.1e})"
 
 
 def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
@@ -185,7 +186,11 @@ def kernel_lemma3(head, family) -> dict[str, Any]:
 def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str] = (),
                   eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
                   head: int | None = None, command: Sequence[str] = (),
-                  assume: Sequence[str] = ()) -> HeadsResult:
+                  assume: Sequence[str] = (), progress: bool = False) -> HeadsResult:
+    """Certify every head of a third-party checkpoint (module docstring). ``progress``:
+    one bar on stderr over the heads, its postfix naming the head and the stage
+    (extraction, rank, nonnegativity, audit); the caller decides (a terminal, no
+    ``--json``, no ``--no-progress``)."""
     from certify import audit
     from certify.core.families import load_family
     from certify.core.kernel import Provenance
@@ -220,13 +225,24 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                              + (f"vocabulary rows (width {det.m})" if det.embedding is not None
                                 else f"{first.m}-dimensional vectors"))
     label = Path(path).name
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=0, desc="heads", unit="head", file=sys.stderr, leave=False)
     for L in layers:
         heads = L.heads
         if head is not None:
             heads = [h for h in heads if isinstance(h, Refusal) and h.head is None or _head_index(h) == head]
             if not heads:
                 raise InputError(f"--head {head}: layer {L.index} has heads 0..{len(L.heads) - 1}")
+        if bar is not None:
+            bar.total += len(heads)
+            bar.refresh()
         for h in heads:
+            if bar is not None:
+                bar.update(1)       # counted as it starts: the postfix names what it is doing
+                bar.set_postfix_str(f"layer {L.index} head {_head_index(h) if not isinstance(h, Refusal) else '-'}: "
+                                    "extraction")
             if isinstance(h, Refusal):
                 rows.append(HeadRow(L.index, h.head, "refused", reason=f"{h.module}: {h.mechanism}: {h.reason}"))
                 continue
@@ -262,6 +278,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                     continue
             row.token_set = kernel.token_set
             row.library_check = dict(kernel.provenance.details.get("library_check") or {})
+            if bar is not None:
+                bar.set_postfix_str(f"layer {L.index} head {hi}: exact rank, eps-rank, nonnegativity")
             code = next((f.words for n, f in fams if n == "paper-5.1" and f.words is not None), None)
             opt = rank_mod.RankOptions(seed=seed, eps=eps, code=code, code_name="paper-5.1" if code is not None else None)
             claims = list(rank_mod.certify_rank(kernel, opt).certificate.claims)
@@ -281,7 +299,9 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                     row.nonnegative = val
                 row.claims_made.append(kind)
             readout = (hasattr(h, "readout") and hasattr(h, "values")) or hasattr(h, "g")
-            for name, fam in fams:
+            if bar is not None and fams:
+                bar.set_postfix_str(f"layer {L.index} head {hi}: families")
+            for _name, fam in fams:
                 if fam.m != L.m:
                     continue
                 if readout:
@@ -304,6 +324,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                                                 if det.embedding is not None else
                                                 f"no family has the model's width {L.m}")
             cert.claims += claims
+    if bar is not None:
+        bar.close()
     if not any(r.status in ("certified", "out of reach") for r in rows):
         raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed normalized kernel head: "
                                  + _reasons(rows))
@@ -410,7 +432,8 @@ def reading_lines(res: HeadsResult) -> list[str]:
         out.append(f"library check: {chk.get('library')} {chk.get('version')}: {chk.get('method')}"
                    + (f"; not run: {chk.get('reason')}" if chk.get("status") == "not run" else
                       f"; tolerance {chk.get('tolerance')} on {chk.get('sequences')} sequences of "
-                      f"{chk.get('length')} tokens (seed {chk.get('seed')})"))
+                      f"{chk.get('length')} tokens (seed {chk.get('seed')})")
+                   + (f"; {chk['note']}" if chk.get("independent") is False and chk.get("note") else ""))
     return out
 
 

@@ -108,7 +108,7 @@ def _construction(name: str, args: list[int], token_set: str | None):
     import models.constructions as con
     from certify.core.kernel import Provenance, from_features
     out = getattr(con, name)(*args)
-    # exact dyadic Fractions -> float64, as certify.demo.cube_kernel_certificate does
+    # exact dyadic Fractions -> float64, as certify.api.demo.cube_kernel_certificate does
     phi_q = np.array([[float(v) for v in row] for row in out.phi_q])
     phi_k = np.array([[float(v) for v in row] for row in out.phi_k])
     return from_features(phi_q, phi_k, Provenance(name, None, "construction", "float64"),
@@ -137,8 +137,9 @@ def write_features(kernel, path: str) -> str:
 
     import numpy as np
     qs, ks = [], []
-    for a in range(0, kernel.num_tokens, 1 << 14):
-        q, k = kernel.features_at(kernel.token_batch(a, min(kernel.num_tokens, a + (1 << 14))))
+    # in the kernel's own row order, whatever its tokens are (a vocabulary's rows have no
+    # Boolean coordinates: they are read by index)
+    for q, k in kernel.feature_batches(1 << 14):
         qs.append(q)
         ks.append(k)
     tmp = f"{path}.tmp{os.getpid()}.npz"

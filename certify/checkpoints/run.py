@@ -156,7 +156,7 @@ def certify_checkpoint(ckpt: str, *, spec: str | None = None, families: Sequence
     weights = ckpt if spec is not None else next(p for p in inputs if not p.endswith(".json"))
     bound = {"source": weights, "source_sha256": inputs[weights], "weights_sha256": wsha,
              "adapter": "spec-adapter" if spec is not None else "models.checkpoint"}
-    for fam_name, fam in usable:
+    for _fam_name, fam in usable:
         head = audit.head_from_model(model, fam)
         # the head was computed from the weights: name them, so verify binds the claim to them
         fam_claims = [dataclasses.replace(c, parameters={**c.parameters, **bound}, statement=None)

@@ -84,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.out:
         outputs.check_out_dir(args.out, "checkpoint")
     kind, res = certify_path(args.checkpoint, spec=args.spec, families=args.family, eps=eps, seed=args.seed,
-                             layer=args.layer, head=args.head, command=command, assume=args.assume_default)
+                             layer=args.layer, head=args.head, command=command, assume=args.assume_default,
+                             progress=not args.json and show_progress(args.no_progress))
     out = {}
     if kind == "models":
         if args.out:

@@ -56,6 +56,9 @@ def add_assume_default(p: argparse.ArgumentParser) -> None:
                    help="third-party model: accept the library's default for constructor argument NAME, "
                    "which config.json does not state and the weights cannot tell (without it such a model "
                    "is refused, exit 3); the certificate names it as a stated argument; repeatable")
+    p.add_argument("--assume-library-defaults", dest="assume_default", action="append_const", const="*",
+                   help="third-party model: accept the library's default for every such argument at once "
+                   "(the same as one --assume-default per argument; each is named in the certificate)")
 
 
 def say_extraction(kernel) -> None:
@@ -74,6 +77,8 @@ def say_extraction(kernel) -> None:
     elif chk:
         line += (f"; {chk['status']} with {chk.get('library')} {chk.get('version')}'s own computation "
                  f"(error {chk.get('max_error', 0):.1e}, tolerance {chk.get('tolerance')})")
+        if chk.get("independent") is False:
+            line += " -- same assumption, not an independent check"
     if lay.get("defaults_used"):
         line += "; library defaults: " + ", ".join(f"{k} = {v}" for k, v in lay["defaults_used"].items())
     if lay.get("stated"):

@@ -9,13 +9,21 @@ import sys
 from certify.cli import common
 from certify.core import outputs
 from certify.core.errors import InputError
-from certify.core.families import (Family, builtin_names, chain_family, check_family_size,
-                                   load_code, load_family, multilevel_spec, ood_families)
+from certify.core.families import (
+    Family,
+    builtin_names,
+    chain_family,
+    check_family_size,
+    load_code,
+    load_family,
+    multilevel_spec,
+    ood_families,
+)
 from certify.core.limits import parse_exact
 
 
 def main(argv=None) -> int:
-    """``python -m certify.families show NAME|FILE [--json]`` prints a family's
+    """``python -m certify families show NAME|FILE [--json]`` prints a family's
     counts; ``save NAME|FILE --out FILE`` writes it; ``build chain|multilevel|ood
     ... --out FILE`` builds one from parameters (and a code file)."""
     p = common.parser(

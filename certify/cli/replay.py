@@ -13,6 +13,7 @@ import sys
 def main() -> int:
     try:
         import torch  # noqa: F401 - every replayed extraction runs in torch
+
         from certify.checkpoints.replay import replay
     except ModuleNotFoundError as exc:
         from certify.core.extras import extra_for

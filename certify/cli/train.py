@@ -11,8 +11,18 @@ from typing import Sequence
 
 from certify.cli import common as cli
 from certify.core.errors import InputError, run_command
-from models.train import (DEFAULT_OUT, SMOKE_51, SMOKE_52, Sec51Config, Sec52Config, figure1,
-                          figure2, sweep51, sweep52, write_readme)
+from models.train import (
+    DEFAULT_OUT,
+    SMOKE_51,
+    SMOKE_52,
+    Sec51Config,
+    Sec52Config,
+    figure1,
+    figure2,
+    sweep51,
+    sweep52,
+    write_readme,
+)
 
 
 def _ints(s: str) -> tuple[int, ...]:

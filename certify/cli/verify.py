@@ -10,8 +10,7 @@ from typing import Sequence
 
 from certify.checkers.common import NotACertificate
 from certify.checkers.sources import replay_extraction
-from certify.checkers.verify import (accepted, combined_exit, format_text, read_certificate,
-                                     verify_many)
+from certify.checkers.verify import accepted, combined_exit, format_text, read_certificate, verify_many
 from certify.cli import common as cli
 from certify.core.errors import InputError
 

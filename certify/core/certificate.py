@@ -5,7 +5,7 @@ A claim is a frozen record: what is claimed (``kind``, ``parameters``), the
 :func:`certify.checkers.statements.render` (a producer passes ``None``; only a
 claim read back from JSON keeps the text it was stored with, which ``verify``
 then compares with the rendering), the ``verdict``, the ``evidence`` that lets an independent
-checker (``certify.verify``) re-derive the verdict without a solver, the
+checker (``certify verify``) re-derive the verdict without a solver, the
 ``method`` used and its ``timings``. Exact numbers in evidence are ints or
 ``"p/q"`` strings (see :func:`q_to_str`), never floats.
 """
@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from certify.checkers.statements import RENDERER, render
 from certify.core.errors import InputError
@@ -35,7 +35,7 @@ SCHEMA = "certify-attention/certificate/2"
 
 
 class ClaimKind(str, enum.Enum):
-    """Every kind of claim a certificate may hold. ``certify.verify`` has one
+    """Every kind of claim a certificate may hold. ``certify verify`` has one
     checker per kind; a kind it does not know is reported, not skipped."""
 
     BOUND = "bound"                          # closed-form bound, hypotheses checked exactly
@@ -220,7 +220,7 @@ def environment() -> dict[str, Any]:
     """Package versions, Python, platform and git commit (when there is one)."""
     from importlib import metadata
 
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in _PACKAGES:
         try:
             versions[name] = metadata.version(name)
@@ -230,7 +230,7 @@ def environment() -> dict[str, Any]:
         versions["certify-attention"] = metadata.version("certify-attention")
     except metadata.PackageNotFoundError:
         versions["certify-attention"] = None
-    out = {
+    out: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "packages": versions,

@@ -62,7 +62,7 @@ def verify_code(words, h: int | None = None, delta: int = 1) -> np.ndarray:
     D = directed_distances(w)
     np.fill_diagonal(D, np.iinfo(np.int64).max)
     if D.size and D.min() < delta:
-        i, j = np.unravel_index(np.argmin(D), D.shape)
+        i, j = (int(v) for v in np.unravel_index(np.argmin(D), D.shape))
         raise InputError(f"code words {i} and {j} are at directed distance "
                          f"{int(D[i, j])} < {delta}")
     return w
@@ -131,7 +131,7 @@ def greedy_packing(M: int, h: int, delta: int, limit: int | None = None,
 def thm6_code(M: int, limit: int | None = None) -> np.ndarray:
     """The middle-layer packing of Thm 6 at even length ``M``: ``h = M/2``,
     ``Delta = floor(M/8)``. Enumerable only for small M (the theorem itself uses
-    the counting bound in :mod:`certify.bounds`)."""
+    the counting bound in :mod:`certify.core.bounds`)."""
     if M < 2 or M % 2:
         raise InputError(f"Thm 6 uses even M >= 2, got {M}")
     return greedy_packing(M, M // 2, M // 8, limit=limit)

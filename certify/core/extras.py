@@ -39,5 +39,6 @@ def missing_line(exc: BaseException) -> str | None:
     extra = extra_for(exc)
     if extra is None:
         return None
-    return (f"the [{extra}] extra is not installed (no module {exc.name.split('.')[0]}): "
+    name = str(getattr(exc, "name", "") or "")
+    return (f"the [{extra}] extra is not installed (no module {name.split('.')[0]}): "
             f"pip install '{DIST}[{extra}]'")

@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -96,7 +96,7 @@ class Kernel:
         if self.form is Form.FACTOR:
             return self.num_tokens, self.num_tokens
         if self.matrix is not None:
-            return tuple(self.matrix.shape)   # type: ignore[return-value]
+            return (int(self.matrix.shape[0]), int(self.matrix.shape[1]))
         assert self.rational is not None
         return len(self.rational), len(self.rational[0])
 
@@ -123,7 +123,7 @@ class Kernel:
             return self.tokens[start:stop]
         if self.token_set.startswith("cube:"):
             idx = np.arange(start, stop, dtype=np.int64)
-            return ((idx[:, None] >> np.arange(self.m)) & 1).astype(np.uint8)
+            return ((idx[:, None] >> np.arange(self.m or 0)) & 1).astype(np.uint8)
         raise InputError("this kernel has no token coordinates")
 
     def feature_batches(self, batch_size: int = 1 << 14) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -132,7 +132,7 @@ class Kernel:
             raise ValueError("feature batches need a factor-form kernel")
         for s in range(0, self.num_tokens, batch_size):
             e = min(s + batch_size, self.num_tokens)
-            if self.phi_q is not None:
+            if self.phi_q is not None and self.phi_k is not None:
                 yield self.phi_q[s:e], self.phi_k[s:e]
             else:
                 yield self.features_at(self.token_batch(s, e))
@@ -144,7 +144,7 @@ class Kernel:
         if self.feature_fn is not None:
             q, k = self.feature_fn(tokens)
             return _features(q, "PhiQ"), _features(k, "PhiK")
-        if self.phi_q is None:
+        if self.phi_q is None or self.phi_k is None:
             raise ValueError("features_at needs a factor-form kernel")
         idx = self.token_rows(tokens)
         return self.phi_q[idx], self.phi_k[idx]
@@ -191,10 +191,16 @@ class Kernel:
         meta = k.meta()
         if path.suffix == ".json":
             if k.form is Form.FACTOR:
+                assert k.phi_q is not None and k.phi_k is not None     # materialized
                 meta["phi_q"] = _float_rows_json(k.phi_q)
                 meta["phi_k"] = _float_rows_json(k.phi_k)
             else:
-                rows = k.rational if k.rational is not None else _float_matrix_rationals(k.matrix)
+                rows: Sequence[Sequence[Fraction]]
+                if k.rational is not None:
+                    rows = k.rational
+                else:
+                    assert k.matrix is not None
+                    rows = _float_matrix_rationals(k.matrix)
                 meta["matrix"] = [[q_to_str(v) for v in row] for row in rows]
             if k.tokens is not None:
                 meta["tokens"] = ["".join(map(str, row)) for row in k.tokens.tolist()]
@@ -204,6 +210,7 @@ class Kernel:
             raise InputError(f"kernel files are .npz or .json, got {path.name}")
         arrays: dict[str, np.ndarray] = {"kernel_meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)}
         if k.form is Form.FACTOR:
+            assert k.phi_q is not None and k.phi_k is not None         # materialized
             arrays["phi_q"], arrays["phi_k"] = k.phi_q, k.phi_k
         elif k.matrix is not None:
             arrays["matrix"] = k.matrix
@@ -212,7 +219,7 @@ class Kernel:
         if k.tokens is not None:
             arrays["tokens"] = k.tokens
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
         atomic_write_bytes(path, buf.getvalue())
 
 

@@ -288,7 +288,7 @@ def clean_stale(out: Path) -> list[Path]:
     """Remove the stage folders of ``out`` left by dead runs; a moved-aside old
     folder inside one goes back to ``out`` when ``out`` is missing. Never touches
     a stage whose lock names a live process. Returns the removed stages."""
-    removed = []
+    removed: list[Path] = []
     parent = out.parent
     try:
         entries = list(parent.iterdir()) if parent.is_dir() else []
@@ -352,6 +352,7 @@ class Stage:
         write_manifest(self.new, self.command)
         os.chmod(self.new, 0o755)
         check_out_dir(self.out, self.command)     # re-check: the user may have added files
+        assert self.root is not None, "the stage is entered before it is committed"
         old = self.root / "old"
         if self.out.exists():
             os.replace(self.out, old)

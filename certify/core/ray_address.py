@@ -163,7 +163,7 @@ def _tcp(addr: RayAddress, infos: list[tuple], deadline: float) -> None:
     elif last is None or isinstance(last, (socket.timeout, TimeoutError)):
         why = f"no answer within {_budget_text()}"
     else:
-        why = f"cannot connect ({last.strerror or last})"
+        why = f"cannot connect ({getattr(last, 'strerror', None) or last})"
     raise InputError(f"--ray-address {addr.text}: {why}")
 
 

@@ -214,7 +214,7 @@ def chain_bound(family: Family, *, max_exhaustive: int = 12) -> ChainBound | Non
         return diag[b] in reach[a] and diag[b] != diag[a]
 
     def value(sel):
-        """Lemma 4 per pair (strict): t^2 / (t + sum Lambda^-2), from certify.bounds."""
+        """Lemma 4 per pair (strict): t^2 / (t + sum Lambda^-2), from certify.core.bounds."""
         lam = [[None if a == b else reach[a][diag[b]][0] for b in sel] for a in sel]
         return rank_bound_per_pair(lam, strict=True).bound
 

@@ -51,7 +51,7 @@ i.e. ``||W||_2 <= 1``). Steps (1)-(5) are exactly its Lagrangian, so the best
 certificate matches the program's value. Special cases: ``W = I``,
 ``mu = 0`` is Lemma 4 (``t <= sqrt(r U)``); ``W = I``, ``x = 1/t``, ``y = 1`` and a
 uniform ``rho`` contain the nonnegative refinement
-(:func:`certify.bounds.perron_discriminant`): its quadratic ``Q(sigma) <= 0`` is
+(:func:`certify.core.bounds.lemmas.perron_discriminant`): its quadratic ``Q(sigma) <= 0`` is
 what remains of the program after aggregating ``s = sum C_ij``, so whenever
 ``Delta(r) < 0`` the program is infeasible and a certificate exists. With
 per-pair ``rho_ij`` (the complementary pair of paper-5.1 has ``Lambda = 16``)
@@ -89,9 +89,9 @@ def rho_matrix(bound: ChainBound) -> list[list[Fraction]]:
 
 
 def psd_ldl(M) -> bool:
-    """Exact PSD test of a symmetric rational matrix: the checker kernel's own
-    (:func:`certify.checkers.kernel.psd.is_psd`), so producer and checker agree."""
-    from certify.checkers.kernel.psd import is_psd
+    """Exact PSD test of a symmetric rational matrix: the checker's own
+    (:func:`certify.checkers.kernel.is_psd`), so producer and checker agree."""
+    from certify.checkers.kernel import is_psd
     return is_psd(M)
 
 

@@ -41,8 +41,7 @@ from certify.core.errors import InputError
 from certify.core.families import Family
 from certify.feasibility.chain_bounds import ChainBound, chain_bound
 from certify.feasibility.lp_search import descend
-from certify.feasibility.model import (FeasibilityProblem, Features, ModelClass, build_problem,
-                                       lookup_witness)
+from certify.feasibility.model import FeasibilityProblem, Features, ModelClass, build_problem, lookup_witness
 from certify.feasibility.result import FeasibilityResult, Outcome
 
 
@@ -119,7 +118,7 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, family, "alternating LPs",
                              bound=bound, best_float_margin=res.delta,
                              search_info={"lps": res.iterations, "restarts": res.restarts},
-                             reason=f"no exactly verified witness within "
+                             reason="no exactly verified witness within "
                                     + (f"{iterations} LPs per rank " if iterations else
                                        f"{time_limit:g} s ")
                                     + f"(best float LP margin {res.delta:.3g}){lb}",

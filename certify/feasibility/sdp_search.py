@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from certify.feasibility.lp_search import search_witness
 from certify.feasibility.model import FeasibilityProblem, Features, verify_factors
 from certify.feasibility.result import FeasibilityResult, Outcome

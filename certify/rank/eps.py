@@ -16,8 +16,15 @@ from certify.core.certificate import Claim, ClaimKind
 from certify.core.kernel import Kernel
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
-from certify.rank.evidence import (TRUSTED_GRAMS, feature_evidence, gram_evidence, matrix_sha256,
-                                   scale_evidence, source_params, token_evidence)
+from certify.rank.evidence import (
+    TRUSTED_GRAMS,
+    feature_evidence,
+    gram_evidence,
+    matrix_sha256,
+    scale_evidence,
+    source_params,
+    token_evidence,
+)
 from certify.rank.options import SPECTRAL_EXACT_LIMIT, RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex

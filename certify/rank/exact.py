@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import time
 
-from certify.core.certificate import Claim, ClaimKind
 from certify.checkers.rank.span import column_span_shared
+from certify.core.certificate import Claim, ClaimKind
 from certify.core.kernel import Kernel
-from certify.rank.evidence import (TRUSTED_GRAMS, attempts_info, feature_evidence, freivalds_challenge,
-                                   gram_evidence, matrix_sha256, rank_params, scale_evidence,
-                                   token_evidence)
+from certify.rank.evidence import (
+    TRUSTED_GRAMS,
+    attempts_info,
+    feature_evidence,
+    freivalds_challenge,
+    gram_evidence,
+    matrix_sha256,
+    rank_params,
+    scale_evidence,
+    token_evidence,
+)
 from certify.rank.options import RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex

@@ -44,7 +44,11 @@ class RankReport:
     verdict: Verdict
 
 
-def certify_rank(kernel: Kernel, opt: RankOptions = RankOptions(), engine=None) -> RankReport:
+#: the default options (frozen, so one shared instance is safe as a default argument)
+_DEFAULT = RankOptions()
+
+
+def certify_rank(kernel: Kernel, opt: RankOptions = _DEFAULT, engine=None) -> RankReport:
     """All requested claims for ``kernel``; a signed kernel under
     ``require_nonnegative`` raises :class:`UncertifiableError`. ``engine``
     (:mod:`certify.parallel`) shards the factor-form Gram pass."""

@@ -15,7 +15,6 @@ from fractions import Fraction
 import numpy as np
 
 from certify.checkers.common import without_negative_zeros
-
 from certify.core.errors import InputError
 from certify.core.kernel import Kernel
 from solvers import exact as ex

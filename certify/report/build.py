@@ -133,7 +133,7 @@ def singular_value_series(certs: list[Loaded]) -> list[dict[str, Any]]:
     sigma_i^2 enclosures), eps and k."""
     out = []
     for L in certs:
-        for i, c in enumerate(L.cert["claims"]):
+        for _i, c in enumerate(L.cert["claims"]):
             ev = c.get("evidence", {})
             encl = ev.get("sigma_sq_enclosures")
             if c["kind"] != "eps_rank" or not isinstance(encl, list) or not encl:

@@ -34,9 +34,9 @@ import traceback
 from collections import OrderedDict
 from contextlib import asynccontextmanager
 from http import HTTPStatus
-from urllib.parse import urlencode
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError

@@ -47,7 +47,6 @@ from certify.service.health import is_outage, reason_of
 from certify.service.launcher import LAUNCHER_GONE, Launcher
 from certify.service.queue import Claim, Queue
 
-
 #: seconds between two sweeps of expired anonymous jobs
 RETENTION_SWEEP = 60.0
 

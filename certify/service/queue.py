@@ -28,18 +28,16 @@ anonymous job expires after the retention period (:meth:`Queue.expire`).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-import datetime as dt
-
 from sqlalchemy import delete, func, select, update
 
-from certify.service.schema import (DONE, FAILED, QUEUED, RUNNING, JobClaimRow, JobRow, UploadRow,
-                                    now)
+from certify.service.schema import DONE, FAILED, QUEUED, RUNNING, JobClaimRow, JobRow, UploadRow, now
 from certify.service.store import Store, add_certificate, storage_used_in
 
 MB = 1 << 20

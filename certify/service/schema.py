@@ -25,8 +25,22 @@ from __future__ import annotations
 import datetime as dt
 from pathlib import Path
 
-from sqlalchemy import (BigInteger, Boolean, Column, DateTime, Float, ForeignKey, Integer,
-                        LargeBinary, String, Text, create_engine, event, literal_column, text)
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    create_engine,
+    event,
+    literal_column,
+    text,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.sql.elements import ColumnElement

@@ -161,8 +161,9 @@ def run(cfg: ServiceConfig, listen: Listen, token_file: str | None) -> int:
 
 
 def _server_class():
-    import uvicorn
     from contextlib import contextmanager
+
+    import uvicorn
 
     class Server(uvicorn.Server):
         """uvicorn's server, except that a stop asked by SIGTERM or SIGINT is a

@@ -28,10 +28,19 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from certify.core.errors import InputError
 from certify.service.config import shown_url
-
-from certify.service.schema import (AdmissionRow, CertificateFileRow, CertificateRow, ClaimRow,
-                                    JobRow, UploadRow, aware, db_epoch, make_engine, migrate, now)
-
+from certify.service.schema import (
+    AdmissionRow,
+    CertificateFileRow,
+    CertificateRow,
+    ClaimRow,
+    JobRow,
+    UploadRow,
+    aware,
+    db_epoch,
+    make_engine,
+    migrate,
+    now,
+)
 
 #: the columns a certificate list shows (not the JSON text, not the verification)
 LIST_COLUMNS = [c for c in CertificateRow.__table__.columns if c.name not in ("json_text", "verification")]

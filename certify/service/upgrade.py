@@ -136,9 +136,8 @@ def migrate_folder(path: str | os.PathLike, db: str | None = None) -> Migrated:
     """Move the previous layout at ``path`` into the current one (see the module)."""
     from sqlalchemy import select, update
 
-    from certify.service.schema import (QUEUED, RUNNING, CertificateFileRow, CertificateRow,
-                                        JobRow, UploadRow)
     from certify.service.config import check_db_url
+    from certify.service.schema import QUEUED, RUNNING, CertificateFileRow, CertificateRow, JobRow, UploadRow
     from certify.service.store import open_store
 
     p = Path(path).resolve()
@@ -215,7 +214,7 @@ def migrate_folder(path: str | os.PathLike, db: str | None = None) -> Migrated:
                     if got is None or _sha(got) != sha:
                         raise InputError(f"--data {path}: the copy of uploads/{f.name} does not "
                                          f"read back; the old files are kept")
-                for (sha256, name), (f, sha) in copied_files.items():
+                for (sha256, name), (_f, sha) in copied_files.items():
                     got = s.scalar(select(CertificateFileRow.data).where(
                         CertificateFileRow.cert_sha256 == sha256, CertificateFileRow.name == name))
                     if got is None or _sha(got) != sha:
@@ -234,7 +233,7 @@ def migrate_folder(path: str | os.PathLike, db: str | None = None) -> Migrated:
         removed = []
         for f, _ in copied_up.values():
             f.unlink(missing_ok=True)
-        for (sha256, name), (f, _) in copied_files.items():
+        for (_sha256, _name), (f, _) in copied_files.items():
             f.unlink(missing_ok=True)
         for sub in ("uploads", "certificates"):
             d = p / sub

@@ -24,7 +24,6 @@ from certify.core.files import sha256_file
 from certify.core.kernel import Form, Kernel, Provenance, parse_tokens
 from certify.sources.weights import read_weights, weights_file
 
-
 #: what an adapter spec's kernel records instead of a library comparison
 SPEC_CHECK = {"status": "not run", "reason": "an adapter spec names no library whose own computation could be run"}
 
@@ -123,7 +122,6 @@ def read_state_dict(path: str | Path) -> dict[str, Any]:
 def load_adapter_kernel(path: str | Path, spec_path: str | Path, *, tokens: str | None = None) -> Kernel:
     """Kernel of one head of a third-party checkpoint (factor form)."""
     from models.adapters import adapt, read_spec
-
     from models.layouts.base import compute_dtype
 
     spec = read_spec(spec_path)

@@ -22,8 +22,16 @@ import numpy as np
 
 from certify.core.errors import InputError
 from certify.core.files import sha256_file
-from certify.core.kernel import (KERNEL_FORMAT, Form, Kernel, Provenance, from_features,
-                                 from_matrix, from_rationals, parse_tokens)
+from certify.core.kernel import (
+    KERNEL_FORMAT,
+    Form,
+    Kernel,
+    Provenance,
+    from_features,
+    from_matrix,
+    from_rationals,
+    parse_tokens,
+)
 from certify.core.limits import check_matrix_shape, limit, parse_exact
 from certify.core.numbers import str_to_q
 

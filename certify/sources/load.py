@@ -106,7 +106,7 @@ def is_models_checkpoint(path: Path) -> bool:
     fmt = obj.get("format") if isinstance(obj, dict) else None
     if not isinstance(fmt, str) or not fmt.startswith("certify-attention/"):
         return False
-    from models.checkpoint import FORMAT           # imports torch: only for a real candidate
+    from models.checkpoint import FORMAT  # imports torch: only for a real candidate
     return fmt == FORMAT
 
 

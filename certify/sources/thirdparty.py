@@ -194,6 +194,26 @@ def mismatch(check, head: int) -> str | None:
             f"{check.length} tokens ({check.method}); no claim is made about this head")
 
 
+#: how a comparison reads when the library's module was built with the same assumed defaults
+SAME_ASSUMPTION = "same assumption, not an independent check"
+
+
+def check_independence(det) -> dict[str, Any]:
+    """Whether the library check is independent of the extraction's assumptions: the
+    library's module is built from the config as written and, for an argument the config
+    does not state, from the default the user accepted (``--assume-default``), which is
+    the extractor's assumption too. Agreement then shows the extraction reproduces the
+    library under that assumption, not that the assumption is the model's."""
+    from models.layouts import FROM_DEFAULT
+    assumed = sorted(k for k, v in (getattr(det, "stated", None) or {}).items()
+                     if isinstance(v, dict) and v.get("from") == FROM_DEFAULT)
+    if not assumed:
+        return {"independent": True}
+    return {"independent": False,
+            "note": f"{SAME_ASSUMPTION}: the library's module was built with the assumed "
+                    f"default{'s' if len(assumed) > 1 else ''} {', '.join(assumed)} as well"}
+
+
 def head_kernel(model: LoadedModel, *, layer: int | None = None, head: int | None = None,
                 tokens: str | None = None, compare: bool = True, seed: int = 0) -> Kernel:
     """The kernel of one head on a token set, with its provenance (module docstring)."""
@@ -210,6 +230,7 @@ def head_kernel(model: LoadedModel, *, layer: int | None = None, head: int | Non
     if compare:
         check = library_check(model, L, ts, m, toks, seed=seed)
         details["library_check"] = check.head(hi)
+        details["library_check"].update(check_independence(det))
         why = mismatch(check, hi)
         if why is not None:
             raise ExtractionMismatch(f"{det.library} layer {L.index} head {hi}: {why}")

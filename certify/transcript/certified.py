@@ -23,8 +23,7 @@ from certify.core.certificate import Claim, ClaimKind
 from certify.core.files import sha256_json
 from certify.core.verdict import Verdict
 from certify.transcript.capacity import bound_claim, capacity
-from certify.transcript.replay import (collision_refutation, error_refutation, family_evidence,
-                                       replay)
+from certify.transcript.replay import collision_refutation, error_refutation, family_evidence, replay
 from certify.transcript.result import REPLAY_ASSUMPTION, TranscriptResult
 from certify.transcript.search import SearchResult
 

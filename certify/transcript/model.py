@@ -129,8 +129,13 @@ def build_model(req: ModelRequest, spec, p: int | None = None) -> tuple[Quantize
     the seeds it used and the input files it read (name -> sha256)."""
     from certify.core.files import sha256_file
     from models.quantize import FloatFormatQuantizer, UniformQuantizer
-    from models.sketch import (SketchConfig, builtin_uniform_quantizer, injective_model,
-                               load_sketch_checkpoint, random_model)
+    from models.sketch import (
+        SketchConfig,
+        builtin_uniform_quantizer,
+        injective_model,
+        load_sketch_checkpoint,
+        random_model,
+    )
 
     bits = p if p is not None else req.bits
     seeds, inputs = {}, {}

@@ -28,9 +28,8 @@ class Replay:
 
 
 def replay(spec, model: QuantizedSketchModel, index: int, exact_weights=None) -> Replay:
-    from models.sketch import Uncertain
+    from models.sketch import Uncertain, forward_exact
     from models.sketch import exact_weights as _ew
-    from models.sketch import forward_exact
 
     kap = spec.assignments(index, index + 1)
     toks = spec.tokens[spec.inputs(kap)[0]]

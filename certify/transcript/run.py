@@ -38,10 +38,14 @@ from certify.core.certificate import Certificate, Claim, ClaimKind
 from certify.core.errors import InputError
 from certify.core.verdict import Verdict
 from certify.transcript.capacity import bound_claim, capacity
-from certify.transcript.model import (ModelRequest, QuantizedSketchModel, build_model,
-                                      check_compatible)
-from certify.transcript.replay import (_query_error, collision_refutation, error_refutation,
-                                       family_evidence, replay)
+from certify.transcript.model import ModelRequest, QuantizedSketchModel, build_model, check_compatible
+from certify.transcript.replay import (
+    _query_error,
+    collision_refutation,
+    error_refutation,
+    family_evidence,
+    replay,
+)
 from certify.transcript.result import DEFAULT_EXACT_LIMIT, TranscriptResult
 from certify.transcript.search import DEFAULT_BATCH, search_collisions
 

@@ -35,7 +35,6 @@ import numpy as np
 from models.canonical.rounding import MAX_PREC, START_PREC, correctly_rounded, round_ball  # noqa: F401
 from models.canonical.rounding import nearest as _nearest  # noqa: F401
 
-
 # ---------------------------------------------------------------- exact conversions
 
 def decode(data: bytes | np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarray:

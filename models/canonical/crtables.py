@@ -93,7 +93,6 @@ def _dd_err(ball):
 
 def _upper(ball) -> float:
     """A double >= every point of ``ball`` (nonnegative)."""
-    from flint import arb
     v = float(_nearest(abs(ball).upper()))
     return v * (1 + 2.0 ** -50) + 2.0 ** -1000 if v < float("inf") else v
 

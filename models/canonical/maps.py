@@ -21,8 +21,19 @@ from typing import Callable
 
 import numpy as np
 
-from models.canonical.arith import (cr_const, cr_exp, cr_expm1, cr_gelu, cr_sigmoid, cr_softmax, cr_softplus,
-                                     cr_tanh, linear, relu, rowsum)
+from models.canonical.arith import (
+    cr_const,
+    cr_exp,
+    cr_expm1,
+    cr_gelu,
+    cr_sigmoid,
+    cr_softmax,
+    cr_softplus,
+    cr_tanh,
+    linear,
+    relu,
+    rowsum,
+)
 
 Map = Callable[[np.ndarray], np.ndarray]
 

@@ -44,8 +44,8 @@ __all__ = ["Detected", "FeatureHead", "LayerPlan", "Refusal", "detect", "LIBRARI
            "require_stated"]
 #: where a stated kernel argument came from
 FROM_CONFIG, FROM_DEFAULT = "config.json", "library default, assumed"
-#: ``assume`` entry accepting every unstated default (only the replay of certificates made
-#: before claims recorded their stated arguments uses it)
+#: ``assume`` entry accepting every unstated default (``--assume-library-defaults``); each
+#: accepted default is still recorded by name in ``det.stated``
 ALL_DEFAULTS = "*"
 
 
@@ -140,7 +140,7 @@ def require_stated(det: Detected, config: Mapping[str, Any], assume: Iterable[st
     defaults."""
     from models.layouts.defaults import KERNEL_ARGS
     assume = list(dict.fromkeys(assume))
-    if ALL_DEFAULTS in assume:           # the replay of a certificate made before stated arguments
+    if ALL_DEFAULTS in assume:           # --assume-library-defaults: every unstated argument, each named
         assume = list(det.unstated)
     table = KERNEL_ARGS.get(det.kernel_args, {})
     bad = [a for a in assume if a not in det.unstated]
@@ -160,6 +160,7 @@ def require_stated(det: Detected, config: Mapping[str, Any], assume: Iterable[st
             f"{lib} {cls}: the kernel depends on constructor arguments that config.json does not state and "
             f"the weights cannot tell: {what}. State them in config.json next to the weights (e.g. "
             f"{{{', '.join(json.dumps(a) + ': ...' for a in missing)}}}) or accept the library default with "
-            + " ".join(f"--assume-default {a}" for a in missing))
+            + " ".join(f"--assume-default {a}" for a in missing)
+            + ("" if len(missing) == 1 else " (all at once: --assume-library-defaults)"))
     det.stated = {a: {"value": _value(config[a]), "from": FROM_CONFIG} for a in table if a in config}
     det.stated.update({a: {"value": _value(det.unstated[a]), "from": FROM_DEFAULT} for a in assume})

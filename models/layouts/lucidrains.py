@@ -52,8 +52,17 @@ from torch.nn import functional as F
 from certify.core.errors import InputError
 from models.canonical import maps as cm
 from models.canonical.arith import f64
-from models.layouts.base import (SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, Step, layer_norm,
-                                 natural, rows_of_head)
+from models.layouts.base import (
+    SPEC_HINT,
+    Detected,
+    FeatureHead,
+    LayerPlan,
+    Refusal,
+    Step,
+    layer_norm,
+    natural,
+    rows_of_head,
+)
 from models.layouts.defaults import KERNEL_ARGS, defaults
 
 PERFORMER, LAT = "performer-pytorch", "linear-attention-transformer"

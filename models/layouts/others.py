@@ -24,8 +24,8 @@ from typing import Any, Mapping
 import torch
 
 from certify.core.errors import InputError
-from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, natural, rows_of_head
 from models.canonical import maps as cm
+from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, natural, rows_of_head
 from models.layouts.defaults import KERNEL_ARGS, defaults
 from models.layouts.fla import based_heads, elu1
 

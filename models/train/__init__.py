@@ -707,7 +707,7 @@ def write_readme(out: Path) -> None:
         L += ["", "| paper (Sec. 5.1) | here |", "|---|---|",
               f"| r < 8 excluded by the proof | {sum(not x.solved for x in below8)}/{len(below8)} "
               "runs at r < 8 fail, as they must |",
-              f"| mean max error > 0.80 through r = 15 | "
+              "| mean max error > 0.80 through r = 15 | "
               + ", ".join(f"r={r}: {v:.3f}" for r, v in means15.items())
               + (" (all > 0.80)" if means15 and min(means15.values()) > 0.8 else " (NOT all > 0.80)") + " |",
               f"| all five r = 32 runs solve | {sum(x.solved for x in r32)}/{len(r32)} solve |",

@@ -25,10 +25,19 @@ This package namespace re-exports the public names of its modules.
 
 from __future__ import annotations
 
-from solvers.exact.gram import GramAccumulator, batch_gram, exact_products, normalize_pow2
-from solvers.exact.integers import (IntMatrix, as_int_lists, compact, dyadic, dyadic_to_fraction,
-                                    fmpz_matrix, iter_int, nmod_matrix, rational_rows)
 from solvers.exact.elimination import canonical_minor
+from solvers.exact.gram import GramAccumulator, batch_gram, exact_products, normalize_pow2
+from solvers.exact.integers import (
+                                    IntMatrix,
+                                    as_int_lists,
+                                    compact,
+                                    dyadic,
+                                    dyadic_to_fraction,
+                                    fmpz_matrix,
+                                    iter_int,
+                                    nmod_matrix,
+                                    rational_rows,
+)
 from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.rank import ExactRank, PrimeAttempt, core_rank, exact_rank, exact_rank_fast
 from solvers.exact.span import span_check_multimodular

@@ -31,7 +31,7 @@ class IntMatrix:
 
     @property
     def shape(self) -> tuple[int, int]:
-        return tuple(self.values.shape)  # type: ignore[return-value]
+        return (int(self.values.shape[0]), int(self.values.shape[1]))
 
     def entries(self) -> list[int]:
         return [int(v) for v in self.values.ravel().tolist()]

@@ -15,10 +15,10 @@ from typing import Callable
 import numpy as np
 
 from certify.core.verdict import Verdict
-from solvers.exact.integers import IntMatrix, _obj, _zero, compact
 from solvers.exact.elimination import canonical_minor, elimination_prime
-from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.freivalds import freivalds_span_test
+from solvers.exact.integers import IntMatrix, _obj, _zero, compact
+from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
 
 #: ``upper="auto"`` runs the exact span check when its work ``n1 n2 r k`` (``k``
@@ -88,6 +88,7 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
                                            "primes": list(fr.primes)},
                            details={"freivalds_L": fr.plan.L, "freivalds_error_log2":
                                     round(-math.log2(fr.plan.error), 2)})
+    ok: bool | None
     if rk == min(n1, n2):
         ok = True
     elif rk == 0:
@@ -234,6 +235,8 @@ def core_rank(GQ: IntMatrix, GK: IntMatrix, *, seed: int = 0, max_primes: int = 
                 null_minor = (p, nrows, ncols)
         if best[1] == r - nullity and (null_minor is not None or not nullity):
             break
+    if best is None:
+        raise ValueError("max_primes must be at least 1")
     p, rk, rows, cols = best
     upper = r - nullity if (null_minor is not None or not nullity) else r
     timings = {"total": time.perf_counter() - t0}

@@ -175,7 +175,8 @@ def schur_bound_sq(V: np.ndarray, rows: Sequence[int], cols: Sequence[int], D: i
 def _primes_below(limit: int, count: int) -> tuple[int, ...]:
     """The ``count`` largest primes ``<= limit`` (deterministic), largest first."""
     import flint
-    out, p = [], limit
+    out: list[int] = []
+    p = limit
     while len(out) < count and p > 2:
         if flint.fmpz(p).is_prime():
             out.append(p)

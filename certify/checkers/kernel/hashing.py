@@ -1,16 +1,20 @@
-"""Hash binding: the canonical sha256 of a JSON value.
+"""Content binding by hash.
 
-Statement: ``canonical_sha256(x) == canonical_sha256(y)`` iff the canonical JSON
-texts of ``x`` and ``y`` (sorted keys, no whitespace, ``json.dumps`` defaults)
-are equal, up to a sha256 collision. A claim bound to a hash is bound to every
-byte of that text, so two values that differ in any key or entry have different
-hashes unless sha256 collides.
+``canonical_sha256(obj)`` is the SHA-256 (hex) of the canonical JSON of ``obj``:
+keys sorted, no spaces (``separators=(",", ":")``), Python's JSON encoder. Two
+JSON values have the same canonical text exactly when they are equal as JSON
+values with the same key sets and the same number spellings, so the hash binds
+a certificate field to its content (up to SHA-256 collisions, the one
+cryptographic assumption of the checker).
 """
+
+from __future__ import annotations
+
 import hashlib
 import json
 from typing import Any
 
 
 def canonical_sha256(obj: Any) -> str:
-    """sha256 (hex) of ``json.dumps(obj, sort_keys=True, separators=(",", ":"))``."""
+    """SHA-256 (hex) of the canonical JSON of ``obj`` (module docstring)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -1,17 +1,43 @@
-"""Signs of inner products of feature rows, decided exactly over Z.
+"""Exact integer matrix products: identities and signs.
 
-Statement: for integer matrices ``Q`` (K1 x r) and ``K`` (K2 x r) with scales
-``2^eq`` and ``2^ek``, :func:`products_nonnegative` returns True iff every
-``<Q_x, K_z> 2^(eq + ek) >= 0``, i.e. iff ``Q K^T >= 0`` entrywise (a positive
-scale does not change a sign). The product is formed exactly by python-flint;
-a ragged or empty input is refused (False).
+Statements. For integer matrices the products below are computed exactly by
+python-flint (``fmpz_mat``, arbitrary precision), so
+
+* ``product_identity(A, B, C, d)`` is true exactly when ``A B = d C`` over the
+  integers (an exact column-span witness: the columns of ``C`` lie in the span
+  of ``A``'s columns with coefficients ``B / d``, so the rank of ``[A | C]`` is
+  the rank of ``A``);
+* ``product_min(Q, K)`` is the least entry of ``Q K^T``; it is ``>= 0`` exactly
+  when every inner product ``<q_x, k_z>`` of a row of ``Q`` with a row of ``K`` is
+  nonnegative (scaled by a positive power of two, the sign is that of the kernel
+  ``alpha(x, z) = <phi_q(x), phi_k(z)>``).
 """
 
+from __future__ import annotations
 
-def products_nonnegative(Q: list[list[int]], K: list[list[int]]) -> bool:
-    """Is every entry of ``Q K^T`` (integer rows) >= 0?"""
-    from certify.checkers.kernel.identity import fmpz_mat
-    if not Q or not K or len({len(r) for r in Q} | {len(r) for r in K}) != 1:
+from typing import Any
+
+
+def _mat(M: Any) -> Any:
+    import flint
+    return M if isinstance(M, flint.fmpz_mat) else flint.fmpz_mat([[int(v) for v in row] for row in M])
+
+
+def product_identity(A: Any, B: Any, C: Any, d: int = 1) -> bool:
+    """``A B == d C`` exactly over the integers (module docstring)."""
+    A, B, C = _mat(A), _mat(B), _mat(C)
+    if A.ncols() != B.nrows() or (A.nrows(), B.ncols()) != (C.nrows(), C.ncols()):
         return False
-    P = fmpz_mat(Q) * fmpz_mat(K).transpose()
-    return min(int(v) for v in P.entries()) >= 0
+    return bool(A * B == C * int(d))
+
+
+def product_min(Q: Any, K: Any) -> int | None:
+    """The least entry of ``Q K^T`` (``None`` when it is empty), exactly."""
+    Q, K = _mat(Q), _mat(K)
+    if Q.nrows() == 0 or K.nrows() == 0:
+        return None
+    if Q.ncols() != K.ncols():
+        raise ValueError("Q and K need the same number of columns")
+    P = Q * K.transpose()
+    entries = P.entries()
+    return min(int(v) for v in entries) if entries else None

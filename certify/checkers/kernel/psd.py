@@ -1,57 +1,72 @@
-"""Positive (semi)definiteness by one method: the signs of the characteristic polynomial.
+"""Positive semidefiniteness, by one method: exact symmetric elimination.
 
-Statement: let ``M`` be a symmetric rational n x n matrix and
-``det(lambda I - M) = sum_i a_i lambda^i`` (``a_n = 1``). ``M`` is positive
-semidefinite iff ``(-1)^(n-i) a_i >= 0`` for every ``i``, and positive definite
-iff moreover ``a_0 != 0``.
-
-Proof: ``M`` is symmetric, so its eigenvalues ``l_1..l_n`` are real and
-``(-1)^(n-i) a_i = e_(n-i)(l)`` (elementary symmetric functions). If every
-``l_j >= 0`` every ``e_k >= 0``. Conversely if every ``e_k >= 0``, for ``t > 0``
-``prod_j (t + l_j) = sum_k e_k t^(n-k) >= t^n > 0``, so no ``l_j`` equals ``-t``:
-no eigenvalue is negative. Positive definite adds ``det M = e_n = (-1)^n a_0 != 0``.
-The polynomial is computed exactly by python-flint (``fmpz_mat`` / ``fmpq_mat``
-``charpoly``); a non-square or non-symmetric input is refused (False).
+Statement. A symmetric rational matrix ``M`` is positive semidefinite exactly
+when symmetric Gaussian elimination without pivoting (``M = L D L^T``) meets no
+negative pivot, and every zero pivot has a zero remaining column. Proof: the
+step at pivot ``d = M[k, k] > 0`` replaces the trailing block by its Schur
+complement ``S = B - b b^T / d``, and ``M`` is PSD iff ``S`` is (congruence by a
+unit triangular matrix); at ``d < 0`` the vector ``e_k`` gives ``e_k^T M e_k <
+0``; at ``d = 0`` with ``M[i, k] != 0`` the 2 x 2 principal minor on ``{k, i}``
+is ``-M[i, k]^2 < 0``; at ``d = 0`` with a zero column the step drops row and
+column ``k``. Positive definite: every pivot ``> 0``. Arithmetic is exact
+(python-flint rationals ``fmpq``).
 """
+
+from __future__ import annotations
+
 from fractions import Fraction
+from typing import Any, Sequence
 
 
-def _matrix(M):
-    """``M`` as a flint integer or rational matrix (rows of ints / Fractions / flint
-    numbers, or a flint matrix)."""
+def _rows(M: Any) -> list[list[Any]]:
+    """``M`` (a list of rows of ints / Fractions / ``"p/q"`` strings, or a
+    python-flint ``fmpz_mat`` / ``fmpq_mat``) as rows of ``fmpq``."""
     import flint
-    if isinstance(M, (flint.fmpz_mat, flint.fmpq_mat)):
-        return M
-    rows = [list(r) for r in M]
-    if any(len(r) != len(rows) for r in rows):
-        return None
-    if all(isinstance(v, (int, flint.fmpz)) and not isinstance(v, bool) for r in rows for v in r):
-        return flint.fmpz_mat(len(rows), len(rows[0]) if rows else 0, [int(v) for r in rows for v in r])
-
-    def q(v):
-        if isinstance(v, (flint.fmpq, flint.fmpz)):
-            return flint.fmpq(v)
-        v = Fraction(v)
-        return flint.fmpq(v.numerator, v.denominator)
-    return flint.fmpq_mat(len(rows), len(rows), [q(v) for r in rows for v in r])
-
-
-def _signed_coefficients(M) -> list | None:
-    """``[(-1)^(n-i) a_i]`` of symmetric ``M`` (None when not square and symmetric)."""
-    A = _matrix(M)
-    if A is None or A.nrows() != A.ncols() or A != A.transpose():
-        return None
-    n = A.nrows()
-    return [((-1) ** (n - i)) * c for i, c in enumerate(A.charpoly().coeffs())]
+    if hasattr(M, "nrows"):
+        M = [[M[i, j] for j in range(M.ncols())] for i in range(M.nrows())]
+    out = []
+    for row in M:
+        r = []
+        for v in row:
+            if isinstance(v, (flint.fmpz, flint.fmpq)):
+                r.append(flint.fmpq(v))
+            else:
+                f = Fraction(v)
+                r.append(flint.fmpq(f.numerator, f.denominator))
+        out.append(r)
+    return out
 
 
-def is_psd(M) -> bool:
-    """Is ``M`` symmetric positive semidefinite? Exact."""
-    s = _signed_coefficients(M)
-    return s is not None and all(c >= 0 for c in s)
+def _pivots(A: list[list[Any]], strict: bool) -> bool:
+    n = len(A)
+    if any(len(row) != n for row in A):
+        return False
+    if any(A[i][j] != A[j][i] for i in range(n) for j in range(i)):
+        return False
+    for k in range(n):
+        d = A[k][k]
+        if d < 0 or (strict and d == 0):
+            return False
+        if d == 0:
+            if any(A[i][k] != 0 for i in range(k + 1, n)):
+                return False
+            continue
+        row_k = A[k]
+        for i in range(k + 1, n):
+            if A[i][k] != 0:
+                f = A[i][k] / d
+                row_i = A[i]
+                for j in range(k, n):
+                    row_i[j] -= f * row_k[j]
+    return True
 
 
-def is_positive_definite(M) -> bool:
-    """Is ``M`` symmetric positive definite? Exact."""
-    s = _signed_coefficients(M)
-    return s is not None and all(c >= 0 for c in s) and s[0] != 0
+def is_psd(M: Sequence[Sequence[Any]] | Any) -> bool:
+    """Is the square matrix ``M`` symmetric and positive semidefinite? (module
+    docstring; a non-symmetric or non-square matrix is not)"""
+    return _pivots(_rows(M), strict=False)
+
+
+def is_positive_definite(M: Sequence[Sequence[Any]] | Any) -> bool:
+    """Is the square matrix ``M`` symmetric and positive definite (every pivot > 0)?"""
+    return _pivots(_rows(M), strict=True)

@@ -22,7 +22,7 @@ themselves come from one of
 * ``trusted`` = the exact list of fields documented below for the claim kind:
   the features are too large to embed, so these summaries are taken from the
   producer *as stated* (identified by ``features_sha256``) and not re-derived.
-  :func:`trusted` lists them and ``certify.verify`` prints them as trusted.
+  :func:`trusted` lists them and ``certify verify`` prints them as trusted.
 
 exact_rank, factor form (``form = "factor"``)
   ``num_tokens, r``, features (above; ``trusted = ["gram_q", "gram_k",
@@ -51,7 +51,7 @@ exact_rank, matrix form (``form = "matrix"``)
   Parameters of both forms: ``token_set`` (``cube:M`` fixes ``K = 2^M``),
   ``shape`` (``[K, K]`` in factor form), ``form``, ``dtype`` (the features'),
   ``source`` (a label) / ``source_sha256`` (null for a kernel built in memory,
-  else one of the certificate's ``inputs`` hashes, which ``certify.verify``
+  else one of the certificate's ``inputs`` hashes, which ``certify verify``
   compares with the file when present), ``adapter`` (a label).
 eps_rank, factor form
   the Gram fields and features as above, ``eps`` (= ``parameters.eps``), ``k``
@@ -102,8 +102,7 @@ from typing import Any, Mapping
 from certify.checkers.common import guarded
 from certify.checkers.rank.code import check_code_rank
 from certify.checkers.rank.eps import check_eps_rank
-from certify.checkers.rank.evidence import (KINDS,  # noqa: F401 (the area's public names)
-                                            matrix_sha256)
+from certify.checkers.rank.evidence import KINDS, matrix_sha256  # noqa: F401 (the area's public names)
 from certify.checkers.rank.exact import check_exact_rank
 from certify.checkers.rank.nonnegative import check_nonnegative
 
@@ -115,7 +114,7 @@ def trusted(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None) -> 
     """The evidence fields this claim declares trusted (taken as stated, not re-derived)."""
     ev = claim.get("evidence")
     t = ev.get("trusted") if isinstance(ev, dict) else None
-    if not isinstance(t, list):
+    if not isinstance(ev, dict) or not isinstance(t, list):
         return []
     fs = ev.get("features_sha256")
     ident = f" (summaries of the features with sha256 {fs.get('phi_q', '?')[:16]}..., " \
@@ -126,7 +125,7 @@ def trusted(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None) -> 
 def check(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None, *, matrix=None) -> list[str]:
     """Re-derive one claim's verdict from its evidence; ``matrix`` supplies the
     integer matrix of a matrix-form claim whose evidence does not embed it."""
-    fn = _CHECKS.get(claim.get("kind"))
+    fn = _CHECKS.get(str(claim.get("kind")))
     if fn is None:
         return [f"certify.checkers.rank does not check kind {claim.get('kind')!r}"]
     if not isinstance(claim.get("evidence"), dict) or not isinstance(claim.get("parameters"), dict):

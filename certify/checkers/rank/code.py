@@ -7,10 +7,18 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from certify.checkers.common import (Bad, bits, fmpz_mat, int_matrix, integer, keys, rational,
-                                     rational_matrix, same_rational)
-from certify.checkers.rank.evidence import (_FEATURE_SOURCES, _TRUSTED, SOURCE_KEYS, _Features,
-                                            _indices)
+from certify.checkers.common import (
+    Bad,
+    bits,
+    fmpz_mat,
+    int_matrix,
+    integer,
+    keys,
+    rational,
+    rational_matrix,
+    same_rational,
+)
+from certify.checkers.rank.evidence import _FEATURE_SOURCES, _TRUSTED, SOURCE_KEYS, _Features, _indices
 
 
 def _cube_index(bitrow: list[int]) -> int:
@@ -67,7 +75,7 @@ def check_code_rank(claim, cert, matrix=None) -> list[str]:
                           f"word_rows, not on {ts!r}")
             else:
                 located = [[_cube_index(w), _cube_index([1 - b for b in w])] for w in words]
-            for i, w in enumerate(words):
+            for i, _w in enumerate(words):
                 xs, xc = located[i]
                 for c in range(len(qf[0])):
                     if Fraction(qf[i][c]) * Fraction(2) ** qe != F.value("q", xs, c) or \
@@ -83,9 +91,9 @@ def check_code_rank(claim, cert, matrix=None) -> list[str]:
     for i in kept:
         for j in kept:
             if i != j and B[i][j] != 0:
-                c = B[i][j] / B[i][i]
-                frob += c * c
-                lam = 1 / abs(c) if lam is None or 1 / abs(c) < lam else lam
+                cij = B[i][j] / B[i][i]
+                frob += cij * cij
+                lam = 1 / abs(cij) if lam is None or 1 / abs(cij) < lam else lam
     problems = []
     if _indices(ev["kept"], "kept") != kept or integer(ev["t"], "t") != t:
         problems.append(f"kept / t differ from the nonzero diagonal {kept}")

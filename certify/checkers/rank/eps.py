@@ -10,11 +10,18 @@ from fractions import Fraction
 from typing import Any
 
 from certify.checkers.common import Bad, boolean, fmpz_mat, int_matrix, integer, keys, rational
-from certify.checkers.kernel.psd import is_positive_definite, is_psd
+from certify.checkers.kernel import is_positive_definite, is_psd
 from certify.checkers.rank import inertia
-from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, _GRAM, ENCLOSURE_WIDTH_LOG2,
-                                            SOURCE_KEYS, _check_grams, _get_matrix, _matrix_keys,
-                                            _rational_matrix)
+from certify.checkers.rank.evidence import (
+    _FEATURE_OPTIONAL,
+    _GRAM,
+    ENCLOSURE_WIDTH_LOG2,
+    SOURCE_KEYS,
+    _check_grams,
+    _get_matrix,
+    _matrix_keys,
+    _rational_matrix,
+)
 
 
 def _sign_changes(coeffs) -> int:
@@ -153,3 +160,5 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
     if claim["verdict"] != "proved" and not problems:
         problems.append(f"the evidence proves the claim but its verdict is {claim['verdict']}")
     return problems
+
+

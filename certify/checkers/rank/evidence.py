@@ -14,9 +14,7 @@ import numpy as np
 
 from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
 from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
-from certify.checkers.kernel.identity import scaled_product_equals
-from certify.checkers.kernel.minor import minor_nonzero_mod_p, pivot_minor_mod_p
-from certify.checkers.kernel.minor import minor_nonzero_mod_p as _minor_nonzero  # noqa: F401 (rank.span)
+from certify.checkers.kernel import minor_nonzero_mod_p, pivot_minor_mod_p, product_identity
 from certify.checkers.kinds import trusted_table
 
 KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
@@ -48,8 +46,6 @@ def _check_minor(F, prime: Any, R: list[int], C: list[int], what: str) -> int:
     canonical minor of F mod ``prime`` and nonsingular there (else a problem)."""
     if not R and not C:
         return 0
-    if prime is not None:
-        prime = integer(prime, "prime", 2)
     if prime is None or not minor_nonzero_mod_p(F, prime, R, C):
         raise Bad(f"the recorded {what} is singular mod p (or p is not prime)")
     if pivot_minor_mod_p(F, prime) != (R, C):
@@ -104,7 +100,8 @@ class _Features:
             raise Bad(f"evidence needs exactly one of {list(_FEATURE_SOURCES)}, has {present}")
         self.dtype = fs["dtype"]
         self.trusted: list[str] = []
-        self.phi_q = self.phi_k = None
+        self._q: list[list[int]] | None = None
+        self._k: list[list[int]] | None = None
         if present[0] == "trusted":
             want = _TRUSTED.get((kind, key))
             if want is None or ev["trusted"] != want:
@@ -132,11 +129,25 @@ class _Features:
             raise Bad("features_sha256.phi_q is not the hash of the embedded PhiQ")
         if _sha(_dyadic_array(k, ek, self.dtype)) != fs["phi_k"]:
             raise Bad("features_sha256.phi_k is not the hash of the embedded PhiK")
-        self.phi_q, self.eq, self.phi_k, self.ek = q, eq, k, ek
+        self._q, self.eq, self._k, self.ek = q, eq, k, ek
 
     @property
     def have(self) -> bool:
-        return self.phi_q is not None
+        return self._q is not None and self._k is not None
+
+    @property
+    def phi_q(self) -> list[list[int]]:
+        """The embedded PhiQ rows (only when :attr:`have`; trusted features have none)."""
+        if self._q is None:
+            raise Bad("the features are trusted, not embedded")
+        return self._q
+
+    @property
+    def phi_k(self) -> list[list[int]]:
+        """The embedded PhiK rows (only when :attr:`have`)."""
+        if self._k is None:
+            raise Bad("the features are trusted, not embedded")
+        return self._k
 
     def value(self, which: str, i: int, j: int) -> Fraction:
         rows, e = (self.phi_q, self.eq) if which == "q" else (self.phi_k, self.ek)
@@ -201,7 +212,12 @@ def _check_grams(ev, cert, kind: str):
                       f"not num_tokens x r = {K} x {r}")
         for rows, e, G, eg, nm in ((F.phi_q, F.eq, GQ, eq, "gram_q"), (F.phi_k, F.ek, GK, ek, "gram_k")):
             A = fmpz_mat(rows)
-            if not scaled_product_equals(A.transpose(), A, 2 * e, G, eg):
+            At, d = A.transpose(), 1                    # A^T A 2^(2e) == G 2^eg, over Z
+            if 2 * e >= eg:
+                At = At * (1 << (2 * e - eg))
+            else:
+                d = 1 << (eg - 2 * e)
+            if not product_identity(At, A, G, d):
                 raise Bad(f"{nm} 2^exponent is not the Gram matrix of the embedded features")
     if GQ != GQ.transpose() or GK != GK.transpose():
         raise Bad("Gram matrices are not symmetric")
@@ -243,7 +259,7 @@ def _get_matrix(ev, matrix) -> list[list[int]]:
     if matrix is not None:
         rows = [[int(v) for v in r] for r in np.asarray(matrix).tolist()]
     elif "matrix" in ev:
-        rows = int_matrix(ev["matrix"], "matrix", tuple(shape))
+        rows = int_matrix(ev["matrix"], "matrix", (shape[0], shape[1]))
     else:
         raise Bad("matrix not embedded (pass matrix= to re-check)")
     if [len(rows), len(rows[0]) if rows else 0] != shape:

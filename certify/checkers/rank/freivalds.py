@@ -59,7 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from certify.checkers.common import Bad, canonical_sha256, integer, keys
+from certify.checkers.common import Bad, integer, keys
+from certify.checkers.kernel import canonical_sha256, det_nonzero_mod_p
 
 DOMAIN = "certify-attention/freivalds-rank/2"
 #: the least error_log2 that verifies without an assumption (module docstring)
@@ -109,7 +110,7 @@ def primes(ch: bytes, MZ, m: int) -> list[int]:
     for i in range(_MAX_TRIES):
         d = hashlib.shake_256(ch + b"/primes/" + i.to_bytes(8, "little")).digest(8)
         q = (1 << (_QB - 1)) + int.from_bytes(d, "little") % (1 << (_QB - 1))
-        if flint.fmpz(q).is_prime() and int(flint.nmod_mat(MZ, q).det()) != 0:
+        if flint.fmpz(q).is_prime() and det_nonzero_mod_p(MZ, q):
             out.append(q)
             if len(out) == m:
                 return out

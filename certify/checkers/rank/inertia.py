@@ -91,7 +91,6 @@ the safe way; the enclosures' last steps are exact Fractions.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 

@@ -32,11 +32,17 @@ from fractions import Fraction
 import numpy as np
 
 from certify.checkers.common import Bad, int_matrix, integer, keys, q_str, rational
-from certify.checkers.kernel.box import box_minimum
-from certify.checkers.kernel.products import products_nonnegative
+from certify.checkers.kernel import box_minimum, product_min
 from certify.checkers.kinds import NONNEGATIVE_QUADRATIC, NONNEGATIVE_SUMMARIES
-from certify.checkers.rank.evidence import (_FEATURE_OPTIONAL, SOURCE_KEYS, _Features, _get_matrix,
-                                            _indices, _matrix_keys, _scale)
+from certify.checkers.rank.evidence import (
+    _FEATURE_OPTIONAL,
+    SOURCE_KEYS,
+    _Features,
+    _get_matrix,
+    _indices,
+    _matrix_keys,
+    _scale,
+)
 from certify.checkers.rank.span import array_sha256
 
 
@@ -107,7 +113,8 @@ def check_nonnegative(claim, cert, matrix=None) -> list[str]:
             K = len(F.phi_q)
             if n != K * K:
                 problems.append(f"num_checked is {n}, not K^2 = {K * K}")
-            if not products_nonnegative(F.phi_q, F.phi_k):
+            least = product_min(F.phi_q, F.phi_k)
+            if least is not None and least < 0:
                 problems.append("a product <phi_q(x), phi_k(z)> is negative")
         if verdict != "proved":
             problems.append("all products checked but the verdict is not proved")

@@ -124,8 +124,8 @@ def column_span(A: np.ndarray, R: list[int], C: list[int], rows_per_pass: int = 
     buf = np.empty((min(rows_per_pass, n1), n2))
     q = np.empty_like(buf)
     for p in primes:
-        Mi = flint.nmod_mat(MZ, p).inv()
-        Mi = _balanced(np.array([int(v) for v in Mi.entries()], dtype=np.float64).reshape(r, r), p)
+        Mp = flint.nmod_mat(MZ, p).inv()
+        Mi = _balanced(np.array([int(v) for v in Mp.entries()], dtype=np.float64).reshape(r, r), p)
         Y = _balanced(Mi @ _balanced(AR, p), p)
         ACp = _balanced(AC, p)
         for s in range(0, n1, rows_per_pass):
@@ -154,7 +154,7 @@ def column_span_shared(A: np.ndarray, R: list[int], C: list[int]) -> bool | None
     computation; ``certify verify`` runs in its own process and recomputes it."""
     A = np.ascontiguousarray(A, dtype="<i8")
     h = hashlib.sha256(json.dumps([list(A.shape), [int(i) for i in R], [int(j) for j in C]]).encode())
-    h.update(memoryview(A).cast("B"))
+    h.update(A.data.cast("B"))
     key = h.hexdigest()
     if key not in _MEMO:
         if len(_MEMO) >= _MEMO_SIZE:
@@ -224,8 +224,13 @@ def check_matrix_rank_array(claim, cert, A: np.ndarray) -> list[str] | None:
     checked by the caller). None when this path does not decide (the witness is
     not a column span of full use here): the caller runs the general check."""
     from certify.checkers.common import Bad, integer
-    from certify.checkers.rank.evidence import (_check_params, _indices, _minor_nonzero, _scale,
-                                                _verdict_from_bounds)
+    from certify.checkers.kernel import minor_nonzero_mod_p
+    from certify.checkers.rank.evidence import (
+        _check_params,
+        _indices,
+        _scale,
+        _verdict_from_bounds,
+    )
 
     ev = claim["evidence"]
     shape = _indices(ev["shape"], "shape")
@@ -246,7 +251,7 @@ def check_matrix_rank_array(claim, cert, A: np.ndarray) -> list[str] | None:
     if not flint.fmpz(p).is_prime() or any(not 0 <= i < n1 for i in R) or any(not 0 <= j < n2 for j in C) \
             or len(set(R)) != len(R) or len(set(C)) != len(C):
         raise Bad("the recorded minor is singular mod p (or p is not prime)")
-    if not _minor_nonzero(flint.fmpz_mat([[int(A[i, j]) for j in C] for i in R]), p,
+    if not minor_nonzero_mod_p(flint.fmpz_mat([[int(A[i, j]) for j in C] for i in R]), p,
                           list(range(len(R))), list(range(len(C)))):
         raise Bad("the recorded minor is singular mod p (or p is not prime)")
     if witness == "freivalds":                   # the upper bound with error <= 2^-error_log2

@@ -12,7 +12,7 @@ Every decision is made with Python ints and ``Fraction``; ``mpmath`` only
 renders logarithms for people. Hypotheses are checked exactly and a violation
 raises :class:`certify.core.errors.InputError`. Results with more than one
 number are frozen dataclasses; :func:`bound_claim` turns one into a ``BOUND``
-claim whose evidence :mod:`certify.checkers.bounds` re-derives.
+claim whose evidence :mod:`certify.checkers.closed_form` re-derives.
 
 This package namespace re-exports the public names of its modules.
 
@@ -24,21 +24,60 @@ This package namespace re-exports the public names of its modules.
 
 from __future__ import annotations
 
-from certify.core.bounds.codes import (Cor7Bound, Prop10Bound, Thm5Bound, Thm6Bound, cor7,
-                                       middle_layer_code_size, prop10, prop10_s, thm5, thm6,
-                                       thm6_log2_lower_bound)
-from certify.core.bounds.exact import (E_UPPER, HALF, MAX_EXACT_M, MAX_POWER_BITS, MAX_TABLE_N,
-                                       THM6_EXTENDED_MIN_M, THM6_MIN_M, as_fraction, as_int,
-                                       ceil_log2, ceil_q, check_eps, floor_log2, floor_q)
-from certify.core.bounds.lemmas import (Lemma3Factor, Lemma4Bound, PerPairBound, lemma3,
-                                        lemma3_factor, lemma3_min_gap, lemma4, lemma4_bound,
-                                        lemma4_rank_bound, perron_discriminant,
-                                        perron_max_excluded_rank, rank_bound_per_pair)
+from certify.core.bounds.codes import (
+                                       Cor7Bound,
+                                       Prop10Bound,
+                                       Thm5Bound,
+                                       Thm6Bound,
+                                       cor7,
+                                       middle_layer_code_size,
+                                       prop10,
+                                       prop10_s,
+                                       thm5,
+                                       thm6,
+                                       thm6_log2_lower_bound,
+)
+from certify.core.bounds.exact import (
+                                       E_UPPER,
+                                       HALF,
+                                       MAX_EXACT_M,
+                                       MAX_POWER_BITS,
+                                       MAX_TABLE_N,
+                                       THM6_EXTENDED_MIN_M,
+                                       THM6_MIN_M,
+                                       as_fraction,
+                                       as_int,
+                                       ceil_log2,
+                                       ceil_q,
+                                       check_eps,
+                                       floor_log2,
+                                       floor_q,
+)
+from certify.core.bounds.lemmas import (
+                                       Lemma3Factor,
+                                       Lemma4Bound,
+                                       PerPairBound,
+                                       lemma3,
+                                       lemma3_factor,
+                                       lemma3_min_gap,
+                                       lemma4,
+                                       lemma4_bound,
+                                       lemma4_rank_bound,
+                                       perron_discriminant,
+                                       perron_max_excluded_rank,
+                                       rank_bound_per_pair,
+)
 from certify.core.bounds.table import bound_claim, bounds_table, format_table
 from certify.core.bounds.temperature import Temperature, thm1_temperature
-from certify.core.bounds.transcript import (Eq8Check, alphabets_suffice, bits_available,
-                                            bits_needed, eq8, minimal_bits_per_coordinate,
-                                            transcript_bound_holds)
+from certify.core.bounds.transcript import (
+                                       Eq8Check,
+                                       alphabets_suffice,
+                                       bits_available,
+                                       bits_needed,
+                                       eq8,
+                                       minimal_bits_per_coordinate,
+                                       transcript_bound_holds,
+)
 
 __all__ = [
     "Cor7Bound", "E_UPPER", "Eq8Check", "HALF", "Lemma3Factor", "Lemma4Bound", "MAX_EXACT_M",

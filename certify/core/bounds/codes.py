@@ -11,9 +11,20 @@ from fractions import Fraction
 from typing import Any
 
 from certify.checkers.statements import render
-from certify.core.bounds.exact import (E_UPPER, HALF, MAX_EXACT_M, THM6_EXTENDED_MIN_M, THM6_MIN_M,
-                                       _check_m, _qs, as_int, ceil_q, check_eps, floor_log2,
-                                       floor_q)
+from certify.core.bounds.exact import (
+    E_UPPER,
+    HALF,
+    MAX_EXACT_M,
+    THM6_EXTENDED_MIN_M,
+    THM6_MIN_M,
+    _check_m,
+    _qs,
+    as_int,
+    ceil_q,
+    check_eps,
+    floor_log2,
+    floor_q,
+)
 from certify.core.bounds.lemmas import _rank_from_bound, lemma3_factor, lemma3_min_gap
 from certify.core.errors import InputError, UncertifiableError
 

@@ -93,4 +93,4 @@ def eq8(L: Any, H: Any, r: Any, dv: Any, p: Any, s: Any, q: Any) -> Eq8Check:
     ints = {k: as_int(v, k, minimum=1) for k, v in sizes.items()}
     p_, s_, q_ = as_int(p, "p", minimum=0), as_int(s, "s", minimum=1), as_int(q, "q", minimum=1)
     return Eq8Check(**ints, p=p_, s=s_, q=q_,
-                    bits_available=bits_available(*ints.values(), p_), bits_needed=bits_needed(s_, q_))
+                    bits_available=bits_available(ints["L"], ints["H"], ints["r"], ints["dv"], p_), bits_needed=bits_needed(s_, q_))

@@ -158,7 +158,7 @@ class Family:
                 arrays["words"] = self.words
             if self.jumps is not None:
                 arrays["jumps"] = self.jumps
-            np.savez_compressed(buf, **arrays)
+            np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
             atomic_write_bytes(path, buf.getvalue())
         else:
             raise InputError(f"family files end in .json or .npz, got {path.name!r}")

@@ -291,7 +291,7 @@ def check(claim: dict, cert: dict | None = None) -> list[str]:
     if verdict not in ("proved", "unknown"):
         return [f"unknown verdict {verdict!r}"]
     try:
-        keys(params, f"{name} parameters", ("bound",) + PARAMETERS[name])
+        keys(params, f"{name} parameters", ("bound",) + PARAMETERS[str(name)])
         expected, holds = fn(params)
     except _Bad as exc:
         return [f"{name}: {exc}"]
