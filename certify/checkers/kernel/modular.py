@@ -45,20 +45,24 @@ def minor_nonzero_mod_p(F: Any, p: int, R: Sequence[int], C: Sequence[int]) -> b
     return int(sub.det()) != 0
 
 
+def rref_pivots(A: Any) -> list[int]:
+    """The pivot columns of the reduced row echelon form of a python-flint
+    ``nmod_mat`` ``A`` (the first nonzero column of each of its ``rank`` rows)."""
+    Rr, rk = A.rref()
+    out, j = [], 0
+    for i in range(rk):
+        while int(Rr[i, j]) == 0:
+            j += 1
+        out.append(j)
+        j += 1
+    return out
+
+
 def pivot_minor_mod_p(F: Any, p: int) -> tuple[list[int], list[int]]:
     """``(R, C)``: the canonical pivot minor of the python-flint ``fmpz_mat`` ``F``
     modulo the prime ``p`` (module docstring)."""
     import flint
-
-    def pivots(A) -> list[int]:
-        Rr, rk = A.rref()
-        out, j = [], 0
-        for i in range(rk):
-            while int(Rr[i, j]) == 0:
-                j += 1
-            out.append(j)
-            j += 1
-        return out
+    pivots = rref_pivots
 
     n1, n2 = F.nrows(), F.ncols()
     if not n1 or not n2:

@@ -169,16 +169,11 @@ def pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int]) -> tuple[list
     then pivot columns of ``rref(A[:, cols]^T mod p)``."""
     import flint
 
+    from certify.checkers.kernel.modular import rref_pivots
+
     def pivots(rows: np.ndarray) -> list[int]:
         k, n = rows.shape
-        Rm, rk = flint.nmod_mat(k, n, (rows % p).ravel().tolist(), p).rref()    # int64 % p >= 0
-        out, j = [], 0
-        for i in range(rk):
-            while int(Rm[i, j]) == 0:
-                j += 1
-            out.append(j)
-            j += 1
-        return out
+        return rref_pivots(flint.nmod_mat(k, n, (rows % p).ravel().tolist(), p))    # int64 % p >= 0
 
     cols = pivots(A[R])
     return pivots(np.ascontiguousarray(A[:, cols].T)), cols
