@@ -81,15 +81,16 @@ def _previous(gq, eq, gk, ek, eps: Fraction, enclosures: bool):
     """The previous method, producer then checker: exact characteristic polynomial."""
     import flint
 
+    from certify.checkers.kernel import is_psd, roots
     from certify.checkers.rank import eps as ceps
     from solvers import spectral as sp
     GQ, GK = flint.fmpz_mat(gq), flint.fmpz_mat(gk)
     t_p, res = _cpu(lambda: sp.eps_rank_core(GQ * GK, eq + ek, eps, enclosures=enclosures))
 
     def check():
-        assert ceps.is_psd(GQ) and ceps.is_psd(GK)         # the kernel's exact PSD test
-        P = ceps._charpoly(GQ * GK)
-        k = ceps._count_above(P, eps * eps / Fraction(2) ** (eq + ek))
+        assert is_psd(GQ) and is_psd(GK)                   # the kernel's exact PSD test
+        P = roots.charpoly(GQ * GK)
+        k = roots.count_above(P, eps * eps / Fraction(2) ** (eq + ek))
         if enclosures:
             ceps._check_enclosures(lambda: P, GQ.nrows(), eq + ek,
                                    [[f"{lo.numerator}/{lo.denominator}", f"{hi.numerator}/{hi.denominator}"]

@@ -31,7 +31,7 @@ balls is within ``gamma_n |A||B| + RA (|B| + RB) + |A| RB + 2^-1000`` of
 ``(fl(PQ) + 2^-1000) / (1 - gamma_n)``. Every bound is evaluated one IEEE
 operation at a time and then moved one ulp up (``nextafter``). Midpoints below
 ``2^-1000`` are flushed to zero into the radius, so no operand is subnormal.
-The independent checker (``certify.checkers.rank.inertia``) implements the
+The independent checker (``certify.checkers.kernel.inertia``) implements the
 same criterion on its own.
 """
 

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from certify.checkers import gram
+from certify.checkers.kernel import gram as kgram
 
 
 def _fraction_gram(X):
@@ -36,7 +37,7 @@ def test_exact_gram_equals_fractions(seed, spread, dtype):
 
 def test_exact_gram_over_many_blocks_and_zero():
     rng = np.random.default_rng(5)
-    X = np.ldexp(rng.integers(-(1 << 52), 1 << 52, (3 * gram.BLOCK + 17, 3)).astype(np.float64), -60)
+    X = np.ldexp(rng.integers(-(1 << 52), 1 << 52, (3 * kgram.BLOCK + 17, 3)).astype(np.float64), -60)
     G, e = gram.exact_gram(X)
     N = [[int(v) for v in row] for row in np.ldexp(X, 60).astype(np.int64).tolist()]
     want = [[sum(r[i] * r[j] for r in N) for j in range(3)] for i in range(3)]

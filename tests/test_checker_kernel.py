@@ -129,3 +129,47 @@ def test_box_minimum_takes_the_right_end_point_for_each_sign():
         pass
     else:
         raise AssertionError("unequal lengths must be refused")
+
+
+#: names whose call (or attribute) is exact algebra or a matrix product: only the kernel uses them
+_ALGEBRA = {"matmul", "dot", "einsum", "tensordot", "inner", "outer", "linalg", "charpoly", "solve", "inv",
+            "det", "rref", "rank", "nullspace", "eigh", "eigvalsh", "svd"}
+#: the kernel's own modules, whose functions a kind calls by these names (``roots.charpoly``)
+_KERNEL_MODULES = {"roots", "inertia", "freivalds", "span", "kgram"}
+#: not yet routed through the kernel (certify/checkers/kernel/README.md, "Not yet in the kernel")
+_NOT_YET = {"certify/checkers/transcript.py"}
+
+
+def algebra_outside_kernel(source: str) -> list[tuple[int, str]]:
+    """The lines of ``source`` that form a matrix product (``@``) or call an exact
+    algebra routine by name (:data:`_ALGEBRA`) other than through a kernel module."""
+    import ast
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            out.append((node.lineno, "@"))
+        elif isinstance(node, ast.Attribute) and node.attr in _ALGEBRA and not (
+                isinstance(node.value, ast.Name) and node.value.id in _KERNEL_MODULES):
+            out.append((node.lineno, node.attr))
+    return out
+
+
+def test_the_kinds_do_no_matrix_algebra_outside_the_kernel():
+    """The rule the kernel's README states and the import contract cannot see:
+    outside ``certify/checkers/kernel/`` no checker module forms a matrix product or
+    calls an elimination, inverse, solve, determinant, characteristic polynomial or
+    eigen-decomposition (python-flint's or numpy's); the kinds route evidence to the
+    kernel's primitives. Planted violations are caught."""
+    found = {}
+    for f in sorted((ROOT / "certify/checkers").rglob("*.py")):
+        rel = f.relative_to(ROOT).as_posix()
+        if "/kernel/" in rel or rel in _NOT_YET:
+            continue
+        hits = algebra_outside_kernel(f.read_text())
+        if hits:
+            found[rel] = hits
+    assert not found, found
+    assert algebra_outside_kernel("C = A @ B\n") == [(1, "@")]
+    assert algebra_outside_kernel("P = M.charpoly()\nY = M.solve(B)\n") == [(1, "charpoly"), (2, "solve")]
+    assert sorted(algebra_outside_kernel("x = np.linalg.eigh(M)\n")) == [(1, "eigh"), (1, "linalg")]
+    assert algebra_outside_kernel("P = roots.charpoly(M)\n") == []

@@ -1,5 +1,5 @@
 """eps-rank by verified float congruences (producer :mod:`solvers.congruence`,
-checker :mod:`certify.checkers.rank.inertia`): exact counts on kernels whose
+checker :mod:`certify.checkers.kernel.inertia`): exact counts on kernels whose
 singular values are known exactly, the exact path at thresholds within 1e-12 of a
 singular value, planted wrong counts and enclosures caught, and the rigorous
 rounding-error bound of a product against exact rational products."""
@@ -15,7 +15,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from certify.checkers.rank import check, inertia
+from certify.checkers.kernel import inertia
+from certify.checkers.rank import check
 from certify.checkers.rank import eps as checker_eps
 from certify.core.kernel import Provenance, from_features
 from certify.core.verdict import Verdict
@@ -133,7 +134,8 @@ def test_threshold_within_1e12_of_a_singular_value_is_decided_exactly(eps, want)
 def _no_charpoly(monkeypatch):
     def boom(*a, **k):
         raise AssertionError("the exact characteristic polynomial was computed")
-    monkeypatch.setattr(checker_eps, "_charpoly", boom)
+    from certify.checkers.kernel import roots
+    monkeypatch.setattr(roots, "charpoly", boom)
     monkeypatch.setattr(checker_eps, "is_psd", boom)        # the kernel's exact PSD test
     monkeypatch.setattr(sp, "characteristic_polynomial", boom)
 

@@ -1,5 +1,5 @@
 """The Freivalds upper bound of the exact rank (solvers/exact/freivalds.py, its
-checker certify/checkers/rank/freivalds.py): a planted counterexample of rank
+checker certify/checkers/rank/freivalds.py and the kernel's certify/checkers/kernel/freivalds.py): a planted counterexample of rank
 r + 1 (the extra rank in one entry) is refused, the stated error bound is at
 most 2^-128, and the randomness is re-derived from the certificate alone."""
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from certify.checkers import verify
+from certify.checkers.kernel import freivalds as fker
 from certify.checkers.rank import freivalds as fchk
 from certify.core.kernel import Provenance, from_matrix
 from certify.rank.evidence import freivalds_challenge, matrix_sha256
@@ -43,12 +44,12 @@ def test_the_stated_error_bound_is_at_most_2_to_the_minus_128():
     # at least 2^55 primes in [2^61, 2^62) (the bound the error uses), and for every plan
     # the bound 2^-(s t) + e^m is <= 2^-128; producer and checker compute the same number
     assert fv.primes_in_range_lower() > 1 << 55
-    assert fchk.primes_lower() == fv.primes_in_range_lower()
+    assert fker.primes_lower() == fv.primes_in_range_lower()
     for n, r, bits in ((60, 5, 2), (200, 30, 12), (150, 140, 20)):
         N = _planted(n, r, 0, bits)
         pl = fv.plan(N, list(range(r)), list(range(r)), 128)
         assert pl.error <= Fraction(1, 1 << 128)
-        assert pl.error == fchk.error(pl.vector_bits, pl.vectors, pl.num_primes, pl.L, pl.LD)
+        assert pl.error == fker.error(pl.vector_bits, pl.vectors, pl.num_primes, pl.L, pl.LD)
         assert pl.vector_bits * pl.vectors >= 129
 
 
@@ -104,7 +105,7 @@ def test_the_checker_refuses_a_forged_claim_on_the_counterexample():
     B = _bad(N, claim["evidence"]["minor_rows"], claim["evidence"]["minor_cols"])
     forged = _forged(B, claim)
     problems = fchk.check(forged, B, forged["evidence"]["minor_rows"], forged["evidence"]["minor_cols"],
-                          __import__("certify.checkers.rank.span", fromlist=["bound_sq"]).bound_sq)
+                          __import__("certify.checkers.kernel.span", fromlist=["bound_sq"]).bound_sq)
     assert problems and "Freivalds check fails" in problems[0]
     bad = copy.deepcopy(cert)
     bad["claims"][0] = forged
@@ -194,7 +195,11 @@ def test_the_library_api_takes_the_mode_and_rejects_an_unknown_one(tmp_path):
 
 
 def test_the_canonical_minor_test_by_products_agrees_with_the_eliminations():
-    from certify.checkers.rank.span import is_pivot_minor, pivot_minor
+    from certify.checkers.kernel import fmpz_matrix, pivot_minor_mod_p
+    from certify.checkers.kernel.span import is_pivot_minor
+
+    def pivot_minor(A, p, R, C):
+        return pivot_minor_mod_p(fmpz_matrix(A.tolist()), p)
     np.random.default_rng(8)
     p = 1000003
     for trial in range(6):

@@ -1,7 +1,7 @@
 """Independent re-check of ``correctness`` and ``gap_domination`` claims.
 
-Imports only the standard library, python-flint and
-:mod:`certify.checkers.common`. Every object named here must have exactly the
+Imports only the standard library, :mod:`certify.checkers.common` and the
+kernel (the exact product ``alpha = phi_q phi_k^T``). Every object named here must have exactly the
 listed keys (a missing or an unexpected key fails). Both kinds carry the same
 self-contained description of a normalized kernel head on a finite family:
 
@@ -52,25 +52,24 @@ import math
 from fractions import Fraction
 from typing import Any
 
-import flint
-
 from certify.checkers.common import JUMP_COLUMNS as _JUMP_COLS
 from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import canonical_sha256 as _canonical_sha
 from certify.checkers.common import family as _family
 from certify.checkers.common import guarded, integer, keys, rational, rational_matrix
+from certify.checkers.kernel import fmpz_matrix, product
 
 KINDS = ("correctness", "gap_domination")
 ROLES = ("Y", "Z", "M")
 _RECORD = ("input", "position", "sequence", "numerator", "denominator", "t_hat", "target")
 
 
-def _scaled(M: list[list[Fraction]]) -> tuple[flint.fmpz_mat, int]:
+def _scaled(M: list[list[Fraction]]) -> tuple[Any, int]:
     """An integer matrix and a positive denominator with ``M = N / den``."""
     if not M or not M[0]:
         raise _Bad("an empty matrix in the head's tables")
     den = math.lcm(1, *(v.denominator for row in M for v in row))
-    return flint.fmpz_mat([[int(v * den) for v in row] for row in M]), den
+    return fmpz_matrix([[int(v * den) for v in row] for row in M]), den
 
 
 # ---------------------------------------------------------------- the head on the family
@@ -122,7 +121,7 @@ class _Setting:
         Aq, dq = _scaled(phi_q)
         Ak, dk = _scaled(phi_k)
         # alpha = A / alpha_den with A an integer matrix (Q, K)
-        self.A = [[int(v) for v in row] for row in (Aq * Ak.transpose()).tolist()]
+        self.A = [[int(v) for v in row] for row in product(Aq, Ak.transpose()).tolist()]
         self.alpha_den = dq * dk
         G, self.g_den = _scaled(g)
         self.G = [[int(v) for v in row] for row in G.tolist()]

@@ -1,4 +1,4 @@
-"""Shared helpers of the independent checkers (standard library, numpy, python-flint).
+"""Shared helpers of the independent checkers (standard library and numpy; exact arithmetic is the kernel's).
 
 * :class:`Bad` -- raised by every helper on malformed or inconsistent evidence;
   each checker turns it into one problem line.
@@ -113,14 +113,6 @@ def _shape(rows: list, what: str, shape) -> None:
     widths = {len(r) for r in rows}
     if len(widths) > 1 or (shape[1] is not None and rows and widths != {shape[1]}):
         raise Bad(f"{what} has rows of the wrong length")
-
-
-def fmpz_mat(rows: list[list[int]]):
-    """A python-flint integer matrix (an empty matrix keeps its column count)."""
-    import flint
-    n1 = len(rows)
-    n2 = len(rows[0]) if n1 else 0
-    return flint.fmpz_mat(n1, n2, [int(v) for r in rows for v in r])
 
 
 # ---------------------------------------------------------------- objects

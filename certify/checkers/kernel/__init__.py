@@ -9,11 +9,12 @@ functions and compares their answers with what a claim says.
 """
 
 from certify.checkers.kernel.box import box_minimum
-from certify.checkers.kernel.hashing import canonical_sha256
+from certify.checkers.kernel.hashing import array_sha256, canonical_sha256
+from certify.checkers.kernel.matrices import fmpz_matrix, gram_matrix, is_prime, product, scaled_matrix
 from certify.checkers.kernel.modular import det_nonzero_mod_p, minor_nonzero_mod_p, pivot_minor_mod_p
-from certify.checkers.kernel.products import product_identity, product_min
+from certify.checkers.kernel.products import column_span_rational, product_identity, product_min
 from certify.checkers.kernel.psd import is_positive_definite, is_psd
 
-__all__ = ["box_minimum", "canonical_sha256", "det_nonzero_mod_p", "minor_nonzero_mod_p",
-           "pivot_minor_mod_p", "is_psd",
-           "is_positive_definite", "product_identity", "product_min"]
+__all__ = ["array_sha256", "box_minimum", "canonical_sha256", "column_span_rational", "det_nonzero_mod_p",
+           "fmpz_matrix", "gram_matrix", "is_positive_definite", "is_prime", "is_psd", "minor_nonzero_mod_p",
+           "pivot_minor_mod_p", "product", "product_identity", "product_min", "scaled_matrix"]

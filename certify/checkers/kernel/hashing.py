@@ -18,3 +18,13 @@ from typing import Any
 def canonical_sha256(obj: Any) -> str:
     """SHA-256 (hex) of the canonical JSON of ``obj`` (module docstring)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def array_sha256(A: Any, scale: Any) -> str:
+    """The binding hash of an integer matrix with its scale: ``"int64:"`` + SHA-256
+    of the canonical JSON of the scale, a newline, and the little-endian int64
+    bytes of ``A`` in row-major order (the form of a matrix claim's
+    ``matrix_sha256`` for int64 data)."""
+    import numpy as np
+    head = (json.dumps(scale, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    return "int64:" + hashlib.sha256(head + np.ascontiguousarray(A, dtype="<i8").tobytes()).hexdigest()

@@ -23,12 +23,12 @@ def _mat(M: Any) -> Any:
     return M if isinstance(M, flint.fmpz_mat) else flint.fmpz_mat([[int(v) for v in row] for row in M])
 
 
-def product_identity(A: Any, B: Any, C: Any, d: int = 1) -> bool:
-    """``A B == d C`` exactly over the integers (module docstring)."""
+def product_identity(A: Any, B: Any, C: Any, d: int = 1, c: int = 1) -> bool:
+    """``c A B == d C`` exactly over the integers (module docstring)."""
     A, B, C = _mat(A), _mat(B), _mat(C)
     if A.ncols() != B.nrows() or (A.nrows(), B.ncols()) != (C.nrows(), C.ncols()):
         return False
-    return bool(A * B == C * int(d))
+    return bool(A * B * int(c) == C * int(d))
 
 
 def product_min(Q: Any, K: Any) -> int | None:
@@ -41,3 +41,27 @@ def product_min(Q: Any, K: Any) -> int | None:
     P = Q * K.transpose()
     entries = P.entries()
     return min(int(v) for v in entries) if entries else None
+
+
+def column_span_rational(F: Any, R: list[int], C: list[int], block: int = 256) -> bool:
+    """Every column of the integer matrix ``F`` lies in the span of its columns
+    ``C`` over Q (so ``rank_Q F <= |C|``), given ``M = F[R, C]`` nonsingular: for
+    each block of other columns, ``Y = M^-1 F[R, blk] = Yn / den`` (exact) and
+    ``F[:, C] Yn = den F[:, blk]`` (:func:`product_identity`); a column in the span
+    has its coordinates fixed by the rows ``R``, so one outside it fails."""
+    import flint
+    n1, n2 = F.nrows(), F.ncols()
+    if not C:                                    # the span of no columns is {0}
+        return all(F[i, j] == 0 for i in range(n1) for j in range(n2))
+    inside = set(C)
+    other = [j for j in range(n2) if j not in inside]
+    M = flint.fmpz_mat([[F[i, j] for j in C] for i in R])
+    FC = flint.fmpz_mat([[F[i, j] for j in C] for i in range(n1)])
+    for s in range(0, len(other), block):
+        blk = other[s:s + block]
+        Y = M.solve(flint.fmpz_mat([[F[i, j] for j in blk] for i in R]))          # an fmpq_mat
+        Yn, den = Y.numer_denom()  # type: ignore[attr-defined]
+        if not product_identity(FC, Yn, flint.fmpz_mat([[F[i, j] for j in blk] for i in range(n1)]),
+                                int(den)):
+            return False
+    return True

@@ -10,7 +10,6 @@ from fractions import Fraction
 from certify.checkers.common import (
     Bad,
     bits,
-    fmpz_mat,
     int_matrix,
     integer,
     keys,
@@ -18,6 +17,8 @@ from certify.checkers.common import (
     rational_matrix,
     same_rational,
 )
+from certify.checkers.kernel import fmpz_matrix, product
+from certify.checkers.kernel.trace_rank import trace_rank_bound
 from certify.checkers.rank.evidence import _FEATURE_SOURCES, _TRUSTED, SOURCE_KEYS, _Features, _indices
 
 
@@ -82,18 +83,11 @@ def check_code_rank(claim, cert, matrix=None) -> list[str]:
                             Fraction(kf[i][c]) * Fraction(2) ** ke != F.value("k", xc, c):
                         raise Bad(f"word {i}: query/key features are not the kernel's features "
                                   f"at x_S = {xs}, x_(U^c) = {xc}")
-        P = fmpz_mat(qf) * fmpz_mat(kf).transpose()
+        P = product(fmpz_matrix(qf), fmpz_matrix(kf).transpose())
         sc = Fraction(2) ** (qe + ke)
         B = [[Fraction(int(P[i, j])) * sc for j in range(W)] for i in range(W)]
-    kept = [i for i in range(W) if B[i][i] != 0]
+    kept, frob, lam, bound = trace_rank_bound(B)
     t = len(kept)
-    frob, lam = Fraction(t), None
-    for i in kept:
-        for j in kept:
-            if i != j and B[i][j] != 0:
-                cij = B[i][j] / B[i][i]
-                frob += cij * cij
-                lam = 1 / abs(cij) if lam is None or 1 / abs(cij) < lam else lam
     problems = []
     if _indices(ev["kept"], "kept") != kept or integer(ev["t"], "t") != t:
         problems.append(f"kept / t differ from the nonzero diagonal {kept}")
@@ -107,7 +101,6 @@ def check_code_rank(claim, cert, matrix=None) -> list[str]:
         if (ev["frobenius_sq"], ev["bound"], ev["rank_lower"]) != ("0", "0", 0):
             problems.append("with t = 0 the frobenius_sq, bound and rank_lower are 0")
         return problems
-    bound = Fraction(t * t) / frob
     same_rational(ev["frobenius_sq"], frob, "frobenius_sq")
     same_rational(ev["bound"], bound, "bound")
     if integer(ev["rank_lower"], "rank_lower") != math.ceil(bound):

@@ -12,9 +12,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from certify.checkers.common import Bad, fmpz_mat, int_matrix, integer, keys
+from certify.checkers.common import Bad, int_matrix, integer, keys
 from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
-from certify.checkers.kernel import minor_nonzero_mod_p, pivot_minor_mod_p, product_identity
+from certify.checkers.kernel import fmpz_matrix, minor_nonzero_mod_p, pivot_minor_mod_p, product_identity
 from certify.checkers.kinds import trusted_table
 
 KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
@@ -202,8 +202,8 @@ def _check_grams(ev, cert, kind: str):
     """Parsed Grams (GQ, GK, eq, ek, features)."""
     r = integer(ev["r"], "r", 1)
     K = integer(ev["num_tokens"], "num_tokens", 1)
-    GQ = fmpz_mat(int_matrix(ev["gram_q"], "gram_q", (r, r)))
-    GK = fmpz_mat(int_matrix(ev["gram_k"], "gram_k", (r, r)))
+    GQ = fmpz_matrix(int_matrix(ev["gram_q"], "gram_q", (r, r)))
+    GK = fmpz_matrix(int_matrix(ev["gram_k"], "gram_k", (r, r)))
     eq, ek = integer(ev["gram_q_exponent"], "gram_q_exponent"), integer(ev["gram_k_exponent"], "gram_k_exponent")
     F = _Features(ev, cert, kind, "factor")
     if F.have:
@@ -211,13 +211,9 @@ def _check_grams(ev, cert, kind: str):
             raise Bad(f"the embedded features are {len(F.phi_q)} x {len(F.phi_q[0])}, "
                       f"not num_tokens x r = {K} x {r}")
         for rows, e, G, eg, nm in ((F.phi_q, F.eq, GQ, eq, "gram_q"), (F.phi_k, F.ek, GK, ek, "gram_k")):
-            A = fmpz_mat(rows)
-            At, d = A.transpose(), 1                    # A^T A 2^(2e) == G 2^eg, over Z
-            if 2 * e >= eg:
-                At = At * (1 << (2 * e - eg))
-            else:
-                d = 1 << (eg - 2 * e)
-            if not product_identity(At, A, G, d):
+            A = fmpz_matrix(rows)                       # A^T A 2^(2e) == G 2^eg, over Z
+            c, d = (1 << (2 * e - eg), 1) if 2 * e >= eg else (1, 1 << (eg - 2 * e))
+            if not product_identity(A.transpose(), A, G, d, c):
                 raise Bad(f"{nm} 2^exponent is not the Gram matrix of the embedded features")
     if GQ != GQ.transpose() or GK != GK.transpose():
         raise Bad("Gram matrices are not symmetric")
@@ -275,19 +271,6 @@ def _matrix_keys(ev, required, matrix, optional=()) -> None:
          ("tokens",) + tuple(optional) + (() if matrix is not None else ("matrix",)))
     if matrix is None and "matrix" not in ev:
         raise Bad("matrix not embedded (pass matrix= to re-check)")
-
-
-def _rational_matrix(rows, scale):
-    import flint
-    A = flint.fmpq_mat(fmpz_mat(rows))
-    if scale["kind"] == "row_denominators":
-        for i, d in enumerate(scale["row_den"]):
-            for j in range(A.ncols()):
-                A[i, j] = A[i, j] / int(d)
-    else:
-        e = int(scale["exponent"])
-        A = A * (flint.fmpq(2) ** e if e >= 0 else flint.fmpq(1, 2 ** -e))
-    return A
 
 
 def _verdict_from_bounds(claim, lower: int, upper: int) -> list[str]:

@@ -32,7 +32,7 @@ from fractions import Fraction
 import numpy as np
 
 from certify.checkers.common import Bad, int_matrix, integer, keys, q_str, rational
-from certify.checkers.kernel import box_minimum, product_min
+from certify.checkers.kernel import array_sha256, box_minimum, product_min
 from certify.checkers.kinds import NONNEGATIVE_QUADRATIC, NONNEGATIVE_SUMMARIES
 from certify.checkers.rank.evidence import (
     _FEATURE_OPTIONAL,
@@ -43,7 +43,6 @@ from certify.checkers.rank.evidence import (
     _matrix_keys,
     _scale,
 )
-from certify.checkers.rank.span import array_sha256
 
 
 def check_nonnegative(claim, cert, matrix=None) -> list[str]:

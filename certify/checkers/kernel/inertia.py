@@ -154,6 +154,12 @@ def _exact(X: np.ndarray):
     return _flush(np.asarray(X, dtype=np.float64), np.zeros_like(X, dtype=np.float64))
 
 
+def product_enclosure(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(C, R)`` with the exact ``P Q^T`` within ``R`` of ``C`` entrywise, for float
+    ``P`` and ``Q`` taken as exact (the product bound of the module docstring)."""
+    return _mul(_exact(P), _exact(np.ascontiguousarray(Q.T)))
+
+
 def _t(a):
     return a[0].T, a[1].T
 

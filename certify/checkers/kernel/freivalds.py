@@ -1,0 +1,103 @@
+"""The Freivalds test of a rank upper bound, its randomness and its error.
+
+Statement. Let ``A`` be an integer matrix, ``M = A[R, C]`` (``r x r``) nonsingular
+and ``B_ij = det A[R + {i}, C + {j}]`` its bordered minors, all zero iff
+``rank A = r``, with ``|B_ij| <= H`` (:func:`certify.checkers.kernel.span.bound_sq`).
+If ``rank A > r``, the test below (``Y = A X`` over Z; for each prime ``q``,
+``W = M^-1 Y[R] mod q`` and ``A[:, C] W = Y mod q``) passes with probability at
+most :func:`error` ``= 2^-(s t) + e^m`` over the draw of ``X`` and the primes
+(:func:`plan`), when both are drawn from a random oracle (SHAKE-256 of a
+challenge that hashes every field a producer chooses).
+
+The draw (:mod:`certify.checkers.rank.freivalds`): ``X`` with entries ``< 2^s``
+and ``m`` primes in ``[2^61, 2^62)`` at which ``M`` is invertible; with
+``2^L > n2 (2^s - 1) H`` and ``2^L_D > |det M|`` (Hadamard),
+``e = floor(L / 61) / (P - floor(L_D / 61))``, ``P`` the lower bound on the number
+of primes in ``[2^61, 2^62)`` (:func:`primes_lower`).
+
+Proof (``rank A > r``, so ``B != 0``): a nonzero row ``b`` of ``B`` has
+``b . x = 0`` for at most one value of one coordinate of ``x`` given the others,
+so ``Pr[B X = 0] <= 2^-(s t)``; otherwise an entry ``v != 0`` of ``B X`` has
+``|v| < 2^L``, at most ``floor(L / 61)`` prime factors in ``[2^61, 2^62)``, and
+the test modulo ``q`` (``q`` not dividing ``det M``) misses it only when ``q | v``:
+each uniform prime misses with probability ``<= e``.
+
+Against a producer who retries. Each change of a hashed field is a fresh draw,
+so an author who makes ``2^g`` attempts on a false claim succeeds with
+probability at most ``2^(g - error_log2)`` (a union bound); the checker's floor
+on ``error_log2`` is fixed (:data:`certify.checkers.rank.freivalds.FLOOR`).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from certify.checkers.kernel.matrices import fmpz_matrix
+
+_QB = 62
+
+
+def primes_lower() -> Fraction:
+    """At least this many primes in ``[2^61, 2^62)``: ``pi(2^62) - pi(2^61) >
+    2^62 / ln(2^62) - 1.25506 2^61 / ln(2^61)``, with ``0.693147 < ln 2 < 0.693148``."""
+    return (Fraction(1 << _QB) / (_QB * Fraction(693148, 10 ** 6))
+            - Fraction(125506, 10 ** 5) * (1 << (_QB - 1)) / ((_QB - 1) * Fraction(693147, 10 ** 6)))
+
+
+def error(s: int, t: int, m: int, L: int, LD: int) -> Fraction:
+    """``2^-(s t) + e^m`` (module docstring)."""
+    e = Fraction(L // (_QB - 1)) / (primes_lower() - LD // (_QB - 1))
+    return Fraction(1, 1 << (s * t)) + e ** m
+
+
+def product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
+    """``A X`` over Z (Python ints) for int64 ``A`` and nonnegative int64 ``X``:
+    both split into digits small enough that each float64 product is exact
+    (``k 2^a 2^b <= 2^52`` for inner dimension ``k``)."""
+    k = A.shape[1]
+    room = 52 - max(k, 1).bit_length()
+    abits = int(np.abs(A).max(initial=0)).bit_length()
+    xbits = int(X.max(initial=0)).bit_length()
+    if abits + xbits <= room:                                            # one exact product
+        return (A.astype(np.float64) @ X.astype(np.float64)).astype(np.int64).astype(object)
+    b = min(xbits, max(room - abits, room // 2))
+    a = room - b
+    xs, x, sx = [], X.copy(), 0
+    while True:
+        xs.append(((x % (1 << b)).astype(np.float64), sx))
+        x = x // (1 << b)
+        sx += b
+        if not x.any():
+            break
+    out = np.zeros((A.shape[0], X.shape[1]), dtype=object)
+    sign = np.where(A < 0, -1, 1)
+    mag, sa = np.abs(A), 0
+    while True:
+        Pa = ((mag % (1 << a)) * sign).astype(np.float64)
+        for Px, sb in xs:
+            out += (Pa @ Px).astype(np.int64).astype(object) * (1 << (sa + sb))
+        mag = mag // (1 << a)
+        sa += a
+        if not mag.any():
+            return out
+
+
+def test(A: np.ndarray, R: list[int], C: list[int], X: np.ndarray, qs: list[int]) -> bool:
+    """Whether ``A[:, C] W = A X (mod q)`` with ``W = M^-1 (A X)[R] mod q`` for each
+    prime ``q`` in ``qs`` (``M = A[R, C]`` invertible modulo each; module docstring).
+    False proves ``rank A > len(C)`` exactly (a nonzero residue of the Schur
+    complement)."""
+    import flint
+    r, t = len(C), X.shape[1]
+    MZ = fmpz_matrix(A[np.ix_(R, C)].tolist())
+    Y = product(A, X)                                                    # (n1, t) over Z
+    AC = np.ascontiguousarray(A[:, C])
+    for q in qs:
+        Yq = flint.nmod_mat([[int(v) % q for v in row] for row in Y[R].tolist()], q)
+        W = flint.nmod_mat(MZ, q).solve(Yq)                             # M W = Y[R] mod q
+        Wi = np.array([[int(W[i, j]) for j in range(t)] for i in range(r)], dtype=np.int64)
+        if any(int(v) % q for v in (product(AC, Wi) - Y).ravel().tolist()):
+            return False
+    return True

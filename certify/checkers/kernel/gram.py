@@ -1,0 +1,128 @@
+"""Exact Gram matrices of large float feature matrices (numpy only).
+
+``exact_gram(X)`` returns ``(G, e)`` with ``X^T X = G 2^e`` exactly, for a
+finite float64 (or float32) array ``X`` of shape ``(K, r)``; ``G`` is an
+``r x r`` list of Python ints, normalized so that some entry is odd (or
+``e = 0`` when ``G = 0``), the form of the certificates' ``gram_q`` /
+``gram_q_exponent``. It is how the checker recomputes a kernel's Grams from
+replayed features that are too large to embed (``K = 65,536``, ``r = 153``).
+
+How, exactly:
+
+1. Every entry is ``M 2^E`` with an integer ``|M| < 2^53`` (``frexp``,
+   exact); with ``e0`` the least ``E`` over the nonzero entries,
+   ``X = N 2^e0`` with integers ``N = M 2^(E - e0)`` of up to
+   ``53 + max(E - e0)`` bits.
+2. ``|N|`` is split into limbs of :data:`LIMB` bits, ``N = sign * sum_t L_t 2^(LIMB t)``
+   with ``0 <= L_t < 2^LIMB``, computed from ``M`` and the shift by integer
+   shifts and masks (int64, exact).
+3. ``N^T N = sum_{s,t} 2^(LIMB (s+t)) (S L_s)^T (S L_t)`` (``S`` the signs). Each
+   block product ``(S L_s)^T (S L_t)`` over :data:`BLOCK` rows is computed in
+   float64 by numpy's ``@``: every term is an integer below ``2^(2 LIMB)`` and
+   every partial sum, in whatever order the BLAS adds (and with or without
+   FMA), is an integer below ``BLOCK 2^(2 LIMB) <= 2^52``, so each is exact and
+   the product is the exact integer matrix, on every machine. The limbs are
+   stacked side by side so that one product per block gives every ``(s, t)``.
+4. The block results (int64, exact) are summed and combined with the limb
+   weights in Python integers.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+#: bits per limb and rows per block: BLOCK * 2^(2 LIMB) <= 2^52 keeps every float64 partial sum exact
+LIMB = 20
+BLOCK = 1 << 12
+if BLOCK * (1 << (2 * LIMB)) > 1 << 52:
+    raise ImportError("BLOCK * 2^(2 LIMB) must be at most 2^52")
+
+
+class GramError(ValueError):
+    """The features are not a finite 2-d float array."""
+
+
+def dyadic_parts(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(M, E)`` int64 arrays with ``X = M 2^E`` exactly, ``|M| < 2^53`` (zeros: ``M = 0``)."""
+    if X.ndim != 2 or X.dtype.kind != "f":
+        raise GramError(f"expected a 2-d float array, got {X.dtype} of shape {X.shape}")
+    x = X.astype(np.float64)
+    if not np.all(np.isfinite(x)):
+        raise GramError("the features have NaN or Inf entries")
+    m, e = np.frexp(x)                                   # x = m 2^e, 0.5 <= |m| < 1 (exact)
+    M = np.ldexp(m, 53).astype(np.int64)                 # exact: m has at most 53 significant bits
+    return M, e.astype(np.int64) - 53
+
+
+def limbs(X: np.ndarray) -> tuple[list[np.ndarray], int]:
+    """``([S L_0, S L_1, ...], e0)``: float64 arrays of signed limbs with
+    ``X = sum_t (S L_t) 2^(LIMB t + e0)`` exactly (module docstring)."""
+    M, E = dyadic_parts(X)
+    nz = M != 0
+    if not nz.any():
+        return [], 0
+    e0 = int(E[nz].min())
+    shift = np.where(nz, E - e0, 0)                      # bit position of M's lowest bit in N
+    A = np.abs(M)
+    top = int((shift + 53).max())
+    out = []
+    mask = np.int64((1 << LIMB) - 1)
+    sign = np.sign(M).astype(np.float64)
+    for t in range(-(-top // LIMB)):
+        lo = LIMB * t - shift                            # limb t holds bits lo .. lo+LIMB-1 of A
+        k = np.clip(-lo, 0, LIMB)                        # lo < 0: the limb is (A << -lo) & mask
+        below = (A & ((np.int64(1) << (LIMB - k)) - 1)) << k
+        part = np.where(lo >= 0, (A >> np.clip(lo, 0, 63)) & mask, np.where(k < LIMB, below, 0))
+        out.append(part.astype(np.float64) * sign)
+    return out, e0
+
+
+def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
+    """``(G, e)`` with ``X^T X = G 2^e`` exactly (module docstring); ``G`` normalized
+    (some entry odd) or all zero with ``e = 0``."""
+    L, e0 = limbs(np.asarray(X))
+    r = X.shape[1]
+    if not L:
+        return [[0] * r for _ in range(r)], 0
+    T = len(L)
+    A = np.concatenate(L, axis=1)                        # (K, T r), exact small integers
+    if -(-A.shape[0] // BLOCK) > 1 << 10:
+        raise GramError(f"{A.shape[0]} rows: more than int64 accumulation of exact blocks allows")
+    acc = np.zeros((T * r, T * r), dtype=np.int64)
+    for a in range(0, A.shape[0], BLOCK):
+        blk = A[a:a + BLOCK]
+        acc += (blk.T @ blk).astype(np.int64)            # exact integers < 2^52; <= 2^10 blocks < 2^62
+    G = [[0] * r for _ in range(r)]
+    big = acc.tolist()
+    for s in range(T):
+        for t in range(T):
+            w = 1 << (LIMB * (s + t))
+            for i in range(r):
+                row = big[s * r + i]
+                Gi = G[i]
+                for j in range(r):
+                    v = row[t * r + j]
+                    if v:
+                        Gi[j] += v * w
+    return _normalize(G, 2 * e0)
+
+
+def _normalize(G: list[list[int]], e: int) -> tuple[list[list[int]], int]:
+    nz = [abs(v) for row in G for v in row if v]
+    if not nz:
+        return [[0] * len(row) for row in G], 0
+    g = 0
+    for v in nz:
+        g |= v
+    k = (g & -g).bit_length() - 1                        # the common power of two
+    if k:
+        G = [[v >> k if v >= 0 else -((-v) >> k) for v in row] for row in G]
+    return G, e + k
+
+
+def dot_exact(q: np.ndarray, k: np.ndarray) -> Fraction:
+    """``sum_i q_i k_i`` of two float vectors, exactly (every float is a dyadic rational)."""
+    return sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(q, k)), Fraction(0))
+

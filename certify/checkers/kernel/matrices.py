@@ -1,0 +1,57 @@
+"""Exact matrices from a certificate's integers, and primality.
+
+Statement. :func:`fmpz_matrix` is the integer matrix with exactly the given
+entries (python-flint ``fmpz_mat``, arbitrary precision); :func:`scaled_matrix`
+is the rational matrix ``diag(1 / row_den) N`` or ``N 2^exponent`` of an integer
+matrix ``N`` and a certificate's ``scale`` (python-flint ``fmpq_mat``), exactly;
+:func:`product` is the exact product of two such matrices. :func:`is_prime` is
+python-flint's ``fmpz.is_prime`` (a proof for the word-size and 62-bit numbers
+used here: BPSW is deterministic below 2^64).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def fmpz_matrix(rows: Any, ncols: int | None = None) -> Any:
+    """The python-flint integer matrix of a list of integer rows (an empty list
+    keeps ``ncols`` columns, default 0)."""
+    import flint
+    rows = [list(r) for r in rows]
+    n1 = len(rows)
+    n2 = len(rows[0]) if n1 else (ncols or 0)
+    return flint.fmpz_mat(n1, n2, [int(v) for r in rows for v in r])
+
+
+def scaled_matrix(rows: Any, scale: Any) -> Any:
+    """The exact rational matrix of integer rows and a ``scale`` (``{"kind":
+    "row_denominators", "row_den": [...]}``: row ``i`` divided by ``row_den[i]``;
+    otherwise ``{"exponent": e}``: every entry times ``2^e``)."""
+    import flint
+    A = flint.fmpq_mat(fmpz_matrix(rows))
+    if scale["kind"] == "row_denominators":
+        for i, d in enumerate(scale["row_den"]):
+            for j in range(A.ncols()):
+                A[i, j] = A[i, j] / int(d)
+    else:
+        e = int(scale["exponent"])
+        A = A * (flint.fmpq(2) ** e if e >= 0 else flint.fmpq(1, 2 ** -e))
+    return A
+
+
+def product(A: Any, B: Any) -> Any:
+    """``A B`` exactly (python-flint matrices, integer or rational)."""
+    return A * B
+
+
+def gram_matrix(A: Any) -> Any:
+    """The smaller Gram matrix of ``A``: ``A^T A`` when ``A`` has at most as many
+    columns as rows, else ``A A^T`` (they have the same nonzero eigenvalues)."""
+    return A.transpose() * A if A.ncols() <= A.nrows() else A * A.transpose()
+
+
+def is_prime(p: int) -> bool:
+    """``p`` is a prime (an int >= 2; bool is not an int here)."""
+    import flint
+    return isinstance(p, int) and not isinstance(p, bool) and p >= 2 and bool(flint.fmpz(p).is_prime())
