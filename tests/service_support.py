@@ -147,7 +147,14 @@ class Server:
         self.stop()
 
 
-def wait_job(client, base: str, job_id: str, timeout: float = 240.0, until=("done", "failed")) -> dict:
+#: the one wall-clock bound of the service tests: a hang guard, so that a broken run ends instead of
+#: hanging CI; never what a test asserts (a wait returns as soon as its event happens, however loaded
+#: the machine), and far above any time the awaited event takes
+HANG_GUARD = 900.0
+
+
+def wait_job(client, base: str, job_id: str, timeout: float = HANG_GUARD, until=("done", "failed")) -> dict:
+    """The job once its status is in ``until`` (polled; ``timeout``: the hang guard)."""
     t0 = time.monotonic()
     j = {"status": "?"}
     while time.monotonic() - t0 < timeout:
@@ -193,8 +200,9 @@ def cpu_ticks(pid: int) -> int:
     return int(stat[11]) + int(stat[12])
 
 
-def wait_gone(pids, timeout: float = 10.0) -> list[int]:
-    """The pids still alive after ``timeout`` seconds."""
+def wait_gone(pids, timeout: float = HANG_GUARD) -> list[int]:
+    """``[]`` once every pid has stopped (polled; returned at once when they have),
+    else the pids still alive when the hang guard ``timeout`` ends."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
         left = [p for p in pids if alive(p)]

@@ -62,7 +62,7 @@ def test_open_submissions_anonymous_queue_and_storage_are_capped(servers):
     with httpx.Client(timeout=60) as c:
         # the one worker is busy, so the next jobs wait
         busy = c.post(tight.url + "/api/jobs", headers=tight.auth, data=LONG_JOB).json()["id"]
-        wait_job(c, tight.url, busy, timeout=60, until=("running",))
+        wait_job(c, tight.url, busy, until=("running",))
         cert = json.dumps({"schema": "x"})
         verify = lambda: c.post(tight.url + "/api/verify",                     # noqa: E731
                                 files={"file": ("c.json", cert, "application/json")})
@@ -147,7 +147,7 @@ def test_caps_hold_under_concurrent_uploads(servers):
     gate = servers[3]
     with httpx.Client(timeout=120) as c:
         busy = c.post(gate.url + "/api/jobs", headers=gate.auth, data=LONG_JOB).json()["id"]
-        wait_job(c, gate.url, busy, timeout=60, until=("running",))
+        wait_job(c, gate.url, busy, until=("running",))
         two = b"{" + b" " * (2 << 20) + b"}"
         codes = [r.status_code for r in _at_once(20, lambda i: httpx.post(
             gate.url + "/api/verify", files={"file": (f"c{i}.json", two, "application/json")},

@@ -16,7 +16,7 @@ import time
 
 import httpx
 import pytest
-from service_support import Server, descendants, postgres_cluster, wait_gone, wait_job
+from service_support import HANG_GUARD, Server, descendants, postgres_cluster, wait_gone, wait_job
 
 LEASE = "2"
 
@@ -53,7 +53,7 @@ def test_two_servers_share_the_queue_and_a_killed_ones_job_finishes_once_elsewhe
             job = c.post(a.url + "/api/jobs", headers=a.auth, data={
                 "command": "feasibility", "family": "paper-5.1", "rank": "12",
                 "time_limit": "2"}).json()["id"]
-            j = wait_job(c, a.url, job, timeout=60, until=("running",))
+            j = wait_job(c, a.url, job, until=("running",))
             assert j["node_id"] == node_a
             b.start()
             node_b = c.get(b.url + "/api/health").json()["node"]
@@ -64,16 +64,14 @@ def test_two_servers_share_the_queue_and_a_killed_ones_job_finishes_once_elsewhe
                                             "application/json")}).json()["id"]
                      for i, s in enumerate([a, b] * 2)]
             tree = descendants(a.proc.pid)
-            t_kill = time.monotonic()
             a.kill()
-            assert not wait_gone(tree, timeout=5), "a process of the killed server computes on"
-            done = wait_job(c, b.url, job, timeout=120)
-            took = time.monotonic() - t_kill
+            assert not wait_gone(tree), "a process of the killed server computes on"
+            done = wait_job(c, b.url, job)
             assert done["status"] == "done" and done["attempts"] == 2, done
             assert _claims(url, job) == [(node_a, "expired"), (node_b, "done")]
             assert _sql(url, "select count(*) from certificates where job_id = %s", job) == [(1,)]
             for jid in small:
-                r = wait_job(c, b.url, jid, timeout=120)
+                r = wait_job(c, b.url, jid)
                 assert r["status"] == "done", r
                 outcomes = [o for _, o in _claims(url, jid)]
                 assert outcomes.count("done") == 1 and set(outcomes) <= {"done", "expired"}
@@ -83,8 +81,6 @@ def test_two_servers_share_the_queue_and_a_killed_ones_job_finishes_once_elsewhe
                 assert c.get(f"{b.url}/api/certificates/{sha}").status_code == 200
                 assert c.get(f"{b.url}/certificates/{sha}/files/report.md").status_code == 200
             assert _sql(url, "select count(*) from uploads") == [(0,)]
-            print(f"\nkill -9 of the server running the job -> done on the other {took:.1f} s later "
-                  f"(lease {LEASE} s)")
     finally:
         a.stop()
         b.stop()
@@ -112,7 +108,7 @@ def test_postgresql_stopped_under_a_running_server_and_its_job(pg, tmp_path):
             job = c.post(s.url + "/api/jobs", headers=s.auth, data={
                 "command": "feasibility", "family": "paper-5.1", "rank": "12",
                 "time_limit": "4"}).json()["id"]
-            wait_job(c, s.url, job, timeout=60, until=("running",))
+            wait_job(c, s.url, job, until=("running",))
             pg.pause()
             try:
                 answers = _get_all(c, s.url, job, s.auth)
@@ -127,14 +123,14 @@ def test_postgresql_stopped_under_a_running_server_and_its_job(pg, tmp_path):
             finally:
                 pg.resume()
             t0 = time.monotonic()
-            while time.monotonic() - t0 < 30:
+            while time.monotonic() - t0 < HANG_GUARD:      # hang guard: health answers once resumed
                 try:
                     if c.get(s.url + "/api/health").status_code == 200:
                         break
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.2)
-            done = wait_job(c, s.url, job, timeout=60)
+            done = wait_job(c, s.url, job)
             assert done["status"] == "done" and done["attempts"] == 1 and done["reason"] is None, done
             assert [o for _, o in _claims(url, job)] == ["done"]
             assert _sql(url, "select count(*) from certificates where job_id = %s", job) == [(1,)]

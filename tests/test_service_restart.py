@@ -30,7 +30,7 @@ def _submit_and_kill(s: Server, c: httpx.Client) -> tuple[str, list[str]]:
     every process of the server's tree stops within seconds."""
     r = c.post(s.url + "/api/jobs", headers=s.auth, data=LONG_JOB)
     job_id = r.json()["id"]
-    wait_job(c, s.url, job_id, timeout=60, until=("running",))
+    wait_job(c, s.url, job_id, until=("running",))
     t0 = time.monotonic()
     while time.monotonic() - t0 < 30:            # the job's own process, past its start
         j = c.get(f"{s.url}/api/jobs/{job_id}").json()
@@ -45,7 +45,7 @@ def _submit_and_kill(s: Server, c: httpx.Client) -> tuple[str, list[str]]:
     work = sorted(os.listdir(s.data / "work"))
     assert len(work) == 1
     s.kill()
-    left = wait_gone(tree, timeout=5)
+    left = wait_gone(tree)
     assert not left, f"processes outlived the server: {left}"
     # the row is still 'running', and nothing half-written exists
     assert _db(s, f"select status, cert_sha256 from jobs where id = '{job_id}'") == [("running", None)]
@@ -79,7 +79,7 @@ def _lives(s: Server, tmp_path) -> None:
         t_restart = time.monotonic()
         s.start()
         try:
-            j = wait_job(c, s.url, job_id, timeout=60, until=("running",))
+            j = wait_job(c, s.url, job_id, until=("running",))
             print(f"\nrestart -> job running again {time.monotonic() - t_restart:.1f} s later")
             assert j["attempts"] == 2
             assert j["reason"].startswith("re-queued after attempt 1 was interrupted")
@@ -94,12 +94,12 @@ def _lives(s: Server, tmp_path) -> None:
             _wait_computing(s, c, job_id)
             tree = descendants(s.proc.pid)
             s.kill()
-            assert not wait_gone(tree, timeout=5)
+            assert not wait_gone(tree)
         finally:
             s.stop()
         s.start()
         try:
-            job = wait_job(c, s.url, job_id, timeout=30)
+            job = wait_job(c, s.url, job_id)
             assert job["status"] == "failed"
             assert job["reason"] == "not retried: 2 attempt(s) were interrupted (limit 2, --job-attempts)"
             assert job["cert_sha256"] is None
@@ -115,7 +115,7 @@ def _lives(s: Server, tmp_path) -> None:
         finally:
             s.stop()
         assert s.proc.returncode == 0                  # a stop by SIGTERM is a clean exit
-        assert not wait_gone(tree, timeout=5)
+        assert not wait_gone(tree)
         assert _db(s, f"select status, attempts, reason from jobs where id = '{last}'") == \
             [("queued", 0, "re-queued: the server running it was stopped")]
         assert sorted(os.listdir(s.data / "work")) == ["thesis.tex"]

@@ -141,7 +141,7 @@ def test_previous_layout_refused_then_migrated_and_served(tmp_path):
         for name in made["files"]:
             assert c.get(f"{s.url}/certificates/{sha}/files/{name}").status_code == 200, name
         assert "rank exactly 1" in c.get(f"{s.url}/certificates/{sha}").text
-        job = wait_job(c, s.url, made["queued"], timeout=120)
+        job = wait_job(c, s.url, made["queued"])
         assert job["status"] == "done" and job["exit_code"] == 0, job
         cert = c.get(f"{s.url}/api/certificates/{job['cert_sha256']}").json()
         assert cert["claims"][0]["evidence"]["rank_lower"] == 2
