@@ -173,3 +173,23 @@ def test_the_kinds_do_no_matrix_algebra_outside_the_kernel():
     assert algebra_outside_kernel("P = M.charpoly()\nY = M.solve(B)\n") == [(1, "charpoly"), (2, "solve")]
     assert sorted(algebra_outside_kernel("x = np.linalg.eigh(M)\n")) == [(1, "eigh"), (1, "linalg")]
     assert algebra_outside_kernel("P = roots.charpoly(M)\n") == []
+
+
+def test_the_two_matrix_hashes_agree_on_int64_data_and_differ_beyond():
+    """``matrix_sha256`` (rows as lists, the embedded form) and the kernel's
+    ``array_sha256`` (int64 arrays, the re-read form) bind the same matrix to the same
+    hash, so a claim checked on either form names one matrix; a matrix with an entry
+    beyond int64 is hashed as JSON and can never collide with an int64 hash."""
+    from certify.checkers.kernel import array_sha256
+    from certify.checkers.rank.evidence import matrix_sha256
+    rng = np.random.default_rng(9)
+    A = rng.integers(-(1 << 62), 1 << 62, (5, 7), dtype=np.int64)
+    scale = {"kind": "dyadic", "exponent": -3}
+    assert matrix_sha256(A.tolist(), scale) == array_sha256(A, scale)
+    assert matrix_sha256(A.tolist(), {"kind": "dyadic", "exponent": -2}) != array_sha256(A, scale)
+    B = A.copy()
+    B[4, 6] ^= 1
+    assert matrix_sha256(B.tolist(), scale) != array_sha256(A, scale)
+    big = A.tolist()
+    big[0][0] = 1 << 63
+    assert matrix_sha256(big, scale).startswith("json:")
