@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 from math import comb
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ def _check_params(M: int, h: int, delta: int | None = None) -> None:
         raise InputError(f"distance must be an integer >= 0, got {delta!r}")
 
 
-def as_words(words) -> np.ndarray:
+def as_words(words: Any) -> np.ndarray:
     """Validate a code given as a ``(W, M)`` 0/1 array (or nested lists)."""
     arr = np.asarray(words)
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
@@ -44,13 +45,13 @@ def as_words(words) -> np.ndarray:
     return arr.astype(np.uint8)
 
 
-def directed_distances(words) -> np.ndarray:
+def directed_distances(words: Any) -> np.ndarray:
     """``D[i, j] = |S_i \\ S_j|`` for all pairs (diagonal 0), shape ``(W, W)``."""
     w = as_words(words).astype(np.int64)
     return w @ (1 - w).T
 
 
-def verify_code(words, h: int | None = None, delta: int = 1) -> np.ndarray:
+def verify_code(words: Any, h: int | None = None, delta: int = 1) -> np.ndarray:
     """Check constant weight ``h`` (when given), distinct words, and
     ``|S \\ U| >= delta`` for all distinct pairs. Returns the words; raises
     :class:`InputError` naming the first violation."""
@@ -68,7 +69,7 @@ def verify_code(words, h: int | None = None, delta: int = 1) -> np.ndarray:
     return w
 
 
-def min_directed_distance(words) -> int | None:
+def min_directed_distance(words: Any) -> int | None:
     """Least ``|S \\ U|`` over distinct pairs (None for a one-word code)."""
     D = directed_distances(words)
     if D.shape[0] < 2:

@@ -17,7 +17,7 @@ repeats and ties included.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -101,7 +101,7 @@ def targets_from_indices(tokens: np.ndarray, inputs: np.ndarray) -> np.ndarray:
     return out
 
 
-def strict_success(pred, target, eps=Fraction(1, 2)) -> np.ndarray:
+def strict_success(pred: Any, target: Any, eps: Fraction | float = Fraction(1, 2)) -> np.ndarray:
     """Eq. 2 elementwise: ``|pred - target| < eps`` (strict).
 
     Works on floats (a numeric check) and on object arrays of ``Fraction``
@@ -115,7 +115,7 @@ def strict_success(pred, target, eps=Fraction(1, 2)) -> np.ndarray:
     return np.abs(pred.astype(np.float64) - target) < float(eps)
 
 
-def max_error(pred, target):
+def max_error(pred: Any, target: Any) -> Fraction | float:
     """``max |pred - target|`` over all entries (exact for Fraction object arrays)."""
     pred = np.asarray(pred)
     if pred.dtype == object:

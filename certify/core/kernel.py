@@ -26,7 +26,7 @@ import os
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, overload
 
 import numpy as np
 
@@ -223,7 +223,7 @@ class Kernel:
         atomic_write_bytes(path, buf.getvalue())
 
 
-def _features(a, what: str) -> np.ndarray:
+def _features(a: Any, what: str) -> np.ndarray:
     if hasattr(a, "detach") and hasattr(a, "numpy"):      # a torch tensor, without importing torch
         a = a.detach().cpu().numpy()
     a = np.asarray(a)
@@ -244,7 +244,11 @@ def _float_matrix_rationals(a: np.ndarray) -> list[list[Fraction]]:
 
 # ---------------------------------------------------------------- construction helpers
 
-def parse_tokens(spec: str | None):
+@overload
+def parse_tokens(spec: str) -> tuple[str, int, np.ndarray | None]: ...
+@overload
+def parse_tokens(spec: None) -> None: ...
+def parse_tokens(spec: str | None) -> tuple[str, int, np.ndarray | None] | None:
     """``cube:M`` -> ("cube:M", M, None); a family name/file -> ("family:NAME", m, tokens)."""
     if spec is None:
         return None
@@ -271,7 +275,7 @@ def from_feature_fn(fn: FeatureFn, tokens_spec: str, provenance: Provenance, *, 
                   tokens=toks, rank=int(rank), feature_fn=fn, guarantee=guarantee)
 
 
-def from_features(phi_q, phi_k, provenance: Provenance, *, tokens=None, token_set: str | None = None,
+def from_features(phi_q: Any, phi_k: Any, provenance: Provenance, *, tokens: Any = None, token_set: str | None = None,
                   guarantee: str | None = None) -> Kernel:
     q, k = _features(phi_q, "PhiQ"), _features(phi_k, "PhiK")
     if q.ndim == 2 and q.shape[1] > limit("rank"):
@@ -294,7 +298,7 @@ def from_features(phi_q, phi_k, provenance: Provenance, *, tokens=None, token_se
                   guarantee=guarantee)
 
 
-def from_matrix(a, provenance: Provenance, *, tokens=None, token_set: str | None = None) -> Kernel:
+def from_matrix(a: Any, provenance: Provenance, *, tokens: Any = None, token_set: str | None = None) -> Kernel:
     shape = getattr(a, "shape", None)
     if shape is not None and len(shape) == 2:
         check_matrix_shape(int(shape[0]), int(shape[1]))
@@ -314,7 +318,7 @@ def from_matrix(a, provenance: Provenance, *, tokens=None, token_set: str | None
                   num_tokens=a.shape[0], m=m, tokens=tokens, matrix=a)
 
 
-def from_rationals(rows, provenance: Provenance, *, tokens=None, token_set: str | None = None) -> Kernel:
+def from_rationals(rows: Any, provenance: Provenance, *, tokens: Any = None, token_set: str | None = None) -> Kernel:
     if not isinstance(rows, (list, tuple)) or not rows or not all(isinstance(r, (list, tuple)) for r in rows):
         raise InputError("kernel matrix: expected a non-empty list of rows")
     n2 = len(rows[0])

@@ -54,7 +54,7 @@ def q_matrix_from_json(rows: Any) -> list[list[Fraction]]:
     return [[str_to_q(v) for v in row] for row in rows]
 
 
-def check_matrix(a, what: str = "matrix") -> np.ndarray:
+def check_matrix(a: Any, what: str = "matrix") -> np.ndarray:
     """A non-empty 2-D numeric array; NaN/Inf, ragged, complex, object data are bad input."""
     try:
         arr = np.asarray(a)

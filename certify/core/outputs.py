@@ -363,7 +363,7 @@ class Stage:
                 os.replace(old, self.out)
             raise
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.root is not None:
             shutil.rmtree(self.root, ignore_errors=True)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 
 def show_progress(no_progress: bool = False) -> bool:
@@ -39,7 +40,7 @@ class TimeBar:
         self.bar.n = min(self._time() - self._t0, self.bar.total)
         self.bar.refresh()
 
-    def set_postfix(self, **kw) -> None:
+    def set_postfix(self, **kw: Any) -> None:
         self.bar.set_postfix({self.unit + "s": self.steps, **kw})
 
     def close(self) -> None:

@@ -6,6 +6,7 @@ An enum, never a string matched by substring; ``solvers/`` returns it too.
 from __future__ import annotations
 
 import enum
+from typing import Iterable
 
 
 class Verdict(str, enum.Enum):
@@ -17,7 +18,7 @@ class Verdict(str, enum.Enum):
     UNKNOWN = "unknown"
 
 
-def overall(verdicts) -> Verdict:
+def overall(verdicts: Iterable[Verdict | str]) -> Verdict:
     """The verdict of several claims together: refuted if any is, else unknown if
     any is (or there is none), else proved."""
     vs = [Verdict(v) for v in verdicts]

@@ -21,7 +21,7 @@ class Temperature:
     eps: Fraction
     ratio: Fraction
 
-    def value(self, dps: int = 30):
+    def value(self, dps: int = 30) -> Any:
         import mpmath
         with mpmath.workdps(dps):
             return mpmath.log(mpmath.mpf(self.ratio.numerator) / self.ratio.denominator)

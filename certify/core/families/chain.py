@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -40,7 +41,7 @@ def chain_levels(D: int, g: int) -> list[int]:
     return [0] + [i * g + r0 for i in range(1, k + 1)]
 
 
-def chain_family(words, n: int = 3, eps: Fraction | str = Fraction(1, 2), g: int | None = None,
+def chain_family(words: Any, n: int = 3, eps: Fraction | str = Fraction(1, 2), g: int | None = None,
                  name: str | None = None) -> Family:
     """The Thm 5 chain family of a constant-weight code.
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -121,7 +122,7 @@ class MultilevelSpec:
                               "q": self.q, "assignments": int(len(inputs))},
                       words=self.words)
 
-    def _check(self, kappas) -> np.ndarray:
+    def _check(self, kappas: Any) -> np.ndarray:
         kappas = np.asarray(kappas, dtype=np.int64)
         if kappas.ndim != 2 or kappas.shape[1] != self.q:
             raise InputError(f"assignments must have shape (B, {self.q})")
@@ -130,7 +131,7 @@ class MultilevelSpec:
         return kappas
 
 
-def multilevel_spec(M: int, s: int, h: int, q: int, words=None) -> MultilevelSpec:
+def multilevel_spec(M: int, s: int, h: int, q: int, words: Any = None) -> MultilevelSpec:
     """Build the Sec. 4 family. Without ``words`` the code is the greedy packing of
     ``binom([M], h)`` at distance ``s + 1``; its first ``q`` words are used."""
     for nm, v, lo in (("M", M, 1), ("s", s, 1), ("q", q, 1)):
