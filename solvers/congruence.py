@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -47,8 +47,11 @@ FLOOR = 2.0 ** -1000
 LARGEST_N = 1 << 20
 _U = Fraction(1, 1 << 53)
 
+#: an integer matrix as rows (lists of ints, an object array, or JSON rows)
+IntRows = Sequence[Sequence[int]]
 
-def _next_up(x):
+
+def _next_up(x: Any) -> Any:
     return np.nextafter(x, np.inf)
 
 
@@ -110,14 +113,14 @@ def _half_log2(v: int, e: int) -> int:
     return -((abs(int(v)).bit_length() + e) // 2)
 
 
-def equilibrating_exponents(G, e: int) -> list[int]:
+def equilibrating_exponents(G: IntRows, e: int) -> list[int]:
     """``s_i`` with ``G_ii 2^(e + 2 s_i)`` near 1 (a zero diagonal entry uses the
     largest entry of ``G``)."""
     top = max((abs(int(v)) for row in G for v in row), default=1) or 1
     return [_half_log2(G[i][i] if int(G[i][i]) else top, e) for i in range(len(G))]
 
 
-def rational_ball(G, num: int, den: int, e: int, rows: Sequence[int], cols: Sequence[int]) -> Ball | None:
+def rational_ball(G: IntRows, num: int, den: int, e: int, rows: Sequence[int], cols: Sequence[int]) -> Ball | None:
     """The exact ``G_ij num / den 2^(e + rows_i + cols_j)`` as a Ball (each entry
     correctly rounded by integer true division, radius one ``spacing``), or None
     when an entry leaves the float range."""
@@ -170,7 +173,7 @@ def inertia_by_congruence(Z: Ball) -> tuple[int, int] | None:
     return dominance_inertia(X.T @ (Z @ X))
 
 
-def count_above(gram_q, eq: int, gram_k, ek: int, threshold: Fraction) -> int | None:
+def count_above(gram_q: IntRows, eq: int, gram_k: IntRows, ek: int, threshold: Fraction) -> int | None:
     """``#{lambda(GQ 2^eq GK 2^ek) > threshold}`` (``threshold > 0``) from the
     inertia of the equilibrated ``Z(threshold)``, or None (module docstring)."""
     r = len(gram_q)
@@ -196,7 +199,7 @@ def count_above(gram_q, eq: int, gram_k, ek: int, threshold: Fraction) -> int | 
     return got[0] - r
 
 
-def _pencil_enclosures(GB, eb: int, GA, ea: int) -> list[tuple[Fraction, Fraction]] | None:
+def _pencil_enclosures(GB: IntRows, eb: int, GA: IntRows, ea: int) -> list[tuple[Fraction, Fraction]] | None:
     """Eigenvalues of ``GA 2^ea GB 2^eb`` (largest first) when ``GB`` is proved
     definite: the similar pair ``(S^-1 GA S^-1 2^-m, S GB S)`` with ``S``
     equilibrating ``GB``, then the pencil bounds of the module docstring."""
@@ -241,7 +244,7 @@ def _pencil_enclosures(GB, eb: int, GA, ea: int) -> list[tuple[Fraction, Fractio
     return out
 
 
-def enclosures(gram_q, eq: int, gram_k, ek: int) -> list[tuple[Fraction, Fraction]] | None:
+def enclosures(gram_q: IntRows, eq: int, gram_k: IntRows, ek: int) -> list[tuple[Fraction, Fraction]] | None:
     """Rigorous intervals for the eigenvalues of ``GQ 2^eq GK 2^ek``, largest first
     with multiplicity, or None (neither Gram proved definite, or not finite)."""
     if not len(gram_q) or 2 * len(gram_q) > LARGEST_N:

@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import scipy.sparse as sp
 
 from solvers.lp import LPStatus, solve_lp
+
+if TYPE_CHECKING:
+    from certify.core.progress import TimeBar
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,8 @@ def _lift(prob: FactorProblem, fixed: np.ndarray, side: str) -> sp.csr_matrix:
 
 
 def lp_step(prob: FactorProblem, fixed: np.ndarray, side: str, *, nonneg: bool,
-            floor: float, box: float, time_limit: float | None = None):
+            floor: float, box: float, time_limit: float | None = None,
+            ) -> tuple[np.ndarray, float] | tuple[None, None]:
     """One alternating step: optimize the free factor and ``H`` for fixed ``fixed``.
     Returns ``(free (n, r), delta)`` or ``(None, None)``."""
     L = _lift(prob, fixed, side)                        # (E, n r)
@@ -109,7 +113,7 @@ def alternating_search(prob: FactorProblem, rank: int, *, nonneg: bool,
                        rng: np.random.Generator, time_limit: float,
                        accept: Callable[[np.ndarray, np.ndarray, float], bool] | None = None,
                        floor: float = 1e-6, box: float = 1e3, stall: int = 6,
-                       max_iterations: int = 10_000, progress=None,
+                       max_iterations: int = 10_000, progress: TimeBar | None = None,
                        init: tuple[np.ndarray, np.ndarray] | None = None) -> FactorResult:
     """Alternate ``P``- and ``Q``-LPs from random starts until ``accept(P, Q, delta)``
     returns True (called whenever ``delta > 0`` improves), the time runs out, or
@@ -138,7 +142,7 @@ def alternating_search(prob: FactorProblem, rank: int, *, nonneg: bool,
                 progress.update(1)
                 progress.set_postfix(delta=f"{max(d if d is not None else -1, best[2]):.2e}",
                                      restarts=restarts)
-            if new is None:
+            if new is None or d is None:        # both or neither (lp_step)
                 break
             if side == "P":
                 P = new
@@ -161,7 +165,7 @@ def alternating_search(prob: FactorProblem, rank: int, *, nonneg: bool,
 
 
 def truncate(prob: FactorProblem, P: np.ndarray, Q: np.ndarray, rank: int, *,
-             nonneg: bool, floor: float = 1e-6, box: float = 1e3):
+             nonneg: bool, floor: float = 1e-6, box: float = 1e3) -> tuple[np.ndarray, np.ndarray]:
     """A rank-``rank`` starting point from a higher-rank solution: the truncated SVD
     of ``P Q^T`` (real), or dropping the feature whose loss the ``P``-LP minds least
     (nonnegative)."""

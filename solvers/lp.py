@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 
 class LPStatus(enum.Enum):
@@ -35,7 +37,7 @@ class LPStatus(enum.Enum):
     UNKNOWN = "unknown"
 
 
-def _status_map():
+def _status_map() -> dict[Any, LPStatus]:
     import highspy
 
     S = highspy.HighsModelStatus
@@ -59,7 +61,8 @@ class LPResult:
     max_violation: float | None = None   # re-checked bound violation of x
 
 
-def solve_lp(c, A, row_lo, row_hi, col_lo, col_hi, *, maximize: bool = False,
+def solve_lp(c: ArrayLike, A: Any, row_lo: ArrayLike, row_hi: ArrayLike, col_lo: ArrayLike,
+             col_hi: ArrayLike, *, maximize: bool = False,
              time_limit: float | None = None, tol: float = 1e-7,
              threads: int = 1) -> LPResult:
     """Solve one LP with HiGHS and re-check the primal point (``tol`` absolute,
@@ -126,7 +129,7 @@ def solve_lp(c, A, row_lo, row_hi, col_lo, col_hi, *, maximize: bool = False,
 _BANNER_SHOWN = [False]
 
 
-def _new_highs():
+def _new_highs() -> Any:
     """A ``Highs`` instance. The first one prints a banner on file descriptor 1,
     which would corrupt a command's ``--json`` output and is library noise on
     stderr: send it to the null device."""
@@ -151,7 +154,8 @@ def _new_highs():
     return h
 
 
-def _violation(A, x, row_lo, row_hi, col_lo, col_hi) -> float:
+def _violation(A: Any, x: np.ndarray, row_lo: np.ndarray, row_hi: np.ndarray, col_lo: np.ndarray,
+               col_hi: np.ndarray) -> float:
     """Largest relative violation of the row and column bounds at ``x``."""
     ax = A @ x
     parts = [0.0]

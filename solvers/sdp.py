@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -66,7 +67,8 @@ def _selection(prob: FactorProblem) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(E), (np.arange(E), ex[:, 1] * R + ex[:, 0])), shape=(E, R * C))
 
 
-def _constraints(prob: FactorProblem, K, H, *, nonneg: bool, floor: float, all_nonneg: bool):
+def _constraints(prob: FactorProblem, K: Any, H: Any, *, nonneg: bool, floor: float,
+                 all_nonneg: bool) -> tuple[Any, list[Any]]:
     import cvxpy as cp
 
     S = _selection(prob)
@@ -144,7 +146,8 @@ def lift_solve(prob: FactorProblem, delta: float, *, nonneg: bool,
 def reweighted_lift(prob: FactorProblem, *, nonneg: bool, fraction: float = 0.05,
                     iterations: int = 6, eps: float = 1e-3, floor: float = 1e-6,
                     all_nonneg: bool = False, solver: str = "CLARABEL",
-                    rank: int | None = None, time_limit=None):
+                    rank: int | None = None,
+                    time_limit: Callable[[], float] | None = None) -> Iterator[LiftResult]:
     """Trace heuristic, then reweighting: yields one :class:`LiftResult` per
     iteration (the caller stops when a rounded proposal verifies). With ``rank``
     the reweighting is the truncated nuclear norm (minimize ``||K||_* -

@@ -41,15 +41,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from certify.core.verdict import Verdict
 
+if TYPE_CHECKING:
+    from solvers.exact.integers import IntMatrix
+
 # ---------------------------------------------------------------- exact helpers
 
-def fmpq_matrix(rows: Sequence[Sequence[Fraction | int]]):
+def fmpq_matrix(rows: Sequence[Sequence[Fraction | int]]) -> Any:
     import flint
     n1 = len(rows)
     n2 = len(rows[0]) if n1 else 0
@@ -57,7 +60,7 @@ def fmpq_matrix(rows: Sequence[Sequence[Fraction | int]]):
                                    for row in rows for v in row])
 
 
-def is_psd(G) -> bool:
+def is_psd(G: Any) -> bool:
     """Exact: the rational/integer matrix ``G`` (list of rows or flint matrix) is
     symmetric positive semidefinite. A symmetric matrix has real eigenvalues, so
     it is PSD iff the coefficients of ``det(lambda I - G) = sum_i a_i lambda^i``
@@ -93,7 +96,7 @@ def sign_changes(coeffs: Sequence) -> int:
     return sum(1 for a, b in zip(signs, signs[1:]) if a != b)
 
 
-def count_eigenvalues_above(core, c: Fraction, charpoly=None) -> int:
+def count_eigenvalues_above(core: Any, c: Fraction, charpoly: Any = None) -> int:
     """Number of eigenvalues ``> c`` of a square rational matrix whose eigenvalues
     are all real (caller's hypothesis, e.g. a product of two PSD matrices):
     Descartes' rule, exact for real-rooted polynomials, on ``P(mu + c)`` with
@@ -102,7 +105,7 @@ def count_eigenvalues_above(core, c: Fraction, charpoly=None) -> int:
     return sign_changes(shifted(P, Fraction(c)).coeffs())
 
 
-def characteristic_polynomial(M):
+def characteristic_polynomial(M: Any) -> Any:
     """``det(lambda I - M)`` exactly: an ``fmpz_poly`` for an integer matrix (the
     faster multimodular routine), else an ``fmpq_poly``."""
     import flint
@@ -111,7 +114,7 @@ def characteristic_polynomial(M):
     return flint.fmpq_mat(M).charpoly()
 
 
-def shifted(P, c: Fraction):
+def shifted(P: Any, c: Fraction) -> Any:
     """``P(mu + c)`` up to a positive factor (same roots shifted by ``-c``, same
     coefficient signs): with ``c = a/b``, the integer polynomial
     ``b^n P((nu + a)/b)`` (roots ``nu = b lambda - a``), one Taylor shift."""
@@ -126,7 +129,7 @@ def shifted(P, c: Fraction):
     return flint.fmpq_poly(P)(flint.fmpq_poly([flint.fmpq(c.numerator, c.denominator), 1]))
 
 
-def _arb_bounds(x) -> tuple[Fraction, Fraction]:
+def _arb_bounds(x: Any) -> tuple[Fraction, Fraction]:
     """Exact rational endpoints of an arb ball."""
     m, e = x.mid().man_exp()
     rm, re_ = x.rad().mid().man_exp()
@@ -135,7 +138,7 @@ def _arb_bounds(x) -> tuple[Fraction, Fraction]:
     return mid - rad, mid + rad
 
 
-def eigenvalue_enclosures(core, *, prec: int = 64, charpoly=None) -> list[tuple[Fraction, Fraction]]:
+def eigenvalue_enclosures(core: Any, *, prec: int = 64, charpoly: Any = None) -> list[tuple[Fraction, Fraction]]:
     """Rigorous enclosures of the eigenvalues of ``core`` (all real by hypothesis),
     largest first, with multiplicity: roots of the exact characteristic
     polynomial (``charpoly`` when the caller has it) isolated by Arb at ``prec``
@@ -171,7 +174,7 @@ class EpsRank:
     sigma_sq_enclosures: tuple[tuple[Fraction, Fraction], ...] = ()
 
 
-def eps_rank_core(core, scale_exp: int, eps: Fraction, *, enclosures: bool = False,
+def eps_rank_core(core: Any, scale_exp: int, eps: Fraction, *, enclosures: bool = False,
                   prec: int = 64) -> EpsRank:
     """Exact eps-rank of ``A`` whose ``A^T A`` has the nonzero spectrum of
     ``core * 2^scale_exp`` (``core = IQ IK``, integer). Hypothesis (checked by
@@ -197,7 +200,7 @@ ENCLOSURE_PAD_FACTOR = 16
 ENCLOSURE_WIDTH_LOG2 = 20
 
 
-def _published_enclosures(enc) -> list[tuple[Fraction, Fraction]] | None:
+def _published_enclosures(enc: Sequence[tuple[Fraction, Fraction]]) -> list[tuple[Fraction, Fraction]] | None:
     """Rigorous float enclosures widened on both sides by ``pad`` =
     ``ENCLOSURE_PAD_FACTOR`` times the widest of them (at least ``2^-50 max(top, 1)``)
     and rounded outward to multiples of a power of two at most ``pad / 4``, or None
@@ -213,7 +216,7 @@ def _published_enclosures(enc) -> list[tuple[Fraction, Fraction]] | None:
     return out
 
 
-def eps_rank_grams(gram_q, eq: int, gram_k, ek: int, eps: Fraction, *, enclosures: bool = False,
+def eps_rank_grams(gram_q: Any, eq: int, gram_k: Any, ek: int, eps: Fraction, *, enclosures: bool = False,
                    prec: int = 64) -> EpsRank:
     """Exact eps-rank of ``A = PhiQ PhiK^T`` from its exact Grams ``GQ 2^eq``, ``GK 2^ek``
     (integer rows; PSD, as Grams of real features): the count by a verified float
@@ -230,7 +233,7 @@ def eps_rank_grams(gram_q, eq: int, gram_k, ek: int, eps: Fraction, *, enclosure
     gk = [[int(v) for v in row] for row in np.asarray(gram_k, dtype=object).tolist()]
     P = None
 
-    def charpoly():
+    def charpoly() -> Any:
         import flint
         nonlocal P
         if P is None:
@@ -253,7 +256,7 @@ def eps_rank_grams(gram_q, eq: int, gram_k, ek: int, eps: Fraction, *, enclosure
     return EpsRank(k=k, eps=eps, exact=True, method=method, verdict=Verdict.PROVED, sigma_sq_enclosures=enc)
 
 
-def psd_leading_minors(H) -> bool:
+def psd_leading_minors(H: Any) -> bool:
     """Exact positive definiteness of a symmetric integer matrix: every leading
     principal minor ``> 0`` (Sylvester), read off a fraction-free LU."""
     n = H.nrows()
@@ -271,7 +274,7 @@ def psd_leading_minors(H) -> bool:
 
 
 def eps_rank_projection(N_values: np.ndarray, exponent: int, eps: Fraction, *,
-                        k: int | None = None, margin: float = 1e-6):
+                        k: int | None = None, margin: float = 1e-6) -> tuple[EpsRank, IntMatrix | None]:
     """Certified lower bound ``sigma_k(A) > eps`` for ``A = N 2^exponent`` (integer
     ``N``, any size), with ``k`` proposed by a float SVD unless given.
     Returns ``(EpsRank, Y)`` where ``Y`` is the dyadic witness (IntMatrix) or None."""

@@ -25,9 +25,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+
+    from certify.core.progress import TimeBar
 
 #: ``verify(PhiQ, PhiK) -> (witness or None, check or None)``; a witness counts
 #: only when ``check.ok`` (the caller's exact check passed).
@@ -46,7 +51,7 @@ class StructuredResult:
     stage: str                         # "smooth", "alternating" or "none"
 
 
-def _torch_problem(problem):
+def _torch_problem(problem: Any) -> tuple[torch.Tensor, ...]:
     import torch
 
     ex = torch.as_tensor(problem.entries, dtype=torch.long)
@@ -57,10 +62,10 @@ def _torch_problem(problem):
     return ex, C, tgt, rows, cnt
 
 
-def smooth_optimize(problem, rank: int, nonneg: bool, g_init: np.ndarray, *,
+def smooth_optimize(problem: Any, rank: int, nonneg: bool, g_init: np.ndarray, *,
                     seed: int = 0, init: tuple[np.ndarray, np.ndarray] | None = None,
-                    betas=(10.0, 30.0, 100.0, 300.0), max_iter: int = 400,
-                    time_limit: float | None = None):
+                    betas: Sequence[float] = (10.0, 30.0, 100.0, 300.0), max_iter: int = 400,
+                    time_limit: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """One L-BFGS run. Returns ``(PhiQ, PhiK, g, margin)`` in floats, ``margin`` the
     smallest slack (> 0: strictly correct in floats)."""
     import torch
@@ -90,7 +95,7 @@ def smooth_optimize(problem, rank: int, nonneg: bool, g_init: np.ndarray, *,
     Q = Q0.contiguous().clone().requires_grad_()
     g = torch.as_tensor(np.asarray(g_init, dtype=np.float64)).clone().requires_grad_()
 
-    def slacks():
+    def slacks() -> torch.Tensor:
         Pf, Qf = (P * P, Q * Q) if nonneg else (P, Q)
         alpha = (Pf[ex[:, 0]] * Qf[ex[:, 1]]).sum(-1)
         den = C @ alpha
@@ -106,7 +111,7 @@ def smooth_optimize(problem, rank: int, nonneg: bool, g_init: np.ndarray, *,
     t0 = time.perf_counter()
     beta = [betas[0]]
 
-    def closure():
+    def closure() -> torch.Tensor:
         opt.zero_grad()
         s = slacks()
         loss = torch.logsumexp(-beta[0] * s, 0) / beta[0]
@@ -127,17 +132,17 @@ def smooth_optimize(problem, rank: int, nonneg: bool, g_init: np.ndarray, *,
         return Pf.numpy().copy(), Qf.numpy().copy(), g.detach().numpy().copy(), margin
 
 
-def smooth_search(problem, rank: int, nonneg: bool, *, verify: Verify, g_init: np.ndarray,
+def smooth_search(problem: Any, rank: int, nonneg: bool, *, verify: Verify, g_init: np.ndarray,
                   time_limit: float, seed: int = 0,
                   init: tuple[np.ndarray, np.ndarray] | None = None,
                   polish_threshold: float = -0.02, polish_seconds: float = 30.0,
-                  progress=None) -> StructuredResult:
+                  progress: TimeBar | None = None) -> StructuredResult:
     """Random restarts (the first from ``init`` when given) of :func:`smooth_optimize`;
     every candidate is checked exactly, near misses are polished by alternating
     LPs. Stops at the first exactly verified witness or at ``time_limit``."""
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
-    best = (None, None, -np.inf)
+    best: tuple[np.ndarray | None, np.ndarray | None, float] = (None, None, -np.inf)
     restarts = 0
     while time.perf_counter() - t0 < time_limit:
         left = time_limit - (time.perf_counter() - t0)
@@ -168,7 +173,8 @@ def smooth_search(problem, rank: int, nonneg: bool, *, verify: Verify, g_init: n
                             time.perf_counter() - t0, "none")
 
 
-def _polish(problem, rank, nonneg, verify, P, Q, *, seed, time_limit):
+def _polish(problem: Any, rank: int, nonneg: bool, verify: Verify, P: np.ndarray, Q: np.ndarray, *,
+            seed: int, time_limit: float) -> tuple[Any, Any, np.ndarray, np.ndarray] | None:
     """Alternating LPs from ``(P, Q)``; a witness only if it passes the exact check."""
     from solvers.factor import FactorProblem, alternating_search
 
@@ -176,7 +182,7 @@ def _polish(problem, rank, nonneg, verify, P, Q, *, seed, time_limit):
     fp = FactorProblem(problem.num_rows, problem.num_cols, problem.entries, Ga, Gh)
     found = []
 
-    def accept(P_, Q_, delta):
+    def accept(P_: np.ndarray, Q_: np.ndarray, delta: float) -> bool:
         w, chk = verify(P_, Q_)
         if w is not None and chk is not None and chk.ok:
             found.append((w, chk, P_.copy(), Q_.copy()))

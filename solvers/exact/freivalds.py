@@ -44,7 +44,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -127,7 +127,7 @@ def challenge_vectors(challenge: bytes, n2: int, t: int, s: int) -> np.ndarray:
     return np.ascontiguousarray(U.T, dtype=np.float64)
 
 
-def candidate_primes(challenge: bytes, max_tries: int = 1 << 16):
+def candidate_primes(challenge: bytes, max_tries: int = 1 << 16) -> Iterator[int]:
     """The candidates ``q = 2^61 + (w mod 2^61)`` that are prime, in order: ``w``
     the little-endian 8 bytes of SHAKE-256 of ``challenge + b"/primes/" + i``
     (``i`` as 8 little-endian bytes, i = 0, 1, ...). The caller skips those at
@@ -171,7 +171,7 @@ def _planes(A: np.ndarray, h: int) -> list[tuple[np.ndarray, int]]:
     return out
 
 
-def _digits_product(planes, W: np.ndarray, n: int) -> np.ndarray:
+def _digits_product(planes: Sequence[tuple[np.ndarray, int]], W: np.ndarray, n: int) -> np.ndarray:
     """``A W`` over Z (object, ``n x t``) from the planes of ``A`` (``n x r``, planes
     of ``h`` bits with ``r 2^h 2^20 <= 2^52``) and a nonnegative object array ``W``
     (``r x t``) in 20-bit digits: every float product exact."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -39,10 +39,10 @@ class IntMatrix:
     def rows(self) -> list[list[int]]:
         return [[int(v) for v in row] for row in self.values.tolist()]
 
-    def fmpz(self, rows: Sequence[int] | None = None, cols: Sequence[int] | None = None):
+    def fmpz(self, rows: Sequence[int] | None = None, cols: Sequence[int] | None = None) -> Any:
         return fmpz_matrix(_take(self.values, rows, cols))
 
-    def nmod(self, p: int, rows: Sequence[int] | None = None, cols: Sequence[int] | None = None):
+    def nmod(self, p: int, rows: Sequence[int] | None = None, cols: Sequence[int] | None = None) -> Any:
         return nmod_matrix(_take(self.values, rows, cols), p)
 
     def max_bits(self) -> int:
@@ -53,7 +53,7 @@ class IntMatrix:
         return int(np.abs(self.values).max()).bit_length()
 
 
-def _take(a: np.ndarray, rows, cols) -> np.ndarray:
+def _take(a: np.ndarray, rows: Sequence[int] | None, cols: Sequence[int] | None) -> np.ndarray:
     if rows is not None:
         a = a[np.asarray(rows, dtype=np.int64)]
     if cols is not None:
@@ -61,14 +61,14 @@ def _take(a: np.ndarray, rows, cols) -> np.ndarray:
     return a
 
 
-def fmpz_matrix(a: np.ndarray):
+def fmpz_matrix(a: np.ndarray) -> Any:
     import flint
     a = np.asarray(a)
     n1, n2 = a.shape
     return flint.fmpz_mat(n1, n2, [int(v) for v in a.ravel().tolist()])
 
 
-def nmod_matrix(a: np.ndarray, p: int):
+def nmod_matrix(a: np.ndarray, p: int) -> Any:
     """Reduce an integer array (int64 or object) mod ``p`` into a flint ``nmod_mat``."""
     import flint
     a = np.asarray(a)
@@ -127,7 +127,7 @@ def _dyadic_int64(arr: np.ndarray) -> IntMatrix | None:
     return IntMatrix(Xi, exponent=E0 + tz)
 
 
-def dyadic(a, what: str = "matrix") -> IntMatrix:
+def dyadic(a: Any, what: str = "matrix") -> IntMatrix:
     """Lossless integer form of a float or integer matrix: ``a = N * 2^E``.
 
     >>> d = dyadic(np.array([[0.5, 0.75], [3.0, 0.0]]))
@@ -190,7 +190,7 @@ def dyadic_to_fraction(mant: int, exponent: int) -> Fraction:
     return Fraction(mant) * (Fraction(2) ** exponent)
 
 
-def _obj(F) -> np.ndarray:
+def _obj(F: Any) -> np.ndarray:
     """flint integer matrix -> object array of Python ints."""
     out = np.empty((F.nrows(), F.ncols()), dtype=object)
     for i, row in enumerate(F.tolist()):
@@ -198,7 +198,7 @@ def _obj(F) -> np.ndarray:
     return out
 
 
-def _zero(n1: int, n2: int):
+def _zero(n1: int, n2: int) -> Any:
     import flint
     return flint.fmpz_mat(n1, n2)
 

@@ -11,6 +11,8 @@ double; residues are balanced, ``|x| <= (p - 1) / 2``. Inputs must satisfy
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 #: largest magnitude of an input entry (float64 integers are exact up to 2^53; the
@@ -20,9 +22,9 @@ FLOAT_LIMIT = (1 << 53) - (1 << 27)
 MAX_MODULUS = 1 << 26
 
 
-def _compiled():
+def _compiled() -> Any:
     try:
-        from solvers.exact import _modkernel
+        from solvers.exact import _modkernel  # type: ignore[attr-defined]  # compiled, no stub
     except ImportError:          # built without a C compiler: numpy and flint below
         return None
     return _modkernel if hasattr(_modkernel, "rref_mod") else None

@@ -13,7 +13,7 @@ of a large int64 matrix by blocked elimination in BLAS is
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -31,7 +31,7 @@ def random_prime(rng: np.random.Generator, bits: int = 60) -> int:
     return x
 
 
-def _pivots(R, rank: int, ncols: int) -> list[int]:
+def _pivots(R: Any, rank: int, ncols: int) -> list[int]:
     """Pivot columns of an rref ``nmod_mat``: O(rank + ncols) entry reads."""
     piv, j = [], 0
     for i in range(rank):

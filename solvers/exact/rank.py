@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -31,7 +31,7 @@ EXACT_WORK_BUDGET = 1 << 38
 UPPER_MODES = ("auto", "exact", "freivalds")
 
 
-def span_work(V: np.ndarray, rows, cols) -> int:
+def span_work(V: np.ndarray, rows: Sequence[int], cols: Sequence[int]) -> int:
     """Multiply-adds of the exact span check: ``n1 n2 r`` per prime, primes of
     ``prime_limit`` bits until their product exceeds the bordered-minor bound."""
     r = len(cols)
@@ -193,7 +193,8 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
                             f"{len(attempts)} primes; rank in [{rk}, {trivial}]")
 
 
-def _result(best, upper, witness, attempts, timings, t0) -> ExactRank:
+def _result(best: tuple[int, int, Sequence[int], Sequence[int]], upper: int, witness: str,
+            attempts: Sequence[PrimeAttempt], timings: dict[str, float], t0: float) -> ExactRank:
     p, rk, rows, cols = best
     timings["total"] = time.perf_counter() - t0
     return ExactRank(lower=rk, upper=upper, verdict=Verdict.PROVED if rk == upper else Verdict.UNKNOWN,

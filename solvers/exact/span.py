@@ -56,11 +56,14 @@ from __future__ import annotations
 
 import math
 from functools import lru_cache
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from solvers.exact import modkernel as mk
+
+if TYPE_CHECKING:
+    from solvers.exact.integers import IntMatrix
 
 #: every integer a check handles stays at most this large: float64 is exact up to 2^53,
 #: and the margin 2^27 > 2p covers ``q p`` in the divisibility test (primes below 2^26)
@@ -232,7 +235,7 @@ def balanced(x: np.ndarray, p: int) -> np.ndarray:
     return mk.balanced_numpy(x, p)
 
 
-def span_check_multimodular(N, rows: Sequence[int], cols: Sequence[int], *,
+def span_check_multimodular(N: IntMatrix, rows: Sequence[int], cols: Sequence[int], *,
                             tile_rows: int = 128, tile_cols: int = 1024,
                             Nf: np.ndarray | None = None, stats: dict | None = None,
                             compiled: bool = True) -> bool | None:
