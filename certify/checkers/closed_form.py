@@ -101,8 +101,10 @@ def _m(p: dict, lo: int) -> int:
 
 # Each recompute returns (expected evidence, hypotheses hold). Values: int,
 # bool, None or Fraction (compared as an exact rational).
+Recomputed = tuple[dict[str, Any], bool]
 
-def _lemma3(p: dict):
+
+def _lemma3(p: dict) -> Recomputed:
     n = _int(p, "n", 3)
     e = _eps(p)
     d = _rat(p.get("d"), "parameter 'd'")
@@ -110,7 +112,7 @@ def _lemma3(p: dict):
     return {"gap_threshold": thr, "factor": (n - 2) * (d - 2 * e) / (2 * e)}, d >= thr
 
 
-def _lemma4(p: dict):
+def _lemma4(p: dict) -> Recomputed:
     t = _int(p, "t", 1)
     lam = _rat(p.get("lam"), "parameter 'lam'")
     if lam <= 0:
@@ -121,7 +123,7 @@ def _lemma4(p: dict):
     return {"bound": b, "rank_bound": r}, True
 
 
-def _per_pair(p: dict):
+def _per_pair(p: dict) -> Recomputed:
     t = _int(p, "t", 1)
     strict = _bool(p, "strict")
     L = p.get("Lambda")
@@ -148,7 +150,7 @@ def _per_pair(p: dict):
             "rank_bound": _floor(b) + 1 if applied else _ceil(b)}, True
 
 
-def _thm5_core(G: int, delta: int, g: int, n: int, e: Fraction):
+def _thm5_core(G: int, delta: int, g: int, n: int, e: Fraction) -> Recomputed:
     thr = Fraction(2 * (n - 1), n - 2) * e
     mu = (n - 2) * (g - 2 * e) / (2 * e)
     ok = g <= delta and g > thr and mu > 1 and G >= 1
@@ -162,12 +164,12 @@ def _thm5_core(G: int, delta: int, g: int, n: int, e: Fraction):
             "rank_bound": rank, "weak_bound": weak, "weak_rank_bound": _ceil(weak)}, ok
 
 
-def _thm5(p: dict):
+def _thm5(p: dict) -> Recomputed:
     n = _int(p, "n", 3)
     return _thm5_core(_int(p, "code_size", 1), _int(p, "delta", 1), _int(p, "g", 1), n, _eps(p))
 
 
-def _middle(M: int, delta: int):
+def _middle(M: int, delta: int) -> tuple[int, int, int]:
     h = M // 2
     num = math.comb(M, h)
     den = 0
@@ -176,7 +178,7 @@ def _middle(M: int, delta: int):
     return num, den, -(-num // den)
 
 
-def _thm6(p: dict):
+def _thm6(p: dict) -> Recomputed:
     extended = _bool(p, "extended")
     m = _m(p, 40 if extended else 168)
     if extended and m >= 168:
@@ -203,7 +205,7 @@ def _thm6(p: dict):
             "sharp_bound": t5["bound"], "sharp_rank_bound": t5["rank_bound"]}, ok and e is not None
 
 
-def _cor7(p: dict):
+def _cor7(p: dict) -> Recomputed:
     m = _m(p, 2)
     n = _int(p, "n", 4)
     if n.bit_length() > _MAX_M:
@@ -221,7 +223,7 @@ def _cor7(p: dict):
             "delta_le_quarter": 4 * delta <= M}, ok
 
 
-def _eq8(p: dict):
+def _eq8(p: dict) -> Recomputed:
     L, H, r, dv = (_int(p, k, 1) for k in ("L", "H", "r", "dv"))
     bits = L * H * r * (dv + 1) * _int(p, "p", 0)
     s, q = _int(p, "s", 1), _int(p, "q", 1)
@@ -231,7 +233,7 @@ def _eq8(p: dict):
     return {"bits_available": bits, "bits_needed": need, "holds": bits >= need}, True
 
 
-def _prop10(p: dict):
+def _prop10(p: dict) -> Recomputed:
     m = _m(p, 32)
     s = 0
     while m ** (s + 1) <= 2 ** m:

@@ -39,8 +39,9 @@ no solver). The claim's ``parameters`` are those of every feasibility claim
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any, Mapping, Sequence
 
-from certify.checkers.common import Bad, family, integer, keys, rational
+from certify.checkers.common import Bad, Family, family, integer, keys, rational
 from certify.checkers.kernel import box_minimum, is_psd
 
 METHOD = "convex-dual"
@@ -48,14 +49,14 @@ EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
 _PARAMS = ("rank", "features", "family", "family_sha256", "error")
 
 
-def is_convex_dual(claim) -> bool:
+def is_convex_dual(claim: Any) -> bool:
     """Does this claim carry a convex dual certificate (dispatch test)?"""
     ev = claim.get("evidence") if isinstance(claim, dict) else None
     d = ev.get("derivation") if isinstance(ev, dict) else None
     return isinstance(d, dict) and d.get("method") == METHOD
 
 
-def _chains(ch, fam) -> tuple[int, dict]:
+def _chains(ch: Any, fam: Family) -> tuple[int, dict]:
     """Re-derive the Lemma 3 chains; returns ``(t, {(i, j): Lambda_ij})``."""
     n = fam.n
     ch = keys(ch, "derivation.chains", ("lemma3", "edges", "edge_columns", "queries", "diagonal",
@@ -117,7 +118,8 @@ def _chains(ch, fam) -> tuple[int, dict]:
     return T, lam
 
 
-def margin(rho, R: int, W, x, y, lam: Fraction, mu: Fraction) -> Fraction:
+def margin(rho: Sequence[Sequence[Fraction]], R: int, W: Sequence[Sequence[Fraction]], x: Sequence[Fraction],
+           y: Sequence[Fraction], lam: Fraction, mu: Fraction) -> Fraction:
     """The certificate's margin (see the module docstring), exactly."""
     t = len(rho)
     c_off = Fraction(R - 1) / (2 * lam)
@@ -133,7 +135,7 @@ def margin(rho, R: int, W, x, y, lam: Fraction, mu: Fraction) -> Fraction:
     return total - k
 
 
-def check_infeasible(claim) -> list[str]:
+def check_infeasible(claim: Mapping[str, Any]) -> list[str]:
     """Problems found re-deriving a convex-dual ``infeasible`` claim ([] = confirmed)."""
     p = keys(claim["parameters"], "parameters", _PARAMS + ("class", "scope"))
     if p["scope"] != "family":

@@ -11,10 +11,14 @@ implementation; the checker additionally re-derives every target and the hash.
 
 from __future__ import annotations
 
+from typing import Any
+
 OOD_GENERATOR = "splitmix64-colex/1"
 OOD_DEFAULTS = {"train_size": 2048, "test_size": 1024, "seed": 0}
 FAMILY_FORMAT = "certify-attention/family/1"
 _MASK = (1 << 64) - 1
+#: one pool of :func:`ood_pools`: (tokens, inputs, scored), each a list of integer rows
+Pool = tuple[list[list[int]], list[list[int]], list[list[int]]]
 
 
 class SplitMix64:
@@ -79,7 +83,7 @@ def _pool_of(seed: int, salt: int, index: int) -> int:
     return SplitMix64((seed * 0x100000001B3 + salt) ^ (index * 0xD1B54A32D192ED03)).next() >> 63
 
 
-def ood_pools(M: int, q: int, train_size: int, test_size: int, seed: int):
+def ood_pools(M: int, q: int, train_size: int, test_size: int, seed: int) -> list[Pool] | None:
     """The two Sec. 5.2 pools as ``[(tokens, inputs, scored), (tokens, inputs, scored)]``
     (train, test): tokens are 0/1 lists of length ``M + 2`` in first-use order,
     inputs are rows of ``2q`` token indices, scored flags mark the queries.
@@ -153,7 +157,8 @@ def ood_pools(M: int, q: int, train_size: int, test_size: int, seed: int):
 
 
 def ood_body(M: int, q: int, split: str, *, train_size: int = OOD_DEFAULTS["train_size"],
-             test_size: int = OOD_DEFAULTS["test_size"], seed: int = OOD_DEFAULTS["seed"]):
+             test_size: int = OOD_DEFAULTS["test_size"], seed: int = OOD_DEFAULTS["seed"],
+             ) -> dict[str, Any] | None:
     """The canonical JSON body (without its hash) of one OOD pool, or None."""
     pools = ood_pools(M, q, train_size, test_size, seed)
     if pools is None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from certify.checkers import kinds as _kinds
 from certify.checkers.fields import HEX64, INT, OBJ, obj
@@ -80,7 +80,7 @@ def published() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def _validator():
+def _validator() -> Any:
     import jsonschema
     schema = published()
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -88,20 +88,20 @@ def _validator():
 
 
 @lru_cache(maxsize=1)
-def _claim_validator():
+def _claim_validator() -> Any:
     import jsonschema
     schema = published()
     return jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/claim"})
 
 
-def _path(parts) -> str:
+def _path(parts: Iterable[Any]) -> str:
     out = "$"
     for p in parts:
         out += f"[{p}]" if isinstance(p, int) else f".{p}"
     return out
 
 
-def _leaves(error) -> Iterator[Any]:
+def _leaves(error: Any) -> Iterator[Any]:
     """The most specific errors under a combinator (oneOf/anyOf/if-then)."""
     if error.context:
         best = max(len(e.absolute_path) for e in error.context)
@@ -124,7 +124,7 @@ def violations(cert: Mapping[str, Any]) -> dict[int | None, list[str]]:
     return _messages(_validator().iter_errors(cert), [])
 
 
-def _messages(errors, prefix: list) -> dict[int | None, list[str]]:
+def _messages(errors: Iterable[Any], prefix: list) -> dict[int | None, list[str]]:
     out: dict[int | None, list[str]] = {}
     for err in errors:
         leaves = list(_leaves(err))

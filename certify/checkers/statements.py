@@ -72,6 +72,10 @@ FEATURES = ("real", "nonnegative")
 _FLOAT_ALPHABETS = {"fp8-e4m3": 253, "fp8-e5m2": 247, "bf16": 65279, "fp16": 63487}
 
 
+#: a claim's parameters or evidence, as read from JSON
+Fields = Mapping[str, Any]
+
+
 class RenderError(Exception):
     """The parameters do not determine a statement (a missing or ill-typed field)."""
 
@@ -80,6 +84,10 @@ class RenderError(Exception):
 class Statement:
     text: str
     latex: str
+
+
+#: a kind's sentence from its parameters and evidence
+Renderer = Callable[[Fields, Fields], Statement]
 
 
 # ---------------------------------------------------------------- small helpers
@@ -104,11 +112,11 @@ def _get(obj: Mapping[str, Any], key: str, types: type | tuple, what: str) -> An
     return v
 
 
-def _p(params, key, types=(int, str)):
+def _p(params: Fields, key: str, types: type | tuple[type, ...] = (int, str)) -> Any:
     return _get(params, key, types, "parameters")
 
 
-def _e(evidence, key, types=(int, str)):
+def _e(evidence: Fields, key: str, types: type | tuple[type, ...] = (int, str)) -> Any:
     return _get(evidence, key, types, "evidence")
 
 
@@ -170,7 +178,7 @@ def _rank_sentence(k: str, lk: str, shape: list, lo: int, hi: int) -> Statement:
                      rf"{wl} has rank over $\mathbb{{Q}}$ in $[{lo}, {hi}]$")
 
 
-def _eps_sentence(k_: str, lk_: str, p, e) -> Statement:
+def _eps_sentence(k_: str, lk_: str, p: Fields, e: Fields) -> Statement:
     eps, k, exact = _q(_p(p, "eps")), _e(e, "k", int), _e(e, "exact", bool)
     text = (f"{k} singular values of {k_} exceed eps = {eps}: every matrix within eps in "
             f"spectral norm has rank >= {k}")
@@ -182,8 +190,8 @@ def _eps_sentence(k_: str, lk_: str, p, e) -> Statement:
     return Statement(text, latex)
 
 
-def _feasibility(kind: str) -> Callable:
-    def render(p, e) -> Statement:
+def _feasibility(kind: str) -> Renderer:
+    def render(p: Fields, e: Fields) -> Statement:
         r, feats = _p(p, "rank", int), _p(p, "features", str)
         cls, err = _p(p, "class", str), _q(_p(p, "error"))
         if feats not in FEATURES:
@@ -209,7 +217,7 @@ def _feasibility(kind: str) -> Callable:
     return render
 
 
-def _num_inputs(e) -> int:
+def _num_inputs(e: Fields) -> int:
     fam = e.get("family") if isinstance(e, Mapping) else None
     inputs = fam.get("inputs") if isinstance(fam, Mapping) else None
     if not isinstance(inputs, list):
@@ -217,7 +225,7 @@ def _num_inputs(e) -> int:
     return len(inputs)
 
 
-def _correctness_sentence(model: str, lmodel: str, p, e) -> Statement:
+def _correctness_sentence(model: str, lmodel: str, p: Fields, e: Fields) -> Statement:
     eps = _q(_p(p, "eps"))
     fam, lfam = family_ref(p)
     n = _e(e, "scored_positions", int)
@@ -230,7 +238,7 @@ def _correctness_sentence(model: str, lmodel: str, p, e) -> Statement:
                      rf"${n}$ scored positions of ${k}$ inputs")
 
 
-def _gap_sentence(model: str, lmodel: str, p, e) -> Statement:
+def _gap_sentence(model: str, lmodel: str, p: Fields, e: Fields) -> Statement:
     eps, n = _q(_p(p, "eps")), _p(p, "n", int)
     fam, lfam = family_ref(p)
     a = _e(e, "applicable", int)
@@ -258,7 +266,7 @@ def quantizer_text(qz: Any) -> str:
     raise RenderError(f"unknown quantizer kind {qz.get('kind')!r:.20}")
 
 
-def _transcript_sentence(who: str, lwho: str, p) -> Statement:
+def _transcript_sentence(who: str, lwho: str, p: Fields) -> Statement:
     M, s, h, q = (_p(p, k, int) for k in ("M", "s", "h", "q"))
     qt = quantizer_text(_p(p, "quantizer", dict))
     total = (s + 1) ** q
@@ -272,7 +280,7 @@ def _transcript_sentence(who: str, lwho: str, p) -> Statement:
 
 # ---------------------------------------------------------------- bounds
 
-def _bound(p, e) -> Statement:
+def _bound(p: Fields, e: Fields) -> Statement:
     name = _p(p, "bound", str)
     fn = _BOUNDS.get(name)
     if fn is None:
@@ -280,7 +288,7 @@ def _bound(p, e) -> Statement:
     return fn(p, e)
 
 
-def _b_lemma3(p, e):
+def _b_lemma3(p: Fields, e: Fields) -> Statement:
     eps, n, d, f = _q(_p(p, "eps")), _p(p, "n", int), _q(_p(p, "d")), _q(_e(e, "factor"))
     return Statement(f"Lemma 3: correct with error < {eps} at exact length {n}, a gap d = {d} "
                      f"forces alpha(x,y) > {f} alpha(x,z)",
@@ -288,7 +296,7 @@ def _b_lemma3(p, e):
                      rf"$d = {_tq(d)}$ forces $\alpha(x,y) > {_tq(f)}\,\alpha(x,z)$")
 
 
-def _b_lemma4(p, e):
+def _b_lemma4(p: Fields, e: Fields) -> Statement:
     t, lam, strict = _p(p, "t", int), _q(_p(p, "lam")), _p(p, "strict", bool)
     rb = _e(e, "rank_bound", int)
     rel, lrel = ("<", "<") if strict else ("<=", r"\le")
@@ -298,7 +306,7 @@ def _b_lemma4(p, e):
                      rf"$|C_{{ij}}| {lrel} 1/{_tq(lam)}$ has rank $\ge {rb}$")
 
 
-def _b_lemma4_pp(p, e):
+def _b_lemma4_pp(p: Fields, e: Fields) -> Statement:
     import hashlib
     import json
     t, strict = _p(p, "t", int), _p(p, "strict", bool)
@@ -314,7 +322,7 @@ def _b_lemma4_pp(p, e):
                      rf"has rank ${lrel} {_tq(b)}$, so rank $\ge {rb}$")
 
 
-def _b_thm5(p, e):
+def _b_thm5(p: Fields, e: Fields) -> Statement:
     eps, n = _q(_p(p, "eps")), _p(p, "n", int)
     size, delta, g = _p(p, "code_size", int), _p(p, "delta", int), _p(p, "g", int)
     rb = _e(e, "rank_bound", int)
@@ -326,7 +334,7 @@ def _b_thm5(p, e):
                      rf"($g = {g}$) has rank $r \ge {rb}$")
 
 
-def _b_thm6(p, e):
+def _b_thm6(p: Fields, e: Fields) -> Statement:
     m, ext = _p(p, "m", int), _p(p, "extended", bool)
     lg = e.get("log2_lower_bound") if isinstance(e, Mapping) else None
     where = " (Thm 6's argument below m = 168, code size checked exactly)" if ext else ""
@@ -345,7 +353,7 @@ def _b_thm6(p, e):
                      rf"$r \ge 2^{{{lg}}}$ (sharp form of Thm 5: $r \ge {sharp}$)")
 
 
-def _b_cor7(p, e):
+def _b_cor7(p: Fields, e: Fields) -> Statement:
     m, n = _p(p, "m", int), _p(p, "n", int)
     rb = _e(e, "rank_bound", int)
     lg = rb.bit_length() - 1 if rb >= 1 else 0          # floor(log2 rb)
@@ -357,7 +365,7 @@ def _b_cor7(p, e):
                      rf"$r \ge {rb}$ ($\ge 2^{{{lg}}}$; code size from the greedy counting bound)")
 
 
-def _b_eq8(p, e):
+def _b_eq8(p: Fields, e: Fields) -> Statement:
     q, s = _p(p, "q", int), _p(p, "s", int)
     L, H, r, dv, bits = (_p(p, k, int) for k in ("L", "H", "r", "dv", "p"))
     avail, need, holds = _e(e, "bits_available", int), _e(e, "bits_needed", int), _e(e, "holds", bool)
@@ -376,7 +384,7 @@ def _b_eq8(p, e):
                      r"assignment")
 
 
-def _b_prop10(p, e):
+def _b_prop10(p: Fields, e: Fields) -> Statement:
     m = _p(p, "m", int)
     s, M, h = _e(e, "s", int), _e(e, "M", int), _e(e, "h", int)
     gl, pl = _e(e, "greedy_lower", int), _e(e, "paper_lower", int)
@@ -390,7 +398,7 @@ def _b_prop10(p, e):
 
 # ---------------------------------------------------------------- version 2: every name bound
 
-def _opt(obj: Mapping[str, Any], key: str, types, what: str) -> Any:
+def _opt(obj: Mapping[str, Any], key: str, types: type | tuple[type, ...], what: str) -> Any:
     """An optional field (``None`` when absent), recorded like :func:`_get`."""
     if _Reads.current is not None:
         _Reads.current.add((what, key))
@@ -520,7 +528,7 @@ def stated_ref(p: Mapping[str, Any]) -> tuple[str, str]:
             " built with the stated arguments " + ", ".join(lparts))
 
 
-def _kernel_ref(p, e) -> tuple[str, str]:
+def _kernel_ref(p: Fields, e: Fields) -> tuple[str, str]:
     src, lsrc = source_ref(p, e)
     ts, lts = tokens_ref(p)
     if _p(p, "token_set", str) == "index":
@@ -528,7 +536,7 @@ def _kernel_ref(p, e) -> tuple[str, str]:
     return f"the kernel of {src} on {ts}", rf"the kernel of {lsrc} on {lts}"
 
 
-def _exact_rank2(p, e) -> Statement:
+def _exact_rank2(p: Fields, e: Fields) -> Statement:
     shape = _p(p, "shape", list)
     if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
         raise RenderError("parameters.shape must be two integers")
@@ -545,11 +553,11 @@ def _exact_rank2(p, e) -> Statement:
                      rf"$\le 2^{{-{err}}}$")
 
 
-def _eps_rank2(p, e) -> Statement:
+def _eps_rank2(p: Fields, e: Fields) -> Statement:
     return _eps_sentence(*_kernel_ref(p, e), p, e)
 
 
-def code_ref(p) -> tuple[str, str]:
+def code_ref(p: Fields) -> tuple[str, str]:
     """A code: a built-in name (its words pinned by the checker), else the hash of
     its word list."""
     from certify.checkers.families import BUILTIN_CODES
@@ -572,7 +580,7 @@ def _lemma4_sentence(base: str, lbase: str, lo: int, trivial: str, proves: str) 
     return Statement(f"{base} proves {proves} >= {lo}", rf"{lbase} proves {proves} $\ge {lo}$")
 
 
-def _code_rank2(p, e) -> Statement:
+def _code_rank2(p: Fields, e: Fields) -> Statement:
     code, lcode = code_ref(p)
     k, lk = _kernel_ref(p, e)
     t, lo = _e(e, "t", int), _e(e, "rank_lower", int)
@@ -583,7 +591,7 @@ def _code_rank2(p, e) -> Statement:
     return _lemma4_sentence(base, lbase, lo, "rank", "rank")
 
 
-def _nonnegative2(p, e) -> Statement:
+def _nonnegative2(p: Fields, e: Fields) -> Statement:
     k, lk = _kernel_ref(p, e)
     if _p(p, "token_set", str) == "index":
         return Statement(f"every entry of {k} is >= 0", rf"every entry of {lk} is $\ge 0$")
@@ -591,7 +599,7 @@ def _nonnegative2(p, e) -> Statement:
                      rf"{lk} is nonnegative: $\alpha(x, z) \ge 0$ for every pair of its tokens")
 
 
-def model_ref(p) -> tuple[str, str]:
+def model_ref(p: Fields) -> tuple[str, str]:
     """A head: the weights file it was read from (name tied to its sha256 by the
     inputs) and the canonical hash of its tensors; a head built in memory by the
     hash of its exact tables."""
@@ -610,15 +618,15 @@ def model_ref(p) -> tuple[str, str]:
             rf"tables sha256 \texttt{{{h[:16]}}}\ldots)")
 
 
-def _correctness2(p, e) -> Statement:
+def _correctness2(p: Fields, e: Fields) -> Statement:
     return _correctness_sentence(*model_ref(p), p, e)
 
 
-def _gap_domination2(p, e) -> Statement:
+def _gap_domination2(p: Fields, e: Fields) -> Statement:
     return _gap_sentence(*model_ref(p), p, e)
 
 
-def _transcript2(p, e) -> Statement:
+def _transcript2(p: Fields, e: Fields) -> Statement:
     w = _p(p, "weights_sha256", str)
     return _transcript_sentence(f"with weights sha256 {_short(w)} ",
                                 rf"with weights sha256 \texttt{{{w[:16]}}}\ldots ", p)
@@ -627,7 +635,7 @@ def _transcript2(p, e) -> Statement:
 _BOUNDS = {"lemma3": _b_lemma3, "lemma4": _b_lemma4, "lemma4_per_pair": _b_lemma4_pp,
            "thm5": _b_thm5, "thm6": _b_thm6, "cor7": _b_cor7, "eq8": _b_eq8, "prop10": _b_prop10}
 
-_KINDS: dict[str, Callable] = {
+_KINDS: dict[str, Renderer] = {
     "bound": _bound, "exact_rank": _exact_rank2, "eps_rank": _eps_rank2,
     "code_rank": _code_rank2, "nonnegative": _nonnegative2, "feasible": _feasibility("feasible"),
     "infeasible": _feasibility("infeasible"), "correctness": _correctness2,

@@ -54,7 +54,8 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from certify.checkers import binding as _binding_mod
 from certify.checkers import families as _families
@@ -69,6 +70,9 @@ from certify.checkers.common import (
     NotACertificate,
 )
 from certify.checkers.statements import check_statement
+
+if TYPE_CHECKING:
+    from fractions import Fraction
 
 SCHEMA = _schema.VERSIONS[-1]
 VERDICTS = ("proved", "refuted", "unknown")
@@ -220,7 +224,7 @@ def _shape_problems(claim: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def checker_for(kind: str):
+def checker_for(kind: str) -> ModuleType | None:
     """The checker module of a claim kind, or ``None`` when there is none."""
     area = CHECKERS.get(kind)
     if area is None:
@@ -497,10 +501,10 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
             elif kind == "eps_rank" and isinstance(ev.get("k"), int):
                 eps.append((label, i, key, ev["k"], p.get("eps"), ev.get("exact") is True))
 
-    def where(label, i):
+    def where(label: str, i: int) -> str:
         return f"claim {i} of {label}"
 
-    def both(a, b, msg):
+    def both(a: tuple[Any, ...], b: tuple[Any, ...], msg: str) -> None:
         out.setdefault((a[0], a[1]), []).append(msg)
         out.setdefault((b[0], b[1]), []).append(msg)
 
@@ -597,7 +601,7 @@ def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[
     return {k: list(dict.fromkeys(v)) for k, v in out.items()}
 
 
-def _fraction(v: Any):
+def _fraction(v: Any) -> Fraction:
     from fractions import Fraction
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise ValueError
