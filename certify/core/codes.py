@@ -19,11 +19,14 @@ from __future__ import annotations
 
 import itertools
 from math import comb
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from certify.core.errors import InputError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 def _check_params(M: int, h: int, delta: int | None = None) -> None:
@@ -35,7 +38,7 @@ def _check_params(M: int, h: int, delta: int | None = None) -> None:
         raise InputError(f"distance must be an integer >= 0, got {delta!r}")
 
 
-def as_words(words: Any) -> np.ndarray:
+def as_words(words: ArrayLike) -> np.ndarray:
     """Validate a code given as a ``(W, M)`` 0/1 array (or nested lists)."""
     arr = np.asarray(words)
     if arr.ndim != 2 or arr.shape[0] == 0 or arr.shape[1] == 0:
@@ -45,13 +48,13 @@ def as_words(words: Any) -> np.ndarray:
     return arr.astype(np.uint8)
 
 
-def directed_distances(words: Any) -> np.ndarray:
+def directed_distances(words: ArrayLike) -> np.ndarray:
     """``D[i, j] = |S_i \\ S_j|`` for all pairs (diagonal 0), shape ``(W, W)``."""
     w = as_words(words).astype(np.int64)
     return w @ (1 - w).T
 
 
-def verify_code(words: Any, h: int | None = None, delta: int = 1) -> np.ndarray:
+def verify_code(words: ArrayLike, h: int | None = None, delta: int = 1) -> np.ndarray:
     """Check constant weight ``h`` (when given), distinct words, and
     ``|S \\ U| >= delta`` for all distinct pairs. Returns the words; raises
     :class:`InputError` naming the first violation."""
@@ -69,7 +72,7 @@ def verify_code(words: Any, h: int | None = None, delta: int = 1) -> np.ndarray:
     return w
 
 
-def min_directed_distance(words: Any) -> int | None:
+def min_directed_distance(words: ArrayLike) -> int | None:
     """Least ``|S \\ U|`` over distinct pairs (None for a one-word code)."""
     D = directed_distances(words)
     if D.shape[0] < 2:

@@ -17,11 +17,14 @@ repeats and ties included.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import numpy as np
 
 from certify.core.errors import InputError
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 def check_dimension(m: int, *, limit: int | None = None) -> int:
@@ -101,7 +104,7 @@ def targets_from_indices(tokens: np.ndarray, inputs: np.ndarray) -> np.ndarray:
     return out
 
 
-def strict_success(pred: Any, target: Any, eps: Fraction | float = Fraction(1, 2)) -> np.ndarray:
+def strict_success(pred: ArrayLike, target: ArrayLike, eps: Fraction | float = Fraction(1, 2)) -> np.ndarray:
     """Eq. 2 elementwise: ``|pred - target| < eps`` (strict).
 
     Works on floats (a numeric check) and on object arrays of ``Fraction``
@@ -115,7 +118,7 @@ def strict_success(pred: Any, target: Any, eps: Fraction | float = Fraction(1, 2
     return np.abs(pred.astype(np.float64) - target) < float(eps)
 
 
-def max_error(pred: Any, target: Any) -> Fraction | float:
+def max_error(pred: ArrayLike, target: ArrayLike) -> Fraction | float:
     """``max |pred - target|`` over all entries (exact for Fraction object arrays)."""
     pred = np.asarray(pred)
     if pred.dtype == object:

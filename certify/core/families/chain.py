@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +13,9 @@ from certify.core import codes as _codes
 from certify.core.cube import targets_from_indices
 from certify.core.errors import InputError
 from certify.core.families.family import Family
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 class _TokenTable:
@@ -41,7 +44,7 @@ def chain_levels(D: int, g: int) -> list[int]:
     return [0] + [i * g + r0 for i in range(1, k + 1)]
 
 
-def chain_family(words: Any, n: int = 3, eps: Fraction | str = Fraction(1, 2), g: int | None = None,
+def chain_family(words: ArrayLike, n: int = 3, eps: Fraction | str = Fraction(1, 2), g: int | None = None,
                  name: str | None = None) -> Family:
     """The Thm 5 chain family of a constant-weight code.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from certify.core.cube import targets_from_indices
 from certify.core.errors import InputError
 from certify.core.families.family import Family
 from certify.core.files import sha256_bytes
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,7 +125,7 @@ class MultilevelSpec:
                               "q": self.q, "assignments": int(len(inputs))},
                       words=self.words)
 
-    def _check(self, kappas: Any) -> np.ndarray:
+    def _check(self, kappas: ArrayLike) -> np.ndarray:
         kappas = np.asarray(kappas, dtype=np.int64)
         if kappas.ndim != 2 or kappas.shape[1] != self.q:
             raise InputError(f"assignments must have shape (B, {self.q})")
@@ -131,7 +134,7 @@ class MultilevelSpec:
         return kappas
 
 
-def multilevel_spec(M: int, s: int, h: int, q: int, words: Any = None) -> MultilevelSpec:
+def multilevel_spec(M: int, s: int, h: int, q: int, words: ArrayLike | None = None) -> MultilevelSpec:
     """Build the Sec. 4 family. Without ``words`` the code is the greedy packing of
     ``binom([M], h)`` at distance ``s + 1``; its first ``q`` words are used."""
     for nm, v, lo in (("M", M, 1), ("s", s, 1), ("q", q, 1)):
