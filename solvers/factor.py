@@ -71,9 +71,8 @@ def _lift(prob: FactorProblem, fixed: np.ndarray, side: str) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(E, n * r))
 
 
-def lp_step(prob: FactorProblem, fixed: np.ndarray, side: str, *, nonneg: bool,
-            floor: float, box: float, time_limit: float | None = None,
-            ) -> tuple[np.ndarray, float] | tuple[None, None]:
+def lp_step(prob: FactorProblem, fixed: np.ndarray, side: str, *, nonneg: bool, floor: float,
+            box: float, time_limit: float | None = None) -> tuple[np.ndarray, float] | tuple[None, None]:
     """One alternating step: optimize the free factor and ``H`` for fixed ``fixed``.
     Returns ``(free (n, r), delta)`` or ``(None, None)``."""
     L = _lift(prob, fixed, side)                        # (E, n r)

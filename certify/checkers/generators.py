@@ -157,8 +157,8 @@ def ood_pools(M: int, q: int, train_size: int, test_size: int, seed: int) -> lis
 
 
 def ood_body(M: int, q: int, split: str, *, train_size: int = OOD_DEFAULTS["train_size"],
-             test_size: int = OOD_DEFAULTS["test_size"], seed: int = OOD_DEFAULTS["seed"],
-             ) -> dict[str, Any] | None:
+             test_size: int = OOD_DEFAULTS["test_size"],
+             seed: int = OOD_DEFAULTS["seed"]) -> dict[str, Any] | None:
     """The canonical JSON body (without its hash) of one OOD pool, or None."""
     pools = ood_pools(M, q, train_size, test_size, seed)
     if pools is None:
