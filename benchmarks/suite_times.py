@@ -87,7 +87,7 @@ def _commit() -> str:
 
 def main(argv: list[str]) -> int:
     tests = argv or ["tests"]
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
            f"--durations={SLOWEST}", "--durations-min=0", *tests]
     load0 = list(os.getloadavg())
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

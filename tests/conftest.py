@@ -1,15 +1,67 @@
 import pytest
 
+#: test files whose tests are spread over the xdist workers one by one (each test runs its own
+#: subprocess and shares no module fixture); every other file keeps its tests on one worker, so a
+#: module-scoped fixture (a Ray cluster, a server, a browser) is built once (``--dist loadgroup``)
+SPREAD = {"test_benchmarks_smoke.py"}
+
 
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False,
                      help="run tests marked slow (heavy sweeps)")
+    parser.addoption("--cpu-report", type=int, default=0, metavar="N",
+                     help="print the N tests that use the most CPU seconds (this process and its waited-for children)")
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        name = item.path.name
+        item.add_marker(pytest.mark.xdist_group(item.nodeid if name in SPREAD else name))
     if config.getoption("--runslow") or "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: opt in with --runslow")
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+# ---------------------------------------------------------------- CPU seconds per test (load-independent)
+
+def _cpu() -> float:
+    import resource
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+_CPU: dict[str, float] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item._cpu_start = _cpu()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With ``--cpu-report N``: the teardown report carries the CPU seconds of the whole
+    test (setup, call and teardown; this process and the children it waited for), so the
+    suite's cost is read in CPU seconds even on a loaded machine."""
+    outcome = yield
+    if call.when == "teardown" and item.config.getoption("--cpu-report", 0):
+        outcome.get_result().user_properties.append(("cpu_s", _cpu() - getattr(item, "_cpu_start", _cpu())))
+
+
+def pytest_runtest_logreport(report):
+    for k, v in getattr(report, "user_properties", []):
+        if k == "cpu_s" and report.when == "teardown":
+            _CPU[report.nodeid] = v
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    n = config.getoption("--cpu-report", 0)
+    if not n or not _CPU:
+        return
+    total = sum(_CPU.values())
+    terminalreporter.write_sep("=", f"CPU seconds per test: {total:.1f} in all, the {n} largest")
+    for nodeid, s in sorted(_CPU.items(), key=lambda kv: -kv[1])[:n]:
+        terminalreporter.write_line(f"{s:8.2f}  {nodeid}")

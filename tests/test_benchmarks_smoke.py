@@ -30,18 +30,34 @@ def test_the_glob_finds_the_benchmarks():
     assert {"bench_rank.py", "bench_rank_sweep.py", "bench_transcript.py"} <= names
 
 
-@pytest.mark.parametrize("bench", BENCHES, ids=[p.stem for p in BENCHES])
-def test_benchmark_smoke_run(bench, tmp_path):
+#: smoke arguments beyond ``--smoke`` in the default suite: the real-size benchmark builds and
+#: certifies one model there (each model is two commands with torch and fla imported); the user LM with
+#: ``--runslow`` (test_real_size_smoke_of_every_model)
+EXTRA = {"bench_realsize": ["--only", "fla-hedgehog"]}
+
+
+def _smoke(bench: Path, tmp_path: Path, extra: list[str]) -> None:
     assert "--smoke" in bench.read_text(), f"{bench.name} has no --smoke size"
     before = _snapshot(ROOT / "reports" / "bench")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "CERTIFY_NO_PROGRESS": "1"}
-    p = subprocess.run([sys.executable, str(bench), "--smoke"], capture_output=True, text=True, env=env,
-                       cwd=tmp_path, timeout=900)
+    p = subprocess.run([sys.executable, str(bench), "--smoke", *extra], capture_output=True, text=True,
+                       env=env, cwd=tmp_path, timeout=900)
     tail = (p.stdout[-2000:] + "\n--- stderr ---\n" + p.stderr[-3000:])
     assert p.returncode == 0, tail
     assert RATIO.search(p.stdout), "no ratio line in the output:\n" + tail
     assert _snapshot(ROOT / "reports" / "bench") == before, "the smoke run wrote into reports/bench"
+
+
+@pytest.mark.parametrize("bench", BENCHES, ids=[p.stem for p in BENCHES])
+def test_benchmark_smoke_run(bench, tmp_path):
+    _smoke(bench, tmp_path, EXTRA.get(bench.stem, []))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["performer-user-lm"])
+def test_real_size_smoke_of_every_model(model, tmp_path):
+    _smoke(ROOT / "benchmarks" / "bench_realsize.py", tmp_path, ["--only", model])
 
 
 def _report():
