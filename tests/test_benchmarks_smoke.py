@@ -31,9 +31,9 @@ def test_the_glob_finds_the_benchmarks():
 
 
 #: smoke arguments beyond ``--smoke`` in the default suite: the real-size benchmark builds and
-#: certifies one model there (each model is two commands with torch and fla imported); the user LM with
+#: certifies one model there, the user LM (each model is two commands with torch imported); the fla LM with
 #: ``--runslow`` (test_real_size_smoke_of_every_model)
-EXTRA = {"bench_realsize": ["--only", "fla-hedgehog"]}
+EXTRA = {"bench_realsize": ["--only", "performer-user-lm"]}
 
 
 def _smoke(bench: Path, tmp_path: Path, extra: list[str]) -> None:
@@ -55,7 +55,7 @@ def test_benchmark_smoke_run(bench, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["performer-user-lm"])
+@pytest.mark.parametrize("model", ["fla-hedgehog"])
 def test_real_size_smoke_of_every_model(model, tmp_path):
     _smoke(ROOT / "benchmarks" / "bench_realsize.py", tmp_path, ["--only", model])
 
