@@ -193,3 +193,28 @@ def test_the_two_matrix_hashes_agree_on_int64_data_and_differ_beyond():
     big = A.tolist()
     big[0][0] = 1 << 63
     assert matrix_sha256(big, scale).startswith("json:")
+
+
+def test_psd_through_a_definite_principal_part_of_the_same_rank():
+    """A singular Gram is proved PSD through the pivot principal part of its rank; a
+    matrix of the same rank with a negative direction is not, and neither is one
+    whose definite part is not of its full rank."""
+    from certify.checkers.kernel import fmpz_matrix
+    from certify.checkers.kernel.psd import is_psd_by_rank
+    rng = np.random.default_rng(11)
+    A = rng.integers(-50, 50, (30, 6))
+    G = (A.T @ A)
+    G = np.block([[G, G[:, :2]], [G[:2, :], G[:2, :2]]])          # 8 x 8, rank 6: PSD, singular
+    seen = []
+
+    def part(S):
+        seen.append(list(S))
+        return is_positive_definite([[int(G[i][j]) for j in S] for i in S])
+    assert is_psd_by_rank(fmpz_matrix(G.tolist()), part) and len(seen[0]) == 6
+    D = np.diag([1, 1, 1, 1, 1, -1]).astype(np.int64)
+    H = A[:6].T @ D @ A[:6]                                          # indefinite, rank <= 6
+    H = np.block([[H, H[:, :2]], [H[:2, :], H[:2, :2]]])
+    assert not is_psd_by_rank(fmpz_matrix(H.tolist()),
+                              lambda S: is_positive_definite([[int(H[i][j]) for j in S] for i in S]))
+    assert not is_psd(H.tolist())
+    assert not is_psd_by_rank(fmpz_matrix(G.tolist()), lambda S: False)  # the part must be proved

@@ -8,7 +8,7 @@ one thread. Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
 ``{"error": reason}``; a job with ``features_out`` (a path) also gets its
 features written there (``features_file``), for the checker to recompute
 summaries too large to embed. The hashes are those of
-:func:`certify.rank.summary.summarize_features` (the features in their dtype,
+:func:`certify.rank.summary.feature_hashes` (the features in their dtype,
 row-major little-endian), so equal hashes mean bit-for-bit equal features;
 ``versions`` records what the replayed arithmetic depends on (torch, numpy,
 safetensors, this package, and the extraction code's version).
@@ -128,20 +128,22 @@ def _heads(job: dict[str, Any]) -> tuple[dict[str, str], str]:
             for f in dict.fromkeys(f for f, _ in job["heads"])}, wsha
 
 
-def write_features(kernel, path: str) -> str:
+def write_features(kernel, path: str, rows: tuple[list, list] | None = None) -> str:
     """The kernel's features as ``{phi_q, phi_k}`` in an ``.npz`` at ``path`` (written
     atomically), for a checker that recomputes summaries too large to embed
     (:func:`certify.checkers.gram.gram_problems`): the features go to it as a
-    file, never as JSON on stdout."""
+    file, never as JSON on stdout. ``rows``: the batches of a pass already made (the
+    hashing pass of :func:`replay`), so the features are computed once."""
     import os
 
     import numpy as np
-    qs, ks = [], []
+    qs, ks = rows if rows is not None else ([], [])
     # in the kernel's own row order, whatever its tokens are (a vocabulary's rows have no
     # Boolean coordinates: they are read by index)
-    for q, k in kernel.feature_batches(1 << 14):
-        qs.append(q)
-        ks.append(k)
+    if rows is None:
+        for q, k in kernel.feature_batches(1 << 14):
+            qs.append(q)
+            ks.append(k)
     tmp = f"{path}.tmp{os.getpid()}.npz"
     np.savez(tmp, phi_q=np.concatenate(qs), phi_k=np.concatenate(ks))
     os.replace(tmp, path)
@@ -165,7 +167,7 @@ def versions() -> dict[str, Any]:
 def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
     import torch
     torch.set_num_threads(1)
-    from certify.rank.summary import summarize_features
+    from certify.rank.summary import feature_hashes
     out: dict[str, Any] = {}
     vers = versions()
     for job in jobs:
@@ -175,17 +177,17 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
             if job.get("want"):
                 try:
                     kernel = _kernel(job)
-                    s = summarize_features(kernel)
+                    dtype, sha_q, sha_k, qs, ks = feature_hashes(kernel, keep=bool(job.get("features_out")))
                 except StatedDiffers as exc:      # the features of another model than the sentence's
                     rec.update({"phi_q": f"differs: {exc}"[:300], "phi_k": "differs"})
                     out[key] = rec
                     continue
-                if job.get("dtype") not in (None, s.dtype):
-                    raise ValueError(f"features come out as {s.dtype}, the certificate has "
+                if job.get("dtype") not in (None, dtype):
+                    raise ValueError(f"features come out as {dtype}, the certificate has "
                                      f"{job['dtype']}")
-                rec.update({"phi_q": s.sha_q, "phi_k": s.sha_k})
+                rec.update({"phi_q": sha_q, "phi_k": sha_k})
                 if job.get("features_out"):
-                    rec["features_file"] = write_features(kernel, job["features_out"])
+                    rec["features_file"] = write_features(kernel, job["features_out"], (qs, ks))
             if job.get("heads") or job.get("weights"):
                 rec["heads"], rec["weights_sha256"] = _heads(job)
             out[key] = rec

@@ -252,12 +252,22 @@ def _git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
+#: types that are JSON as they are (exact type: an IntEnum or a numpy scalar is converted below)
+_PLAIN = frozenset({int, str, float, bool, type(None)})
+
+
 def _jsonable(obj: Any) -> Any:
     """Convert evidence to JSON: Fractions to "p/q", numpy scalars/arrays to ints or
     lists, enums to values. Floats pass through (they are allowed in
-    parameters and timings, never as exact evidence)."""
+    parameters and timings, never as exact evidence). A list of plain ints (a
+    Gram row, a token) is copied as it is: the common case, kept off the general path."""
     import numpy as np
 
+    t = type(obj)
+    if t in _PLAIN:
+        return obj
+    if (t is list or t is tuple) and all(type(v) is int for v in obj):
+        return list(obj)
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, Fraction):

@@ -97,6 +97,15 @@ def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit:
     return out
 
 
+def feature_hashes(kernel: Kernel, batch_size: int = 1 << 14, keep: bool = False
+                   ) -> tuple[str, str, str, list[np.ndarray], list[np.ndarray]]:
+    """``(dtype, sha_q, sha_k, q_rows, k_rows)``: the features' hashes of
+    :func:`summarize_features` (the same pass), without the exact Grams: what a replay
+    compares; the rows themselves (batches) when ``keep``, else empty lists."""
+    dtype, hq, hk, _, _, qs, ks = _feature_pass(kernel, int(kernel.rank), batch_size, keep)
+    return dtype, hq.hexdigest(), hk.hexdigest(), qs, ks
+
+
 def _summarize_local(kernel: Kernel, batch_size: int, keep_limit: int, progress: bool, t0: float
                      ) -> FactorSummary:
     r = int(kernel.rank)

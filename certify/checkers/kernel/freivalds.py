@@ -5,15 +5,11 @@ and ``B_ij = det A[R + {i}, C + {j}]`` its bordered minors, all zero iff
 ``rank A = r``, with ``|B_ij| <= H`` (:func:`certify.checkers.kernel.span.bound_sq`).
 If ``rank A > r``, the test below (``Y = A X`` over Z; for each prime ``q``,
 ``W = M^-1 Y[R] mod q`` and ``A[:, C] W = Y mod q``) passes with probability at
-most :func:`error` ``= 2^-(s t) + e^m`` over the draw of ``X`` and the primes
-(:func:`plan`), when both are drawn from a random oracle (SHAKE-256 of a
-challenge that hashes every field a producer chooses).
-
-The draw (:mod:`certify.checkers.rank.freivalds`): ``X`` with entries ``< 2^s``
-and ``m`` primes in ``[2^61, 2^62)`` at which ``M`` is invertible; with
-``2^L > n2 (2^s - 1) H`` and ``2^L_D > |det M|`` (Hadamard),
-``e = floor(L / 61) / (P - floor(L_D / 61))``, ``P`` the lower bound on the number
-of primes in ``[2^61, 2^62)`` (:func:`primes_lower`).
+most :func:`error` ``= 2^-(s t) + e^m`` over the draw of ``X`` (``t`` vectors of
+``s``-bit entries) and ``m`` primes from a random oracle (SHAKE-256 of a challenge
+hashing every field a producer chooses; the draw: :mod:`certify.checkers.rank.freivalds`),
+with ``2^L > n2 (2^s - 1) H``, ``2^L_D > |det M|``, ``e = floor(L / 61) / (P - floor(L_D / 61))``
+and ``P`` the primes in ``[2^61, 2^62)`` at least (:func:`primes_lower`).
 
 Proof (``rank A > r``, so ``B != 0``): a nonzero row ``b`` of ``B`` has
 ``b . x = 0`` for at most one value of one coordinate of ``x`` given the others,

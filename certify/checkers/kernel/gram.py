@@ -94,19 +94,10 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
     for a in range(0, A.shape[0], BLOCK):
         blk = A[a:a + BLOCK]
         acc += (blk.T @ blk).astype(np.int64)            # exact integers < 2^52; <= 2^10 blocks < 2^62
-    G = [[0] * r for _ in range(r)]
-    big = acc.tolist()
-    for s in range(T):
-        for t in range(T):
-            w = 1 << (LIMB * (s + t))
-            for i in range(r):
-                row = big[s * r + i]
-                Gi = G[i]
-                for j in range(r):
-                    v = row[t * r + j]
-                    if v:
-                        Gi[j] += v * w
-    return _normalize(G, 2 * e0)
+    big = acc.astype(object)                             # Python ints: the weighted sum is exact
+    G = sum((big[s * r:(s + 1) * r, t * r:(t + 1) * r] * (1 << (LIMB * (s + t)))
+             for s in range(T) for t in range(T)), np.zeros((r, r), dtype=object))
+    return _normalize(G.tolist(), 2 * e0)
 
 
 def _normalize(G: list[list[int]], e: int) -> tuple[list[list[int]], int]:

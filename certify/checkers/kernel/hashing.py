@@ -21,10 +21,8 @@ def canonical_sha256(obj: Any) -> str:
 
 
 def array_sha256(A: Any, scale: Any) -> str:
-    """The binding hash of an integer matrix with its scale: ``"int64:"`` + SHA-256
-    of the canonical JSON of the scale, a newline, and the little-endian int64
-    bytes of ``A`` in row-major order (the form of a matrix claim's
-    ``matrix_sha256`` for int64 data)."""
+    """A matrix claim's ``matrix_sha256`` of int64 data: ``"int64:"`` + SHA-256 of the
+    canonical JSON of the scale, a newline, and ``A``'s little-endian int64 bytes (row-major)."""
     import numpy as np
     head = (json.dumps(scale, sort_keys=True, separators=(",", ":")) + "\n").encode()
     return "int64:" + hashlib.sha256(head + np.ascontiguousarray(A, dtype="<i8").tobytes()).hexdigest()

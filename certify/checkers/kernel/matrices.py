@@ -1,12 +1,6 @@
-"""Exact matrices from a certificate's integers, and primality.
-
-Statement. :func:`fmpz_matrix` is the integer matrix with exactly the given
-entries (python-flint ``fmpz_mat``, arbitrary precision); :func:`scaled_matrix`
-is the rational matrix ``diag(1 / row_den) N`` or ``N 2^exponent`` of an integer
-matrix ``N`` and a certificate's ``scale`` (python-flint ``fmpq_mat``), exactly;
-:func:`product` is the exact product of two such matrices. :func:`is_prime` is
-python-flint's ``fmpz.is_prime`` (a proof for the word-size and 62-bit numbers
-used here: BPSW is deterministic below 2^64).
+"""Exact matrices from a certificate's integers (python-flint ``fmpz_mat`` and
+``fmpq_mat``, arbitrary precision), their products, and primality (python-flint's
+``fmpz.is_prime``: BPSW, deterministic below 2^64, the sizes used here).
 """
 
 from __future__ import annotations

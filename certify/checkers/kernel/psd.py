@@ -70,3 +70,15 @@ def is_psd(M: Sequence[Sequence[Any]] | Any) -> bool:
 def is_positive_definite(M: Sequence[Sequence[Any]] | Any) -> bool:
     """Is the square matrix ``M`` symmetric and positive definite (every pivot > 0)?"""
     return _pivots(_rows(M), strict=True)
+
+
+def is_psd_by_rank(G: Any, part_is_pd: Any, p: int = (1 << 61) - 1) -> bool:
+    """True when a symmetric integer ``fmpz_mat`` ``G`` is proved PSD through a principal
+    part: with ``k = rank_Q G`` (python-flint's exact ``rank``) and ``S`` the pivot columns
+    of ``rref(G mod p)``, ``|S| = k`` and ``G[S, S]`` nonsingular mod ``p`` (so over Q)
+    make the Schur complement of ``G[S, S]`` zero (its rank is ``k - |S|``), so ``G`` is
+    congruent to ``diag(G[S, S], 0)``: PSD iff ``G[S, S]`` is positive definite, which
+    ``part_is_pd(S)`` must prove. False means only: not proved this way."""
+    from certify.checkers.kernel.modular import pivot_minor_mod_p
+    R, S = pivot_minor_mod_p(G, p)
+    return R == S and len(S) == G.rank() and bool(part_is_pd(S))

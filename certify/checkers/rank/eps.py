@@ -12,6 +12,7 @@ from typing import Any
 
 from certify.checkers.common import Bad, boolean, int_matrix, integer, keys, rational
 from certify.checkers.kernel import fmpz_matrix, gram_matrix, inertia, is_psd, product, roots, scaled_matrix
+from certify.checkers.kernel.psd import is_psd_by_rank
 from certify.checkers.rank.evidence import (
     _FEATURE_OPTIONAL,
     _GRAM,
@@ -47,6 +48,15 @@ def _check_enclosures(P, r: int, scale_exp: int, enc: Any, own=None) -> None:
         raise Bad(f"sigma_sq_enclosures[{bad}] does not contain the {bad + 1}-th eigenvalue")
 
 
+def _psd(g: list[list[int]], G: Any) -> bool:
+    """A stated Gram (integer rows ``g``, ``fmpz_mat`` ``G``) is PSD: by the verified
+    float test when it is definite, else through a definite principal part of the
+    same rank (:func:`certify.checkers.kernel.psd.is_psd_by_rank`), else by exact
+    elimination."""
+    return inertia.positive_definite(g) or is_psd_by_rank(
+        G, lambda S: inertia.positive_definite([[g[i][j] for j in S] for i in S])) or is_psd(G)
+
+
 def check_eps_rank(claim, cert, matrix=None) -> list[str]:
     ev = claim["evidence"]
     keys(claim["parameters"], "parameters", ("eps",), SOURCE_KEYS)
@@ -63,8 +73,7 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
         gq, gk = ev["gram_q"], ev["gram_k"]                     # the integer rows just checked
         # re-derived from embedded features, the Grams are PSD by construction; taken as
         # stated, they are tested (the real-rooted count needs it)
-        if not F.have and not ((inertia.positive_definite(gq) or is_psd(GQ))
-                               and (inertia.positive_definite(gk) or is_psd(GK))):
+        if not F.have and not all(_psd(g, G) for g, G in ((gq, GQ), (gk, GK))):
             return ["Gram matrices are not PSD: the real-rooted count does not apply"]
         memo: list = []
 
