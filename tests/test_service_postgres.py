@@ -12,13 +12,15 @@ with the application in process (tests/test_service_outage.py)."""
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
-from service_support import HANG_GUARD, Server, descendants, postgres_cluster, wait_gone, wait_job
+from service_support import Server, descendants, job_processes, postgres_cluster, wait_gone, wait_job
+from waits import wait_until
 
 LEASE = "2"
+#: a job's stage once its own process computes (certify.service.worker)
+COMPUTING = "computing the claims (certify feasibility)"
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +111,10 @@ def test_postgresql_stopped_under_a_running_server_and_its_job(pg, tmp_path):
                 "command": "feasibility", "family": "paper-5.1", "rank": "12",
                 "time_limit": "4"}).json()["id"]
             wait_job(c, s.url, job, until=("running",))
+            wait_until(lambda: c.get(f"{s.url}/api/jobs/{job}").json().get("stage") == COMPUTING,
+                       "the job's own process to compute", proc=s.proc, output=s.log_path)
+            jobs = job_processes(s.proc.pid)
+            assert jobs, "no job process under the server's launcher"
             pg.pause()
             try:
                 answers = _get_all(c, s.url, job, s.auth)
@@ -118,18 +124,14 @@ def test_postgresql_stopped_under_a_running_server_and_its_job(pg, tmp_path):
                     assert r.headers["content-type"].startswith("text/html" if page
                                                                 else "application/json"), what
                     assert "the database is not answering (" in r.text, (what, r.text[:300])
-                time.sleep(8)                     # the job's 4 s search ends during the outage
+                # the job's process (a 4 s search) runs on and ends during the outage
+                assert not wait_gone(jobs), "the job's process did not end"
                 assert all(r.status_code == 503 for r in _get_all(c, s.url, job, s.auth).values())
             finally:
                 pg.resume()
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < HANG_GUARD:      # hang guard: health answers once resumed
-                try:
-                    if c.get(s.url + "/api/health").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
+            wait_until(lambda: c.get(s.url + "/api/health").status_code == 200,   # once resumed
+                       "the server to answer again", proc=s.proc, output=s.log_path, pause=0.2,
+                       absent=(httpx.HTTPError,))
             done = wait_job(c, s.url, job)
             assert done["status"] == "done" and done["attempts"] == 1 and done["reason"] is None, done
             assert [o for _, o in _claims(url, job)] == ["done"]
