@@ -75,15 +75,23 @@ def wait_until(cond: Callable[[], object], what: str, *, proc: subprocess.Popen 
                          f"{pause} s apart (the hang guard){_tail(output)}")
 
 
-def cpu_run(args: list[str], **popen: object) -> tuple[subprocess.CompletedProcess, float]:
+class Hung(AssertionError):
+    """A process still running at the hang guard (killed)."""
+
+
+def cpu_run(args: list[str], *, guard_s: float = HANG_GUARD_S,
+            **popen: object) -> tuple[subprocess.CompletedProcess, float]:
     """Run ``args`` to its end: the completed process (text output) and its CPU
     seconds (user + system of the process and of the descendants it waited for).
 
-    A process still running after ``HANG_GUARD_S`` is killed and the run fails
-    (the hang guard); nothing else about its duration is looked at."""
+    A process still running after ``guard_s`` seconds (the hang guard, 600 s at
+    least) is killed and :class:`Hung` raised; nothing else about its duration is
+    looked at."""
+    if guard_s < 600:
+        raise ValueError(f"a hang guard of {guard_s} s: 600 s at least (it must never be what fails a run)")
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         p = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL, **popen)
-        guard = threading.Timer(HANG_GUARD_S, p.kill)      # hang guard
+        guard = threading.Timer(guard_s, p.kill)      # hang guard
         guard.start()
         try:
             _, status, usage = os.wait4(p.pid, 0)
@@ -96,6 +104,6 @@ def cpu_run(args: list[str], **popen: object) -> tuple[subprocess.CompletedProce
         done = subprocess.CompletedProcess(args, p.returncode, out.read().decode(errors="replace"),
                                            err.read().decode(errors="replace"))
     if fired:
-        raise AssertionError(f"{args[:4]}... still running after {HANG_GUARD_S} s (the hang guard):"
-                             f"{done.stderr[-2000:]}")
+        raise Hung(f"{args[:4]}... still running after {guard_s} s (the hang guard):"
+                   f"{done.stderr[-2000:]}")
     return done, usage.ru_utime + usage.ru_stime
