@@ -61,8 +61,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve_exit(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """``certify serve ARGS`` expected to stop by itself (a refusal at start)."""
+def serve_exit(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``certify serve ARGS`` expected to stop by itself (a refusal at start; ``timeout``:
+    a hang guard, 600 s at least)."""
     return subprocess.run([sys.executable, "-m", "certify", "serve", *args], cwd=cwd or ROOT,
                           env=env(), capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)

@@ -99,7 +99,7 @@ def test_refusing_an_old_folder_writes_nothing_and_the_migration_leaves_nothing_
     assert _tree(old) == before                    # not even SQLite's -wal / -shm files
     assert not (old / "certify.db-wal").exists() and not (old / "certify.db-shm").exists()
     m = subprocess.run(_printed_command(p.stderr, "layout first: "), cwd=ROOT, env=env(),
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=600)
     assert m.returncode == 0, m.stderr
     # the report folders' manifests went with the files they listed
     assert not (old / "certificates").exists(), sorted(str(q) for q in old.rglob("*"))
@@ -202,7 +202,7 @@ def _printed_lines_run_against_the_given_database(old: Path, tmp: Path, db: str,
     assert p.stderr.strip().endswith(f"certify serve migrate --data {old} --db {show_db}"), p.stderr
     assert _tree(old) == before
     m = subprocess.run(_printed_command(p.stderr, "layout first: "), cwd=ROOT, env=env(),
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=600)
     assert m.returncode == 0, m.stderr
     start = _printed_command(m.stderr, "Start it with: ")
     assert start[3:] == ["serve", "--data", str(old), "--db", show_db], start

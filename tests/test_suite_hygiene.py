@@ -8,6 +8,9 @@ or ``signal.setitimer`` with a timer other than ``ITIMER_PROF`` /
 carries a ``pytest.mark.timeout``. The one exception is a call on a line
 whose comment says ``# hang guard``: a very generous bound (10 minutes or
 more) whose only job is to end a broken run, never what a test asserts.
+For the same reason a ``timeout=`` given to ``subprocess.run`` (``call``,
+``check_call``, ``check_output``) is a hang guard, so it is ``HANG_GUARD_MIN_S``
+(600 s) or more, marked or not.
 
 Why: a wall-clock bound fails a correct program on a loaded machine (two
 cores shared by a whole test run), so it proves nothing about the code. What
@@ -31,6 +34,9 @@ MARK = "# hang guard"
 WALL = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"}
 CPU_CLOCKS = {"CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID"}
 CPU_TIMERS = {"ITIMER_PROF", "ITIMER_VIRTUAL"}
+SUBPROCESS_RUNS = {"run", "call", "check_call", "check_output"}
+#: the least timeout a subprocess may be given: a hang guard, never a measure of the run
+HANG_GUARD_MIN_S = 600
 
 
 def _marked_lines(source: str) -> set[int]:
@@ -59,9 +65,9 @@ def violations(source: str, name: str = "<source>") -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
-                if a.name in ("time", "signal"):
+                if a.name in ("time", "signal", "subprocess"):
                     modules[a.asname or a.name] = a.name
-        elif isinstance(node, ast.ImportFrom) and node.module in ("time", "signal"):
+        elif isinstance(node, ast.ImportFrom) and node.module in ("time", "signal", "subprocess"):
             for a in node.names:
                 names[a.asname or a.name] = (node.module, a.name)
     const_modules = set(modules)
@@ -96,6 +102,12 @@ def violations(source: str, name: str = "<source>") -> list[str]:
             flag(node, "signal.alarm() is a wall-clock alarm")
         elif called == ("signal", "setitimer") and first not in CPU_TIMERS:
             flag(node, f"signal.setitimer({first or '?'}) is not a CPU-time timer")
+        elif called[0] == "subprocess" and called[1] in SUBPROCESS_RUNS:
+            for k in node.keywords:
+                if k.arg == "timeout" and isinstance(k.value, ast.Constant) and \
+                        isinstance(k.value.value, (int, float)) and k.value.value < HANG_GUARD_MIN_S:
+                    found.append(f"{name}:{node.lineno}: subprocess.{called[1]}(timeout={k.value.value}) "
+                                 f"is below the {HANG_GUARD_MIN_S} s of a hang guard")
     return sorted(found, key=lambda s: (s.split(":")[0], int(s.split(":")[1])))
 
 
@@ -133,6 +145,10 @@ def test_no_test_module_measures_or_bounds_wall_clock_time():
     ("import time\ntime.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)\n", 0),
     ("import resource\nr = resource.getrusage(resource.RUSAGE_CHILDREN)\n", 0),
     ("def time():\n    return 1\nt = time()\n", 0),                          # not the module's
+    ("import subprocess\nsubprocess.run(['x'], timeout=120)\n", 1),
+    ("import subprocess as sp\nsp.check_output(\n    ['x'], timeout=60)  # hang guard\n", 1),
+    ("from subprocess import run\nrun(['x'], timeout=599.5)\n", 1),
+    ("import subprocess\nsubprocess.run(['x'], timeout=600)\nsubprocess.run(['y'])\n", 0),
 ])
 def test_the_scan_catches_planted_violations(source, n):
     found = violations(source)
