@@ -211,6 +211,42 @@ def cpu_ticks(pid: int) -> int:
     return int(stat[11]) + int(stat[12])
 
 
+#: CPU seconds that the processes of a killed or stopped server may still use all together
+#: (signals delivered, a watcher thread woken, process groups killed): a job that computed
+#: on to its own end would use tens of them
+DYING_CPU_S = 2.0
+
+
+def _ticks(pid: int) -> int | None:
+    try:
+        return cpu_ticks(pid)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cpu_now(pids) -> dict[int, int | None]:
+    """Each process's CPU ticks so far (None when it is gone): the start of :func:`cpu_until_gone`."""
+    return {p: _ticks(p) for p in pids}
+
+
+def cpu_until_gone(since: dict[int, int | None]) -> float:
+    """CPU seconds that the processes of ``since`` (:func:`cpu_now`) used from then
+    until every one has stopped (user + system ticks, polled until each is gone or a
+    zombie, whose ticks are final); fails at the hang guard. "No process computes on",
+    in CPU time: a wall-clock "gone within N s" would fail a correct server on a
+    loaded machine, and pass a process that computed on for N s."""
+    last = dict(since)
+    for _ in polls(0.05):
+        for p in since:
+            t = _ticks(p)
+            if t is not None:
+                last[p] = t
+        if not any(alive(p) for p in since):
+            return sum(last[p] - t0 for p, t0 in since.items() if t0 is not None) / os.sysconf("SC_CLK_TCK")
+        time.sleep(0.05)
+    raise AssertionError(f"processes still alive at the hang guard: {[p for p in since if alive(p)]}")
+
+
 def wait_gone(pids) -> list[int]:
     """``[]`` once every pid has stopped (polled; returned at once when they have),
     else the pids still alive when waits.polls' hang guard ends."""
