@@ -198,13 +198,19 @@ def _fla_based(folder, hidden, feature_dim, seed=0):
 
 def _certify_checkpoint(folder):
     """``certify checkpoint`` then ``certify verify``: both completed processes, the
-    certificate, and the CPU seconds of each (tests/waits.py: the load does not move them)."""
+    certificate, and the CPU seconds of each (tests/waits.py: the load does not move them).
+    One BLAS / OpenMP thread each, as in benchmarks/bench_based.py: idle threads that
+    spin while they wait would count as CPU time, more of it the busier the machine."""
+    import os
     import sys
 
     from waits import cpu_run
     out = folder.parent / (folder.name + "-out")
-    p, made = cpu_run([sys.executable, "-m", "certify", "checkpoint", str(folder), "--out", str(out)])
-    v, checked = cpu_run([sys.executable, "-m", "certify", "verify", str(out / "certificate.json")])
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    p, made = cpu_run([sys.executable, "-m", "certify", "checkpoint", str(folder), "--out", str(out)],
+                      env=env)
+    v, checked = cpu_run([sys.executable, "-m", "certify", "verify", str(out / "certificate.json")],
+                         env=env)
     return p, v, json.loads((out / "certificate.json").read_text()), made, checked
 
 
