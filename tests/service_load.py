@@ -6,14 +6,16 @@ clients also upload certificates to the open ``/api/verify`` without the
 token, against the servers' caps: every admitted one must end done exactly
 once, and a sampler of ``/api/health`` records the most anonymous jobs seen
 waiting and the most bytes stored (the caps must hold). Latency percentiles
-of the submissions and of the reads are returned (and printed)."""
+of the submissions and of the reads are returned (and printed): each request's
+time as the HTTP client measured it (``Response.elapsed``), a measurement
+printed for docs/service.md, never a pass mark."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import statistics
-import time
 from dataclasses import dataclass, field
 
 import httpx
@@ -36,7 +38,7 @@ class LoadResult:
     submit: list[float]
     read: list[float]
     jobs: dict[int, dict]          # submission index -> final job document
-    seconds: float                 # first submission to last job done
+    seconds: float                 # first submission to last job done (the server's records)
     anonymous: dict[int, dict] = field(default_factory=dict)   # admitted open uploads, final
     refused: dict[int, int] = field(default_factory=dict)      # HTTP status -> open uploads refused
     max_anonymous_queued: int = 0  # the most anonymous jobs seen waiting (sampled)
@@ -51,8 +53,16 @@ def _matrix(i: int) -> list[list[int]]:
     return [[i + 1, i + 1], [1, 1]] if i % 10 == 0 else [[i + 2, 0], [0, 1]]
 
 
+def _span(jobs) -> float:
+    """Seconds from the first job's submission to the last one's end, as the server recorded them."""
+    jobs = list(jobs)
+    first = min(dt.datetime.fromisoformat(j["created_at"]) for j in jobs)
+    last = max(dt.datetime.fromisoformat(j["finished_at"]) for j in jobs)
+    return (last - first).total_seconds()
+
+
 def run_load(servers: list[Server], submissions: int, reads: int, clients: int = 20,
-             timeout: float = 600.0, anonymous: int = 0) -> LoadResult:
+             anonymous: int = 0) -> LoadResult:
     """Drive ``servers`` (clients spread over them) and check that nothing is
     lost or run twice; ``anonymous`` open verify uploads besides."""
     auth, base0 = servers[0].auth, servers[0].url
@@ -98,11 +108,10 @@ def run_load(servers: list[Server], submissions: int, reads: int, clients: int =
             per = max(1, len(mine_read) // max(1, len(mine_sub)))
             ri = 0
             for i in mine_sub:
-                t0 = time.perf_counter()
                 r = await ac.post(base + "/api/jobs", headers=auth, data={"command": "rank"},
                                   files={"file": (f"m{i}.json", json.dumps(_matrix(i)),
                                                   "application/json")})
-                sub_t.append(time.perf_counter() - t0)
+                sub_t.append(r.elapsed.total_seconds())
                 assert r.status_code == 201, r.text
                 ids[i] = r.json()["id"]
                 if mine_open:
@@ -116,9 +125,8 @@ def run_load(servers: list[Server], submissions: int, reads: int, clients: int =
                 ri += 1
 
     async def read(ac, base, j, read_t):
-        t0 = time.perf_counter()
         r = await ac.get(base + paths[j % len(paths)])
-        read_t.append(time.perf_counter() - t0)
+        read_t.append(r.elapsed.total_seconds())
         assert r.status_code == 200, (paths[j % len(paths)], r.status_code, r.text[:200])
 
     async def main():
@@ -132,14 +140,13 @@ def run_load(servers: list[Server], submissions: int, reads: int, clients: int =
         await watch
         return sub_t, read_t, ids
 
-    t_all = time.perf_counter()
     sub_t, read_t, ids = asyncio.run(main())
     assert len(ids) == submissions and len(set(ids.values())) == submissions
     done: dict[int, dict] = {}
     with httpx.Client(timeout=120) as c:
         for i, jid in ids.items():
-            done[i] = wait_job(c, servers[i % len(servers)].url, jid, timeout=timeout)
-        seconds = time.perf_counter() - t_all
+            done[i] = wait_job(c, servers[i % len(servers)].url, jid)
+        seconds = _span(done.values())
         bad = [j for j in done.values() if j["status"] != "done"]
         assert not bad, bad[:3]
         # nothing lost: every certificate is stored, readable anywhere, with the right rank
@@ -151,7 +158,7 @@ def run_load(servers: list[Server], submissions: int, reads: int, clients: int =
                                              params={"limit": 1000}).json()}
         assert {j["cert_sha256"] for j in done.values()} | {seed} <= listed
         assert len({j["cert_sha256"] for j in done.values()}) == submissions
-        opened = {i: wait_job(c, servers[0].url, jid, timeout=timeout) for i, jid in open_ids.items()}
+        opened = {i: wait_job(c, servers[0].url, jid) for i, jid in open_ids.items()}
         assert all(j["status"] == "done" and j["anonymous"] for j in opened.values()), \
             [j for j in opened.values() if j["status"] != "done"][:3]
         assert len(set(open_ids.values())) == len(open_ids)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from waits import HANG_GUARD_S, polls, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 CKPT = ROOT / "models" / "checkpoints" / "ood-6-4-8-elu1-r8-s0"
@@ -60,8 +61,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve_exit(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """``certify serve ARGS`` expected to stop by itself (a refusal at start)."""
+def serve_exit(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``certify serve ARGS`` expected to stop by itself (a refusal at start; ``timeout``:
+    a hang guard, 600 s at least)."""
     return subprocess.run([sys.executable, "-m", "certify", "serve", *args], cwd=cwd or ROOT,
                           env=env(), capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
@@ -103,37 +105,33 @@ class Server:
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         return self
 
-    def wait_ready(self, timeout: float = 60.0) -> "Server":
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"certify serve exited with {self.proc.returncode}: "
-                                   + self.log_path.read_text()[-2000:])
-            try:
-                if httpx.get(self.url + "/api/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError("certify serve did not start")
+    def wait_ready(self) -> "Server":
+        """The server once /api/health answers 200; fails at once, with its log's
+        tail, when the process exits first (waits.wait_until: no wall-clock bound)."""
+        wait_until(lambda: httpx.get(self.url + "/api/health", timeout=2).status_code == 200,
+                   "certify serve to answer", proc=self.proc, output=self.log_path, pause=0.05,
+                   absent=(httpx.HTTPError,))
+        return self
 
-    def start(self, timeout: float = 60.0) -> "Server":
-        return self.launch().wait_ready(timeout)
+    def start(self) -> "Server":
+        return self.launch().wait_ready()
 
     def kill(self) -> None:
         """SIGKILL the server process only (its workers must die with it)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+            self.proc.wait(HANG_GUARD_S)
 
     def stop(self) -> None:
+        """SIGTERM, and wait for the graceful stop (a SIGKILL only past the hang guard,
+        so that a loaded machine cannot turn a clean exit into a killed one)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                self.proc.wait(20)
+                self.proc.wait(HANG_GUARD_S)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-                self.proc.wait(10)
+                self.proc.wait(HANG_GUARD_S)
         if getattr(self, "log", None):
             self.log.close()
 
@@ -147,22 +145,13 @@ class Server:
         self.stop()
 
 
-#: the one wall-clock bound of the service tests: a hang guard, so that a broken run ends instead of
-#: hanging CI; never what a test asserts (a wait returns as soon as its event happens, however loaded
-#: the machine), and far above any time the awaited event takes
-HANG_GUARD = 900.0
-
-
-def wait_job(client, base: str, job_id: str, timeout: float = HANG_GUARD, until=("done", "failed")) -> dict:
-    """The job once its status is in ``until`` (polled; ``timeout``: the hang guard)."""
-    t0 = time.monotonic()
-    j = {"status": "?"}
-    while time.monotonic() - t0 < timeout:
+def wait_job(client, base: str, job_id: str, until=("done", "failed")) -> dict:
+    """The job once its status is in ``until`` (polled until then; a server that
+    went away fails the next poll; waits.wait_until's hang guard)."""
+    def ended():
         j = client.get(f"{base}/api/jobs/{job_id}").json()
-        if j["status"] in until:
-            return j
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} still {j['status']} after {timeout} s")
+        return j if j["status"] in until else None
+    return wait_until(ended, f"job {job_id} to be {' or '.join(until)}")
 
 
 # ---------------------------------------------------------------- processes
@@ -187,6 +176,28 @@ def descendants(pid: int) -> set[int]:
     return out
 
 
+def job_processes(server_pid: int) -> set[int]:
+    """The job processes of a server (and whatever they started): every process below
+    its launcher, which forks one process per job (certify.service.launcher)."""
+    launchers = [p for p in descendants(server_pid) if _ppid(p) == server_pid
+                 and b"certify.service.launcher" in _cmdline(p)]
+    return set().union(*(descendants(p) for p in launchers))
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def alive(pid: int) -> bool:
     """Running (a zombie does not compute)."""
     try:
@@ -200,13 +211,47 @@ def cpu_ticks(pid: int) -> int:
     return int(stat[11]) + int(stat[12])
 
 
-def wait_gone(pids, timeout: float = HANG_GUARD) -> list[int]:
+#: CPU seconds that the processes of a killed or stopped server may still use all together
+#: (signals delivered, a watcher thread woken, process groups killed): a job that computed
+#: on to its own end would use tens of them
+DYING_CPU_S = 2.0
+
+
+def _ticks(pid: int) -> int | None:
+    try:
+        return cpu_ticks(pid)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def cpu_now(pids) -> dict[int, int | None]:
+    """Each process's CPU ticks so far (None when it is gone): the start of :func:`cpu_until_gone`."""
+    return {p: _ticks(p) for p in pids}
+
+
+def cpu_until_gone(since: dict[int, int | None]) -> float:
+    """CPU seconds that the processes of ``since`` (:func:`cpu_now`) used from then
+    until every one has stopped (user + system ticks, polled until each is gone or a
+    zombie, whose ticks are final); fails at the hang guard. "No process computes on",
+    in CPU time: a wall-clock "gone within N s" would fail a correct server on a
+    loaded machine, and pass a process that computed on for N s."""
+    last = dict(since)
+    for _ in polls(0.05):
+        for p in since:
+            t = _ticks(p)
+            if t is not None:
+                last[p] = t
+        if not any(alive(p) for p in since):
+            return sum(last[p] - t0 for p, t0 in since.items() if t0 is not None) / os.sysconf("SC_CLK_TCK")
+        time.sleep(0.05)
+    raise AssertionError(f"processes still alive at the hang guard: {[p for p in since if alive(p)]}")
+
+
+def wait_gone(pids) -> list[int]:
     """``[]`` once every pid has stopped (polled; returned at once when they have),
-    else the pids still alive when the hang guard ``timeout`` ends."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        left = [p for p in pids if alive(p)]
-        if not left:
+    else the pids still alive when waits.polls' hang guard ends."""
+    for _ in polls(0.05):
+        if not any(alive(p) for p in pids):
             return []
         time.sleep(0.05)
     return [p for p in pids if alive(p)]

@@ -103,7 +103,7 @@ def test_uncertifiable_layers_exit_3(tmp_path, module, spec, why):
     w, s = _save(att, tmp_path, spec)
     out = tmp_path / "k.npz"
     r = subprocess.run([sys.executable, "-m", "certify", "extract", str(w), "--spec", str(s), "--out", str(out),
-                        "--tokens", "cube:6"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                        "--tokens", "cube:6"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 3 and why in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not out.exists()
 
@@ -126,7 +126,7 @@ def test_pickle_with_code_is_refused_exit_2(tmp_path):
                                                  "dim_head": D, "causal": True}))
     r = subprocess.run([sys.executable, "-m", "certify.rank", str(tmp_path / "w.pt"), "--spec",
                         str(tmp_path / "s.json"), "--tokens", "cube:6"], cwd=ROOT, capture_output=True,
-                       text=True, timeout=300)
+                       text=True, timeout=600)
     assert r.returncode == 2 and "pickled code ran" not in r.stdout + r.stderr
     assert "weights_only" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 

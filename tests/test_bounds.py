@@ -462,7 +462,7 @@ def test_cli_bad_input(argv, code, capsys, tmp_path):
 
 def test_cli_subprocess_exit_2():
     proc = subprocess.run([sys.executable, "-m", "certify", "bounds", "--m", "0", "--json"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "m" in proc.stderr

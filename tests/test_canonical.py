@@ -190,7 +190,7 @@ def settings_env() -> list[tuple[str, dict[str, str]]]:
 
 def run_child(code: str, env: dict[str, str]) -> dict:
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
+                         timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

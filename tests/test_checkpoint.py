@@ -67,7 +67,7 @@ def _saved(tmp_path):
 
 def _cli(args):
     return subprocess.run([sys.executable, "-m", "models.checkpoint", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_missing_key_is_one_line_exit_2(tmp_path, capsys):

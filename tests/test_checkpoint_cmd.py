@@ -129,16 +129,16 @@ def test_solving_checkpoint_is_proved(ckpts, tmp_path, capsys):
 
 def test_command_json_and_exit_codes(ckpts, tmp_path):
     p = subprocess.run([sys.executable, "-m", "certify", "checkpoint", str(ckpts / "bad8"), "--json"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 1
     doc = json.loads(p.stdout)
     assert doc["verdict"] == "refuted" and doc["failing_inputs"]
     assert "paper-5.1" in doc["families"]
     p = subprocess.run([sys.executable, "-m", "certify", "checkpoint", str(ckpts / "dense")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 3 and len(p.stderr.strip().splitlines()) == 1
     p = subprocess.run([sys.executable, "-m", "certify", "checkpoint", str(tmp_path / "nope")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
 
 

@@ -176,7 +176,7 @@ def test_read_weights_keeps_stored_bytes_and_needs_no_torch_for_safetensors(tmp_
             f"ws = read_weights({str(tmp_path / 'w.safetensors')!r}); "
             "assert 'torch' not in sys.modules; "
             "print(ws.tensors['a.weight'].dtype, ws.tensors['a.weight'].shape, ws.tensors['a.weight'].data.hex())")
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     dtype, *_ , hexdata = p.stdout.split()
     assert dtype == "bfloat16" and bytes.fromhex(hexdata) == t["a.weight"].view(torch.uint8).numpy().tobytes()

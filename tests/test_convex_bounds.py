@@ -153,7 +153,7 @@ def test_verify_command_without_cvxpy(r11_cert, tmp_path):
             "'scipy', 'highspy', 'torch', 'solvers')]\n"
             "print('RC', rc, 'BAD', ','.join(bad))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
+                         timeout=600)
     assert "RC 0 BAD \n" in out.stdout + "\n", out.stdout + out.stderr
 
 
@@ -252,6 +252,6 @@ def test_module_entry_point_prints_the_proof_line(tmp_path):
                        (7, "feasible (proved) exact margin")):
         p = subprocess.run([sys.executable, "-m", "certify.feasibility", "--family", str(fam),
                             "--rank", str(rank), "--method", "sdp", "--no-progress"],
-                           cwd=ROOT, capture_output=True, text=True, timeout=300)
+                           cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert p.returncode == 0, p.stderr
         assert want in p.stderr, p.stderr

@@ -75,7 +75,7 @@ def test_verify_and_report_import_no_module_of_an_extra(tmp_path):
         f"rr = main(['report', {str(cert)!r}, '--out', {str(tmp_path / 'rep')!r}])\n"
         f"extras = {sorted(EXTRA_OF)!r}\n"
         "print(json.dumps([rv, rr, sorted({m.split('.')[0] for m in sys.modules} & set(extras))]))\n")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=600,
                        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1",
                             "MPLBACKEND": "Agg"})
     assert r.returncode == 0, r.stderr[-2000:]

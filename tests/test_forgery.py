@@ -262,6 +262,6 @@ def test_verify_command_prints_the_reason(tmp_path):
     path = tmp_path / "forged.json"
     path.write_text(json.dumps(cert))
     p = subprocess.run([sys.executable, "-m", "certify", "verify", str(path)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=600)
     assert p.returncode == 1
     assert "FAIL" in p.stderr and "stored statement is not the one" in p.stderr

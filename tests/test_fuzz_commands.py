@@ -43,7 +43,7 @@ _spec.loader.exec_module(run_cases)
 
 _DIR = Path(tempfile.mkdtemp(prefix="certify-fuzz-"))
 _MADE = False
-DURATIONS: list[tuple[float, list[str]]] = []
+DURATIONS: list[tuple[float, list[str]]] = []          # (CPU seconds, the command line) of each example
 
 
 def scratch() -> Path:
@@ -152,12 +152,12 @@ def _on_alarm(signum, frame):
 
 
 def run_in_process(command: str, argv: list[str]) -> tuple[int | None, str, float]:
-    """(exit code or None when stopped by the alarm, stderr, seconds)."""
+    """(exit code or None when stopped by the alarm, stderr, CPU seconds of this process)."""
     module = importlib.import_module(COMMANDS[command][0])
     err, out = io.StringIO(), io.StringIO()
     old = signal.signal(signal.SIGPROF, _on_alarm)
     cwd = os.getcwd()
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     rc: int | None
     _FIRED[0] = False
     try:
@@ -176,7 +176,7 @@ def run_in_process(command: str, argv: list[str]) -> tuple[int | None, str, floa
         os.chdir(cwd)
     if _FIRED[0]:
         rc = None
-    return rc, err.getvalue(), time.perf_counter() - t0
+    return rc, err.getvalue(), time.process_time() - t0
 
 
 def _snapshot(d: Path) -> dict[str, bytes]:

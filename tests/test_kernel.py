@@ -20,7 +20,7 @@ PY = sys.executable
 
 
 def run(*args):
-    return subprocess.run([PY, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run([PY, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
 
 
 def test_matrix_files_agree(tmp_path):

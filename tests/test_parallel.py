@@ -8,6 +8,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -19,18 +20,18 @@ pytest.importorskip("ray")
 
 def _square_slowly(x, folder, seconds=1.0):
     """Record this attempt (pid), sleep, return x^2."""
-    Path(folder, f"{x}-{os.getpid()}-{time.monotonic_ns()}").write_text(str(os.getpid()))
+    Path(folder, f"{x}-{os.getpid()}-{uuid.uuid4().hex}").write_text(str(os.getpid()))
     time.sleep(seconds)
     return x * x
 
 
 def _square_first_attempt_waits(x, folder):
     """Record this attempt (pid) and return x^2; the first attempt of task 0 waits
-    (up to 120 s) to be killed, so the kill lands on it whatever the load."""
+    to be killed (900 s: a hang guard), so the kill lands on it whatever the load."""
     first = x == 0 and not any(f.name.startswith("0-") for f in Path(folder).iterdir())
-    Path(folder, f"{x}-{os.getpid()}-{time.monotonic_ns()}").write_text(str(os.getpid()))
+    Path(folder, f"{x}-{os.getpid()}-{uuid.uuid4().hex}").write_text(str(os.getpid()))
     if first:
-        time.sleep(120)
+        time.sleep(900)
     return x * x
 
 

@@ -26,7 +26,7 @@ def _load(name: str):
 def _run(name: str, *args: str) -> subprocess.CompletedProcess:
     """A checker as a reader runs it: exit 0 checked, exit 1 with one line on stderr."""
     return subprocess.run([sys.executable, str(HERE / f"{name}.py"), *args],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
 
 
 def _fails(name: str, cert: dict, tmp_path: Path, match: str = "") -> None:

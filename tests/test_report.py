@@ -147,7 +147,7 @@ def test_bad_input_exits_2(tmp_path):
     with pytest.raises(InputError):
         report_cli.main([str(bad), "--out", str(tmp_path / "o")])
     p = subprocess.run([sys.executable, "-m", "certify.report", str(bad), "--out",
-                        str(tmp_path / "o")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                        str(tmp_path / "o")], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
 
@@ -159,5 +159,5 @@ def test_report_tex_compiles(certs, tmp_path):
     (out / "doc.tex").write_text("\\documentclass{article}\\usepackage{booktabs}\\usepackage{graphicx}"
                                  "\\begin{document}\\input{report.tex}\\end{document}\n")
     p = subprocess.run(["pdflatex", "-interaction=nonstopmode", "doc.tex"], cwd=out,
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-2000:]

@@ -99,7 +99,7 @@ def test_report_tex_compiles_in_a_paper(tmp_path):
     eng = _engine()
     cmd = ([eng, "-pdf", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"]
            if eng.endswith("latexmk") else [eng, "-interaction=nonstopmode", "-halt-on-error", "paper.tex"])
-    p = subprocess.run(cmd, cwd=paper, capture_output=True, text=True, timeout=300)
+    p = subprocess.run(cmd, cwd=paper, capture_output=True, text=True, timeout=600)
     log = (paper / "paper.log").read_text(errors="replace") if (paper / "paper.log").exists() else ""
     assert p.returncode == 0, (p.stdout + log)[-3000:]
     assert (paper / "paper.pdf").stat().st_size > 10_000

@@ -13,7 +13,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import httpx
 import numpy as np
 import pytest
 from service_support import CKPT, Server, checkpoint_zip, env, free_port, wait_job
+from waits import HANG_GUARD_S, wait_until
 
 from certify.core.errors import InputError
 from certify.core.files import sha256_bytes
@@ -349,10 +349,8 @@ def test_checkpoint_certified_end_to_end(server, client, certified, tmp_path):
 
 def test_jobs_leave_nothing_behind(server, client, certified):
     """Uploads are deleted when their job ends, and so are the work folders."""
-    t0 = time.monotonic()
-    while (client.get(server.url + "/api/health").json()["running"]
-           and time.monotonic() - t0 < 120):
-        time.sleep(0.1)
+    wait_until(lambda: client.get(server.url + "/api/health").json()["running"] == 0,
+               "no job running", proc=server.proc, output=server.log_path)
     assert _rows(server, "uploads") == 0
     assert os.listdir(server.data / "work") == []
 
@@ -514,12 +512,9 @@ def test_serve_needs_no_set_up(tmp_path):
                             cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/api/health").status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
+        wait_until(lambda: httpx.get(url + "/api/health").status_code == 200, "certify serve to answer",
+                   proc=proc, output=lambda: proc.stdout.read().decode(errors="replace"), pause=0.05,
+                   absent=(httpx.HTTPError,))
         data = tmp_path / "certify-service"
         token = (data / "token").read_text().strip()
         assert len(token) >= 32 and (data / "certify.db").is_file()
@@ -532,7 +527,7 @@ def test_serve_needs_no_set_up(tmp_path):
         assert r.status_code == 201
     finally:
         proc.terminate()
-        proc.wait(20)
+        proc.wait(HANG_GUARD_S)                 # a graceful stop (the bound: a hang guard)
 
 
 def test_a_client_driven_by_the_served_schema_submits_polls_and_fetches(server, client):
@@ -586,12 +581,10 @@ def test_a_client_driven_by_the_served_schema_submits_polls_and_fetches(server, 
     assert r.status_code == 201
     link = resp["links"]["job"]
     final = doc["components"]["schemas"]["Job"]["properties"]["status"]["x-final"]
-    t0 = time.monotonic()
-    while True:
-        job, resp = call(link["operationId"], follow(link, r.json()))
-        if job.json()["status"] in final or time.monotonic() - t0 > 240:
-            break
-        time.sleep(0.2)
+    def ended():
+        answer = call(link["operationId"], follow(link, r.json()))
+        return answer if answer[0].json()["status"] in final else None
+    job, resp = wait_until(ended, "the job to end", proc=server.proc, output=server.log_path, pause=0.2)
     assert job.json()["status"] == "done", job.json()
     link = resp["links"]["certificate"]
     cert, _ = call(link["operationId"], follow(link, job.json()))

@@ -97,7 +97,7 @@ def test_time_limit(servers):
         # a 1 s search, then the exact check and the report: longer than 1 s in all
         r = c.post(quick.url + "/api/jobs", headers=quick.auth, data={**LONG_JOB, "time_limit": "1"})
         assert r.status_code == 201, r.text
-        job = wait_job(c, quick.url, r.json()["id"], timeout=120)
+        job = wait_job(c, quick.url, r.json()["id"])
         assert job["status"] == "failed" and job["exit_code"] == 1 and job["cert_sha256"] is None
         assert job["reason"].startswith("time limit: the job ran longer than 1 s") \
             or "SIGXCPU" in job["reason"] or "SIGKILL" in job["reason"], job["reason"]
@@ -112,14 +112,14 @@ def test_memory_limit(servers):
     with httpx.Client(timeout=60) as c:
         r = c.post(small.url + "/api/jobs", headers=small.auth, data={"command": "rank"},
                    files={"file": ("i.json", "[[1,2],[2,4]]", "application/json")})
-        job = wait_job(c, small.url, r.json()["id"], timeout=120)
+        job = wait_job(c, small.url, r.json()["id"])
         assert job["status"] == "done" and job["exit_code"] == 0, job
         buf = io.BytesIO()                          # 6000 x 6000 ones: 288 MB once read
         np.savez_compressed(buf, matrix=np.ones((6000, 6000)))
         r = c.post(small.url + "/api/jobs", headers=small.auth, data={"command": "rank"},
                    files={"file": ("m.npz", buf.getvalue(), "application/octet-stream")})
         assert r.status_code == 201, r.text
-        job = wait_job(c, small.url, r.json()["id"], timeout=120)
+        job = wait_job(c, small.url, r.json()["id"])
         assert job["status"] == "failed" and job["reason"], job
         assert job["cert_sha256"] is None
         assert "memory" in job["reason"] or "without a result" in job["reason"], job["reason"]

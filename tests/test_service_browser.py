@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from service_support import CKPT, ROOT, Server, checkpoint_zip, need_os_package
+from waits import polls, wait_until
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 
@@ -98,20 +99,12 @@ def _keep_screenshot(png: bytes, name: str) -> None:
         img.save(dest / name, optimize=True)
 
 
-def _wait(cond, timeout: float, what: str):
-    """``cond()`` once it is true; an element not there yet (a page still
-    loading) counts as false."""
+def _wait(cond, what: str, server: Server):
+    """``cond()`` once it is true (polled); an element not there yet (a page
+    still loading) counts as false; fails at once when the server has exited."""
     from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        try:
-            v = cond()
-        except (NoSuchElementException, StaleElementReferenceException):
-            v = None
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(cond, what, proc=server.proc, output=server.log_path, pause=0.2,
+                      absent=(NoSuchElementException, StaleElementReferenceException))
 
 
 def _not_blank(png: bytes) -> tuple[int, float]:
@@ -142,7 +135,7 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         browser.find_element(By.ID, "token").send_keys("wrong-token-xxxxxxxxxxxx")
         browser.find_element(By.ID, "submit-button").click()
         msg = _wait(lambda: "refused" in (t := browser.find_element(By.ID, "submit-status").text)
-                    and t, 20, "refusal")
+                    and t, "refusal", s)
         assert "refused: the token is missing or wrong" in msg
         assert httpx.get(s.url + "/api/health").json()["queued"] == 0
 
@@ -152,7 +145,7 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         tok.send_keys(s.token)
         Select(browser.find_element(By.ID, "command")).select_by_value("checkpoint")
         browser.find_element(By.ID, "submit-button").click()
-        _wait(lambda: "/jobs/" in browser.current_url, 30, "the job page")
+        _wait(lambda: "/jobs/" in browser.current_url, "the job page", s)
         seen = set()
 
         def progressed():
@@ -163,12 +156,12 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
             except Exception:          # the page is navigating
                 pass
             return False
-        _wait(progressed, 300, "the certificate page")
+        _wait(progressed, "the certificate page", s)
         assert seen & {"queued", "running"}, seen          # live progress was shown
 
         # the certificate page: claims, the server's verification and its meaning
         browser_cert_path = browser.current_url[len(s.url):]
-        exit_text = _wait(lambda: browser.find_element(By.ID, "verify-exit").text, 20, "verify")
+        exit_text = _wait(lambda: browser.find_element(By.ID, "verify-exit").text, "verify", s)
         page_exit = int(re.search(r"exit (\d+)", exit_text).group(1))
         meaning = browser.find_element(By.ID, "verify-meaning").text
         mode = browser.find_element(By.ID, "verify-mode").text
@@ -208,8 +201,8 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         browser.get(s.url + "/verify")
         browser.find_element(By.ID, "verify-file").send_keys(str(cert_path))
         browser.find_element(By.ID, "verify-button").click()
-        _wait(lambda: "/jobs/" in browser.current_url, 30, "the verify job page")
-        res = _wait(lambda: browser.find_element(By.ID, "job-result").text, 240, "verify result")
+        _wait(lambda: "/jobs/" in browser.current_url, "the verify job page", s)
+        res = _wait(lambda: browser.find_element(By.ID, "job-result").text, "verify result", s)
         # uploaded alone, without the checkpoint: it holds assuming the extraction (exit 4)
         assert "certify verify: exit 4" in res
         assert "certificate only" in res
@@ -236,8 +229,8 @@ def test_job_page_keeps_its_status_through_rate_limited_polls(browser, tmp_path)
     so the job cannot end while the page polls; it is continued at the end."""
     from selenium.webdriver.common.by import By
     with Server(tmp_path / "data", "--read-rate", "3") as s:
-        launcher = _wait(lambda: _descendant(s.proc.pid, "certify.service.launcher"), 60,
-                         "the server's job launcher")
+        launcher = _wait(lambda: _descendant(s.proc.pid, "certify.service.launcher"),
+                         "the server's job launcher", s)
         os.kill(launcher, signal.SIGSTOP)
         try:
             r = httpx.post(s.url + "/api/jobs", headers=s.auth, data={"command": "rank"},
@@ -245,7 +238,7 @@ def test_job_page_keeps_its_status_through_rate_limited_polls(browser, tmp_path)
             job_id = r.json()["id"]
             browser.get(f"{s.url}/jobs/{job_id}")
             stage = _wait(lambda: "status not available (429)" in (t := browser.find_element(
-                By.ID, "job-poll").text) and t, 60, "a refused poll")
+                By.ID, "job-poll").text) and t, "a refused poll", s)
             assert re.search(r"asking again in \d+ s", stage), stage
             status = browser.find_element(By.ID, "job-status").text
             assert status in ("queued", "running"), status          # it cannot have ended
@@ -276,9 +269,10 @@ def test_without_javascript_a_job_page_follows_the_job_to_its_certificate(browse
         b.get(f"{s.url}/jobs/{job}")
         # JavaScript is off: the page's <noscript> is parsed, and its refresh is what reloads it
         assert len(b.find_elements(By.CSS_SELECTOR, 'noscript > meta[http-equiv="refresh"]')) == 1
-        states, t0 = [], time.monotonic()
+        states = []
         shot = False
-        while time.monotonic() - t0 < 240:
+        for _ in polls(0.2):                          # until the job ends (polls: the hang guard)
+            assert s.proc.poll() is None, s.output()[-2000:]
             src = b.page_source                       # one snapshot: the page reloads itself
             status = _field(src, "job-status")
             if status is None:                        # between two loads
@@ -324,7 +318,7 @@ def test_without_javascript_a_job_page_follows_the_job_to_its_certificate(browse
         sha = c.get(f"{s.url}/api/jobs/{job}").json()["cert_sha256"]
         assert link.get_attribute("href") == f"{s.url}/certificates/{sha}"
         link.click()
-        _wait(lambda: b.current_url.endswith(f"/certificates/{sha}"), 30, "the certificate page")
+        _wait(lambda: b.current_url.endswith(f"/certificates/{sha}"), "the certificate page", s)
         facts = b.find_element(By.ID, "facts").text
         assert facts.startswith("claims: ") and "certificate: checks out" in facts, facts
         assert b.find_element(By.ID, "verify-exit").text == "certify verify: exit 0"

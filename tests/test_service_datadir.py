@@ -106,7 +106,7 @@ def test_refusals_at_start(running, tmp_path):
 
     def run(case):
         (args, cwd), needles = case
-        return serve_exit(*[str(a) for a in args], cwd=cwd, timeout=60), needles
+        return serve_exit(*[str(a) for a in args], cwd=cwd), needles
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(run, cases))
     for p, needles in results:
@@ -145,7 +145,7 @@ def test_serve_help_documents_the_bounds():
 
 def test_an_out_folder_is_owned_by_its_manifest_alone(tmp_path):
     run = lambda *a: subprocess.run([sys.executable, "-m", "certify", *a], cwd=tmp_path,   # noqa: E731
-                                    env=env(), capture_output=True, text=True, timeout=120)
+                                    env=env(), capture_output=True, text=True, timeout=600)
     assert run("bounds", "--m", "8", "--out", "b.json").returncode == 0
     notes = tmp_path / "notes"
     notes.mkdir()

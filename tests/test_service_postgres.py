@@ -12,13 +12,25 @@ with the application in process (tests/test_service_outage.py)."""
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
-from service_support import HANG_GUARD, Server, descendants, postgres_cluster, wait_gone, wait_job
+from service_support import (
+    DYING_CPU_S,
+    Server,
+    cpu_now,
+    cpu_until_gone,
+    descendants,
+    job_processes,
+    postgres_cluster,
+    wait_gone,
+    wait_job,
+)
+from waits import wait_until
 
 LEASE = "2"
+#: a job's stage once its own process computes (certify.service.worker)
+COMPUTING = "computing the claims (certify feasibility)"
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +75,9 @@ def test_two_servers_share_the_queue_and_a_killed_ones_job_finishes_once_elsewhe
                             files={"file": (f"m{i}.json", json.dumps([[i + 1, 0], [0, 1]]),
                                             "application/json")}).json()["id"]
                      for i, s in enumerate([a, b] * 2)]
-            tree = descendants(a.proc.pid)
+            before = cpu_now(descendants(a.proc.pid))
             a.kill()
-            assert not wait_gone(tree), "a process of the killed server computes on"
+            assert cpu_until_gone(before) < DYING_CPU_S, "a process of the killed server computes on"
             done = wait_job(c, b.url, job)
             assert done["status"] == "done" and done["attempts"] == 2, done
             assert _claims(url, job) == [(node_a, "expired"), (node_b, "done")]
@@ -109,6 +121,10 @@ def test_postgresql_stopped_under_a_running_server_and_its_job(pg, tmp_path):
                 "command": "feasibility", "family": "paper-5.1", "rank": "12",
                 "time_limit": "4"}).json()["id"]
             wait_job(c, s.url, job, until=("running",))
+            wait_until(lambda: c.get(f"{s.url}/api/jobs/{job}").json().get("stage") == COMPUTING,
+                       "the job's own process to compute", proc=s.proc, output=s.log_path)
+            jobs = job_processes(s.proc.pid)
+            assert jobs, "no job process under the server's launcher"
             pg.pause()
             try:
                 answers = _get_all(c, s.url, job, s.auth)
@@ -118,18 +134,14 @@ def test_postgresql_stopped_under_a_running_server_and_its_job(pg, tmp_path):
                     assert r.headers["content-type"].startswith("text/html" if page
                                                                 else "application/json"), what
                     assert "the database is not answering (" in r.text, (what, r.text[:300])
-                time.sleep(8)                     # the job's 4 s search ends during the outage
+                # the job's process (a 4 s search) runs on and ends during the outage
+                assert not wait_gone(jobs), "the job's process did not end"
                 assert all(r.status_code == 503 for r in _get_all(c, s.url, job, s.auth).values())
             finally:
                 pg.resume()
-            t0 = time.monotonic()
-            while time.monotonic() - t0 < HANG_GUARD:      # hang guard: health answers once resumed
-                try:
-                    if c.get(s.url + "/api/health").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
+            wait_until(lambda: c.get(s.url + "/api/health").status_code == 200,   # once resumed
+                       "the server to answer again", proc=s.proc, output=s.log_path, pause=0.2,
+                       absent=(httpx.HTTPError,))
             done = wait_job(c, s.url, job)
             assert done["status"] == "done" and done["attempts"] == 1 and done["reason"] is None, done
             assert [o for _, o in _claims(url, job)] == ["done"]

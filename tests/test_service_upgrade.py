@@ -22,6 +22,7 @@ import httpx
 import pytest
 from service_support import ROOT, Server, env, postgres_cluster, serve_exit, wait_job
 from sqlalchemy import create_engine, text
+from waits import HANG_GUARD_S, wait_until
 
 from certify import api
 from certify.service import datadir
@@ -98,7 +99,7 @@ def test_refusing_an_old_folder_writes_nothing_and_the_migration_leaves_nothing_
     assert _tree(old) == before                    # not even SQLite's -wal / -shm files
     assert not (old / "certify.db-wal").exists() and not (old / "certify.db-shm").exists()
     m = subprocess.run(_printed_command(p.stderr, "layout first: "), cwd=ROOT, env=env(),
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=600)
     assert m.returncode == 0, m.stderr
     # the report folders' manifests went with the files they listed
     assert not (old / "certificates").exists(), sorted(str(q) for q in old.rglob("*"))
@@ -187,17 +188,10 @@ def _run_printed_server(words: list[str], tmp: Path) -> tuple[str, subprocess.Po
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(1200):
-        if proc.poll() is not None:
-            raise AssertionError((tmp / "printed-server.log").read_text())
-        try:
-            if httpx.get(url + "/api/health", timeout=2).status_code == 200:
-                return url, proc
-        except httpx.HTTPError:
-            pass
-        import time
-        time.sleep(0.05)
-    raise AssertionError("the printed command did not start a server")
+    wait_until(lambda: httpx.get(url + "/api/health", timeout=2).status_code == 200,
+               "the printed command's server to answer", proc=proc,
+               output=tmp / "printed-server.log", pause=0.05, absent=(httpx.HTTPError,))
+    return url, proc
 
 
 def _printed_lines_run_against_the_given_database(old: Path, tmp: Path, db: str, made: dict,
@@ -208,7 +202,7 @@ def _printed_lines_run_against_the_given_database(old: Path, tmp: Path, db: str,
     assert p.stderr.strip().endswith(f"certify serve migrate --data {old} --db {show_db}"), p.stderr
     assert _tree(old) == before
     m = subprocess.run(_printed_command(p.stderr, "layout first: "), cwd=ROOT, env=env(),
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=600)
     assert m.returncode == 0, m.stderr
     start = _printed_command(m.stderr, "Start it with: ")
     assert start[3:] == ["serve", "--data", str(old), "--db", show_db], start
@@ -223,7 +217,7 @@ def _printed_lines_run_against_the_given_database(old: Path, tmp: Path, db: str,
         assert r.status_code == 422                  # past the token check: the old token holds
     finally:
         proc.terminate()
-        proc.wait(30)
+        proc.wait(HANG_GUARD_S)                      # a graceful stop (the bound: a hang guard)
     assert not (old / "certify.db").exists()         # no second, empty store beside it
 
 

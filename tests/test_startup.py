@@ -23,7 +23,7 @@ print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stder
 
 def _modules(args, cwd):
     p = subprocess.run([sys.executable, "-c", _RUN, *args], capture_output=True, text=True, cwd=cwd,
-                       timeout=300)
+                       timeout=600)
     out = json.loads(p.stderr.strip().splitlines()[-1])
     return out["exit"], {m.split(".")[0] for m in out["modules"]}, set(out["modules"])
 

@@ -244,5 +244,5 @@ def test_certified_transcript_path_imports_no_torch():
     code = ("import sys; from certify.cli import run; "
             "rc = run('transcript', ['--M', '14', '--s', '1', '--h', '7', '--q', '10', '--bits', '1', '--json']); "
             "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]

@@ -558,14 +558,14 @@ def test_verify_words_cannot_be_misread(checkpoint_certs, work, tmp_path):
     p = work / "r8.json"
     p.write_text(json.dumps(r8))
     out = subprocess.run([sys.executable, "-m", "certify", "verify", str(p)], cwd=work,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=600)
     assert out.returncode == 4
     line = next(l for l in out.stderr.splitlines() if " correctness:" in l)
     assert "REFUTED (the sentence is false): the head of" in line and "[ok" not in out.stderr
     out = subprocess.run([sys.executable, "-m", "certify", "verify", str(p), "--assume",
-                          "EXTRACTION"], cwd=work, capture_output=True, text=True, timeout=120)
+                          "EXTRACTION"], cwd=work, capture_output=True, text=True, timeout=600)
     assert out.returncode == 2 and "matches no assumption" in out.stderr
     assert "extraction:" in out.stderr and len(out.stderr.strip().splitlines()) == 1
     out = subprocess.run([sys.executable, "-m", "certify", "verify", str(p), "--assume",
-                          "extraction"], cwd=work, capture_output=True, text=True, timeout=120)
+                          "extraction"], cwd=work, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0
