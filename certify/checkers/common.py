@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from certify.checkers.kernel.hashing import canonical_sha256  # noqa: F401  (re-exported)
 
@@ -100,14 +100,15 @@ def rational_matrix(rows: Any, what: str,
     return _matrix(rows, what, shape, rational)
 
 
-def _matrix(rows: Any, what: str, shape, parse) -> list:
+def _matrix(rows: Any, what: str, shape: tuple[int | None, int | None],
+            parse: Callable[[Any, str], Any]) -> list:
     if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
         raise Bad(f"{what} must be a list of rows")
     _shape(rows, what, shape)
     return [[parse(v, what) for v in r] for r in rows]
 
 
-def _shape(rows: list, what: str, shape) -> None:
+def _shape(rows: list, what: str, shape: tuple[int | None, int | None]) -> None:
     if shape[0] is not None and len(rows) != shape[0]:
         raise Bad(f"{what} has {len(rows)} rows, expected {shape[0]}")
     widths = {len(r) for r in rows}
@@ -131,7 +132,7 @@ def keys(obj: Any, what: str, required: Iterable[str], optional: Iterable[str] =
     return obj
 
 
-def without_negative_zeros(a):
+def without_negative_zeros(a: Any) -> Any:
     """A float array with every ``-0.0`` made ``+0.0`` (``a + 0.0`` does exactly that in
     IEEE arithmetic and changes nothing else), so that the features' hash, which
     is taken over the bytes, depends on the values only: ``-0.0 == 0.0`` as a
@@ -247,10 +248,10 @@ def family(fam: Any, params: Mapping[str, Any] | None = None) -> Family:
                   targets, n, ip, words, jumps, dict(fam["params"]))
 
 
-def guarded(fn):
+def guarded(fn: Callable[..., list[str]]) -> Callable[..., list[str]]:
     """Decorator: a checker body that raises :class:`Bad` (or stumbles on a
     malformed structure) returns that as its one problem."""
-    def run(*args, **kwargs) -> list[str]:
+    def run(*args: Any, **kwargs: Any) -> list[str]:
         try:
             return fn(*args, **kwargs)
         except Bad as exc:

@@ -80,8 +80,9 @@ opposite statement is the other claim kind, with its own evidence.
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any
 
-from certify.checkers.common import Bad, family, guarded, integer, keys, rational, same_rational
+from certify.checkers.common import Bad, Family, family, guarded, integer, keys, rational, same_rational
 
 _HALF = Fraction(1, 2)
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
@@ -91,7 +92,7 @@ CLASSES = ("paper", "used-pairs")
 SCOPES = ("family", "cube")
 
 
-def _params(claim) -> tuple[int, str]:
+def _params(claim: dict[str, Any]) -> tuple[int, str]:
     p = keys(claim["parameters"], "parameters", ("rank", "features", "class", "scope", "family",
                                                  "family_sha256", "error"))
     if p["error"] != "1/2":
@@ -108,7 +109,7 @@ def _params(claim) -> tuple[int, str]:
     return integer(p["rank"], "parameters.rank", 1), p["features"]
 
 
-def _paper_class(fam, phi_q: dict, phi_k: dict, ext, scope: str) -> list[str]:
+def _paper_class(fam: Family, phi_q: dict, phi_k: dict, ext: Any, scope: str) -> list[str]:
     """The paper-class conditions: alpha >= 0 on Q x T, alpha(q, q) > 0, a valid
     extension rule (and ``copy-query`` when the scope is the cube)."""
     Q = sorted({fam.inputs[i][p] for i, p in fam.scored_positions()})
@@ -146,7 +147,7 @@ def _paper_class(fam, phi_q: dict, phi_k: dict, ext, scope: str) -> list[str]:
     return [f"unknown extension rule {ext.get('rule')!r:.40}"]
 
 
-def _check_feasible(claim) -> list[str]:
+def _check_feasible(claim: dict[str, Any]) -> list[str]:
     r, feats = _params(claim)
     cls, scope = claim["parameters"]["class"], claim["parameters"]["scope"]
     ev = keys(claim["evidence"], "evidence", ("family", "witness", "margin"))
@@ -207,7 +208,7 @@ def _check_feasible(claim) -> list[str]:
     return []
 
 
-def _check_infeasible(claim) -> list[str]:
+def _check_infeasible(claim: dict[str, Any]) -> list[str]:
     rank, _ = _params(claim)
     ev = keys(claim["evidence"], "evidence", ("family", "derivation"))
     fam = family(ev["family"], claim["parameters"])
@@ -275,7 +276,7 @@ def _check_infeasible(claim) -> list[str]:
     if not rho < 1:
         return [f"rho = {rho} is not < 1: no chain gives a factor above 1"]
 
-    def delta(r):
+    def delta(r: int) -> Fraction:
         return (T * T * (2 + (r - 1) * rho) ** 2
                 - 4 * r * (T * T - (r - 1) * T * (1 - rho)))
 

@@ -135,7 +135,7 @@ class _Quant:
         else:
             raise _Bad(f"unknown quantizer kind {self.kind!r}")
 
-    def symbol(self, x: Fraction):
+    def symbol(self, x: Fraction) -> int | Fraction:
         if self.kind == "uniform":
             k = math.floor((x - self.lo) / self.step + HALF)
             return min(max(k, 0), self.top)
@@ -155,7 +155,7 @@ class _Quant:
         r = min(n * ulp, self.max)
         return r if x > 0 else -r
 
-    def value(self, sym) -> Fraction:
+    def value(self, sym: Any) -> Fraction:
         return self.lo + sym * self.step if self.kind == "uniform" else sym
 
 
@@ -165,19 +165,19 @@ class _Exact:
     def __init__(self, fmap: str) -> None:
         self.fmap = fmap
 
-    def num(self, x: Fraction):
+    def num(self, x: Fraction) -> Fraction:
         return x
 
-    def f(self, x):
+    def f(self, x: Fraction) -> Fraction:
         return x if self.fmap == "identity" else (x if x > 0 else Fraction(0))
 
-    def ends(self, x):
+    def ends(self, x: Fraction) -> tuple[Fraction, Fraction]:
         return x, x
 
-    def zero(self, x) -> bool:
+    def zero(self, x: Fraction) -> bool:
         return x == 0
 
-    def err_at_least_half(self, y, t):
+    def err_at_least_half(self, y: Fraction, t: int) -> bool:
         return abs(y - t) >= HALF
 
 
@@ -187,17 +187,17 @@ class _Ball:
 
         self.flint, self.fmap = flint, fmap
 
-    def num(self, x: Fraction):
+    def num(self, x: Fraction) -> Any:
         return self.flint.arb(self.flint.fmpq(x.numerator, x.denominator))
 
-    def f(self, x):
+    def f(self, x: Any) -> Any:
         if self.fmap == "exp":
             return x.exp()
         lo, hi = x.lower(), x.upper()        # elu(x) + 1 is nondecreasing
         g = lambda v: v + 1 if v >= 0 else v.exp()
         return g(lo).union(g(hi)) if not x.is_exact() else g(x)
 
-    def ends(self, x):
+    def ends(self, x: Any) -> tuple[Fraction, ...]:
         if not x.is_finite():
             raise _Straddle("infinite ball")
         out = []
@@ -206,14 +206,14 @@ class _Ball:
             out.append(Fraction(man) * Fraction(2) ** ex)
         return tuple(out)
 
-    def zero(self, x) -> bool:
+    def zero(self, x: Any) -> bool:
         if x.is_zero():
             return True
         if x.contains(0):
             raise _Straddle("denominator ball contains 0")
         return False
 
-    def err_at_least_half(self, y, t):
+    def err_at_least_half(self, y: Any, t: int) -> bool:
         d = abs(y - t)
         if d >= HALF:
             return True
@@ -262,11 +262,12 @@ def _weights(model: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, list
     return out
 
 
-def _matvec(A, x):
+def _matvec(A: Sequence[Sequence[Any]], x: Sequence[Any]) -> list:
     return [sum((a * b for a, b in zip(row, x)), 0) for row in A]
 
 
-def replay(cfg: dict, W: dict, quant: _Quant, tokens: list[list[int]]):
+def replay(cfg: dict, W: dict, quant: _Quant,
+           tokens: list[list[int]]) -> tuple[list, list, _Exact | _Ball]:
     """Transcript (list of symbols) and outputs (list) of one input. Raises
     ``_Straddle`` when a symbol is not certain."""
     ops: _Exact | _Ball
@@ -276,15 +277,15 @@ def replay(cfg: dict, W: dict, quant: _Quant, tokens: list[list[int]]):
         ops = _Ball(cfg["feature_map"])
     else:
         raise _Bad(f"unknown feature map {cfg['feature_map']!r}")
-    V = {k: ([[ops.num(x) for x in row] for row in v] if v and isinstance(v[0], list)
-             else [ops.num(x) for x in v]) for k, v in W.items()}
+    V: dict[str, Any] = {k: ([[ops.num(x) for x in row] for row in v] if v and isinstance(v[0], list)
+                              else [ops.num(x) for x in v]) for k, v in W.items()}
     N = len(tokens)
     if cfg["positions"] and N > cfg["positions"]:
         raise _Bad("input longer than the model's positions")
     zero = ops.num(Fraction(0))
     H = []
     for i, tok in enumerate(tokens):
-        hi = _matvec(V["embed.weight"], [ops.num(Fraction(b)) for b in tok])
+        hi: Any = _matvec(V["embed.weight"], [ops.num(Fraction(b)) for b in tok])
         if cfg["positions"]:
             hi = [a + b for a, b in zip(hi, V["embed.pos"][i])]
         H.append(hi)
@@ -329,7 +330,7 @@ def replay(cfg: dict, W: dict, quant: _Quant, tokens: list[list[int]]):
 
 # ---------------------------------------------------------------- family
 
-def _family(fam: dict):
+def _family(fam: dict) -> tuple[int, int, int, list[list[int]]]:
     keys(fam, "family", ("M", "s", "h", "q", "words"))
     M, s, h, q = (integer(fam[k], f"family {k}", 1 if k != "h" else 0) for k in ("M", "s", "h", "q"))
     if not isinstance(fam["words"], list):
@@ -363,11 +364,12 @@ def _kappa(v: Any, what: str, s: int, q: int) -> list[int]:
     return out
 
 
-def _min_ip(tokens):
+def _min_ip(tokens: list[list[int]]) -> list[int]:
     return min_ip_targets(tokens)
 
 
-def _is_input(tokens, kappa, words, M, s, q) -> bool:
+def _is_input(tokens: list[list[int]], kappa: Sequence[int], words: list[list[int]],
+              M: int, s: int, q: int) -> bool:
     """Membership: ``tokens`` is the family's input of ``kappa``, token for token
     (a level vector of the right weight but another arrangement is not one)."""
     return len(kappa) == q and tokens == _canonical_input(kappa, words, M, s, q)
@@ -379,7 +381,8 @@ def _tokens(rows: Any) -> list[list[int]]:
     return [bits(row, "input token") for row in rows]
 
 
-def _canonical_input(kappa, words, M, s, q):
+def _canonical_input(kappa: Sequence[int], words: list[list[int]], M: int, s: int,
+                     q: int) -> list[list[int]]:
     """The family's input of assignment ``kappa`` (the one definition, shared with
     the family's enumeration: :func:`certify.checkers.families.multilevel_input`)."""
     return multilevel_input(list(kappa), words, s)
@@ -452,7 +455,8 @@ def _check(claim: dict) -> list[str]:
     return probs
 
 
-def _check_collision(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
+def _check_collision(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: dict[str, list], quant: _Quant,
+                     M: int, s: int, q: int, words: list[list[int]]) -> list[str]:
     probs = []
     if verdict != "refuted":
         probs.append("a certified collision must refute the claim")
@@ -495,7 +499,8 @@ def _check_collision(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
     return probs
 
 
-def _check_error(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
+def _check_error(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: dict[str, list], quant: _Quant,
+                 M: int, s: int, q: int, words: list[list[int]]) -> list[str]:
     if verdict != "refuted":
         return ["an exact error >= 1/2 must refute the claim"]
     toks, kap = _tokens(ev["input"]), _kappa(ev["kappa"], "kappa", s, q)
@@ -513,18 +518,19 @@ def _check_error(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
     return []
 
 
-def _integer_exact(cfg: dict, N: int, kind: str) -> bool:
+def _integer_exact(cfg: dict, N: int, kind: str | None) -> bool:
     """Whether the exact integer replay (:func:`_integer_all`) covers the model."""
     return N <= MAX_INTEGER and kind == "uniform" and cfg["layers"] == 1 \
         and cfg["feature_map"] in _EXACT_MAPS and not cfg["positions"]
 
 
-def integer_replayable(cfg: dict, N: int, kind: str = "uniform") -> bool:
+def integer_replayable(cfg: dict, N: int, kind: str | None = "uniform") -> bool:
     """Whether :func:`_check_all` replays all ``N`` assignments itself."""
     return N <= MAX_ALL or _integer_exact(cfg, N, kind)
 
 
-def _check_all(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
+def _check_all(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: dict[str, list], quant: _Quant,
+               M: int, s: int, q: int, words: list[list[int]]) -> list[str]:
     if verdict != "proved":
         return ["an exhaustive exact check supports only a proved verdict"]
     N = (s + 1) ** q
@@ -562,18 +568,18 @@ def _check_all(ev, verdict, cfg, W, quant, M, s, q, words) -> list[str]:
 
 # ---------------------------------------------------------------- exact integer replay
 
-def _obj(x):
+def _obj(x: Any) -> np.ndarray:
     return np.asarray(x, dtype=object)
 
 
 _LIM = 1 << 62
 
 
-def _mx(a) -> int:
+def _mx(a: Any) -> int:
     return int(np.abs(a).max(initial=0)) if np.size(a) else 0
 
 
-def _fit(*arrays) -> bool:
+def _fit(*arrays: np.ndarray) -> bool:
     """All entries below 2^26 (so that a sum of two stays far below 2^63)."""
     return all(int(np.abs(a).max(initial=0)) < (1 << 26) for a in arrays)
 
@@ -584,14 +590,15 @@ def _ints(fracs: list, den: int) -> list[int]:
     return [int(v) for v in out]
 
 
-def _lcm_den(fracs) -> int:
+def _lcm_den(fracs: Iterable[Fraction]) -> int:
     d = 1
     for f in fracs:
         d = math.lcm(d, f.denominator)
     return d
 
 
-def _integer_all(cfg, W, quant, M, s, q, words) -> list[str]:
+def _integer_all(cfg: dict[str, Any], W: dict[str, list], quant: _Quant, M: int, s: int, q: int,
+                 words: list[list[int]]) -> list[str]:
     """Exact integer replay of every assignment of a one-layer rational model."""
 
     ops = _Exact(cfg["feature_map"])
@@ -607,7 +614,7 @@ def _integer_all(cfg, W, quant, M, s, q, words) -> list[str]:
     heads = []
     for c in range(H):
         p = f"layers.0.heads.{c}."
-        def contrib(h):
+        def contrib(h: list[Fraction]) -> list[Fraction]:
             pk = [ops.f(u + b) for u, b in zip(_matvec(W[p + "k.weight"], h), W[p + "k.bias"])]
             v = [u + b for u, b in zip(_matvec(W[p + "v.weight"], h), W[p + "v.bias"])]
             return [pk[a] * v[b] for a in range(r) for b in range(dv)] + pk

@@ -18,6 +18,7 @@ Only an exactly checked witness yields ``feasible`` (proved).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from certify.feasibility.lp_search import search_witness
 from certify.feasibility.model import FeasibilityProblem, Features, verify_factors
@@ -40,13 +41,15 @@ def sdp_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
     Ga, Gh = problem.constraint_matrices()
     fp = FactorProblem(problem.num_rows, problem.num_cols, problem.entries, Ga, Gh)
     nonneg = features is Features.NONNEGATIVE
-    info = {"sdp_solves": 0, "polish_lps": 0, "tail": None}
+    info: dict[str, Any] = {"sdp_solves": 0, "polish_lps": 0, "tail": None}
     gen = reweighted_lift(fp, nonneg=nonneg, fraction=fraction, iterations=iterations,
                           rank=rank, solver=solver, all_nonneg=all_pairs,
                           time_limit=lambda: time_limit - (time.perf_counter() - t0))
     for res in gen:
         info["sdp_solves"] += 1
         sv = res.singular_values
+        if res.K is None or sv is None:                 # never: reweighted_lift yields solved lifts only
+            continue
         info["tail"] = float(sv[rank:].sum() / max(sv[0], 1e-300)) if sv.size > rank else 0.0
         P, Q = round_to_rank(res.K, rank, nonneg=nonneg)
         w, chk = verify_factors(problem, P, Q, features, rank)

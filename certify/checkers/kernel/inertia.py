@@ -100,11 +100,11 @@ TINY = 2.0 ** -1000
 MAX_N = 1 << 20
 
 
-def _up(x):
+def _up(x: np.ndarray) -> np.ndarray:
     return np.nextafter(x, np.inf)
 
 
-def _down(x):
+def _down(x: np.ndarray) -> np.ndarray:
     return np.nextafter(x, -np.inf)
 
 
@@ -136,7 +136,7 @@ def _upper_product(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     return _up(_up(P @ Q + TINY) * h)
 
 
-def _mul(a, b):
+def _mul(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(A, RA) (B, RB)``: the midpoint ``fl(A B)`` and a rigorous radius."""
     (A, RA), (B, RB) = a, b
     g, _ = _constants(A.shape[1])
@@ -149,7 +149,7 @@ def _mul(a, b):
     return _flush(C, R)
 
 
-def _exact(X: np.ndarray):
+def _exact(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A float matrix taken as exact (radius: only what flushing adds)."""
     return _flush(np.asarray(X, dtype=np.float64), np.zeros_like(X, dtype=np.float64))
 
@@ -160,15 +160,15 @@ def product_enclosure(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndar
     return _mul(_exact(P), _exact(np.ascontiguousarray(Q.T)))
 
 
-def _t(a):
+def _t(a: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return a[0].T, a[1].T
 
 
-def _max_bits(rows) -> int:
+def _max_bits(rows: list[list[int]]) -> int:
     return max((abs(int(v)).bit_length() for row in rows for v in row), default=0)
 
 
-def _dominant_signs(B, R) -> tuple[int, int] | None:
+def _dominant_signs(B: np.ndarray, R: np.ndarray) -> tuple[int, int] | None:
     """``(n_+, n_-)`` of the exact symmetric matrix within ``R`` of ``B`` when a
     weighted diagonal dominance proves them; else None."""
     if not (np.all(np.isfinite(B)) and np.all(np.isfinite(R))):
@@ -188,7 +188,7 @@ def _dominant_signs(B, R) -> tuple[int, int] | None:
     return int(np.sum(s > 0)), int(np.sum(s < 0))
 
 
-def _inertia(Z) -> tuple[int, int] | None:
+def _inertia(Z: tuple[np.ndarray, np.ndarray]) -> tuple[int, int] | None:
     """Inertia of the exact symmetric matrix ``Z = (M, R)`` by a congruence with
     numpy's eigenvectors of ``M``, decided by :func:`_dominant_signs`."""
     M, _ = Z
@@ -203,7 +203,7 @@ def _inertia(Z) -> tuple[int, int] | None:
     return _dominant_signs(*B)
 
 
-def _scaled_floats(rows, num: int, den: int, e: int, rs, cs):
+def _scaled_floats(rows: list[list[int]], num: int, den: int, e: int, rs: list, cs: list) -> tuple | None:
     """``(M, R)`` for the exact ``rows[i][j] num / den 2^(e + rs[i] + cs[j])``: each
     entry to about 62 bits by integer floor division (error below one unit of
     its last place), then correctly rounded to a float (``spacing`` covers it)."""
@@ -235,7 +235,7 @@ def _log2_round(q: Fraction) -> int:
     return q.numerator.bit_length() - q.denominator.bit_length()
 
 
-def count_above(GQ, eq: int, GK, ek: int, eps_sq: Fraction) -> int | None:
+def count_above(GQ: list[list[int]], eq: int, GK: list[list[int]], ek: int, eps_sq: Fraction) -> int | None:
     """``#{lambda_i(GQ 2^eq GK 2^ek) > eps_sq}`` by the inertia of ``Z(eps_sq)``
     (module docstring), or None when floats cannot decide. ``GQ, GK``: symmetric
     integer rows, at least one positive semidefinite (the caller's hypothesis).
@@ -264,7 +264,7 @@ def count_above(GQ, eq: int, GK, ek: int, eps_sq: Fraction) -> int | None:
     return k if 0 <= k <= r else None
 
 
-def positive_definite(G) -> bool:
+def positive_definite(G: list[list[int]]) -> bool:
     """True when ``G`` (symmetric integer rows; a positive scale does not matter)
     is proved positive definite; False means only that floats did not prove it."""
     r = len(G)
@@ -275,13 +275,13 @@ def positive_definite(G) -> bool:
     return Z is not None and _inertia(Z) == (r, 0)
 
 
-def _diagonal_exponents(G, e: int) -> list[int]:
+def _diagonal_exponents(G: list[list[int]], e: int) -> list[int]:
     """``s_i`` with ``G_ii 2^(e + 2 s_i)`` near 1 (zero diagonal: the largest entry's)."""
     top = max(_max_bits(G), 1)
     return [-((abs(int(G[i][i])).bit_length() if G[i][i] else top) + e) // 2 for i in range(len(G))]
 
 
-def _enclosures_pd(GB, eb: int, GA, ea: int) -> list[tuple[Fraction, Fraction]] | None:
+def _enclosures_pd(GB: list, eb: int, GA: list, ea: int) -> list[tuple[Fraction, Fraction]] | None:
     """Enclosures of the eigenvalues of ``GA 2^ea GB 2^eb``, largest first, with
     ``GB`` positive definite (proved on the way), or None. The pair is first
     replaced by the similar ``(S^-1 GA S^-1 2^-m) (S GB S) 2^m`` with ``S =
@@ -330,7 +330,7 @@ def _enclosures_pd(GB, eb: int, GA, ea: int) -> list[tuple[Fraction, Fraction]] 
     return out
 
 
-def enclosures(GQ, eq: int, GK, ek: int) -> list[tuple[Fraction, Fraction]] | None:
+def enclosures(GQ: list, eq: int, GK: list, ek: int) -> list[tuple[Fraction, Fraction]] | None:
     """Rigorous ``[lo, hi]`` for every eigenvalue of ``GQ 2^eq GK 2^ek``, largest
     first with multiplicity (module docstring), or None when floats cannot decide
     (neither Gram is proved definite, or the bounds are too loose)."""

@@ -122,7 +122,8 @@ def trusted(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None) -> 
     return [f"{name}{ident}" for name in t if isinstance(name, str)]
 
 
-def check(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None, *, matrix=None) -> list[str]:
+def check(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None, *,
+          matrix: Any = None) -> list[str]:
     """Re-derive one claim's verdict from its evidence; ``matrix`` supplies the
     integer matrix of a matrix-form claim whose evidence does not embed it."""
     fn = _CHECKS.get(str(claim.get("kind")))

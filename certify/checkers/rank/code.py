@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any, Mapping
 
 from certify.checkers.common import (
     Bad,
@@ -26,7 +27,7 @@ def _cube_index(bitrow: list[int]) -> int:
     return sum(b << k for k, b in enumerate(bitrow))
 
 
-def check_code_rank(claim, cert, matrix=None) -> list[str]:
+def check_code_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any = None) -> list[str]:
     ev = claim["evidence"]
     p = keys(claim["parameters"], "parameters", ("code", "num_words", "M", "token_set"),
              SOURCE_KEYS + ("code_sha256",))

@@ -8,7 +8,7 @@ exact definiteness test. The arithmetic is the kernel's; this module routes.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable, Mapping
 
 from certify.checkers.common import Bad, boolean, int_matrix, integer, keys, rational
 from certify.checkers.kernel import fmpz_matrix, gram_matrix, inertia, is_psd, product, roots, scaled_matrix
@@ -24,7 +24,8 @@ from certify.checkers.rank.evidence import (
 )
 
 
-def _check_enclosures(P, r: int, scale_exp: int, enc: Any, own=None) -> None:
+def _check_enclosures(P: Callable[[], Any], r: int, scale_exp: int, enc: Any,
+                      own: list[tuple[Fraction, Fraction]] | None = None) -> None:
     """Every eigenvalue ``lambda_i`` (largest first, with multiplicity) of
     ``core 2^scale_exp`` lies in ``enc[i]``: the checker's own rigorous float
     enclosures ``own`` (or None) lie inside, else the kernel's exact count
@@ -57,7 +58,7 @@ def _psd(g: list[list[int]], G: Any) -> bool:
         G, lambda S: inertia.positive_definite([[g[i][j] for j in S] for i in S])) or is_psd(G)
 
 
-def check_eps_rank(claim, cert, matrix=None) -> list[str]:
+def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any = None) -> list[str]:
     ev = claim["evidence"]
     keys(claim["parameters"], "parameters", ("eps",), SOURCE_KEYS)
     eps = rational(ev["eps"], "eps")
@@ -77,7 +78,7 @@ def check_eps_rank(claim, cert, matrix=None) -> list[str]:
             return ["Gram matrices are not PSD: the real-rooted count does not apply"]
         memo: list = []
 
-        def P():                                                # exact, only where floats cannot decide
+        def P() -> Any:                                               # exact, only where floats cannot decide
             if not memo:
                 memo.append(roots.charpoly(product(GQ, GK)))
             return memo[0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 from fractions import Fraction
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -41,7 +41,7 @@ _GRAM = ("num_tokens", "r", "features_sha256", "gram_q", "gram_q_exponent", "gra
 _TRUSTED = trusted_table()
 
 
-def _check_minor(F, prime: Any, R: list[int], C: list[int], what: str) -> int:
+def _check_minor(F: Any, prime: Any, R: list[int], C: list[int], what: str) -> int:
     """The rank F is proved to have at least: ``len(R)`` when ``(R, C)`` is the
     canonical minor of F mod ``prime`` and nonsingular there (else a problem)."""
     if not R and not C:
@@ -164,7 +164,8 @@ SOURCE_KEYS = tuple(KERNEL_PARAMS_REQUIRED) + tuple(KERNEL_PARAMS_OPTIONAL)
 FREIVALDS_PARAMS = ("upper_bound", "error_log2")
 
 
-def _check_params(claim, cert, form: str, num_tokens: int | None, dtype: str | None) -> None:
+def _check_params(claim: Mapping[str, Any], cert: Mapping[str, Any], form: str,
+                 num_tokens: int | None, dtype: str | None) -> None:
     fast = claim.get("kind") == "exact_rank" and form == "matrix" \
         and claim["evidence"].get("upper_witness") == "freivalds"
     p = keys(claim["parameters"], "parameters",
@@ -198,7 +199,8 @@ def _check_params(claim, cert, form: str, num_tokens: int | None, dtype: str | N
             raise Bad("parameters.source_sha256 is not among the certificate's input hashes")
 
 
-def _check_grams(ev, cert, kind: str):
+def _check_grams(ev: Mapping[str, Any], cert: Mapping[str, Any],
+                 kind: str) -> tuple[Any, Any, int, int, _Features]:
     """Parsed Grams (GQ, GK, eq, ek, features)."""
     r = integer(ev["r"], "r", 1)
     K = integer(ev["num_tokens"], "num_tokens", 1)
@@ -248,7 +250,7 @@ def _scale(scale: Any, n1: int) -> Any:
     return scale
 
 
-def _get_matrix(ev, matrix) -> list[list[int]]:
+def _get_matrix(ev: Mapping[str, Any], matrix: Any) -> list[list[int]]:
     shape = _indices(ev["shape"], "shape")
     if len(shape) != 2:
         raise Bad("shape must be [rows, cols]")
@@ -266,14 +268,15 @@ def _get_matrix(ev, matrix) -> list[list[int]]:
     return rows
 
 
-def _matrix_keys(ev, required, matrix, optional=()) -> None:
+def _matrix_keys(ev: Mapping[str, Any], required: Iterable[str], matrix: Any,
+                 optional: Iterable[str] = ()) -> None:
     keys(ev, f"{ev.get('form')} evidence", required,
          ("tokens",) + tuple(optional) + (() if matrix is not None else ("matrix",)))
     if matrix is None and "matrix" not in ev:
         raise Bad("matrix not embedded (pass matrix= to re-check)")
 
 
-def _verdict_from_bounds(claim, lower: int, upper: int) -> list[str]:
+def _verdict_from_bounds(claim: Mapping[str, Any], lower: int, upper: int) -> list[str]:
     ev, problems = claim["evidence"], []
     if integer(ev["rank_lower"], "rank_lower") != lower:
         problems.append(f"rank_lower {ev['rank_lower']} but the minor proves {lower}")

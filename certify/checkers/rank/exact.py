@@ -5,6 +5,8 @@ witness, exactly.
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import numpy as np
 
 from certify.checkers.common import Bad, int_matrix, integer, keys
@@ -23,7 +25,7 @@ from certify.checkers.rank.evidence import (
 from certify.checkers.rank.span import check_matrix_rank_array
 
 
-def check_exact_rank(claim, cert, matrix=None) -> list[str]:
+def check_exact_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any = None) -> list[str]:
     ev = claim["evidence"]
     if ev.get("form") == "factor":
         keys(ev, "factor evidence", ("form",) + _GRAM + (

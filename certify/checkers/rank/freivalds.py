@@ -47,7 +47,7 @@ from __future__ import annotations
 import hashlib
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -99,7 +99,7 @@ def primes(ch: bytes, MZ: Any, m: int) -> list[int]:
 
 
 def plan(A: np.ndarray, R: list[int], C: list[int], s: int, t: int, k: int,
-         bound_sq: Any) -> tuple[tuple[int, int, int], bool]:
+         bound_sq: Callable[[np.ndarray, list[int], list[int]], int]) -> tuple[tuple[int, int, int], bool]:
     """``((s, t, m), holds)``: the deterministic plan for error ``2^-k`` on ``A`` with the
     minor ``(R, C)`` at vector bits ``s`` and ``t`` vectors as given, and whether
     ``error(s, t, m, L, L_D) <= 2^-k`` holds for those ``s``, ``t`` (the kernel's docstring).
@@ -117,7 +117,8 @@ def plan(A: np.ndarray, R: list[int], C: list[int], s: int, t: int, k: int,
     return (want_s, -(-(k + 1) // want_s), m), freivalds.error(s, t, m, L, LD) <= Fraction(1, 1 << k)
 
 
-def check(claim: dict, A: np.ndarray, R: list[int], C: list[int], bound_sq) -> list[str]:
+def check(claim: Mapping[str, Any], A: np.ndarray, R: list[int], C: list[int],
+          bound_sq: Callable[[np.ndarray, list[int], list[int]], int]) -> list[str]:
     """Problems with the Freivalds upper bound ``rank A <= len(C)`` of an int64
     matrix ``A`` whose minor ``A[R, C]`` was checked nonsingular (module docstring);
     ``bound_sq(A, R, C)`` is the square of the bordered-minor bound

@@ -28,6 +28,7 @@ and ``min_query_bound <= min_x sum_c min(q_c lo_c, q_c hi_c)``, which must be
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -45,7 +46,7 @@ from certify.checkers.rank.evidence import (
 )
 
 
-def check_nonnegative(claim, cert, matrix=None) -> list[str]:
+def check_nonnegative(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any = None) -> list[str]:
     ev = claim["evidence"]
     keys(claim["parameters"], "parameters", (), SOURCE_KEYS)
     verdict, method = claim["verdict"], ev.get("method")
@@ -151,7 +152,7 @@ def _isqrt_up(x: Fraction, bits: int = 64) -> Fraction:
     return Fraction(r if r * r == N else r + 1, d << bits)
 
 
-def _check_quadratic(ev, F, verdict) -> list[str]:
+def _check_quadratic(ev: Mapping[str, Any], F: _Features, verdict: str) -> list[str]:
     c = integer(ev["constant"], "constant", 0)
     lin = _indices(ev["linear"], "linear")
     quad = int_matrix(ev["quadratic"], "quadratic", (None, 3)) if ev["quadratic"] else []
@@ -160,7 +161,7 @@ def _check_quadratic(ev, F, verdict) -> list[str]:
     if d == 0 or pairs != [(i, j) for i in range(d) for j in range(i, d)]:
         raise Bad("quadratic must list the pairs i <= j of the linear positions once each")
     feats = [c] + lin + [f for f, _, _ in quad]
-    r = integer(ev["r"], "r", 1)
+    r: Any = integer(ev["r"], "r", 1)                      # the name is reused below for a row
     if F.have and r != len(F.phi_q[0]):
         raise Bad(f"r is {r}, the embedded features have {len(F.phi_q[0])} columns")
     if sorted(feats) != list(range(r)):
@@ -200,7 +201,7 @@ def _check_quadratic(ev, F, verdict) -> list[str]:
     return problems
 
 
-def _check_box(ev, F, verdict) -> list[str]:
+def _check_box(ev: Mapping[str, Any], F: _Features, verdict: str) -> list[str]:
     lo = [rational(v, "key_lo") for v in ev["key_lo"]] if isinstance(ev["key_lo"], list) else None
     hi = [rational(v, "key_hi") for v in ev["key_hi"]] if isinstance(ev["key_hi"], list) else None
     if lo is None or hi is None or len(lo) != len(hi) or not lo:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -41,7 +42,8 @@ def column_span_shared(A: np.ndarray, R: list[int], C: list[int]) -> bool | None
     return _MEMO[key]
 
 
-def check_matrix_rank_array(claim, cert, A: np.ndarray) -> list[str] | None:
+def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
+                            A: np.ndarray) -> list[str] | None:
     """The matrix-form ``exact_rank`` check on an int64 array (keys already
     checked by the caller). None when this path does not decide (the witness is
     not a column span of full use here): the caller runs the general check."""
