@@ -285,6 +285,7 @@ def page_summary_table(folder: Path | None = None) -> list[str]:
                  + " / ".join(f"{r['checker_s']:.3f}" for r in rows) + " CPU s | numpy's float SVD count "
                  "(unverified) " + " / ".join(f"{r['numpy_s']:.4f}" for r in rows) + " CPU s | "
                  + " / ".join(f"{r['producer_ratio']:.0f}" for r in rows) + " |")
+    L += realsize_rows(_load("realsize.json", folder))
     if par and par.get("rows"):
         rows = par["rows"]
         L.append(f"| sweeps on a local Ray, {rows[0]['workers']} workers ("
@@ -293,6 +294,23 @@ def page_summary_table(folder: Path | None = None) -> list[str]:
                  + " / ".join(f"{r['one_process_s']:.1f}" for r in rows) + " s | "
                  + ("claims and rows identical" if all(r["identical"] for r in rows) else "NOT identical") + " |")
     return L
+
+
+def realsize_rows(res: dict | None) -> list[str]:
+    """One row per model of ``realsize.json``: ``certify checkpoint`` (every head of layer 0)
+    and ``verify --replay-extraction`` against the torch float32 forward of the same feature maps."""
+    if not res or not res.get("models"):
+        return []
+    out = []
+    for m in res["models"]:
+        b, c, rp = m["baseline"], m["checkpoint"], m.get("replay") or {}
+        out.append(f"| real-size checkpoint `{m['model']}` ({b.get('heads')} heads of layer 0, "
+                   f"{b.get('tokens', 0):,} tokens): certify exit {c['rc']}, replay exit {rp.get('rc')} | "
+                   f"`certify checkpoint` {c['cpu_s']:.1f} CPU s (peak {c['peak_rss_mb']:.0f} MB), "
+                   f"`verify --replay-extraction` {rp.get('cpu_s', float('nan')):.1f} CPU s | torch float32 "
+                   f"forward of the feature maps {b.get('torch_float32_s')} CPU s | "
+                   f"**{m.get('checkpoint_ratio_float32')}** / **{m.get('replay_ratio_float32')}** |")
+    return out
 
 
 #: the generated blocks of ``docs/benchmarks.md``
@@ -338,6 +356,13 @@ def readme_blocks(folder: Path | None = None, suite: Path = SUITE_TIMES) -> dict
                  f"{r['exact_median_s']:.2f} {u} against numpy's unverified `matrix_rank` "
                  f"{r['numpy_median_s']:.2f} {u}, ratio ours / numpy {r['ratio']:.2f} "
                  "([`reports/bench/rank.json`](reports/bench/rank.json)).")
+    real = _load("realsize.json", folder)
+    for m in (real or {}).get("models", []):
+        L.append(f"- A real-size checkpoint ({m['model']}, {m['baseline'].get('heads')} heads of layer 0, "
+                 f"{m['baseline'].get('tokens', 0):,} tokens): `certify checkpoint` "
+                 f"{m['checkpoint_ratio_float32']}x and `verify --replay-extraction` "
+                 f"{m.get('replay_ratio_float32')}x the CPU time of the torch float32 forward of the same "
+                 "feature maps ([`reports/bench/realsize.json`](reports/bench/realsize.json)).")
     L.append(suite_times_line(suite))
     return {"headline": "\n".join(L)}
 
