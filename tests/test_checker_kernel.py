@@ -218,3 +218,25 @@ def test_psd_through_a_definite_principal_part_of_the_same_rank():
                               lambda S: is_positive_definite([[int(H[i][j]) for j in S] for i in S]))
     assert not is_psd(H.tolist())
     assert not is_psd_by_rank(fmpz_matrix(G.tolist()), lambda S: False)  # the part must be proved
+
+
+def test_block_elimination_decides_large_matrices_as_pivots_do():
+    """Above 32 rows the elimination goes by Schur complements of definite leading
+    blocks: a 70 x 70 Gram of rank 70 is positive definite, one of rank 69 is PSD and
+    not PD, and subtracting 1/10^30 on a null direction of the rank-69 Gram makes it
+    indefinite; the pivot-by-pivot elimination on the same matrices agrees."""
+    from certify.checkers.kernel.psd import _pivots, _rows
+    rng = np.random.default_rng(5)
+    A = rng.integers(-9, 9, (80, 70))
+    G = (A.T @ A).tolist()
+    assert is_positive_definite(G) and is_psd(G)
+    A2 = A.copy()
+    A2[:, 69] = A2[:, 3] - 2 * A2[:, 5]                              # rank 69: singular PSD Gram
+    G2 = (A2.T @ A2).tolist()
+    assert is_psd(G2) and not is_positive_definite(G2)
+    v = np.zeros(70, dtype=np.int64)
+    v[3], v[5], v[69] = 1, -2, -1                                     # G2 v = 0
+    bad = [[Fraction(G2[i][j]) - Fraction(int(v[i] * v[j]), 10 ** 30) for j in range(70)] for i in range(70)]
+    assert not is_psd(bad)
+    for M, psd in ((G, True), (G2, True), (bad, False)):
+        assert _pivots(_rows(M), False) is psd

@@ -9,8 +9,7 @@ from typing import Any
 
 
 def fmpz_matrix(rows: Any, ncols: int | None = None) -> Any:
-    """The python-flint integer matrix of a list of integer rows (an empty list
-    keeps ``ncols`` columns, default 0)."""
+    """The python-flint integer matrix of integer rows (an empty list keeps ``ncols`` columns)."""
     import flint
     rows = [list(r) for r in rows]
     n1 = len(rows)
@@ -40,8 +39,7 @@ def product(A: Any, B: Any) -> Any:
 
 
 def gram_matrix(A: Any) -> Any:
-    """The smaller Gram matrix of ``A``: ``A^T A`` when ``A`` has at most as many
-    columns as rows, else ``A A^T`` (they have the same nonzero eigenvalues)."""
+    """``A^T A`` when ``A`` has at most as many columns as rows, else ``A A^T`` (same nonzero eigenvalues)."""
     return A.transpose() * A if A.ncols() <= A.nrows() else A * A.transpose()
 
 

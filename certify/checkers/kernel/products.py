@@ -3,14 +3,10 @@
 Statements. For integer matrices the products below are computed exactly by
 python-flint (``fmpz_mat``, arbitrary precision), so
 
-* ``product_identity(A, B, C, d)`` is true exactly when ``A B = d C`` over the
-  integers (an exact column-span witness: the columns of ``C`` lie in the span
-  of ``A``'s columns with coefficients ``B / d``, so the rank of ``[A | C]`` is
-  the rank of ``A``);
-* ``product_min(Q, K)`` is the least entry of ``Q K^T``; it is ``>= 0`` exactly
-  when every inner product ``<q_x, k_z>`` of a row of ``Q`` with a row of ``K`` is
-  nonnegative (scaled by a positive power of two, the sign is that of the kernel
-  ``alpha(x, z) = <phi_q(x), phi_k(z)>``).
+* ``product_identity(A, B, C, d, c)`` is true exactly when ``c A B = d C`` over the
+  integers (the columns of ``C`` lie in the span of ``A``'s with coefficients ``c B / d``);
+* ``product_min(Q, K)`` is the least entry of ``Q K^T``: ``>= 0`` exactly when every
+  ``<q_x, k_z>`` is (scaled by a positive power of two, the sign of ``alpha(x, z)``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ unit triangular matrix); at ``d < 0`` the vector ``e_k`` gives ``e_k^T M e_k <
 0``; at ``d = 0`` with ``M[i, k] != 0`` the 2 x 2 principal minor on ``{k, i}``
 is ``-M[i, k]^2 < 0``; at ``d = 0`` with a zero column the step drops row and
 column ``k``. Positive definite: every pivot ``> 0``. Arithmetic is exact
-(python-flint rationals ``fmpq``).
+(python-flint rationals ``fmpq``), by blocks where it can: with the leading block ``A``
+positive definite, ``[[A, B], [B^T, C]]`` is congruent to ``diag(A, C - B^T A^-1 B)``, so
+it is PSD (PD) iff that Schur complement is (python-flint's ``solve``); else pivot by pivot.
 """
 
 from __future__ import annotations
@@ -19,8 +21,7 @@ from typing import Any, Sequence
 
 
 def _rows(M: Any) -> list[list[Any]]:
-    """``M`` (a list of rows of ints / Fractions / ``"p/q"`` strings, or a
-    python-flint ``fmpz_mat`` / ``fmpq_mat``) as rows of ``fmpq``."""
+    """``M`` (rows of ints / Fractions / ``"p/q"``, or an ``fmpz_mat`` / ``fmpq_mat``) as ``fmpq`` rows."""
     import flint
     if hasattr(M, "nrows"):
         M = [[M[i, j] for j in range(M.ncols())] for i in range(M.nrows())]
@@ -38,11 +39,7 @@ def _rows(M: Any) -> list[list[Any]]:
 
 
 def _pivots(A: list[list[Any]], strict: bool) -> bool:
-    n = len(A)
-    if any(len(row) != n for row in A):
-        return False
-    if any(A[i][j] != A[j][i] for i in range(n) for j in range(i)):
-        return False
+    n = len(A)                                          # square and symmetric (the callers' check)
     for k in range(n):
         d = A[k][k]
         if d < 0 or (strict and d == 0):
@@ -61,24 +58,41 @@ def _pivots(A: list[list[Any]], strict: bool) -> bool:
     return True
 
 
+def _blocks(A: list[list[Any]], strict: bool) -> bool:
+    n, h = len(A), len(A) // 2
+    if n <= 32:
+        return _pivots(A, strict)
+    if not _blocks([r[:h] for r in A[:h]], True):       # a principal block of a PD matrix is PD
+        return False if strict else _pivots(A, strict)
+    import flint
+    B, C = flint.fmpq_mat([r[h:] for r in A[:h]]), flint.fmpq_mat([r[h:] for r in A[h:]])
+    return _blocks((C - B.transpose() * flint.fmpq_mat([r[:h] for r in A[:h]]).solve(B)).tolist(), strict)
+
+
+def _decide(M: Any, strict: bool) -> bool:
+    A = _rows(M)
+    n = len(A)
+    return all(len(r) == n for r in A) and all(A[i][j] == A[j][i] for i in range(n) for j in range(i)) \
+        and _blocks(A, strict)
+
+
 def is_psd(M: Sequence[Sequence[Any]] | Any) -> bool:
-    """Is the square matrix ``M`` symmetric and positive semidefinite? (module
-    docstring; a non-symmetric or non-square matrix is not)"""
-    return _pivots(_rows(M), strict=False)
+    """Is the square matrix ``M`` symmetric and positive semidefinite? (module docstring;
+    a non-symmetric or non-square matrix is not)"""
+    return _decide(M, False)
 
 
 def is_positive_definite(M: Sequence[Sequence[Any]] | Any) -> bool:
     """Is the square matrix ``M`` symmetric and positive definite (every pivot > 0)?"""
-    return _pivots(_rows(M), strict=True)
+    return _decide(M, True)
 
 
 def is_psd_by_rank(G: Any, part_is_pd: Any, p: int = (1 << 61) - 1) -> bool:
-    """True when a symmetric integer ``fmpz_mat`` ``G`` is proved PSD through a principal
-    part: with ``k = rank_Q G`` (python-flint's exact ``rank``) and ``S`` the pivot columns
-    of ``rref(G mod p)``, ``|S| = k`` and ``G[S, S]`` nonsingular mod ``p`` (so over Q)
-    make the Schur complement of ``G[S, S]`` zero (its rank is ``k - |S|``), so ``G`` is
-    congruent to ``diag(G[S, S], 0)``: PSD iff ``G[S, S]`` is positive definite, which
-    ``part_is_pd(S)`` must prove. False means only: not proved this way."""
+    """True when a symmetric integer ``fmpz_mat`` ``G`` is proved PSD through a principal part:
+    with ``S`` the pivot columns of ``rref(G mod p)``, ``|S| = rank_Q G`` (python-flint's exact
+    ``rank``) and ``G[S, S]`` nonsingular mod ``p`` (so over Q) make the Schur complement of
+    ``G[S, S]`` zero: ``G`` is PSD iff ``G[S, S]`` is positive definite, which ``part_is_pd(S)``
+    must prove. False means only: not proved this way."""
     from certify.checkers.kernel.modular import pivot_minor_mod_p
     R, S = pivot_minor_mod_p(G, p)
     return R == S and len(S) == G.rank() and bool(part_is_pd(S))
