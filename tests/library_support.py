@@ -12,13 +12,27 @@ import torch
 from safetensors.torch import save_file
 
 
+class Library:
+    """A library module imported at its first use inside a test (so collecting the
+    suite imports none of them: fla alone takes seconds); a test using a library
+    that is not installed is skipped."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_"):          # what collection asks of every module attribute
+            raise AttributeError(attr)
+        return getattr(pytest.importorskip(self._name), attr)
+
+
 def libraries():
-    """``(performer, lat, fla_layers, fla_models)``; the calling test module is
-    skipped when one of them is not installed."""
-    return (pytest.importorskip("performer_pytorch.performer_pytorch"),
-            pytest.importorskip("linear_attention_transformer.linear_attention_transformer"),
-            pytest.importorskip("fla.layers"),
-            pytest.importorskip("fla.models"))
+    """``(performer, lat, fla_layers, fla_models)``, each imported when a test first
+    uses it (:class:`Library`)."""
+    return (Library("performer_pytorch.performer_pytorch"),
+            Library("linear_attention_transformer.linear_attention_transformer"),
+            Library("fla.layers"),
+            Library("fla.models"))
 
 
 def randomize(module, seed: int = 0, std: float = 0.5):

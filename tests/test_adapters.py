@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from library_support import Library
 from safetensors.torch import save_file
 
 from certify.core.errors import InputError, UncertifiableError
@@ -18,8 +19,8 @@ from certify.sources.checkpoint import read_state_dict
 from certify.sources.load import load_kernel
 from models.adapters import adapt
 
-performer = pytest.importorskip("performer_pytorch.performer_pytorch")
-lat = pytest.importorskip("linear_attention_transformer.linear_attention_transformer")
+performer = Library("performer_pytorch.performer_pytorch")          # imported at first use
+lat = Library("linear_attention_transformer.linear_attention_transformer")
 
 ROOT = Path(__file__).resolve().parent.parent
 M, H, D = 6, 2, 4

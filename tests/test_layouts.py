@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from library_support import FLA_LINEAR, LAT_CAUSAL, PERFORMER_ATTN, PERFORMER_MODEL
+from library_support import FLA_LINEAR, LAT_CAUSAL, PERFORMER_ATTN, PERFORMER_MODEL, Library
 from safetensors.torch import save_file
 
 from certify.checkers.verify import verify_certificate
@@ -25,8 +25,8 @@ from certify.sources.thirdparty import read_checkpoint
 from models.layouts import detect
 from models.layouts.defaults import DEFAULTS
 
-performer = pytest.importorskip("performer_pytorch.performer_pytorch")
-lat = pytest.importorskip("linear_attention_transformer.linear_attention_transformer")
+performer = Library("performer_pytorch.performer_pytorch")          # imported at first use
+lat = Library("linear_attention_transformer.linear_attention_transformer")
 
 ROOT = Path(__file__).resolve().parent.parent
 M = 6
@@ -190,7 +190,7 @@ def test_lat_default_noncausal_exits_3(tmp_path):
 
 # ---------------------------------------------------------------- fla
 
-fla_models = pytest.importorskip("fla.models")
+fla_models = Library("fla.models")                  # imported by the first test that uses it
 
 
 def _fla_model(tmp_path, name, **kw):
