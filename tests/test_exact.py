@@ -135,3 +135,18 @@ def test_core_rank_matches_full_product():
     full = ex.fmpz_matrix(PQ.astype(np.int64)) * ex.fmpz_matrix(PK.astype(np.int64)).transpose()
     assert full.rank() == 3
     assert (res.lower, res.upper, res.verdict, res.upper_witness) == (3, 3, Verdict.PROVED, "null_space")
+
+
+def test_batch_gram_equals_the_checkers_exact_gram_across_limbs():
+    """The producer's exact Gram (limb products, only the blocks k <= l computed and the
+    others read as their transposes) equals the checker kernel's exact Gram on features
+    whose exponents spread over about 35 bits (five 20-bit limbs), on signed data with
+    a per-entry exponent, and on a float32 batch."""
+    from certify.checkers.kernel.gram import exact_gram
+    rng = np.random.default_rng(12)
+    cases = [np.exp(rng.normal(0, 3, (5000, 30))),
+             np.ldexp(rng.integers(-2 ** 52, 2 ** 52, (700, 9)).astype(float), rng.integers(-60, 60, (700, 9))),
+             rng.normal(0, 1, (300, 6)).astype(np.float32)]
+    for X in cases:
+        G, e = ex.normalize_pow2(*ex.batch_gram(X))
+        assert (G.tolist(), e) == exact_gram(X)

@@ -80,26 +80,28 @@ def _shift_obj(G: np.ndarray, s: int) -> np.ndarray:
     return G * (1 << s) if s else G
 
 
-def _chunk_grams(Z: np.ndarray) -> np.ndarray:
-    """``sum_c Z_c^T Z_c`` over row chunks of 2^12, each product in float64 and
-    exact (integer-valued inputs, every partial sum below 2^53, any summation
-    order), summed in int64. Uses torch on one thread (scoped, restored) when
+def _chunk_grams(Y: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
+    """``sum_c Y_c^T Z_c`` (``Z`` defaults to ``Y``) over row chunks of 2^12, each product in
+    float64 and exact (integer-valued inputs below 2^20, every partial sum below 2^52, any
+    summation order), summed in int64. Uses torch on one thread (scoped, restored) when
     available: small products are much faster there than with a contended
     multi-threaded BLAS."""
-    B, c = Z.shape
+    Z = Y if Z is None else Z
+    B = Y.shape[0]
     pad = (-B) % _CHUNK
     if pad:
-        Z = np.concatenate([Z, np.zeros((pad, c))])
-    Zb = Z.reshape(-1, _CHUNK, c)                          # (nchunks, 2^12, c)
+        Y = np.concatenate([Y, np.zeros((pad, Y.shape[1]))])
+        Z = np.concatenate([Z, np.zeros((pad, Z.shape[1]))])
+    Yb, Zb = Y.reshape(-1, _CHUNK, Y.shape[1]), Z.reshape(-1, _CHUNK, Z.shape[1])   # (nchunks, 2^12, .)
     try:
         import torch
     except ImportError:          # pragma: no cover - torch is a dependency; numpy is the fallback
-        return np.matmul(Zb.transpose(0, 2, 1), Zb).astype(np.int64).sum(0)
+        return np.matmul(Yb.transpose(0, 2, 1), Zb).astype(np.int64).sum(0)
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        t = torch.from_numpy(Zb)
-        prods = torch.bmm(t.transpose(1, 2), t)            # (nchunks, c, c) exact integers < 2^52
+        prods = torch.bmm(torch.from_numpy(np.ascontiguousarray(Yb)).transpose(1, 2),
+                          torch.from_numpy(np.ascontiguousarray(Zb)))     # exact integers < 2^52
         return prods.to(torch.int64).sum(0).numpy()        # < 2^62 for up to 2^10 chunks
     finally:
         torch.set_num_threads(old)
@@ -147,11 +149,14 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
             t = nxt
         if B > (_CHUNK << 10):
             raise ValueError(f"batch of {B} rows is too large for the exact int64 sum (max {_CHUNK << 10})")
-        Po = _chunk_grams(Z).astype(object)
+        # X^T X = sum_{k,l} 2^(LIMB (k+l)) Z_k^T Z_l with Z_l^T Z_k = (Z_k^T Z_l)^T: the
+        # products with k <= l only, Z_k^T [Z_k .. Z_(L-1)] in one product per k
         G = np.zeros((r, r), dtype=object)
         for k in range(L):
-            for l in range(L):
-                G = G + Po[k * r:(k + 1) * r, l * r:(l + 1) * r] * (1 << (_LIMB * (k + l)))
+            Pk = _chunk_grams(Z[:, k * r:(k + 1) * r], Z[:, k * r:]).astype(object)   # (r, (L-k) r)
+            for l in range(k, L):
+                blk = Pk[:, (l - k) * r:(l - k + 1) * r]
+                G = G + (blk if l == k else blk + blk.T) * (1 << (_LIMB * (k + l)))
     # undo the per-column powers of two: entry (i, j) carries 2^(E_i + E_j)
     e0 = int(colE.min())
     Dv = np.array([(1 << int(c - e0)) for c in colE.tolist()], dtype=object)
