@@ -184,6 +184,20 @@ def job_processes(server_pid: int) -> set[int]:
     return set().union(*(descendants(p) for p in launchers))
 
 
+def hold_jobs(server) -> set[int]:
+    """SIGSTOP the server's running job processes (each its own process group), so a
+    job that only keeps a worker busy holds it without computing; the server's stop
+    kills them as it kills any job. The stopped pids."""
+    pids = wait_until(lambda: job_processes(server.proc.pid) or None, "a job process to start",
+                      proc=server.proc, output=server.log_path, pause=0.05)
+    for p in pids:
+        try:
+            os.killpg(p, signal.SIGSTOP) if os.getpgid(p) == p else os.kill(p, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
 def _ppid(pid: int) -> int | None:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
