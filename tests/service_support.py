@@ -55,6 +55,18 @@ def checkpoint_zip(stem: Path = CKPT) -> bytes:
     return buf.getvalue()
 
 
+_POLL: httpx.Client | None = None
+
+
+def answers(url: str) -> bool:
+    """``GET url/api/health`` is 200 (one client for every poll: ``httpx.get`` builds a
+    client and its SSL context on each call)."""
+    global _POLL
+    if _POLL is None:
+        _POLL = httpx.Client(timeout=2)
+    return _POLL.get(url + "/api/health").status_code == 200
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -108,7 +120,7 @@ class Server:
     def wait_ready(self) -> "Server":
         """The server once /api/health answers 200; fails at once, with its log's
         tail, when the process exits first (waits.wait_until: no wall-clock bound)."""
-        wait_until(lambda: httpx.get(self.url + "/api/health", timeout=2).status_code == 200,
+        wait_until(lambda: answers(self.url),
                    "certify serve to answer", proc=self.proc, output=self.log_path, pause=0.05,
                    absent=(httpx.HTTPError,))
         return self

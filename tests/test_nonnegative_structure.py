@@ -234,7 +234,7 @@ def test_based_head_on_a_cube_beyond_the_pair_limit_is_proved_nonnegative(tmp_pa
     """cube:14 has 2^28 pairs (over the 2^26 exact-product limit): a Based head
     (feature_dim 4, 15 features) is proved nonnegative by the quadratic lemma,
     end to end through `certify checkpoint` and `certify verify`."""
-    from certify.cli import main                   # in process: the subprocess adds nothing here
+    from certify.cli import main  # in process: the subprocess adds nothing here
     folder = _zoology_based(tmp_path / "based14", 14, 4)
     out = tmp_path / "based14-out"
     assert main(["checkpoint", str(folder), "--out", str(out), "--no-progress"]) == 0

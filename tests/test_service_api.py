@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from service_support import CKPT, Server, checkpoint_zip, env, free_port, wait_job
+from service_support import CKPT, Server, answers, checkpoint_zip, env, free_port, wait_job
 from waits import HANG_GUARD_S, wait_until
 
 from certify.core.errors import InputError
@@ -512,7 +512,7 @@ def test_serve_needs_no_set_up(tmp_path):
                             cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: httpx.get(url + "/api/health").status_code == 200, "certify serve to answer",
+        wait_until(lambda: answers(url), "certify serve to answer",
                    proc=proc, output=lambda: proc.stdout.read().decode(errors="replace"), pause=0.05,
                    absent=(httpx.HTTPError,))
         data = tmp_path / "certify-service"

@@ -153,16 +153,16 @@ def test_caps_hold_under_concurrent_uploads(servers):
         wait_job(c, gate.url, busy, until=("running",))
         hold_jobs(gate)
         two = b"{" + b" " * (2 << 20) + b"}"
-        codes = [r.status_code for r in _at_once(20, lambda i: httpx.post(
-            gate.url + "/api/verify", files={"file": (f"c{i}.json", two, "application/json")},
-            timeout=120))]
+        # one client for all the threads (a connection each): a client per request would
+        # build an SSL context each time
+        codes = [r.status_code for r in _at_once(20, lambda i: c.post(
+            gate.url + "/api/verify", files={"file": (f"c{i}.json", two, "application/json")}))]
         assert sorted(codes) == [201] * 5 + [429] * 15, codes
         assert c.get(gate.url + "/api/health").json()["queued"] == 5
         three = b"{" + b" " * (3 << 20) + b"}"
-        res = _at_once(4, lambda i: httpx.post(
+        res = _at_once(4, lambda i: c.post(
             gate.url + "/api/verify", headers=gate.auth,
-            files={"file": (f"t{i}.json", three[:-(1 << 10)] + b"}", "application/json")},
-            timeout=120))
+            files={"file": (f"t{i}.json", three[:-(1 << 10)] + b"}", "application/json")}))
         assert sorted(r.status_code for r in res) == [201, 201, 507, 507], [r.text for r in res]
         assert [r for r in res if r.status_code == 507][0].json()["detail"].startswith("storage full")
         health = c.get(gate.url + "/api/health").json()
@@ -175,17 +175,20 @@ def test_forwarded_for_is_honoured_only_from_a_trusted_proxy(servers):
     s = servers[4]
     cert = json.dumps({"schema": "x"})
 
+    clients = {None: httpx.Client(timeout=60),
+               PROXY: httpx.Client(transport=httpx.HTTPTransport(local_address=PROXY), timeout=60)}
+
     def post(who, via=None):
-        transport = httpx.HTTPTransport(local_address=via) if via else None
-        with httpx.Client(transport=transport, timeout=60) as c:
-            return c.post(s.url + "/api/verify", headers={"X-Forwarded-For": who},
-                          files={"file": ("c.json", cert, "application/json")})
+        return clients[via].post(s.url + "/api/verify", headers={"X-Forwarded-For": who},
+                                 files={"file": ("c.json", cert, "application/json")})
     # a forged header from a client that is not the proxy does not make a new client:
     # the third submission is over the limit
     assert [post(f"203.0.113.{i}").status_code for i in range(3)] == [201, 201, 429]
     # through the trusted proxy each forwarded address is a client of its own
     assert [post(f"203.0.113.{i}", PROXY).status_code for i in range(3)] == [201, 201, 201]
     assert [post("198.51.100.7", PROXY).status_code for _ in range(3)] == [201, 201, 429]
+    for c in clients.values():
+        c.close()
     with sqlite3.connect(s.data / "certify.db") as db:
         assert dict(db.execute("select client, count(*) from jobs group by client").fetchall()) == {
             "127.0.0.1": 2, "203.0.113.0": 1, "203.0.113.1": 1, "203.0.113.2": 1, "198.51.100.7": 2}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from service_support import ROOT, Server, env, postgres_cluster, serve_exit, wait_job
+from service_support import ROOT, Server, answers, env, postgres_cluster, serve_exit, wait_job
 from sqlalchemy import create_engine, text
 from waits import HANG_GUARD_S, wait_until
 
@@ -188,7 +188,7 @@ def _run_printed_server(words: list[str], tmp: Path) -> tuple[str, subprocess.Po
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    wait_until(lambda: httpx.get(url + "/api/health", timeout=2).status_code == 200,
+    wait_until(lambda: answers(url),
                "the printed command's server to answer", proc=proc,
                output=tmp / "printed-server.log", pause=0.05, absent=(httpx.HTTPError,))
     return url, proc

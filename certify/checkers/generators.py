@@ -11,6 +11,7 @@ implementation; the checker additionally re-derives every target and the hash.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 OOD_GENERATOR = "splitmix64-colex/1"
@@ -64,12 +65,12 @@ class SplitMix64:
 def _unrank(index: int, M: int, k: int) -> list[int]:
     """The ``index``-th ``k``-subset of ``range(M)`` in colex order (combinatorial
     number system: ``index = sum_j C(c_j, j)``), as a 0/1 list of length ``M``."""
-    from math import comb
+    table = _binomials(M)
     word = [0] * M
     for x in range(M - 1, -1, -1):
         if k == 0:
             break
-        c = comb(x, k)
+        c = table[x][k]
         if index >= c:
             word[x] = 1
             index -= c
@@ -77,10 +78,22 @@ def _unrank(index: int, M: int, k: int) -> list[int]:
     return word
 
 
+@lru_cache(maxsize=8)
+def _binomials(M: int) -> tuple[tuple[int, ...], ...]:
+    """``C(x, k)`` for ``0 <= x, k <= M`` (``_binomials(M)[x][k]``)."""
+    from math import comb
+    return tuple(tuple(comb(x, k) for k in range(M + 1)) for x in range(M + 1))
+
+
 def _pool_of(seed: int, salt: int, index: int) -> int:
     """0 (train) or 1 (test): a keyed SplitMix64 bit, so a codeword's pool is known
-    without listing all codewords."""
-    return SplitMix64((seed * 0x100000001B3 + salt) ^ (index * 0xD1B54A32D192ED03)).next() >> 63
+    without listing all codewords (the first output of ``SplitMix64(key)``, written
+    out: this runs once per drawn codeword)."""
+    z = ((((seed * 0x100000001B3 + salt) ^ (index * 0xD1B54A32D192ED03)) & _MASK)
+         + 0x9E3779B97F4A7C15) & _MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+    return (z ^ (z >> 31)) >> 63
 
 
 def ood_pools(M: int, q: int, train_size: int, test_size: int, seed: int) -> list[Pool] | None:

@@ -215,6 +215,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     fams = []
     first = model.layer(None)
     for name in dict.fromkeys([*families, *BUILTIN_FAMILIES]):
+        if det.embedding is not None and name not in families:
+            continue                       # a model of a vocabulary reads no family: not built
         fam = load_family(name)
         if fam.m == first.m and det.embedding is None:
             fams.append((name, fam))

@@ -74,12 +74,22 @@ def _dyadic_array(rows: list[list[int]], exponent: int, dtype: str) -> np.ndarra
         raise Bad(f"unsupported feature dtype {dtype!r}")
     flat = [v for r in rows for v in r]
     if all(abs(v) < (1 << 53) for v in flat):
-        a = np.ldexp(np.array(flat, dtype=np.float64), exponent)
+        v64 = np.array(flat, dtype=np.float64)                 # exact: |v| < 2^53
+        a = np.ldexp(v64, exponent)
+        # scaling back gives v exactly iff a = v 2^exponent exactly (no overflow, no
+        # rounding below the normal range); then out is exact iff it converts back to a
+        with np.errstate(over="ignore"):
+            out = a.astype(dt)
+        exact = np.array_equal(np.ldexp(a, -exponent), v64) and np.array_equal(out.astype(np.float64), a)
     else:
-        a = np.array([float(Fraction(v) * Fraction(2) ** exponent) for v in flat], dtype=np.float64)
-    out = a.astype(dt)
-    back = [Fraction(float(x)) for x in out.tolist()]
-    if any(b != Fraction(v) * Fraction(2) ** exponent for b, v in zip(back, flat)):
+        try:
+            out = np.array([float(Fraction(v) * Fraction(2) ** exponent) for v in flat],
+                           dtype=np.float64).astype(dt)
+            exact = all(Fraction(float(b)) == Fraction(v) * Fraction(2) ** exponent
+                        for b, v in zip(out.tolist(), flat))
+        except OverflowError:
+            exact = False
+    if not exact:
         raise Bad(f"embedded features are not representable in {dtype}")
     return out.reshape(len(rows), -1)
 

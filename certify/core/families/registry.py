@@ -97,22 +97,36 @@ def multilevel_code_check(M: int, s: int, h: int, q: int) -> None:
 def load_family(name_or_path: str) -> Family:
     """A built-in family by name, or a family file (``.json`` / ``.npz``)."""
     spec = str(name_or_path)
-    if spec == "paper-5.1":
-        return paper51_family()
     parts = spec.split("-")
-    if _is_ood(parts):
+    if spec == "paper-5.1" or _is_ood(parts) or (parts[0] == "multilevel" and len(parts) == 5
+                                                 and not os.path.exists(spec)):
+        return _builtin(spec)
+    if os.path.exists(spec):
+        return Family.load(spec)
+    raise InputError(f"unknown family {spec!r}: not a file and not one of {', '.join(builtin_names())}")
+
+
+@functools.lru_cache(maxsize=16)
+def _builtin(spec: str) -> Family:
+    """A built-in family, built once per process (a name means one family forever);
+    its arrays are read-only, so no caller can change what the next one reads."""
+    parts = spec.split("-")
+    if spec == "paper-5.1":
+        fam = paper51_family()
+    elif _is_ood(parts):
         M, q, n = _ood_params(spec)
         check_family_size(M=M, q=q)
         check_ood(M, q, n)
         train, test = ood_families(M, q, n)
-        return train if parts[4] == "train" else test
-    if parts[0] == "multilevel" and len(parts) == 5 and not os.path.exists(spec):
+        fam = train if parts[4] == "train" else test
+    else:
         M, s, h, q = _multilevel_params(spec)
         check_family_size(M=M, q=q, s=s, h=h)
-        return multilevel_spec(M, s, h, q).family()
-    if os.path.exists(spec):
-        return Family.load(spec)
-    raise InputError(f"unknown family {spec!r}: not a file and not one of {', '.join(builtin_names())}")
+        fam = multilevel_spec(M, s, h, q).family()
+    for v in vars(fam).values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+    return fam
 
 
 def check_family_size(**params: int | None) -> None:
