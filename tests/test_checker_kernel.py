@@ -342,7 +342,13 @@ def test_integer_products_and_sums_are_exact_where_int64_would_wrap():
     small = product(A % 1000, B % 1000)
     assert small.dtype == np.int64 and small.tolist() == product((A % 1000).astype(object), B % 1000).tolist()
     huge = np.array([[1 << 70, 1]], dtype=object)
-    assert product(huge, np.zeros((2, 1), dtype=np.int64)).tolist() == [[0]]
+    assert product(huge, np.zeros((2, 1), dtype=np.int64)).tolist() == [[0]]   # no int64 cast of 2^70
+    try:
+        product(np.ones((2, 2)), np.ones((2, 2), dtype=np.int64))
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a float array must be refused (its products are not exact)")
     # |N / D - 1/2|: exactly 1/2 is >= 1/2, 1/2 - 10^-30 is not, with and without wrapping
     for big in (1, 1 << 50):
         D = np.array([2 * 10 ** 30 * big, 2 * big], dtype=object)

@@ -79,6 +79,9 @@ class Numbers:
         return bool(x >= self.num(c))
 
 def _mx(A: np.ndarray) -> int:
+    """``max |A|`` of an integer array (int dtypes, or objects that are Python ints: the callers' part)."""
+    if A.dtype.kind not in "iuO":
+        raise ValueError(f"an integer array is required, not {A.dtype}")
     return max(int(A.max()), -int(A.min())) if A.size else 0
 
 def product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
