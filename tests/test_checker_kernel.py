@@ -137,7 +137,7 @@ _ALGEBRA = {"matmul", "dot", "einsum", "tensordot", "inner", "outer", "linalg", 
 #: the kernel's own modules, whose functions a kind calls by these names (``roots.charpoly``)
 _KERNEL_MODULES = {"roots", "inertia", "freivalds", "span", "kgram"}
 #: not yet routed through the kernel (certify/checkers/kernel/README.md, "Not yet in the kernel")
-_NOT_YET = {"certify/checkers/transcript.py"}
+_NOT_YET: set[str] = set()
 
 
 def algebra_outside_kernel(source: str) -> list[tuple[int, str]]:
@@ -240,3 +240,123 @@ def test_block_elimination_decides_large_matrices_as_pivots_do():
     assert not is_psd(bad)
     for M, psd in ((G, True), (G2, True), (bad, False)):
         assert _pivots(_rows(M), False) is psd
+
+
+def test_attention_outputs_decide_the_error_exactly_at_one_part_in_ten_to_the_thirty():
+    """The one evaluator of feasibility and audit: an output 1/10^30 inside the error
+    bound is correct, one exactly on it is not (strict), and with integer values scaled
+    by b the decision is the same; a zero or negative denominator has no output."""
+    from certify.checkers.kernel import attention as head
+    tiny = Fraction(1, 10 ** 30)
+    half = Fraction(1, 2)
+    alpha = {0: Fraction(1), 1: Fraction(3), 2: Fraction(0)}
+    for off, ok in ((half - tiny, True), (half, False), (-half + tiny, True), (-half, False)):
+        g = {0: 2 + off, 1: 2 + off, 2: Fraction(7)}      # t_hat = 2 + off (alpha(2) = 0 drops g(2))
+        N, D = head.output(alpha, g, [0, 1, 1, 2])
+        assert D == 7 and N == 7 * (2 + off)
+        assert head.within(N, D, 2, half) is ok and head.error(N, D, 2) == abs(off)
+        b = (2 + off).denominator                           # integer values G = b g
+        Nb, Db = head.output({z: 5 * a for z, a in alpha.items()}, {z: v * b for z, v in g.items()}, [0, 1, 1, 2])
+        assert head.within(Nb, Db, 2, half, b) is ok and head.error(Nb, Db, 2, b) == abs(off)
+    assert not head.within(0, 0, 0, half) and head.error(0, 0, 0) is None
+    assert not head.within(-1, -1, 1, half) and head.error(-1, -1, 1) is None   # t_hat = 1 but D < 0
+    assert head.kernel_value([Fraction(1, 3), 2], [3, 0.5]) == 2
+    try:
+        head.kernel_value([1, 2], [1])
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("rows of different lengths must be refused")
+
+
+def test_lemma3_and_lemma4_formulas_and_the_strict_rank_at_an_integral_bound():
+    from certify.checkers.kernel.attention import lemma3, lemma4_rank, trace_rank_bound
+    assert lemma3(5, Fraction(1, 2), 2) == (Fraction(4, 3), Fraction(3))            # (n-2)(d-1) at eps 1/2
+    assert lemma3(3, Fraction(1, 10), Fraction(1)) == (Fraction(2, 5), Fraction(4))
+    assert lemma4_rank(4, Fraction(4), False) == (4, 4) and lemma4_rank(4, Fraction(4), True) == (4, 5)
+    assert lemma4_rank(3, Fraction(4), False) == (Fraction(9, 4), 3) == lemma4_rank(3, Fraction(4), True)
+    kept, frob, lam, bound = trace_rank_bound([[2, 1, 0], [0, 0, 5], [1, 0, 4]])
+    assert kept == [0, 2] and frob == 2 + Fraction(1, 16) and lam == 4 and bound == Fraction(64, 33)
+
+
+def test_balls_decide_or_say_undecided_never_a_wrong_answer():
+    """A ball across the threshold is undecided, never a pass: ``e^x - 1`` at ``x = 10^-30``
+    is the 53-bit ball ``[+/- 1.0000000032e-30]``, so ``>= 10^-30`` (true) and ``>= 1.000000001e-30``
+    (false) are both undecided, and a ball whose midpoint is 10^-30 above 1/2 with a
+    radius of 2^-70 does not pass ``>= 1/2``. Decided comparisons, cells and zeros agree
+    with the exact values; exact Fractions decide everything."""
+    import flint
+
+    from certify.checkers.kernel.replay import Numbers, Undecided
+    ops = Numbers("exp")
+    x = ops.num(Fraction(1, 10 ** 30))
+    mid = flint.arb(flint.fmpq(10 ** 30 + 2, 2 * 10 ** 30)) + flint.arb(0, 2.0 ** -70)
+    for y, c in ((ops.f(x) - 1, Fraction(1, 10 ** 30)), (ops.f(x) - 1, Fraction(1000000001, 10 ** 39)),
+                 (mid, Fraction(1, 2))):
+        try:
+            ops.at_least(y, c)
+        except Undecided:
+            pass
+        else:
+            raise AssertionError("a ball across the threshold decided")
+    assert not ops.at_least(ops.f(x) - 1, Fraction(11, 10 ** 30))           # decided: below
+    e = ops.f(ops.num(Fraction(1)))
+    assert ops.at_least(e, Fraction(2718, 1000)) and not ops.at_least(e, Fraction(2719, 1000))
+    lo, hi = ops.ends(e)
+    assert lo < Fraction(2718281828459045, 10 ** 15) < hi and hi - lo < Fraction(1, 10 ** 12)
+    floor = lambda v: v.numerator // v.denominator
+    assert ops.cell(e, floor) == 2
+    try:
+        ops.cell(flint.arb(3) + flint.arb(0, 2.0 ** -80), floor)   # a ball around a cell boundary
+    except Undecided:
+        pass
+    else:
+        raise AssertionError("a ball across a cell boundary got a symbol")
+    for z, want in ((flint.arb(0), True), (flint.arb(1, 0.5), False)):
+        assert ops.is_zero(z) is want
+    try:
+        ops.is_zero(flint.arb(0, 2.0 ** -60))
+    except Undecided:
+        pass
+    else:
+        raise AssertionError("a ball around 0 decided a denominator")
+    elu = Numbers("elu1")
+    y = elu.f(flint.arb(0, 0.25))                                     # [-1/4, 1/4] -> [e^-1/4, 5/4]
+    lo, hi = elu.ends(y)
+    assert Fraction(7788, 10000) < lo <= Fraction(778801, 10 ** 6) and Fraction(5, 4) <= hi < Fraction(1251, 1000)
+    ex = Numbers("relu")
+    assert ex.f(Fraction(-1, 3)) == 0 and ex.f(Fraction(1, 3)) == Fraction(1, 3)
+    assert not ex.at_least(Fraction(1, 2) - Fraction(1, 10 ** 30), Fraction(1, 2))
+    assert ex.at_least(Fraction(1, 2), Fraction(1, 2)) and not ex.is_zero(Fraction(1, 10 ** 30))
+
+
+def test_integer_products_and_sums_are_exact_where_int64_would_wrap():
+    from certify.checkers.kernel.replay import product, sum_at_least
+    rng = np.random.default_rng(3)
+    A = rng.integers(-(1 << 40), 1 << 40, (3, 8, 5))
+    B = rng.integers(-(1 << 40), 1 << 40, (5, 2))
+    want = [[[sum(int(A[i, j, k]) * int(B[k, l]) for k in range(5)) for l in range(2)] for j in range(8)]
+            for i in range(3)]
+    got = product(A, B)                                   # 5 2^80 > 2^63: Python integers
+    assert got.dtype == object and got.tolist() == want
+    small = product(A % 1000, B % 1000)
+    assert small.dtype == np.int64 and small.tolist() == product((A % 1000).astype(object), B % 1000).tolist()
+    huge = np.array([[1 << 70, 1]], dtype=object)
+    assert product(huge, np.zeros((2, 1), dtype=np.int64)).tolist() == [[0]]   # no int64 cast of 2^70
+    try:
+        product(np.ones((2, 2)), np.ones((2, 2), dtype=np.int64))
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a float array must be refused (its products are not exact)")
+    # |N / D - 1/2|: exactly 1/2 is >= 1/2, 1/2 - 10^-30 is not, with and without wrapping
+    for big in (1, 1 << 50):
+        D = np.array([2 * 10 ** 30 * big, 2 * big], dtype=object)
+        N = np.array([10 ** 30 * big - big, big], dtype=object)
+        assert sum_at_least([(1, N, D)], Fraction(1, 2)).tolist() == [False, True]
+        assert sum_at_least([(1, N, D), (-1, np.array([1, 1]), 1)], Fraction(1, 2)).tolist() == [True, True]
+    M = rng.integers(-50, 50, (40,))
+    Dm = rng.integers(1, 30, (40,)) * rng.choice([-1, 1], 40)
+    got = sum_at_least([(3, M, Dm), (-7, M[::-1].copy(), 1)], Fraction(5, 3))
+    want = [abs(Fraction(3 * int(M[i]), int(Dm[i])) - 7 * int(M[39 - i])) >= Fraction(5, 3) for i in range(40)]
+    assert got.tolist() == want

@@ -132,6 +132,21 @@ def test_float_format_multilayer_collision_replays_with_balls():
     assert checker.check(_claim(res), {}) == []
 
 
+@pytest.mark.parametrize("fmap", ["elu1", "exp"])
+def test_a_ball_model_proof_is_replayed_in_balls_and_refused_at_its_failing_assignment(fmap):
+    """The proof of the injective relu model, relabelled with a non-rational feature map
+    (the same weights): the checker replays every assignment in arb balls and refuses
+    the claim at the first assignment whose query errs by >= 1/2, a decided ball
+    comparison (the kernel's), not a type error of comparing a ball with a Fraction."""
+    spec = _spec(3, 4)
+    cfg, W = injective_model(spec.words, spec.M, spec.s)
+    c = _claim(check_transcript(spec, QuantizedSketchModel(cfg, W, builtin_uniform_quantizer(2)),
+                                progress=False))
+    assert c["evidence"]["type"] == "all" and checker.check(c, {}) == []
+    c["evidence"]["model"]["config"]["feature_map"] = c["parameters"]["feature_map"] = fmap
+    assert checker.check(c, {}) == ["assignment [0, 0, 0, 2]: query 3 errs by >= 1/2"]
+
+
 def test_checker_catches_tampered_evidence():
     spec = _spec(3, 4)
     cfg, W = injective_model(spec.words, spec.M, spec.s, blind=True)

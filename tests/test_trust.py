@@ -398,7 +398,7 @@ def test_a_counterexample_outside_the_family_is_caught():
     bad[q][14:] = [0, 1, 0]                                   # weight 1, other arrangement
     _, ys, ops = transcript_checker.replay(cfg, W, quant, bad)
     t = transcript_checker._min_ip(bad)[:q]
-    assert t == kappa and ys[0] == 0 and ops.err_at_least_half(ys[0], t[0])
+    assert t == kappa and ys[0] == 0 and ops.at_least(abs(ys[0] - t[0]), Fraction(1, 2))
     # the weight-only test that this checker once used would have accepted it
     assert all(sum(bad[q + i][14:]) == kappa[i] for i in range(q))
     c = cert["claims"][j]
@@ -522,7 +522,7 @@ def test_integer_replay_with_a_large_rank_never_wraps():
     for kappa in product(range(spec.s + 1), repeat=spec.q):
         toks = transcript_checker._canonical_input(list(kappa), words, spec.M, spec.s, spec.q)
         _, ys, ops = transcript_checker.replay(cfg.to_json(), W, q_, toks)
-        bad = [i for i in range(spec.q) if ops.err_at_least_half(ys[i], list(kappa)[i])]
+        bad = [i for i in range(spec.q) if ops.at_least(abs(ys[i] - list(kappa)[i]), Fraction(1, 2))]
         if bad:
             want = [f"assignment {list(kappa)}: query {bad[0]} errs by >= 1/2 (integer replay)"]
             break

@@ -57,7 +57,9 @@ from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import canonical_sha256 as _canonical_sha
 from certify.checkers.common import family as _family
 from certify.checkers.common import guarded, integer, keys, rational, rational_matrix
+from certify.checkers.kernel import attention as head
 from certify.checkers.kernel import fmpz_matrix, product
+from certify.checkers.kernel.attention import lemma3
 
 KINDS = ("correctness", "gap_domination")
 ROLES = ("Y", "Z", "M")
@@ -138,19 +140,16 @@ class _Setting:
         x = seq[p]
         if x not in self.rows:
             raise _Bad(f"input {i} queries token {x}, which has no query features")
-        a, gr = self.A[self.rows[x]], self.G[self.rows[x]]
-        return sum(a[z] * gr[z] for z in seq), sum(a[z] for z in seq), self.target(i, p)
+        N, D = head.output(self.A[self.rows[x]], self.G[self.rows[x]], seq)
+        return N, D, self.target(i, p)
 
     def correct(self, i: int, p: int) -> bool:
         N, D, t = self.output(i, p)
-        if D <= 0:
-            return False
-        e = self.eps
-        return e.denominator * abs(N - t * self.g_den * D) < e.numerator * self.g_den * D
+        return head.within(N, D, t, self.eps, self.g_den)
 
     def error(self, i: int, p: int) -> Fraction | None:
         N, D, t = self.output(i, p)
-        return None if D <= 0 else abs(Fraction(N, self.g_den * D) - t)
+        return head.error(N, D, t, self.g_den)
 
     def replay(self, rec: Any, what: str) -> list[str]:
         """Check an output record against the exact evaluation; it must fail."""
@@ -226,7 +225,6 @@ def _check_gap(claim: dict, s: _Setting) -> list[str]:
         return ["the family has no jumps"]
     keys(ev, "evidence", ("family", "head", "jumps", "applicable", "violated_jumps", "violation"))
     c = {name: k for k, name in enumerate(_JUMP_COLS)}
-    threshold = 2 * e * (n - 1) / (n - 2)
     applicable, violated, factors = 0, [], {}
     for j, row in enumerate(s.jumps):
         if not isinstance(row, list) or len(row) != len(_JUMP_COLS):
@@ -244,11 +242,10 @@ def _check_gap(claim: dict, s: _Setting) -> list[str]:
             i = integer(row[c[col]], f"jump {j} {col}")
             if not 0 <= i < len(s.inputs) or s.inputs[i] != seq or not s.scored[i][0]:
                 return [f"jump {j}: {col} is not the scored Lemma 3 input {seq}"]
-        d = u - t
-        if d < threshold:
+        threshold, f = lemma3(n, e, u - t)
+        if u - t < threshold:
             continue
         applicable += 1
-        f = Fraction(n - 2) * (d - 2 * e) / (2 * e)
         factors[j] = f
         if x not in s.rows:
             return [f"jump {j}: query token {x} has no query features"]

@@ -55,6 +55,7 @@ from typing import Any, Callable
 
 from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import boolean, integer, keys, q_str, rational
+from certify.checkers.kernel.attention import lemma3, lemma4_rank
 from certify.checkers.kinds import BOUND_PARAMETERS
 
 _MAX_M = 1 << 13          # larger parameters are not re-derived here
@@ -88,10 +89,6 @@ def _ceil(x: Fraction) -> int:
     return -((-x.numerator) // x.denominator)
 
 
-def _floor(x: Fraction) -> int:
-    return x.numerator // x.denominator
-
-
 def _m(p: dict, lo: int) -> int:
     m = _int(p, "m", lo)
     if m > _MAX_M:
@@ -108,8 +105,8 @@ def _lemma3(p: dict) -> Recomputed:
     n = _int(p, "n", 3)
     e = _eps(p)
     d = _rat(p.get("d"), "parameter 'd'")
-    thr = Fraction(2 * (n - 1), n - 2) * e
-    return {"gap_threshold": thr, "factor": (n - 2) * (d - 2 * e) / (2 * e)}, d >= thr
+    thr, factor = lemma3(n, e, d)
+    return {"gap_threshold": thr, "factor": factor}, d >= thr
 
 
 def _lemma4(p: dict) -> Recomputed:
@@ -118,8 +115,7 @@ def _lemma4(p: dict) -> Recomputed:
     if lam <= 0:
         raise _Bad("lam must be > 0")
     strict = _bool(p, "strict")
-    b = t * lam * lam / (lam * lam + t - 1)
-    r = _floor(b) + 1 if (strict and t >= 2) else _ceil(b)
+    b, r = lemma4_rank(t, t + t * (t - 1) / (lam * lam), strict and t >= 2)
     return {"bound": b, "rank_bound": r}, True
 
 
@@ -144,21 +140,19 @@ def _per_pair(p: dict) -> Recomputed:
             else:
                 bounded = True
                 fro += 1 / (x * x)
-    b = Fraction(t * t) / fro
     applied = strict and t >= 2 and bounded
-    return {"frobenius_sq_max": fro, "bound": b, "strict_applied": applied,
-            "rank_bound": _floor(b) + 1 if applied else _ceil(b)}, True
+    b, r = lemma4_rank(t, fro, applied)
+    return {"frobenius_sq_max": fro, "bound": b, "strict_applied": applied, "rank_bound": r}, True
 
 
 def _thm5_core(G: int, delta: int, g: int, n: int, e: Fraction) -> Recomputed:
-    thr = Fraction(2 * (n - 1), n - 2) * e
-    mu = (n - 2) * (g - 2 * e) / (2 * e)
+    thr, mu = lemma3(n, e, g)
     ok = g <= delta and g > thr and mu > 1 and G >= 1
     steps = delta // g
     lam = mu ** steps
     lam2 = lam * lam
-    b = G * lam2 / (lam2 + G - 1)
-    rank = 1 if G == 1 else _floor(b) + 1
+    # lam = 0 (mu = 0): no bound, G lam^2 / (lam^2 + G - 1) = 0
+    b, rank = (Fraction(0), 1) if lam2 == 0 and G > 1 else lemma4_rank(G, G + G * (G - 1) / lam2, G > 1)
     weak = min(Fraction(G), lam2) / 2
     return {"gap_threshold": thr, "mu": mu, "steps": steps, "lam": lam, "bound": b,
             "rank_bound": rank, "weak_bound": weak, "weak_rank_bound": _ceil(weak)}, ok

@@ -83,6 +83,8 @@ from fractions import Fraction
 from typing import Any
 
 from certify.checkers.common import Bad, Family, family, guarded, integer, keys, rational, same_rational
+from certify.checkers.kernel import attention as head
+from certify.checkers.kernel.attention import lemma3, lemma4_rank
 
 _HALF = Fraction(1, 2)
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
@@ -118,8 +120,7 @@ def _paper_class(fam: Family, phi_q: dict, phi_k: dict, ext: Any, scope: str) ->
         return [f"phi_q must have exactly the {len(Q)} query tokens' rows (paper class)"]
     if sorted(phi_k) != T:
         return [f"phi_k must have exactly the {len(T)} family tokens' rows (paper class)"]
-    alpha = {(q, z): sum((u * v for u, v in zip(phi_q[q], phi_k[z])), Fraction(0))
-             for q in Q for z in T}
+    alpha = {(q, z): head.kernel_value(phi_q[q], phi_k[z]) for q in Q for z in T}
     neg = [k for k in sorted(alpha) if alpha[k] < 0]
     if neg:
         return [f"alpha{neg[0]} = {alpha[neg[0]]} < 0: {len(neg)} of the {len(alpha)} "
@@ -179,13 +180,14 @@ def _check_feasible(claim: dict[str, Any]) -> list[str]:
     for i, p in fam.scored_positions():
         inp = fam.inputs[i]
         x = inp[p]
-        num = den = Fraction(0)
+        a_x: dict[int, Fraction] = {}
+        g_x: dict[int, Fraction] = {}
         for z in inp:
             a = alpha.get((x, z))
             if a is None:
                 if x not in phi_q or z not in phi_k:
                     return [f"no features for the used pair {(x, z)}"]
-                a = alpha[x, z] = sum((u * v for u, v in zip(phi_q[x], phi_k[z])), Fraction(0))
+                a = alpha[x, z] = head.kernel_value(phi_q[x], phi_k[z])
                 if a < 0:
                     return [f"alpha{(x, z)} = {a} < 0 on a used pair"]
             gv = g.get((x, z))
@@ -193,13 +195,14 @@ def _check_feasible(claim: dict[str, Any]) -> list[str]:
                 if a != 0:
                     return [f"no value g for the used pair {(x, z)}"]
                 gv = Fraction(0)
-            num += a * gv
-            den += a
-        if den <= 0:
+            a_x[z], g_x[z] = a, gv
+        num, den = head.output(a_x, g_x, inp)
+        err = head.error(num, den, fam.targets[i][p])
+        if err is None:
             return [f"input {i} position {p}: denominator {den} is not positive"]
-        m = _HALF - abs(num / den - fam.targets[i][p])
-        if m <= 0:
-            return [f"input {i} position {p}: |t_hat - t| = {_HALF - m} >= 1/2"]
+        if not head.within(num, den, fam.targets[i][p], _HALF):
+            return [f"input {i} position {p}: |t_hat - t| = {err} >= 1/2"]
+        m = _HALF - err
         margin = m if margin is None or m < margin else margin
     if margin is None:
         return ["family has no scored position"]
@@ -243,7 +246,8 @@ def _check_infeasible(claim: dict[str, Any]) -> list[str]:
             return [f"edge {k}: overlaps are not t = <x,y> < u = <x,z> <= <x,x>"]
         if (fam.targets[iy][0], fam.targets[iz][0], fam.targets[im][0]) != (t, u, t):
             return [f"edge {k}: targets are not (t, u, t)"]
-        if (n - 2) * (u - t) < n - 1 or mu != (n - 2) * (u - t - 1):
+        threshold, factor = lemma3(n, _HALF, u - t)
+        if u - t < threshold or mu != factor:
             return [f"edge {k}: gap or factor mu fails Lemma 3"]
     T = len(queries)
     if T < 2 or len(diag) != T:
@@ -268,10 +272,10 @@ def _check_infeasible(claim: dict[str, Any]) -> list[str]:
     if len(seen) != T * (T - 1):
         return [f"{T * (T - 1) - len(seen)} ordered pairs lack a chain"]
     s = sum((Fraction(1, lam * lam) for lam in seen.values()), Fraction(0))
-    bound = Fraction(T * T) / (T + s)
+    bound, least = lemma4_rank(T, T + s, True)             # strict: rank > bound
     same_rational(d["sum_inverse_lambda_sq"], s, "sum_inverse_lambda_sq")
     same_rational(d["bound"], bound, "bound")
-    top = bound.numerator // bound.denominator
+    top = least - 1
     rho = max(Fraction(1, lam) for lam in seen.values())
     if not rho < 1:
         return [f"rho = {rho} is not < 1: no chain gives a factor above 1"]

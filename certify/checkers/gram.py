@@ -12,10 +12,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from certify.checkers.kernel.attention import kernel_value
 from certify.checkers.kernel.gram import (
     GramError,
     _normalize,
-    dot_exact,
     exact_gram,
 )
 from certify.checkers.kernel.inertia import product_enclosure
@@ -250,6 +250,6 @@ def all_products_problems(ev: dict[str, Any], features: dict[str, np.ndarray],
             if len(unsure) > MAX_EXACT_PAIRS:
                 return None
     for i, j in unsure:
-        if dot_exact(Q[i], K[j]) < 0:
+        if kernel_value(Q[i].tolist(), K[j].tolist()) < 0:
             return [f"the replayed features give a negative product at pair ({i}, {j})"]
     return []

@@ -1,7 +1,9 @@
 """Independent checker of ``transcript`` claims (Thm 9 on a quantized sketch model).
 
-Imports only the standard library, python-flint (for arb balls) and
-:mod:`certify.checkers.common`. Every object has exactly the keys listed here.
+Imports only the standard library, numpy, :mod:`certify.checkers.common` and the
+kernel's exact numbers (:mod:`certify.checkers.kernel.replay`: Fractions, arb balls
+that decide or say undecided, exact integer array products and the final error
+test). Every object has exactly the keys listed here.
 
 The model (re-implemented here from its definition): tokens ``x`` (0/1 rows),
 ``h_i = E x_i (+ P_i)``; per layer ``l`` and head ``c``:
@@ -80,6 +82,8 @@ import numpy as np
 from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import bits, canonical_sha256, guarded, integer, keys, min_ip_targets, rational
 from certify.checkers.families import multilevel_database, multilevel_input, multilevel_query
+from certify.checkers.kernel.replay import Numbers, Undecided, sum_at_least
+from certify.checkers.kernel.replay import product as int_product
 from certify.checkers.kinds import TRANSCRIPT_COMMON, TRANSCRIPT_EVIDENCE, TRANSCRIPT_PARAMETERS
 
 HALF = Fraction(1, 2)
@@ -99,10 +103,6 @@ _PARAM_KEYS = TRANSCRIPT_PARAMETERS
 _COMMON = TRANSCRIPT_COMMON
 _TYPE_KEYS = TRANSCRIPT_EVIDENCE
 _EXACT_MAPS = ("identity", "relu")
-
-
-class _Straddle(Exception):
-    pass
 
 
 def _q(s: Any) -> Fraction:
@@ -159,69 +159,6 @@ class _Quant:
         return self.lo + sym * self.step if self.kind == "uniform" else sym
 
 
-# ---------------------------------------------------------------- number backends
-
-class _Exact:
-    def __init__(self, fmap: str) -> None:
-        self.fmap = fmap
-
-    def num(self, x: Fraction) -> Fraction:
-        return x
-
-    def f(self, x: Fraction) -> Fraction:
-        return x if self.fmap == "identity" else (x if x > 0 else Fraction(0))
-
-    def ends(self, x: Fraction) -> tuple[Fraction, Fraction]:
-        return x, x
-
-    def zero(self, x: Fraction) -> bool:
-        return x == 0
-
-    def err_at_least_half(self, y: Fraction, t: int) -> bool:
-        return abs(y - t) >= HALF
-
-
-class _Ball:
-    def __init__(self, fmap: str) -> None:
-        import flint
-
-        self.flint, self.fmap = flint, fmap
-
-    def num(self, x: Fraction) -> Any:
-        return self.flint.arb(self.flint.fmpq(x.numerator, x.denominator))
-
-    def f(self, x: Any) -> Any:
-        if self.fmap == "exp":
-            return x.exp()
-        lo, hi = x.lower(), x.upper()        # elu(x) + 1 is nondecreasing
-        g = lambda v: v + 1 if v >= 0 else v.exp()
-        return g(lo).union(g(hi)) if not x.is_exact() else g(x)
-
-    def ends(self, x: Any) -> tuple[Fraction, ...]:
-        if not x.is_finite():
-            raise _Straddle("infinite ball")
-        out = []
-        for e in (x.lower(), x.upper()):
-            man, ex = (int(v) for v in e.man_exp())
-            out.append(Fraction(man) * Fraction(2) ** ex)
-        return tuple(out)
-
-    def zero(self, x: Any) -> bool:
-        if x.is_zero():
-            return True
-        if x.contains(0):
-            raise _Straddle("denominator ball contains 0")
-        return False
-
-    def err_at_least_half(self, y: Any, t: int) -> bool:
-        d = abs(y - t)
-        if d >= HALF:
-            return True
-        if d < HALF:
-            return False
-        raise _Straddle("output ball touches error 1/2")
-
-
 # ---------------------------------------------------------------- model replay
 
 def _weights(model: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, list]:
@@ -267,16 +204,13 @@ def _matvec(A: Sequence[Sequence[Any]], x: Sequence[Any]) -> list:
 
 
 def replay(cfg: dict, W: dict, quant: _Quant,
-           tokens: list[list[int]]) -> tuple[list, list, _Exact | _Ball]:
-    """Transcript (list of symbols) and outputs (list) of one input. Raises
-    ``_Straddle`` when a symbol is not certain."""
-    ops: _Exact | _Ball
-    if cfg["feature_map"] in ("identity", "relu"):
-        ops = _Exact(cfg["feature_map"])
-    elif cfg["feature_map"] in ("elu1", "exp"):
-        ops = _Ball(cfg["feature_map"])
-    else:
+           tokens: list[list[int]]) -> tuple[list, list, Numbers]:
+    """Transcript (list of symbols) and outputs (list) of one input, in the kernel's
+    exact numbers (Fractions, or arb balls for elu1 / exp). Raises ``Undecided`` when
+    a symbol is not certain."""
+    if cfg["feature_map"] not in ("identity", "relu", "elu1", "exp"):
         raise _Bad(f"unknown feature map {cfg['feature_map']!r}")
+    ops = Numbers(cfg["feature_map"])
     V: dict[str, Any] = {k: ([[ops.num(x) for x in row] for row in v] if v and isinstance(v[0], list)
                               else [ops.num(x) for x in v]) for k, v in W.items()}
     N = len(tokens)
@@ -304,18 +238,18 @@ def replay(cfg: dict, W: dict, quant: _Quant,
             raw += [sum((PK[j][a] for j in range(N)), zero) for a in range(r)]
             qv = []
             for x in raw:
-                lo, hi = ops.ends(x)
-                s_lo, s_hi = quant.symbol(lo), quant.symbol(hi)
-                if s_lo != s_hi:
-                    raise _Straddle(f"layer {l} head {c}: a sketch coordinate straddles a cell boundary")
-                transcript.append(s_lo)
-                qv.append(ops.num(quant.value(s_lo)))
+                try:
+                    sym = ops.cell(x, quant.symbol)          # the quantizer is nondecreasing
+                except Undecided as exc:
+                    raise Undecided(f"layer {l} head {c}: {exc}") from None
+                transcript.append(sym)
+                qv.append(ops.num(quant.value(sym)))
             Sq = [qv[a * dv:(a + 1) * dv] for a in range(r)]
             zq = qv[r * dv:]
             for i, h in enumerate(H):
                 phq = [ops.f(u + b) for u, b in zip(_matvec(V[p + "q.weight"], h), V[p + "q.bias"])]
                 den = sum((phq[a] * zq[a] for a in range(r)), zero)
-                if ops.zero(den):
+                if ops.is_zero(den):
                     att = [zero] * dv
                 else:
                     att = [sum((phq[a] * Sq[a][b] for a in range(r)), zero) / den for b in range(dv)]
@@ -450,7 +384,7 @@ def _check(claim: dict) -> list[str]:
             probs += _check_error(ev, verdict, cfg, W, quant, M, s, q, words)
         else:
             probs += _check_all(ev, verdict, cfg, W, quant, M, s, q, words)
-    except _Straddle as exc:
+    except Undecided as exc:
         probs.append(f"replay is not certain: {exc}")
     return probs
 
@@ -561,22 +495,14 @@ def _check_all(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: dict[st
             return [f"Min-IP targets of {list(kappa)} differ from kappa"]
         _, ys, ops = replay(cfg, W, quant, toks)
         for i in range(q):
-            if ops.err_at_least_half(ys[i], tg[i]):
+            if ops.at_least(abs(ys[i] - tg[i]), HALF):
                 return [f"assignment {list(kappa)}: query {i} errs by >= 1/2"]
     return []
 
 
 # ---------------------------------------------------------------- exact integer replay
 
-def _obj(x: Any) -> np.ndarray:
-    return np.asarray(x, dtype=object)
-
-
 _LIM = 1 << 62
-
-
-def _mx(a: Any) -> int:
-    return int(np.abs(a).max(initial=0)) if np.size(a) else 0
 
 
 def _fit(*arrays: np.ndarray) -> bool:
@@ -601,7 +527,7 @@ def _integer_all(cfg: dict[str, Any], W: dict[str, list], quant: _Quant, M: int,
                  words: list[list[int]]) -> list[str]:
     """Exact integer replay of every assignment of a one-layer rational model."""
 
-    ops = _Exact(cfg["feature_map"])
+    ops = Numbers(cfg["feature_map"])
     r, dv, H = cfg["rank"], cfg["dv"], cfg["heads"]
     Q = [multilevel_query(w, s) for w in words]
     D = [[multilevel_database(w, k, s) for k in range(s + 1)] for w in words]
@@ -670,39 +596,14 @@ def _integer_all(cfg: dict[str, Any], W: dict[str, list], quant: _Quant, M: int,
             L = ln * sd + k.astype(np.int64 if small else object) * (sn * ld)
             Ls = L[:, :r * dv].reshape(Bn, r, dv)
             Lz = L[:, r * dv:]
-            # the products below sum r terms |P| |L|: int64 only when r max|P| max|L| fits
-            if small and r * _mx(Pm) * lmax < _LIM:
-                Pi = Pm.astype(np.int64)
-                Ls, Lz = Ls.astype(np.int64), Lz.astype(np.int64)
-            else:
-                Pi = Pm
-                Ls, Lz = Ls.astype(object), Lz.astype(object)
-            n = np.einsum("ia,bad->bid", Pi, Ls)                             # (B, q, dv)
-            d = Lz @ Pi.T                                                     # (B, q)
-            gmax = int(np.abs(Gc).max(initial=0))
-            if max(_mx(n), 1) * max(gmax, 1) * dv < _LIM:
-                gn = n.astype(np.int64) @ Gc.astype(np.int64)                 # (B, q)
-            else:
-                gn = (n.astype(object) * Gc).sum(-1)
+            n = int_product(Pm, Ls)                                           # (B, q, dv)
+            d = int_product(Lz, Pm.T)                                         # (B, q)
+            gn = int_product(n, Gc)                                           # (B, q)
             terms.append((np.where(d == 0, 0, gn), np.where(d == 0, 1, d)))
-        # y - t = (C0 - t G)/G + sum_c gn_c / (G d_c)   (a_c = 0 when d_c = 0);
-        # multiplied by G prod_c d_c: int64 when an a-priori bound allows, else Python ints
-        dmax = [max(_mx(d), 1) for _, d in terms]          # >= 1: a bound, never a zero factor
-        bound = (_mx(C0) + s * Gd) * math.prod(dmax) + sum(
-            max(_mx(gn), 1) * math.prod(dmax[:c] + dmax[c + 1:]) for c, (gn, _) in enumerate(terms))
-        dt = np.int64 if 2 * max(bound, Gd * math.prod(dmax)) < _LIM else object
-        ds = [d.astype(dt) for _, d in terms]
-        prod = np.ones(ds[0].shape, dtype=dt)
-        for d in ds:
-            prod = prod * d
-        lhs = (C0.astype(dt)[None, :] - kap.astype(dt) * Gd) * prod
-        for c, (gn, _) in enumerate(terms):
-            other = np.ones(prod.shape, dtype=dt)
-            for c2, d in enumerate(ds):
-                if c2 != c:
-                    other = other * d
-            lhs = lhs + gn.astype(dt) * other
-        bad = np.abs(lhs) * 2 >= Gd * np.abs(prod)
+        # y - t = (C0 - t G)/G + sum_c gn_c / (G d_c)   (a_c = 0 when d_c = 0), so
+        # |y - t| >= 1/2 iff |C0 - t G + sum_c gn_c / d_c| >= G / 2 (the kernel's exact test)
+        bad = sum_at_least([(1, C0[None, :], 1), (-Gd, kap, 1)] + [(1, gn, d) for gn, d in terms],
+                           Fraction(Gd, 2))
         if bad.any():
             b, i = map(int, np.argwhere(bad)[0])
             return [f"assignment {kap[b].tolist()}: query {i} errs by >= 1/2 (integer replay)"]

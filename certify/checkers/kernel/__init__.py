@@ -1,18 +1,12 @@
-"""The trusted kernel of the checker: the primitive exact checks the claim kinds
-reduce to, each with its mathematical statement in its docstring.
+"""The trusted kernel of the checker: the primitive exact checks the claim kinds reduce to, each with its
+mathematical statement in its docstring; standard library, numpy and python-flint only, nothing of the
+project outside itself (an import-linter contract). A reviewer reads it first (``README.md`` beside this
+file); the rest of ``certify.checkers`` routes evidence to these functions and compares their answers."""
 
-It imports the standard library, numpy and python-flint only, and nothing of
-the project outside itself (an import-linter contract). A reviewer reads it
-first (``README.md`` beside this file): what is trusted, and what each
-primitive proves; the rest of ``certify.checkers`` routes evidence to these
-functions and compares their answers with what a claim says.
-"""
-
-from certify.checkers.kernel.box import box_minimum
 from certify.checkers.kernel.hashing import array_sha256, canonical_sha256
 from certify.checkers.kernel.matrices import fmpz_matrix, gram_matrix, is_prime, product, scaled_matrix
 from certify.checkers.kernel.modular import det_nonzero_mod_p, minor_nonzero_mod_p, pivot_minor_mod_p
-from certify.checkers.kernel.products import column_span_rational, product_identity, product_min
+from certify.checkers.kernel.products import box_minimum, column_span_rational, product_identity, product_min
 from certify.checkers.kernel.psd import is_positive_definite, is_psd
 
 __all__ = ["array_sha256", "box_minimum", "canonical_sha256", "column_span_rational", "det_nonzero_mod_p",

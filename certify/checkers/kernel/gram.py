@@ -1,35 +1,22 @@
 """Exact Gram matrices of large float feature matrices (numpy only).
 
-``exact_gram(X)`` returns ``(G, e)`` with ``X^T X = G 2^e`` exactly, for a
-finite float64 (or float32) array ``X`` of shape ``(K, r)``; ``G`` is an
-``r x r`` list of Python ints, normalized so that some entry is odd (or
-``e = 0`` when ``G = 0``), the form of the certificates' ``gram_q`` /
-``gram_q_exponent``. It is how the checker recomputes a kernel's Grams from
-replayed features that are too large to embed (``K = 65,536``, ``r = 153``).
+``exact_gram(X)`` returns ``(G, e)`` with ``X^T X = G 2^e`` exactly, for a finite float64 (or float32)
+array ``X`` of shape ``(K, r)``; ``G`` is an ``r x r`` list of Python ints, normalized so that some entry
+is odd (or ``e = 0`` when ``G = 0``), the form of the certificates' ``gram_q`` / ``gram_q_exponent``. It
+is how the checker recomputes a kernel's Grams from replayed features that are too large to embed (``K =
+65,536``, ``r = 153``).
 
-How, exactly:
-
-1. Every entry is ``M 2^E`` with an integer ``|M| < 2^53`` (``frexp``,
-   exact); with ``e0`` the least ``E`` over the nonzero entries,
-   ``X = N 2^e0`` with integers ``N = M 2^(E - e0)`` of up to
-   ``53 + max(E - e0)`` bits.
-2. ``|N|`` is split into limbs of :data:`LIMB` bits, ``N = sign * sum_t L_t 2^(LIMB t)``
-   with ``0 <= L_t < 2^LIMB``, computed from ``M`` and the shift by integer
-   shifts and masks (int64, exact).
-3. ``N^T N = sum_{s,t} 2^(LIMB (s+t)) (S L_s)^T (S L_t)`` (``S`` the signs). Each
-   block product ``(S L_s)^T (S L_t)`` over :data:`BLOCK` rows is computed in
-   float64 by numpy's ``@``: every term is an integer below ``2^(2 LIMB)`` and
-   every partial sum, in whatever order the BLAS adds (and with or without
-   FMA), is an integer below ``BLOCK 2^(2 LIMB) <= 2^52``, so each is exact and
-   the product is the exact integer matrix, on every machine. The limbs are
-   stacked side by side so that one product per block gives every ``(s, t)``.
-4. The block results (int64, exact) are summed and combined with the limb
-   weights in Python integers.
+How, exactly: (1) every entry is ``M 2^E`` with an integer ``|M| < 2^53`` (``frexp``, exact), so ``X = N
+2^e0`` (``e0`` the least ``E`` of a nonzero entry) with integers ``N = M 2^(E - e0)``; (2) ``|N|`` is split
+into limbs of :data:`LIMB` bits, ``N = S sum_t L_t 2^(LIMB t)`` with ``0 <= L_t < 2^LIMB`` and ``S`` the
+signs (int64 shifts and masks, exact); (3) ``N^T N = sum_{s,t} 2^(LIMB (s+t)) (S L_s)^T (S L_t)``, each
+block product over :data:`BLOCK` rows in float64 by numpy's ``@`` (the limbs stacked side by side: one
+product per block): every term is an integer below ``2^(2 LIMB)`` and every partial sum, in whatever order
+the BLAS adds (with or without FMA), an integer below ``BLOCK 2^(2 LIMB) <= 2^52``, so each is exact, on
+every machine; (4) the block results (int64, exact) are summed and weighted in Python integers.
 """
 
 from __future__ import annotations
-
-from fractions import Fraction
 
 import numpy as np
 
@@ -39,10 +26,8 @@ BLOCK = 1 << 12
 if BLOCK * (1 << (2 * LIMB)) > 1 << 52:
     raise ImportError("BLOCK * 2^(2 LIMB) must be at most 2^52")
 
-
 class GramError(ValueError):
     """The features are not a finite 2-d float array."""
-
 
 def dyadic_parts(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(M, E)`` int64 arrays with ``X = M 2^E`` exactly, ``|M| < 2^53`` (zeros: ``M = 0``)."""
@@ -55,10 +40,9 @@ def dyadic_parts(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     M = np.ldexp(m, 53).astype(np.int64)                 # exact: m has at most 53 significant bits
     return M, e.astype(np.int64) - 53
 
-
 def limbs(X: np.ndarray) -> tuple[list[np.ndarray], int]:
-    """``([S L_0, S L_1, ...], e0)``: float64 arrays of signed limbs with
-    ``X = sum_t (S L_t) 2^(LIMB t + e0)`` exactly (module docstring)."""
+    """``([S L_0, S L_1, ...], e0)``: float64 arrays of signed limbs with ``X = sum_t (S L_t) 2^(LIMB t +
+    e0)`` exactly (module docstring)."""
     M, E = dyadic_parts(X)
     nz = M != 0
     if not nz.any():
@@ -78,10 +62,9 @@ def limbs(X: np.ndarray) -> tuple[list[np.ndarray], int]:
         out.append(part.astype(np.float64) * sign)
     return out, e0
 
-
 def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
-    """``(G, e)`` with ``X^T X = G 2^e`` exactly (module docstring); ``G`` normalized
-    (some entry odd) or all zero with ``e = 0``."""
+    """``(G, e)`` with ``X^T X = G 2^e`` exactly (module docstring); ``G`` normalized (some entry odd) or all
+    zero with ``e = 0``."""
     L, e0 = limbs(np.asarray(X))
     r = X.shape[1]
     if not L:
@@ -99,21 +82,10 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
              for s in range(T) for t in range(T)), np.zeros((r, r), dtype=object))
     return _normalize(G.tolist(), 2 * e0)
 
-
 def _normalize(G: list[list[int]], e: int) -> tuple[list[list[int]], int]:
-    nz = [abs(v) for row in G for v in row if v]
-    if not nz:
-        return [[0] * len(row) for row in G], 0
     g = 0
-    for v in nz:
-        g |= v
+    for row in G:
+        for v in row:
+            g |= abs(v)
     k = (g & -g).bit_length() - 1                        # the common power of two
-    if k:
-        G = [[v >> k if v >= 0 else -((-v) >> k) for v in row] for row in G]
-    return G, e + k
-
-
-def dot_exact(q: np.ndarray, k: np.ndarray) -> Fraction:
-    """``sum_i q_i k_i`` of two float vectors, exactly (every float is a dyadic rational)."""
-    return sum((Fraction(float(x)) * Fraction(float(y)) for x, y in zip(q, k)), Fraction(0))
-
+    return ([[v >> k for v in row] for row in G], e + k) if g else ([[0] * len(row) for row in G], 0)

@@ -1,91 +1,74 @@
-"""Eigenvalue counts and enclosures of ``GQ GK`` decided in floating point with
-rigorous error bounds (numpy and fractions only); ``None`` where floats cannot
-decide, and the caller then runs the exact characteristic polynomial.
+"""Eigenvalue counts and enclosures of ``GQ GK`` decided in floating point with rigorous error bounds (numpy
+and fractions only); ``None`` where floats cannot decide, and the caller then runs the exact
+characteristic polynomial.
 
-The statements
---------------
-``GQ``, ``GK`` are exact symmetric ``r x r`` matrices (integers times powers of
-two), at least one of them positive semidefinite (both are Gram matrices
-``PhiQ^T PhiQ``, ``PhiK^T PhiK``); the eigenvalues ``lambda_i`` of ``GQ GK``
-are then real (say ``GK`` is semidefinite: they are those of ``GK^1/2 GQ
+The statements.
+``GQ``, ``GK`` are exact symmetric ``r x r`` matrices (integers times powers of two), at least one of them
+positive semidefinite (both are Gram matrices ``PhiQ^T PhiQ``, ``PhiK^T PhiK``); the eigenvalues
+``lambda_i`` of ``GQ GK`` are then real (say ``GK`` is semidefinite: they are those of ``GK^1/2 GQ
 GK^1/2``), and for ``c > 0``
 
     Z(c) = [[GK, I], [I, GQ / c]]            (2r x 2r, symmetric)
 
-(1) is nonsingular iff ``c`` is not an eigenvalue (``det Z = det(GK GQ / c - I)``
-    since the lower blocks ``I`` and ``GQ / c`` commute), and then
+(1) is nonsingular iff ``c`` is not an eigenvalue (``det Z = det(GK GQ / c - I)`` since the lower blocks
+    ``I`` and ``GQ / c`` commute), and then
 (2) ``n_+(Z) = r + #{i : lambda_i > c}``.
 
-Proof of (2): if ``GK`` is positive definite, ``GK = L L^T``, the Schur
-complement gives ``In(Z) = In(GK) + In(GQ / c - GK^-1)`` and ``GQ / c - GK^-1 =
-L^-T (L^T GQ L / c - I) L^-1``, whose inertia is that of ``L^T GQ L - c I``, a
-symmetric matrix with the eigenvalues ``lambda_i - c``. If ``GK`` is only
-semidefinite, replace it by ``GK + t I`` (``t > 0``, definite): the eigenvalues
-of ``GQ (GK + t I)`` are real and continuous in ``t`` and none is ``c`` at
-``t = 0``, so for small ``t`` none is ``c`` (``Z`` stays nonsingular, so its
-inertia does not change) and none crosses ``c`` (the count does not change). With ``GQ`` semidefinite instead, the same
-holds for the permuted matrix ``[[GQ, I], [I, GK / c]]``, which is congruent to
-``Z`` (swap the blocks, scale them by ``sqrt(c)`` and ``1 / sqrt(c)``).
-With ``c = eps^2`` the count is the number of singular values of
-``PhiQ PhiK^T`` above ``eps``, and (1) says that no singular value equals eps.
+Proof of (2): if ``GK`` is positive definite, ``GK = L L^T``, the Schur complement gives ``In(Z) = In(GK)
++ In(GQ / c - GK^-1)`` and ``GQ / c - GK^-1 = L^-T (L^T GQ L / c - I) L^-1``, whose inertia is that of
+``L^T GQ L - c I``, a symmetric matrix with the eigenvalues ``lambda_i - c``. If ``GK`` is only
+semidefinite, replace it by ``GK + t I`` (``t > 0``, definite): the eigenvalues of ``GQ (GK + t I)`` are
+real and continuous in ``t`` and none is ``c`` at ``t = 0``, so for small ``t`` none is ``c`` (``Z`` stays
+nonsingular, so its inertia does not change) and none crosses ``c`` (the count does not change). With
+``GQ`` semidefinite instead, the same holds for the permuted matrix ``[[GQ, I], [I, GK / c]]``, which is
+congruent to ``Z`` (swap the blocks, scale them by ``sqrt(c)`` and ``1 / sqrt(c)``). With ``c = eps^2``
+the count is the number of singular values of ``PhiQ PhiK^T`` above ``eps``, and (1) says that no singular
+value equals eps.
 
-Congruence and diagonal dominance decide inertia. For any square ``X``,
-``B = X^T Z X``; if ``W B W`` is strictly diagonally dominant for a positive
-diagonal ``W`` (``|B_ii| w_i > sum_{j != i} |B_ij| w_j`` for every ``i``), then
-``W B W`` and ``B`` are nonsingular and their inertia is read off the signs of
-the diagonal (Gershgorin: ``D + t (WBW - D)``, ``t`` in ``[0, 1]``, stays
-dominant, hence nonsingular, and no eigenvalue crosses 0); ``det B = det(X)^2
-det Z != 0`` makes ``X`` nonsingular, and Sylvester's law of inertia gives
-``In(Z) = In(B)``. ``X`` is any float matrix (here numpy's ``eigh``, taken as
-exact dyadic rationals): a poor ``X`` can only make the test fail, never pass
-wrongly.
+Congruence and diagonal dominance decide inertia. For any square ``X``, ``B = X^T Z X``; if ``W B W`` is
+strictly diagonally dominant for a positive diagonal ``W`` (``|B_ii| w_i > sum_{j != i} |B_ij| w_j`` for
+every ``i``), then ``W B W`` and ``B`` are nonsingular and their inertia is read off the signs of the
+diagonal (Gershgorin: ``D + t (WBW - D)``, ``t`` in ``[0, 1]``, stays dominant, hence nonsingular, and no
+eigenvalue crosses 0); ``det B = det(X)^2 det Z != 0`` makes ``X`` nonsingular, and Sylvester's law of
+inertia gives ``In(Z) = In(B)``. ``X`` is any float matrix (here numpy's ``eigh``, taken as exact dyadic
+rationals): a poor ``X`` can only make the test fail, never pass wrongly.
 
-Eigenvalue enclosures (``GK`` positive definite, else the roles swapped): for
-``X`` nonsingular the pencil ``(A, B) = (X^T GK GQ GK X, X^T GK X)`` has the
-eigenvalues of ``GQ GK`` (``GK GQ GK x = mu GK x`` iff ``GQ GK x = mu x``).
-With ``||B - I||_2 <= rho_B < 1`` (so ``B`` is definite, hence ``X`` nonsingular
-and ``GK = X^-T B X^-1`` definite), ``D = diag(A)`` and
-``||A - D||_2 <= rho_A``, Weyl's inequality puts the i-th largest eigenvalue of
-``A`` within ``rho_A`` of the i-th largest ``d_i``, and Ostrowski's theorem
-(``lambda_i(S A S^T) = theta_i lambda_i(A)``, ``theta_i`` between the extreme
-eigenvalues of ``S S^T = B^-1``, i.e. in ``[1/(1+rho_B), 1/(1-rho_B)]``)
-gives the i-th largest eigenvalue of ``GQ GK`` in
-``[d_i - rho_A, d_i + rho_A]`` scaled by ``theta``. The 2-norms are bounded by
-the largest row sum of absolute values (symmetric matrices). ``(GQ, GK)`` is
-first replaced by the similar pair ``(S^-1 GQ S^-1, S GK S)`` (``S`` a diagonal
-of powers of two equilibrating ``GK``): ``S^-1 GQ GK S`` has the same eigenvalues.
+Eigenvalue enclosures (``GK`` positive definite, else the roles swapped): for ``X`` nonsingular the pencil
+``(A, B) = (X^T GK GQ GK X, X^T GK X)`` has the eigenvalues of ``GQ GK`` (``GK GQ GK x = mu GK x`` iff
+``GQ GK x = mu x``). With ``||B - I||_2 <= rho_B < 1`` (so ``B`` is definite, hence ``X`` nonsingular and
+``GK = X^-T B X^-1`` definite), ``D = diag(A)`` and ``||A - D||_2 <= rho_A``, Weyl's inequality puts the
+i-th largest eigenvalue of ``A`` within ``rho_A`` of the i-th largest ``d_i``, and Ostrowski's theorem
+(``lambda_i(S A S^T) = theta_i lambda_i(A)``, ``theta_i`` between the extreme eigenvalues of ``S S^T =
+B^-1``, i.e. in ``[1/(1+rho_B), 1/(1-rho_B)]``) gives the i-th largest eigenvalue of ``GQ GK`` in ``[d_i -
+rho_A, d_i + rho_A]`` scaled by ``theta``. The 2-norms are bounded by the largest row sum of absolute
+values (symmetric matrices). ``(GQ, GK)`` is first replaced by the similar pair ``(S^-1 GQ S^-1, S GK S)``
+(``S`` a diagonal of powers of two equilibrating ``GK``): ``S^-1 GQ GK S`` has the same eigenvalues.
 
-The error bound
----------------
-Every matrix is held as a midpoint and a radius ``(M, R)``: the exact matrix is
-within ``R`` of the float matrix ``M``, entry by entry. Binary64, round to
-nearest, unit roundoff ``u = 2^-53``, ``gamma_n = n u / (1 - n u)``.
+The error bound.
+Every matrix is held as a midpoint and a radius ``(M, R)``: the exact matrix is within ``R`` of the float
+matrix ``M``, entry by entry. Binary64, round to nearest, unit roundoff ``u = 2^-53``, ``gamma_n = n u /
+(1 - n u)``.
 
-* Input: an exact entry ``v = n / d 2^e`` is ``y 2^(e-t)`` plus less than
-  ``2^(e-t)`` (``y = floor(n 2^t / d)``, ``t`` chosen so that ``y`` has about 62
-  bits), and ``float(y)`` (correctly rounded) is within half an ulp, less than
-  ``spacing(|M|)``: ``R = 2^(e-t) + spacing(|M|)``, rounded up. Before that the
-  matrices are equilibrated by exact congruences or similarities with powers
-  of two (``diag(2^s_i)``, bringing the diagonal near 1), which change neither
-  inertia nor eigenvalues.
-* Product, any summation order, with or without fused multiply-adds (so BLAS
-  may be used; a dot product of length ``n`` rounds each term at most ``n``
-  times): ``|fl(A B) - A B| <= gamma_n |A| |B| + n 2^-1022``, the last term for
-  underflow, with or without flush to zero. For nonnegative ``P, Q`` this gives
-  ``P Q <= (fl(P Q) + 2^-1000) / (1 - gamma_n)`` (``n 2^-1022 <= 2^-1000`` for
-  ``n <= 2^20``). For ``(A, RA) (B, RB)`` the exact product differs from
-  ``fl(A B)`` by at most ``gamma_n |A||B| + RA (|B| + RB) + |A| RB + 2^-1000``.
-* Every bound is evaluated with one IEEE operation at a time and moved one ulp
-  up (``nextafter``), which covers that operation's rounding; constants such as
-  ``gamma_n / (1 - gamma_n)`` are computed in Fractions and rounded up.
-* No operand of a product is subnormal: a midpoint below ``2^-1000`` in
-  magnitude is replaced by 0 and ``2^-1000`` added to its radius, and every
-  radius is at least ``2^-1000``; so flushing subnormal operands to zero cannot
-  change a product either.
+* Input: an exact entry ``v = n / d 2^e`` is ``y 2^(e-t)`` plus less than ``2^(e-t)`` (``y = floor(n 2^t /
+  d)``, ``t`` chosen so that ``y`` has about 62 bits), and ``float(y)`` (correctly rounded) is within half
+  an ulp, less than ``spacing(|M|)``: ``R = 2^(e-t) + spacing(|M|)``, rounded up. Before that the matrices
+  are equilibrated by exact congruences or similarities with powers of two (``diag(2^s_i)``, bringing the
+  diagonal near 1), which change neither inertia nor eigenvalues.
+* Product, any summation order, with or without fused multiply-adds (so BLAS may be used; a dot product of
+  length ``n`` rounds each term at most ``n`` times): ``|fl(A B) - A B| <= gamma_n |A| |B| + n 2^-1022``,
+  the last term for underflow, with or without flush to zero. For nonnegative ``P, Q`` this gives ``P Q <=
+  (fl(P Q) + 2^-1000) / (1 - gamma_n)`` (``n 2^-1022 <= 2^-1000`` for ``n <= 2^20``). For ``(A, RA) (B,
+  RB)`` the exact product differs from ``fl(A B)`` by at most ``gamma_n |A||B| + RA (|B| + RB) + |A| RB +
+  2^-1000``.
+* Every bound is evaluated with one IEEE operation at a time and moved one ulp up (``nextafter``), which
+  covers that operation's rounding; constants such as ``gamma_n / (1 - gamma_n)`` are computed in
+  Fractions and rounded up.
+* No operand of a product is subnormal: a midpoint below ``2^-1000`` in magnitude is replaced by 0 and
+  ``2^-1000`` added to its radius, and every radius is at least ``2^-1000``; so flushing subnormal
+  operands to zero cannot change a product either.
 * Any non-finite value makes the test fail (``None``).
-The dominance test then uses ``|B_ii| >= |M_ii| - R_ii`` and
-``|B_ij| <= |M_ij| + R_ij`` with the weights ``w_i = |M_ii|^-1/2``, all rounded
-the safe way; the enclosures' last steps are exact Fractions.
+The dominance test then uses ``|B_ii| >= |M_ii| - R_ii`` and ``|B_ij| <= |M_ij| + R_ij`` with the weights
+``w_i = |M_ii|^-1/2``, all rounded the safe way; the enclosures' last steps are exact Fractions.
 """
 
 from __future__ import annotations
@@ -99,20 +82,13 @@ TINY = 2.0 ** -1000
 #: longest dot product the bounds are stated for (n 2^-1022 <= 2^-1000)
 MAX_N = 1 << 20
 
-
 def _up(x: np.ndarray) -> np.ndarray:
     return np.nextafter(x, np.inf)
-
-
-def _down(x: np.ndarray) -> np.ndarray:
-    return np.nextafter(x, -np.inf)
-
 
 def _ceil(q: Fraction) -> float:
     """The least float >= q (q in the normal range)."""
     f = float(q)
     return f if Fraction(f) >= q else float(np.nextafter(f, np.inf))
-
 
 def _constants(n: int) -> tuple[float, float]:
     """Floats ``>= gamma_n / (1 - gamma_n)`` and ``>= 1 / (1 - gamma_n)``."""
@@ -121,20 +97,15 @@ def _constants(n: int) -> tuple[float, float]:
     g = n * U / (1 - n * U)
     return _ceil(g / (1 - g)), _ceil(1 / (1 - g))
 
-
 def _flush(M: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """No subnormal operand: tiny midpoints become 0 (their size moves into the radius)."""
     small = np.abs(M) < TINY
-    M = np.where(small, 0.0, M)
-    R = np.where(small, _up(R + TINY), np.maximum(R, TINY))
-    return M, R
-
+    return np.where(small, 0.0, M), np.where(small, _up(R + TINY), np.maximum(R, TINY))
 
 def _upper_product(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """An entrywise upper bound of the exact ``P Q`` for nonnegative float ``P, Q``."""
     _, h = _constants(P.shape[1])
     return _up(_up(P @ Q + TINY) * h)
-
 
 def _mul(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(A, RA) (B, RB)``: the midpoint ``fl(A B)`` and a rigorous radius."""
@@ -148,49 +119,37 @@ def _mul(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> 
     R = _up(R + TINY)
     return _flush(C, R)
 
-
 def _exact(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A float matrix taken as exact (radius: only what flushing adds)."""
     return _flush(np.asarray(X, dtype=np.float64), np.zeros_like(X, dtype=np.float64))
 
-
 def product_enclosure(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(C, R)`` with the exact ``P Q^T`` within ``R`` of ``C`` entrywise, for float
-    ``P`` and ``Q`` taken as exact (the product bound of the module docstring)."""
+    """``(C, R)`` with the exact ``P Q^T`` within ``R`` of ``C`` entrywise, for float ``P`` and ``Q`` taken
+    as exact (the product bound of the module docstring)."""
     return _mul(_exact(P), _exact(np.ascontiguousarray(Q.T)))
 
-
-def _t(a: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    return a[0].T, a[1].T
-
-
-def _max_bits(rows: list[list[int]]) -> int:
-    return max((abs(int(v)).bit_length() for row in rows for v in row), default=0)
-
-
 def _dominant_signs(B: np.ndarray, R: np.ndarray) -> tuple[int, int] | None:
-    """``(n_+, n_-)`` of the exact symmetric matrix within ``R`` of ``B`` when a
-    weighted diagonal dominance proves them; else None."""
+    """``(n_+, n_-)`` of the exact symmetric matrix within ``R`` of ``B`` when a weighted diagonal dominance
+    proves them; else None."""
     if not (np.all(np.isfinite(B)) and np.all(np.isfinite(R))):
         return None
     d = np.abs(np.diag(B))
-    lo = _down(d - np.diag(R))                          # <= |exact B_ii|
+    lo = np.nextafter(d - np.diag(R), -np.inf)                        # <= |exact B_ii|
     if not np.all(lo > 0):
         return None
     w = 1.0 / np.sqrt(d)
     O = _up(np.abs(B) + R)
     np.fill_diagonal(O, 0.0)
     rhs = _upper_product(O, w[:, None])[:, 0]           # >= sum_{j != i} |exact B_ij| w_j
-    lhs = _down(lo * w)                                 # <= |exact B_ii| w_i
+    lhs = np.nextafter(lo * w, -np.inf)                             # <= |exact B_ii| w_i
     if not (np.all(np.isfinite(rhs)) and np.all(lhs > rhs)):
         return None
     s = np.diag(B)
     return int(np.sum(s > 0)), int(np.sum(s < 0))
 
-
 def _inertia(Z: tuple[np.ndarray, np.ndarray]) -> tuple[int, int] | None:
-    """Inertia of the exact symmetric matrix ``Z = (M, R)`` by a congruence with
-    numpy's eigenvectors of ``M``, decided by :func:`_dominant_signs`."""
+    """Inertia of the exact symmetric matrix ``Z = (M, R)`` by a congruence with numpy's eigenvectors of
+    ``M``, decided by :func:`_dominant_signs`."""
     M, _ = Z
     if not np.all(np.isfinite(M)):
         return None
@@ -199,14 +158,12 @@ def _inertia(Z: tuple[np.ndarray, np.ndarray]) -> tuple[int, int] | None:
     except np.linalg.LinAlgError:
         return None
     Xe = _exact(X)
-    B = _mul(_t(Xe), _mul(Z, Xe))
-    return _dominant_signs(*B)
-
+    return _dominant_signs(*_mul((Xe[0].T, Xe[1].T), _mul(Z, Xe)))
 
 def _scaled_floats(rows: list[list[int]], num: int, den: int, e: int, rs: list, cs: list) -> tuple | None:
-    """``(M, R)`` for the exact ``rows[i][j] num / den 2^(e + rs[i] + cs[j])``: each
-    entry to about 62 bits by integer floor division (error below one unit of
-    its last place), then correctly rounded to a float (``spacing`` covers it)."""
+    """``(M, R)`` for the exact ``rows[i][j] num / den 2^(e + rs[i] + cs[j])``: each entry to about 62 bits
+    by integer floor division (error below one unit of its last place), then correctly rounded to a float
+    (``spacing`` covers it)."""
     ys, ts = [], []
     db = den.bit_length()
     for i, row in enumerate(rows):
@@ -226,26 +183,19 @@ def _scaled_floats(rows: list[list[int]], num: int, den: int, e: int, rs: list, 
         return None
     M = np.ldexp(y, ex).reshape(shape)
     unit = np.ldexp(1.0, np.maximum(ex, -1074)).reshape(shape)
-    R = _up(unit + np.spacing(np.abs(M)))
-    return _flush(M, R)
-
-
-def _log2_round(q: Fraction) -> int:
-    """An integer within 1 of log2 q, for q > 0."""
-    return q.numerator.bit_length() - q.denominator.bit_length()
-
+    return _flush(M, _up(unit + np.spacing(np.abs(M))))
 
 def count_above(GQ: list[list[int]], eq: int, GK: list[list[int]], ek: int, eps_sq: Fraction) -> int | None:
-    """``#{lambda_i(GQ 2^eq GK 2^ek) > eps_sq}`` by the inertia of ``Z(eps_sq)``
-    (module docstring), or None when floats cannot decide. ``GQ, GK``: symmetric
-    integer rows, at least one positive semidefinite (the caller's hypothesis).
-    ``Z`` is equilibrated first by the exact congruence ``diag(2^s_i)`` that
-    brings its diagonal near 1."""
+    """``#{lambda_i(GQ 2^eq GK 2^ek) > eps_sq}`` by the inertia of ``Z(eps_sq)`` (module docstring), or None
+    when floats cannot decide. ``GQ, GK``: symmetric integer rows, at least one positive semidefinite (the
+    caller's hypothesis). ``Z`` is equilibrated first by the exact congruence ``diag(2^s_i)`` that brings
+    its diagonal near 1."""
     r = len(GQ)
     if r == 0 or eps_sq <= 0 or 2 * r > MAX_N:
         return None
     sk = _diagonal_exponents(GK, ek)
-    sq = _diagonal_exponents(GQ, eq - _log2_round(eps_sq))      # GQ / eps^2
+    lg = eps_sq.numerator.bit_length() - eps_sq.denominator.bit_length()   # within 1 of log2 eps^2
+    sq = _diagonal_exponents(GQ, eq - lg)                         # GQ / eps^2
     Zk = _scaled_floats(GK, 1, 1, ek, sk, sk)
     Zq = _scaled_floats(GQ, eps_sq.denominator, eps_sq.numerator, eq, sq, sq)
     if Zk is None or Zq is None:
@@ -254,8 +204,7 @@ def count_above(GQ: list[list[int]], eq: int, GK: list[list[int]], ek: int, eps_
     if cpl.min() < TINY or cpl.max() > 2.0 ** 900:
         return None
     off = np.diag(cpl)
-    M = np.block([[Zk[0], off], [off, Zq[0]]])
-    zero = np.zeros((r, r))
+    M, zero = np.block([[Zk[0], off], [off, Zq[0]]]), np.zeros((r, r))
     R = np.block([[Zk[1], zero], [zero, Zq[1]]])
     signs = _inertia(_flush(M, R))
     if signs is None or sum(signs) != 2 * r:
@@ -263,10 +212,9 @@ def count_above(GQ: list[list[int]], eq: int, GK: list[list[int]], ek: int, eps_
     k = signs[0] - r
     return k if 0 <= k <= r else None
 
-
 def positive_definite(G: list[list[int]]) -> bool:
-    """True when ``G`` (symmetric integer rows; a positive scale does not matter)
-    is proved positive definite; False means only that floats did not prove it."""
+    """True when ``G`` (symmetric integer rows; a positive scale does not matter) is proved positive
+    definite; False means only that floats did not prove it."""
     r = len(G)
     if r == 0 or r > MAX_N:
         return r == 0
@@ -274,18 +222,15 @@ def positive_definite(G: list[list[int]]) -> bool:
     Z = _scaled_floats(G, 1, 1, 0, d, d)
     return Z is not None and _inertia(Z) == (r, 0)
 
-
 def _diagonal_exponents(G: list[list[int]], e: int) -> list[int]:
     """``s_i`` with ``G_ii 2^(e + 2 s_i)`` near 1 (zero diagonal: the largest entry's)."""
-    top = max(_max_bits(G), 1)
+    top = max(max((abs(int(v)).bit_length() for row in G for v in row), default=0), 1)
     return [-((abs(int(G[i][i])).bit_length() if G[i][i] else top) + e) // 2 for i in range(len(G))]
 
-
 def _enclosures_pd(GB: list, eb: int, GA: list, ea: int) -> list[tuple[Fraction, Fraction]] | None:
-    """Enclosures of the eigenvalues of ``GA 2^ea GB 2^eb``, largest first, with
-    ``GB`` positive definite (proved on the way), or None. The pair is first
-    replaced by the similar ``(S^-1 GA S^-1 2^-m) (S GB S) 2^m`` with ``S =
-    diag(2^s_i)`` equilibrating ``GB`` and ``2^m`` bringing ``GA`` near 1."""
+    """Enclosures of the eigenvalues of ``GA 2^ea GB 2^eb``, largest first, with ``GB`` positive definite
+    (proved on the way), or None. The pair is first replaced by the similar ``(S^-1 GA S^-1 2^-m) (S GB S)
+    2^m`` with ``S = diag(2^s_i)`` equilibrating ``GB`` and ``2^m`` bringing ``GA`` near 1."""
     r = len(GB)
     s = _diagonal_exponents(GB, eb)
     neg = [-v for v in s]
@@ -307,8 +252,8 @@ def _enclosures_pd(GB: list, eb: int, GA: list, ea: int) -> list[tuple[Fraction,
         return None
     X = _exact(X1 @ V)
     Y = _mul(Bm, X)                                     # GB' X
-    A = _mul(_t(Y), _mul(Am, Y))                        # X^T GB' GA' GB' X
-    B = _mul(_t(X), Y)                                  # X^T GB' X
+    A = _mul((Y[0].T, Y[1].T), _mul(Am, Y))                      # X^T GB' GA' GB' X
+    B = _mul((X[0].T, X[1].T), Y)                            # X^T GB' X
     if not all(np.all(np.isfinite(v)) for v in (*A, *B)):
         return None
     ones = np.ones((r, 1))
@@ -329,11 +274,10 @@ def _enclosures_pd(GB: list, eb: int, GA: list, ea: int) -> list[tuple[Fraction,
         out.append((lo * scale, hi * scale))
     return out
 
-
 def enclosures(GQ: list, eq: int, GK: list, ek: int) -> list[tuple[Fraction, Fraction]] | None:
-    """Rigorous ``[lo, hi]`` for every eigenvalue of ``GQ 2^eq GK 2^ek``, largest
-    first with multiplicity (module docstring), or None when floats cannot decide
-    (neither Gram is proved definite, or the bounds are too loose)."""
+    """Rigorous ``[lo, hi]`` for every eigenvalue of ``GQ 2^eq GK 2^ek``, largest first with multiplicity
+    (module docstring), or None when floats cannot decide (neither Gram is proved definite, or the bounds
+    are too loose)."""
     if not GQ or 2 * len(GQ) > MAX_N:
         return None
     return _enclosures_pd(GK, ek, GQ, eq) or _enclosures_pd(GQ, eq, GK, ek)

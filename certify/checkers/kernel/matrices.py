@@ -1,6 +1,6 @@
-"""Exact matrices from a certificate's integers (python-flint ``fmpz_mat`` and
-``fmpq_mat``, arbitrary precision), their products, and primality (python-flint's
-``fmpz.is_prime``: BPSW, deterministic below 2^64, the sizes used here).
+"""Exact matrices from a certificate's integers (python-flint ``fmpz_mat`` and ``fmpq_mat``, arbitrary
+precision), their products, and primality (python-flint's ``fmpz.is_prime``: BPSW, deterministic below
+2^64, the sizes used here).
 """
 
 from __future__ import annotations
@@ -9,18 +9,18 @@ from typing import Any
 
 
 def fmpz_matrix(rows: Any, ncols: int | None = None) -> Any:
-    """The python-flint integer matrix of integer rows (an empty list keeps ``ncols`` columns)."""
+    """The python-flint integer matrix of integer rows (an empty list keeps ``ncols`` columns; an
+    ``fmpz_mat`` is returned as it is)."""
     import flint
+    if isinstance(rows, flint.fmpz_mat):
+        return rows
     rows = [list(r) for r in rows]
-    n1 = len(rows)
-    n2 = len(rows[0]) if n1 else (ncols or 0)
-    return flint.fmpz_mat(n1, n2, [int(v) for r in rows for v in r])
-
+    return flint.fmpz_mat(len(rows), len(rows[0]) if rows else (ncols or 0), [int(v) for r in rows for v in r])
 
 def scaled_matrix(rows: Any, scale: Any) -> Any:
-    """The exact rational matrix of integer rows and a ``scale`` (``{"kind":
-    "row_denominators", "row_den": [...]}``: row ``i`` divided by ``row_den[i]``;
-    otherwise ``{"exponent": e}``: every entry times ``2^e``)."""
+    """The exact rational matrix of integer rows and a ``scale`` (``{"kind": "row_denominators", "row_den":
+    [...]}``: row ``i`` divided by ``row_den[i]``; otherwise ``{"exponent": e}``: every entry times
+    ``2^e``)."""
     import flint
     A = flint.fmpq_mat(fmpz_matrix(rows))
     if scale["kind"] == "row_denominators":
@@ -32,16 +32,13 @@ def scaled_matrix(rows: Any, scale: Any) -> Any:
         A = A * (flint.fmpq(2) ** e if e >= 0 else flint.fmpq(1, 2 ** -e))
     return A
 
-
 def product(A: Any, B: Any) -> Any:
     """``A B`` exactly (python-flint matrices, integer or rational)."""
     return A * B
 
-
 def gram_matrix(A: Any) -> Any:
     """``A^T A`` when ``A`` has at most as many columns as rows, else ``A A^T`` (same nonzero eigenvalues)."""
     return A.transpose() * A if A.ncols() <= A.nrows() else A * A.transpose()
-
 
 def is_prime(p: int) -> bool:
     """``p`` is a prime (an int >= 2; bool is not an int here)."""

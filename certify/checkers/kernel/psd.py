@@ -1,17 +1,15 @@
 """Positive semidefiniteness, by one method: exact symmetric elimination.
 
-Statement. A symmetric rational matrix ``M`` is positive semidefinite exactly
-when symmetric Gaussian elimination without pivoting (``M = L D L^T``) meets no
-negative pivot, and every zero pivot has a zero remaining column. Proof: the
-step at pivot ``d = M[k, k] > 0`` replaces the trailing block by its Schur
-complement ``S = B - b b^T / d``, and ``M`` is PSD iff ``S`` is (congruence by a
-unit triangular matrix); at ``d < 0`` the vector ``e_k`` gives ``e_k^T M e_k <
-0``; at ``d = 0`` with ``M[i, k] != 0`` the 2 x 2 principal minor on ``{k, i}``
-is ``-M[i, k]^2 < 0``; at ``d = 0`` with a zero column the step drops row and
-column ``k``. Positive definite: every pivot ``> 0``. Arithmetic is exact
-(python-flint rationals ``fmpq``), by blocks where it can: with the leading block ``A``
-positive definite, ``[[A, B], [B^T, C]]`` is congruent to ``diag(A, C - B^T A^-1 B)``, so
-it is PSD (PD) iff that Schur complement is (python-flint's ``solve``); else pivot by pivot.
+Statement. A symmetric rational matrix ``M`` is positive semidefinite exactly when symmetric Gaussian
+elimination without pivoting (``M = L D L^T``) meets no negative pivot, and every zero pivot has a zero
+remaining column. Proof: the step at pivot ``d = M[k, k] > 0`` replaces the trailing block by its Schur
+complement ``S = B - b b^T / d``, and ``M`` is PSD iff ``S`` is (congruence by a unit triangular matrix);
+at ``d < 0`` the vector ``e_k`` gives ``e_k^T M e_k < 0``; at ``d = 0`` with ``M[i, k] != 0`` the 2 x 2
+principal minor on ``{k, i}`` is ``-M[i, k]^2 < 0``; at ``d = 0`` with a zero column the step drops row
+and column ``k``. Positive definite: every pivot ``> 0``. Arithmetic is exact (python-flint rationals
+``fmpq``), by blocks where it can: with the leading block ``A`` positive definite, ``[[A, B], [B^T, C]]``
+is congruent to ``diag(A, C - B^T A^-1 B)``, so it is PSD (PD) iff that Schur complement is
+(python-flint's ``solve``); else pivot by pivot.
 """
 
 from __future__ import annotations
@@ -23,20 +21,9 @@ from typing import Any, Sequence
 def _rows(M: Any) -> list[list[Any]]:
     """``M`` (rows of ints / Fractions / ``"p/q"``, or an ``fmpz_mat`` / ``fmpq_mat``) as ``fmpq`` rows."""
     import flint
-    if hasattr(M, "nrows"):
-        M = [[M[i, j] for j in range(M.ncols())] for i in range(M.nrows())]
-    out = []
-    for row in M:
-        r = []
-        for v in row:
-            if isinstance(v, (flint.fmpz, flint.fmpq)):
-                r.append(flint.fmpq(v))
-            else:
-                f = Fraction(v)
-                r.append(flint.fmpq(f.numerator, f.denominator))
-        out.append(r)
-    return out
-
+    q = lambda v: flint.fmpq(v) if isinstance(v, (flint.fmpz, flint.fmpq)) else flint.fmpq(
+        *Fraction(v).as_integer_ratio())
+    return [[q(v) for v in row] for row in (M.tolist() if hasattr(M, "nrows") else M)]
 
 def _pivots(A: list[list[Any]], strict: bool) -> bool:
     n = len(A)                                          # square and symmetric (the callers' check)
@@ -57,7 +44,6 @@ def _pivots(A: list[list[Any]], strict: bool) -> bool:
                     row_i[j] -= f * row_k[j]
     return True
 
-
 def _blocks(A: list[list[Any]], strict: bool) -> bool:
     n, h = len(A), len(A) // 2
     if n <= 32:
@@ -68,31 +54,26 @@ def _blocks(A: list[list[Any]], strict: bool) -> bool:
     B, C = flint.fmpq_mat([r[h:] for r in A[:h]]), flint.fmpq_mat([r[h:] for r in A[h:]])
     return _blocks((C - B.transpose() * flint.fmpq_mat([r[:h] for r in A[:h]]).solve(B)).tolist(), strict)
 
-
 def _decide(M: Any, strict: bool) -> bool:
     A = _rows(M)
     n = len(A)
     return all(len(r) == n for r in A) and all(A[i][j] == A[j][i] for i in range(n) for j in range(i)) \
         and _blocks(A, strict)
 
-
 def is_psd(M: Sequence[Sequence[Any]] | Any) -> bool:
-    """Is the square matrix ``M`` symmetric and positive semidefinite? (module docstring;
-    a non-symmetric or non-square matrix is not)"""
+    """Is the square matrix ``M`` symmetric and positive semidefinite? (a non-symmetric one is not)"""
     return _decide(M, False)
-
 
 def is_positive_definite(M: Sequence[Sequence[Any]] | Any) -> bool:
     """Is the square matrix ``M`` symmetric and positive definite (every pivot > 0)?"""
     return _decide(M, True)
 
-
 def is_psd_by_rank(G: Any, part_is_pd: Any, p: int = (1 << 61) - 1) -> bool:
-    """True when a symmetric integer ``fmpz_mat`` ``G`` is proved PSD through a principal part:
-    with ``S`` the pivot columns of ``rref(G mod p)``, ``|S| = rank_Q G`` (python-flint's exact
-    ``rank``) and ``G[S, S]`` nonsingular mod ``p`` (so over Q) make the Schur complement of
-    ``G[S, S]`` zero: ``G`` is PSD iff ``G[S, S]`` is positive definite, which ``part_is_pd(S)``
-    must prove. False means only: not proved this way."""
+    """True when a symmetric integer ``fmpz_mat`` ``G`` is proved PSD through a principal part: with ``S``
+    the pivot columns of ``rref(G mod p)``, ``|S| = rank_Q G`` (python-flint's exact ``rank``) and ``G[S,
+    S]`` nonsingular mod ``p`` (so over Q) make the Schur complement of ``G[S, S]`` zero: ``G`` is PSD iff
+    ``G[S, S]`` is positive definite, which ``part_is_pd(S)`` must prove. False means only: not proved
+    this way."""
     from certify.checkers.kernel.modular import pivot_minor_mod_p
     R, S = pivot_minor_mod_p(G, p)
     return R == S and len(S) == G.rank() and bool(part_is_pd(S))

@@ -19,7 +19,7 @@ from certify.checkers.common import (
     same_rational,
 )
 from certify.checkers.kernel import fmpz_matrix, product
-from certify.checkers.kernel.trace_rank import trace_rank_bound
+from certify.checkers.kernel.attention import trace_rank_bound
 from certify.checkers.rank.evidence import _FEATURE_SOURCES, _TRUSTED, SOURCE_KEYS, _Features, _indices
 
 
