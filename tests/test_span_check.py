@@ -137,3 +137,19 @@ def test_the_compiled_steps_match_a_numpy_reference():
     assert ks._K.nonzero(T, N.astype(np.float64), 1, 2, float(p))
     with pytest.raises(ValueError):
         ks._K.nonzero(T, N, 4, 2, float(p))                          # the tile leaves N
+
+
+def test_inverse_mod_compiled_and_checked_or_by_flint_and_none_when_singular():
+    rng = np.random.default_rng(7)
+    M = rng.integers(-50, 50, (40, 40))
+    for p in (1048573, 67108859, (1 << 61) - 1):                # compiled; r h^2 too big; p beyond 2^26
+        W = ks.inverse_mod(M, p)
+        assert W is not None and np.abs(W).max() <= (p - 1) // 2
+        if p < 1 << 53:
+            prod = (M.astype(object) @ W.astype(np.int64).astype(object)) % p
+            assert all(prod[i, j] == (i == j) for i in range(40) for j in range(40))
+    S = M.copy()
+    S[3] = 2 * S[5] - S[7]                                       # singular over Q
+    assert ks.inverse_mod(S, 1048573) is None
+    P = np.diag([1, 3, 1048573])                                 # nonsingular over Q, singular mod p
+    assert ks.inverse_mod(P, 1048573) is None and ks.inverse_mod(P, 67108859) is not None

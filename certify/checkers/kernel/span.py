@@ -1,7 +1,6 @@
-"""The column-span upper bound of a large int64 matrix modulo word-size primes, the
-bordered-minor bound, and the canonical minor modulo p by two products (written
-apart from the producer's :mod:`solvers.exact.span`; the steps over residues are
-compiled, ``_spankernel.c``; without it :func:`span_mod_primes` does not decide).
+"""The column-span upper bound of a large int64 matrix modulo word-size primes and the
+canonical minor modulo p by two products, apart from the producer's :mod:`solvers.exact.span`
+(the steps over residues compiled, ``_spankernel.c``; without it no decision).
 
 Column span. ``M = N[R, C]`` (``r x r``, nonsingular), ``C'``, ``R'`` the other
 columns and rows. An integer ``d != 0`` and integer ``F`` (``r x n``) with
@@ -26,16 +25,14 @@ by Hadamard, ``|beta| < P``. :func:`bound_sq` is the smaller of the row-wise
 max_j N_kj^2``) and the column-wise ``prod_{c in C} (b_c + w_c) max_j (b_j + w_j)``
 (``b_j = ||N[R, j]||^2``, ``w_j = max_i N_ij^2``).
 
-Canonical minor. Once ``rank_Q N = r`` is proved (and so ``rank_p N <= r``), ``M``
-nonsingular mod p makes the rows ``R`` a basis of the row space of ``N mod p``: the
-pivot columns of ``rref(N mod p)`` are those of ``rref(N[R, :] mod p)``, and the
-pivot rows those of ``rref(N[:, C]^T mod p)``; both are ``r x n``.
+Canonical minor. Once ``rank_Q N = r`` is proved, ``M`` nonsingular mod p makes ``R`` a basis
+of the row space of ``N mod p``: the pivot columns of ``rref(N mod p)`` are those of
+``rref(N[R, :] mod p)``, the pivot rows those of ``rref(N[:, C]^T mod p)`` (both ``r x n``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -44,10 +41,8 @@ from certify.checkers.kernel.modular import pivot_minor_mod_p
 
 LIMIT = (1 << 53) - (1 << 27)
 
-
-_K: Any
 try:                                    # the compiled steps; without them span_mod_primes returns None
-    from certify.checkers.kernel import _spankernel as _K  # type: ignore[attr-defined, no-redef]
+    from certify.checkers.kernel import _spankernel as _K  # type: ignore[attr-defined]
 except ImportError:
     _K = None
 
@@ -72,8 +67,7 @@ def bound_sq(A: np.ndarray, R: list[int], C: list[int]) -> int:
 
 
 def span_limits(r: int, max_abs: int) -> tuple[int, bool, int]:
-    """``(top, raw, s)``: the largest prime size with exact products (``raw``: ``N``
-    unreduced, else both factors reduced), and ``s`` with ``2^s > 2 (r + 1) max|N|``."""
+    """``(top, raw, s)``: the largest prime for exact products (``raw``: ``N`` unreduced), ``2^s > 2 (r + 1) max|N|``."""
     raw_top = 2 * ((LIMIT - max_abs) // (r * max(max_abs, 1))) + 1
     bal_top = 2 * math.isqrt((LIMIT - max_abs) // r) + 1
     return min(max(raw_top, bal_top), (1 << 26) - 1), raw_top > bal_top, (2 * (r + 1) * max_abs).bit_length()
@@ -99,19 +93,17 @@ def minor_denominators(A: np.ndarray, R: list[int], C: list[int], k: int) -> tup
 
 
 def span_mod_primes(A: np.ndarray, R: list[int], C: list[int], primes: list[int], d: int | None,
-                    tile: tuple[int, int] = (128, 1024)) -> bool | None:
-    """Steps 1-4 (module docstring) for the int64 ``A`` (``|A| < 2^51``) over ``primes``:
-    False proves a column outside the span of ``A[:, C]``, True that every column lies
-    in it; None when steps 1 or 4 fail, a condition on ``primes`` or ``d`` does not hold
-    (without ``d``: ``P^2 > bound_sq``), or the compiled steps are not built."""
+                    tile: tuple[int, int] = (512, 2048)) -> bool | None:
+    """Steps 1-4 (module docstring) for the int64 ``A`` (``|A| < 2^51``) over ``primes``: False proves
+    a column outside the span of ``A[:, C]``, True that all lie in it; None when steps 1 or 4 fail,
+    a condition on ``primes`` or ``d`` does not hold (no ``d``: ``P^2 > bound_sq``), or no ``_K``."""
     r, max_abs = len(C), int(np.abs(A).max())
     top, raw, s = span_limits(r, max_abs)
     P = math.prod(primes)
     if _K is None or len(set(primes)) < len(primes) or not all(5 <= p <= top and is_prime(p) for p in primes) \
             or (d == 0 or P < abs(d) << s if d is not None else P * P <= bound_sq(A, R, C)):
         return None
-    oR, oC = np.setdiff1d(np.arange(A.shape[0]), R), np.setdiff1d(np.arange(A.shape[1]), C)
-    Af = A.astype(np.float64)
+    oR, oC, Af = np.setdiff1d(np.arange(A.shape[0]), R), np.setdiff1d(np.arange(A.shape[1]), C), A.astype(float)
     Ri, Ci = np.asarray(R, dtype=np.int64), np.asarray(C, dtype=np.int64)
     Mf, NR, NC, No = Af[np.ix_(Ri, Ci)], Af[np.ix_(Ri, oC)], Af[np.ix_(oR, Ci)], Af[np.ix_(oR, oC)]
     No = No.astype(np.int32) if max_abs < 1 << 31 else No                      # half the memory traffic
@@ -135,36 +127,45 @@ def span_mod_primes(A: np.ndarray, R: list[int], C: list[int], primes: list[int]
     return True if d is None or float(np.abs(F).max(initial=0)) <= 2.0 ** -s - len(primes) * 2.0 ** -50 else None
 
 
-def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int]) -> bool:
-    """``(R, C) == pivot_minor(A, p, R, C)``, given ``A[R, C]`` nonsingular mod ``p``,
-    with two products instead of two eliminations. With ``M = A[R, C]``, the
-    column ``j`` of ``A[R]`` has coordinates ``y_j = M^-1 A[R, j]`` in the basis of
-    the columns ``C``; by induction over ``j``, ``span A[R, :j] = span A[R, C_<j]``
-    when every earlier column outside ``C`` has its coordinates on ``C_<j``, so the
-    pivot columns of ``rref(A[R] mod p)`` are ``C`` iff ``C`` is increasing and every
-    column ``j`` outside ``C`` has ``y_j`` supported on ``{k : C_k < j}``. Rows
-    likewise: ``z_i = A[i, C] M^-1``, supported on ``{k : R_k < i}`` for ``i`` outside
-    ``R``. Products of residues in ``[0, p)`` are exact in float64 when
-    ``r (p-1)^2 < 2^53``; otherwise the canonical minor by elimination."""
+def inverse_mod(M: np.ndarray, p: int) -> np.ndarray | None:
+    """``M^-1 mod p`` (balanced float64; exact for ``p < 2^53``) of a square int64 ``M``,
+    ``p`` prime; None when singular. Compiled and checked (``M W = I mod p``, exact when
+    ``r ((p-1)/2)^2 <= 2^53 - 2^27``), else (or when that fails) by python-flint."""
     import flint
+    r, h = len(M), (p - 1) // 2
+    if _K is not None and 5 <= p < 1 << 26 and r * h * h <= LIMIT:
+        W = (Mp := _K.reduce(M.astype(np.float64), float(p))).copy()
+        if _K.inverse(W, float(p)) and np.array_equal(_K.reduce(Mp @ W, float(p)), np.eye(r)):
+            return W
+    try:
+        V = np.array([int(v) for v in flint.nmod_mat(r, r, (M % p).ravel().tolist(), p).inv().entries()], float)
+    except ZeroDivisionError:
+        return None
+    return (V - p * (V > h)).reshape(r, r)
+
+
+def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int]) -> bool:
+    """``(R, C) == pivot_minor(A, p, R, C)`` (``A[R, C]`` nonsingular mod ``p``) by two
+    products: the column ``j`` of ``A[R]`` has coordinates ``y_j = M^-1 A[R, j]`` on the
+    columns ``C`` (``M = A[R, C]``); by induction over ``j``, the pivot columns of
+    ``rref(A[R] mod p)`` are ``C`` iff ``C`` is increasing and every ``j`` outside ``C``
+    has ``y_j`` supported on ``{k : C_k < j}``. Rows likewise with ``z_i = A[i, C] M^-1``. Exact
+    products when ``r (p-1)^2 < 2^53``; otherwise the minor by elimination."""
     r = len(C)
     if r == 0 or r * (p - 1) ** 2 >= 1 << 53:
         return pivot_minor_mod_p(fmpz_matrix(A.tolist()), p) == (R, C)
-    if any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
+    Mi = inverse_mod(A[np.ix_(R, C)], p)
+    if Mi is None or any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
         return False
-    M = flint.nmod_mat(r, r, (A[np.ix_(R, C)] % p).ravel().tolist(), p)
-    Mi = np.array([int(v) for v in M.inv().entries()], dtype=np.float64).reshape(r, r)
     Y = np.fmod(Mi @ (A[R] % p).astype(np.float64), p)                  # (r, n2), exact
     Z = np.fmod((A[:, C] % p).astype(np.float64) @ Mi, p)               # (n1, r), exact
 
     def supported_before(W: np.ndarray, basis: list[int]) -> bool:
         # W: (r, n) coordinates of the n vectors; basis: the r indices, increasing
         nz = W != 0
-        last = r - 1 - np.argmax(nz[::-1], axis=0)                       # last nonzero coordinate
-        last_index = np.asarray(basis, dtype=np.int64)[last]
-        j = np.arange(W.shape[1])
+        last_index = np.asarray(basis, dtype=np.int64)[r - 1 - np.argmax(nz[::-1], axis=0)]   # last nonzero
         outside = np.ones(W.shape[1], dtype=bool)
         outside[basis] = False
-        return bool(np.all(~outside | ~nz.any(axis=0) | (last_index < j)))
+        return bool(np.all(~outside | ~nz.any(axis=0) | (last_index < np.arange(W.shape[1]))))
 
     return supported_before(Y, C) and supported_before(Z.T, R)

@@ -28,6 +28,7 @@ from certify.checkers.kernel.hashing import array_sha256
 from certify.checkers.kernel.matrices import is_prime
 from certify.checkers.kernel.span import (
     bound_sq,
+    inverse_mod,
     is_pivot_minor,
     minor_denominators,
     span_limits,
@@ -107,7 +108,6 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
     checked by the caller). None when this path does not decide (the witness is
     not a column span of full use here): the caller runs the general check."""
     from certify.checkers.common import Bad, integer
-    from certify.checkers.kernel import fmpz_matrix, minor_nonzero_mod_p
     from certify.checkers.rank.evidence import (
         _check_params,
         _indices,
@@ -130,9 +130,8 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
             or (witness == "trivial" and len(R) != min(n1, n2)):
         return None
     p = integer(ev["prime"], "prime", 2)
-    if any(not 0 <= i < n1 for i in R) or any(not 0 <= j < n2 for j in C) \
-            or not minor_nonzero_mod_p(fmpz_matrix(A[np.ix_(R, C)].tolist()), p,
-                                       list(range(len(R))), list(range(len(C)))):
+    if any(not 0 <= i < n1 for i in R) or any(not 0 <= j < n2 for j in C) or len(set(R)) < len(R) \
+            or len(set(C)) < len(C) or not is_prime(p) or inverse_mod(A[np.ix_(R, C)], p) is None:
         raise Bad("the recorded minor is singular mod p (or p is not prime)")
     if witness == "freivalds":                   # the upper bound with error <= 2^-error_log2
         from certify.checkers.rank.freivalds import check as check_freivalds
