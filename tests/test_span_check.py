@@ -153,3 +153,29 @@ def test_inverse_mod_compiled_and_checked_or_by_flint_and_none_when_singular():
     assert ks.inverse_mod(S, 1048573) is None
     P = np.diag([1, 3, 1048573])                                 # nonsingular over Q, singular mod p
     assert ks.inverse_mod(P, 1048573) is None and ks.inverse_mod(P, 67108859) is not None
+
+
+def test_the_producers_own_check_counts_from_the_denominator_and_falls_back(monkeypatch):
+    """solvers.exact.span (the producer's code): the same count from the denominator,
+    a Schur complement equal to the first prime it uses is caught, a wrong guess
+    falls back to the bound's count."""
+    from solvers.exact import span as ps
+    from solvers.exact.integers import IntMatrix
+    A, R, C = _planted(150, 160, 40, 3, 8)
+    st: dict = {}
+    assert ps.span_check_multimodular(IntMatrix(A), R, C, stats=st) is True
+    assert st["denominator"] and st["primes"] < 0.7 * (st["hadamard_bits"] / st["prime_bits"])
+    r, p1, top = len(C), 1 << 25, 0
+    for _ in range(3):                                             # the first prime for the changed matrix
+        m = max(int(np.abs(A).max()), abs(int(A[-1, -1]) + p1))
+        top = max(ps.prime_limit(r, m), ps.raw_prime_limit(r, m))
+        p1 = next(p for p in range(top, 0, -1) if ks.is_prime(p))
+    bad = A.copy()
+    bad[-1, -1] += p1                                              # 0 mod p1, not over Q
+    assert max(ps.prime_limit(r, int(np.abs(bad).max())), ps.raw_prime_limit(r, int(np.abs(bad).max()))) == top
+    for compiled in (True, False):
+        assert ps.span_check_multimodular(IntMatrix(bad), R, C, stats=st, compiled=compiled) is False
+    monkeypatch.setattr(ps, "denominator_guess", lambda *a: (1, 1.0))
+    assert ps.span_check_multimodular(IntMatrix(A), R, C, stats=st) is True and not st["denominator"]
+    bad[-1, -1] -= p1 - 1
+    assert ps.span_check_multimodular(IntMatrix(bad), R, C) is False

@@ -144,17 +144,17 @@ def inverse_mod(M: np.ndarray, p: int) -> np.ndarray | None:
     return (V - p * (V > h)).reshape(r, r)
 
 
-def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int]) -> bool:
+def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int], Mi: np.ndarray | None = None) -> bool:
     """``(R, C) == pivot_minor(A, p, R, C)`` (``A[R, C]`` nonsingular mod ``p``) by two
     products: the column ``j`` of ``A[R]`` has coordinates ``y_j = M^-1 A[R, j]`` on the
     columns ``C`` (``M = A[R, C]``); by induction over ``j``, the pivot columns of
     ``rref(A[R] mod p)`` are ``C`` iff ``C`` is increasing and every ``j`` outside ``C``
-    has ``y_j`` supported on ``{k : C_k < j}``. Rows likewise with ``z_i = A[i, C] M^-1``. Exact
-    products when ``r (p-1)^2 < 2^53``; otherwise the minor by elimination."""
+    has ``y_j`` supported on ``{k : C_k < j}``. Rows likewise with ``z_i = A[i, C] M^-1`` (``Mi``:
+    :func:`inverse_mod`'s). Exact products when ``r (p-1)^2 < 2^53``; else by elimination."""
     r = len(C)
     if r == 0 or r * (p - 1) ** 2 >= 1 << 53:
         return pivot_minor_mod_p(fmpz_matrix(A.tolist()), p) == (R, C)
-    Mi = inverse_mod(A[np.ix_(R, C)], p)
+    Mi = inverse_mod(A[np.ix_(R, C)], p) if Mi is None else Mi
     if Mi is None or any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
         return False
     Y = np.fmod(Mi @ (A[R] % p).astype(np.float64), p)                  # (r, n2), exact

@@ -131,7 +131,7 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
         return None
     p = integer(ev["prime"], "prime", 2)
     if any(not 0 <= i < n1 for i in R) or any(not 0 <= j < n2 for j in C) or len(set(R)) < len(R) \
-            or len(set(C)) < len(C) or not is_prime(p) or inverse_mod(A[np.ix_(R, C)], p) is None:
+            or len(set(C)) < len(C) or not is_prime(p) or (Mi := inverse_mod(A[np.ix_(R, C)], p)) is None:
         raise Bad("the recorded minor is singular mod p (or p is not prime)")
     if witness == "freivalds":                   # the upper bound with error <= 2^-error_log2
         from certify.checkers.rank.freivalds import check as check_freivalds
@@ -146,6 +146,6 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
             return ["column-span witness fails: a column lies outside the span"]
     # rank_Q A = |R| is now proved (span, or |R| = min(shape); Freivalds: up to its error),
     # so rank_p A = |R|
-    if not is_pivot_minor(A, p, R, C):
+    if not is_pivot_minor(A, p, R, C, Mi):
         raise Bad("the recorded minor is not the pivot minor mod p")
     return _verdict_from_bounds(claim, len(R), len(R))
