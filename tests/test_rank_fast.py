@@ -101,7 +101,7 @@ def test_bordered_minor_bound_holds_and_the_checker_derives_the_same(seed, bits)
 def test_a_minor_divisible_by_some_of_the_primes_is_still_caught():
     """beta = c - a b equal to a product of the largest primes the check uses: each
     of those primes alone sees 0, the product of all of them does not."""
-    from certify.checkers.kernel.span import column_span
+    from certify.checkers.rank.span import column_span
     from solvers.exact.span import span_check_multimodular, span_primes
     a, b = 3, 5
     for k in (1, 2):
@@ -125,7 +125,7 @@ def test_compiled_numpy_and_checker_span_checks_agree(n1, n2, r, bits, seed):
     """Planted rank r (entries up to r 2^(2 bits), the last case near 2^51), then one
     changed entry anywhere off the minor's columns: the producer's compiled and numpy
     reductions and the checker's independent code give the same answer."""
-    from certify.checkers.kernel.span import column_span
+    from certify.checkers.rank.span import column_span
     from solvers.exact.span import span_check_multimodular
     rng = np.random.default_rng(seed)
     U = rng.integers(-(1 << bits), 1 << bits, (n1, r))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from certify.checkers.rank.freivalds import shared_test
 from certify.checkers.rank.span import column_span_shared
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.kernel import Kernel
@@ -63,11 +64,12 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
         r = len(rows)
         return bytes.fromhex(freivalds_challenge(fr_params, evidence(p, rows, cols, "freivalds", r, r)))
 
-    # the exact upper bound is the independent checker's column-span check: the
-    # certificate's own check run before writing (Certificate.self_check) then finds
+    # the upper bound is the independent checker's column-span check or Freivalds test:
+    # the certificate's own check run before writing (Certificate.self_check) then finds
     # it computed for the same bytes and does not repeat it; `certify verify` does
     res = ex.exact_rank(N, seed=opt.seed, max_primes=opt.max_primes, upper=opt.upper_bound,
-                        challenge=challenge, error_log2=opt.error_log2, exact_span=column_span_shared)
+                        challenge=challenge, error_log2=opt.error_log2, exact_span=column_span_shared,
+                        freivalds_test=shared_test)
     ev = evidence(res.prime, res.minor_rows, res.minor_cols, res.upper_witness, res.lower, res.upper)
     method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
               "upper: exact column-span (null-space) witness of that minor")

@@ -16,7 +16,7 @@ import numpy as np
 
 from certify.core.verdict import Verdict
 from solvers.exact.elimination import canonical_minor, elimination_prime
-from solvers.exact.freivalds import freivalds_span_test
+from solvers.exact.freivalds import FreivaldsResult, freivalds_span_test, plan
 from solvers.exact.integers import IntMatrix, _obj, _zero, compact
 from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
@@ -29,6 +29,10 @@ from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_
 EXACT_WORK_BUDGET = 1 << 38
 
 UPPER_MODES = ("auto", "exact", "freivalds")
+
+#: ``(V, rows, cols, challenge, vector_bits, vectors, num_primes) -> (passed, primes)``: a
+#: Freivalds test used instead of :func:`freivalds_span_test` with this module's plan
+FreivaldsTest = Callable[[np.ndarray, list, list, bytes, int, int, int], tuple[bool, list[int]]]
 
 
 def span_work(V: np.ndarray, rows: Sequence[int], cols: Sequence[int]) -> int:
@@ -45,8 +49,8 @@ def span_work(V: np.ndarray, rows: Sequence[int], cols: Sequence[int]) -> int:
 def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str = "exact",
                     challenge: Callable[[int, list, list], bytes] | None = None,
                     error_log2: int = 128,
-                    exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None
-                    ) -> ExactRank | None:
+                    exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None,
+                    freivalds_test: FreivaldsTest | None = None) -> ExactRank | None:
     """Two-sided exact rank for int64 matrices: the canonical minor mod a small
     prime by blocked elimination on a random projection
     (:func:`solvers.exact.elimination.canonical_minor`: a few matrix products at
@@ -61,7 +65,9 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
     its randomness read from ``challenge(p, rows, cols)``: error ``<= 2^-error_log2``
     (``upper_witness = "freivalds"``, ``freivalds`` holds its parameters).
     ``exact_span(V, rows, cols)``, when given, is the exact upper-bound check used
-    instead of :func:`span_check_multimodular` (True / False / None: not applicable)."""
+    instead of :func:`span_check_multimodular` (True / False / None: not applicable);
+    ``freivalds_test``, when given, runs the Freivalds test with this module's plan
+    (:data:`FreivaldsTest`)."""
     t0 = time.perf_counter()
     timings: dict = {}
     if N.values.dtype == object or N.max_bits() > 51 or min(N.shape) == 0:
@@ -78,7 +84,13 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
     if mode == "auto" and 0 < rk < min(n1, n2):
         mode = "exact" if span_work(N.values, rows, cols) <= EXACT_WORK_BUDGET else "freivalds"
     if mode == "freivalds" and 0 < rk < min(n1, n2) and challenge is not None:
-        fr = freivalds_span_test(N.values, rows, cols, challenge(p, rows, cols), k=error_log2, Vf=A)
+        if freivalds_test is None:
+            fr = freivalds_span_test(N.values, rows, cols, challenge(p, rows, cols), k=error_log2, Vf=A)
+        else:
+            pl = plan(N.values, rows, cols, error_log2)
+            got = freivalds_test(N.values, list(rows), list(cols), challenge(p, rows, cols), pl.vector_bits,
+                                 pl.vectors, pl.num_primes)
+            fr = FreivaldsResult(got[0], pl, tuple(got[1]))
         timings["upper_freivalds"] = time.perf_counter() - t
         if fr is not None:
             if not fr.passed:            # a nonzero residue: rank N > rk, exactly; the caller falls back
@@ -138,7 +150,8 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
                fast_path: bool = True, upper: str = "exact",
                challenge: Callable[[int, list, list], bytes] | None = None,
                error_log2: int = 128,
-               exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None) -> ExactRank:
+               exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None,
+               freivalds_test: FreivaldsTest | None = None) -> ExactRank:
     """Rank over Q of an integer matrix, two-sided (see the module docstring).
 
     Fast path first (:func:`exact_rank_fast`): the canonical minor mod a small
@@ -157,7 +170,8 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
     if upper not in UPPER_MODES:
         raise ValueError(f"upper must be one of {UPPER_MODES}")
     fast = exact_rank_fast(N, seed=seed, bits=bits, upper=upper, challenge=challenge,
-                           error_log2=error_log2, exact_span=exact_span) if fast_path else None
+                           error_log2=error_log2, exact_span=exact_span,
+                           freivalds_test=freivalds_test) if fast_path else None
     if fast is not None:
         return fast
     t0 = time.perf_counter()

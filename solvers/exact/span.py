@@ -32,6 +32,20 @@ norms (by about ``1.44 r`` bits for a product of two random factors), so the cou
 of primes drops by 5-15 %; the smaller of the two bounds is used, and when the
 float inverse is poor (``||E||_F >= 2^e``) only Hadamard's.
 
+A count from the witness's own sizes (:func:`denominator_guess`, used first when
+``2^s > 2 (r + 1) max|N|`` has ``s <= 44``): with ``d`` the least common denominator
+of ``M^-1 N[R, :] G`` for a few random columns ``G`` (exact; about half the bits of
+``D`` for a product of two random factors, since ``M^-1 N[R, :] = V_C^-1 V`` when
+``N = U V``), let ``X`` be the integer ``|X| < P/2`` congruent to ``d M^-1 N[R, C']``
+modulo ``P``. The CRT gives ``sum_k (d c_k Y_pk mod p_k) / p_k = X / P (mod 1)``
+(``c_k = (P/p_k)^-1 mod p_k``), summed in float64 reduced mod 1 after each term
+(``<= 2^-52`` of rounding each); ``|sum| <= 2^-s - K 2^-50`` proves ``|X| <= P 2^-s``.
+With ``P >= 2^s |d|`` and every congruence below, ``E = N[:, C] X - d N[:, C']`` is
+``0 mod P`` and ``|E| <= (r + 1) max|N| P 2^-s < P/2``, so ``E = 0`` and
+``N = N[:, C] [d I | X] / d``: rank at most ``r``. Any ``d`` is sound (a wrong one
+fails the size test, and the bound's count follows). The primes are counted from
+``log2 |d| + log2 max|M^-1 N[R, :]| (float) + 16 + s`` bits.
+
 Modulo one prime ``p`` (``p`` not dividing ``D``): ``beta_ij = 0 mod p`` iff
 ``N_ij = (N[:, C] Y)_ij mod p`` with ``Y = M^-1 N[R, :] mod p``. Only rows outside
 ``R`` and columns outside ``C`` are compared (the Schur complement vanishes on the
@@ -275,17 +289,61 @@ def span_check_multimodular(N: IntMatrix, rows: Sequence[int], cols: Sequence[in
     schur_sq = schur_bound_sq(V, rows, cols, D) if r >= 4 else None
     bound_sq = hadamard_sq if schur_sq is None else min(hadamard_sq, schur_sq)
     raw = raw_prime_limit(r, max_abs) > prime_limit(r, max_abs)     # small entries: larger primes
-    primes = span_primes(r, max_abs, bound_sq, D,
-                         raw_prime_limit(r, max_abs) if raw else prime_limit(r, max_abs))
-    if primes is None:
-        return None
-    if stats is not None:
-        stats.update({"bound_bits": (math.isqrt(bound_sq) + 1).bit_length(),
-                      "hadamard_bits": (math.isqrt(hadamard_sq) + 1).bit_length(),
-                      "primes": len(primes), "prime_bits": primes[0].bit_length(),
-                      "operands": "raw" if raw else "balanced"})
+    top = raw_prime_limit(r, max_abs) if raw else prime_limit(r, max_abs)
     if Nf is None:
         Nf = V.astype(np.float64)                                 # exact: |N| <= 2^51
+    s = (2 * (r + 1) * max_abs).bit_length()                      # 2^s > 2 (r + 1) max|N|
+    guess = denominator_guess(MZ, V, R, C, Nf) if s <= 44 else None
+    for d in ([guess[0]] if guess else []) + [None]:
+        if d is None:
+            primes = span_primes(r, max_abs, bound_sq, D, top)
+        else:                                                     # P > 2^s max(|d|, est. max|d Y|)
+            assert guess is not None
+            bits = max(d.bit_length() + max(0, math.ceil(math.log2(guess[1]))) + 16, d.bit_length()) + s + 1
+            primes = span_primes(r, max_abs, 1 << (2 * bits), D, top)
+        if primes is None:
+            return None
+        if stats is not None:
+            stats.update({"bound_bits": (math.isqrt(bound_sq) + 1).bit_length(),
+                          "hadamard_bits": (math.isqrt(hadamard_sq) + 1).bit_length(),
+                          "primes": len(primes), "prime_bits": primes[0].bit_length(),
+                          "operands": "raw" if raw else "balanced", "denominator": d is not None})
+        ok = _span_over_primes(V, Nf, R, C, Mi64, primes, raw, d, s, tile_rows, tile_cols, compiled)
+        if ok is not None:
+            return ok
+    return None
+
+
+def denominator_guess(MZ: object, V: np.ndarray, R: np.ndarray, C: np.ndarray,
+                      Nf: np.ndarray) -> tuple[int, float] | None:
+    """``(d, y)``: the least common denominator ``d`` of ``M^-1 N[R, :] G`` for eight
+    random integer columns ``G`` (exact, python-flint; with high probability that of
+    ``M^-1 N[R, :]``, about half the bits of ``det M`` for a product of two random
+    factors) and the float ``y = max|M^-1 N[R, :]|``; None when the float solve fails.
+    Only a guess: a wrong one fails the size test of the CRT lift."""
+    import flint
+    try:
+        y = float(np.abs(np.linalg.solve(Nf[np.ix_(R, C)], Nf[R])).max())
+    except np.linalg.LinAlgError:
+        return None
+    if not (math.isfinite(y) and y > 0):
+        return None
+    G = np.random.default_rng(1).integers(-1 << 10, 1 << 10, (V.shape[1], 8))
+    B = V[R] @ G if int(np.abs(V).max()) * V.shape[1] < 1 << 52 else V[R].astype(object) @ G.astype(object)
+    Y = MZ.solve(flint.fmpz_mat(len(R), 8, [int(v) for v in B.ravel().tolist()]))  # type: ignore[attr-defined]
+    return int(Y.numer_denom()[1]), y
+
+
+def _span_over_primes(V: np.ndarray, Nf: np.ndarray, R: np.ndarray, C: np.ndarray, Mi64: np.ndarray,
+                      primes: list[int], raw: bool, d: int | None, s: int, tile_rows: int, tile_cols: int,
+                      compiled: bool) -> bool | None:
+    """The check modulo ``primes`` (module docstring): False at a nonzero residue; True
+    when every residue is zero and (``d`` given) the CRT lift ``X`` of ``d M^-1 N[R, C']``
+    has ``|X| <= P 2^-s`` (float sum of ``(d c_k Y_pk mod p_k) / p_k``, reduced mod 1
+    after each term); None when that size test fails."""
+    n1, n2 = V.shape
+    r = len(C)
+    max_abs = int(np.abs(V).max())
     keep_r = np.ones(n1, dtype=bool)
     keep_r[R] = False
     keep_c = np.ones(n2, dtype=bool)
@@ -298,14 +356,18 @@ def span_check_multimodular(N: IntMatrix, rows: Sequence[int], cols: Sequence[in
     No = No.astype(np.int32) if max_abs < 1 << 31 and compiled and mk.available() else No.astype(np.float64)
     Mf = Mi64.astype(np.float64)
     m1, m2 = len(oR), len(oC)
-    tr, tc = min(tile_rows, m1), min(tile_cols, m2)
+    tr, tc = max(1, min(tile_rows, m1)), max(1, min(tile_cols, m2))
     T = np.empty(tr * tc)                                         # tile buffer, reused
     NCp, NRp, Yp = np.empty_like(NC), np.empty_like(NR), np.empty_like(NR)
+    F = np.zeros(NR.shape)                                        # sum_k (d c_k Y_pk mod p_k) / p_k mod 1
+    P = math.prod(primes)
+    eye = np.eye(r)
     # (n1 - r, r) @ (r, n2 - r) per prime; its partial sums stay below 2^53 - 2^27 - max|N|
     for p in primes:
         Minv = mk.inverse(Mf, p, compiled=compiled)               # (r, r) balanced
-        if Minv is None:                                          # cannot happen: p does not divide D
-            raise RuntimeError("internal error: the minor is singular modulo a prime not dividing det")
+        Mp = Mf if raw else mk.reduce(Mf, p, compiled=compiled)
+        if Minv is None or not np.array_equal(mk.reduce(Mp @ Minv, p, compiled=compiled), eye):
+            raise RuntimeError("internal error: the minor's inverse modulo a prime not dividing det fails")
         if raw:                                                   # |N| small: the entries themselves
             NRp, NCp = NR, NC
         else:
@@ -313,6 +375,10 @@ def span_check_multimodular(N: IntMatrix, rows: Sequence[int], cols: Sequence[in
             mk.reduce(NC, p, NCp, compiled=compiled)
         np.matmul(Minv, NRp, out=Yp)                              # exact: r h^2 or r h max|N|, < 2^53
         mk.reduce(Yp, p, Yp, compiled=compiled)                   # Y = M^-1 N[R, :] mod p
+        if d is not None:                                         # |w Y| < 2^50: exact; / p rounded once
+            w = d * pow(P // p % p, -1, p) % p
+            F += mk.reduce(Yp * float(w - p if w > p // 2 else w), p, compiled=compiled) / p
+            F -= np.rint(F)
         for c0 in range(0, m2, tc):
             c1 = min(m2, c0 + tc)
             Yc = np.ascontiguousarray(Yp[:, c0:c1])
@@ -322,4 +388,4 @@ def span_check_multimodular(N: IntMatrix, rows: Sequence[int], cols: Sequence[in
                 t = np.matmul(NCp[a:b], Yc, out=T[:shape[0] * shape[1]].reshape(shape))  # <= r h^2
                 if mk.residue_nonzero(t, No, a, c0, p, compiled=compiled):     # T - N != 0 mod p
                     return False
-    return True
+    return True if d is None or float(np.abs(F).max(initial=0)) <= 2.0 ** -s - len(primes) * 2.0 ** -50 else None

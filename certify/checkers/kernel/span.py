@@ -1,29 +1,33 @@
-"""The column-span upper bound of a large int64 matrix by many word-size primes,
-and the canonical minor modulo p by two products (written apart from the
-producer's :mod:`solvers.exact.span`).
+"""The column-span upper bound of a large int64 matrix modulo word-size primes and the
+canonical minor modulo p by two products, apart from the producer's :mod:`solvers.exact.span`
+(the steps over residues compiled, ``_spankernel.c``; without it no decision).
 
-Statement. :func:`column_span` is True exactly when every column of ``A`` lies
-in the span of the columns ``A[:, C]`` over Q, given ``A[R, C]`` nonsingular:
-then ``rank_Q A <= |C|`` (with the lower bound's minor, ``= |C|``). Proof below.
+Column span. ``M = N[R, C]`` (``r x r``, nonsingular), ``C'``, ``R'`` the other
+columns and rows. An integer ``d != 0`` and integer ``F`` (``r x n``) with
+``N[:, C] F = d N`` give ``N = N[:, C] (F / d)``: rank at most ``r``. Take ``F[:, C] =
+d I`` (the identity holds on ``C`` by itself) and ``X = F[:, C']`` the integer
+``|X| < P/2`` congruent to ``d M^-1 N[R, C']`` modulo ``P = p_1 ... p_K``. Per prime,
+residues as integer-valued float64, every product exact (partial sums at most
+``r max|N| (p-1)/2 + max|N|`` with ``N`` unreduced, or ``r ((p-1)/2)^2 + max|N|``,
+``<= 2^53 - 2^27``): (1) ``W = M^-1 mod p`` and ``M W = I mod p`` is checked;
+(2) ``Y_p = W N[R, C'] mod p``; (3) ``N[R', C] Y_p = N[R', C'] mod p``, tile by tile; a
+failure proves ``rank N > r`` (the Schur complement is not 0 mod p); (4) with
+``c_k = (P/p_k)^-1 mod p_k``, ``sum_k (d c_k Y_pk mod p_k) / p_k = X / P (mod 1)``
+(CRT), summed in float64 reduced to ``[-1/2, 1/2]`` after each term (at most
+``2^-52`` of rounding per term); ``|sum| <= 2^-s - K 2^-50`` proves ``|X| <= P 2^-s``.
+With ``2^s > 2 (r + 1) max|N|`` and ``P >= 2^s |d|``, ``E = N[:, C] X - d N[:, C']`` is
+``0 mod P`` (rows ``R'`` by (3), rows ``R`` by (1)-(2)) and ``|E| <= (r + 1) max|N|
+P 2^-s < P/2``: ``E = 0``. Any ``d`` is sound (a poor one fails step 4); without
+``d``, steps 1-3 with ``P^2 > bound_sq`` suffice: the bordered minors ``beta_ij =
+det N[R + {i}, C + {j}] = det M (N_ij - N[i, C] M^-1 N[R, j])`` are ``0 mod P`` and,
+by Hadamard, ``|beta| < P``. :func:`bound_sq` is the smaller of the row-wise
+``prod_{k in R} (a_k + m_k) max_i (a_i + m_i)`` (``a_k = ||N[k, C]||^2``, ``m_k =
+max_j N_kj^2``) and the column-wise ``prod_{c in C} (b_c + w_c) max_j (b_j + w_j)``
+(``b_j = ||N[R, j]||^2``, ``w_j = max_i N_ij^2``).
 
-Upper bound. ``M = N[R, C]`` nonsingular, ``D = det M``; the bordered minors
-``beta_ij = det N[R + {i}, C + {j}] = D (N_ij - N[i, C] M^-1 N[R, j])`` all
-vanish iff ``rank N = |C|``. Hadamard on the rows of a bordered minor:
-``beta^2 <= prod_{k in R} (a_k + m_k) max_i (a_i + m_i)``, ``a_k = ||N[k, C]||^2``,
-``m_k = max_j N_kj^2``; on its columns:
-``beta^2 <= prod_{c in C} (b_c + w_c) max_j (b_j + w_j)``, ``b_j = ||N[R, j]||^2``,
-``w_j = max_i N_ij^2``; the bound is the smaller. Primes ``p`` (not dividing
-``D``) whose product ``P`` has ``P^2 > bound`` make ``beta = 0 mod P`` imply
-``beta = 0``. Modulo ``p``, ``beta_ij = 0`` iff ``N_ij = (N[:, C] Y)_ij`` with
-``Y = M^-1 N[R, :]``; balanced residues keep the float64 product exact
-(``r ((p-1)/2)^2 + max|N| <= 2^53 - 2^27``), and ``t = 0 mod p`` is tested as
-``rint(t / p) p == t`` (exact for ``|t| <= 2^53 - 2^27``).
-
-Canonical minor. Once ``rank_Q N = r`` is proved (and so ``rank_p N <= r``),
-``M`` nonsingular mod p makes the rows ``R`` a basis of the row space of
-``N mod p``: the pivot columns of ``rref(N mod p)`` are those of
-``rref(N[R, :] mod p)`` (rref depends on the row space only), and the pivot rows
-are the pivot columns of ``rref(N[:, C]^T mod p)``; both are ``r x n``.
+Canonical minor. Once ``rank_Q N = r`` is proved, ``M`` nonsingular mod p makes ``R`` a basis
+of the row space of ``N mod p``: the pivot columns of ``rref(N mod p)`` are those of
+``rref(N[R, :] mod p)``, the pivot rows those of ``rref(N[:, C]^T mod p)`` (both ``r x n``).
 """
 
 from __future__ import annotations
@@ -35,136 +39,133 @@ import numpy as np
 from certify.checkers.kernel.matrices import fmpz_matrix, is_prime
 from certify.checkers.kernel.modular import pivot_minor_mod_p
 
-_LIMIT = (1 << 53) - (1 << 27)
-_PMAX = (1 << 26) - 1
+LIMIT = (1 << 53) - (1 << 27)
+
+try:                                    # the compiled steps; without them span_mod_primes returns None
+    from certify.checkers.kernel import _spankernel as _K  # type: ignore[attr-defined]
+except ImportError:
+    _K = None
 
 
 def _sq_norms(X: np.ndarray) -> list[int]:
     """Exact squared norms of the rows of an int64 array (Python ints)."""
-    if not X.shape[1]:
-        return [0] * X.shape[0]
-    if int(np.abs(X).max()) < 1 << 31 and X.shape[1] < 1 << 20:
-        # X = 2^16 h + l, 0 <= l < 2^16, -2^15 <= h < 2^15: X^2 = 2^32 h^2 + 2^17 h l + l^2,
-        # every product below 2^32 and every row sum below 2^52 in int64
+    if X.shape[1] and int(np.abs(X).max()) < 1 << 31 and X.shape[1] < 1 << 20:
+        # X = 2^16 h + l, 0 <= l < 2^16, |h| <= 2^15: every product below 2^32, row sums below 2^52
         lo, hi = X % 65536, X // 65536
         return [(int(a) << 32) + (int(b) << 17) + int(c) for a, b, c in
                 zip((hi * hi).sum(1).tolist(), (hi * lo).sum(1).tolist(), (lo * lo).sum(1).tolist())]
-    O = X.astype(object)
-    return [int(v) for v in (O * O).sum(1).tolist()]
+    return [int(v) for v in (X.astype(object) ** 2).sum(1).tolist()] if X.shape[1] else [0] * len(X)
 
 
 def bound_sq(A: np.ndarray, R: list[int], C: list[int]) -> int:
     """The square of the bordered-minor bound (module docstring), exactly."""
     absA = np.abs(A)
-    m = [int(v) * int(v) for v in absA.max(1).tolist()]
-    w = [int(v) * int(v) for v in absA.max(0).tolist()]
-    a = _sq_norms(A[:, C])
-    b = _sq_norms(A[R].T)
-    rows = 1
-    for k in R:
-        rows *= a[k] + m[k]
-    rows *= max(x + y for x, y in zip(a, m))
-    cols = 1
-    for c in C:
-        cols *= b[c] + w[c]
-    cols *= max(x + y for x, y in zip(b, w))
-    return min(rows, cols)
+    m, w = [int(v) ** 2 for v in absA.max(1).tolist()], [int(v) ** 2 for v in absA.max(0).tolist()]
+    a, b = _sq_norms(A[:, C]), _sq_norms(A[R].T)
+    rows = math.prod(a[k] + m[k] for k in R) * max(x + y for x, y in zip(a, m))
+    return min(rows, math.prod(b[c] + w[c] for c in C) * max(x + y for x, y in zip(b, w)))
 
 
-def _primes(r: int, max_abs: int, bsq: int, D: int) -> list[int] | None:
-    room = _LIMIT - max_abs
-    if room <= 0:
-        return None
-    p = min(2 * math.isqrt(room // max(r, 1)) + 1, _PMAX)
-    out, prod = [], 1
-    while prod * prod <= bsq:
-        if p < 1 << 12:
-            return None
-        if D % p and is_prime(p):
-            out.append(p)
-            prod *= p
-        p -= 1
-    return out
+def span_limits(r: int, max_abs: int) -> tuple[int, bool, int]:
+    """``(top, raw, s)``: the largest prime for exact products (``raw``: ``N`` unreduced), ``2^s > 2 (r + 1) max|N|``."""
+    raw_top = 2 * ((LIMIT - max_abs) // (r * max(max_abs, 1))) + 1
+    bal_top = 2 * math.isqrt((LIMIT - max_abs) // r) + 1
+    return min(max(raw_top, bal_top), (1 << 26) - 1), raw_top > bal_top, (2 * (r + 1) * max_abs).bit_length()
 
 
-def _balanced(x: np.ndarray, p: int) -> np.ndarray:
-    y = x - np.rint(x / p) * p
-    h = (p - 1) // 2
-    y[y > h] -= p
-    y[y < -h] += p
-    return y
-
-
-def column_span(A: np.ndarray, R: list[int], C: list[int], rows_per_pass: int = 64) -> bool | None:
-    """True iff every column of the int64 matrix ``A`` lies in the span of ``A[:, C]``
-    (``A[R, C]`` nonsingular). None when the entries are too large for this method
-    (beyond 2^51) or ``A[R, C]`` is singular."""
+def minor_denominators(A: np.ndarray, R: list[int], C: list[int], k: int) -> tuple[int, int, float]:
+    """``(D, d, y)`` for the int64 ``A``: ``D = det A[R, C]``, the least common denominator
+    ``d`` of ``A[R, C]^-1 A[R, :] G`` (``G``: ``k`` random integer columns; ``d`` divides
+    ``D``; ``D`` when ``k = 0``), exactly, and a float estimate ``y`` of ``max|A[R, C]^-1 A[R, :]|``."""
     import flint
-    n1, n2 = A.shape
-    r = len(C)
-    if r == 0:
-        return not A.any()
-    max_abs = int(np.abs(A).max())
-    if max_abs > 1 << 51:
-        return None
-    MZ = flint.fmpz_mat([[int(A[i, j]) for j in C] for i in R])
+    MZ = flint.fmpz_mat(len(R), len(C), A[np.ix_(R, C)].ravel().tolist())
     D = int(MZ.det())
-    if D == 0:
+    try:
+        y = float(np.abs(np.linalg.solve(A[np.ix_(R, C)].astype(float), A[R].astype(float))).max())
+    except np.linalg.LinAlgError:
+        y = math.inf
+    if D == 0 or not k:
+        return D, D, y
+    G = np.random.default_rng(0).integers(-1 << 10, 1 << 10, (A.shape[1], k))
+    B = A[R] @ G if int(np.abs(A).max()) * A.shape[1] < 1 << 52 else A[R].astype(object) @ G.astype(object)
+    Y = MZ.solve(flint.fmpz_mat(len(R), k, [int(v) for v in B.ravel().tolist()]))
+    return D, int(Y.numer_denom()[1]), y  # type: ignore[attr-defined]  # fmpq_mat
+
+
+def span_mod_primes(A: np.ndarray, R: list[int], C: list[int], primes: list[int], d: int | None,
+                    tile: tuple[int, int] = (512, 2048)) -> bool | None:
+    """Steps 1-4 (module docstring) for the int64 ``A`` (``|A| < 2^51``) over ``primes``: False proves
+    a column outside the span of ``A[:, C]``, True that all lie in it; None when steps 1 or 4 fail,
+    a condition on ``primes`` or ``d`` does not hold (no ``d``: ``P^2 > bound_sq``), or no ``_K``."""
+    r, max_abs = len(C), int(np.abs(A).max())
+    top, raw, s = span_limits(r, max_abs)
+    P = math.prod(primes)
+    if _K is None or len(set(primes)) < len(primes) or not all(5 <= p <= top and is_prime(p) for p in primes) \
+            or (d == 0 or P < abs(d) << s if d is not None else P * P <= bound_sq(A, R, C)):
         return None
-    primes = _primes(r, max_abs, bound_sq(A, R, C), D)
-    if primes is None:
-        return None
-    Af = A.astype(np.float64)
-    AC, AR = Af[:, C], Af[R]
-    buf = np.empty((min(rows_per_pass, n1), n2))
-    q = np.empty_like(buf)
+    oR, oC, Af = np.setdiff1d(np.arange(A.shape[0]), R), np.setdiff1d(np.arange(A.shape[1]), C), A.astype(float)
+    Ri, Ci = np.asarray(R, dtype=np.int64), np.asarray(C, dtype=np.int64)
+    Mf, NR, NC, No = Af[np.ix_(Ri, Ci)], Af[np.ix_(Ri, oC)], Af[np.ix_(oR, Ci)], Af[np.ix_(oR, oC)]
+    No = No.astype(np.int32) if max_abs < 1 << 31 else No                      # half the memory traffic
+    F, T, eye = np.zeros(NR.shape), np.empty(tile[0] * min(tile[1], len(oC))), np.eye(r)
     for p in primes:
-        Mp = flint.nmod_mat(MZ, p).inv()
-        Mi = _balanced(np.array([int(v) for v in Mp.entries()], dtype=np.float64).reshape(r, r), p)
-        Y = _balanced(Mi @ _balanced(AR, p), p)
-        ACp = _balanced(AC, p)
-        for s in range(0, n1, rows_per_pass):
-            e = min(n1, s + rows_per_pass)
-            t = np.matmul(ACp[s:e], Y, out=buf[:e - s])
-            t -= Af[s:e]
-            u = np.divide(t, p, out=q[:e - s])
-            np.rint(u, out=u)
-            u *= p
-            if not np.array_equal(u, t):
-                return False
-    return True
+        W = Mf.copy()
+        Mp, NRp, NCp = (Mf, NR, NC) if raw else (_K.reduce(X.copy(), float(p)) for X in (Mf, NR, NC))
+        if not _K.inverse(W, float(p)) or not np.array_equal(_K.reduce(Mp @ W, float(p)), eye):   # step 1
+            return None
+        Y = _K.reduce(W @ NRp, float(p))                                        # step 2
+        if d is not None:                                                       # step 4
+            w = d * pow(P // p % p, -1, p) % p
+            _K.crt_add(Y, F, float(w - p if w > p // 2 else w), float(p))
+        for c0 in range(0, len(oC), tile[1]):                                   # step 3
+            Yc = np.ascontiguousarray(Y[:, c0:c0 + tile[1]])
+            for a in range(0, len(oR), tile[0]):
+                rows = min(tile[0], len(oR) - a)
+                if _K.nonzero(np.matmul(NCp[a:a + rows], Yc, out=T[:rows * Yc.shape[1]].reshape(rows, -1)),
+                              No, a, c0, float(p)):
+                    return False
+    return True if d is None or float(np.abs(F).max(initial=0)) <= 2.0 ** -s - len(primes) * 2.0 ** -50 else None
 
 
-def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int]) -> bool:
-    """``(R, C) == pivot_minor(A, p, R, C)``, given ``A[R, C]`` nonsingular mod ``p``,
-    with two products instead of two eliminations. With ``M = A[R, C]``, the
-    column ``j`` of ``A[R]`` has coordinates ``y_j = M^-1 A[R, j]`` in the basis of
-    the columns ``C``; by induction over ``j``, ``span A[R, :j] = span A[R, C_<j]``
-    when every earlier column outside ``C`` has its coordinates on ``C_<j``, so the
-    pivot columns of ``rref(A[R] mod p)`` are ``C`` iff ``C`` is increasing and every
-    column ``j`` outside ``C`` has ``y_j`` supported on ``{k : C_k < j}``. Rows
-    likewise: ``z_i = A[i, C] M^-1``, supported on ``{k : R_k < i}`` for ``i`` outside
-    ``R``. Products of residues in ``[0, p)`` are exact in float64 when
-    ``r (p-1)^2 < 2^53``; otherwise the canonical minor by elimination."""
+def inverse_mod(M: np.ndarray, p: int) -> np.ndarray | None:
+    """``M^-1 mod p`` (balanced float64; exact for ``p < 2^53``) of a square int64 ``M``,
+    ``p`` prime; None when singular. Compiled and checked (``M W = I mod p``, exact when
+    ``r ((p-1)/2)^2 <= 2^53 - 2^27``), else (or when that fails) by python-flint."""
     import flint
+    r, h = len(M), (p - 1) // 2
+    if _K is not None and 5 <= p < 1 << 26 and r * h * h <= LIMIT:
+        W = (Mp := _K.reduce(M.astype(np.float64), float(p))).copy()
+        if _K.inverse(W, float(p)) and np.array_equal(_K.reduce(Mp @ W, float(p)), np.eye(r)):
+            return W
+    try:
+        V = np.array([int(v) for v in flint.nmod_mat(r, r, (M % p).ravel().tolist(), p).inv().entries()], float)
+    except ZeroDivisionError:
+        return None
+    return (V - p * (V > h)).reshape(r, r)
+
+
+def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int], Mi: np.ndarray | None = None) -> bool:
+    """``(R, C) == pivot_minor(A, p, R, C)`` (``A[R, C]`` nonsingular mod ``p``) by two
+    products: the column ``j`` of ``A[R]`` has coordinates ``y_j = M^-1 A[R, j]`` on the
+    columns ``C`` (``M = A[R, C]``); by induction over ``j``, the pivot columns of
+    ``rref(A[R] mod p)`` are ``C`` iff ``C`` is increasing and every ``j`` outside ``C``
+    has ``y_j`` supported on ``{k : C_k < j}``. Rows likewise with ``z_i = A[i, C] M^-1`` (``Mi``:
+    :func:`inverse_mod`'s). Exact products when ``r (p-1)^2 < 2^53``; else by elimination."""
     r = len(C)
     if r == 0 or r * (p - 1) ** 2 >= 1 << 53:
         return pivot_minor_mod_p(fmpz_matrix(A.tolist()), p) == (R, C)
-    if any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
+    Mi = inverse_mod(A[np.ix_(R, C)], p) if Mi is None else Mi
+    if Mi is None or any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
         return False
-    M = flint.nmod_mat(r, r, (A[np.ix_(R, C)] % p).ravel().tolist(), p)
-    Mi = np.array([int(v) for v in M.inv().entries()], dtype=np.float64).reshape(r, r)
     Y = np.fmod(Mi @ (A[R] % p).astype(np.float64), p)                  # (r, n2), exact
     Z = np.fmod((A[:, C] % p).astype(np.float64) @ Mi, p)               # (n1, r), exact
 
     def supported_before(W: np.ndarray, basis: list[int]) -> bool:
         # W: (r, n) coordinates of the n vectors; basis: the r indices, increasing
         nz = W != 0
-        last = r - 1 - np.argmax(nz[::-1], axis=0)                       # last nonzero coordinate
-        last_index = np.asarray(basis, dtype=np.int64)[last]
-        j = np.arange(W.shape[1])
+        last_index = np.asarray(basis, dtype=np.int64)[r - 1 - np.argmax(nz[::-1], axis=0)]   # last nonzero
         outside = np.ones(W.shape[1], dtype=bool)
         outside[basis] = False
-        return bool(np.all(~outside | ~nz.any(axis=0) | (last_index < j)))
+        return bool(np.all(~outside | ~nz.any(axis=0) | (last_index < np.arange(W.shape[1]))))
 
     return supported_before(Y, C) and supported_before(Z.T, R)

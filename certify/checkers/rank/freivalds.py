@@ -40,6 +40,11 @@ floor :data:`FLOOR` = 128: ``verify`` accepts a Freivalds bound at exit 0 only
 with ``error_log2 >= 128``; below it the claim holds only under the named
 assumption ``randomized:freivalds-error-2^-k`` (exit 4), whatever the producer
 asked for (:func:`assumptions`).
+
+Shared with the producer. :func:`shared_test` (the primes and the kernel's test
+for given inputs) is computed once per process: ``certify rank`` takes it as its
+own Freivalds test and its check before writing (``Certificate.self_check``) finds
+it; ``certify verify`` runs in its own process and recomputes it.
 """
 
 from __future__ import annotations
@@ -109,7 +114,9 @@ def plan(A: np.ndarray, R: list[int], C: list[int], s: int, t: int, k: int,
     want_s = min(want_s, 20) if want_s >= 8 else 16
     H = math.isqrt(bound_sq(A, R, C)) + 1
     L = (n2 * ((1 << s) - 1) * H).bit_length()
-    Mo = A[np.ix_(R, C)].astype(object)
+    Mi = A[np.ix_(R, C)]
+    small = int(np.abs(Mi).max(initial=0)) < 1 << 26 and Mi.shape[1] <= 1 << 10      # int64 sums below 2^62
+    Mo = Mi if small else Mi.astype(object)
     LD = (math.isqrt(math.prod(int(v) for v in (Mo * Mo).sum(1).tolist())) + 1).bit_length()
     m = 1
     while freivalds.error(s, t, m, L, LD) - Fraction(1, 1 << (s * t)) > Fraction(1, 1 << (k + 1)):
@@ -147,11 +154,32 @@ def check(claim: Mapping[str, Any], A: np.ndarray, R: list[int], C: list[int],
                   f"{want_s}, {want_t}, {m} (the deterministic plan)")
     if not holds:
         raise Bad(f"freivalds: 2^-(s t) + e^m exceeds 2^-{k} for these parameters")
-    chb = bytes.fromhex(ch)
-    qs = primes(chb, fmpz_matrix(A[np.ix_(R, C)].tolist()), m)
+    passed, qs = shared_test(A, R, C, bytes.fromhex(ch), s, t, m)
     if qs != fr["primes"]:
         raise Bad("freivalds.primes are not the ones the challenge draws")
-    if not freivalds.test(A, R, C, vectors(chb, n2, t, s), qs):
+    if not passed:
         return ["Freivalds check fails: a residue of the Schur complement is nonzero, rank > "
                 f"{r} (exactly)"]
     return []
+
+
+#: results of :func:`shared_test` in this process, by the sha256 of their inputs
+_MEMO: dict[str, tuple[bool, list[int]]] = {}
+
+
+def shared_test(A: np.ndarray, R: list[int], C: list[int], ch: bytes, s: int, t: int,
+                m: int) -> tuple[bool, list[int]]:
+    """``(passed, primes)``: the first ``m`` primes the challenge ``ch`` draws at which
+    ``A[R, C]`` is invertible, and the kernel's test with the vectors it draws (``s``
+    bits, ``t`` of them), computed once per process for the same inputs (the key:
+    sha256 of the int64 bytes of ``A``, its shape, ``R``, ``C``, ``ch``, ``s``, ``t``, ``m``)."""
+    A = np.ascontiguousarray(A, dtype="<i8")
+    h = hashlib.sha256(repr((A.shape, [int(i) for i in R], [int(j) for j in C], ch.hex(), s, t, m)).encode())
+    h.update(A.data.cast("B"))
+    key = h.hexdigest()
+    if key not in _MEMO:
+        if len(_MEMO) >= 8:
+            _MEMO.pop(next(iter(_MEMO)))
+        qs = primes(ch, fmpz_matrix(A[np.ix_(R, C)].tolist()), m)
+        _MEMO[key] = (freivalds.test(A, R, C, vectors(ch, A.shape[1], t, s), qs), qs)
+    return _MEMO[key]

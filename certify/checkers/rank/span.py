@@ -1,22 +1,82 @@
 """Checker of the matrix-form ``exact_rank`` claim on a large integer matrix held
 as an int64 numpy array (a source file re-read with numpy): it reads the
-evidence and routes it to the kernel's column-span bound, Freivalds test and
-canonical minor (:mod:`certify.checkers.kernel.span`,
+evidence and routes it to the column-span check below, the kernel's Freivalds
+test and canonical minor (:mod:`certify.checkers.kernel.span`,
 :mod:`certify.checkers.kernel.freivalds`).
+
+Column span (:func:`column_span`): the kernel's check modulo word-size primes
+(:func:`certify.checkers.kernel.span.span_mod_primes`, its proof there), with the
+primes counted from the witness's actual sizes: ``d`` the least common denominator
+of ``M^-1 N[R, :] G`` for a few random columns ``G`` (exact; it makes ``d M^-1 N[R, :]``
+integral with high probability, and has about half the bits of ``det M`` for a
+product of two random factors), ``log2 max|X|`` estimated as ``log2 |d|`` plus the
+float solution's size plus 16 bits of margin. Nothing here is trusted: a poor guess
+fails the kernel's step 4, and then the primes are counted from Hadamard's bound
+on the bordered minors (the proof without step 4).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any, Mapping
 
 import numpy as np
 
 from certify.checkers.kernel.hashing import array_sha256
-from certify.checkers.kernel.span import bound_sq, column_span, is_pivot_minor
+from certify.checkers.kernel.matrices import is_prime
+from certify.checkers.kernel.span import (
+    bound_sq,
+    inverse_mod,
+    is_pivot_minor,
+    minor_denominators,
+    span_limits,
+    span_mod_primes,
+)
 
-__all__ = ["array_sha256", "check_matrix_rank_array", "column_span_shared"]
+__all__ = ["array_sha256", "check_matrix_rank_array", "column_span", "column_span_shared"]
+
+
+def column_span(A: np.ndarray, R: list[int], C: list[int], *, stats: dict | None = None) -> bool | None:
+    """True iff every column of the int64 matrix ``A`` lies in the span of ``A[:, C]``
+    (``A[R, C]`` nonsingular; module docstring); False proves a column outside it.
+    None when this method does not decide (entries beyond 2^51, ``A[R, C]`` singular,
+    or the kernel's steps not built)."""
+    r = len(C)
+    if r == 0:
+        return not A.any()
+    max_abs = int(np.abs(A).max())
+    if max_abs > 1 << 51 or len(R) != r:
+        return None
+    if r == A.shape[1]:
+        return True
+    top, raw, s = span_limits(r, max_abs)
+    guess = s <= 44                       # 2^-s well above the float sum's error (step 4)
+    D, d, y = minor_denominators(A, R, C, 8 if guess else 0)
+    if D == 0 or top < 1 << 12:
+        return None
+    attempts: list[tuple[int | None, int]] = []
+    if guess and math.isfinite(y) and y > 0:
+        attempts.append((d, max(d.bit_length() + max(0, math.ceil(math.log2(y))) + 16, d.bit_length()) + s + 1))
+    attempts.append((None, 0))                                            # Hadamard's count, below
+    for dd, bits in attempts:
+        bits = bits or (math.isqrt(bound_sq(A, R, C)) + 1).bit_length()
+        primes, P, p = [], 1, top
+        while P.bit_length() <= bits:
+            if p < 1 << 12:
+                return None
+            if D % p and is_prime(p):
+                primes.append(p)
+                P *= p
+            p -= 2 if p % 2 else 1
+        if stats is not None:
+            stats.update({"primes": len(primes), "prime_bits": primes[0].bit_length(), "bits": bits,
+                          "bound": "denominator" if dd else "hadamard", "operands": "raw" if raw else "balanced"})
+        ok = span_mod_primes(A, R, C, primes, dd)
+        if ok is not None:
+            return ok
+    return None
 
 
 #: results of :func:`column_span` in this process, by the sha256 of their inputs
@@ -48,7 +108,6 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
     checked by the caller). None when this path does not decide (the witness is
     not a column span of full use here): the caller runs the general check."""
     from certify.checkers.common import Bad, integer
-    from certify.checkers.kernel import fmpz_matrix, minor_nonzero_mod_p
     from certify.checkers.rank.evidence import (
         _check_params,
         _indices,
@@ -71,9 +130,8 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
             or (witness == "trivial" and len(R) != min(n1, n2)):
         return None
     p = integer(ev["prime"], "prime", 2)
-    if any(not 0 <= i < n1 for i in R) or any(not 0 <= j < n2 for j in C) \
-            or not minor_nonzero_mod_p(fmpz_matrix(A[np.ix_(R, C)].tolist()), p,
-                                       list(range(len(R))), list(range(len(C)))):
+    if any(not 0 <= i < n1 for i in R) or any(not 0 <= j < n2 for j in C) or len(set(R)) < len(R) \
+            or len(set(C)) < len(C) or not is_prime(p) or (Mi := inverse_mod(A[np.ix_(R, C)], p)) is None:
         raise Bad("the recorded minor is singular mod p (or p is not prime)")
     if witness == "freivalds":                   # the upper bound with error <= 2^-error_log2
         from certify.checkers.rank.freivalds import check as check_freivalds
@@ -88,6 +146,6 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
             return ["column-span witness fails: a column lies outside the span"]
     # rank_Q A = |R| is now proved (span, or |R| = min(shape); Freivalds: up to its error),
     # so rank_p A = |R|
-    if not is_pivot_minor(A, p, R, C):
+    if not is_pivot_minor(A, p, R, C, Mi):
         raise Bad("the recorded minor is not the pivot minor mod p")
     return _verdict_from_bounds(claim, len(R), len(R))
