@@ -150,3 +150,20 @@ def test_batch_gram_equals_the_checkers_exact_gram_across_limbs():
     for X in cases:
         G, e = ex.normalize_pow2(*ex.batch_gram(X))
         assert (G.tolist(), e) == exact_gram(X)
+
+
+def test_batch_gram_wide_limb_plans_equal_the_checkers_exact_gram():
+    """Features spread over 66 and 67 bits take the wider limbs over shorter row chunks
+    (22 bits over 256 rows, 23 over 64: three limbs where 20-bit limbs need four), and
+    a batch of more than 2^10 such chunks flushes its int64 sums: the Gram is the same
+    exact integer matrix as the checker kernel's."""
+    from certify.checkers.kernel.gram import exact_gram
+    from solvers.exact.gram import limb_plan
+    assert (limb_plan(66), limb_plan(67), limb_plan(40)) == ((22, 8), (23, 6), (20, 12))
+    rng = np.random.default_rng(13)
+    for spread, rows in ((13, 3000), (14, 3000), (14, 70000)):
+        X = np.ldexp(rng.uniform(0.5, 1.0, (rows, 5)), rng.integers(0, spread + 1, (rows, 5)))
+        X[0, :] = 0.5                                        # the least exponent in every column
+        X[1, :] = np.nextafter(2.0 ** spread, 0)             # the greatest: 53 + spread bits in all
+        G, e = ex.normalize_pow2(*ex.batch_gram(X))
+        assert (G.tolist(), e) == exact_gram(X)

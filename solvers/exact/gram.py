@@ -1,6 +1,12 @@
 """Exact Gram matrices of huge float factors, accumulated in batches
 (:class:`GramAccumulator`): integer limbs multiplied in float64 while every
 partial sum stays below 2^53, so the ``K x K`` kernel is never formed.
+
+The limb width ``b`` and the rows per float64 product ``2^c`` are chosen per
+batch (:func:`limb_plan`) under ``2 b + c <= 52``: fewer, wider limbs over
+shorter row chunks when that saves limb products (features spread over 66 bits:
+three 22-bit limbs over 256 rows, six products, instead of four 20-bit limbs,
+ten). Every choice gives the same exact integer Gram.
 """
 
 from __future__ import annotations
@@ -10,10 +16,35 @@ import numpy as np
 from certify.core.errors import InputError
 from solvers.exact.integers import IntMatrix, _mantissas, _obj, fmpz_matrix
 
-_LIMB = 20                 # bits per limb in the exact float Gram product
+_LIMB = 20                 # bits per limb where 20 suffice (then 2^12 rows per product)
+_CHUNK = 1 << 12           # rows per BLAS product at 20-bit limbs: 2^12 * 2^40 = 2^52 < 2^53 stays exact
+_MIN_ROWS_LOG2 = 6         # shortest row chunk a plan uses (2^6 rows per product)
+_OUT_BYTES = 32 << 20      # float64 products held at once (chunks are multiplied in groups)
 
 
-_CHUNK = 1 << 12           # rows per BLAS product: 2^12 * 2^40 = 2^52 < 2^53 stays exact
+def limb_plan(top: int) -> tuple[int, int]:
+    """``(b, c)``: limb bits and log2 rows per float64 product for integers below
+    ``2^top``, with ``2 b + c <= 52`` (each limb below ``2^b``, each product of two
+    below ``2^(2b)``, a sum of ``2^c`` of them below ``2^52``: exact in float64 in
+    any summation order). Minimizes the limb products ``L (L + 1) / 2`` (``L =
+    ceil(top / b)``), with a small charge for the per-chunk int64 sums of short
+    chunks.
+
+    >>> limb_plan(66), limb_plan(40), limb_plan(53)
+    ((22, 8), (20, 12), (18, 12))
+    """
+    best = None
+    for L in range(1, max(1, top) + 1):
+        b = max(1, -(-top // L))
+        c = min(12, 52 - 2 * b)
+        if c >= _MIN_ROWS_LOG2:
+            cost = L * (L + 1) / 2 * (1 + 8 / (1 << c))
+            if best is None or cost < best[0]:
+                best = (cost, b, c)
+        if b <= _LIMB:                  # narrower limbs only add products
+            break
+    assert best is not None
+    return best[1], best[2]
 
 
 class GramAccumulator:
@@ -80,41 +111,62 @@ def _shift_obj(G: np.ndarray, s: int) -> np.ndarray:
     return G * (1 << s) if s else G
 
 
-def _chunk_grams(Y: np.ndarray, Z: np.ndarray | None = None) -> np.ndarray:
-    """``sum_c Y_c^T Z_c`` (``Z`` defaults to ``Y``) over row chunks of 2^12, each product in
-    float64 and exact (integer-valued inputs below 2^20, every partial sum below 2^52, any
-    summation order), summed in int64. Uses torch on one thread (scoped, restored) when
-    available: small products are much faster there than with a contended
-    multi-threaded BLAS."""
+def _chunk_grams(Y: np.ndarray, Z: np.ndarray | None = None, rows: int = _CHUNK) -> np.ndarray:
+    """``sum_c Y_c^T Z_c`` (``Z`` defaults to ``Y``) over chunks of ``rows`` rows, each
+    product in float64 and exact (integer-valued inputs with every partial sum below
+    2^52 over ``rows`` rows, in any summation order: the caller's plan), summed as
+    Python ints (object array) from int64 partial sums of at most 2^10 chunks. Uses torch
+    on one thread (scoped, restored) when available: small products are much faster
+    there than with a contended multi-threaded BLAS. At most about 32 MB of products
+    are held at once."""
     Z = Y if Z is None else Z
     B = Y.shape[0]
-    pad = (-B) % _CHUNK
+    pad = (-B) % rows
     if pad:
         Y = np.concatenate([Y, np.zeros((pad, Y.shape[1]))])
         Z = np.concatenate([Z, np.zeros((pad, Z.shape[1]))])
-    Yb, Zb = Y.reshape(-1, _CHUNK, Y.shape[1]), Z.reshape(-1, _CHUNK, Z.shape[1])   # (nchunks, 2^12, .)
+    n = Y.shape[0] // rows
+    Yb = np.ascontiguousarray(Y.reshape(n, rows, Y.shape[1]))     # (nchunks, rows, .)
+    Zb = np.ascontiguousarray(Z.reshape(n, rows, Z.shape[1]))
+    per = max(1, min(1 << 10, _OUT_BYTES // (8 * Y.shape[1] * Z.shape[1])))   # chunks per product group
+    total = np.zeros((Y.shape[1], Z.shape[1]), dtype=object)
     try:
         import torch
     except ImportError:          # pragma: no cover - torch is a dependency; numpy is the fallback
-        return np.matmul(Yb.transpose(0, 2, 1), Zb).astype(np.int64).sum(0)
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
+        torch = None
+    if torch is not None:
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
     try:
-        prods = torch.bmm(torch.from_numpy(np.ascontiguousarray(Yb)).transpose(1, 2),
-                          torch.from_numpy(np.ascontiguousarray(Zb)))     # exact integers < 2^52
-        return prods.to(torch.int64).sum(0).numpy()        # < 2^62 for up to 2^10 chunks
+        acc, in_acc = None, 0
+        for a in range(0, n, per):
+            m = min(per, n - a)
+            if torch is not None:
+                part = torch.bmm(torch.from_numpy(Yb[a:a + m]).transpose(1, 2),
+                                 torch.from_numpy(Zb[a:a + m])).to(torch.int64).sum(0).numpy()
+            else:
+                part = np.matmul(Yb[a:a + m].transpose(0, 2, 1), Zb[a:a + m]).astype(np.int64).sum(0)
+            if acc is not None and in_acc + m > (1 << 10):      # int64 holds 2^10 sums below 2^52
+                total = total + acc.astype(object)
+                acc, in_acc = None, 0
+            acc = part if acc is None else acc + part
+            in_acc += m
+        if acc is not None:
+            total = total + acc.astype(object)
     finally:
-        torch.set_num_threads(old)
+        if torch is not None:
+            torch.set_num_threads(old)
+    return total
 
 
 def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
     """Exact ``X^T X = G * 2^e`` for one float (or integer) batch; ``(None, 0)`` if X = 0.
 
     Column ``j`` is ``Y_j 2^(E_j)`` with integer-valued float64 ``Y_j`` (power-of-two
-    scaling is exact). ``|Y|`` is cut into 20-bit limbs by exact float steps
+    scaling is exact). ``|Y|`` is cut into ``b``-bit limbs by exact float steps
     (``floor`` of a power-of-two scaling, and a subtraction whose exact result is
-    a representable integer below 2^20). Limb products summed over at most 2^12
-    rows stay below 2^52, so each float64 product ``Z^T Z`` is exact.
+    a representable integer below 2^b). Limb products summed over at most 2^c
+    rows stay below 2^52 (:func:`limb_plan`), so each float64 product ``Z^T Z`` is exact.
     """
     X = np.asarray(X)
     B, r = X.shape
@@ -139,24 +191,23 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
         F = fmpz_matrix(_dyadic_cols(mant, exp, colE))
         G = _obj(F.transpose() * F)
     else:
-        L = max(1, -(-top // _LIMB))
+        b, c = limb_plan(top)
+        L = max(1, -(-top // b))
         sign = np.sign(x)
         Z = np.empty((B, L * r), dtype=np.float64)  # (B, L r): limb k of column j at k r + j
         t = y
         for k in range(L):
-            nxt = np.floor(np.ldexp(t, -_LIMB))
-            Z[:, k * r:(k + 1) * r] = (t - np.ldexp(nxt, _LIMB)) * sign
+            nxt = np.floor(np.ldexp(t, -b))
+            Z[:, k * r:(k + 1) * r] = (t - np.ldexp(nxt, b)) * sign
             t = nxt
-        if B > (_CHUNK << 10):
-            raise ValueError(f"batch of {B} rows is too large for the exact int64 sum (max {_CHUNK << 10})")
-        # X^T X = sum_{k,l} 2^(LIMB (k+l)) Z_k^T Z_l with Z_l^T Z_k = (Z_k^T Z_l)^T: the
+        # X^T X = sum_{k,l} 2^(b (k+l)) Z_k^T Z_l with Z_l^T Z_k = (Z_k^T Z_l)^T: the
         # products with k <= l only, Z_k^T [Z_k .. Z_(L-1)] in one product per k
         G = np.zeros((r, r), dtype=object)
         for k in range(L):
-            Pk = _chunk_grams(Z[:, k * r:(k + 1) * r], Z[:, k * r:]).astype(object)   # (r, (L-k) r)
+            Pk = _chunk_grams(Z[:, k * r:(k + 1) * r], Z[:, k * r:], 1 << c)   # (r, (L-k) r)
             for l in range(k, L):
                 blk = Pk[:, (l - k) * r:(l - k + 1) * r]
-                G = G + (blk if l == k else blk + blk.T) * (1 << (_LIMB * (k + l)))
+                G = G + (blk if l == k else blk + blk.T) * (1 << (b * (k + l)))
     # undo the per-column powers of two: entry (i, j) carries 2^(E_i + E_j)
     e0 = int(colE.min())
     Dv = np.array([(1 << int(c - e0)) for c in colE.tolist()], dtype=object)
