@@ -2,6 +2,7 @@
 them, certified with no spec; kernels checked against the library's own computation."""
 
 import contextlib
+import dataclasses
 import importlib
 import inspect
 import io
@@ -111,6 +112,38 @@ def test_performer_generalized_no_spec_matches_library_and_verifies(tmp_path):
     cert_path = tmp_path / "cert.json"
     res.certificate.write(cert_path)
     assert verify_certificate(res.certificate.to_json(), base=tmp_path).holds
+
+
+def test_checkpoint_folder_is_checked_once_and_the_report_shows_that_check(tmp_path, monkeypatch):
+    """``write_out`` runs the independent checker once, from the folder the report's check
+    reads the certificate from, and the report shows that result: counted calls, the same
+    verdict lines as a fresh verify, and a rejected claim still stops the write."""
+    import certify.checkers.verify as V
+    from certify.checkpoints.heads import write_out
+    torch.manual_seed(0)
+    att = performer.SelfAttention(dim=M, heads=2, dim_head=4, nb_features=8, generalized_attention=True)
+    res = certify_heads(str(_save(att.state_dict(), tmp_path / "perf", PERFORMER_ATTN)))
+    real, calls = V.verify_certificate, []
+
+    def counted(cert, base=None, **kw):
+        calls.append(base)
+        return real(cert, base=base, **kw)
+    monkeypatch.setattr(V, "verify_certificate", counted)
+    out = write_out(res, str(tmp_path / "out"))
+    assert len(calls) == 1 and calls[0].name.startswith(".out.stage.")
+    fresh = real(json.loads((out / "certificate.json").read_text()), base=out)
+    md = (out / "report.md").read_text()
+    assert fresh.holds and f"`certify verify certificate.json`: exit {fresh.exit_code()}, holds" in md
+    assert md.count("- re-checked: holds") == len(fresh.claims) == len(res.certificate.claims)
+
+    def rejecting(cert, base=None, **kw):
+        r = real(cert, base=base, **kw)
+        return dataclasses.replace(r, claims=(dataclasses.replace(r.claims[0], problems=("planted",)),)
+                                   + r.claims[1:])
+    monkeypatch.setattr(V, "verify_certificate", rejecting)
+    with pytest.raises(RuntimeError, match="planted"):
+        write_out(res, str(tmp_path / "out2"))
+    assert not (tmp_path / "out2").exists()
 
 
 def test_default_performer_is_favor_and_exits_3(tmp_path):

@@ -378,13 +378,15 @@ def write_out(res: HeadsResult, out: str) -> Path:
     from certify.report import build as report
     outp = Path(out)
     outp.parent.mkdir(parents=True, exist_ok=True)
-    text = res.certificate.dumps()
     stage = Path(tempfile.mkdtemp(prefix=f".{outp.name}.stage.", dir=outp.parent))
     try:
+        # the self-check reads the certificate from the folder the report's check reads it
+        # from: one check serves both (same text, same base)
+        text, checked = res.certificate.checked_dumps(stage.resolve())
         (stage / "certificate.json").write_text(text)
         report.build(report.load([stage / "certificate.json"]), outp, command="checkpoint",
                      extra={"certificate.json": text, "heads.md": heads_markdown(res),
-                            "heads.json": json.dumps(res.to_json(), indent=1)})
+                            "heads.json": json.dumps(res.to_json(), indent=1)}, verified=[checked])
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return outp

@@ -177,9 +177,19 @@ class Certificate:
                    created=obj.get("created", ""), schema=obj["schema"],
                    renderer=obj.get("renderer"))
 
-    def self_check(self, base: str | os.PathLike | None = None, *, text: str | None = None) -> None:
+    def checked_dumps(self, base: str | os.PathLike) -> tuple[str, Any]:
+        """``(text, verification)``: :meth:`dumps` with the self-check run as the
+        certificate will be read from folder ``base`` (input names relative to it),
+        and the checker's result on that text returned. A report built from the same
+        text in the same folder (:func:`certify.report.build.build`, ``verified=``)
+        takes that result instead of running the same check a second time."""
+        text = self._text()
+        return text, self.self_check(base, text=text)
+
+    def self_check(self, base: str | os.PathLike | None = None, *, text: str | None = None) -> Any:
         """Run the independent checker on this certificate before it leaves the
-        producer: a claim the checker rejects is a producer bug, never written."""
+        producer: a claim the checker rejects is a producer bug, never written.
+        Returns the checker's result (:class:`certify.checkers.verify.Verification`)."""
         from certify.checkers.verify import verify_certificate
         result = verify_certificate(json.loads(text if text is not None else self._text()),
                                     base=Path(base) if base is not None else Path.cwd())
@@ -188,6 +198,7 @@ class Certificate:
             c = bad[0]
             raise RuntimeError(f"internal error: the checker rejects claim {c.index} ({c.kind}) of "
                                f"the certificate being written: {'; '.join(c.problems)[:500]}")
+        return result
 
     def write(self, path: str | os.PathLike) -> None:
         """Check, then write atomically."""

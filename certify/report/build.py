@@ -509,14 +509,21 @@ class ReportFiles:
 
 
 def build(certs: list[Loaded], out: str | os.PathLike, *, command: str, check: bool = True,
-          extra: dict[str, str] | None = None) -> ReportFiles:
+          extra: dict[str, str] | None = None, verified: Sequence[Any] | None = None) -> ReportFiles:
     """Write the report folder ``out`` (atomically replaced, see :mod:`certify.core.outputs`:
     only a new, empty or earlier ``certify <command>`` folder is replaced); ``extra``
     adds files (name -> text) to the folder, e.g. the certificate itself. ``command``
-    (required: the folder's manifest names it) is the command the user ran."""
+    (required: the folder's manifest names it) is the command the user ran.
+    ``verified``: the checker's results for ``certs`` (same order), each computed by
+    the caller on the same text with base its file's folder
+    (:meth:`certify.core.certificate.Certificate.checked_dumps`): the same call this
+    function would make, so it is not made twice."""
     out = _outputs.check_out_dir(out, command)
-    checks = {L.label: _verify.verify_certificate(L.cert, base=L.path.resolve().parent)
-              for L in certs} if check else None
+    if verified is not None and len(verified) != len(certs):
+        raise ValueError("verified must give one result per certificate")
+    checks = ({L.label: v for L, v in zip(certs, verified)} if verified is not None else
+              {L.label: _verify.verify_certificate(L.cert, base=L.path.resolve().parent)
+               for L in certs}) if check else None
     files: list[str] = []
 
     def fill(tmp: Path) -> None:
