@@ -119,6 +119,31 @@ def performer_depth2(tmp_path_factory):
     return model, d
 
 
+def test_performer_library_check_builds_only_the_layers_up_to_the_compared_one(performer_depth2, monkeypatch):
+    """The library comparison of layer 0 builds a depth-1 Performer from the weights of
+    block 0 (the later blocks do not change its output): the same errors, bit for bit,
+    as the whole stack built and run."""
+    from models.layouts import reference as ref
+    _, d = performer_depth2
+    path, sub = "net.layers.0.0.fn.", {"net.layers.0.0.fn.a": 0, "net.layers.1.0.fn.a": 1, "g": 2,
+                                       "proj_updater.instance.layers.1.0.fn.a": 3}
+    assert ref._layers_upto(path, sub) == ({"net.layers.0.0.fn.a": 0, "g": 2}, 1)
+    assert ref._layers_upto("net.blocks.0.f.", sub) is None
+    import performer_pytorch.performer_pytorch as lib
+    built = []
+    real_perf = lib.Performer
+
+    def spy(*a, **kw):
+        built.append(kw["depth"])
+        return real_perf(*a, **kw)
+    monkeypatch.setattr(lib, "Performer", spy)
+    short = certify_heads(str(d / "model.pt")).certificate.claims[0].info["library_check"]
+    monkeypatch.setattr(ref, "_layers_upto", lambda path, sub: None)
+    full = certify_heads(str(d / "model.pt")).certificate.claims[0].info["library_check"]
+    assert built == [1, 2]
+    assert short["status"] == "agrees" and short == full
+
+
 def test_performer_depth2_prenorm_reproduces_library_and_counts_layers(performer_depth2):
     model, d = performer_depth2
     res = certify_heads(str(d / "model.pt"))

@@ -12,8 +12,8 @@ epsilon)`` (prefix sums for causal layers). The comparison does not reuse the
 extractor's path:
 
 * performer-pytorch and linear-attention-transformer: the library's module
-  (a ``Performer`` / ``LinearAttentionTransformer`` with every layer, or a
-  bare ``SelfAttention``) is built with the library's constructor, loaded
+  (a ``Performer`` with its blocks up to the compared layer, a
+  ``LinearAttentionTransformer`` with every layer, or a bare ``SelfAttention``) is built with the library's constructor, loaded
   strictly from the checkpoint and run forward on CPU; hooks replace the
   first layer's ``to_v`` output by the random values and read the input of
   its ``to_out`` (every head's output);
@@ -239,11 +239,17 @@ def _lucidrains_module(det: Detected, layer: LayerPlan, sd):
         local = cfg.get("local_attn_heads", cfg.get("local_heads"))
         if local is not None:
             att["local_attn_heads"] = tuple(local) if isinstance(local, list) else local
-        m = lib.Performer(dim=dim, depth=len(det.layers) // (2 if cross else 1), heads=heads, dim_head=d,
-                          ff_mult=mult, ff_glu=glu, reversible=".blocks." in "." + p[len(root):],
+        sub, depth = _strip(sd, root), len(det.layers) // (2 if cross else 1)
+        rev = ".blocks." in "." + p[len(root):]
+        per_layer = isinstance(att.get("local_attn_heads"), tuple)     # one entry per layer: all built
+        upto = _layers_upto(p[len(root):], sub) if not (cross or rev or per_layer) else None
+        if upto is not None:             # the layers after the compared one do not change its output
+            sub, depth = upto
+        m = lib.Performer(dim=dim, depth=depth, heads=heads, dim_head=d,
+                          ff_mult=mult, ff_glu=glu, reversible=rev,
                           shift_tokens=bool(cfg.get("shift_tokens", False)),
                           cross_attend=cross, **kind, **att)
-        return m, _strip(sd, root), p[len(root):].rstrip("."), _embed(det, info)
+        return m, sub, p[len(root):].rstrip("."), _embed(det, info)
     from linear_attention_transformer import linear_attention_transformer as lib
     att = _written(cfg, ("causal", "blindspot_size"))
     local = cfg.get("n_local_attn_heads")
@@ -259,6 +265,22 @@ def _lucidrains_module(det: Detected, layer: LayerPlan, sd):
                                        heads=heads, dim_head=d, reversible=".blocks." in "." + p[len(root):],
                                        shift_tokens=bool(cfg.get("shift_tokens", False)), **att)
     return m, _strip(sd, root), p[len(root):].rstrip("."), _embed(det, info)
+
+
+def _layers_upto(path: str, sub: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], int] | None:
+    """A sequential performer stack read only up to the compared layer: ``(its weights
+    through block i, i + 1)`` for ``path`` in block ``i`` (``net.layers.i.0.fn.``), or
+    None when the path is not of that form. Block i's output depends on blocks 0..i
+    only, so the comparison is the same; the later blocks are neither built (their
+    random projections drawn) nor run."""
+    import re
+    m = re.match(r"net\.layers\.(\d+)\.0\.", path)
+    if m is None:
+        return None
+    i = int(m.group(1))
+    blk = re.compile(r"(?:net|proj_updater\.instance)\.layers\.(\d+)\.")     # the updater's second name
+    kept = {k: v for k, v in sub.items() if (b := blk.match(k)) is None or int(b.group(1)) <= i}
+    return kept, i + 1
 
 
 def _written(cfg: Mapping[str, Any], keys) -> dict[str, Any]:
@@ -451,7 +473,8 @@ _RUNNERS = {"SelfAttention": _run_lucidrains, "Performer": _run_lucidrains,
 _METHODS = {
     "SelfAttention": "the library's SelfAttention built from the config, loaded strictly, forward on CPU; "
                      "hooks: to_v output replaced by random values, to_out input read",
-    "Performer": "the library's Performer (every layer) built from the config, loaded strictly, forward on CPU; "
+    "Performer": "the library's Performer (its blocks up to the compared layer; every block when reversible, "
+                 "cross-attending or with per-layer local heads) built from the config, loaded strictly, forward on CPU; "
                  "hooks on the first layer: to_v output replaced by random values, to_out input read",
     "LinearAttentionTransformer": "the library's LinearAttentionTransformer (every layer) built from the config, "
                                   "loaded strictly, forward on CPU; hooks on the first layer: to_v output "
