@@ -95,10 +95,10 @@ class GramAccumulator:
 
 def normalize_pow2(G: np.ndarray, e: int) -> tuple[np.ndarray, int]:
     """Strip the common power of two of an integer object array: ``G 2^e``."""
-    tz = [(int(v) & -int(v)).bit_length() - 1 for v in G.ravel() if int(v) != 0]
-    if not tz:
+    g = int(np.bitwise_or.reduce(np.abs(G.ravel().astype(object)), initial=0))   # |entries| or-ed
+    if not g:
         return G, 0
-    s = min(tz)
+    s = (g & -g).bit_length() - 1                  # the least trailing-zero count of a nonzero entry
     if s == 0:
         return G, e
     out = np.empty(G.shape, dtype=object)
@@ -112,24 +112,28 @@ def _shift_obj(G: np.ndarray, s: int) -> np.ndarray:
 
 
 def _chunk_grams(Y: np.ndarray, Z: np.ndarray | None = None, rows: int = _CHUNK) -> np.ndarray:
-    """``sum_c Y_c^T Z_c`` (``Z`` defaults to ``Y``) over chunks of ``rows`` rows, each
+    """``sum_c Y_c^T Z_c`` over chunks of ``rows`` rows (``Z`` None: ``Y_c^T Y_c`` by the
+    BLAS's symmetric rank-k update, half the multiplications, made symmetric here), each
     product in float64 and exact (integer-valued inputs with every partial sum below
     2^52 over ``rows`` rows, in any summation order: the caller's plan), summed as
-    Python ints (object array) from int64 partial sums of at most 2^10 chunks. Uses torch
-    on one thread (scoped, restored) when available: small products are much faster
-    there than with a contended multi-threaded BLAS. At most about 32 MB of products
-    are held at once."""
-    Z = Y if Z is None else Z
+    Python ints (object array) from int64 partial sums of at most 2^10 chunks. One BLAS
+    thread (torch's, scoped and restored, for the products): small products are much
+    faster there than with a contended multi-threaded BLAS. At most about 32 MB of
+    products are held at once."""
+    sym = Z is None
     B = Y.shape[0]
     pad = (-B) % rows
     if pad:
         Y = np.concatenate([Y, np.zeros((pad, Y.shape[1]))])
-        Z = np.concatenate([Z, np.zeros((pad, Z.shape[1]))])
+        Z = None if sym else np.concatenate([Z, np.zeros((pad, Z.shape[1]))])
     n = Y.shape[0] // rows
+    m_cols = Y.shape[1] if sym else Z.shape[1]
     Yb = np.ascontiguousarray(Y.reshape(n, rows, Y.shape[1]))     # (nchunks, rows, .)
-    Zb = np.ascontiguousarray(Z.reshape(n, rows, Z.shape[1]))
-    per = max(1, min(1 << 10, _OUT_BYTES // (8 * Y.shape[1] * Z.shape[1])))   # chunks per product group
-    total = np.zeros((Y.shape[1], Z.shape[1]), dtype=object)
+    Zb = None if sym else np.ascontiguousarray(Z.reshape(n, rows, m_cols))
+    per = max(1, min(1 << 10, _OUT_BYTES // (8 * Y.shape[1] * m_cols)))   # chunks per product group
+    total = np.zeros((Y.shape[1], m_cols), dtype=object)
+    if sym:
+        from scipy.linalg.blas import dsyrk
     try:
         import torch
     except ImportError:          # pragma: no cover - torch is a dependency; numpy is the fallback
@@ -141,7 +145,11 @@ def _chunk_grams(Y: np.ndarray, Z: np.ndarray | None = None, rows: int = _CHUNK)
         acc, in_acc = None, 0
         for a in range(0, n, per):
             m = min(per, n - a)
-            if torch is not None:
+            if sym:                                   # upper triangles, exact like the products
+                part = dsyrk(1.0, Yb[a], trans=1).astype(np.int64)
+                for i in range(a + 1, a + m):
+                    part += dsyrk(1.0, Yb[i], trans=1).astype(np.int64)
+            elif torch is not None:
                 part = torch.bmm(torch.from_numpy(Yb[a:a + m]).transpose(1, 2),
                                  torch.from_numpy(Zb[a:a + m])).to(torch.int64).sum(0).numpy()
             else:
@@ -156,6 +164,9 @@ def _chunk_grams(Y: np.ndarray, Z: np.ndarray | None = None, rows: int = _CHUNK)
     finally:
         if torch is not None:
             torch.set_num_threads(old)
+    if sym:
+        up = np.triu(total)
+        total = up + np.triu(total, 1).T
     return total
 
 
@@ -201,13 +212,16 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
             Z[:, k * r:(k + 1) * r] = (t - np.ldexp(nxt, b)) * sign
             t = nxt
         # X^T X = sum_{k,l} 2^(b (k+l)) Z_k^T Z_l with Z_l^T Z_k = (Z_k^T Z_l)^T: the
-        # products with k <= l only, Z_k^T [Z_k .. Z_(L-1)] in one product per k
+        # products with k <= l only: Z_k^T Z_k by a symmetric update, Z_k^T [Z_(k+1) ..
+        # Z_(L-1)] in one product per k
         G = np.zeros((r, r), dtype=object)
         for k in range(L):
-            Pk = _chunk_grams(Z[:, k * r:(k + 1) * r], Z[:, k * r:], 1 << c)   # (r, (L-k) r)
-            for l in range(k, L):
-                blk = Pk[:, (l - k) * r:(l - k + 1) * r]
-                G = G + (blk if l == k else blk + blk.T) * (1 << (b * (k + l)))
+            G = G + _chunk_grams(Z[:, k * r:(k + 1) * r], None, 1 << c) * (1 << (2 * b * k))
+            if k + 1 < L:
+                Pk = _chunk_grams(Z[:, k * r:(k + 1) * r], Z[:, (k + 1) * r:], 1 << c)   # (r, (L-k-1) r)
+                for l in range(k + 1, L):
+                    blk = Pk[:, (l - k - 1) * r:(l - k) * r]
+                    G = G + (blk + blk.T) * (1 << (b * (k + l)))
     # undo the per-column powers of two: entry (i, j) carries 2^(E_i + E_j)
     e0 = int(colE.min())
     Dv = np.array([(1 << int(c - e0)) for c in colE.tolist()], dtype=object)
