@@ -96,3 +96,40 @@ def test_all_products_and_quadratic_summaries():
     ev["max_linear_sq_k"] = str(exact_v)          # the exact maximum: below any rigorous bound of the floats
     assert gram.quadratic_problems(ev, {"phi_q": X, "phi_k": X}) == \
         ["max_linear_sq_k is below a rigorous bound of the replayed features' maximum"]
+
+
+def test_claims_of_one_features_file_read_and_hash_it_once_and_each_still_checks(tmp_path, monkeypatch):
+    """Three claims on one replayed features file read it once and hash it once; each
+    claim still compares the hashes with its own features_sha256 and checks its own
+    summaries (a wrong Gram in the second claim is caught, a claim bound to other
+    features is refused), and a file rewritten in place is read again."""
+    rng = np.random.default_rng(21)
+    q, k = rng.standard_normal((60, 3)), np.abs(rng.standard_normal((60, 3)))
+    path = tmp_path / "f.npz"
+    np.savez(path, phi_q=q, phi_k=k)
+    reads = []
+    real_read = gram.read_features
+    monkeypatch.setattr(gram, "read_features", lambda p, *a: reads.append(p) or real_read(p, *a))
+    Gq, eq = gram.exact_gram(q)
+    Gk, ek = gram.exact_gram(k)
+    fs = {"phi_q": gram._features_sha(q, "float64"), "phi_k": gram._features_sha(k, "float64"), "dtype": "float64"}
+
+    def claim(gq, kind="exact_rank", sha=fs):
+        return {"kind": kind, "evidence": {"features_sha256": sha, "trusted": ["gram_q", "gram_k", "num_tokens"],
+                                           "num_tokens": 60, "gram_q": gq, "gram_q_exponent": eq,
+                                           "gram_k": Gk, "gram_k_exponent": ek}}
+    bad = [[v + (i == j == 1) for j, v in enumerate(r)] for i, r in enumerate(Gq)]
+    assert gram.summary_problems(claim(Gq), str(path)) == []
+    assert gram.summary_problems(claim(bad, "eps_rank"), str(path)) == \
+        ["gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed features"]
+    assert gram.summary_problems(claim(Gq, sha={**fs, "phi_k": "0" * 64}), str(path)) == \
+        ["the replayed features file does not hash to features_sha256"]
+    assert len(reads) == 1
+    q2 = q.copy()
+    q2[0, 0] += 1.0
+    np.savez(path, phi_q=q2, phi_k=k)
+    import os
+    os.utime(path, ns=(1, 1))                                    # a new stamp even within one clock tick
+    assert gram.summary_problems(claim(Gq), str(path)) == \
+        ["the replayed features file does not hash to features_sha256"]
+    assert len(reads) == 2

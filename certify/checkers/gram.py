@@ -36,15 +36,17 @@ def read_features(path: str, expect: tuple[int, int] | None = None) -> dict[str,
     return out
 
 
-#: exact Grams computed in this process, by the sha256 of the array's dtype, shape and bytes:
-#: a replay's features file serves every claim of its head (exact and eps rank) once
+#: exact Grams computed in this process, by the features' dtype, shape and sha256 (the
+#: hash each claim's ``features_sha256`` was just compared with): a replay's features file
+#: serves every claim of its head (exact and eps rank) once
 _GRAMS: dict[str, tuple[list[list[int]], int]] = {}
 
 
-def _exact_gram_once(arr: np.ndarray) -> tuple[list[list[int]], int]:
-    import hashlib
+def _exact_gram_once(arr: np.ndarray, sha: str | None = None) -> tuple[list[list[int]], int]:
+    """``exact_gram(arr)``, kept by content: ``sha`` is the sha256 of ``arr``'s bytes in
+    its dtype, little-endian, row-major (:func:`_features_sha`), computed here when not given."""
     a = np.ascontiguousarray(arr)
-    h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + a.data.cast("B")).hexdigest()
+    h = f"{a.dtype.str}{a.shape}:{sha if sha is not None else _features_sha(a, a.dtype.name)}"
     if h not in _GRAMS:
         if len(_GRAMS) >= 8:
             _GRAMS.pop(next(iter(_GRAMS)))
@@ -64,8 +66,9 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
     if ev.get("num_tokens") != q.shape[0] or q.shape != k.shape:
         out.append(f"the replayed features have {q.shape[0]} tokens, the evidence {ev.get('num_tokens')}")
         return out
+    shas = features.get("sha256") or {}
     for name, arr in (("q", q), ("k", k)):
-        G, e = _exact_gram_once(arr)
+        G, e = _exact_gram_once(arr, shas.get(f"phi_{name}") if arr.dtype.name == shas.get("dtype") else None)
         want, we = ev.get(f"gram_{name}"), ev.get(f"gram_{name}_exponent")
         if not isinstance(want, list) or not isinstance(we, int) or isinstance(we, bool):
             out.append(f"gram_{name} is not an integer matrix with an exponent")
@@ -160,9 +163,34 @@ def quadratic_problems(ev: dict[str, Any], features: dict[str, np.ndarray]) -> l
 
 
 def _features_sha(a: np.ndarray, dtype: str) -> str:
+    """sha256 of ``a`` in ``dtype``, little-endian, row-major (hashed in place when it
+    already is)."""
     import hashlib
-    arr = np.ascontiguousarray(a.astype(dtype), dtype=np.dtype(dtype).newbyteorder("<"))
-    return hashlib.sha256(arr.tobytes()).hexdigest()
+    arr = np.ascontiguousarray(a.astype(dtype, copy=False), dtype=np.dtype(dtype).newbyteorder("<"))
+    return hashlib.sha256(arr.reshape(-1).view(np.uint8)).hexdigest()
+
+
+#: the last features file read: ``(path, arrays, {dtype: (sha_q, sha_k)})``. Each claim
+#: still compares the arrays' hashes with its own ``features_sha256`` and checks those
+#: arrays; the claims of one head (its exact rank, eps rank, nonnegativity) read its file once
+_LAST_READ: list = []
+
+
+def _read_hashed(path: str, dtype: str) -> tuple[dict[str, Any], tuple[str, str]]:
+    """The arrays of the features file ``path`` and their sha256 in ``dtype`` (read and
+    hashed once for the claims that follow, while the file is unchanged)."""
+    import os
+    st = os.stat(path)
+    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+    if not (_LAST_READ and _LAST_READ[0][0] == key):
+        feats = read_features(path)
+        for a in feats.values():
+            a.setflags(write=False)                      # shared by the claims that read it
+        _LAST_READ[:] = [(key, feats, {})]
+    _, feats, shas = _LAST_READ[0]
+    if dtype not in shas:
+        shas[dtype] = (_features_sha(feats["phi_q"], dtype), _features_sha(feats["phi_k"], dtype))
+    return feats, shas[dtype]
 
 
 def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
@@ -188,14 +216,14 @@ def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
     else:
         return None
     try:
-        feats = read_features(path)
-    except (GramError, OSError, ValueError) as exc:
+        feats, got = _read_hashed(path, fs["dtype"])
+    except (GramError, OSError, ValueError, TypeError) as exc:
         return [f"the replayed features cannot be read: {exc}"]
-    if [_features_sha(feats["phi_q"], fs["dtype"]), _features_sha(feats["phi_k"], fs["dtype"])] != \
-            [fs.get("phi_q"), fs.get("phi_k")]:
+    if list(got) != [fs.get("phi_q"), fs.get("phi_k")]:
         return ["the replayed features file does not hash to features_sha256"]
     if feats["phi_q"].dtype != np.dtype(fs["dtype"]):
         return [f"the replayed features are {feats['phi_q'].dtype}, the claim's {fs['dtype']}"]
+    feats = {**feats, "sha256": {"phi_q": got[0], "phi_k": got[1], "dtype": fs["dtype"]}}
     return check(claim if check is gram_problems else ev, feats)
 
 
