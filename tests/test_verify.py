@@ -170,3 +170,23 @@ def test_bounds_command_certificate_verifies(tmp_path):
     assert bounds_cli.main(["--m", "200", "--out", str(out)]) == 0
     p = _run(str(out))
     assert p.returncode == 0, p.stderr
+
+
+def test_int_matrix_fast_path_accepts_and_refuses_as_the_entrywise_parse():
+    """Rows of plain ints are taken in one step; any other entry (a bool, a float, a
+    string, an int subclass) goes through the entrywise parse, with its message."""
+    import enum
+
+    from certify.checkers.common import Bad, int_matrix
+
+    class I(enum.IntEnum):
+        A = 3
+    rows = [[1, -2, 2 ** 200], [0, 5, -7]]
+    got = int_matrix(rows, "m", (2, 3))
+    assert got == rows and got is not rows and got[0] is not rows[0]
+    assert int_matrix([[I.A, 1]], "m") == [[3, 1]]
+    for bad, msg in (([[1, True]], "m must be an integer, got True"), ([[1.0, 2]], "m must be an integer"),
+                     ([["1"]], "m must be an integer"), ([[1, 2], [3]], "m has rows of the wrong length"),
+                     ([[1, 2]], "m has 1 rows, expected 2"), ([(1, 2)], "m must be a list of rows")):
+        with pytest.raises(Bad, match=msg):
+            int_matrix(bad, "m", (2, None) if msg.endswith("expected 2") else (None, None))

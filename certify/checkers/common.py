@@ -91,6 +91,9 @@ def same_rational(stated: Any, value: Fraction, what: str) -> None:
 
 def int_matrix(rows: Any, what: str, shape: tuple[int | None, int | None] = (None, None)) -> list[list[int]]:
     """A rectangular list of integer rows."""
+    if isinstance(rows, list) and all(type(r) is list and set(map(type, r)) <= {int} for r in rows):
+        _shape(rows, what, shape)                  # plain ints only (no bool): what integer() accepts
+        return [list(r) for r in rows]
     return _matrix(rows, what, shape, integer)
 
 
