@@ -146,6 +146,27 @@ def test_checkpoint_folder_is_checked_once_and_the_report_shows_that_check(tmp_p
     assert not (tmp_path / "out2").exists()
 
 
+def test_checkpoint_files_are_hashed_once_for_all_heads(tmp_path, monkeypatch):
+    """Every head's provenance and the certificate's inputs name the weights by one
+    sha256, computed once per load (not once per head)."""
+    import hashlib
+
+    import certify.sources.thirdparty as tp
+    torch.manual_seed(0)
+    att = performer.SelfAttention(dim=M, heads=2, dim_head=4, nb_features=8, generalized_attention=True)
+    folder = _save(att.state_dict(), tmp_path / "perf", PERFORMER_ATTN)
+    seen = []
+    real = tp.sha256_file
+    monkeypatch.setattr(tp, "sha256_file", lambda f: seen.append(str(f)) or real(f))
+    res = certify_heads(str(folder))
+    w = str(folder / "model.safetensors")
+    assert seen.count(w) == 1 and len(seen) == len(set(seen))
+    want = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    assert res.certificate.bound_inputs()[w] == want
+    assert {c.parameters["source_sha256"] for c in res.certificate.claims
+            if "source_sha256" in c.parameters} == {want}
+
+
 def test_default_performer_is_favor_and_exits_3(tmp_path):
     att = performer.SelfAttention(dim=M, heads=2, dim_head=4, nb_features=8)
     torch.save(att.state_dict(), tmp_path / "attn.pt")

@@ -56,11 +56,19 @@ class LoadedModel:
     detected: Any                           # models.layouts.Detected
     tensors: dict[str, Any]                 # the state dict as read (half precision as float32)
     checks: dict[tuple[int, str], Any] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)     # file -> sha256, hashed once per load
+
+    def sha256(self, f: str | Path) -> str:
+        """sha256 of one of the model's files, read once for all its heads."""
+        key = str(f)
+        if key not in self.hashes:
+            self.hashes[key] = sha256_file(f)
+        return self.hashes[key]
 
     @property
     def inputs(self) -> dict[str, str]:
         files = [*self.weights.files, *([self.config_path] if self.config_path is not None else [])]
-        return {str(f): sha256_file(f) for f in files}
+        return {str(f): self.sha256(f) for f in files}
 
     def layer(self, index: int | None):
         layers = self.detected.layers
@@ -234,7 +242,7 @@ def head_kernel(model: LoadedModel, *, layer: int | None = None, head: int | Non
         why = mismatch(check, hi)
         if why is not None:
             raise ExtractionMismatch(f"{det.library} layer {L.index} head {hi}: {why}")
-    prov = Provenance(str(model.source), sha256_file(model.source),
+    prov = Provenance(str(model.source), model.sha256(model.source),
                       f"layout:{det.layout} layer {L.index} head {hi}", CANONICAL_DTYPE, details=details)
     if m is None:
         q, k = h.canonical_features(det.embedding)
