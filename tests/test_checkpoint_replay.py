@@ -106,6 +106,30 @@ def test_replay_records_the_versions_it_depends_on(certificates):
     assert rec["versions"]["torch"] == torch.__version__ and rec["versions"]["extraction"]
 
 
+def test_replay_reads_a_checkpoint_once_for_all_its_heads(certificates, monkeypatch):
+    """The replay worker reads and detects a checkpoint once for every head replayed
+    from it; each head's features still hash to its own claims' features_sha256."""
+    import certify.sources.thirdparty as tp
+    from certify.checkpoints.replay import replay
+    cert = json.loads(certificates["performer-pytorch"].read_text())
+    jobs, want = [], {}
+    for c in cert["claims"]:
+        p, fs = c["parameters"], c["evidence"].get("features_sha256")
+        if fs is None or p["adapter"] in want:
+            continue
+        want[p["adapter"]] = (fs["phi_q"], fs["phi_k"])
+        jobs.append({"key": p["adapter"], "source": p["source"],
+                     "path": str(certificates["performer-pytorch"].parent / "model.pt"), "adapter": p["adapter"],
+                     "token_set": p["token_set"], "dtype": fs["dtype"], "want": [["x", "y"]], "stated": p["stated"]})
+    assert len(jobs) == 2
+    loads = []
+    real = tp.load_model
+    monkeypatch.setattr(tp, "load_model", lambda *a, **kw: loads.append(a) or real(*a, **kw))
+    got = replay(jobs)
+    assert len(loads) == 1
+    assert {k: (v["phi_q"], v["phi_k"]) for k, v in got.items()} == want
+
+
 def test_a_user_lm_on_its_vocabulary_replays_its_trusted_summaries(tmp_path):
     """A user's language model (``token_emb`` + performer's ``Performer``, saved with
     safetensors' ``save_model``) certified on its 2,100 vocabulary rows with 33

@@ -42,7 +42,25 @@ _CONSTRUCTION = re.compile(r"models\.constructions\.(\w+)\(([\d, ]*)\)")
 _ALLOWED = {"thm2_exact_features"}
 
 
-def _kernel(job: dict[str, Any]):
+def _head_kernel(path: str, tokens: str | None, layer: int, head: int, assume: list[str],
+                 models: dict[tuple, Any] | None):
+    """``load_kernel(path, layer=, head=, compare=False, assume=)`` of a third-party
+    checkpoint, its file read and detected once for every head replayed from it
+    (``models``: the loaded models of this replay, by path and accepted defaults)."""
+    from pathlib import Path
+
+    from certify.sources.load import kind_of, load_kernel
+    from certify.sources.thirdparty import head_kernel, load_model
+    p = Path(path)
+    if models is None or not p.exists() or kind_of(p) != "weights":
+        return load_kernel(path, tokens=tokens, layer=layer, head=head, compare=False, assume=assume)
+    key = (str(p.resolve()), tuple(assume))
+    if key not in models:
+        models[key] = load_model(p, assume)
+    return head_kernel(models[key], layer=layer, head=head, tokens=tokens, compare=False)
+
+
+def _kernel(job: dict[str, Any], models: dict[tuple, Any] | None = None):
     from certify.core.errors import InputError, UncertifiableError
     from certify.sources.load import load_kernel
     from certify.sources.thirdparty import parse_adapter
@@ -60,8 +78,7 @@ def _kernel(job: dict[str, Any]):
                                 "head, so the replay cannot know which kernel it names")
         assume = [k for k, v in stated.items() if isinstance(v, dict) and v.get("from") == FROM_DEFAULT]
         try:
-            kernel = load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False,
-                                 assume=assume)
+            kernel = _head_kernel(job["path"], tokens, head[0], head[1], assume, models)
         except (InputError, UncertifiableError) as exc:
             if "--assume-default" not in str(exc):
                 raise
@@ -170,13 +187,14 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
     from certify.rank.summary import feature_hashes
     out: dict[str, Any] = {}
     vers = versions()
+    models: dict[tuple, Any] = {}            # third-party checkpoints read once for all their heads
     for job in jobs:
         key = str(job.get("key", job.get("source")))
         try:
             rec: dict[str, Any] = {"torch": torch.__version__, "versions": vers}
             if job.get("want"):
                 try:
-                    kernel = _kernel(job)
+                    kernel = _kernel(job, models)
                     dtype, sha_q, sha_k, qs, ks = feature_hashes(kernel, keep=bool(job.get("features_out")))
                 except StatedDiffers as exc:      # the features of another model than the sentence's
                     rec.update({"phi_q": f"differs: {exc}"[:300], "phi_k": "differs"})
