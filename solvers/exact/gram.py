@@ -187,17 +187,21 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
             return _obj(F.transpose() * F), 0
         X = X.astype(np.float64)
     p = {np.dtype(np.float16): 11, np.dtype(np.float32): 24}.get(X.dtype, 53)   # significand bits
-    x = X.astype(np.float64)
-    nz = x != 0
-    if not nz.any():
+    x = np.asarray(X, dtype=np.float64)             # exact (a float16/32 value is a float64 value)
+    ax = np.abs(x)
+    if not np.all(np.isfinite(ax.max(axis=0, initial=0.0))):
+        raise InputError("features contain NaN or Inf")
+    least = np.where(ax != 0, ax, np.inf).min(axis=0, initial=np.inf)   # (r,) least nonzero |x| per column
+    if not np.isfinite(least).any():
         return None, 0
-    big = np.iinfo(np.int64).max
-    e = np.frexp(x)[1].astype(np.int64)            # x = f 2^e, |f| in [1/2, 1): x is a multiple of 2^(e - p)
-    colE = np.where(nz, e - p, big).min(axis=0)    # (r,) per-column exponent
-    colE = np.where(colE == big, 0, colE)
-    y = np.ldexp(np.abs(x), (-colE)[None, :].astype(np.int32))   # exact integers (B, r)
-    top = int(np.frexp(y.max(axis=0))[1].max())
-    if top > 1000 or not np.all(np.isfinite(y)):    # huge spread: exact integer fallback
+    # x = f 2^e with |f| in [1/2, 1) is a multiple of 2^(e - p); e grows with |x|, so the least
+    # exponent of a column is the exponent of its least nonzero |x|
+    colE = np.where(np.isfinite(least), np.frexp(np.where(np.isfinite(least), least, 1.0))[1] - p, 0)
+    colE = colE.astype(np.int64)                   # (r,) per-column exponent
+    y = np.ldexp(ax, (-colE)[None, :].astype(np.int32))   # exact integers (B, r)
+    ymax = y.max(axis=0)
+    top = int(np.frexp(ymax)[1].max())
+    if top > 1000 or not np.all(np.isfinite(ymax)):    # huge spread: exact integer fallback
         mant, exp = _mantissas(X)
         F = fmpz_matrix(_dyadic_cols(mant, exp, colE))
         G = _obj(F.transpose() * F)
@@ -207,9 +211,13 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
         sign = np.sign(x)
         Z = np.empty((B, L * r), dtype=np.float64)  # (B, L r): limb k of column j at k r + j
         t = y
+        down, up = 2.0 ** -b, 2.0 ** b              # scalings by powers of two: exact on these integers
         for k in range(L):
-            nxt = np.floor(np.ldexp(t, -b))
-            Z[:, k * r:(k + 1) * r] = (t - np.ldexp(nxt, b)) * sign
+            nxt = np.floor(t * down)
+            Zk = Z[:, k * r:(k + 1) * r]
+            np.multiply(nxt, up, out=Zk)
+            np.subtract(t, Zk, out=Zk)              # the low b bits: an integer below 2^b, exact
+            np.multiply(Zk, sign, out=Zk)
             t = nxt
         # X^T X = sum_{k,l} 2^(b (k+l)) Z_k^T Z_l with Z_l^T Z_k = (Z_k^T Z_l)^T: the
         # products with k <= l only: Z_k^T Z_k by a symmetric update, Z_k^T [Z_(k+1) ..
