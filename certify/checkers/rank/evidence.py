@@ -209,13 +209,29 @@ def _check_params(claim: Mapping[str, Any], cert: Mapping[str, Any], form: str,
             raise Bad("parameters.source_sha256 is not among the certificate's input hashes")
 
 
+#: the last Gram rows converted, with their flint matrices: the claims of one head (exact
+#: and eps rank) state the same Grams; rows equal entry by entry reuse the conversion (a copy)
+_CONVERTED: list[tuple[list[list[int]], Any]] = []
+
+
+def _gram_matrix(rows: list[list[int]]) -> Any:
+    """``fmpz_matrix(rows)`` (integer rows already parsed), reused for equal rows."""
+    for seen, F in _CONVERTED:
+        if seen == rows:
+            return type(F)(F)
+    F = fmpz_matrix(rows)
+    _CONVERTED.append((rows, F))
+    del _CONVERTED[:-4]
+    return type(F)(F)
+
+
 def _check_grams(ev: Mapping[str, Any], cert: Mapping[str, Any],
                  kind: str) -> tuple[Any, Any, int, int, _Features]:
     """Parsed Grams (GQ, GK, eq, ek, features)."""
     r = integer(ev["r"], "r", 1)
     K = integer(ev["num_tokens"], "num_tokens", 1)
-    GQ = fmpz_matrix(int_matrix(ev["gram_q"], "gram_q", (r, r)))
-    GK = fmpz_matrix(int_matrix(ev["gram_k"], "gram_k", (r, r)))
+    GQ = _gram_matrix(int_matrix(ev["gram_q"], "gram_q", (r, r)))
+    GK = _gram_matrix(int_matrix(ev["gram_k"], "gram_k", (r, r)))
     eq, ek = integer(ev["gram_q_exponent"], "gram_q_exponent"), integer(ev["gram_k_exponent"], "gram_k_exponent")
     F = _Features(ev, cert, kind, "factor")
     if F.have:
