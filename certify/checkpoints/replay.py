@@ -2,7 +2,10 @@
 
 Run by :func:`certify.checkers.sources.replay_extraction` in a separate process
 (``python -m certify.cli.replay``; the checker itself never imports torch), with
-one thread. Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
+one thread. A safetensors checkpoint's heads replay without torch (the canonical
+extraction reads the weights' bytes itself); torch is imported only for a torch
+pickle or a ``models/`` checkpoint, and a job that needs a missing extra says
+which (:func:`needs_extra`). Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
 ``adapter``, ``token_set``, ``dtype``, ``stated``) and prints one JSON object: key ->
 ``{"phi_q": sha256, "phi_k": sha256, "torch": version, "versions": {...}}`` or
 ``{"error": reason}``; a job with ``features_out`` (a path) also gets its
@@ -164,16 +167,34 @@ def versions() -> dict[str, Any]:
     return out
 
 
+def needs_extra(exc: BaseException) -> str | None:
+    """The reason a job could not replay for want of an extra (one line naming it),
+    or None when ``exc`` is not a missing module of an extra. torch is missing for
+    a torch pickle (``.pt``, ``.bin``) or a ``models/`` checkpoint: ``[models]``;
+    safetensors for a safetensors checkpoint: ``[replay]``."""
+    from certify.core.extras import DIST, extra_for
+    extra = extra_for(exc)
+    if extra is None:
+        return None
+    name = str(getattr(exc, "name", "") or "").split(".")[0]
+    return (f"the replay of extraction needs the [{extra}] extra for this source (no module {name}): "
+            f"pip install '{DIST}[{extra}]'")
+
+
 def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
-    import torch
-    torch.set_num_threads(1)
+    try:                       # torch only for the sources that need it (pickles, models/ checkpoints)
+        import torch
+        torch.set_num_threads(1)
+        torch_version = torch.__version__
+    except ModuleNotFoundError:
+        torch_version = None
     from certify.rank.summary import feature_hashes
     out: dict[str, Any] = {}
     vers = versions()
     for job in jobs:
         key = str(job.get("key", job.get("source")))
         try:
-            rec: dict[str, Any] = {"torch": torch.__version__, "versions": vers}
+            rec: dict[str, Any] = {"torch": torch_version, "versions": vers}
             if job.get("want"):
                 try:
                     kernel = _kernel(job)
@@ -191,6 +212,9 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
             if job.get("heads") or job.get("weights"):
                 rec["heads"], rec["weights_sha256"] = _heads(job)
             out[key] = rec
+        except ModuleNotFoundError as exc:
+            why = needs_extra(exc)
+            out[key] = {"error": why if why is not None else f"{type(exc).__name__}: {exc}"[:300]}
         except Exception as exc:           # reported back to verify, which names it
             out[key] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return out

@@ -77,12 +77,11 @@ def load_models_checkpoint(path: Path, tokens: str | None) -> Kernel:
 def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
     """Factor-form kernel of a module with ``feature_matrices`` (models/ heads,
     adapters). Tokens default to the model's lookup table or ``cube:m``."""
-    import torch
     if not hasattr(model, "feature_matrices"):
         raise InputError(f"{type(model).__name__} has no feature maps (not a kernel head)")
     if tokens is None:
         table = getattr(model, "tokens", None)
-        if isinstance(table, torch.Tensor):
+        if table is not None and hasattr(table, "detach"):          # a torch tensor (a models/ head's table)
             toks = table.detach().cpu().numpy().astype(np.uint8)
             token_set, m = "tokens", toks.shape[1]
         elif getattr(model, "m", None) is not None and int(model.m) <= 16:
@@ -101,6 +100,8 @@ def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
         return Kernel(form=Form.FACTOR, provenance=provenance, token_set=token_set,
                       num_tokens=(1 << m) if toks is None else len(toks), m=m, tokens=toks, rank=int(model.rank),
                       feature_fn=fn, guarantee=str(guarantee) if guarantee is not None else None)
+
+    import torch
 
     def fn(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():

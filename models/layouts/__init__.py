@@ -20,14 +20,12 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable, Mapping
 
-import torch
-
 from certify.core.errors import InputError, UncertifiableError
 from models.layouts import fla, lucidrains, others, softmax
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, compute_dtype
 
 #: library -> detectors tried on the keys
-DETECTORS: Mapping[str, Callable[[Mapping[str, torch.Tensor], Mapping[str, Any]], Detected | None]] = {
+DETECTORS: Mapping[str, Callable[[Mapping[str, Any], Mapping[str, Any]], Detected | None]] = {
     "performer-pytorch": lucidrains.detect,
     "linear-attention-transformer": lucidrains.detect,
     "pytorch-fast-transformers": others.detect_fast_transformers,
@@ -49,7 +47,7 @@ FROM_CONFIG, FROM_DEFAULT = "config.json", "library default, assumed"
 ALL_DEFAULTS = "*"
 
 
-def drop_wrappers(sd: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+def drop_wrappers(sd: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``(tensors, set-aside keys)``: keys with a wrapper component (:data:`WRAPPERS`)
     are set aside, unless nothing else is left."""
     keep = {k: v for k, v in sd.items() if not set(k.split(".")) & set(WRAPPERS)}
@@ -58,12 +56,12 @@ def drop_wrappers(sd: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tenso
     return keep, sorted(set(sd) - set(keep))
 
 
-def prepare(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def prepare(sd: Mapping[str, Any]) -> dict[str, Any]:
     """The tensors detection reads: wrappers set aside, half precision as float32."""
     return compute_dtype(drop_wrappers(sd)[0])[0]
 
 
-def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], *, name: str = "checkpoint",
+def detect(sd: Mapping[str, Any], config: Mapping[str, Any], *, name: str = "checkpoint",
            assume: Iterable[str] = ()) -> Detected:
     """The layout of a state dict (see the module docstring); ``assume``: the
     kernel arguments whose library default the user accepts
@@ -86,7 +84,7 @@ def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], *, name: s
     return det
 
 
-def _detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], name: str) -> Detected:
+def _detect(sd: Mapping[str, Any], config: Mapping[str, Any], name: str) -> Detected:
     lib = config.get("library")
     mt = config.get("model_type")
     if lib is not None and lib not in LIBRARIES:
