@@ -116,14 +116,14 @@ def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
     if assume:
         raise InputError("--assume-default names a constructor argument of a detected layout; an adapter "
                          "spec states its layout in full")
-    from certify.sources.checkpoint import read_state_dict
+    from certify.sources.checkpoint import lazy_state_dict
     from certify.sources.weights import read_weights, weights_file
     from models.adapters import adapt, read_spec
     from models.layouts import Detected, LayerPlan, Refusal
-    from models.layouts.base import compute_dtype
+    from models.optional_torch import TorchView
     s = read_spec(spec)
     ws = read_weights(path)
-    sd, stored = compute_dtype(read_state_dict(path))
+    sd, stored = lazy_state_dict(path)
     try:
         h = adapt(sd, s)
     except UncertifiableError as exc:
@@ -131,7 +131,7 @@ def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
     m = int(getattr(h, "m", 0))
     det = Detected(f"spec:{s.layout}", f"adapter:{s.layout}", [LayerPlan(0, s.prefix, s.layout, [h], m=m)], m,
                    reason="adapter spec", stored_dtype=stored, container=f"adapter spec {spec}")
-    model = LoadedModel(Path(path), weights_file(path), ws, {}, None, det, sd)
+    model = LoadedModel(Path(path), weights_file(path), ws, {}, None, det, TorchView(sd))
     model.spec = (str(spec), sha256_file(spec))
     return model
 

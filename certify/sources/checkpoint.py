@@ -120,13 +120,21 @@ def read_state_dict(path: str | Path) -> dict[str, Any]:
     return read_weights(path).torch()
 
 
+def lazy_state_dict(path: str | Path) -> tuple[dict[str, Any], str]:
+    """``(name -> stored weight, half-precision dtypes stored or "")``: names and shapes
+    now, bytes when a value is read (:meth:`certify.sources.weights.WeightSet.lazy`; no torch
+    for safetensors)."""
+    sd = read_weights(path).lazy()
+    half = sorted({w.dtype for w in sd.values() if w.dtype in ("bfloat16", "float16")})
+    return sd, "+".join(half)
+
+
 def load_adapter_kernel(path: str | Path, spec_path: str | Path, *, tokens: str | None = None) -> Kernel:
     """Kernel of one head of a third-party checkpoint (factor form)."""
     from models.adapters import adapt, read_spec
-    from models.layouts.base import compute_dtype
 
     spec = read_spec(spec_path)
-    sd, stored = compute_dtype(read_state_dict(path))
+    sd, stored = lazy_state_dict(path)
     head = adapt(sd, spec)
     wf = weights_file(path)
     prov = Provenance(str(wf), sha256_file(wf), f"adapter:{spec.layout}", "float64",

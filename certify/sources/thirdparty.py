@@ -87,7 +87,7 @@ def load_model(path: str | Path, assume: Sequence[str] = ()) -> LoadedModel:
     ``assume``: the kernel arguments whose library default the user accepts
     (``--assume-default``, :func:`models.layouts.require_stated`)."""
     from models.layouts import detect
-    from models.layouts.optional_torch import TorchView
+    from models.optional_torch import TorchView
     p = Path(path)
     if p.name == "config.json":                  # the model's config stands for its folder
         p = p.parent

@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from certify.core.errors import InputError
-from models.layouts.optional_torch import F, dtype_name, no_grad, torch, tt
+from models.optional_torch import F, dtype_name, no_grad, torch, tt
 
 #: appended to every "cannot tell the layout" error
 SPEC_HINT = ("write an adapter spec (README, 'Supported layouts'): "

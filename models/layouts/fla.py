@@ -61,7 +61,7 @@ from models.layouts.base import (
     rms_norm,
     rows_of_head,
 )
-from models.layouts.optional_torch import F, torch, tt
+from models.optional_torch import F, torch, tt
 from models.layouts.defaults import KERNEL_ARGS, defaults
 
 #: fla model types (config.json "model_type") whose kernel is not a fixed function of (x, z)

@@ -61,7 +61,7 @@ from models.layouts.base import (
     natural,
     rows_of_head,
 )
-from models.layouts.optional_torch import F, torch, tt
+from models.optional_torch import F, torch, tt
 from models.layouts.defaults import KERNEL_ARGS, defaults
 
 PERFORMER, LAT = "performer-pytorch", "linear-attention-transformer"

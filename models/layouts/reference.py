@@ -46,7 +46,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from models.layouts.base import Detected, FeatureHead, LayerPlan
-from models.layouts.optional_torch import tt
+from models.optional_torch import tt
 
 #: largest scaled error (see the module docstring) at which a head agrees with its library
 TOLERANCE = 1e-4
