@@ -130,9 +130,11 @@ def forward_baseline(path: Path, assume: list[str]) -> dict:
     emb = model.detected.embedding
     if emb is None:
         return {"note": "no embedding detected: the baseline needs the vocabulary rows"}
-    e32 = emb.detach().to(torch.float32)
-    e64 = emb.detach().to(torch.float64)
-    rows = np.asarray(emb.detach().to(torch.float64).numpy())
+    from models.canonical.arith import f64
+    from models.optional_torch import tt
+    e32 = tt(emb).detach().to(torch.float32)         # a stored weight's torch view (float32 for bf16)
+    e64 = tt(emb).detach().to(torch.float64)
+    rows = f64(emb)
 
     def fwd(x):
         with torch.no_grad():

@@ -4,9 +4,11 @@ Layout detection and the canonical features (:mod:`models.canonical`) need no
 torch: a reviewer with the checker and the ``[replay]`` extra replays a
 safetensors checkpoint's features without it. torch is needed only by the torch
 twins of each step and map (the library check, ``FeatureHead.feature_matrices``)
-and by torch pickles. Those twins use ``torch`` and ``F`` from here: without torch
-they raise ``ModuleNotFoundError`` (name ``torch``, so the command names the extra
-to install) when called, never when a layout is detected.
+and by torch pickles. Those twins use ``torch`` and ``F`` from here, imported when first used: a
+replay or a detection does not import torch even where it is installed, and
+without torch a twin raises ``ModuleNotFoundError`` (name ``torch``, so the
+command names the extra to install) when called, never when a layout is
+detected.
 
 :func:`tt` gives the torch view of a stored weight (:class:`~models.canonical.stored.Weight`);
 :class:`TorchView` is a state dict of weights seen as torch tensors (the library's
@@ -16,29 +18,27 @@ own module loads it).
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import Any, Callable, Iterator, Mapping
 
 from models.canonical.stored import Weight
 
 
-class _Missing:
-    """Stands for torch (or torch.nn.functional) when it is not installed."""
+class _Lazy:
+    """A module imported when one of its attributes is first used: ``torch`` (or
+    ``torch.nn.functional``) is not imported by detection or the canonical path,
+    and where it is not installed, using it raises ``ModuleNotFoundError`` (name
+    ``torch``)."""
 
-    def __init__(self, what: str) -> None:
-        self._what = what
+    def __init__(self, module: str) -> None:
+        self._module = module
 
     def __getattr__(self, name: str) -> Any:
-        raise ModuleNotFoundError(f"No module named 'torch' (needed for {self._what}.{name})", name="torch")
+        return getattr(importlib.import_module(self._module), name)
 
 
-try:
-    import torch
-    from torch.nn import functional as F
-    HAVE_TORCH = True
-except ModuleNotFoundError:          # the canonical path runs without it
-    torch = _Missing("torch")        # type: ignore[assignment]
-    F = _Missing("torch.nn.functional")   # type: ignore[assignment]
-    HAVE_TORCH = False
+torch: Any = _Lazy("torch")
+F: Any = _Lazy("torch.nn.functional")
 
 
 def no_grad(fn: Callable) -> Callable:

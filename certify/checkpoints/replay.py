@@ -182,15 +182,13 @@ def needs_extra(exc: BaseException) -> str | None:
 
 
 def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
-    try:                       # torch only for the sources that need it (pickles, models/ checkpoints)
-        import torch
-        torch.set_num_threads(1)
-        torch_version = torch.__version__
-    except ModuleNotFoundError:
-        torch_version = None
+    # torch is imported only by the sources that need it (pickles, models/ checkpoints; one
+    # thread: the checker runs this process with OMP_NUM_THREADS=1); its version, if installed,
+    # is read from the package metadata
     from certify.rank.summary import feature_hashes
     out: dict[str, Any] = {}
     vers = versions()
+    torch_version = vers.get("torch")
     for job in jobs:
         key = str(job.get("key", job.get("source")))
         try:
