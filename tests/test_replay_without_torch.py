@@ -284,3 +284,47 @@ def test_a_tensor_cut_short_after_the_header_is_one_line(tmp_path):
     f.write_bytes(f.read_bytes()[:8 + n + 8])
     with pytest.raises(InputError, match="changed while it was read"):
         ws.tensors["a.weight"].data
+
+
+def test_peak_memory_is_the_certified_layer_not_the_model(tmp_path):
+    """A model whose second layer holds 24 MB (its feed-forward) and whose first layer
+    and embedding hold a few kB: reading, detecting and computing every layer-0 head's
+    features allocates well under the second layer's size (tracemalloc counts the
+    bytes read and numpy's arrays). The reader before stored weights read every byte."""
+    import tracemalloc
+
+    import torch
+    from safetensors.torch import save_file
+    src = MODELS / "fla-linear-attn"
+    cfg = json.loads((src / "config.json").read_text())
+    sd = read_weights(src).torch()
+    big = dict(sd)
+    for k, v in sd.items():
+        if ".layers.0.attn" in k or "layers.0.attn_norm" in k:
+            big[k.replace(".layers.0.", ".layers.1.")] = v.clone()
+    g = torch.Generator().manual_seed(0)
+    wide = 1 << 18
+    big["model.layers.1.mlp.gate_proj.weight"] = torch.randn(wide, 8, generator=g)
+    big["model.layers.1.mlp.up_proj.weight"] = torch.randn(wide, 8, generator=g)
+    big["model.layers.1.mlp.down_proj.weight"] = torch.randn(8, wide, generator=g)
+    big["model.layers.1.mlp_norm.weight"] = torch.ones(8)
+    cfg["num_hidden_layers"] = 2
+    d = tmp_path / "big"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(cfg))
+    save_file({k: v.contiguous() for k, v in big.items()}, str(d / "model.safetensors"))
+    layer1 = sum(v.numel() * v.element_size() for k, v in big.items() if ".layers.1." in k)
+    assert layer1 > 24 << 20
+    warm = load_model(src)                       # the modules a first run imports are not what is measured
+    next(head_kernel(warm, layer=0, head=0, compare=False).feature_batches(1 << 14))
+    tracemalloc.start()
+    try:
+        model = load_model(d)
+        for h in range(len(model.detected.layers[0].heads)):
+            kern = head_kernel(model, layer=0, head=h, compare=False)
+            q, k = next(kern.feature_batches(1 << 14))
+            assert q.shape[0] == 12
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < layer1 // 8, (peak, layer1)

@@ -6,7 +6,10 @@ fit two layouts with nothing to decide between them are an ``InputError``
 that lists the candidates and the config key that decides. Before that,
 wrapper entries are set aside (``proj_updater.instance.`` -- performer's
 second view of its own layers --, EMA copies, optimizer state: never
-layers), and half-precision weights are converted exactly to float32.
+layers). Detection reads names and shapes only: the tensors are stored
+weights (:class:`models.canonical.stored.Weight`, read and decoded exactly
+when a head's features need them) or torch tensors (half precision converted
+exactly to float32).
 
 The result is a :class:`~models.layouts.base.Detected`: layers, each head a
 kernel head or a :class:`~models.layouts.base.Refusal` with its reason.
@@ -74,8 +77,9 @@ def detect(sd: Mapping[str, Any], config: Mapping[str, Any], *, name: str = "che
     require_stated(det, config, assume)
     det.stored_dtype = stored
     if stored:
-        det.notes.append(f"weights stored as {stored}, converted exactly to float32 (every {stored} value is "
-                         f"a float32); the features are computed in float32")
+        det.notes.append(f"weights stored as {stored}, decoded exactly from their bits (every {stored} value "
+                         f"is a float32 and a float64); the canonical features are float64 (the library "
+                         f"check runs the library in float32)")
     if dropped:
         roots = sorted({k.split(".")[0] if k.split(".")[0] in WRAPPERS else
                         next(c for c in k.split(".") if c in WRAPPERS) for k in dropped})
