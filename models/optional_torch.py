@@ -61,13 +61,15 @@ def dtype_name(t: Any) -> str:
 
 
 class TorchView(Mapping[str, Any]):
-    """A state dict whose stored weights are read as torch tensors when looked up."""
+    """A state dict whose stored weights are read as torch tensors when looked up
+    (not kept: the library's module copies what it loads)."""
 
     def __init__(self, sd: Mapping[str, Any]) -> None:
         self._sd = sd
 
     def __getitem__(self, key: str) -> Any:
-        return tt(self._sd[key])
+        t = self._sd[key]
+        return t.torch(keep=False) if isinstance(t, Weight) else t
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._sd)

@@ -37,7 +37,7 @@ class Weight:
     bytes ``[lo, hi)`` of the whole stored tensor; ``lo`` is where this view's
     first row starts."""
 
-    __slots__ = ("name", "dtype", "shape", "_read", "_lo", "_f64", "_torch")
+    __slots__ = ("name", "dtype", "shape", "_read", "_lo", "_f64", "_torch", "derived")
 
     def __init__(self, name: str, dtype: str, shape: tuple[int, ...], read: Callable[[int, int], bytes],
                  lo: int = 0) -> None:
@@ -45,6 +45,9 @@ class Weight:
         self._read, self._lo = read, lo
         self._f64: np.ndarray | None = None
         self._torch: Any = None
+        #: values computed from this weight and kept with it (the embedding after a layer's
+        #: pre-norm, shared by the layer's heads: :meth:`models.layouts.base.FeatureHead.canonical_features`)
+        self.derived: dict[Any, np.ndarray] = {}
 
     # -- shape only (no bytes are read) --
     @property
@@ -93,19 +96,27 @@ class Weight:
             self._f64 = a
         return self._f64
 
-    def torch(self):
+    def torch(self, keep: bool = True):
         """The values as a torch tensor: float32 for bf16/fp16/float32 (every such
-        value is a float32), float64 for float64, integers as stored."""
-        if self._torch is None:
-            import torch
-            if self.dtype in (*HALF, "float32"):
-                a = self.numpy64().astype(np.float32)
-            elif self.dtype == "float64":
-                a = np.array(self.numpy64())
-            elif self.dtype == "bool":
-                a = np.frombuffer(self.raw(), dtype="?").reshape(self.shape).copy()
-            else:
-                a = np.frombuffer(self.raw(), dtype=np.dtype(self.dtype).newbyteorder("<")).reshape(
-                    self.shape).astype(self.dtype)
-            self._torch = torch.from_numpy(a)
-        return self._torch
+        value is a float32), float64 for float64, integers as stored; decoded from
+        the bytes (the float64 decoding is not made for it). ``keep``: kept for the
+        next call (the torch twins of a head's maps), or not (a whole state dict
+        handed to the library's module, which copies it)."""
+        if self._torch is not None:
+            return self._torch
+        import torch
+        raw = self.raw()
+        if self.dtype == "bfloat16":                   # the high half of a float32: exact
+            a = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << np.uint32(16)).view("<f4")
+        elif self.dtype == "float16":                  # every fp16 value is a float32: exact
+            a = np.frombuffer(raw, dtype="<f2").astype(np.float32)
+        elif self.dtype == "bool":
+            a = np.frombuffer(raw, dtype="?").copy()
+        elif self.dtype in ITEMSIZE and not self.dtype.startswith("float8"):
+            a = np.frombuffer(raw, dtype=np.dtype(self.dtype).newbyteorder("<")).astype(self.dtype)
+        else:
+            raise ValueError(f"{self.name}: dtype {self.dtype} has no torch view here")
+        t = torch.from_numpy(np.ascontiguousarray(a.reshape(self.shape)))
+        if keep:
+            self._torch = t
+        return t

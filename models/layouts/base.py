@@ -122,17 +122,31 @@ class FeatureHead:
         from models.canonical.arith import f64, linear, positive_zero
         if self.canon_q is None or self.canon_k is None or any(s.canon is None for s in self.steps):
             raise InputError(f"feature map {self.feature_map}: no canonical definition")
-        x = f64(tokens)
-        if x.ndim != 2 or x.shape[1] != self.m:
-            raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
-        for s in self.steps:
-            x = s.canon(x)
+        x = self._inputs(tokens, f64)
         if not hasattr(self, "_w64"):
             self._w64 = tuple(None if t is None else f64(t) for t in (self.Wq, self.bq, self.Wk, self.bk))
         wq, bq, wk, bk = self._w64
         q = self.canon_q(linear(x, wq, bq))                                   # (K, r)
         k = self.canon_k(linear(x, wk, bk))
         return positive_zero(q), positive_zero(k)
+
+    def _inputs(self, tokens, f64) -> np.ndarray:
+        """The tokens after the steps (K, d), float64. For the embedding (a stored
+        weight) they are computed once per path and kept with it: the heads of a
+        layer share their path, so its pre-norm runs once, not once per head."""
+        derived = getattr(tokens, "derived", None)
+        key = tuple(self.steps)
+        if derived is not None and key in derived:
+            return derived[key]
+        x = f64(tokens)
+        if x.ndim != 2 or x.shape[1] != self.m:
+            raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
+        for s in self.steps:
+            x = s.canon(x)
+        if derived is not None:
+            x.setflags(write=False)
+            derived[key] = x
+        return x
 
     @no_grad
     def values(self, tokens):
