@@ -28,8 +28,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parent.parent
 
 #: runs argv[1:] as its child and prints the children's CPU seconds and peak RSS (KiB)

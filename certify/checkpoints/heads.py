@@ -149,8 +149,6 @@ def _head_index(h) -> int | None:
 def kernel_lemma3(head, family) -> dict[str, Any]:
     """Lemma 3's inequality ``alpha(x,y) > (n-2)(d-2eps)/(2eps) alpha(x,z)`` on every
     applicable jump, in exact rationals from the head's float features."""
-    import torch
-
     from certify.audit.head import rationalize
     from certify.audit.lemma3 import lemma3_factor
     from certify.audit.run import family_eps
@@ -159,6 +157,7 @@ def kernel_lemma3(head, family) -> dict[str, Any]:
     if hasattr(head, "canonical_features"):            # the certified features
         q, k = head.canonical_features(family.tokens)
     else:
+        import torch
         with torch.no_grad():
             q, k = head.feature_matrices(family.tokens)
     Q, K = rationalize(q, "query features"), rationalize(k, "key features")

@@ -61,8 +61,8 @@ from models.layouts.base import (
     rms_norm,
     rows_of_head,
 )
-from models.optional_torch import F, torch, tt
 from models.layouts.defaults import KERNEL_ARGS, defaults
+from models.optional_torch import F, torch, tt
 
 #: fla model types (config.json "model_type") whose kernel is not a fixed function of (x, z)
 REFUSED_MODELS: Mapping[str, tuple[str, str]] = {

@@ -61,8 +61,8 @@ from models.layouts.base import (
     natural,
     rows_of_head,
 )
-from models.optional_torch import F, torch, tt
 from models.layouts.defaults import KERNEL_ARGS, defaults
+from models.optional_torch import F, torch, tt
 
 PERFORMER, LAT = "performer-pytorch", "linear-attention-transformer"
 LM_CONFIG = {"num_tokens", "max_seq_len", "depth", "rotary_position_emb", "axial_position_emb",
