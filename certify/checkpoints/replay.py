@@ -45,7 +45,29 @@ _CONSTRUCTION = re.compile(r"models\.constructions\.(\w+)\(([\d, ]*)\)")
 _ALLOWED = {"thm2_exact_features"}
 
 
-def _kernel(job: dict[str, Any]):
+def _third_party_head(path: str, tokens: str | None, head: tuple[int, int], assume: list[str],
+                      models: dict[Any, Any]):
+    """One head of a third-party checkpoint, as :func:`certify.sources.load.load_kernel`
+    reads it; the checkpoint is read and detected once per replay (``models``), so
+    the heads of one layer share their embedding, decoded once, and its pre-norm."""
+    from pathlib import Path
+
+    from certify.core.errors import InputError
+    from certify.sources.load import kind_of, load_kernel
+    from certify.sources.thirdparty import head_kernel, load_model
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"no such file: {path}")
+    if kind_of(p) != "weights":
+        return load_kernel(path, tokens=tokens, layer=head[0], head=head[1], compare=False, assume=assume)
+    key = (str(p), tuple(assume))
+    if key not in models:
+        models.clear()                     # one checkpoint's model kept at a time
+        models[key] = load_model(p, assume)
+    return head_kernel(models[key], layer=head[0], head=head[1], tokens=tokens, compare=False)
+
+
+def _kernel(job: dict[str, Any], models: dict[Any, Any] | None = None):
     from certify.core.errors import InputError, UncertifiableError
     from certify.sources.load import load_kernel
     from certify.sources.thirdparty import parse_adapter
@@ -63,8 +85,7 @@ def _kernel(job: dict[str, Any]):
                                 "head, so the replay cannot know which kernel it names")
         assume = [k for k, v in stated.items() if isinstance(v, dict) and v.get("from") == FROM_DEFAULT]
         try:
-            kernel = load_kernel(job["path"], tokens=tokens, layer=head[0], head=head[1], compare=False,
-                                 assume=assume)
+            kernel = _third_party_head(job["path"], tokens, head, assume, {} if models is None else models)
         except (InputError, UncertifiableError) as exc:
             if "--assume-default" not in str(exc):
                 raise
@@ -189,13 +210,14 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     vers = versions()
     torch_version = vers.get("torch")
+    models: dict[Any, Any] = {}          # the third-party checkpoint read last (its heads follow each other)
     for job in jobs:
         key = str(job.get("key", job.get("source")))
         try:
             rec: dict[str, Any] = {"torch": torch_version, "versions": vers}
             if job.get("want"):
                 try:
-                    kernel = _kernel(job)
+                    kernel = _kernel(job, models)
                     dtype, sha_q, sha_k, qs, ks = feature_hashes(kernel, keep=bool(job.get("features_out")))
                 except StatedDiffers as exc:      # the features of another model than the sentence's
                     rec.update({"phi_q": f"differs: {exc}"[:300], "phi_k": "differs"})
