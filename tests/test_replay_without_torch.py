@@ -328,3 +328,26 @@ def test_peak_memory_is_the_certified_layer_not_the_model(tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < layer1 // 8, (peak, layer1)
+
+
+def test_extract_of_a_file_the_safetensors_package_refuses_is_one_line_exit_2(tmp_path):
+    """The command line: one line on stderr naming the file, exit 2, nothing written."""
+    import contextlib
+    import io
+
+    import torch
+    from safetensors.torch import save_file
+
+    from certify.cli import extract as extract_cli
+    from certify.core.errors import run_command
+    f = tmp_path / "w.safetensors"
+    save_file({"q_proj.weight": torch.ones(4, 4), "k_proj.weight": torch.ones(4, 4)}, str(f))
+    with open(f, "ab") as fh:
+        fh.write(b"\0" * 8)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = run_command("certify extract", extract_cli.main, [str(f), "--out", str(tmp_path / "k.npz")])
+    lines = err.getvalue().strip().splitlines()
+    assert rc == 2 and len(lines) == 1, err.getvalue()
+    assert "w.safetensors is not a readable safetensors file (safetensors:" in lines[0]
+    assert not (tmp_path / "k.npz").exists()
