@@ -96,6 +96,10 @@ class Weight:
             self._f64 = a
         return self._f64
 
+    def release(self) -> None:
+        """Drop the kept float64 decoding (a later :meth:`numpy64` decodes again)."""
+        self._f64 = None
+
     def torch(self, keep: bool = True):
         """The values as a torch tensor: float32 for bf16/fp16/float32 (every such
         value is a float32), float64 for float64, integers as stored; decoded from

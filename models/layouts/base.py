@@ -146,6 +146,8 @@ class FeatureHead:
         if derived is not None:
             x.setflags(write=False)
             derived[key] = x
+            if self.steps:
+                tokens.release()         # the raw rows are not read again on this path: not kept beside it
         return x
 
     @no_grad
