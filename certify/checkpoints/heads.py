@@ -264,7 +264,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                 row.reason = f"width {L.m} > {MAX_CUBE} and no family of that width: no finite token set"
                 continue
             if spec is not None:
-                prov = Provenance(str(model.source), sha256_file(model.source), f"adapter:{h.spec.layout}",
+                prov = Provenance(str(model.source), model.sha256(model.source), f"adapter:{h.spec.layout}",
                                   "float64",
                                   details={**h.describe(), "spec": model.spec[0], "spec_sha256": model.spec[1],
                                            "library_check": SPEC_CHECK})

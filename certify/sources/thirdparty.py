@@ -56,11 +56,18 @@ class LoadedModel:
     detected: Any                           # models.layouts.Detected
     tensors: Mapping[str, Any]              # the state dict as torch tensors (half precision as float32), read on lookup
     checks: dict[tuple[int, str], Any] = field(default_factory=dict)
+    hashes: dict[str, str] = field(default_factory=dict)   # path -> sha256, each file hashed once
+
+    def sha256(self, f: str | Path) -> str:
+        """The sha256 of a file of this model, computed once (not once per head)."""
+        if str(f) not in self.hashes:
+            self.hashes[str(f)] = sha256_file(f)
+        return self.hashes[str(f)]
 
     @property
     def inputs(self) -> dict[str, str]:
         files = [*self.weights.files, *([self.config_path] if self.config_path is not None else [])]
-        return {str(f): sha256_file(f) for f in files}
+        return {str(f): self.sha256(f) for f in files}
 
     def layer(self, index: int | None):
         layers = self.detected.layers
@@ -103,7 +110,9 @@ def load_model(path: str | Path, assume: Sequence[str] = ()) -> LoadedModel:
     if ws.nesting:
         det.notes.append(f"a training checkpoint: the model's tensors are under {' -> '.join(ws.nesting)}"
                          + (f"; set aside: {', '.join(ws.ignored[:6])}" if ws.ignored else ""))
-    return LoadedModel(p, source, ws, config, config_path, det, TorchView(sd))
+    model = LoadedModel(p, source, ws, config, config_path, det, TorchView(sd))
+    model.sha256(source)         # the file named, hashed before a tensor's bytes are read
+    return model
 
 
 # ---------------------------------------------------------------- tokens
@@ -262,7 +271,7 @@ def head_kernel(model: LoadedModel, *, layer: int | None = None, head: int | Non
         why = mismatch(check, hi)
         if why is not None:
             raise ExtractionMismatch(f"{det.library} layer {L.index} head {hi}: {why}")
-    prov = Provenance(str(model.source), sha256_file(model.source),
+    prov = Provenance(str(model.source), model.sha256(model.source),
                       f"layout:{det.layout} layer {L.index} head {hi}", CANONICAL_DTYPE, details=details)
     if m is None:
         q, k = h.canonical_features(det.embedding)
