@@ -351,3 +351,20 @@ def test_extract_of_a_file_the_safetensors_package_refuses_is_one_line_exit_2(tm
     assert rc == 2 and len(lines) == 1, err.getvalue()
     assert "w.safetensors is not a readable safetensors file (safetensors:" in lines[0]
     assert not (tmp_path / "k.npz").exists()
+
+
+def test_a_file_rewritten_after_its_header_was_read_is_refused(tmp_path):
+    """Same size, another tensor value, a later time: the lazy read refuses it rather
+    than mix bytes of two files under one hash."""
+    import torch
+    from safetensors.torch import save_file
+    f = tmp_path / "w.safetensors"
+    save_file({"a.weight": torch.ones(4, 4)}, str(f))
+    ws = read_weights(f)
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0x01
+    st = f.stat()
+    f.write_bytes(bytes(data))
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    with pytest.raises(InputError, match="changed while it was read"):
+        ws.tensors["a.weight"].read(0, 64)

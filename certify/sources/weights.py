@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +75,7 @@ class StoredTensor:
     raw: bytes | None = None
     file: Path | None = None
     offset: int = 0
+    stamp: tuple[int, int] | None = None        # the file's (size, mtime_ns) when its header was read
 
     @property
     def numel(self) -> int:
@@ -97,6 +99,10 @@ class StoredTensor:
         if self.file is None:
             raise ValueError("a stored tensor without bytes or a file")
         with open(self.file, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if self.stamp is not None and (st.st_size, st.st_mtime_ns) != self.stamp:
+                raise InputError(f"{self.file.name} changed while it was read (its size or time differs from "
+                                 f"when its header was read)")
             fh.seek(self.offset + lo)
             got = fh.read(hi - lo)
         if len(got) != hi - lo:
@@ -237,6 +243,7 @@ def _read_safetensors(path: Path) -> dict[str, StoredTensor]:
     """The file's tensors from its header alone: each reads its bytes when asked.
     The format's own reader (the ``safetensors`` package, the ``[replay]`` extra)
     must see the same names, dtypes and shapes (:func:`_same_as_safetensors`)."""
+    st = path.stat()
     meta, off = safetensors_header(path)
     _same_as_safetensors(path, meta)
     out = {}
@@ -245,7 +252,7 @@ def _read_safetensors(path: Path) -> dict[str, StoredTensor]:
             continue
         a, _ = info["data_offsets"]
         out[name] = StoredTensor(SAFETENSORS_DTYPES[info["dtype"]], tuple(int(s) for s in info["shape"]),
-                                 file=path, offset=off + int(a))
+                                 file=path, offset=off + int(a), stamp=(st.st_size, st.st_mtime_ns))
     return out
 
 
