@@ -100,15 +100,11 @@ class Weight:
         """Drop the kept float64 decoding (a later :meth:`numpy64` decodes again)."""
         self._f64 = None
 
-    def torch(self, keep: bool = True):
-        """The values as a torch tensor: float32 for bf16/fp16/float32 (every such
-        value is a float32), float64 for float64, integers as stored; decoded from
-        the bytes (the float64 decoding is not made for it). ``keep``: kept for the
-        next call (the torch twins of a head's maps), or not (a whole state dict
-        handed to the library's module, which copies it)."""
-        if self._torch is not None:
-            return self._torch
-        import torch
+    def numpy(self) -> np.ndarray:
+        """The values as the library computes with them (what a torch tensor's
+        ``.numpy()`` gives): float32 for bf16/fp16/float32 (every such value is a
+        float32), float64 for float64, integers as stored; decoded from the bytes,
+        no torch."""
         raw = self.raw()
         if self.dtype == "bfloat16":                   # the high half of a float32: exact
             a = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << np.uint32(16)).view("<f4")
@@ -119,8 +115,17 @@ class Weight:
         elif self.dtype in ITEMSIZE and not self.dtype.startswith("float8"):
             a = np.frombuffer(raw, dtype=np.dtype(self.dtype).newbyteorder("<")).astype(self.dtype)
         else:
-            raise ValueError(f"{self.name}: dtype {self.dtype} has no torch view here")
-        t = torch.from_numpy(np.ascontiguousarray(a.reshape(self.shape)))
+            raise ValueError(f"{self.name}: dtype {self.dtype} has no array view here")
+        return np.ascontiguousarray(a.reshape(self.shape))
+
+    def torch(self, keep: bool = True):
+        """The values as a torch tensor (:meth:`numpy`'s array); ``keep``: kept for
+        the next call (the torch twins of a head's maps), or not (a whole state dict
+        handed to the library's module, which copies it)."""
+        if self._torch is not None:
+            return self._torch
+        import torch
+        t = torch.from_numpy(self.numpy())
         if keep:
             self._torch = t
         return t
