@@ -263,6 +263,7 @@ class AdaptedHead:
         return _KERNEL_FNS[fm](u)
 
     def _tokens(self, tokens):
+        tokens = tt(tokens)
         t = torch.from_numpy(np.array(tokens, copy=True)) if not isinstance(tokens, torch.Tensor) else tokens
         if t.ndim != 2 or t.shape[1] != self.m:
             raise InputError(f"tokens must be (K, {self.m}), got {tuple(t.shape)}")

@@ -97,6 +97,7 @@ class FeatureHead:
         return tt(self.Wq).dtype
 
     def _x(self, tokens):
+        tokens = tt(tokens)                                                   # a stored embedding: its torch view
         t = tokens if isinstance(tokens, torch.Tensor) else torch.as_tensor(np.asarray(tokens))
         if t.ndim != 2 or t.shape[1] != self.m:
             raise InputError(f"tokens must be (K, {self.m}), got {tuple(t.shape)}")
