@@ -368,3 +368,15 @@ def test_a_file_rewritten_after_its_header_was_read_is_refused(tmp_path):
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     with pytest.raises(InputError, match="changed while it was read"):
         ws.tensors["a.weight"].read(0, 64)
+
+
+def test_the_replay_extra_is_safetensors_and_no_torch():
+    """[replay] holds what a safetensors replay needs beyond the base (safetensors), never
+    torch; [models] includes it; a missing safetensors names [replay]."""
+    import tomllib
+
+    from certify.core.extras import EXTRA_OF
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [r.split(">")[0] for r in extras["replay"]] == ["safetensors"]
+    assert "certify-attention[solvers,replay]" in extras["models"]
+    assert EXTRA_OF["safetensors"] == "replay" and EXTRA_OF["torch"] == "models"
