@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from models.layouts.base import Detected, FeatureHead, LayerPlan
+from models.optional_torch import tt
 
 #: largest scaled error (see the module docstring) at which a head agrees with its library
 TOLERANCE = 1e-4
@@ -140,7 +141,7 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
     except Exception as exc:             # the library's own code: any failure is reported, not hidden
         check.reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         return check
-    rows = inputs if inputs.is_floating_point() else det.embedding[inputs]
+    rows = inputs if inputs.is_floating_point() else tt(det.embedding)[inputs]
     flat = rows.reshape(-1, rows.shape[-1])
     for i, h in heads.items():
         cq, ck = h.canonical_features(flat.numpy())                               # the certified features
@@ -281,7 +282,7 @@ def _embed(det: Detected, info) -> Callable | None:
     or the layer would be refused): embedding rows, then ``project_in``."""
     if info.get("lm_root") is None:
         return None
-    E = det.embedding
+    E = tt(det.embedding)
     return lambda ids: E[ids]
 
 
