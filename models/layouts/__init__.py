@@ -166,3 +166,7 @@ def require_stated(det: Detected, config: Mapping[str, Any], assume: Iterable[st
             + ("" if len(missing) == 1 else " (all at once: --assume-library-defaults)"))
     det.stated = {a: {"value": _value(config[a]), "from": FROM_CONFIG} for a in table if a in config}
     det.stated.update({a: {"value": _value(det.unstated[a]), "from": FROM_DEFAULT} for a in assume})
+    if det.embedding is not None and isinstance(config.get("embedding"), str):
+        # the wiring config.json states (fla's bare layer under a user's embedding): the
+        # tokens are that tensor's rows, a statement about the module the weights cannot show
+        det.stated["embedding"] = {"value": config["embedding"], "from": FROM_CONFIG}

@@ -116,7 +116,7 @@ REBASED_ARGS = {"hidden_size", "l_max", "feature_dim", "num_key_value_heads", "n
                 "use_beta", "normalize", "causal", "eps", "mode", "layer_idx"}
 ATTN_ARGS = {"hidden_size", "num_heads", "num_kv_heads", "qkv_bias", "qk_norm", "window_size", "rope_theta",
              "max_position_embeddings", "layer_idx"}
-META = {"library", "class"}
+META = {"library", "class", "embedding"}
 CLASSES = ("LinearAttention", "BasedLinearAttention", "ReBasedLinearAttention", "Attention")
 PARAM_FREE = ("elu", "relu", "identity", "dpfp")
 LEARNED = {"hedgehog": {"layer.weight", "layer.bias"}, "t2r": {"layer.weight"},
@@ -558,10 +558,33 @@ def detect_layer(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected |
                    config=dict(config), prefix=ps[0] if len(ps) == 1 else "", defaults=defaults_used,
                    container="fla " + ", ".join(dict.fromkeys(kinds)), unstated=unstated,
                    kernel_args=("fla", next((k for k in kinds if k in CLASSES[:3]), kinds[0])))
-    if len(ps) > 1 or ps[0]:
+    if "embedding" in config:
+        _embedding(sd, config["embedding"], det, ps)
+    elif len(ps) > 1 or ps[0]:
         det.notes.append("layers found under key prefixes " + ", ".join(repr(p) for p in ps)
                          + ": each is read on its own inputs (the module around it is not read)")
     return det
+
+
+def _embedding(sd: Mapping[str, Any], key: Any, det: Detected, ps: list[str]) -> None:
+    """config.json ``"embedding": KEY``: the user's module feeds the rows of the 2-D tensor
+    ``KEY`` (an ``nn.Embedding``'s weight) straight into the one fla layer, which then reads
+    the vocabulary. Stated, never guessed from names: the module's forward is not read."""
+    if not isinstance(key, str) or key not in sd:
+        raise InputError(f"config.json embedding {str(key)[:80]!r} is not a tensor of the checkpoint")
+    if len(ps) != 1:
+        raise InputError(f"config.json embedding: it feeds one fla layer, the checkpoint has {len(ps)} "
+                         f"({', '.join(repr(p) for p in ps)})")
+    emb = sd[key]
+    shape = tuple(int(n) for n in emb.shape)
+    if len(shape) != 2 or shape[1] != det.m:
+        raise InputError(f"config.json embedding {key!r} has shape {shape}: an embedding feeding the layer "
+                         f"is (vocabulary, {det.m})")
+    det.embedding = emb
+    det.layers[0].reads_tokens = True
+    det.layers[0].library = {**det.layers[0].library, "embedded": True}
+    det.notes.append(f"the layer at {ps[0] or 'the root'!r} reads the rows of {key} (config.json embedding): "
+                     f"the module around them is not read")
 
 
 def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict, unstated: dict) -> LayerPlan:

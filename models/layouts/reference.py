@@ -128,6 +128,8 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
     n = min(MAX_SEQS, max(1, -(-len(pool) // SEQ_LEN)))
     idx = torch.cat([torch.randperm(len(pool), generator=gen) for _ in range(-(-n * SEQ_LEN // len(pool)))])
     inputs = pool[idx[:n * SEQ_LEN]].reshape(n, SEQ_LEN, *pool.shape[1:])           # (B, N[, m])
+    if layer.library.get("embedded") and not inputs.is_floating_point():
+        inputs = tt(det.embedding)[inputs]         # a bare layer under a stated embedding reads its rows
     dv = {i: int(h.Wv.shape[0]) for i, h in heads.items()}
     H = len(layer.heads)
     width = max(dv.values())
