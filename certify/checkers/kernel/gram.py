@@ -42,25 +42,17 @@ def dyadic_parts(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def limbs(X: np.ndarray) -> tuple[list[np.ndarray], int]:
     """``([S L_0, S L_1, ...], e0)``: float64 arrays of signed limbs with ``X = sum_t (S L_t) 2^(LIMB t +
-    e0)`` exactly (module docstring)."""
+    e0)`` exactly (module docstring): ``L_t = floor(|M| 2^(shift - LIMB t)) mod 2^LIMB`` by exact float
+    steps (``|M| < 2^53``; the exponent clipped to ``[-60, LIMB]``, beyond which the limb is 0 anyway)."""
     M, E = dyadic_parts(X)
     nz = M != 0
     if not nz.any():
         return [], 0
     e0 = int(E[nz].min())
     shift = np.where(nz, E - e0, 0)                      # bit position of M's lowest bit in N
-    A = np.abs(M)
-    top = int((shift + 53).max())
-    out = []
-    mask = np.int64((1 << LIMB) - 1)
-    sign = np.sign(M).astype(np.float64)
-    for t in range(-(-top // LIMB)):
-        lo = LIMB * t - shift                            # limb t holds bits lo .. lo+LIMB-1 of A
-        k = np.clip(-lo, 0, LIMB)                        # lo < 0: the limb is (A << -lo) & mask
-        below = (A & ((np.int64(1) << (LIMB - k)) - 1)) << k
-        part = np.where(lo >= 0, (A >> np.clip(lo, 0, 63)) & mask, np.where(k < LIMB, below, 0))
-        out.append(part.astype(np.float64) * sign)
-    return out, e0
+    A, sign = np.abs(M).astype(np.float64), np.sign(M).astype(np.float64)
+    return [np.mod(np.floor(np.ldexp(A, np.clip(shift - LIMB * t, -60, LIMB))), 1 << LIMB) * sign
+            for t in range(-(-int((shift + 53).max()) // LIMB))], e0
 
 def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
     """``(G, e)`` with ``X^T X = G 2^e`` exactly (module docstring); ``G`` normalized (some entry odd) or all
