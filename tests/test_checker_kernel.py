@@ -360,3 +360,102 @@ def test_integer_products_and_sums_are_exact_where_int64_would_wrap():
     got = sum_at_least([(3, M, Dm), (-7, M[::-1].copy(), 1)], Fraction(5, 3))
     want = [abs(Fraction(3 * int(M[i]), int(Dm[i])) - 7 * int(M[39 - i])) >= Fraction(5, 3) for i in range(40)]
     assert got.tolist() == want
+
+
+def test_signs_of_an_enclosed_product_are_decided_exactly_where_floats_round_to_zero():
+    """``<q, k> = -2^-60`` and ``+2^-60`` both round to a float product of 0: a sign read off
+    the midpoint (or a test on ``P - E`` that rounds) calls both nonnegative; the kernel
+    sends them to exact arithmetic and finds the negative one."""
+    from certify.checkers.kernel.inertia import negative_pair, product_enclosure
+    K = np.array([[1.0, 1.0, 1.0], [1.0, 0.0, 1.0]])
+    pos = np.array([[1.0, 2.0 ** -60, -1.0]])
+    neg = np.array([[1.0, -(2.0 ** -60), -1.0]])
+    C, _ = product_enclosure(neg, K)
+    assert C[0, 0] == 0.0                                     # the float product cannot see it
+    assert negative_pair(np.vstack([pos, pos]), K) == ()
+    assert negative_pair(np.vstack([pos, neg]), K) == (1, 0)
+    assert negative_pair(np.vstack([pos, neg]), K, rows=1) == (1, 0)
+    assert negative_pair(np.array([[1.0, 1.0, 0.0], [1.0, -3.0, 0.0]]), K) == (1, 0)   # floats: C < -R
+    assert negative_pair(np.vstack([pos, neg]), K, limit=0) is None       # too many left: undecided
+
+
+def test_quadratic_summaries_bound_what_float_rounding_drops():
+    """Float path: ``1 + 2^-54`` (the sum of squares of ``[1, 2^-27]``) rounds to 1, and a
+    residual ``|w - x^2| = 2^-60`` rounds to 0; the bounds must still be at least the exact
+    values (a bound without the rounding terms is below them). Exact path: integers times
+    ``2^e`` give the exact maxima."""
+    from certify.checkers.kernel.inertia import quadratic_summaries
+    x = 1.0 + 2.0 ** -30
+    w = 1.0 + 2.0 ** -29                                      # x^2 = 1 + 2^-29 + 2^-60 exactly
+    X = np.array([[0.5, x, w], [0.75, 2.0 ** -27, 0.0]])      # constant, linear, quadratic (0, 0)
+    quad = [[2, 0, 0]]
+    got = quadratic_summaries(X, 0, 0, [1], quad, Fraction(1), Fraction(1))
+    fx, fw = Fraction(x), Fraction(w)
+    assert got["min_const"] == Fraction(1, 2)
+    assert got["max_linear_sq"] >= fx * fx > Fraction(float(x * x))
+    assert got["max_linear_sq"] - fx * fx < Fraction(1, 1 << 45)
+    assert got["max_quadratic_sq"] >= fw * fw
+    assert got["max_residual_sq"] >= (fw - fx * fx) ** 2 > 0 and got["max_residual_sq"] < Fraction(1, 1 << 90)
+    rows = np.array([[3, 2, 5], [1, -4, 16]], dtype=object)  # times 2^-1: residual (5 - 2 * 4 / 2) / 2
+    ex = quadratic_summaries(rows, -1, 0, [1], quad, Fraction(2), Fraction(1))
+    assert ex == {"min_const": Fraction(1, 2), "max_linear_sq": Fraction(4), "max_quadratic_sq": Fraction(64),
+                  "max_residual_sq": Fraction(1, 4)}
+    for gd in (Fraction(1, 3), Fraction(2 ** 21)):          # not a double; beyond the bounds' range
+        try:
+            quadratic_summaries(X, 0, 0, [1], quad, gd, Fraction(1))
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"g_diag = {gd} must be refused on floats")
+
+
+def test_quadratic_margin_rounds_square_roots_up_and_refuses_its_missing_hypotheses():
+    from certify.checkers.kernel.attention import quadratic_margin
+    S = {f"{k}_{s}": Fraction(0) for k in ("min_const", "max_linear_sq", "max_quadratic_sq", "max_residual_sq")
+         for s in "qk"}
+    S.update(min_const_q=Fraction(3), min_const_k=Fraction(1), max_residual_sq_q=Fraction(2),
+             max_quadratic_sq_k=Fraction(1))
+    m = quadratic_margin(Fraction(1), Fraction(1), S)          # 3 - 1/2 - sqrt(2)
+    s = Fraction(5, 2) - m
+    assert s * s >= 2 and s - Fraction(14142135623730950488, 10 ** 19) < Fraction(1, 10 ** 18)
+    S["max_residual_sq_q"] = Fraction(9, 4)                    # a square: sqrt exactly 3/2
+    assert quadratic_margin(Fraction(1), Fraction(1), S) == 1
+    S["max_linear_sq_q"], S["max_linear_sq_k"], S["max_residual_sq_k"] = Fraction(1), Fraction(2), Fraction(1)
+    # c2 = 1/2 > g_diag^2 = 1/4: drift 1/4 * 1 * 2; sqrt(max(1/4, 1/2) * 1 * 1) = sqrt(1/2)
+    m = quadratic_margin(Fraction(1, 2), Fraction(1), S)
+    s = Fraction(5, 2) - Fraction(3, 2) - Fraction(1, 2) - m
+    assert s * s >= Fraction(1, 2) and s * s - Fraction(1, 2) < Fraction(1, 10 ** 18)
+    for bad in ({"min_const_k": Fraction(0)}, {"min_const_q": Fraction(-1)}):
+        try:
+            quadratic_margin(Fraction(1), Fraction(1), {**S, **bad})
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"{bad}: the lemma does not apply")
+    try:
+        quadratic_margin(Fraction(1), Fraction(0), S)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("g_off = 0: no quadratic term")
+
+
+def test_chain_ranks_lemma4_perron_and_packing_on_a_hand_computed_case():
+    """Three queries, every chain factor 4: ``s = 3/8``, Lemma 4's bound ``9 / (27/8) = 8/3``
+    (strict: rank 3 at least, so 2 excluded), ``rho = 1/4``, ``Delta(1) = 0`` (not excluded:
+    the test is strict), ``Delta(2) = -135/16``, ``Delta(3) = 9/4``, ``kappa^2 = 1/16``."""
+    from certify.checkers.kernel.attention import chain_ranks
+    lam = {(i, j): 4 for i in range(3) for j in range(3) if i != j}
+    got = chain_ranks(3, lam)
+    assert got == {"sum_inverse_lambda_sq": Fraction(3, 8), "bound": Fraction(8, 3), "lemma4": 2,
+                   "rho": Fraction(1, 4), "perron": 2, "discriminant": Fraction(-135, 16),
+                   "kappa_sq": Fraction(1, 16), "packing": 2}
+    lam[0, 1] = 1                                              # rho = 1: the refinement does not apply
+    got = chain_ranks(3, lam)
+    assert got["rho"] == 1 and got["perron"] == 0 and got["discriminant"] is None
+    assert got["kappa_sq"] == Fraction(1, 4) and got["packing"] == 2
+    lam = {(0, 1): 2, (1, 0): 3}                               # kappa^2 = 1/6: min(t - 1, 6) = 1
+    got = chain_ranks(2, lam)
+    assert got["packing"] == 1 and got["kappa_sq"] == Fraction(1, 6)
+    # rho = 1/2: Delta(1) = 0 for every t (not < 0), Delta(2) = 25 - 24 = 1: nothing excluded
+    assert got["perron"] == 0 and got["discriminant"] is None

@@ -46,7 +46,7 @@ def error(s: int, t: int, m: int, L: int, LD: int) -> Fraction:
     return Fraction(1, 1 << (s * t)) + e ** m
 
 def _digits(M: np.ndarray, b: int) -> list[tuple[np.ndarray, int]]:
-    """``[(D_t, b t)]``: float64 digits ``0 <= D_t < 2^b`` with ``M = sum_t D_t 2^(b t)`` (int64 ``M >= 0``)."""
+    """``[(D_t, b t)]``: float64 digits ``0 <= D_t < 2^b``, ``M = sum_t D_t 2^(b t)`` (int64 ``M >= 0``)."""
     out, s = [], 0
     while True:
         out.append(((M % (1 << b)).astype(np.float64), s))

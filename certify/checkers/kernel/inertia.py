@@ -69,6 +69,7 @@ matrix ``M``, entry by entry. Binary64, round to nearest, unit roundoff ``u = 2^
 * Any non-finite value makes the test fail (``None``).
 The dominance test then uses ``|B_ii| >= |M_ii| - R_ii`` and ``|B_ij| <= |M_ij| + R_ij`` with the weights
 ``w_i = |M_ii|^-1/2``, all rounded the safe way; the enclosures' last steps are exact Fractions.
+
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+
+from certify.checkers.kernel.attention import kernel_value
 
 U = Fraction(1, 1 << 53)
 TINY = 2.0 ** -1000
@@ -120,6 +123,51 @@ def product_enclosure(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndar
     as exact (the product bound of the module docstring)."""
     return _mul(_exact(P), _exact(np.ascontiguousarray(Q.T)))
 
+def negative_pair(Q: np.ndarray, K: np.ndarray, rows: int = 256, limit: int = 4096) -> tuple[int, ...] | None:
+    """``(i, j)`` with ``<Q_i, K_j> < 0``, ``()`` when every product is ``>= 0``, or None when more than
+    ``limit`` pairs are left to Fractions (float64 rows taken as exact): an entry of ``Q K^T`` enclosed by
+    ``C +- R`` (:func:`product_enclosure`) is negative if ``C < -R``, nonnegative if ``C >= R`` (exact float
+    comparisons), else decided exactly."""
+    unsure: list[tuple[int, int]] = []
+    for a in range(0, Q.shape[0], rows):
+        C, R = product_enclosure(Q[a:a + rows], K)
+        neg = np.argwhere(C < -R)
+        if len(neg):
+            return a + int(neg[0][0]), int(neg[0][1])
+        unsure += [(a + int(i), int(j)) for i, j in np.argwhere(C < R)]
+        if len(unsure) > limit:
+            return None
+    return next(((i, j) for i, j in unsure if kernel_value(Q[i].tolist(), K[j].tolist()) < 0), ())
+
+def quadratic_summaries(X: np.ndarray, e: int, c: int, lin: list[int], quad: list, gd: Fraction,
+                        go: Fraction) -> dict[str, Fraction]:
+    """One side's summaries of the quadratic-kernel lemma (:mod:`certify.checkers.kernel.attention`) from the
+    feature rows ``X`` (``quad``: ``[feature, i, j]``): exact for an integer array times ``2^e``; for float64
+    (``e = 0``; ``g_diag``, ``g_off`` doubles, ``|g| <= 2^20``) ``min_const`` exact and rigorous upper bounds:
+    a row's squares and their sum (in this order) round to nearest, so its exact sum of squares is at most
+    the computed one times ``1 + 2 (n + 1) u``, plus ``(n + 1) 2^-1074``; and ``|w - g xi xj| <= |fl(r)| + 8u
+    (|fl(r)| + |fl(g fl(xi xj))|) + 2^-1000`` (``r = w - g xi xj``: the product, the scaling and the
+    subtraction each round by at most ``u`` relative and ``2^-1075`` absolute, times ``|g|`` for the product,
+    so the exact residual is at most ``|fl(r)| (1 + 2u) + 3u |fl(g p)| + 2^-1050``)."""
+    f, pi, pj = [q[0] for q in quad], [lin[q[1]] for q in quad], [lin[q[2]] for q in quad]
+    g = np.array([gd if i == j else go for _, i, j in quad], dtype=object)
+    if X.dtype.kind != "f":
+        Y = X.astype(object) * Fraction(2) ** e
+        sq = lambda X: Fraction(max((X * X).sum(axis=1)))
+        res = Y[:, f] - g * Y[:, pi] * Y[:, pj]
+    else:
+        if any(Fraction(float(v)) != v or abs(v) > 2 ** 20 for v in (gd, go)):
+            raise ValueError("g_diag and g_off must be doubles of magnitude <= 2^20")
+        Y = X.astype(np.float64)
+        r = Y[:, f] - (gp := g.astype(np.float64)[None, :] * (Y[:, pi] * Y[:, pj]))
+        res = np.abs(r) + 2.0 ** -50 * (np.abs(r) + np.abs(gp)) + TINY
+
+        def sq(X: np.ndarray) -> Fraction:
+            n, acc = X.shape[1], sum(X[:, j] * X[:, j] for j in range(X.shape[1]))       # 0 + x = x
+            return Fraction(float(acc.max(initial=0.0))) * (1 + 2 * (n + 1) * U) + Fraction(n + 1, 1 << 1074)
+    return {"min_const": Fraction(Y[:, c].min()), "max_linear_sq": sq(Y[:, lin]),
+            "max_quadratic_sq": sq(Y[:, f]), "max_residual_sq": sq(res)}
+
 def _inertia(Z: tuple[np.ndarray, np.ndarray]) -> tuple[int, int] | None:
     """``(n_+, n_-)`` of the exact symmetric matrix within ``Z = (M, R)``, when a weighted diagonal dominance
     of ``B = X^T Z X`` (``X``: numpy's eigenvectors of ``M``) proves them (module docstring); else None."""
@@ -162,8 +210,7 @@ def _scaled_floats(rows: list[list[int]], e: int, rs: list, cs: list, num: int =
         return None
     shape = (len(rows), len(rows[0]) if rows else 0)
     M = np.ldexp(y, ex).reshape(shape)
-    unit = np.ldexp(1.0, np.maximum(ex, -1074)).reshape(shape)
-    return _flush(M, _up(unit + np.spacing(np.abs(M))))
+    return _flush(M, _up(np.ldexp(1.0, np.maximum(ex, -1074)).reshape(shape) + np.spacing(np.abs(M))))
 
 def _equilibrated(G: list[list[int]], e: int, num: int = 1, den: int = 1,
                   lg: int = 0) -> tuple[list[int], tuple | None]:
@@ -176,8 +223,7 @@ def _equilibrated(G: list[list[int]], e: int, num: int = 1, den: int = 1,
 def count_above(GQ: list[list[int]], eq: int, GK: list[list[int]], ek: int, eps_sq: Fraction) -> int | None:
     """``#{lambda_i(GQ 2^eq GK 2^ek) > eps_sq}`` by the inertia of ``Z(eps_sq)`` (module docstring), or None
     when floats cannot decide. ``GQ, GK``: symmetric integer rows, at least one positive semidefinite (the
-    caller's hypothesis). ``Z`` is equilibrated first by the exact congruence ``diag(2^s_i)`` that brings
-    its diagonal near 1."""
+    caller's hypothesis)."""
     r = len(GQ)
     if r == 0 or eps_sq <= 0 or 2 * r > MAX_N:
         return None
@@ -189,23 +235,17 @@ def count_above(GQ: list[list[int]], eq: int, GK: list[list[int]], ek: int, eps_
         return None
     off, zero = np.diag(cpl), np.zeros((r, r))
     signs = _inertia(_flush(np.block([[Zk[0], off], [off, Zq[0]]]), np.block([[Zk[1], zero], [zero, Zq[1]]])))
-    if signs is None or sum(signs) != 2 * r:
-        return None
-    return signs[0] - r if 0 <= signs[0] - r <= r else None
+    return signs[0] - r if signs is not None and sum(signs) == 2 * r and 0 <= signs[0] - r <= r else None
 
 def positive_definite(G: list[list[int]]) -> bool:
     """True when ``G`` (symmetric integer rows; a positive scale does not matter) is proved positive
     definite; False means only that floats did not prove it."""
-    r = len(G)
-    if r == 0 or r > MAX_N:
-        return r == 0
-    Z = _equilibrated(G, 0)[1]
-    return Z is not None and _inertia(Z) == (r, 0)
+    Z = _equilibrated(G, 0)[1] if 0 < len(G) <= MAX_N else None
+    return not G or (Z is not None and _inertia(Z) == (len(G), 0))
 
 def _enclosures_pd(GB: list, eb: int, GA: list, ea: int) -> list[tuple[Fraction, Fraction]] | None:
     """Enclosures of the eigenvalues of ``GA 2^ea GB 2^eb``, largest first, with ``GB`` positive definite
-    (proved on the way), or None. The pair is first replaced by the similar ``(S^-1 GA S^-1 2^-m) (S GB S)
-    2^m`` with ``S = diag(2^s_i)`` equilibrating ``GB`` and ``2^m`` bringing ``GA`` near 1."""
+    (proved on the way), or None; ``2^m`` brings ``GA`` near 1 (module docstring)."""
     r = len(GB)
     s, Bm = _equilibrated(GB, eb)
     m = max((abs(int(GA[i][j])).bit_length() + ea - s[i] - s[j] for i in range(r) for j in range(r)
@@ -242,6 +282,5 @@ def enclosures(GQ: list, eq: int, GK: list, ek: int) -> list[tuple[Fraction, Fra
     """Rigorous ``[lo, hi]`` for every eigenvalue of ``GQ 2^eq GK 2^ek``, largest first with multiplicity
     (module docstring), or None when floats cannot decide (neither Gram is proved definite, or the bounds
     are too loose)."""
-    if not GQ or 2 * len(GQ) > MAX_N:
-        return None
-    return _enclosures_pd(GK, ek, GQ, eq) or _enclosures_pd(GQ, eq, GK, ek)
+    big = not GQ or 2 * len(GQ) > MAX_N
+    return None if big else _enclosures_pd(GK, ek, GQ, eq) or _enclosures_pd(GQ, eq, GK, ek)

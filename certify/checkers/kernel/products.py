@@ -36,9 +36,7 @@ def product_min(Q: Any, K: Any) -> int | None:
         return None
     if Q.ncols() != K.ncols():
         raise ValueError("Q and K need the same number of columns")
-    P = Q * K.transpose()
-    entries = P.entries()
-    return min(int(v) for v in entries) if entries else None
+    return min(int(v) for v in (Q * K.transpose()).entries())
 
 def column_span_rational(F: Any, R: list[int], C: list[int], block: int = 256) -> bool:
     """Every column of the integer matrix ``F`` lies in the span of its columns ``C`` over Q (so ``rank_Q F
