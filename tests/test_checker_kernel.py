@@ -459,3 +459,26 @@ def test_chain_ranks_lemma4_perron_and_packing_on_a_hand_computed_case():
     assert got["packing"] == 1 and got["kappa_sq"] == Fraction(1, 6)
     # rho = 1/2: Delta(1) = 0 for every t (not < 0), Delta(2) = 25 - 24 = 1: nothing excluded
     assert got["perron"] == 0 and got["discriminant"] is None
+
+
+def test_quantizer_cells_are_exact_floor_clamp_and_never_wrap():
+    """``a + b clamp(floor((A + B) / g), 0, top)``: floor (not truncation) of negative sums,
+    both clamps, and operands whose int64 sum or product would wrap (decided in Python
+    integers)."""
+    from certify.checkers.kernel.replay import cells
+    A = np.array([[-7, 0, 5, 100]], dtype=np.int64)
+    B = np.array([[0, -1, 1, 0]], dtype=np.int64)
+    got = cells(A, B, 3, 4, 10, -2)                      # floor(-7/3) = -3 -> 0; -1/3 -> 0; 2; 33 -> 4
+    assert got.dtype == np.int64 and got.tolist() == [[10, 10, 6, 2]]
+    big = np.array([(1 << 62) + 3], dtype=np.int64)
+    wide = cells(big, big, 1 << 61, 10, 0, 1)           # A + B = 2^63 + 6 wraps in int64
+    assert wide.dtype == object and wide.tolist() == [4]
+    assert cells(np.array([7]), np.array([0]), 2, 5, 1 << 62, 1 << 61).tolist() == [(1 << 62) + 3 * (1 << 61)]
+    for a, b, x, y, g, top, want in ((-5, 3, 9, -2, 4, 7, -2), (0, 1, -1, -1, 1, 3, 0), (2, -1, 50, 50, 7, 9, -7)):
+        assert cells(np.array([x]), np.array([y]), g, top, a, b).tolist() == [want]
+    try:
+        cells(A, B, 0, 4, 0, 1)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a divisor 0 must be refused")

@@ -78,14 +78,13 @@ def test(A: np.ndarray, R: list[int], C: list[int], X: np.ndarray, qs: list[int]
     False proves ``rank A > len(C)`` exactly (a nonzero residue of the Schur
     complement)."""
     import flint
-    r, t = len(C), X.shape[1]
     MZ = fmpz_matrix(A[np.ix_(R, C)].tolist())
     Y = product(A, X)                                                    # (n1, t) over Z
     AC = np.ascontiguousarray(A[:, C])
     for q in qs:
         Yq = flint.nmod_mat([[int(v) % q for v in row] for row in Y[R].tolist()], q)
         W = flint.nmod_mat(MZ, q).solve(Yq)                             # M W = Y[R] mod q
-        Wi = np.array([[int(W[i, j]) for j in range(t)] for i in range(r)], dtype=np.int64)
+        Wi = np.array([[int(v) for v in row] for row in W.tolist()], dtype=np.int64)
         if any(int(v) % q for v in (product(AC, Wi) - Y).ravel().tolist()):
             return False
     return True

@@ -131,9 +131,8 @@ def negative_pair(Q: np.ndarray, K: np.ndarray, rows: int = 256, limit: int = 40
     unsure: list[tuple[int, int]] = []
     for a in range(0, Q.shape[0], rows):
         C, R = product_enclosure(Q[a:a + rows], K)
-        neg = np.argwhere(C < -R)
-        if len(neg):
-            return a + int(neg[0][0]), int(neg[0][1])
+        for i, j in np.argwhere(C < -R)[:1]:                 # the first negative entry of the block
+            return a + int(i), int(j)
         unsure += [(a + int(i), int(j)) for i, j in np.argwhere(C < R)]
         if len(unsure) > limit:
             return None
@@ -161,10 +160,8 @@ def quadratic_summaries(X: np.ndarray, e: int, c: int, lin: list[int], quad: lis
         Y = X.astype(np.float64)
         r = Y[:, f] - (gp := g.astype(np.float64)[None, :] * (Y[:, pi] * Y[:, pj]))
         res = np.abs(r) + 2.0 ** -50 * (np.abs(r) + np.abs(gp)) + TINY
-
-        def sq(X: np.ndarray) -> Fraction:
-            n, acc = X.shape[1], sum(X[:, j] * X[:, j] for j in range(X.shape[1]))       # 0 + x = x
-            return Fraction(float(acc.max(initial=0.0))) * (1 + 2 * (n + 1) * U) + Fraction(n + 1, 1 << 1074)
+        sq = lambda X: (Fraction(float(sum(X[:, j] * X[:, j] for j in range(X.shape[1])).max(initial=0.0)))
+                        * (1 + 2 * (X.shape[1] + 1) * U) + Fraction(X.shape[1] + 1, 1 << 1074))   # 0 + x = x
     return {"min_const": Fraction(Y[:, c].min()), "max_linear_sq": sq(Y[:, lin]),
             "max_quadratic_sq": sq(Y[:, f]), "max_residual_sq": sq(res)}
 

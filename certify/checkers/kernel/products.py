@@ -47,8 +47,7 @@ def column_span_rational(F: Any, R: list[int], C: list[int], block: int = 256) -
     n1, n2 = F.nrows(), F.ncols()
     if not C:                                    # the span of no columns is {0}
         return all(F[i, j] == 0 for i in range(n1) for j in range(n2))
-    inside = set(C)
-    other = [j for j in range(n2) if j not in inside]
+    other = sorted(set(range(n2)) - set(C))
     M = flint.fmpz_mat([[F[i, j] for j in C] for i in R])
     FC = flint.fmpz_mat([[F[i, j] for j in C] for i in range(n1)])
     for s in range(0, len(other), block):
