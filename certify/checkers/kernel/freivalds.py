@@ -58,8 +58,7 @@ def product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     """``A X`` over Z (Python ints) for int64 ``A`` and nonnegative int64 ``X``:
     both split into digits small enough that each float64 product is exact
     (``k 2^a 2^b <= 2^52`` for inner dimension ``k``)."""
-    k = A.shape[1]
-    room = 52 - max(k, 1).bit_length()
+    room = 52 - max(A.shape[1], 1).bit_length()                         # k 2^room <= 2^52
     abits = int(np.abs(A).max(initial=0)).bit_length()
     xbits = int(X.max(initial=0)).bit_length()
     if abits + xbits <= room:                                            # one exact product

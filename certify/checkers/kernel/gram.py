@@ -31,9 +31,8 @@ class GramError(ValueError):
 
 def limbs(X: np.ndarray) -> tuple[list[np.ndarray], int]:
     """``([S L_0, S L_1, ...], e0)``: float64 arrays of signed limbs with ``X = sum_t (S L_t) 2^(LIMB t +
-    e0)`` exactly (module docstring): with ``X = M 2^E`` (``|M| < 2^53`` integers), ``L_t = floor(|M| 2^(E -
-    e0 - LIMB t)) mod 2^LIMB`` by exact float steps (the exponent clipped to ``[-60, LIMB]``: the limb is 0
-    beyond)."""
+    e0)`` exactly (module docstring): with ``X = M 2^E`` (``|M| < 2^53`` integers), ``L_t`` holds the bits
+    ``LIMB t - (E - e0) .. + LIMB - 1`` of ``|M|`` (none below bit 0): unsigned shifts, exact modulo 2^64."""
     if X.ndim != 2 or X.dtype.kind != "f":
         raise GramError(f"expected a 2-d float array, got {X.dtype} of shape {X.shape}")
     m, E = np.frexp(X.astype(np.float64))                # X = m 2^E, 0.5 <= |m| < 1 (exact)
@@ -44,9 +43,13 @@ def limbs(X: np.ndarray) -> tuple[list[np.ndarray], int]:
         return [], 0
     E = E.astype(np.int64) - 53
     e0 = int(E[nz].min())
-    shift, A = np.where(nz, E - e0, 0), np.ldexp(np.abs(m), 53)     # M = m 2^53
-    return [np.mod(np.floor(np.ldexp(A, np.clip(shift - LIMB * t, -60, LIMB))), 1 << LIMB) * np.sign(m)
-            for t in range(-(-int((shift + 53).max()) // LIMB))], e0
+    shift, A = np.where(nz, E - e0, 0), np.ldexp(np.abs(m), 53).astype(np.uint64)     # |M| = |m| 2^53
+    out = []
+    for t in range(-(-int((shift + 53).max()) // LIMB)):
+        lo = LIMB * t - shift                            # limb t holds bits lo .. lo + LIMB - 1 of |M|
+        part = (A >> np.clip(lo, 0, 63).astype(np.uint64)) << np.clip(-lo, 0, LIMB).astype(np.uint64)
+        out.append((part & ((1 << LIMB) - 1)).astype(np.float64) * np.sign(m))
+    return out, e0
 
 def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
     """``(G, e)`` with ``X^T X = G 2^e`` exactly (module docstring); ``G`` normalized (some entry odd) or all
