@@ -61,9 +61,10 @@ head is a used-pairs head, so lower bounds are class-free.
   and the nonnegative refinement (``0 <= C_ij < rho = max 1/Lambda_ij``):
   ``Delta(r) = t^2 (2 + (r-1) rho)^2 - 4 r (t^2 - (r-1) t (1 - rho)) < 0``
   excludes every rank ``<= r`` (argument in :func:`certify.core.bounds.lemmas.perron_discriminant`;
-  evaluated by the kernel's :func:`certify.checkers.kernel.attention.chain_ranks`). ``perron.rank`` is the largest such ``r <= t`` (0 if
-  none), ``max_infeasible_rank = max(floor(bound), perron.rank)`` and the claimed
-  rank is ``<= max_infeasible_rank``. With ``nonnegative`` features, also the
+  evaluated, with Lemma 4 and the packing lemma below, by the kernel's
+  :func:`certify.checkers.kernel.attention.chain_ranks`). ``perron.rank`` is the
+  largest such ``r <= t`` (0 if none), ``max_infeasible_rank = max(floor(bound),
+  perron.rank)`` and the claimed rank is ``<= max_infeasible_rank``. With ``nonnegative`` features, also the
   packing lemma (``packing``: ``{"kappa_sq": "p/q", "rank": int}``): with
   ``kappa^2 = max_{i != j} 1/(Lambda_ij Lambda_ji)`` every rank ``r < t`` with
   ``r kappa^2 <= 1`` is excluded (proof in :mod:`certify.feasibility.chain_bounds`:

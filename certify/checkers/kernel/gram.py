@@ -9,7 +9,7 @@ is how the checker recomputes a kernel's Grams from replayed features that are t
 How, exactly: (1) every entry is ``M 2^E`` with an integer ``|M| < 2^53`` (``frexp``, exact), so ``X = N
 2^e0`` (``e0`` the least ``E`` of a nonzero entry) with integers ``N = M 2^(E - e0)``; (2) ``|N|`` is split
 into limbs of :data:`LIMB` bits, ``N = S sum_t L_t 2^(LIMB t)`` with ``0 <= L_t < 2^LIMB`` and ``S`` the
-signs (int64 shifts and masks, exact); (3) ``N^T N = sum_{s,t} 2^(LIMB (s+t)) (S L_s)^T (S L_t)``, each
+signs (uint64 shifts and masks, exact); (3) ``N^T N = sum_{s,t} 2^(LIMB (s+t)) (S L_s)^T (S L_t)``, each
 block product over :data:`BLOCK` rows in float64 by numpy's ``@`` (the limbs stacked side by side: one
 product per block): every term is an integer below ``2^(2 LIMB)`` and every partial sum, in whatever order
 the BLAS adds (with or without FMA), an integer below ``BLOCK 2^(2 LIMB) <= 2^52``, so each is exact, on
