@@ -16,7 +16,7 @@ the undecided) equals arb everywhere, how many entries fell back to arb, and
 CPU nanoseconds per entry of the kernel against CPU microseconds of arb.
 
 Run: ``python benchmarks/bench_cr_functions.py`` (10^7 per function, about an
-hour of CPU for arb), ``--smoke`` (10^5, seconds); results in
+hour of CPU for arb), ``--smoke`` (2 * 10^4, seconds); results in
 ``reports/bench/cr_functions.json`` (``--out`` to change; the smoke run writes
 nothing unless asked).
 """
@@ -136,7 +136,7 @@ def bench_softmax(n: int, workers: int, rng) -> dict:
 def main(argv=None) -> int:
     import cr_cases as C
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--smoke", action="store_true", help="10^5 inputs per function, a small search (seconds)")
+    ap.add_argument("--smoke", action="store_true", help="2 * 10^4 inputs per function, a small search (seconds)")
     ap.add_argument("--n", type=int, default=10 ** 7, help="random inputs per function (default 10^7)")
     ap.add_argument("--pool", type=int, default=2 * 10 ** 7, help="random inputs searched for near-midpoints")
     ap.add_argument("--keep", type=int, default=20000, help="near-midpoint inputs kept")
@@ -147,7 +147,7 @@ def main(argv=None) -> int:
                     help="JSON results (default reports/bench/cr_functions.json; none for --smoke)")
     a = ap.parse_args(argv)
     if a.smoke:
-        a.n, a.pool, a.keep = 10 ** 5, 10 ** 6, 500
+        a.n, a.pool, a.keep = 2 * 10 ** 4, 2 * 10 ** 5, 200
     from models.canonical import arith
     k = arith._kernel()
     if k is None:

@@ -5,7 +5,8 @@ with ``--durations``, and writes what it measured to
 ``reports/suite-times.json`` and ``reports/suite-times.md``: the tests passed,
 failed and skipped, the seconds pytest reports for the session, the CPU seconds
 of the run (pytest and every worker it started, user + system), the machine's
-cores and load average before and after, and the 15 slowest test phases. The
+cores and load average before and after, the 15 slowest test phases and the 15
+tests that use the most CPU seconds (`--cpu-report`). The
 README quotes the suite's time only from that file (``benchmarks/report.py``
 renders it).
 
@@ -32,14 +33,23 @@ OUT = ROOT / "reports"
 SLOWEST = 15
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)s (setup|call|teardown)\s+(\S.*)$")
 _SUMMARY = re.compile(r"^(?:=+ )?(\d+ \w+(?:, \d+ \w+)*) in (\d+(?:\.\d+)?)s(?: \([0-9:]+\))?(?: =+)?$")
+_CPU = re.compile(r"^\s*(\d+\.\d+)\s+(tests/\S+)$")
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected|warnings?)")
 
 
 def parse(output: str) -> dict:
     """The counts, pytest's own seconds and the slowest phases from pytest's output."""
     summary = None
-    slowest = []
+    slowest, cpu, in_cpu = [], [], False
     for line in output.splitlines():
+        if "CPU seconds per test" in line:
+            in_cpu = True
+            continue
+        m = _CPU.match(line) if in_cpu else None
+        if m:
+            cpu.append({"cpu_s": float(m.group(1)), "test": m.group(2)})
+            continue
+        in_cpu = False
         m = _DURATION.match(line.strip())
         if m:
             slowest.append({"seconds": float(m.group(1)), "phase": m.group(2), "test": m.group(3)})
@@ -53,7 +63,8 @@ def parse(output: str) -> dict:
         key = {"error": "errors", "warning": "warnings"}.get(what, what)
         counts[key] = counts.get(key, 0) + int(n)
     slowest.sort(key=lambda d: -d["seconds"])
-    return {**counts, "pytest_s": float(summary.group(2)), "slowest": slowest[:SLOWEST]}
+    return {**counts, "pytest_s": float(summary.group(2)), "slowest": slowest[:SLOWEST],
+            "most_cpu": cpu[:SLOWEST]}
 
 
 def markdown(res: dict) -> str:
@@ -71,6 +82,11 @@ def markdown(res: dict) -> str:
          f"The {len(res['slowest'])} slowest test phases (pytest `--durations`, wall seconds):", "",
          "| seconds | phase | test |", "|---|---|---|"]
     L += [f"| {d['seconds']:.2f} | {d['phase']} | `{d['test']}` |" for d in res["slowest"]]
+    if res.get("most_cpu"):
+        L += ["", f"The {len(res['most_cpu'])} tests that use the most CPU seconds (`--cpu-report`: setup, call "
+                  "and teardown, the test's process and the children it waited for; read on a loaded machine "
+                  "too):", "", "| CPU s | test |", "|---|---|"]
+        L += [f"| {d['cpu_s']:.2f} | `{d['test']}` |" for d in res["most_cpu"]]
     return "\n".join(L) + "\n"
 
 
@@ -88,7 +104,7 @@ def _commit() -> str:
 def main(argv: list[str]) -> int:
     tests = argv or ["tests"]
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
-           f"--durations={SLOWEST}", "--durations-min=0", *tests]
+           f"--durations={SLOWEST}", "--durations-min=0", f"--cpu-report={SLOWEST}", *tests]
     load0 = list(os.getloadavg())
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()

@@ -44,15 +44,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-import torch
-from torch.nn import functional as F
 
 from certify.core.errors import InputError, UncertifiableError
+from models.optional_torch import F, no_grad, torch, tt
 
 SPEC_FORMAT = "certify-attention/adapter/1"
 LAYOUTS = ("performer", "linear-attention-transformer", "generic")
-_KERNEL_FNS = {"relu": F.relu, "elu1": lambda u: F.elu(u) + 1.0, "exp": torch.exp,
-               "softplus": F.softplus, "identity": lambda u: u}
+#: torch twins of the maps (torch is looked up when one is called: the canonical path needs none)
+_KERNEL_FNS = {"relu": lambda u: F.relu(u), "elu1": lambda u: F.elu(u) + 1.0, "exp": lambda u: torch.exp(u),
+               "softplus": lambda u: F.softplus(u), "identity": lambda u: u}
 _NONNEG = {"relu", "elu1", "exp", "softplus", "softmax", "favor"}
 
 
@@ -134,7 +134,6 @@ class AdaptedHead:
         else:
             self._init_generic(sd)
         self.m = int(self.Wq.shape[1])
-        self.dtype = self.Wq.dtype
         if lay == "performer":
             nonneg = spec.kernel_fn in _NONNEG and spec.kernel_epsilon >= 0
         else:
@@ -150,8 +149,13 @@ class AdaptedHead:
         else:
             self.ln = None
 
+    @property
+    def dtype(self):
+        """The torch dtype the head computes in (float32 for half-precision weights)."""
+        return tt(self.Wq).dtype
+
     # ---------------------------------------------------------- layouts
-    def _head_slice(self, W: torch.Tensor, b: torch.Tensor | None, what: str):
+    def _head_slice(self, W, b, what: str):
         s = self.spec
         d = s.dim_head or W.shape[0] // s.heads
         if W.shape[0] != d * s.heads:
@@ -233,21 +237,21 @@ class AdaptedHead:
         self.feature_map = s.feature_map
 
     # ---------------------------------------------------------- features
-    def _pre(self, x: torch.Tensor) -> torch.Tensor:
+    def _pre(self, x):
         if self.ln is None:
             return x
         w, b, eps = self.ln
-        return F.layer_norm(x, (x.shape[-1],), w, b, eps)
+        return F.layer_norm(x, (x.shape[-1],), tt(w), tt(b), eps)
 
     def _project(self, x, W, b):
-        u = self._pre(x) @ W.T
-        return u + b if b is not None else u
+        u = self._pre(x) @ tt(W).T
+        return u + tt(b) if b is not None else u
 
-    def _phi(self, u: torch.Tensor, which: str) -> torch.Tensor:
+    def _phi(self, u, which: str):
         s = self.spec
         if s.layout == "performer":
             norm = self.d ** -0.25 if s.normalize_data else 1.0
-            return _KERNEL_FNS[s.kernel_fn]((norm * u) @ self.P.T.to(u.dtype)) + s.kernel_epsilon
+            return _KERNEL_FNS[s.kernel_fn]((norm * u) @ tt(self.P).T.to(u.dtype)) + s.kernel_epsilon
         if s.layout == "linear-attention-transformer":
             return u.softmax(dim=-1) * self.d ** -0.5 if which == "q" else torch.exp(u)
         fm = self.feature_map
@@ -255,17 +259,18 @@ class AdaptedHead:
             return u.softmax(dim=-1)
         if fm == "favor":
             r = self.P.shape[0]
-            return torch.exp(u @ self.P.T - 0.5 * (u * u).sum(-1, keepdim=True)) / math.sqrt(r)
+            return torch.exp(u @ tt(self.P).T - 0.5 * (u * u).sum(-1, keepdim=True)) / math.sqrt(r)
         return _KERNEL_FNS[fm](u)
 
-    def _tokens(self, tokens) -> torch.Tensor:
+    def _tokens(self, tokens):
+        tokens = tt(tokens)
         t = torch.from_numpy(np.array(tokens, copy=True)) if not isinstance(tokens, torch.Tensor) else tokens
         if t.ndim != 2 or t.shape[1] != self.m:
             raise InputError(f"tokens must be (K, {self.m}), got {tuple(t.shape)}")
         return t.to(self.dtype)
 
-    @torch.no_grad()
-    def feature_matrices(self, tokens) -> tuple[torch.Tensor, torch.Tensor]:
+    @no_grad
+    def feature_matrices(self, tokens):
         x = self._tokens(tokens)                                           # (K, m)
         return (self._phi(self._project(x, self.Wq, self.bq), "q"),
                 self._phi(self._project(x, self.Wk, self.bk), "k"))       # (K, r) x 2
@@ -300,8 +305,8 @@ class AdaptedHead:
             q, k = cm.ELEMENTWISE[self.feature_map](uq), cm.ELEMENTWISE[self.feature_map](uk)
         return positive_zero(q), positive_zero(k)
 
-    @torch.no_grad()
-    def values(self, tokens) -> torch.Tensor:
+    @no_grad
+    def values(self, tokens):
         if self.Wv is None:
             raise InputError("the spec names no value weights")
         return self._project(self._tokens(tokens), self.Wv, self.bv)       # (K, d)

@@ -360,3 +360,140 @@ def test_integer_products_and_sums_are_exact_where_int64_would_wrap():
     got = sum_at_least([(3, M, Dm), (-7, M[::-1].copy(), 1)], Fraction(5, 3))
     want = [abs(Fraction(3 * int(M[i]), int(Dm[i])) - 7 * int(M[39 - i])) >= Fraction(5, 3) for i in range(40)]
     assert got.tolist() == want
+
+
+def test_signs_of_an_enclosed_product_are_decided_exactly_where_floats_round_to_zero():
+    """``<q, k> = -2^-60`` and ``+2^-60`` both round to a float product of 0: a sign read off
+    the midpoint (or a test on ``P - E`` that rounds) calls both nonnegative; the kernel
+    sends them to exact arithmetic and finds the negative one."""
+    from certify.checkers.kernel.inertia import negative_pair, product_enclosure
+    K = np.array([[1.0, 1.0, 1.0], [1.0, 0.0, 1.0]])
+    pos = np.array([[1.0, 2.0 ** -60, -1.0]])
+    neg = np.array([[1.0, -(2.0 ** -60), -1.0]])
+    C, _ = product_enclosure(neg, K)
+    assert C[0, 0] == 0.0                                     # the float product cannot see it
+    assert negative_pair(np.vstack([pos, pos]), K) == ()
+    assert negative_pair(np.vstack([pos, neg]), K) == (1, 0)
+    assert negative_pair(np.vstack([pos, neg]), K, rows=1) == (1, 0)
+    assert negative_pair(np.array([[1.0, 1.0, 0.0], [1.0, -3.0, 0.0]]), K) == (1, 0)   # floats: C < -R
+    assert negative_pair(np.vstack([pos, neg]), K, limit=0) is None       # too many left: undecided
+
+
+def test_quadratic_summaries_bound_what_float_rounding_drops():
+    """Float path: ``1 + 2^-54`` (the sum of squares of ``[1, 2^-27]``) rounds to 1, and a
+    residual ``|w - x^2| = 2^-60`` rounds to 0; the bounds must still be at least the exact
+    values (a bound without the rounding terms is below them). Exact path: integers times
+    ``2^e`` give the exact maxima."""
+    from certify.checkers.kernel.inertia import quadratic_summaries
+    x = 1.0 + 2.0 ** -30
+    w = 1.0 + 2.0 ** -29                                      # x^2 = 1 + 2^-29 + 2^-60 exactly
+    X = np.array([[0.5, x, w], [0.75, 2.0 ** -27, 0.0]])      # constant, linear, quadratic (0, 0)
+    quad = [[2, 0, 0]]
+    got = quadratic_summaries(X, 0, 0, [1], quad, Fraction(1), Fraction(1))
+    fx, fw = Fraction(x), Fraction(w)
+    assert got["min_const"] == Fraction(1, 2)
+    assert got["max_linear_sq"] >= fx * fx > Fraction(float(x * x))
+    assert got["max_linear_sq"] - fx * fx < Fraction(1, 1 << 45)
+    assert got["max_quadratic_sq"] >= fw * fw
+    assert got["max_residual_sq"] >= (fw - fx * fx) ** 2 > 0 and got["max_residual_sq"] < Fraction(1, 1 << 90)
+    rows = np.array([[3, 2, 5], [1, -4, 16]], dtype=object)  # times 2^-1: residual (5 - 2 * 4 / 2) / 2
+    ex = quadratic_summaries(rows, -1, 0, [1], quad, Fraction(2), Fraction(1))
+    assert ex == {"min_const": Fraction(1, 2), "max_linear_sq": Fraction(4), "max_quadratic_sq": Fraction(64),
+                  "max_residual_sq": Fraction(1, 4)}
+    for gd in (Fraction(1, 3), Fraction(2 ** 21)):          # not a double; beyond the bounds' range
+        try:
+            quadratic_summaries(X, 0, 0, [1], quad, gd, Fraction(1))
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"g_diag = {gd} must be refused on floats")
+
+
+def test_quadratic_margin_rounds_square_roots_up_and_refuses_its_missing_hypotheses():
+    from certify.checkers.kernel.attention import quadratic_margin
+    S = {f"{k}_{s}": Fraction(0) for k in ("min_const", "max_linear_sq", "max_quadratic_sq", "max_residual_sq")
+         for s in "qk"}
+    S.update(min_const_q=Fraction(3), min_const_k=Fraction(1), max_residual_sq_q=Fraction(2),
+             max_quadratic_sq_k=Fraction(1))
+    m = quadratic_margin(Fraction(1), Fraction(1), S)          # 3 - 1/2 - sqrt(2)
+    s = Fraction(5, 2) - m
+    assert s * s >= 2 and s - Fraction(14142135623730950488, 10 ** 19) < Fraction(1, 10 ** 18)
+    S["max_residual_sq_q"] = Fraction(9, 4)                    # a square: sqrt exactly 3/2
+    assert quadratic_margin(Fraction(1), Fraction(1), S) == 1
+    S["max_linear_sq_q"], S["max_linear_sq_k"], S["max_residual_sq_k"] = Fraction(1), Fraction(2), Fraction(1)
+    # c2 = 1/2 > g_diag^2 = 1/4: drift 1/4 * 1 * 2; sqrt(max(1/4, 1/2) * 1 * 1) = sqrt(1/2)
+    m = quadratic_margin(Fraction(1, 2), Fraction(1), S)
+    s = Fraction(5, 2) - Fraction(3, 2) - Fraction(1, 2) - m
+    assert s * s >= Fraction(1, 2) and s * s - Fraction(1, 2) < Fraction(1, 10 ** 18)
+    for bad in ({"min_const_k": Fraction(0)}, {"min_const_q": Fraction(-1)}):
+        try:
+            quadratic_margin(Fraction(1), Fraction(1), {**S, **bad})
+        except ValueError:
+            pass
+        else:
+            raise AssertionError(f"{bad}: the lemma does not apply")
+    try:
+        quadratic_margin(Fraction(1), Fraction(0), S)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("g_off = 0: no quadratic term")
+
+
+def test_chain_ranks_lemma4_perron_and_packing_on_a_hand_computed_case():
+    """Three queries, every chain factor 4: ``s = 3/8``, Lemma 4's bound ``9 / (27/8) = 8/3``
+    (strict: rank 3 at least, so 2 excluded), ``rho = 1/4``, ``Delta(1) = 0`` (not excluded:
+    the test is strict), ``Delta(2) = -135/16``, ``Delta(3) = 9/4``, ``kappa^2 = 1/16``."""
+    from certify.checkers.kernel.attention import chain_ranks
+    lam = {(i, j): 4 for i in range(3) for j in range(3) if i != j}
+    got = chain_ranks(3, lam)
+    assert got == {"sum_inverse_lambda_sq": Fraction(3, 8), "bound": Fraction(8, 3), "lemma4": 2,
+                   "rho": Fraction(1, 4), "perron": 2, "discriminant": Fraction(-135, 16),
+                   "kappa_sq": Fraction(1, 16), "packing": 2}
+    lam[0, 1] = 1                                              # rho = 1: the refinement does not apply
+    got = chain_ranks(3, lam)
+    assert got["rho"] == 1 and got["perron"] == 0 and got["discriminant"] is None
+    assert got["kappa_sq"] == Fraction(1, 4) and got["packing"] == 2
+    lam = {(0, 1): 2, (1, 0): 3}                               # kappa^2 = 1/6: min(t - 1, 6) = 1
+    got = chain_ranks(2, lam)
+    assert got["packing"] == 1 and got["kappa_sq"] == Fraction(1, 6)
+    # rho = 1/2: Delta(1) = 0 for every t (not < 0), Delta(2) = 25 - 24 = 1: nothing excluded
+    assert got["perron"] == 0 and got["discriminant"] is None
+
+
+def test_quantizer_cells_are_exact_floor_clamp_and_never_wrap():
+    """``a + b clamp(floor((A + B) / g), 0, top)``: floor (not truncation) of negative sums,
+    both clamps, and operands whose int64 sum or product would wrap (decided in Python
+    integers)."""
+    from certify.checkers.kernel.replay import cells
+    A = np.array([[-7, 0, 5, 100]], dtype=np.int64)
+    B = np.array([[0, -1, 1, 0]], dtype=np.int64)
+    got = cells(A, B, 3, 4, 10, -2)                      # floor(-7/3) = -3 -> 0; -1/3 -> 0; 2; 33 -> 4
+    assert got.dtype == np.int64 and got.tolist() == [[10, 10, 6, 2]]
+    big = np.array([(1 << 62) + 3], dtype=np.int64)
+    wide = cells(big, big, 1 << 61, 10, 0, 1)           # A + B = 2^63 + 6 wraps in int64
+    assert wide.dtype == object and wide.tolist() == [4]
+    assert cells(np.array([7]), np.array([0]), 2, 5, 1 << 62, 1 << 61).tolist() == [(1 << 62) + 3 * (1 << 61)]
+    for a, b, x, y, g, top, want in ((-5, 3, 9, -2, 4, 7, -2), (0, 1, -1, -1, 1, 3, 0), (2, -1, 50, 50, 7, 9, -7)):
+        assert cells(np.array([x]), np.array([y]), g, top, a, b).tolist() == [want]
+    try:
+        cells(A, B, 0, 4, 0, 1)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a divisor 0 must be refused")
+
+
+def test_exact_gram_across_limbs_and_the_whole_exponent_range():
+    """``X^T X = G 2^e`` against Fractions with entries from the least subnormal to ``2^1000``
+    (about a hundred 20-bit limbs), signs, and bits that straddle limb boundaries."""
+    from certify.checkers.kernel.gram import exact_gram
+    X = np.array([[2.0 ** 1000, 5e-324, -1.0], [-(1 + 2.0 ** -52), 3.0 * 2.0 ** -1060, (1 << 40) - 1.0],
+                  [0.0, 1.0, 2.0 ** 19 + 2.0 ** -33], [7.5, -(2.0 ** -1022), 0.0]])
+    for A in (X, X[:, 2:].astype(np.float32)):
+        G, e = exact_gram(A)
+        n = A.shape[1]
+        want = [[sum((Fraction(float(A[k, i])) * Fraction(float(A[k, j])) for k in range(4)), Fraction(0))
+                 for j in range(n)] for i in range(n)]
+        assert [[v * Fraction(2) ** e for v in row] for row in G] == want
+        assert any(v % 2 for row in G for v in row)                       # normalized: some entry odd

@@ -37,6 +37,7 @@ for name in sys.argv[1:]:
         jobs[key] = {"key": key, "source": p["source"], "path": str(find(p["source"], base)),
                      "adapter": p["adapter"], "token_set": p["token_set"], "dtype": fs["dtype"],
                      "want": [[fs["phi_q"], fs["phi_k"]]], "heads": [], "specs": specs,
+                     "stated": p.get("stated"),           # a third-party head's kernel arguments
                      "certified": [fs["phi_q"], fs["phi_k"]]}
     src = next((c["parameters"]["source"] for c in cert["claims"]
                 if str(c["parameters"].get("adapter", "")).startswith("layout:")), None)

@@ -38,11 +38,13 @@ no solver). The claim's ``parameters`` are those of every feasibility claim
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
 from certify.checkers.common import Bad, Family, family, integer, keys, rational
-from certify.checkers.kernel import box_minimum, is_psd
+from certify.checkers.kernel import box_minimum, gram_matrix, is_psd, scaled_matrix
+from certify.checkers.kernel.attention import kernel_value
 
 METHOD = "convex-dual"
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
@@ -170,10 +172,12 @@ def check_infeasible(claim: Mapping[str, Any]) -> list[str]:
     stated = rational(du["margin"], "margin")
     if not lam > 0 or mu < 0:
         return [f"multipliers out of range: lambda = {lam} must be > 0, mu = {mu} >= 0"]
-    if sum(v * v for v in x) * sum(v * v for v in y) > 1:
+    if kernel_value(x, x) * kernel_value(y, y) > 1:
         return ["|x|^2 |y|^2 > 1: x^T C y is not a lower bound on ||C||_2"]
-    G = [[(1 if a == b else 0) - sum(W[k][a] * W[k][b] for k in range(t)) for b in range(t)]
-         for a in range(t)]
+    dens = [math.lcm(*(v.denominator for v in row)) for row in W]             # W = rows / row_den, exactly
+    WtW = gram_matrix(scaled_matrix([[int(v * d) for v in row] for row, d in zip(W, dens)],
+                                    {"kind": "row_denominators", "row_den": dens}))    # the kernel's W^T W
+    G = [[(1 if a == b else 0) - v for b, v in enumerate(row)] for a, row in enumerate(WtW.tolist())]
     if not is_psd(G):
         return ["I - W^T W is not positive semidefinite (exact LDL^T): ||W||_2 > 1"]
     rho = [[Fraction(0) if i == j else Fraction(1, lam_ij[i, j]) for j in range(t)]

@@ -61,9 +61,10 @@ head is a used-pairs head, so lower bounds are class-free.
   and the nonnegative refinement (``0 <= C_ij < rho = max 1/Lambda_ij``):
   ``Delta(r) = t^2 (2 + (r-1) rho)^2 - 4 r (t^2 - (r-1) t (1 - rho)) < 0``
   excludes every rank ``<= r`` (argument in :func:`certify.core.bounds.lemmas.perron_discriminant`;
-  re-implemented here). ``perron.rank`` is the largest such ``r <= t`` (0 if
-  none), ``max_infeasible_rank = max(floor(bound), perron.rank)`` and the claimed
-  rank is ``<= max_infeasible_rank``. With ``nonnegative`` features, also the
+  evaluated, with Lemma 4 and the packing lemma below, by the kernel's
+  :func:`certify.checkers.kernel.attention.chain_ranks`). ``perron.rank`` is the
+  largest such ``r <= t`` (0 if none), ``max_infeasible_rank = max(floor(bound),
+  perron.rank)`` and the claimed rank is ``<= max_infeasible_rank``. With ``nonnegative`` features, also the
   packing lemma (``packing``: ``{"kappa_sq": "p/q", "rank": int}``): with
   ``kappa^2 = max_{i != j} 1/(Lambda_ij Lambda_ji)`` every rank ``r < t`` with
   ``r kappa^2 <= 1`` is excluded (proof in :mod:`certify.feasibility.chain_bounds`:
@@ -84,7 +85,7 @@ from typing import Any
 
 from certify.checkers.common import Bad, Family, family, guarded, integer, keys, rational, same_rational
 from certify.checkers.kernel import attention as head
-from certify.checkers.kernel.attention import lemma3, lemma4_rank
+from certify.checkers.kernel.attention import chain_ranks, lemma3
 
 _HALF = Fraction(1, 2)
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
@@ -271,42 +272,31 @@ def _check_infeasible(claim: dict[str, Any]) -> list[str]:
         seen[i, j] = lam
     if len(seen) != T * (T - 1):
         return [f"{T * (T - 1) - len(seen)} ordered pairs lack a chain"]
-    s = sum((Fraction(1, lam * lam) for lam in seen.values()), Fraction(0))
-    bound, least = lemma4_rank(T, T + s, True)             # strict: rank > bound
-    same_rational(d["sum_inverse_lambda_sq"], s, "sum_inverse_lambda_sq")
-    same_rational(d["bound"], bound, "bound")
-    top = least - 1
-    rho = max(Fraction(1, lam) for lam in seen.values())
-    if not rho < 1:
-        return [f"rho = {rho} is not < 1: no chain gives a factor above 1"]
-
-    def delta(r: int) -> Fraction:
-        return (T * T * (2 + (r - 1) * rho) ** 2
-                - 4 * r * (T * T - (r - 1) * T * (1 - rho)))
-
-    perron_rank = max([r for r in range(1, T + 1) if delta(r) < 0], default=0)
+    cr = chain_ranks(T, seen)                            # Lemma 4 and its refinements (the kernel)
+    same_rational(d["sum_inverse_lambda_sq"], cr["sum_inverse_lambda_sq"], "sum_inverse_lambda_sq")
+    same_rational(d["bound"], cr["bound"], "bound")
+    if not cr["rho"] < 1:
+        return [f"rho = {cr['rho']} is not < 1: no chain gives a factor above 1"]
     p = keys(d["perron"], "derivation.perron", ("rho", "rank", "discriminant"))
-    same_rational(p["rho"], rho, "perron.rho")
-    if integer(p["rank"], "perron.rank") != perron_rank:
-        return [f"perron.rank is {p['rank']}, re-derived {perron_rank}"]
-    if perron_rank:
-        same_rational(p["discriminant"], delta(perron_rank), "perron.discriminant")
+    same_rational(p["rho"], cr["rho"], "perron.rho")
+    if integer(p["rank"], "perron.rank") != cr["perron"]:
+        return [f"perron.rank is {p['rank']}, re-derived {cr['perron']}"]
+    if cr["perron"]:
+        same_rational(p["discriminant"], cr["discriminant"], "perron.discriminant")
     elif p["discriminant"] is not None:
         return ["perron.discriminant must be null when no rank is excluded"]
-    best = max(top, perron_rank)
+    best = max(cr["lemma4"], cr["perron"])
     if integer(d["max_infeasible_rank"], "max_infeasible_rank") != best:
         return [f"max_infeasible_rank is {d['max_infeasible_rank']}, re-derived {best} "
-                f"(Lemma 4: {top}, refinement: {perron_rank})"]
+                f"(Lemma 4: {cr['lemma4']}, refinement: {cr['perron']})"]
     excluded = best
     if "packing" in d:                  # nonnegative features: the packing lemma
         pk = keys(d["packing"], "derivation.packing", ("kappa_sq", "rank"))
-        kappa_sq = max(Fraction(1, seen[i, j] * seen[j, i]) for (i, j) in seen)
-        same_rational(pk["kappa_sq"], kappa_sq, "packing.kappa_sq")
-        packing = min(T - 1, kappa_sq.denominator // kappa_sq.numerator)
-        if integer(pk["rank"], "packing.rank") != packing:
-            return [f"packing.rank is {pk['rank']}, re-derived {packing}"]
+        same_rational(pk["kappa_sq"], cr["kappa_sq"], "packing.kappa_sq")
+        if integer(pk["rank"], "packing.rank") != cr["packing"]:
+            return [f"packing.rank is {pk['rank']}, re-derived {cr['packing']}"]
         if claim["parameters"]["features"] == "nonnegative":
-            excluded = max(best, packing)
+            excluded = max(best, cr["packing"])
     if not rank <= excluded:
         return [f"rank {rank} exceeds {excluded}: not excluded"]
     return []

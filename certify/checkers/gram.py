@@ -1,8 +1,10 @@
 """Lemma summaries of large float feature matrices re-derived from replayed
 features: the Grams by the kernel's exact limb-split products
-(:func:`certify.checkers.kernel.gram.exact_gram`), the quadratic-kernel and
-minimum summaries, and every product's sign by the kernel's rigorous product
-enclosure (:func:`certify.checkers.kernel.inertia.product_enclosure`).
+(:func:`certify.checkers.kernel.gram.exact_gram`), the quadratic-kernel
+summaries by the kernel's rigorous float bounds
+(:func:`certify.checkers.kernel.inertia.quadratic_summaries`), the minima,
+and every product's sign by the kernel's enclosed product
+(:func:`certify.checkers.kernel.inertia.negative_pair`).
 """
 
 from __future__ import annotations
@@ -12,13 +14,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from certify.checkers.kernel.attention import kernel_value
 from certify.checkers.kernel.gram import (
     GramError,
     _normalize,
     exact_gram,
 )
-from certify.checkers.kernel.inertia import product_enclosure
+from certify.checkers.kernel.inertia import negative_pair, quadratic_summaries
 
 __all__ = ["GramError", "exact_gram", "gram_problems", "read_features", "summary_problems"]
 
@@ -84,48 +85,15 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
     return out
 
 
-# ---------------------------------------------------------------- float bounds of the quadratic-kernel lemma
-# (elementwise rounding bounds, no product: read here)
-
-U = 2.0 ** -53
-TINY = 2.0 ** -1000
-
-
-def sum_sq_upper(X: np.ndarray) -> Fraction:
-    """An exact rational upper bound of ``max_rows sum_j x_j^2`` for float64 rows:
-    the squares and their sum (any order) round to nearest, so the exact sum is at
-    most the computed one times ``1 + 2 (n + 1) u``, plus ``(n + 1) 2^-1074`` for
-    underflow."""
-    n = X.shape[1]
-    acc = X[:, 0] * X[:, 0]
-    for j in range(1, n):
-        acc = acc + X[:, j] * X[:, j]
-    top = float(acc.max(initial=0.0))
-    return Fraction(top) * (1 + Fraction(2 * (n + 1), 1 << 53)) + Fraction(n + 1, 1) * Fraction(1, 1 << 1074)
-
-
-def residual_upper(w: np.ndarray, g: np.ndarray, xi: np.ndarray, xj: np.ndarray) -> np.ndarray:
-    """An entrywise upper bound of ``|w - g xi xj|`` (floats; ``g`` exact dyadics):
-    ``|fl(e)| + 8u (|fl(e)| + |fl(g fl(xi xj))|) + 2^-1000`` with ``e = w - g xi xj``.
-    The product, the scaling and the subtraction each round by at most ``u``
-    relative (and ``2^-1074`` absolute), so the true residual is at most
-    ``|fl(e)| (1 + 2u) + 3u |fl(g p)|``; rounding the bound itself loses less than
-    the slack."""
-    gp = g[None, :] * (xi * xj)
-    e = w - gp
-    return np.abs(e) + 8 * U * (np.abs(e) + np.abs(gp)) + TINY
-
-
 # ---------------------------------------------------------------- the quadratic-kernel lemma's summaries
 
 def quadratic_problems(ev: dict[str, Any], features: dict[str, np.ndarray]) -> list[str]:
     """The quadratic-kernel summaries of a ``nonnegative`` claim (``min_const_*``,
     ``max_linear_sq_*``, ``max_quadratic_sq_*``, ``max_residual_sq_*``, ``r``)
     re-derived from the replayed features: the minima must be equal (exact float
-    comparisons), the stated upper bounds at least rigorous upper bounds computed
-    here (:func:`sum_sq_upper`, :func:`residual_upper`)."""
-    from fractions import Fraction
-    problems = []
+    comparisons), the stated upper bounds at least the kernel's rigorous upper
+    bounds (:func:`certify.checkers.kernel.inertia.quadratic_summaries`)."""
+    problems: list[str] = []
     q = features["phi_q"]
     try:
         r = int(ev["r"])
@@ -137,27 +105,18 @@ def quadratic_problems(ev: dict[str, Any], features: dict[str, np.ndarray]) -> l
         return [f"the quadratic-kernel evidence cannot be read: {exc!r}"]
     if r != q.shape[1]:
         return [f"r is {r}, the replayed features have {q.shape[1]} columns"]
-    g = []
-    for val in (gd, go):
-        f = float(val)
-        if Fraction(f) != val:
-            return ["g_diag / g_off are not doubles (exact dyadics expected)"]
-        g.append(f)
-    fidx = np.array([f for f, _, _ in quad], dtype=np.int64)
-    pi = np.array([lin[i] for _, i, _ in quad], dtype=np.int64)
-    pj = np.array([lin[j] for _, _, j in quad], dtype=np.int64)
-    gvec = np.array([g[0] if i == j else g[1] for _, i, j in quad], dtype=np.float64)
+    if any(Fraction(float(val)) != val for val in (gd, go)):
+        return ["g_diag / g_off are not doubles (exact dyadics expected)"]
     for side in ("q", "k"):
-        X = features[f"phi_{side}"].astype(np.float64)
-        mn = Fraction(float(X[:, c].min()))
-        stated = {k: Fraction(str(ev[f"{k}_{side}"])) for k in ("min_const", "max_linear_sq",
-                                                                  "max_quadratic_sq", "max_residual_sq")}
-        if stated["min_const"] != mn:
+        try:
+            got = quadratic_summaries(features[f"phi_{side}"].astype(np.float64), 0, c, lin, quad, gd, go)
+        except (ValueError, OverflowError) as exc:             # non-finite features, |g| beyond the bounds
+            return problems + [f"the quadratic-kernel summaries of phi_{side} cannot be bounded: {exc}"]
+        stated = {k: Fraction(str(ev[f"{k}_{side}"])) for k in got}
+        if stated["min_const"] != got["min_const"]:
             problems.append(f"min_const_{side} is not the replayed constant feature's minimum")
-        w = X[:, fidx]
-        b = residual_upper(w, gvec, X[:, pi], X[:, pj])
-        for key, arr in (("max_linear_sq", X[:, lin]), ("max_quadratic_sq", w), ("max_residual_sq", b)):
-            if stated[key] < sum_sq_upper(arr):
+        for key in ("max_linear_sq", "max_quadratic_sq", "max_residual_sq"):
+            if stated[key] < got[key]:
                 problems.append(f"{key}_{side} is below a rigorous bound of the replayed features' maximum")
     return problems
 
@@ -259,25 +218,15 @@ MAX_EXACT_PAIRS = 4096
 def all_products_problems(ev: dict[str, Any], features: dict[str, np.ndarray],
                           rows: int = 256) -> list[str] | None:
     """``<phi_q(x), phi_k(z)> >= 0`` on every pair, re-derived from the replayed
-    features: each block of products ``Q K^T`` is enclosed by the kernel's rigorous
-    float product (midpoint ``P``, radius ``E``); pairs the enclosure cannot decide
-    are decided exactly (at most :data:`MAX_EXACT_PAIRS`, else None: the summary
-    stays trusted). Problems: a negative product, or ``num_checked`` not ``K^2``."""
+    features by the kernel's enclosed product
+    (:func:`certify.checkers.kernel.inertia.negative_pair`; at most
+    :data:`MAX_EXACT_PAIRS` pairs decided exactly, else None: the summary stays
+    trusted). Problems: a negative product, or ``num_checked`` not ``K^2``."""
     Q, K = features["phi_q"].astype(np.float64), features["phi_k"].astype(np.float64)
     n = Q.shape[0]
     if ev.get("num_checked") != n * K.shape[0]:
         return [f"num_checked is not the {n * K.shape[0]} pairs of the replayed features"]
-    unsure: list[tuple[int, int]] = []
-    for a in range(0, n, rows):
-        P, E = product_enclosure(Q[a:a + rows], K)
-        if np.any(P + E < 0):
-            i, j = np.argwhere(P + E < 0)[0]
-            return [f"the replayed features give a negative product at pair ({a + i}, {j})"]
-        for i, j in np.argwhere(P - E < 0):
-            unsure.append((a + int(i), int(j)))
-            if len(unsure) > MAX_EXACT_PAIRS:
-                return None
-    for i, j in unsure:
-        if kernel_value(Q[i].tolist(), K[j].tolist()) < 0:
-            return [f"the replayed features give a negative product at pair ({i}, {j})"]
-    return []
+    pair = negative_pair(Q, K, rows, MAX_EXACT_PAIRS)
+    if pair is None:
+        return None
+    return [f"the replayed features give a negative product at pair ({pair[0]}, {pair[1]})"] if pair else []

@@ -2,8 +2,8 @@
 
 Imports only the standard library, numpy, :mod:`certify.checkers.common` and the
 kernel's exact numbers (:mod:`certify.checkers.kernel.replay`: Fractions, arb balls
-that decide or say undecided, exact integer array products and the final error
-test). Every object has exactly the keys listed here.
+that decide or say undecided, exact integer array products, a uniform quantizer's
+cells and the final error test). Every object has exactly the keys listed here.
 
 The model (re-implemented here from its definition): tokens ``x`` (0/1 rows),
 ``h_i = E x_i (+ P_i)``; per layer ``l`` and head ``c``:
@@ -82,7 +82,7 @@ import numpy as np
 from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import bits, canonical_sha256, guarded, integer, keys, min_ip_targets, rational
 from certify.checkers.families import multilevel_database, multilevel_input, multilevel_query
-from certify.checkers.kernel.replay import Numbers, Undecided, sum_at_least
+from certify.checkers.kernel.replay import Numbers, Undecided, cells, sum_at_least
 from certify.checkers.kernel.replay import product as int_product
 from certify.checkers.kinds import TRANSCRIPT_COMMON, TRANSCRIPT_EVIDENCE, TRANSCRIPT_PARAMETERS
 
@@ -502,11 +502,8 @@ def _check_all(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: dict[st
 
 # ---------------------------------------------------------------- exact integer replay
 
-_LIM = 1 << 62
-
-
 def _fit(*arrays: np.ndarray) -> bool:
-    """All entries below 2^26 (so that a sum of two stays far below 2^63)."""
+    """All entries below 2^26: gathered as int64 (the kernel's :func:`cells` decides its sums' type)."""
     return all(int(np.abs(a).max(initial=0)) < (1 << 26) for a in arrays)
 
 
@@ -573,7 +570,7 @@ def _integer_all(cfg: dict[str, Any], W: dict[str, list], quant: _Quant, M: int,
         B_int = np.array([[int(x) for x in row] for row in B], dtype=object)
         alpha, beta, gam = 2 * sd * ld, sn * ld * den - 2 * sd * ln * den, 2 * sn * ld * den
         A2, B2 = A_int * alpha + beta, B_int * alpha                               # alpha x + beta
-        if _fit(A2, B2) and gam < (1 << 62):
+        if _fit(A2, B2):
             A2, B2 = A2.astype(np.int64), B2.astype(np.int64)
         Pm = np.array(P, dtype=object)
         Gc = np.array(_ints(g, Gd), dtype=object)
@@ -588,12 +585,10 @@ def _integer_all(cfg: dict[str, Any], W: dict[str, list], quant: _Quant, M: int,
         Bn = len(idx)
         terms = []                              # per head: (G g.n (B, q), d (B, q))
         for A2, B2, gam, Pm, Gc in tables:
-            X = A2[np.repeat(hs, nlo)] + B2[np.tile(np.arange(nlo), len(hs))]   # (B, T1)
-            k = np.clip(X // gam, 0, top)
-            # L = ln sd + k sn ld with 0 <= k <= top: int64 only when that bound fits
-            lmax = abs(ln * sd) + top * abs(sn * ld)
-            small = X.dtype != object and lmax < _LIM
-            L = ln * sd + k.astype(np.int64 if small else object) * (sn * ld)
+            # L = ln sd + k sn ld, k = clamp(floor((alpha x + beta) / gam), 0, top): the dequantized
+            # coordinates times ld sd (B, T1), by the kernel's exact cells
+            rows = np.repeat(hs, nlo), np.tile(np.arange(nlo), len(hs))
+            L = cells(A2[rows[0]], B2[rows[1]], gam, top, ln * sd, sn * ld)
             Ls = L[:, :r * dv].reshape(Bn, r, dv)
             Lz = L[:, r * dv:]
             n = int_product(Pm, Ls)                                           # (B, q, dv)

@@ -116,14 +116,14 @@ def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
     if assume:
         raise InputError("--assume-default names a constructor argument of a detected layout; an adapter "
                          "spec states its layout in full")
-    from certify.sources.checkpoint import read_state_dict
+    from certify.sources.checkpoint import lazy_state_dict
     from certify.sources.weights import read_weights, weights_file
     from models.adapters import adapt, read_spec
     from models.layouts import Detected, LayerPlan, Refusal
-    from models.layouts.base import compute_dtype
+    from models.optional_torch import TorchView
     s = read_spec(spec)
     ws = read_weights(path)
-    sd, stored = compute_dtype(read_state_dict(path))
+    sd, stored = lazy_state_dict(path)
     try:
         h = adapt(sd, s)
     except UncertifiableError as exc:
@@ -131,7 +131,7 @@ def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
     m = int(getattr(h, "m", 0))
     det = Detected(f"spec:{s.layout}", f"adapter:{s.layout}", [LayerPlan(0, s.prefix, s.layout, [h], m=m)], m,
                    reason="adapter spec", stored_dtype=stored, container=f"adapter spec {spec}")
-    model = LoadedModel(Path(path), weights_file(path), ws, {}, None, det, sd)
+    model = LoadedModel(Path(path), weights_file(path), ws, {}, None, det, TorchView(sd))
     model.spec = (str(spec), sha256_file(spec))
     return model
 
@@ -149,8 +149,6 @@ def _head_index(h) -> int | None:
 def kernel_lemma3(head, family) -> dict[str, Any]:
     """Lemma 3's inequality ``alpha(x,y) > (n-2)(d-2eps)/(2eps) alpha(x,z)`` on every
     applicable jump, in exact rationals from the head's float features."""
-    import torch
-
     from certify.audit.head import rationalize
     from certify.audit.lemma3 import lemma3_factor
     from certify.audit.run import family_eps
@@ -159,6 +157,7 @@ def kernel_lemma3(head, family) -> dict[str, Any]:
     if hasattr(head, "canonical_features"):            # the certified features
         q, k = head.canonical_features(family.tokens)
     else:
+        import torch
         with torch.no_grad():
             q, k = head.feature_matrices(family.tokens)
     Q, K = rationalize(q, "query features"), rationalize(k, "key features")
@@ -267,7 +266,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                 row.reason = f"width {L.m} > {MAX_CUBE} and no family of that width: no finite token set"
                 continue
             if spec is not None:
-                prov = Provenance(str(model.source), sha256_file(model.source), f"adapter:{h.spec.layout}",
+                prov = Provenance(str(model.source), model.sha256(model.source), f"adapter:{h.spec.layout}",
                                   "float64",
                                   details={**h.describe(), "spec": model.spec[0], "spec_sha256": model.spec[1],
                                            "library_check": SPEC_CHECK})

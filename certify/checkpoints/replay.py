@@ -2,7 +2,10 @@
 
 Run by :func:`certify.checkers.sources.replay_extraction` in a separate process
 (``python -m certify.cli.replay``; the checker itself never imports torch), with
-one thread. Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
+one thread. A safetensors checkpoint's heads replay without torch (the canonical
+extraction reads the weights' bytes itself); torch is imported only for a torch
+pickle or a ``models/`` checkpoint, and a job that needs a missing extra says
+which (:func:`needs_extra`). Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
 ``adapter``, ``token_set``, ``dtype``, ``stated``) and prints one JSON object: key ->
 ``{"phi_q": sha256, "phi_k": sha256, "torch": version, "versions": {...}}`` or
 ``{"error": reason}``; a job with ``features_out`` (a path) also gets its
@@ -42,25 +45,29 @@ _CONSTRUCTION = re.compile(r"models\.constructions\.(\w+)\(([\d, ]*)\)")
 _ALLOWED = {"thm2_exact_features"}
 
 
-def _head_kernel(path: str, tokens: str | None, layer: int, head: int, assume: list[str],
-                 models: dict[tuple, Any] | None):
-    """``load_kernel(path, layer=, head=, compare=False, assume=)`` of a third-party
-    checkpoint, its file read and detected once for every head replayed from it
-    (``models``: the loaded models of this replay, by path and accepted defaults)."""
+def _third_party_head(path: str, tokens: str | None, head: tuple[int, int], assume: list[str],
+                      models: dict[Any, Any]):
+    """One head of a third-party checkpoint, as :func:`certify.sources.load.load_kernel`
+    reads it; the checkpoint is read and detected once per replay (``models``), so
+    the heads of one layer share their embedding, decoded once, and its pre-norm."""
     from pathlib import Path
 
+    from certify.core.errors import InputError
     from certify.sources.load import kind_of, load_kernel
     from certify.sources.thirdparty import head_kernel, load_model
     p = Path(path)
-    if models is None or not p.exists() or kind_of(p) != "weights":
-        return load_kernel(path, tokens=tokens, layer=layer, head=head, compare=False, assume=assume)
-    key = (str(p.resolve()), tuple(assume))
+    if not p.exists():
+        raise InputError(f"no such file: {path}")
+    if kind_of(p) != "weights":
+        return load_kernel(path, tokens=tokens, layer=head[0], head=head[1], compare=False, assume=assume)
+    key = (str(p), tuple(assume))
     if key not in models:
+        models.clear()                     # one checkpoint's model kept at a time
         models[key] = load_model(p, assume)
-    return head_kernel(models[key], layer=layer, head=head, tokens=tokens, compare=False)
+    return head_kernel(models[key], layer=head[0], head=head[1], tokens=tokens, compare=False)
 
 
-def _kernel(job: dict[str, Any], models: dict[tuple, Any] | None = None):
+def _kernel(job: dict[str, Any], models: dict[Any, Any] | None = None):
     from certify.core.errors import InputError, UncertifiableError
     from certify.sources.load import load_kernel
     from certify.sources.thirdparty import parse_adapter
@@ -78,7 +85,7 @@ def _kernel(job: dict[str, Any], models: dict[tuple, Any] | None = None):
                                 "head, so the replay cannot know which kernel it names")
         assume = [k for k, v in stated.items() if isinstance(v, dict) and v.get("from") == FROM_DEFAULT]
         try:
-            kernel = _head_kernel(job["path"], tokens, head[0], head[1], assume, models)
+            kernel = _third_party_head(job["path"], tokens, head, assume, {} if models is None else models)
         except (InputError, UncertifiableError) as exc:
             if "--assume-default" not in str(exc):
                 raise
@@ -181,17 +188,33 @@ def versions() -> dict[str, Any]:
     return out
 
 
+def needs_extra(exc: BaseException) -> str | None:
+    """The reason a job could not replay for want of an extra (one line naming it),
+    or None when ``exc`` is not a missing module of an extra. torch is missing for
+    a torch pickle (``.pt``, ``.bin``) or a ``models/`` checkpoint: ``[models]``;
+    safetensors for a safetensors checkpoint: ``[replay]``."""
+    from certify.core.extras import DIST, extra_for
+    extra = extra_for(exc)
+    if extra is None:
+        return None
+    name = str(getattr(exc, "name", "") or "").split(".")[0]
+    return (f"the replay of extraction needs the [{extra}] extra for this source (no module {name}): "
+            f"pip install '{DIST}[{extra}]'")
+
+
 def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
-    import torch
-    torch.set_num_threads(1)
+    # torch is imported only by the sources that need it (pickles, models/ checkpoints; one
+    # thread: the checker runs this process with OMP_NUM_THREADS=1); its version, if installed,
+    # is read from the package metadata
     from certify.rank.summary import feature_hashes
     out: dict[str, Any] = {}
     vers = versions()
-    models: dict[tuple, Any] = {}            # third-party checkpoints read once for all their heads
+    torch_version = vers.get("torch")
+    models: dict[Any, Any] = {}          # the third-party checkpoint read last (its heads follow each other)
     for job in jobs:
         key = str(job.get("key", job.get("source")))
         try:
-            rec: dict[str, Any] = {"torch": torch.__version__, "versions": vers}
+            rec: dict[str, Any] = {"torch": torch_version, "versions": vers}
             if job.get("want"):
                 try:
                     kernel = _kernel(job, models)
@@ -209,6 +232,9 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
             if job.get("heads") or job.get("weights"):
                 rec["heads"], rec["weights_sha256"] = _heads(job)
             out[key] = rec
+        except ModuleNotFoundError as exc:
+            why = needs_extra(exc)
+            out[key] = {"error": why if why is not None else f"{type(exc).__name__}: {exc}"[:300]}
         except Exception as exc:           # reported back to verify, which names it
             out[key] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return out

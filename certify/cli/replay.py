@@ -1,8 +1,13 @@
 """``python -m certify.cli.replay``: the worker process of ``certify verify
 --replay-extraction`` (:mod:`certify.checkpoints.replay`). Reads a JSON list of
-jobs on stdin, prints one JSON object on stdout. In an install without the
-``[models]`` extra (torch) it prints one line naming the extra on stderr, which
-``verify`` reports as the reason the replay did not run."""
+jobs on stdin, prints one JSON object on stdout.
+
+The canonical extraction of a safetensors checkpoint needs no torch: the base
+install plus the ``[replay]`` extra (safetensors) replays it. A torch pickle
+(``.pt``, ``.bin``) or a ``models/`` checkpoint (a torch module) needs the
+``[models]`` extra: such a job's result names it. A module missing before any
+job runs is one line on stderr naming its extra, which ``verify`` reports as the
+reason the replay did not run."""
 
 from __future__ import annotations
 
@@ -12,15 +17,14 @@ import sys
 
 def main() -> int:
     try:
-        import torch  # noqa: F401 - every replayed extraction runs in torch
-
         from certify.checkpoints.replay import replay
     except ModuleNotFoundError as exc:
         from certify.core.extras import extra_for
-        if extra_for(exc) is None:
+        extra = extra_for(exc)
+        if extra is None:
             raise
-        print(f"the replay of extraction needs the [models] extra (no module {exc.name.split('.')[0]}): "
-              f"pip install 'certify-attention[models]'", file=sys.stderr)
+        print(f"the replay of extraction needs the [{extra}] extra (no module {exc.name.split('.')[0]}): "
+              f"pip install 'certify-attention[{extra}]'", file=sys.stderr)
         return 2
     jobs = json.loads(sys.stdin.read())
     print(json.dumps(replay(jobs)))

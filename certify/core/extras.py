@@ -4,7 +4,8 @@ The base install (``pip install certify-attention``) is what a reviewer needs:
 ``certify verify`` and ``certify report`` (numpy, python-flint, jsonschema,
 matplotlib). Everything that produces a certificate needs an extra (the table
 in ``pyproject.toml``): ``[solvers]`` (scipy, cvxpy, HiGHS, mpmath, ...),
-``[models]`` (torch, safetensors, and the solvers), ``[libraries]`` (the
+``[replay]`` (safetensors: ``verify --replay-extraction`` of a safetensors
+checkpoint, no torch), ``[models]`` (torch, ``[replay]`` and the solvers), ``[libraries]`` (the
 third-party attention libraries that check an extracted kernel), ``[service]``
 (``certify serve``), ``[ray]`` (a Ray cluster); ``[all]`` holds them all. A
 command that reaches a module of a missing extra ends with one line naming
@@ -17,7 +18,8 @@ from __future__ import annotations
 EXTRA_OF: dict[str, str] = {
     **dict.fromkeys(("scipy", "cvxpy", "clarabel", "scs", "highspy", "mpmath", "tqdm", "threadpoolctl"),
                     "solvers"),
-    **dict.fromkeys(("torch", "safetensors"), "models"),
+    "torch": "models",
+    "safetensors": "replay",
     **dict.fromkeys(("performer_pytorch", "linear_attention_transformer", "fla", "einops"), "libraries"),
     **dict.fromkeys(("fastapi", "uvicorn", "httptools", "uvloop", "sqlalchemy", "alembic", "jinja2",
                      "multipart", "python_multipart", "psycopg", "starlette"), "service"),

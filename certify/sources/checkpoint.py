@@ -77,12 +77,11 @@ def load_models_checkpoint(path: Path, tokens: str | None) -> Kernel:
 def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
     """Factor-form kernel of a module with ``feature_matrices`` (models/ heads,
     adapters). Tokens default to the model's lookup table or ``cube:m``."""
-    import torch
     if not hasattr(model, "feature_matrices"):
         raise InputError(f"{type(model).__name__} has no feature maps (not a kernel head)")
     if tokens is None:
         table = getattr(model, "tokens", None)
-        if isinstance(table, torch.Tensor):
+        if table is not None and hasattr(table, "detach"):          # a torch tensor (a models/ head's table)
             toks = table.detach().cpu().numpy().astype(np.uint8)
             token_set, m = "tokens", toks.shape[1]
         elif getattr(model, "m", None) is not None and int(model.m) <= 16:
@@ -102,6 +101,8 @@ def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
                       num_tokens=(1 << m) if toks is None else len(toks), m=m, tokens=toks, rank=int(model.rank),
                       feature_fn=fn, guarantee=str(guarantee) if guarantee is not None else None)
 
+    import torch
+
     def fn(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():
             # tokens may be a read-only view (a frozen family's array): torch needs its own copy
@@ -119,13 +120,21 @@ def read_state_dict(path: str | Path) -> dict[str, Any]:
     return read_weights(path).torch()
 
 
+def lazy_state_dict(path: str | Path) -> tuple[dict[str, Any], str]:
+    """``(name -> stored weight, half-precision dtypes stored or "")``: names and shapes
+    now, bytes when a value is read (:meth:`certify.sources.weights.WeightSet.lazy`; no torch
+    for safetensors)."""
+    sd = read_weights(path).lazy()
+    half = sorted({w.dtype for w in sd.values() if w.dtype in ("bfloat16", "float16")})
+    return sd, "+".join(half)
+
+
 def load_adapter_kernel(path: str | Path, spec_path: str | Path, *, tokens: str | None = None) -> Kernel:
     """Kernel of one head of a third-party checkpoint (factor form)."""
     from models.adapters import adapt, read_spec
-    from models.layouts.base import compute_dtype
 
     spec = read_spec(spec_path)
-    sd, stored = compute_dtype(read_state_dict(path))
+    sd, stored = lazy_state_dict(path)
     head = adapt(sd, spec)
     wf = weights_file(path)
     prov = Provenance(str(wf), sha256_file(wf), f"adapter:{spec.layout}", "float64",

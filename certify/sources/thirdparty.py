@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -54,16 +54,15 @@ class LoadedModel:
     config: dict[str, Any]
     config_path: Path | None
     detected: Any                           # models.layouts.Detected
-    tensors: dict[str, Any]                 # the state dict as read (half precision as float32)
+    tensors: Mapping[str, Any]              # the state dict as torch tensors (half precision as float32), read on lookup
     checks: dict[tuple[int, str], Any] = field(default_factory=dict)
-    hashes: dict[str, str] = field(default_factory=dict)     # file -> sha256, hashed once per load
+    hashes: dict[str, str] = field(default_factory=dict)   # path -> sha256, each file hashed once
 
     def sha256(self, f: str | Path) -> str:
-        """sha256 of one of the model's files, read once for all its heads."""
-        key = str(f)
-        if key not in self.hashes:
-            self.hashes[key] = sha256_file(f)
-        return self.hashes[key]
+        """The sha256 of a file of this model, computed once (not once per head)."""
+        if str(f) not in self.hashes:
+            self.hashes[str(f)] = sha256_file(f)
+        return self.hashes[str(f)]
 
     @property
     def inputs(self) -> dict[str, str]:
@@ -95,7 +94,7 @@ def load_model(path: str | Path, assume: Sequence[str] = ()) -> LoadedModel:
     ``assume``: the kernel arguments whose library default the user accepts
     (``--assume-default``, :func:`models.layouts.require_stated`)."""
     from models.layouts import detect
-    from models.layouts.base import compute_dtype
+    from models.optional_torch import TorchView
     p = Path(path)
     if p.name == "config.json":                  # the model's config stands for its folder
         p = p.parent
@@ -106,12 +105,14 @@ def load_model(path: str | Path, assume: Sequence[str] = ()) -> LoadedModel:
     ws = read_weights(p)
     source = weights_file(p)
     config, config_path = read_config(source)
-    sd = ws.torch()
+    sd = ws.lazy()               # names, dtypes and shapes; a tensor's bytes are read when its values are
     det = detect(sd, config, name=str(path), assume=assume)
     if ws.nesting:
         det.notes.append(f"a training checkpoint: the model's tensors are under {' -> '.join(ws.nesting)}"
                          + (f"; set aside: {', '.join(ws.ignored[:6])}" if ws.ignored else ""))
-    return LoadedModel(p, source, ws, config, config_path, det, compute_dtype(sd)[0])
+    model = LoadedModel(p, source, ws, config, config_path, det, TorchView(sd))
+    model.sha256(source)         # the file named, hashed before a tensor's bytes are read
+    return model
 
 
 # ---------------------------------------------------------------- tokens
@@ -182,11 +183,39 @@ def select_head(model: LoadedModel, layer: int | None, head: int | None):
     return L, head, h
 
 
+@dataclass(frozen=True)
+class CheckNotRun:
+    """A library check that could not run here (torch is not installed)."""
+
+    library: str
+    reason: str
+    seed: int = 0
+
+    def head(self, h: int) -> dict[str, Any]:
+        return {"library": self.library, "version": None, "method": "", "seed": self.seed, "status": "not run",
+                "reason": self.reason}
+
+    def agrees(self, h: int) -> bool | None:
+        return None
+
+
+#: why the library check does not run without torch
+NEEDS_LIBRARIES = ("needs the [libraries] extra (torch and the library): "
+                   "pip install 'certify-attention[libraries]'")
+
+
 def library_check(model: LoadedModel, L, ts: str, m: int | None, toks, *, seed: int = 0):
-    """The comparison of layer ``L`` with its library on token set ``ts`` (cached)."""
-    from models.layouts.reference import check_layer
+    """The comparison of layer ``L`` with its library on token set ``ts`` (cached);
+    without torch it is recorded as not run (the features need no torch)."""
     key = (L.index, ts)
     if key not in model.checks:
+        try:
+            from models.layouts.reference import check_layer
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] != "torch":
+                raise
+            model.checks[key] = CheckNotRun(model.detected.library, NEEDS_LIBRARIES, seed)
+            return model.checks[key]
         model.checks[key] = check_layer(model.detected, L, model.tensors, _pool(model, ts, m, toks, seed),
                                         seed=seed)
     return model.checks[key]

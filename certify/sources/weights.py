@@ -5,7 +5,8 @@ Every command that reads a model's weights (``rank``, ``extract``,
 jobs) calls :func:`read_weights`. It takes
 
 * a ``.safetensors`` file (parsed here with the standard library: its header
-  is checked before any data is touched, no torch needed);
+  is checked before any data is touched, no torch needed; a tensor's bytes
+  are read only when asked for);
 * a torch file (``.pt``, ``.pth``, ``.bin``, ``.ckpt``), read with
   ``torch.load(weights_only=True)``: pickled code never runs;
 * a folder: ``model.safetensors``, sharded safetensors
@@ -23,8 +24,10 @@ The result is a :class:`WeightSet`: name -> :class:`StoredTensor` (dtype name,
 shape, row-major little-endian bytes exactly as stored: bf16 stays bf16), the
 files read, the nesting keys walked and the entries ignored. A canonical hash
 of a model can be computed from it without torch (sorted names, dtypes,
-shapes, bytes); :meth:`WeightSet.torch` gives torch tensors in the stored
-dtype for extraction.
+shapes, bytes); :meth:`WeightSet.lazy` gives the tensors as
+:class:`models.canonical.stored.Weight` handles for layout detection and the
+canonical extraction (names and shapes first, bytes read on demand, no
+torch); :meth:`WeightSet.torch` gives torch tensors in the stored dtype.
 
 Bad files are one-line :class:`~certify.core.errors.InputError`\\ s (exit 2).
 """
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,15 +64,50 @@ MAX_HEADER = 100 << 20
 
 @dataclass(frozen=True)
 class StoredTensor:
-    """One tensor as stored: dtype name, shape, row-major little-endian bytes."""
+    """One tensor as stored: dtype name, shape, row-major little-endian bytes.
+
+    The bytes are held (``raw``: a torch file, read whole) or read from
+    ``file`` at ``offset`` when asked for (a safetensors file: only the
+    tensors a computation needs are read, see :meth:`read`)."""
 
     dtype: str
     shape: tuple[int, ...]
-    data: bytes
+    raw: bytes | None = None
+    file: Path | None = None
+    offset: int = 0
+    stamp: tuple[int, int] | None = None        # the file's (size, mtime_ns) when its header was read
 
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * ITEMSIZE[self.dtype]
+
+    @property
+    def data(self) -> bytes:
+        """Every byte of the tensor."""
+        return self.read(0, self.nbytes)
+
+    def read(self, lo: int, hi: int) -> bytes:
+        """The bytes ``[lo, hi)`` of the tensor (read from the file when not held)."""
+        if not 0 <= lo <= hi <= self.nbytes:
+            raise ValueError(f"bytes [{lo}, {hi}) of a {self.nbytes}-byte tensor")
+        if self.raw is not None:
+            return self.raw[lo:hi]
+        if self.file is None:
+            raise ValueError("a stored tensor without bytes or a file")
+        with open(self.file, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if self.stamp is not None and (st.st_size, st.st_mtime_ns) != self.stamp:
+                raise InputError(f"{self.file.name} changed while it was read (its size or time differs from "
+                                 f"when its header was read)")
+            fh.seek(self.offset + lo)
+            got = fh.read(hi - lo)
+        if len(got) != hi - lo:
+            raise InputError(f"{self.file.name} changed while it was read (a tensor's bytes are missing)")
+        return got
 
 
 @dataclass(frozen=True)
@@ -87,6 +126,13 @@ class WeightSet:
         for t in self.tensors.values():
             out[t.dtype] = out.get(t.dtype, 0) + 1
         return out
+
+    def lazy(self) -> dict[str, Any]:
+        """name -> :class:`models.canonical.stored.Weight`: names, dtypes and shapes
+        now, the bytes of a tensor (or of the rows of it that are sliced) only when
+        its values are asked for. No torch is needed."""
+        from models.canonical.stored import Weight
+        return {name: Weight(name, t.dtype, t.shape, t.read) for name, t in self.tensors.items()}
 
     def torch(self) -> dict[str, Any]:
         """name -> torch tensor in its stored dtype (CPU)."""
@@ -194,18 +240,42 @@ def safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
 
 
 def _read_safetensors(path: Path) -> dict[str, StoredTensor]:
+    """The file's tensors from its header alone: each reads its bytes when asked.
+    The format's own reader (the ``safetensors`` package, the ``[replay]`` extra)
+    must see the same names, dtypes and shapes (:func:`_same_as_safetensors`)."""
+    st = path.stat()
     meta, off = safetensors_header(path)
-    with open(path, "rb") as fh:
-        fh.seek(off)
-        data = fh.read()
+    _same_as_safetensors(path, meta)
     out = {}
     for name, info in meta.items():
         if name == "__metadata__":
             continue
-        a, b = info["data_offsets"]
+        a, _ = info["data_offsets"]
         out[name] = StoredTensor(SAFETENSORS_DTYPES[info["dtype"]], tuple(int(s) for s in info["shape"]),
-                                 bytes(data[a:b]))
+                                 file=path, offset=off + int(a), stamp=(st.st_size, st.st_mtime_ns))
     return out
+
+
+def _same_as_safetensors(path: Path, meta: Mapping[str, Any]) -> None:
+    """The names, dtypes and shapes of the header as the safetensors package reads
+    them (``safe_open(..., framework="numpy")``: the header only, no tensor is
+    converted) equal the ones parsed here; a file it refuses is refused."""
+    from safetensors import safe_open
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            got = {}
+            for name in f.keys():
+                sl = f.get_slice(name)
+                got[name] = (str(sl.get_dtype()), tuple(int(d) for d in sl.get_shape()))
+    except Exception as exc:   # safetensors raises its own error types for files it refuses
+        first = " ".join(str(exc).split())[:120] or type(exc).__name__
+        raise InputError(f"{path.name} is not a readable safetensors file (safetensors: {first})") from None
+    ours = {name: (str(info["dtype"]), tuple(int(d) for d in info["shape"]))
+            for name, info in meta.items() if name != "__metadata__"}
+    if got != ours:
+        diff = sorted(set(got) ^ set(ours)) or sorted(k for k in got if got[k] != ours.get(k))
+        raise InputError(f"{path.name}: the safetensors package reads another header than this reader "
+                         f"(tensor {diff[0]!r:.60} differs); not read")
 
 
 def _read_sharded(index: Path) -> WeightSet:
@@ -269,7 +339,7 @@ def _read_torch(path: Path) -> tuple[dict[str, StoredTensor], tuple[str, ...], t
             raise InputError(f"{path.name}: tensor {name!r:.60} has dtype {dtype}")
         flat = t.detach().contiguous().reshape(-1)
         data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-        out[name] = StoredTensor(dtype, tuple(int(s) for s in t.shape), data)
+        out[name] = StoredTensor(dtype, tuple(int(s) for s in t.shape), raw=data)
     return out, nesting, ignored
 
 

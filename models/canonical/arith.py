@@ -67,7 +67,10 @@ def decode(data: bytes | np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.n
 
 def f64(t) -> np.ndarray:
     """A torch tensor (float32/float64, read through ``.numpy()``, a view of its
-    bytes) or an array as ``float64`` (exact: every float32 is a float64)."""
+    bytes), a stored :class:`~models.canonical.stored.Weight` (decoded once from
+    its bytes) or an array as ``float64`` (exact: every float32 is a float64)."""
+    if hasattr(t, "numpy64"):
+        return t.numpy64()
     if hasattr(t, "detach"):
         t = t.detach()
         dt = str(t.dtype).removeprefix("torch.")

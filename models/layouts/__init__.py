@@ -6,7 +6,10 @@ fit two layouts with nothing to decide between them are an ``InputError``
 that lists the candidates and the config key that decides. Before that,
 wrapper entries are set aside (``proj_updater.instance.`` -- performer's
 second view of its own layers --, EMA copies, optimizer state: never
-layers), and half-precision weights are converted exactly to float32.
+layers). Detection reads names and shapes only: the tensors are stored
+weights (:class:`models.canonical.stored.Weight`, read and decoded exactly
+when a head's features need them) or torch tensors (half precision converted
+exactly to float32).
 
 The result is a :class:`~models.layouts.base.Detected`: layers, each head a
 kernel head or a :class:`~models.layouts.base.Refusal` with its reason.
@@ -20,14 +23,12 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable, Mapping
 
-import torch
-
 from certify.core.errors import InputError, UncertifiableError
 from models.layouts import fla, lucidrains, others, softmax
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, compute_dtype
 
 #: library -> detectors tried on the keys
-DETECTORS: Mapping[str, Callable[[Mapping[str, torch.Tensor], Mapping[str, Any]], Detected | None]] = {
+DETECTORS: Mapping[str, Callable[[Mapping[str, Any], Mapping[str, Any]], Detected | None]] = {
     "performer-pytorch": lucidrains.detect,
     "linear-attention-transformer": lucidrains.detect,
     "pytorch-fast-transformers": others.detect_fast_transformers,
@@ -49,7 +50,7 @@ FROM_CONFIG, FROM_DEFAULT = "config.json", "library default, assumed"
 ALL_DEFAULTS = "*"
 
 
-def drop_wrappers(sd: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], list[str]]:
+def drop_wrappers(sd: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """``(tensors, set-aside keys)``: keys with a wrapper component (:data:`WRAPPERS`)
     are set aside, unless nothing else is left."""
     keep = {k: v for k, v in sd.items() if not set(k.split(".")) & set(WRAPPERS)}
@@ -58,12 +59,12 @@ def drop_wrappers(sd: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tenso
     return keep, sorted(set(sd) - set(keep))
 
 
-def prepare(sd: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def prepare(sd: Mapping[str, Any]) -> dict[str, Any]:
     """The tensors detection reads: wrappers set aside, half precision as float32."""
     return compute_dtype(drop_wrappers(sd)[0])[0]
 
 
-def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], *, name: str = "checkpoint",
+def detect(sd: Mapping[str, Any], config: Mapping[str, Any], *, name: str = "checkpoint",
            assume: Iterable[str] = ()) -> Detected:
     """The layout of a state dict (see the module docstring); ``assume``: the
     kernel arguments whose library default the user accepts
@@ -76,8 +77,9 @@ def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], *, name: s
     require_stated(det, config, assume)
     det.stored_dtype = stored
     if stored:
-        det.notes.append(f"weights stored as {stored}, converted exactly to float32 (every {stored} value is "
-                         f"a float32); the features are computed in float32")
+        det.notes.append(f"weights stored as {stored}, decoded exactly from their bits (every {stored} value "
+                         f"is a float32 and a float64); the canonical features are float64 (the library "
+                         f"check runs the library in float32)")
     if dropped:
         roots = sorted({k.split(".")[0] if k.split(".")[0] in WRAPPERS else
                         next(c for c in k.split(".") if c in WRAPPERS) for k in dropped})
@@ -86,7 +88,7 @@ def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], *, name: s
     return det
 
 
-def _detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any], name: str) -> Detected:
+def _detect(sd: Mapping[str, Any], config: Mapping[str, Any], name: str) -> Detected:
     lib = config.get("library")
     mt = config.get("model_type")
     if lib is not None and lib not in LIBRARIES:
@@ -164,3 +166,7 @@ def require_stated(det: Detected, config: Mapping[str, Any], assume: Iterable[st
             + ("" if len(missing) == 1 else " (all at once: --assume-library-defaults)"))
     det.stated = {a: {"value": _value(config[a]), "from": FROM_CONFIG} for a in table if a in config}
     det.stated.update({a: {"value": _value(det.unstated[a]), "from": FROM_DEFAULT} for a in assume})
+    if det.embedding is not None and isinstance(config.get("embedding"), str):
+        # the wiring config.json states (fla's bare layer under a user's embedding): the
+        # tokens are that tensor's rows, a statement about the module the weights cannot show
+        det.stated["embedding"] = {"value": config["embedding"], "from": FROM_CONFIG}

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
-import torch
 
 from certify.core.errors import InputError
+from models.optional_torch import F, dtype_name, no_grad, torch, tt
 
 #: appended to every "cannot tell the layout" error
 SPEC_HINT = ("write an adapter spec (README, 'Supported layouts'): "
              "{\"layout\": \"generic\", \"query_weight\": ..., \"key_weight\": ..., \"heads\": H, "
              "\"feature_map\": \"elu1\"} and pass --spec SPEC")
 
-Phi = Callable[[torch.Tensor], torch.Tensor]          # (B, d) -> (B, r)
+Phi = Callable[[Any], Any]                            # torch (B, d) -> (B, r)
 CanonMap = Callable[[np.ndarray], np.ndarray]         # (B, d) -> (B, r), float64 (models.canonical)
 
 
@@ -56,7 +56,7 @@ class Step:
     fn: Phi
     canon: Callable[[np.ndarray], np.ndarray] | None = None     # the same step, canonically
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x):
         return self.fn(x)
 
 
@@ -76,10 +76,9 @@ class FeatureHead:
     ``guarantee``, ``describe``. No scalar readout: correctness on a family is out
     of reach for these heads (see :mod:`certify.checkpoints.heads`)."""
 
-    def __init__(self, *, m: int, Wq: torch.Tensor, Wk: torch.Tensor, phi_q: Phi, phi_k: Phi, rank: int,
-                 nonnegative: bool, feature_map: str, bq: torch.Tensor | None = None,
-                 bk: torch.Tensor | None = None, Wv: torch.Tensor | None = None,
-                 bv: torch.Tensor | None = None, steps: list[Step] | None = None, causal: bool = False,
+    def __init__(self, *, m: int, Wq: Any, Wk: Any, phi_q: Phi, phi_k: Phi, rank: int,
+                 nonnegative: bool, feature_map: str, bq: Any = None, bk: Any = None, Wv: Any = None,
+                 bv: Any = None, steps: list[Step] | None = None, causal: bool = False,
                  notes: str = "", details: Mapping[str, Any] | None = None, canon_q: CanonMap | None = None,
                  canon_k: CanonMap | None = None) -> None:
         self.m, self.rank = int(m), int(rank)
@@ -88,12 +87,17 @@ class FeatureHead:
         self.canon_q, self.canon_k = canon_q, canon_k
         self.steps = list(steps or [])
         self.pre = compose(self.steps)
-        self.dtype = Wq.dtype
         self.guarantee = "features_nonnegative" if nonnegative else "signed"
         self.feature_map, self.causal, self.notes = feature_map, causal, notes
         self.details = dict(details or {})
 
-    def _x(self, tokens) -> torch.Tensor:
+    @property
+    def dtype(self):
+        """The torch dtype the library computes this head in (float32 for half-precision weights)."""
+        return tt(self.Wq).dtype
+
+    def _x(self, tokens):
+        tokens = tt(tokens)                                                   # a stored embedding: its torch view
         t = tokens if isinstance(tokens, torch.Tensor) else torch.as_tensor(np.asarray(tokens))
         if t.ndim != 2 or t.shape[1] != self.m:
             raise InputError(f"tokens must be (K, {self.m}), got {tuple(t.shape)}")
@@ -102,11 +106,11 @@ class FeatureHead:
 
     @staticmethod
     def _lin(x, W, b):
-        u = x @ W.T.to(x.dtype)
-        return u + b.to(x.dtype) if b is not None else u
+        u = x @ tt(W).T.to(x.dtype)
+        return u + tt(b).to(x.dtype) if b is not None else u
 
-    @torch.no_grad()
-    def feature_matrices(self, tokens) -> tuple[torch.Tensor, torch.Tensor]:
+    @no_grad
+    def feature_matrices(self, tokens):
         x = self._x(tokens)                                                   # (K, m)
         q = self.phi_q(self._lin(x, self.Wq, self.bq))                        # (K, r)
         k = self.phi_k(self._lin(x, self.Wk, self.bk))
@@ -119,11 +123,7 @@ class FeatureHead:
         from models.canonical.arith import f64, linear, positive_zero
         if self.canon_q is None or self.canon_k is None or any(s.canon is None for s in self.steps):
             raise InputError(f"feature map {self.feature_map}: no canonical definition")
-        x = f64(tokens)
-        if x.ndim != 2 or x.shape[1] != self.m:
-            raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
-        for s in self.steps:
-            x = s.canon(x)
+        x = self._inputs(tokens, f64)
         if not hasattr(self, "_w64"):
             self._w64 = tuple(None if t is None else f64(t) for t in (self.Wq, self.bq, self.Wk, self.bk))
         wq, bq, wk, bk = self._w64
@@ -131,8 +131,28 @@ class FeatureHead:
         k = self.canon_k(linear(x, wk, bk))
         return positive_zero(q), positive_zero(k)
 
-    @torch.no_grad()
-    def values(self, tokens) -> torch.Tensor:
+    def _inputs(self, tokens, f64) -> np.ndarray:
+        """The tokens after the steps (K, d), float64. For the embedding (a stored
+        weight) they are computed once per path and kept with it: the heads of a
+        layer share their path, so its pre-norm runs once, not once per head."""
+        derived = getattr(tokens, "derived", None)
+        key = tuple(self.steps)
+        if derived is not None and key in derived:
+            return derived[key]
+        x = f64(tokens)
+        if x.ndim != 2 or x.shape[1] != self.m:
+            raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
+        for s in self.steps:
+            x = s.canon(x)
+        if derived is not None:
+            x.setflags(write=False)
+            derived[key] = x
+            if self.steps:
+                tokens.release()         # the raw rows are not read again on this path: not kept beside it
+        return x
+
+    @no_grad
+    def values(self, tokens):
         if self.Wv is None:
             raise InputError("this head's value weights are not known")
         return self._lin(self._x(tokens), self.Wv, self.bv)                   # (K, dv)
@@ -181,7 +201,7 @@ class Detected:
     layout: str
     layers: list[LayerPlan]
     m: int
-    embedding: torch.Tensor | None = None
+    embedding: Any = None                 # (V, m): a stored Weight or a torch tensor
     reason: str = ""                      # how the layout was recognised
     config: Mapping[str, Any] = field(default_factory=dict)
     prefix: str = ""
@@ -207,42 +227,55 @@ class Detected:
                 **({"stored_dtype": self.stored_dtype} if self.stored_dtype else {})}
 
 
-def rows_of_head(W: torch.Tensor, heads: int, head: int, what: str) -> torch.Tensor:
+def rows_of_head(W, heads: int, head: int, what: str):
+    """Rows ``head * d:(head + 1) * d`` of ``W`` (a stored weight reads only those)."""
     if W.shape[0] % heads:
         raise InputError(f"{what} has {W.shape[0]} rows, not a multiple of {heads} heads")
     d = W.shape[0] // heads
     return W[head * d:(head + 1) * d]
 
 
-def rms_norm(weight: torch.Tensor | None, eps: float) -> Phi:
+def rms_norm(weight, eps: float) -> Phi:
     """``x / sqrt(mean(x^2) + eps) * weight`` (the RMSNorm of fla and torch)."""
     def f(x):
         y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
-        return y * weight.to(x.dtype) if weight is not None else y
+        return y * tt(weight).to(x.dtype) if weight is not None else y
     return f
 
 
-def layer_norm(weight: torch.Tensor | None, bias: torch.Tensor | None, eps: float) -> Phi:
+def layer_norm(weight, bias, eps: float) -> Phi:
     """``torch.nn.LayerNorm`` with the stored affine parameters."""
-    from torch.nn import functional as F
-
     def f(x):
-        return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+        return F.layer_norm(x, (x.shape[-1],), tt(weight), tt(bias), eps)
     return f
 
 
-def compute_dtype(sd: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], str]:
-    """Half-precision weights (bf16, fp16) as float32, decoded exactly from their
-    bits (:func:`models.canonical.arith.decode`, no torch kernel; every bf16/fp16
-    value is a float32); ``(tensors, stored dtype or "")``."""
-    half = sorted({str(t.dtype).removeprefix("torch.") for t in sd.values()
-                   if t.dtype in (torch.bfloat16, torch.float16)})
+def compute_dtype(sd: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """Half-precision torch tensors (bf16, fp16) as float32, decoded exactly from
+    their bits (:func:`models.canonical.arith.decode`, no torch kernel; every
+    bf16/fp16 value is a float32); ``(tensors, stored dtype or "")``. Stored
+    weights (:class:`~models.canonical.stored.Weight`) stay as they are: each
+    is decoded when read (its torch view is float32 already)."""
+    half = sorted({dtype_name(t) for t in sd.values() if dtype_name(t) in ("bfloat16", "float16")})
     if not half:
         return dict(sd), ""
     from models.canonical.arith import f64
-    out = {k: (torch.from_numpy(f64(t).astype(np.float32)) if t.dtype in (torch.bfloat16, torch.float16) else t)
+    out = {k: (torch.from_numpy(f64(t).astype(np.float32))
+               if dtype_name(t) in ("bfloat16", "float16") and hasattr(t, "detach") else t)
            for k, t in sd.items()}
     return out, "+".join(half)
+
+
+def deferred(build: Callable[[], Callable]) -> Callable:
+    """A function built on its first call by ``build()`` (a canonical map or step
+    whose parameters are read then, not when the layout is detected)."""
+    made: list[Callable] = []
+
+    def f(x):
+        if not made:
+            made.append(build())
+        return made[0](x)
+    return f
 
 
 def natural(s: str):

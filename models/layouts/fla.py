@@ -46,9 +46,6 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-import torch
-from torch.nn import functional as F
-
 from certify.core.errors import InputError
 from models.canonical import maps as cm
 from models.canonical.arith import f64
@@ -59,11 +56,13 @@ from models.layouts.base import (
     LayerPlan,
     Refusal,
     Step,
+    deferred,
     natural,
     rms_norm,
     rows_of_head,
 )
 from models.layouts.defaults import KERNEL_ARGS, defaults
+from models.optional_torch import F, torch, tt
 
 #: fla model types (config.json "model_type") whose kernel is not a fixed function of (x, z)
 REFUSED_MODELS: Mapping[str, tuple[str, str]] = {
@@ -117,7 +116,7 @@ REBASED_ARGS = {"hidden_size", "l_max", "feature_dim", "num_key_value_heads", "n
                 "use_beta", "normalize", "causal", "eps", "mode", "layer_idx"}
 ATTN_ARGS = {"hidden_size", "num_heads", "num_kv_heads", "qkv_bias", "qk_norm", "window_size", "rope_theta",
              "max_position_embeddings", "layer_idx"}
-META = {"library", "class"}
+META = {"library", "class", "embedding"}
 CLASSES = ("LinearAttention", "BasedLinearAttention", "ReBasedLinearAttention", "Attention")
 PARAM_FREE = ("elu", "relu", "identity", "dpfp")
 LEARNED = {"hedgehog": {"layer.weight", "layer.bias"}, "t2r": {"layer.weight"},
@@ -160,11 +159,12 @@ def taylor_rank(d: int) -> int:
 def rebased(gamma, beta, normalize: bool, eps: float = 1e-5):
     def f(u):
         d = u.shape[-1]
+        g, b = tt(gamma), tt(beta)
         if normalize:
-            x = F.layer_norm(u, (d,), gamma, beta, eps)
+            x = F.layer_norm(u, (d,), g, b, eps)
         else:
-            x = u * gamma if gamma is not None else u
-            x = x + beta if beta is not None else x
+            x = u * g if g is not None else u
+            x = x + b if b is not None else x
         outer = x[..., :, None] * x[..., None, :]
         iu = torch.triu_indices(d, d, 1)
         return torch.cat([outer.diagonal(dim1=-2, dim2=-1) * d ** -0.5,
@@ -177,20 +177,21 @@ def _opt(t):
 
 
 def _learned_map(kind: str, sd, prefix: str):
-    """(phi, rank, nonnegative, canonical phi) of a learned fla feature-map module at ``prefix``."""
+    """(phi, rank, nonnegative, canonical phi) of a learned fla feature-map module at ``prefix``;
+    the map's parameters are read when it is first applied, not here."""
     if kind == "hedgehog":
         W, b = sd[prefix + "layer.weight"], sd[prefix + "layer.bias"]
-        return ((lambda u: torch.cat([2 * (u @ W.T + b), -2 * (u @ W.T + b)], -1).softmax(-1)), 2 * W.shape[0],
-                True, cm.hedgehog(f64(W), f64(b)))
+        return ((lambda u: torch.cat([2 * (u @ tt(W).T + tt(b)), -2 * (u @ tt(W).T + tt(b))], -1).softmax(-1)),
+                2 * W.shape[0], True, deferred(lambda: cm.hedgehog(f64(W), f64(b))))
     if kind == "t2r":
         W, b = sd[prefix + "layer.weight"], sd.get(prefix + "layer.bias")
-        return ((lambda u: (u @ W.T + (b if b is not None else 0)).relu()), W.shape[0], True,
-                cm.t2r(f64(W), _opt(b)))
+        return ((lambda u: (u @ tt(W).T + (tt(b) if b is not None else 0)).relu()), W.shape[0], True,
+                deferred(lambda: cm.t2r(f64(W), _opt(b))))
     if kind == "elementwise_product":
         W1, b1 = sd[prefix + "layer1.weight"], sd[prefix + "layer1.bias"]
         W2, b2 = sd[prefix + "layer2.weight"], sd[prefix + "layer2.bias"]
-        return ((lambda u: (u @ W1.T + b1) * (u @ W2.T + b2)), W1.shape[0], False,
-                cm.elementwise_product(f64(W1), f64(b1), f64(W2), f64(b2)))
+        return ((lambda u: (u @ tt(W1).T + tt(b1)) * (u @ tt(W2).T + tt(b2))), W1.shape[0], False,
+                deferred(lambda: cm.elementwise_product(f64(W1), f64(b1), f64(W2), f64(b2))))
     raise InputError(f"unknown fla feature map {kind!r}")
 
 
@@ -199,7 +200,7 @@ def _fixed_map(kind: str, d: int):
     if kind == "elu":
         return elu_p1, d, True, cm.elu_p1
     if kind == "relu":
-        return F.relu, d, True, cm.relu
+        return (lambda u: F.relu(u)), d, True, cm.relu
     if kind == "identity":
         return (lambda u: u), d, False, cm.identity
     if kind == "dpfp":
@@ -329,7 +330,7 @@ def rebased_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, given: set[str
     Hkv = int(cfg["num_key_value_heads"]) if "num_key_value_heads" in given else H
     normalize = bool(cfg.get("normalize", True))
     phi = rebased(gamma, beta, normalize)
-    canon = cm.rebased(_opt(gamma), _opt(beta), normalize)
+    canon = deferred(lambda: cm.rebased(_opt(gamma), _opt(beta), normalize))
     plan.library = {"build": "ReBasedLinearAttention", "feature_dim": fd, "num_heads": H,
                     "num_key_value_heads": Hkv, "use_gamma": gamma is not None, "use_beta": beta is not None,
                     "normalize": normalize, "causal": bool(cfg.get("causal", True))}
@@ -346,13 +347,13 @@ def rebased_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, given: set[str
 
 # ---------------------------------------------------------------- models (save_pretrained)
 
-def model_root(sd: Mapping[str, torch.Tensor]) -> str | None:
+def model_root(sd: Mapping[str, Any]) -> str | None:
     """The key prefix of an fla model's ``model.embeddings.weight``, if any."""
     roots = [k[:-len("model.embeddings.weight")] for k in sd if k.endswith("model.embeddings.weight")]
     return roots[0] if len(roots) == 1 and any(k.startswith(roots[0] + "model.layers.") for k in sd) else None
 
 
-def detect_model(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
+def detect_model(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected | None:
     """An fla model folder (``config.json`` with ``model_type``)."""
     mt = config.get("model_type")
     R = model_root(sd)
@@ -409,8 +410,9 @@ def detect_model(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
         steps = []
         if i == 0:
             w = sd.get(f"{R}model.layers.0.attn_norm.weight")
+            eps = float(cfg["norm_eps"])
             steps = [Step(f"RMSNorm {R}model.layers.0.attn_norm (eps {cfg['norm_eps']})",
-                          rms_norm(w, float(cfg["norm_eps"])), cm.rms_norm(_opt(w), float(cfg["norm_eps"])))]
+                          rms_norm(w, eps), deferred(lambda w=w, eps=eps: cm.rms_norm(_opt(w), eps)))]
         plan = linear_attention_heads(sd, p, lay, i, steps=steps, m=width, reads_tokens=i == 0)
         plan.library = {**plan.library, "model": True, "root": R, "fuse_norm": bool(cfg.get("fuse_norm", True)),
                         "attn_norm_eps": float(cfg["norm_eps"])}
@@ -420,7 +422,7 @@ def detect_model(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
 
 # ---------------------------------------------------------------- bare layers (any prefix)
 
-def layer_prefixes(sd: Mapping[str, torch.Tensor]) -> list[str]:
+def layer_prefixes(sd: Mapping[str, Any]) -> list[str]:
     ps = [k[:-len("q_proj.weight")] for k in sd if k.endswith("q_proj.weight")
           and (k == "q_proj.weight" or k[-len("q_proj.weight") - 1] == ".")]
     return sorted((p for p in ps if p + "k_proj.weight" in sd), key=natural)
@@ -508,7 +510,7 @@ def classify(sd, p: str, config: Mapping[str, Any]) -> tuple[str | None, list[st
     return (cands[0] if len(cands) == 1 else None), cands
 
 
-def detect_layer(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
+def detect_layer(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected | None:
     """Bare fla layers (keys ``q_proj``, ``k_proj``, ``v_proj``, ``o_proj``) at any prefix."""
     ps = [p for p in layer_prefixes(sd)]
     if not ps:
@@ -556,10 +558,33 @@ def detect_layer(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> D
                    config=dict(config), prefix=ps[0] if len(ps) == 1 else "", defaults=defaults_used,
                    container="fla " + ", ".join(dict.fromkeys(kinds)), unstated=unstated,
                    kernel_args=("fla", next((k for k in kinds if k in CLASSES[:3]), kinds[0])))
-    if len(ps) > 1 or ps[0]:
+    if "embedding" in config:
+        _embedding(sd, config["embedding"], det, ps)
+    elif len(ps) > 1 or ps[0]:
         det.notes.append("layers found under key prefixes " + ", ".join(repr(p) for p in ps)
                          + ": each is read on its own inputs (the module around it is not read)")
     return det
+
+
+def _embedding(sd: Mapping[str, Any], key: Any, det: Detected, ps: list[str]) -> None:
+    """config.json ``"embedding": KEY``: the user's module feeds the rows of the 2-D tensor
+    ``KEY`` (an ``nn.Embedding``'s weight) straight into the one fla layer, which then reads
+    the vocabulary. Stated, never guessed from names: the module's forward is not read."""
+    if not isinstance(key, str) or key not in sd:
+        raise InputError(f"config.json embedding {str(key)[:80]!r} is not a tensor of the checkpoint")
+    if len(ps) != 1:
+        raise InputError(f"config.json embedding: it feeds one fla layer, the checkpoint has {len(ps)} "
+                         f"({', '.join(repr(p) for p in ps)})")
+    emb = sd[key]
+    shape = tuple(int(n) for n in emb.shape)
+    if len(shape) != 2 or shape[1] != det.m:
+        raise InputError(f"config.json embedding {key!r} has shape {shape}: an embedding feeding the layer "
+                         f"is (vocabulary, {det.m})")
+    det.embedding = emb
+    det.layers[0].reads_tokens = True
+    det.layers[0].library = {**det.layers[0].library, "embedded": True}
+    det.notes.append(f"the layer at {ps[0] or 'the root'!r} reads the rows of {key} (config.json embedding): "
+                     f"the module around them is not read")
 
 
 def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict, unstated: dict) -> LayerPlan:

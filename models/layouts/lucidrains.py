@@ -46,9 +46,6 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-import torch
-from torch.nn import functional as F
-
 from certify.core.errors import InputError
 from models.canonical import maps as cm
 from models.canonical.arith import f64
@@ -59,11 +56,13 @@ from models.layouts.base import (
     LayerPlan,
     Refusal,
     Step,
+    deferred,
     layer_norm,
     natural,
     rows_of_head,
 )
 from models.layouts.defaults import KERNEL_ARGS, defaults
+from models.optional_torch import F, torch, tt
 
 PERFORMER, LAT = "performer-pytorch", "linear-attention-transformer"
 LM_CONFIG = {"num_tokens", "max_seq_len", "depth", "rotary_position_emb", "axial_position_emb",
@@ -78,9 +77,10 @@ PERFORMER_CONFIG = LM_CONFIG | {"library", "class", "dim", "heads", "dim_head", 
                                 "feature_redraw_interval", "local_window_size", "dropout", "attn_out_bias"}
 LAT_CONFIG = LM_CONFIG | {"library", "class", "dim", "heads", "dim_head", "causal", "n_local_attn_heads",
                           "receives_context", "blindspot_size", "local_attn_window_size", "dropout", "attn_dropout"}
-#: performer kernel_fn names -> (torch function, nonnegative)
-KERNEL_FNS = {"relu": (F.relu, True), "softplus": (F.softplus, True), "sigmoid": (torch.sigmoid, True),
-              "gelu": (F.gelu, False), "elu": (F.elu, False), "tanh": (torch.tanh, False),
+#: performer kernel_fn names -> (torch function, nonnegative); torch is looked up when one is called
+KERNEL_FNS = {"relu": (lambda u: F.relu(u), True), "softplus": (lambda u: F.softplus(u), True),
+              "sigmoid": (lambda u: torch.sigmoid(u), True), "gelu": (lambda u: F.gelu(u), False),
+              "elu": (lambda u: F.elu(u), False), "tanh": (lambda u: torch.tanh(u), False),
               "identity": (lambda u: u, False)}
 KERNEL_EPSILON = 0.001
 #: the constructor arguments that change the kernel and that the keys do not show
@@ -98,7 +98,7 @@ CONTAINERS = (
 )
 
 
-def prefixes(sd: Mapping[str, torch.Tensor]) -> list[str]:
+def prefixes(sd: Mapping[str, Any]) -> list[str]:
     """Prefixes ``p`` with ``p + to_q/to_k/to_v.weight``."""
     ps = [k[:-len("to_q.weight")] for k in sd if k.endswith("to_q.weight")
           and (k == "to_q.weight" or k[-len("to_q.weight") - 1] == ".")]
@@ -118,7 +118,7 @@ def _check_keys(config: Mapping[str, Any], allowed: set[str], lib: str) -> None:
         raise InputError(f"config for {lib} has unknown keys {sorted(extra)} (known: {sorted(allowed)})")
 
 
-def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
+def detect(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected | None:
     ps = prefixes(sd)
     if not ps:
         return None
@@ -194,7 +194,7 @@ def _pre_norm(sd, block: str, cfg: Mapping[str, Any], config: Mapping[str, Any],
     if block + "norm.weight" in sd:
         w, b = sd[block + "norm.weight"], sd.get(block + "norm.bias")
         return [Step(f"LayerNorm {block}norm (eps 1e-05)", layer_norm(w, b, 1e-5),
-                     cm.layer_norm(f64(w), None if b is None else f64(b), 1e-5))], "layernorm"
+                     deferred(lambda: cm.layer_norm(f64(w), None if b is None else f64(b), 1e-5)))], "layernorm"
     g = sd.get(block + "g")
     if g is None:
         return [], "none"
@@ -213,8 +213,9 @@ def _pre_norm(sd, block: str, cfg: Mapping[str, Any], config: Mapping[str, Any],
         return [], "rezero"
 
     def scale_norm(x, g=g):
-        return x / torch.norm(x, dim=-1, keepdim=True).clamp(min=1e-5) * g.to(x.dtype)
-    return [Step(f"ScaleNorm {block}g: x / max(|x|, 1e-5) * g", scale_norm, cm.scale_norm(f64(g)))], "scalenorm"
+        return x / torch.norm(x, dim=-1, keepdim=True).clamp(min=1e-5) * tt(g).to(x.dtype)
+    return [Step(f"ScaleNorm {block}g: x / max(|x|, 1e-5) * g", scale_norm,
+                 deferred(lambda: cm.scale_norm(f64(g))))], "scalenorm"
 
 
 # ---------------------------------------------------------------- build
@@ -276,8 +277,9 @@ def _build(sd, config, ps, library) -> Detected:
         if lm_root + "transformer.project_in.weight" in sd:
             W, b = sd[lm_root + "transformer.project_in.weight"], sd.get(lm_root + "transformer.project_in.bias")
             steps.append(Step(f"Linear {lm_root}transformer.project_in",
-                              lambda x, W=W, b=b: F.linear(x, W.to(x.dtype), None if b is None else b.to(x.dtype)),
-                              cm.affine(f64(W), None if b is None else f64(b))))
+                              lambda x, W=W, b=b: F.linear(x, tt(W).to(x.dtype),
+                                                           None if b is None else tt(b).to(x.dtype)),
+                              deferred(lambda: cm.affine(f64(W), None if b is None else f64(b)))))
         det.reason = f"{cfg_cls} language model (token_emb.weight, {layers_found[0][1]}...)"
     if root:
         det.notes.append(f"the library's {cfg_cls} sits under the key prefix {det.prefix!r}: its input is "
@@ -357,7 +359,7 @@ def _performer_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]
     bq, bk, bv = sd.get(p + "to_q.bias"), sd.get(p + "to_k.bias"), sd.get(p + "to_v.bias")
     if cfg.get("no_projection"):
         phi_q = lambda u: u.softmax(dim=-1)             # noqa: E731
-        phi_k, r, fmap, nonneg = torch.exp, d, "performer-no-projection-causal", True
+        phi_k, r, fmap, nonneg = (lambda u: torch.exp(u)), d, "performer-no-projection-causal", True
         canon_q, canon_k = cm.softmax, cm.cr_exp
         note = "no_projection, causal: phiQ = softmax(q) over features, phiK = exp(k)"
     else:
@@ -368,9 +370,9 @@ def _performer_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]
         norm = d ** -0.25
 
         def phi_q(u, fn=fn, P=P, norm=norm):
-            return fn((norm * u) @ P.T.to(u.dtype)) + KERNEL_EPSILON
+            return fn((norm * u) @ tt(P).T.to(u.dtype)) + KERNEL_EPSILON
         phi_k, r, fmap = phi_q, int(P.shape[0]), f"performer-generalized-{name}"
-        canon_q = canon_k = cm.performer(name, f64(P), d, KERNEL_EPSILON)
+        canon_q = canon_k = deferred(lambda: cm.performer(name, f64(P), d, KERNEL_EPSILON))
         note = f"phi(u) = {name}(d^-1/4 u P^T) + 0.001 (the stored projection P)"
         plan.library = {**plan.library, "kernel_fn": name}
     for h in range(heads):
@@ -380,10 +382,10 @@ def _performer_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]
             continue
         plan.heads.append(FeatureHead(
             m=plan.m, Wq=rows_of_head(Wq, heads, h, "to_q"), Wk=rows_of_head(Wk, heads, h, "to_k"),
-            bq=None if bq is None else rows_of_head(bq[:, None], heads, h, "to_q.bias")[:, 0],
-            bk=None if bk is None else rows_of_head(bk[:, None], heads, h, "to_k.bias")[:, 0],
+            bq=None if bq is None else rows_of_head(bq, heads, h, "to_q.bias"),
+            bk=None if bk is None else rows_of_head(bk, heads, h, "to_k.bias"),
             Wv=rows_of_head(Wv, heads, h, "to_v"),
-            bv=None if bv is None else rows_of_head(bv[:, None], heads, h, "to_v.bias")[:, 0],
+            bv=None if bv is None else rows_of_head(bv, heads, h, "to_v.bias"),
             phi_q=phi_q, phi_k=phi_k, rank=r, nonnegative=nonneg, feature_map=fmap, steps=steps,
             canon_q=canon_q, canon_k=canon_k, causal=causal, notes=note + ("; causal: denominator + 1e-6 sum(phiQ)" if causal else ""),
             details={"head": h}))
@@ -430,7 +432,8 @@ def _lat_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]) -> N
             continue
         plan.heads.append(FeatureHead(
             m=plan.m, Wq=rows_of_head(Wq, heads, h, "to_q"), Wk=rows_of_head(Wk, heads, h, "to_k"),
-            Wv=rows_of_head(Wv, heads, h, "to_v"), phi_q=phi_q, phi_k=torch.exp, rank=d, nonnegative=True,
+            Wv=rows_of_head(Wv, heads, h, "to_v"), phi_q=phi_q, phi_k=lambda u: torch.exp(u), rank=d,
+            nonnegative=True,
             canon_q=cm.scaled_softmax(cm.inv_sqrt(d)), canon_k=cm.cr_exp,
             feature_map="lat-softmax-q-exp-k", steps=steps, causal=True,
             notes="causal: phiQ = softmax(q) d^-1/2, phiK = exp(k); denominator clamped at 1e-3",

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-import torch
-
 from certify.core.errors import InputError
 from models.canonical import maps as cm
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, natural, rows_of_head
@@ -40,7 +38,7 @@ def _prefixes(sd, key: str) -> list[str]:
                   key=natural)
 
 
-def detect_zoology(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
+def detect_zoology(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected | None:
     prefixes = [p for p in _prefixes(sd, "proj_q.weight") if p + "proj_k.weight" in sd]
     if not prefixes:
         return None
@@ -68,7 +66,7 @@ def detect_zoology(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) ->
     return det
 
 
-def detect_fast_transformers(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
+def detect_fast_transformers(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected | None:
     prefixes = [p for p in _prefixes(sd, "query_projection.weight") if p + "key_projection.weight" in sd]
     if not prefixes:
         return None

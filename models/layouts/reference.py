@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping
 import torch
 
 from models.layouts.base import Detected, FeatureHead, LayerPlan
+from models.optional_torch import tt
 
 #: largest scaled error (see the module docstring) at which a head agrees with its library
 TOLERANCE = 1e-4
@@ -127,6 +128,8 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
     n = min(MAX_SEQS, max(1, -(-len(pool) // SEQ_LEN)))
     idx = torch.cat([torch.randperm(len(pool), generator=gen) for _ in range(-(-n * SEQ_LEN // len(pool)))])
     inputs = pool[idx[:n * SEQ_LEN]].reshape(n, SEQ_LEN, *pool.shape[1:])           # (B, N[, m])
+    if layer.library.get("embedded") and not inputs.is_floating_point():
+        inputs = tt(det.embedding)[inputs]         # a bare layer under a stated embedding reads its rows
     dv = {i: int(h.Wv.shape[0]) for i, h in heads.items()}
     H = len(layer.heads)
     width = max(dv.values())
@@ -140,7 +143,7 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
     except Exception as exc:             # the library's own code: any failure is reported, not hidden
         check.reason = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
         return check
-    rows = inputs if inputs.is_floating_point() else det.embedding[inputs]
+    rows = inputs if inputs.is_floating_point() else tt(det.embedding)[inputs]
     flat = rows.reshape(-1, rows.shape[-1])
     for i, h in heads.items():
         cq, ck = h.canonical_features(flat.numpy())                               # the certified features
@@ -303,7 +306,7 @@ def _embed(det: Detected, info) -> Callable | None:
     or the layer would be refused): embedding rows, then ``project_in``."""
     if info.get("lm_root") is None:
         return None
-    E = det.embedding
+    E = tt(det.embedding)
     return lambda ids: E[ids]
 
 

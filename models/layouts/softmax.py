@@ -23,8 +23,6 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-import torch
-
 from models.layouts.base import Detected, LayerPlan, Refusal, natural
 
 #: Hugging Face model types of softmax transformers (config.json "model_type")
@@ -47,7 +45,7 @@ REASON = ("attention normalizes exp(q.k) over the sequence (softmax): exp of a b
           "finite feature map, so softmax attention is not a finite-rank kernel alpha(x, z) = <phi(x), phi(z)>")
 
 
-def _layer_prefixes(sd: Mapping[str, torch.Tensor]) -> tuple[list[str], str]:
+def _layer_prefixes(sd: Mapping[str, Any]) -> tuple[list[str], str]:
     for pat, what in SOFTMAX_KEYS:
         ps = sorted({k[:pat.search(k).start() + (1 if pat.search(k).group(1) else 0)]
                      for k in sd if pat.search(k)}, key=natural)
@@ -61,7 +59,7 @@ def _layer_prefixes(sd: Mapping[str, torch.Tensor]) -> tuple[list[str], str]:
     return [], ""
 
 
-def detect(sd: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> Detected | None:
+def detect(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected | None:
     mt = config.get("model_type")
     ps, what = _layer_prefixes(sd)
     if mt in SOFTMAX_MODEL_TYPES:

@@ -34,51 +34,42 @@ from certify.checkers.kernel.matrices import fmpz_matrix
 
 _QB = 62
 
-
 def primes_lower() -> Fraction:
     """At least this many primes in ``[2^61, 2^62)``: ``pi(2^62) - pi(2^61) >
     2^62 / ln(2^62) - 1.25506 2^61 / ln(2^61)``, with ``0.693147 < ln 2 < 0.693148``."""
     return (Fraction(1 << _QB) / (_QB * Fraction(693148, 10 ** 6))
             - Fraction(125506, 10 ** 5) * (1 << (_QB - 1)) / ((_QB - 1) * Fraction(693147, 10 ** 6)))
 
-
 def error(s: int, t: int, m: int, L: int, LD: int) -> Fraction:
     """``2^-(s t) + e^m`` (module docstring)."""
     e = Fraction(L // (_QB - 1)) / (primes_lower() - LD // (_QB - 1))
     return Fraction(1, 1 << (s * t)) + e ** m
 
+def _digits(M: np.ndarray, b: int) -> list[tuple[np.ndarray, int]]:
+    """``[(D_t, b t)]``: float64 digits ``0 <= D_t < 2^b``, ``M = sum_t D_t 2^(b t)`` (int64 ``M >= 0``)."""
+    out, s = [], 0
+    while True:
+        out.append(((M % (1 << b)).astype(np.float64), s))
+        M, s = M // (1 << b), s + b
+        if not M.any():
+            return out
 
 def product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     """``A X`` over Z (Python ints) for int64 ``A`` and nonnegative int64 ``X``:
     both split into digits small enough that each float64 product is exact
     (``k 2^a 2^b <= 2^52`` for inner dimension ``k``)."""
-    k = A.shape[1]
-    room = 52 - max(k, 1).bit_length()
+    room = 52 - max(A.shape[1], 1).bit_length()                         # k 2^room <= 2^52
     abits = int(np.abs(A).max(initial=0)).bit_length()
     xbits = int(X.max(initial=0)).bit_length()
     if abits + xbits <= room:                                            # one exact product
         return (A.astype(np.float64) @ X.astype(np.float64)).astype(np.int64).astype(object)
     b = min(xbits, max(room - abits, room // 2))
-    a = room - b
-    xs, x, sx = [], X.copy(), 0
-    while True:
-        xs.append(((x % (1 << b)).astype(np.float64), sx))
-        x = x // (1 << b)
-        sx += b
-        if not x.any():
-            break
+    xs, sign = _digits(X, b), np.where(A < 0, -1.0, 1.0)
     out = np.zeros((A.shape[0], X.shape[1]), dtype=object)
-    sign = np.where(A < 0, -1, 1)
-    mag, sa = np.abs(A), 0
-    while True:
-        Pa = ((mag % (1 << a)) * sign).astype(np.float64)
+    for Pa, sa in _digits(np.abs(A), room - b):
         for Px, sb in xs:
-            out += (Pa @ Px).astype(np.int64).astype(object) * (1 << (sa + sb))
-        mag = mag // (1 << a)
-        sa += a
-        if not mag.any():
-            return out
-
+            out += ((Pa * sign) @ Px).astype(np.int64).astype(object) * (1 << (sa + sb))
+    return out
 
 def test(A: np.ndarray, R: list[int], C: list[int], X: np.ndarray, qs: list[int]) -> bool:
     """Whether ``A[:, C] W = A X (mod q)`` with ``W = M^-1 (A X)[R] mod q`` for each
@@ -86,14 +77,13 @@ def test(A: np.ndarray, R: list[int], C: list[int], X: np.ndarray, qs: list[int]
     False proves ``rank A > len(C)`` exactly (a nonzero residue of the Schur
     complement)."""
     import flint
-    r, t = len(C), X.shape[1]
     MZ = fmpz_matrix(A[np.ix_(R, C)].tolist())
     Y = product(A, X)                                                    # (n1, t) over Z
     AC = np.ascontiguousarray(A[:, C])
     for q in qs:
         Yq = flint.nmod_mat([[int(v) % q for v in row] for row in Y[R].tolist()], q)
         W = flint.nmod_mat(MZ, q).solve(Yq)                             # M W = Y[R] mod q
-        Wi = np.array([[int(W[i, j]) for j in range(t)] for i in range(r)], dtype=np.int64)
+        Wi = np.array([[int(v) for v in row] for row in W.tolist()], dtype=np.int64)
         if any(int(v) % q for v in (product(AC, Wi) - Y).ravel().tolist()):
             return False
     return True

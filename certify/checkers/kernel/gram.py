@@ -9,7 +9,7 @@ is how the checker recomputes a kernel's Grams from replayed features that are t
 How, exactly: (1) every entry is ``M 2^E`` with an integer ``|M| < 2^53`` (``frexp``, exact), so ``X = N
 2^e0`` (``e0`` the least ``E`` of a nonzero entry) with integers ``N = M 2^(E - e0)``; (2) ``|N|`` is split
 into limbs of :data:`LIMB` bits, ``N = S sum_t L_t 2^(LIMB t)`` with ``0 <= L_t < 2^LIMB`` and ``S`` the
-signs (int64 shifts and masks, exact); (3) ``N^T N = sum_{s,t} 2^(LIMB (s+t)) (S L_s)^T (S L_t)``, each
+signs (uint64 shifts and masks, exact); (3) ``N^T N = sum_{s,t} 2^(LIMB (s+t)) (S L_s)^T (S L_t)``, each
 block product over :data:`BLOCK` rows in float64 by numpy's ``@`` (the limbs stacked side by side: one
 product per block): every term is an integer below ``2^(2 LIMB)`` and every partial sum, in whatever order
 the BLAS adds (with or without FMA), an integer below ``BLOCK 2^(2 LIMB) <= 2^52``, so each is exact, on
@@ -29,37 +29,26 @@ if BLOCK * (1 << (2 * LIMB)) > 1 << 52:
 class GramError(ValueError):
     """The features are not a finite 2-d float array."""
 
-def dyadic_parts(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(M, E)`` int64 arrays with ``X = M 2^E`` exactly, ``|M| < 2^53`` (zeros: ``M = 0``)."""
-    if X.ndim != 2 or X.dtype.kind != "f":
-        raise GramError(f"expected a 2-d float array, got {X.dtype} of shape {X.shape}")
-    x = X.astype(np.float64)
-    if not np.all(np.isfinite(x)):
-        raise GramError("the features have NaN or Inf entries")
-    m, e = np.frexp(x)                                   # x = m 2^e, 0.5 <= |m| < 1 (exact)
-    M = np.ldexp(m, 53).astype(np.int64)                 # exact: m has at most 53 significant bits
-    return M, e.astype(np.int64) - 53
-
 def limbs(X: np.ndarray) -> tuple[list[np.ndarray], int]:
     """``([S L_0, S L_1, ...], e0)``: float64 arrays of signed limbs with ``X = sum_t (S L_t) 2^(LIMB t +
-    e0)`` exactly (module docstring)."""
-    M, E = dyadic_parts(X)
-    nz = M != 0
+    e0)`` exactly (module docstring): with ``X = M 2^E`` (``|M| < 2^53`` integers), ``L_t`` holds the bits
+    ``LIMB t - (E - e0) .. + LIMB - 1`` of ``|M|`` (none below bit 0): unsigned shifts, exact modulo 2^64."""
+    if X.ndim != 2 or X.dtype.kind != "f":
+        raise GramError(f"expected a 2-d float array, got {X.dtype} of shape {X.shape}")
+    m, E = np.frexp(X.astype(np.float64))                # X = m 2^E, 0.5 <= |m| < 1 (exact)
+    if not np.all(np.isfinite(m)):
+        raise GramError("the features have NaN or Inf entries")
+    nz = m != 0
     if not nz.any():
         return [], 0
+    E = E.astype(np.int64) - 53
     e0 = int(E[nz].min())
-    shift = np.where(nz, E - e0, 0)                      # bit position of M's lowest bit in N
-    A = np.abs(M)
-    top = int((shift + 53).max())
+    shift, A = np.where(nz, E - e0, 0), np.ldexp(np.abs(m), 53).astype(np.uint64)     # |M| = |m| 2^53
     out = []
-    mask = np.int64((1 << LIMB) - 1)
-    sign = np.sign(M).astype(np.float64)
-    for t in range(-(-top // LIMB)):
-        lo = LIMB * t - shift                            # limb t holds bits lo .. lo+LIMB-1 of A
-        k = np.clip(-lo, 0, LIMB)                        # lo < 0: the limb is (A << -lo) & mask
-        below = (A & ((np.int64(1) << (LIMB - k)) - 1)) << k
-        part = np.where(lo >= 0, (A >> np.clip(lo, 0, 63)) & mask, np.where(k < LIMB, below, 0))
-        out.append(part.astype(np.float64) * sign)
+    for t in range(-(-int((shift + 53).max()) // LIMB)):
+        lo = LIMB * t - shift                            # limb t holds bits lo .. lo + LIMB - 1 of |M|
+        part = (A >> np.clip(lo, 0, 63).astype(np.uint64)) << np.clip(-lo, 0, LIMB).astype(np.uint64)
+        out.append((part & ((1 << LIMB) - 1)).astype(np.float64) * np.sign(m))
     return out, e0
 
 def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
@@ -69,23 +58,17 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
     r = X.shape[1]
     if not L:
         return [[0] * r for _ in range(r)], 0
-    T = len(L)
-    A = np.concatenate(L, axis=1)                        # (K, T r), exact small integers
+    T, A = len(L), np.concatenate(L, axis=1)             # (K, T r), exact small integers
     if -(-A.shape[0] // BLOCK) > 1 << 10:
         raise GramError(f"{A.shape[0]} rows: more than int64 accumulation of exact blocks allows")
     acc = np.zeros((T * r, T * r), dtype=np.int64)
-    for a in range(0, A.shape[0], BLOCK):
-        blk = A[a:a + BLOCK]
-        acc += (blk.T @ blk).astype(np.int64)            # exact integers < 2^52; <= 2^10 blocks < 2^62
+    for a in range(0, A.shape[0], BLOCK):                # exact integers < 2^52; <= 2^10 blocks < 2^62
+        acc += (A[a:a + BLOCK].T @ A[a:a + BLOCK]).astype(np.int64)
     big = acc.astype(object)                             # Python ints: the weighted sum is exact
     G = sum((big[s * r:(s + 1) * r, t * r:(t + 1) * r] * (1 << (LIMB * (s + t)))
              for s in range(T) for t in range(T)), np.zeros((r, r), dtype=object))
     return _normalize(G.tolist(), 2 * e0)
 
 def _normalize(G: list[list[int]], e: int) -> tuple[list[list[int]], int]:
-    g = 0
-    for row in G:
-        for v in row:
-            g |= abs(v)
-    k = (g & -g).bit_length() - 1                        # the common power of two
-    return ([[v >> k for v in row] for row in G], e + k) if g else ([[0] * len(row) for row in G], 0)
+    k = min(((abs(v) & -abs(v)).bit_length() - 1 for row in G for v in row if v), default=None)  # common 2^k
+    return ([[v >> k for v in row] for row in G], e + k) if k is not None else ([[0] * len(r) for r in G], 0)

@@ -69,6 +69,7 @@ matrix ``M``, entry by entry. Binary64, round to nearest, unit roundoff ``u = 2^
 * Any non-finite value makes the test fail (``None``).
 The dominance test then uses ``|B_ii| >= |M_ii| - R_ii`` and ``|B_ij| <= |M_ij| + R_ij`` with the weights
 ``w_i = |M_ii|^-1/2``, all rounded the safe way; the enclosures' last steps are exact Fractions.
+
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
+
+from certify.checkers.kernel.attention import kernel_value
 
 U = Fraction(1, 1 << 53)
 TINY = 2.0 ** -1000
@@ -85,17 +88,13 @@ MAX_N = 1 << 20
 def _up(x: np.ndarray) -> np.ndarray:
     return np.nextafter(x, np.inf)
 
-def _ceil(q: Fraction) -> float:
-    """The least float >= q (q in the normal range)."""
-    f = float(q)
-    return f if Fraction(f) >= q else float(np.nextafter(f, np.inf))
-
 def _constants(n: int) -> tuple[float, float]:
-    """Floats ``>= gamma_n / (1 - gamma_n)`` and ``>= 1 / (1 - gamma_n)``."""
+    """The least floats ``>= gamma_n / (1 - gamma_n)`` and ``>= 1 / (1 - gamma_n)``."""
     if not 1 <= n <= MAX_N:
         raise ValueError(f"dimension {n} outside the bounds' range")
     g = n * U / (1 - n * U)
-    return _ceil(g / (1 - g)), _ceil(1 / (1 - g))
+    ceil = lambda q: float(q) if Fraction(float(q)) >= q else float(np.nextafter(float(q), np.inf))
+    return ceil(g / (1 - g)), ceil(1 / (1 - g))
 
 def _flush(M: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """No subnormal operand: tiny midpoints become 0 (their size moves into the radius)."""
@@ -104,20 +103,16 @@ def _flush(M: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _upper_product(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """An entrywise upper bound of the exact ``P Q`` for nonnegative float ``P, Q``."""
-    _, h = _constants(P.shape[1])
-    return _up(_up(P @ Q + TINY) * h)
+    return _up(_up(P @ Q + TINY) * _constants(P.shape[1])[1])
 
 def _mul(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(A, RA) (B, RB)``: the midpoint ``fl(A B)`` and a rigorous radius."""
     (A, RA), (B, RB) = a, b
-    g, _ = _constants(A.shape[1])
-    C = A @ B
     absA, absB = np.abs(A), np.abs(B)
-    R = _up(g * _upper_product(absA, absB))
+    R = _up(_constants(A.shape[1])[0] * _upper_product(absA, absB))
     R = _up(R + _upper_product(RA, _up(absB + RB)))
     R = _up(R + _upper_product(absA, RB))
-    R = _up(R + TINY)
-    return _flush(C, R)
+    return _flush(A @ B, _up(R + TINY))
 
 def _exact(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A float matrix taken as exact (radius: only what flushing adds)."""
@@ -128,9 +123,58 @@ def product_enclosure(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndar
     as exact (the product bound of the module docstring)."""
     return _mul(_exact(P), _exact(np.ascontiguousarray(Q.T)))
 
-def _dominant_signs(B: np.ndarray, R: np.ndarray) -> tuple[int, int] | None:
-    """``(n_+, n_-)`` of the exact symmetric matrix within ``R`` of ``B`` when a weighted diagonal dominance
-    proves them; else None."""
+def negative_pair(Q: np.ndarray, K: np.ndarray, rows: int = 256, limit: int = 4096) -> tuple[int, ...] | None:
+    """``(i, j)`` with ``<Q_i, K_j> < 0``, ``()`` when every product is ``>= 0``, or None when more than
+    ``limit`` pairs are left to Fractions (float64 rows taken as exact): an entry of ``Q K^T`` enclosed by
+    ``C +- R`` (:func:`product_enclosure`) is negative if ``C < -R``, nonnegative if ``C >= R`` (exact float
+    comparisons), else decided exactly."""
+    unsure: list[tuple[int, int]] = []
+    for a in range(0, Q.shape[0], rows):
+        C, R = product_enclosure(Q[a:a + rows], K)
+        for i, j in np.argwhere(C < -R)[:1]:                 # the first negative entry of the block
+            return a + int(i), int(j)
+        unsure += [(a + int(i), int(j)) for i, j in np.argwhere(C < R)]
+        if len(unsure) > limit:
+            return None
+    return next(((i, j) for i, j in unsure if kernel_value(Q[i].tolist(), K[j].tolist()) < 0), ())
+
+def quadratic_summaries(X: np.ndarray, e: int, c: int, lin: list[int], quad: list, gd: Fraction,
+                        go: Fraction) -> dict[str, Fraction]:
+    """One side's summaries of the quadratic-kernel lemma (:mod:`certify.checkers.kernel.attention`) from the
+    feature rows ``X`` (``quad``: ``[feature, i, j]``): exact for an integer array times ``2^e``; for float64
+    (``e = 0``; ``g_diag``, ``g_off`` doubles, ``|g| <= 2^20``) ``min_const`` exact and rigorous upper bounds:
+    a row's squares and their sum (in this order) round to nearest, so its exact sum of squares is at most
+    the computed one times ``1 + 2 (n + 1) u``, plus ``(n + 1) 2^-1074``; and ``|w - g xi xj| <= |fl(r)| + 8u
+    (|fl(r)| + |fl(g fl(xi xj))|) + 2^-1000`` (``r = w - g xi xj``: the product, the scaling and the
+    subtraction each round by at most ``u`` relative and ``2^-1075`` absolute, times ``|g|`` for the product,
+    so the exact residual is at most ``|fl(r)| (1 + 2u) + 3u |fl(g p)| + 2^-1050``)."""
+    f, pi, pj = [q[0] for q in quad], [lin[q[1]] for q in quad], [lin[q[2]] for q in quad]
+    g = np.array([gd if i == j else go for _, i, j in quad], dtype=object)
+    if X.dtype.kind != "f":
+        Y = X.astype(object) * Fraction(2) ** e
+        sq = lambda X: Fraction(max((X * X).sum(axis=1)))
+        res = Y[:, f] - g * Y[:, pi] * Y[:, pj]
+    else:
+        if any(Fraction(float(v)) != v or abs(v) > 2 ** 20 for v in (gd, go)):
+            raise ValueError("g_diag and g_off must be doubles of magnitude <= 2^20")
+        Y = X.astype(np.float64)
+        r = Y[:, f] - (gp := g.astype(np.float64)[None, :] * (Y[:, pi] * Y[:, pj]))
+        res = np.abs(r) + 2.0 ** -50 * (np.abs(r) + np.abs(gp)) + TINY
+        sq = lambda X: (Fraction(float(sum(X[:, j] * X[:, j] for j in range(X.shape[1])).max(initial=0.0)))
+                        * (1 + 2 * (X.shape[1] + 1) * U) + Fraction(X.shape[1] + 1, 1 << 1074))   # 0 + x = x
+    return {"min_const": Fraction(Y[:, c].min()), "max_linear_sq": sq(Y[:, lin]),
+            "max_quadratic_sq": sq(Y[:, f]), "max_residual_sq": sq(res)}
+
+def _inertia(Z: tuple[np.ndarray, np.ndarray]) -> tuple[int, int] | None:
+    """``(n_+, n_-)`` of the exact symmetric matrix within ``Z = (M, R)``, when a weighted diagonal dominance
+    of ``B = X^T Z X`` (``X``: numpy's eigenvectors of ``M``) proves them (module docstring); else None."""
+    if not np.all(np.isfinite(Z[0])):
+        return None
+    try:
+        X = _exact(np.linalg.eigh(Z[0])[1])
+    except np.linalg.LinAlgError:
+        return None
+    B, R = _mul((X[0].T, X[1].T), _mul(Z, X))
     if not (np.all(np.isfinite(B)) and np.all(np.isfinite(R))):
         return None
     d = np.abs(np.diag(B))
@@ -140,144 +184,100 @@ def _dominant_signs(B: np.ndarray, R: np.ndarray) -> tuple[int, int] | None:
     w = 1.0 / np.sqrt(d)
     O = _up(np.abs(B) + R)
     np.fill_diagonal(O, 0.0)
-    rhs = _upper_product(O, w[:, None])[:, 0]           # >= sum_{j != i} |exact B_ij| w_j
-    lhs = np.nextafter(lo * w, -np.inf)                             # <= |exact B_ii| w_i
-    if not (np.all(np.isfinite(rhs)) and np.all(lhs > rhs)):
+    rhs = _upper_product(O, w[:, None])[:, 0]                         # >= sum_{j != i} |exact B_ij| w_j
+    if not (np.all(np.isfinite(rhs)) and np.all(np.nextafter(lo * w, -np.inf) > rhs)):   # <= |B_ii| w_i
         return None
-    s = np.diag(B)
-    return int(np.sum(s > 0)), int(np.sum(s < 0))
+    return int(np.sum(np.diag(B) > 0)), int(np.sum(np.diag(B) < 0))
 
-def _inertia(Z: tuple[np.ndarray, np.ndarray]) -> tuple[int, int] | None:
-    """Inertia of the exact symmetric matrix ``Z = (M, R)`` by a congruence with numpy's eigenvectors of
-    ``M``, decided by :func:`_dominant_signs`."""
-    M, _ = Z
-    if not np.all(np.isfinite(M)):
-        return None
-    try:
-        _, X = np.linalg.eigh(M)
-    except np.linalg.LinAlgError:
-        return None
-    Xe = _exact(X)
-    return _dominant_signs(*_mul((Xe[0].T, Xe[1].T), _mul(Z, Xe)))
-
-def _scaled_floats(rows: list[list[int]], num: int, den: int, e: int, rs: list, cs: list) -> tuple | None:
+def _scaled_floats(rows: list[list[int]], e: int, rs: list, cs: list, num: int = 1,
+                   den: int = 1) -> tuple | None:
     """``(M, R)`` for the exact ``rows[i][j] num / den 2^(e + rs[i] + cs[j])``: each entry to about 62 bits
     by integer floor division (error below one unit of its last place), then correctly rounded to a float
-    (``spacing`` covers it)."""
-    ys, ts = [], []
-    db = den.bit_length()
+    (``spacing`` covers it); None outside the exponent range."""
+    db, ys, ts = den.bit_length(), [], []
     for i, row in enumerate(rows):
         for j, v in enumerate(row):
             n = int(v) * num
-            if not n:                                   # exact zero (the radius stays TINY)
-                ys.append(0)
-                ts.append(-1074)
-                continue
             t = 62 - (n.bit_length() - db)
-            ys.append((n << t) // den if t >= 0 else n // (den << -t))
-            ts.append(e + rs[i] + cs[j] - t)
-    shape = (len(rows), len(rows[0]) if rows else 0)
+            ys.append(0 if not n else (n << t) // den if t >= 0 else n // (den << -t))
+            ts.append(e + rs[i] + cs[j] - t if n else -1074)     # an exact zero: the radius stays TINY
     y = np.array(ys, dtype=object).astype(np.float64)
     ex = np.array(ts, dtype=np.int64)
     if ex.size and (ex.max() > 900 or ex.min() < -2000):
         return None
+    shape = (len(rows), len(rows[0]) if rows else 0)
     M = np.ldexp(y, ex).reshape(shape)
-    unit = np.ldexp(1.0, np.maximum(ex, -1074)).reshape(shape)
-    return _flush(M, _up(unit + np.spacing(np.abs(M))))
+    return _flush(M, _up(np.ldexp(1.0, np.maximum(ex, -1074)).reshape(shape) + np.spacing(np.abs(M))))
+
+def _equilibrated(G: list[list[int]], e: int, num: int = 1, den: int = 1,
+                  lg: int = 0) -> tuple[list[int], tuple | None]:
+    """``(s, Z)``: ``s_i`` with ``G_ii 2^(e - lg + 2 s_i)`` near 1 (zero diagonal: the largest entry's) and
+    ``Z`` the floats of ``G num / den 2^e`` under the exact congruence ``diag(2^s_i)``."""
+    top = max(max((abs(int(v)).bit_length() for row in G for v in row), default=0), 1)
+    s = [-((abs(int(G[i][i])).bit_length() if G[i][i] else top) + e - lg) // 2 for i in range(len(G))]
+    return s, _scaled_floats(G, e, s, s, num, den)
 
 def count_above(GQ: list[list[int]], eq: int, GK: list[list[int]], ek: int, eps_sq: Fraction) -> int | None:
     """``#{lambda_i(GQ 2^eq GK 2^ek) > eps_sq}`` by the inertia of ``Z(eps_sq)`` (module docstring), or None
     when floats cannot decide. ``GQ, GK``: symmetric integer rows, at least one positive semidefinite (the
-    caller's hypothesis). ``Z`` is equilibrated first by the exact congruence ``diag(2^s_i)`` that brings
-    its diagonal near 1."""
+    caller's hypothesis)."""
     r = len(GQ)
     if r == 0 or eps_sq <= 0 or 2 * r > MAX_N:
         return None
-    sk = _diagonal_exponents(GK, ek)
     lg = eps_sq.numerator.bit_length() - eps_sq.denominator.bit_length()   # within 1 of log2 eps^2
-    sq = _diagonal_exponents(GQ, eq - lg)                         # GQ / eps^2
-    Zk = _scaled_floats(GK, 1, 1, ek, sk, sk)
-    Zq = _scaled_floats(GQ, eps_sq.denominator, eps_sq.numerator, eq, sq, sq)
-    if Zk is None or Zq is None:
-        return None
+    sk, Zk = _equilibrated(GK, ek)
+    sq, Zq = _equilibrated(GQ, eq, eps_sq.denominator, eps_sq.numerator, lg)     # GQ / eps^2
     cpl = np.ldexp(1.0, np.array(sk) + np.array(sq))
-    if cpl.min() < TINY or cpl.max() > 2.0 ** 900:
+    if Zk is None or Zq is None or cpl.min() < TINY or cpl.max() > 2.0 ** 900:
         return None
-    off = np.diag(cpl)
-    M, zero = np.block([[Zk[0], off], [off, Zq[0]]]), np.zeros((r, r))
-    R = np.block([[Zk[1], zero], [zero, Zq[1]]])
-    signs = _inertia(_flush(M, R))
-    if signs is None or sum(signs) != 2 * r:
-        return None
-    k = signs[0] - r
-    return k if 0 <= k <= r else None
+    off, zero = np.diag(cpl), np.zeros((r, r))
+    signs = _inertia(_flush(np.block([[Zk[0], off], [off, Zq[0]]]), np.block([[Zk[1], zero], [zero, Zq[1]]])))
+    return signs[0] - r if signs is not None and sum(signs) == 2 * r and 0 <= signs[0] - r <= r else None
 
 def positive_definite(G: list[list[int]]) -> bool:
     """True when ``G`` (symmetric integer rows; a positive scale does not matter) is proved positive
     definite; False means only that floats did not prove it."""
-    r = len(G)
-    if r == 0 or r > MAX_N:
-        return r == 0
-    d = _diagonal_exponents(G, 0)
-    Z = _scaled_floats(G, 1, 1, 0, d, d)
-    return Z is not None and _inertia(Z) == (r, 0)
-
-def _diagonal_exponents(G: list[list[int]], e: int) -> list[int]:
-    """``s_i`` with ``G_ii 2^(e + 2 s_i)`` near 1 (zero diagonal: the largest entry's)."""
-    top = max(max((abs(int(v)).bit_length() for row in G for v in row), default=0), 1)
-    return [-((abs(int(G[i][i])).bit_length() if G[i][i] else top) + e) // 2 for i in range(len(G))]
+    Z = _equilibrated(G, 0)[1] if 0 < len(G) <= MAX_N else None
+    return not G or (Z is not None and _inertia(Z) == (len(G), 0))
 
 def _enclosures_pd(GB: list, eb: int, GA: list, ea: int) -> list[tuple[Fraction, Fraction]] | None:
     """Enclosures of the eigenvalues of ``GA 2^ea GB 2^eb``, largest first, with ``GB`` positive definite
-    (proved on the way), or None. The pair is first replaced by the similar ``(S^-1 GA S^-1 2^-m) (S GB S)
-    2^m`` with ``S = diag(2^s_i)`` equilibrating ``GB`` and ``2^m`` bringing ``GA`` near 1."""
+    (proved on the way), or None; ``2^m`` brings ``GA`` near 1 (module docstring)."""
     r = len(GB)
-    s = _diagonal_exponents(GB, eb)
-    neg = [-v for v in s]
-    Bm = _scaled_floats(GB, 1, 1, eb, s, s)
-    m = max(int(abs(int(GA[i][j])).bit_length()) + ea - s[i] - s[j]
-            for i in range(r) for j in range(r) if GA[i][j]) if any(any(row) for row in GA) else 0
-    Am = _scaled_floats(GA, 1, 1, ea - m, neg, neg)
+    s, Bm = _equilibrated(GB, eb)
+    m = max((abs(int(GA[i][j])).bit_length() + ea - s[i] - s[j] for i in range(r) for j in range(r)
+             if GA[i][j]), default=0)
+    Am = _scaled_floats(GA, ea - m, [-v for v in s], [-v for v in s])
     if Bm is None or Am is None:
         return None
     try:
         kappa, Uv = np.linalg.eigh(Bm[0])
         if not kappa.min() > 0:
             return None
-        X1 = Uv / np.sqrt(kappa)
-        Y1 = Bm[0] @ X1
+        Y1 = Bm[0] @ (X1 := Uv / np.sqrt(kappa))
         A1 = Y1.T @ (Am[0] @ Y1)
-        _, V = np.linalg.eigh((A1 + A1.T) / 2)
+        X = _exact(X1 @ np.linalg.eigh((A1 + A1.T) / 2)[1])
     except np.linalg.LinAlgError:
         return None
-    X = _exact(X1 @ V)
     Y = _mul(Bm, X)                                     # GB' X
-    A = _mul((Y[0].T, Y[1].T), _mul(Am, Y))                      # X^T GB' GA' GB' X
-    B = _mul((X[0].T, X[1].T), Y)                            # X^T GB' X
+    A = _mul((Y[0].T, Y[1].T), _mul(Am, Y))             # X^T GB' GA' GB' X
+    B = _mul((X[0].T, X[1].T), Y)                       # X^T GB' X
     if not all(np.all(np.isfinite(v)) for v in (*A, *B)):
         return None
-    ones = np.ones((r, 1))
     EB = _up(_up(np.abs(B[0] - np.eye(r))) + B[1])      # >= |exact B - I|
-    rho_b = Fraction(float(_upper_product(EB, ones).max()))
     EA = _up(np.abs(A[0]) + A[1])
     np.fill_diagonal(EA, np.diag(A[1]))                 # >= |exact A - diag(mid A)|
-    rho_a = Fraction(float(_upper_product(EA, ones).max()))
+    rho_b, rho_a = (Fraction(float(_upper_product(E, np.ones((r, 1))).max())) for E in (EB, EA))
     if not rho_b < 1:
         return None
-    lo_t, hi_t = 1 / (1 + rho_b), 1 / (1 - rho_b)
-    scale = Fraction(2) ** m
-    out = []
-    for d in sorted((Fraction(float(v)) for v in np.diag(A[0])), reverse=True):
-        lo, hi = d - rho_a, d + rho_a
-        lo = lo * (lo_t if lo >= 0 else hi_t)
-        hi = hi * (hi_t if hi >= 0 else lo_t)
-        out.append((lo * scale, hi * scale))
-    return out
+    th = 1 / (1 + rho_b), 1 / (1 - rho_b)              # the range of theta (Ostrowski)
+    end = lambda v, up: v * th[(v >= 0) == up] * Fraction(2) ** m      # the lower / upper end of v theta
+    return [(end(d - rho_a, False), end(d + rho_a, True))
+            for d in sorted((Fraction(float(v)) for v in np.diag(A[0])), reverse=True)]
 
 def enclosures(GQ: list, eq: int, GK: list, ek: int) -> list[tuple[Fraction, Fraction]] | None:
     """Rigorous ``[lo, hi]`` for every eigenvalue of ``GQ 2^eq GK 2^ek``, largest first with multiplicity
     (module docstring), or None when floats cannot decide (neither Gram is proved definite, or the bounds
     are too loose)."""
-    if not GQ or 2 * len(GQ) > MAX_N:
-        return None
-    return _enclosures_pd(GK, ek, GQ, eq) or _enclosures_pd(GQ, eq, GK, ek)
+    big = not GQ or 2 * len(GQ) > MAX_N
+    return None if big else _enclosures_pd(GK, ek, GQ, eq) or _enclosures_pd(GQ, eq, GK, ek)

@@ -28,8 +28,7 @@ def scaled_matrix(rows: Any, scale: Any) -> Any:
             for j in range(A.ncols()):
                 A[i, j] = A[i, j] / int(d)
     else:
-        e = int(scale["exponent"])
-        A = A * (flint.fmpq(2) ** e if e >= 0 else flint.fmpq(1, 2 ** -e))
+        A = A * flint.fmpq(2) ** int(scale["exponent"])
     return A
 
 def product(A: Any, B: Any) -> Any:

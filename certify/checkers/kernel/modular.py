@@ -42,12 +42,9 @@ def rref_pivots(A: Any) -> list[int]:
     """The pivot columns of the reduced row echelon form of a python-flint ``nmod_mat`` ``A`` (the first
     nonzero column of each of its ``rank`` rows)."""
     Rr, rk = A.rref()
-    out, j = [], 0
+    out: list[int] = []
     for i in range(rk):
-        while int(Rr[i, j]) == 0:
-            j += 1
-        out.append(j)
-        j += 1
+        out.append(next(j for j in range(out[-1] + 1 if out else 0, A.ncols()) if int(Rr[i, j])))
     return out
 
 def pivot_minor_mod_p(F: Any, p: int) -> tuple[list[int], list[int]]:
@@ -55,8 +52,6 @@ def pivot_minor_mod_p(F: Any, p: int) -> tuple[list[int], list[int]]:
     (module docstring)."""
     import flint
     n1, n2 = F.nrows(), F.ncols()
-    if not n1 or not n2:
-        return [], []
     cols = rref_pivots(flint.nmod_mat(n1, n2, [int(F[i, j]) % p for i in range(n1) for j in range(n2)], p))
     if not cols:
         return [], []

@@ -36,9 +36,7 @@ def product_min(Q: Any, K: Any) -> int | None:
         return None
     if Q.ncols() != K.ncols():
         raise ValueError("Q and K need the same number of columns")
-    P = Q * K.transpose()
-    entries = P.entries()
-    return min(int(v) for v in entries) if entries else None
+    return min(int(v) for v in (Q * K.transpose()).entries())
 
 def column_span_rational(F: Any, R: list[int], C: list[int], block: int = 256) -> bool:
     """Every column of the integer matrix ``F`` lies in the span of its columns ``C`` over Q (so ``rank_Q F
@@ -49,8 +47,7 @@ def column_span_rational(F: Any, R: list[int], C: list[int], block: int = 256) -
     n1, n2 = F.nrows(), F.ncols()
     if not C:                                    # the span of no columns is {0}
         return all(F[i, j] == 0 for i in range(n1) for j in range(n2))
-    inside = set(C)
-    other = [j for j in range(n2) if j not in inside]
+    other = sorted(set(range(n2)) - set(C))
     M = flint.fmpz_mat([[F[i, j] for j in C] for i in R])
     FC = flint.fmpz_mat([[F[i, j] for j in C] for i in range(n1)])
     for s in range(0, len(other), block):

@@ -29,19 +29,12 @@ def _pivots(A: list[list[Any]], strict: bool) -> bool:
     n = len(A)                                          # square and symmetric (the callers' check)
     for k in range(n):
         d = A[k][k]
-        if d < 0 or (strict and d == 0):
+        if d < 0 or (d == 0 and (strict or any(A[i][k] != 0 for i in range(k + 1, n)))):
             return False
-        if d == 0:
-            if any(A[i][k] != 0 for i in range(k + 1, n)):
-                return False
-            continue
-        row_k = A[k]
-        for i in range(k + 1, n):
+        for i in range(k + 1, n) if d != 0 else ():
             if A[i][k] != 0:
                 f = A[i][k] / d
-                row_i = A[i]
-                for j in range(k, n):
-                    row_i[j] -= f * row_k[j]
+                A[i][k:] = [a - f * b for a, b in zip(A[i][k:], A[k][k:])]
     return True
 
 def _blocks(A: list[list[Any]], strict: bool) -> bool:
@@ -54,19 +47,17 @@ def _blocks(A: list[list[Any]], strict: bool) -> bool:
     B, C = flint.fmpq_mat([r[h:] for r in A[:h]]), flint.fmpq_mat([r[h:] for r in A[h:]])
     return _blocks((C - B.transpose() * flint.fmpq_mat([r[:h] for r in A[:h]]).solve(B)).tolist(), strict)
 
-def _decide(M: Any, strict: bool) -> bool:
+def is_psd(M: Sequence[Sequence[Any]] | Any, strict: bool = False) -> bool:
+    """Is the square matrix ``M`` symmetric and positive semidefinite (definite when ``strict``)? (a
+    non-symmetric one is not)"""
     A = _rows(M)
     n = len(A)
     return all(len(r) == n for r in A) and all(A[i][j] == A[j][i] for i in range(n) for j in range(i)) \
         and _blocks(A, strict)
 
-def is_psd(M: Sequence[Sequence[Any]] | Any) -> bool:
-    """Is the square matrix ``M`` symmetric and positive semidefinite? (a non-symmetric one is not)"""
-    return _decide(M, False)
-
 def is_positive_definite(M: Sequence[Sequence[Any]] | Any) -> bool:
     """Is the square matrix ``M`` symmetric and positive definite (every pivot > 0)?"""
-    return _decide(M, True)
+    return is_psd(M, True)
 
 def is_psd_by_rank(G: Any, part_is_pd: Any, p: int = (1 << 61) - 1) -> bool:
     """True when a symmetric integer ``fmpz_mat`` ``G`` is proved PSD through a principal part: with ``S``

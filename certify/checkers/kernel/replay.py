@@ -9,9 +9,9 @@ both ends has that value at ``v`` (:meth:`Numbers.cell`); ``v >= c`` is decided 
 nothing (:class:`Undecided`, never a pass). ``elu(x) + 1`` is nondecreasing: on a ball, the union of its
 values at the two ends. With ``Fraction`` (feature maps identity, relu) every step is exact.
 
-Integer arrays. numpy's int64 ``matmul`` and ``+ - *`` are exact while no intermediate reaches ``2^63``;
-:func:`product` and :func:`sum_at_least` prove that bound from the operands' largest entries before
-using int64, and use Python integers otherwise.
+Integer arrays. numpy's int64 ``matmul`` and ``+ - * //`` are exact while no intermediate reaches ``2^63``;
+:func:`product`, :func:`cells` and :func:`sum_at_least` prove that bound from the operands' largest entries
+before using int64, and use Python integers otherwise.
 """
 
 from __future__ import annotations
@@ -94,6 +94,14 @@ def product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
                          A.astype(np.int64, copy=False), B.astype(np.int64, copy=False))
     return np.matmul(A.astype(object), B.astype(object))
 
+def cells(A: np.ndarray, B: np.ndarray, g: int, top: int, a: int, b: int) -> np.ndarray:
+    """``a + b clamp(floor((A + B) / g), 0, top)`` of integer arrays, ``g > 0`` (a uniform quantizer's
+    dequantized values), exactly: int64 when ``max|A| + max|B|``, ``g``, ``|a| + top |b|`` are below 2^63."""
+    if g <= 0:
+        raise ValueError("cells: the divisor must be positive")
+    dt = np.int64 if max(_mx(A) + _mx(B), g, abs(a) + top * abs(b)) < _LIM else object
+    return a + np.clip((A.astype(dt, copy=False) + B.astype(dt, copy=False)) // g, 0, top) * b
+
 def sum_at_least(terms: Sequence[tuple[int, np.ndarray, Any]], c: Fraction) -> np.ndarray:
     """Elementwise ``|sum_k a_k N_k / D_k| >= c >= 0`` (integers ``a_k``, integer arrays ``N_k``, ``D_k !=
     0``, broadcast) exactly: ``c_den |S| >= c_num |P|``, ``P = prod_k D_k``, ``S = sum_k a_k N_k prod_(l !=
@@ -109,8 +117,7 @@ def sum_at_least(terms: Sequence[tuple[int, np.ndarray, Any]], c: Fraction) -> n
     top = max(c.denominator * max(smax, 1), c.numerator * pmax, *nmax, *(abs(a) for a, _, _ in terms))
     dt = np.int64 if top < _LIM else object
     Ds = [D.astype(dt, copy=False) for D in Ds]
-    S: Any = 0
-    P: Any = np.ones((), dtype=dt)
+    S, P = np.zeros((), dtype=dt), np.ones((), dtype=dt)
     for k, (a, _, _) in enumerate(terms):
         t = Ns[k].astype(dt, copy=False) * a if a != 1 else Ns[k].astype(dt, copy=False)
         for j, D in enumerate(Ds):

@@ -63,7 +63,4 @@ def projection_margin_definite(rows: Any, Y: Any, eps_sq: Fraction, exponent: in
     YtY = Y.transpose() * Y
     b = max(sum(abs(int(YtY[i, j])) for j in range(k)) for i in range(k))
     c = eps_sq * b / Fraction(2) ** (2 * exponent)
-    Hs = H * c.denominator
-    for i in range(k):
-        Hs[i, i] = Hs[i, i] - c.numerator
-    return is_positive_definite(Hs)
+    return is_positive_definite([[int(H[i, j]) - (c if i == j else 0) for j in range(k)] for i in range(k)])

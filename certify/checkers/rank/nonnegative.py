@@ -5,19 +5,12 @@ structure (the quadratic kernel of Based, the key box), exactly.
 Quadratic kernel (``method = "quadratic_kernel"``). The layout (``constant``,
 ``linear``, ``quadratic`` = ``[feature, i, j]`` per pair ``i <= j`` of linear
 positions) must partition the ``r`` features (``r``: their number, the
-embedded features' width, or a trusted summary) and list every pair once. With
-``c2 = g_off^2 / 2`` and the per-token summaries (``min_const``: the exact
-minimum of the constant feature, > 0; ``max_linear_sq``, ``max_quadratic_sq``,
-``max_residual_sq``: upper bounds of ``||v||^2``, ``||w||^2`` and
-``||w - (g_ij v_i v_j)||^2``; ``_q`` and ``_k`` sides), the lemma
-
-    alpha >= A_q A_k - 1/(4 c2) - max(c2 - g_diag^2, 0) V_q V_k
-             - sqrt(max(g_diag^2, c2) V_q^2 E_k) - sqrt(E_q W_k)
-
-(``alpha = a_q a_k + t + <w_q, w_k>``, ``t = <v_q, v_k>``, ``t + c2 t^2 >= -1/(4 c2)``;
-the argument is written out in ``certify.rank.structure``) is evaluated exactly,
-square roots bounded above by integer square roots; a positive value proves the
-claim. With the features at hand every summary is recomputed exactly (the
+embedded features' width, or a trusted summary) and list every pair once. The
+lemma and its per-side summaries (``min_const``, ``max_linear_sq``,
+``max_quadratic_sq``, ``max_residual_sq``; ``_q`` and ``_k``) are the kernel's
+(:func:`certify.checkers.kernel.attention.quadratic_margin`, a positive value
+proves the claim); with the features at hand every summary is recomputed
+exactly (:func:`certify.checkers.kernel.inertia.quadratic_summaries`: the
 minima must be equal, the upper bounds at least the exact maxima).
 
 Key box (``method = "key_box"``): ``key_lo <= phi_k(z) <= key_hi`` coordinatewise
@@ -34,6 +27,8 @@ import numpy as np
 
 from certify.checkers.common import Bad, int_matrix, integer, keys, q_str, rational
 from certify.checkers.kernel import array_sha256, box_minimum, product_min
+from certify.checkers.kernel.attention import kernel_value, quadratic_margin
+from certify.checkers.kernel.inertia import quadratic_summaries
 from certify.checkers.kinds import NONNEGATIVE_QUADRATIC, NONNEGATIVE_SUMMARIES
 from certify.checkers.rank.evidence import (
     _FEATURE_OPTIONAL,
@@ -130,7 +125,7 @@ def check_nonnegative(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix:
         if any(Fraction(v) * Fraction(2) ** qe != F.value("q", i, c) for c, v in enumerate(qrow)) or \
                 any(Fraction(v) * Fraction(2) ** ke != F.value("k", j, c) for c, v in enumerate(krow)):
             problems.append(f"phi_q_row / phi_k_row are not the kernel's features of the pair {[i, j]}")
-    val = sum((Fraction(a * b) for a, b in zip(qrow, krow)), Fraction(0)) * Fraction(2) ** (qe + ke)
+    val = kernel_value(qrow, krow) * Fraction(2) ** (qe + ke)
     if val != rational(ev["value"], "value") or val >= 0:
         problems.append("the counterexample does not recompute to a negative value")
     if verdict != "refuted":
@@ -143,15 +138,6 @@ _SUMMARIES = NONNEGATIVE_SUMMARIES
 _QUADRATIC = NONNEGATIVE_QUADRATIC
 
 
-def _isqrt_up(x: Fraction, bits: int = 64) -> Fraction:
-    """A rational upper bound of ``sqrt(x)``, ``x >= 0``: ``ceil(sqrt(n d 4^b)) / (d 2^b)``."""
-    import math
-    n, d = x.numerator, x.denominator
-    N = n * d << (2 * bits)
-    r = math.isqrt(N)
-    return Fraction(r if r * r == N else r + 1, d << bits)
-
-
 def _check_quadratic(ev: Mapping[str, Any], F: _Features, verdict: str) -> list[str]:
     c = integer(ev["constant"], "constant", 0)
     lin = _indices(ev["linear"], "linear")
@@ -161,7 +147,7 @@ def _check_quadratic(ev: Mapping[str, Any], F: _Features, verdict: str) -> list[
     if d == 0 or pairs != [(i, j) for i in range(d) for j in range(i, d)]:
         raise Bad("quadratic must list the pairs i <= j of the linear positions once each")
     feats = [c] + lin + [f for f, _, _ in quad]
-    r: Any = integer(ev["r"], "r", 1)                      # the name is reused below for a row
+    r = integer(ev["r"], "r", 1)
     if F.have and r != len(F.phi_q[0]):
         raise Bad(f"r is {r}, the embedded features have {len(F.phi_q[0])} columns")
     if sorted(feats) != list(range(r)):
@@ -171,29 +157,18 @@ def _check_quadratic(ev: Mapping[str, Any], F: _Features, verdict: str) -> list[
     problems = []
     if F.have:
         for side, rows, e in (("q", F.phi_q, F.eq), ("k", F.phi_k, F.ek)):
-            sc = Fraction(2) ** e
-            mn = min(r[c] for r in rows) * sc
-            V = W = E = Fraction(0)
-            for r in rows:
-                v = [r[i] for i in lin]                                   # integers, scale sc
-                V = max(V, sum(Fraction(x * x) for x in v) * sc * sc)
-                W = max(W, sum(Fraction(r[f] * r[f]) for f, _, _ in quad) * sc * sc)
-                E = max(E, sum((Fraction(r[f]) * sc - (gd if i == j else go) * v[i] * v[j] * sc * sc) ** 2
-                               for f, i, j in quad))
-            if S[f"min_const_{side}"] != mn:
-                problems.append(f"min_const_{side} is not the constant feature's minimum {q_str(mn)}")
-            for key, val in (("max_linear_sq", V), ("max_quadratic_sq", W), ("max_residual_sq", E)):
-                if S[f"{key}_{side}"] < val:
-                    problems.append(f"{key}_{side} is below the features' maximum {q_str(val)}")
+            got = quadratic_summaries(np.array(rows, dtype=object), e, c, lin, quad, gd, go)
+            if S[f"min_const_{side}"] != got["min_const"]:
+                problems.append(f"min_const_{side} is not the constant feature's minimum "
+                                f"{q_str(got['min_const'])}")
+            for key in ("max_linear_sq", "max_quadratic_sq", "max_residual_sq"):
+                if S[f"{key}_{side}"] < got[key]:
+                    problems.append(f"{key}_{side} is below the features' maximum {q_str(got[key])}")
     if go == 0:
         return problems + ["g_off = 0: no quadratic term"]
     if S["min_const_q"] <= 0 or S["min_const_k"] <= 0:
         return problems + ["the constant features are not positive: the lemma does not apply"]
-    c2 = go * go / 2
-    margin = (S["min_const_q"] * S["min_const_k"] - 1 / (4 * c2)
-              - max(c2 - gd * gd, Fraction(0)) * S["max_linear_sq_q"] * S["max_linear_sq_k"]
-              - _isqrt_up(max(gd * gd, c2) * S["max_linear_sq_q"] ** 2 * S["max_residual_sq_k"])
-              - _isqrt_up(S["max_residual_sq_q"] * S["max_quadratic_sq_k"]))
+    margin = quadratic_margin(gd, go, S)
     if margin <= 0:
         problems.append(f"the quadratic-kernel bound is {float(margin):.3g} <= 0: not proved")
     elif verdict != "proved":
