@@ -179,12 +179,12 @@ def test_int_matrix_fast_path_accepts_and_refuses_as_the_entrywise_parse():
 
     from certify.checkers.common import Bad, int_matrix
 
-    class I(enum.IntEnum):
+    class Small(enum.IntEnum):
         A = 3
     rows = [[1, -2, 2 ** 200], [0, 5, -7]]
     got = int_matrix(rows, "m", (2, 3))
     assert got == rows and got is not rows and got[0] is not rows[0]
-    assert int_matrix([[I.A, 1]], "m") == [[3, 1]]
+    assert int_matrix([[Small.A, 1]], "m") == [[3, 1]]
     for bad, msg in (([[1, True]], "m must be an integer, got True"), ([[1.0, 2]], "m must be an integer"),
                      ([["1"]], "m must be an integer"), ([[1, 2], [3]], "m has rows of the wrong length"),
                      ([[1, 2]], "m has 1 rows, expected 2"), ([(1, 2)], "m must be a list of rows")):
