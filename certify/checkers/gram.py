@@ -67,7 +67,7 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
     if ev.get("num_tokens") != q.shape[0] or q.shape != k.shape:
         out.append(f"the replayed features have {q.shape[0]} tokens, the evidence {ev.get('num_tokens')}")
         return out
-    shas = features.get("sha256") or {}
+    shas: Any = features.get("sha256") or {}          # {phi_q, phi_k, dtype} of the file read
     for name, arr in (("q", q), ("k", k)):
         G, e = _exact_gram_once(arr, shas.get(f"phi_{name}") if arr.dtype.name == shas.get("dtype") else None)
         want, we = ev.get(f"gram_{name}"), ev.get(f"gram_{name}_exponent")
@@ -126,7 +126,7 @@ def _features_sha(a: np.ndarray, dtype: str) -> str:
     already is)."""
     import hashlib
     arr = np.ascontiguousarray(a.astype(dtype, copy=False), dtype=np.dtype(dtype).newbyteorder("<"))
-    return hashlib.sha256(arr.reshape(-1).view(np.uint8)).hexdigest()
+    return hashlib.sha256(arr.data).hexdigest()            # C-contiguous: its bytes in order
 
 
 #: the last features file read: ``(path, arrays, {dtype: (sha_q, sha_k)})``. Each claim

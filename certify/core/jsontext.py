@@ -16,7 +16,7 @@ True
 from __future__ import annotations
 
 import json
-from json.encoder import encode_basestring_ascii as _esc  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii as _esc
 from typing import Any
 
 __all__ = ["dumps_indent1"]

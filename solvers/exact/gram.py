@@ -11,6 +11,8 @@ ten). Every choice gives the same exact integer Gram.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from certify.core.errors import InputError
@@ -125,15 +127,17 @@ def _chunk_grams(Y: np.ndarray, Z: np.ndarray | None = None, rows: int = _CHUNK)
     pad = (-B) % rows
     if pad:
         Y = np.concatenate([Y, np.zeros((pad, Y.shape[1]))])
-        Z = None if sym else np.concatenate([Z, np.zeros((pad, Z.shape[1]))])
+        if Z is not None:
+            Z = np.concatenate([Z, np.zeros((pad, Z.shape[1]))])
     n = Y.shape[0] // rows
-    m_cols = Y.shape[1] if sym else Z.shape[1]
+    m_cols = Y.shape[1] if Z is None else Z.shape[1]
     Yb = np.ascontiguousarray(Y.reshape(n, rows, Y.shape[1]))     # (nchunks, rows, .)
-    Zb = None if sym else np.ascontiguousarray(Z.reshape(n, rows, m_cols))
+    Zb = np.empty((0, 0, 0)) if Z is None else np.ascontiguousarray(Z.reshape(n, rows, m_cols))
     per = max(1, min(1 << 10, _OUT_BYTES // (8 * Y.shape[1] * m_cols)))   # chunks per product group
     total = np.zeros((Y.shape[1], m_cols), dtype=object)
     if sym:
         from scipy.linalg.blas import dsyrk
+    torch: Any
     try:
         import torch
     except ImportError:          # pragma: no cover - torch is a dependency; numpy is the fallback
