@@ -1,4 +1,13 @@
+import os
+
 import pytest
+
+# One BLAS / OpenMP thread in the test processes and the commands they start: the suite runs
+# on two workers over two cores, where a second thread per process only competes (and spins,
+# counted as CPU time). Set before numpy or torch is loaded by a test module; a test that is
+# about thread counts sets its own environment for the process it starts.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 #: test files whose tests are spread over the xdist workers one by one (each test runs its own
 #: subprocess and shares no module fixture); every other file keeps its tests on one worker, so a
