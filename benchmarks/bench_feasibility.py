@@ -12,7 +12,7 @@ reported as ``> budget``.
 
     .venv/bin/python benchmarks/bench_feasibility.py [--budget 120] [--bracket-minutes 10] [--smoke]
 
-``--smoke``: the greedy-12-6-3 chain family (10 queries) at r = 10, 3 s budgets,
+``--smoke``: the greedy-12-6-3 chain family (10 queries) at r = 10, 1 s budgets,
 no bracket.
 """
 
@@ -87,11 +87,11 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=120.0, help="seconds per timed run")
     ap.add_argument("--bracket-minutes", type=float, default=10.0,
                     help="total budget of the bracket sweep (0 skips it)")
-    ap.add_argument("--smoke", action="store_true", help="greedy-12-6-3 at r = 10, 3 s budgets, no bracket")
+    ap.add_argument("--smoke", action="store_true", help="greedy-12-6-3 at r = 10, 1 s budgets, no bracket")
     args = ap.parse_args(argv)
     if args.smoke:
         fam, ranks = chain_family(greedy_packing(12, 6, 3), name="greedy-12-6-3"), (10,)
-        args.budget, args.bracket_minutes = 3.0, 0
+        args.budget, args.bracket_minutes = 1.0, 0
     else:
         fam, ranks = paper51_family(), (15, 32)
     problem = build_problem(fam)
