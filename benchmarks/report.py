@@ -339,8 +339,9 @@ def suite_times_line(path: Path = SUITE_TIMES) -> str:
     scope = "the default suite" if s["tests"] == ["tests"] else "the tests " + " ".join(s["tests"])
     return (f"- `make suite-times` ({scope}): {s['passed']:,} tests passed in {s['pytest_s']:.0f} s of "
             f"pytest time, {s['cpu_s']:.0f} CPU s, on {s['cores']} cores (load average "
-            f"{_load_str(s['loadavg_start'])} at the start); the 15 slowest tests are in "
-            "[`reports/suite-times.md`](reports/suite-times.md).")
+            f"{_load_str(s['loadavg_start'])} at the start); the 15 slowest tests"
+            + (" and the 15 that use the most CPU seconds" if s.get("most_cpu") else "")
+            + " are in [`reports/suite-times.md`](reports/suite-times.md).")
 
 
 def readme_blocks(folder: Path | None = None, suite: Path = SUITE_TIMES) -> dict[str, str]:
