@@ -13,7 +13,7 @@ signs (uint64 shifts and masks, exact); (3) ``N^T N = sum_{s,t} 2^(LIMB (s+t)) (
 block product over :data:`BLOCK` rows in float64 by numpy's ``@`` (the limbs stacked side by side: one
 product per block): every term is an integer below ``2^(2 LIMB)`` and every partial sum, in whatever order
 the BLAS adds (with or without FMA), an integer below ``BLOCK 2^(2 LIMB) <= 2^52``, so each is exact, on
-every machine; (4) the block results (int64, exact) are summed and weighted in Python integers.
+every machine; (4) the block results (int64, exact; 2^10 at a time) are summed, weighted in Python ints.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from __future__ import annotations
 import numpy as np
 
 #: bits per limb and rows per block: BLOCK * 2^(2 LIMB) <= 2^52 keeps every float64 partial sum exact
-LIMB = 20
-BLOCK = 1 << 12
+#: (22-bit limbs: three cover the 66 bits a softmax-kernel head's features span, where 20-bit need four)
+LIMB = 22
+BLOCK = 1 << 8
 if BLOCK * (1 << (2 * LIMB)) > 1 << 52:
     raise ImportError("BLOCK * 2^(2 LIMB) must be at most 2^52")
 
@@ -59,12 +60,11 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
     if not L:
         return [[0] * r for _ in range(r)], 0
     T, A = len(L), np.concatenate(L, axis=1)             # (K, T r), exact small integers
-    if -(-A.shape[0] // BLOCK) > 1 << 10:
-        raise GramError(f"{A.shape[0]} rows: more than int64 accumulation of exact blocks allows")
-    acc = np.zeros((T * r, T * r), dtype=np.int64)
-    for a in range(0, A.shape[0], BLOCK):                # exact integers < 2^52; <= 2^10 blocks < 2^62
+    acc, big = np.zeros((T * r, T * r), dtype=np.int64), np.zeros((T * r, T * r), dtype=object)
+    for i, a in enumerate(range(0, A.shape[0], BLOCK)):  # exact integers < 2^52; 2^10 of them < 2^62
         acc += (A[a:a + BLOCK].T @ A[a:a + BLOCK]).astype(np.int64)
-    big = acc.astype(object)                             # Python ints: the weighted sum is exact
+        if i % 1024 == 1023 or a + BLOCK >= A.shape[0]:  # then into Python ints: the sums are exact
+            big, acc = big + acc.astype(object), np.zeros_like(acc)
     G = sum((big[s * r:(s + 1) * r, t * r:(t + 1) * r] * (1 << (LIMB * (s + t)))
              for s in range(T) for t in range(T)), np.zeros((r, r), dtype=object))
     return _normalize(G.tolist(), 2 * e0)
