@@ -244,3 +244,19 @@ def test_a_rational_csv_source_too(tmp_path, capsys):
     assert cert["claims"][0]["evidence"]["upper_witness"] == "freivalds"
     assert main(["verify", str(out)]) == 0
     capsys.readouterr()
+
+
+def test_the_kernel_test_skips_a_prime_at_which_the_minor_is_singular_and_keeps_counting():
+    # M = A[R, C] has det 3: the candidate 3 is skipped and the next two primes are taken; on a
+    # rank r + 1 matrix the test fails and still names the m primes the rule gives (the first m at
+    # which M is invertible), so the checker can compare them with the certificate's
+    import flint
+    q1, q2 = [q for q in range((1 << 61) + 1, (1 << 61) + 400, 2) if flint.fmpz(q).is_prime()][:2]
+    A = np.array([[1, 0], [0, 1], [2, 5], [7, 1]]) @ np.array([[1, 0, 1, 4], [0, 3, 6, 2]])   # rank 2
+    X = np.array([[1], [2], [3], [4]], dtype=np.int64)
+    assert round(np.linalg.det(A[:2, :2])) == 3
+    assert fker.test(A, [0, 1], [0, 1], X, iter([3, q1, q2]), 2) == (True, [q1, q2])
+    B = A.copy()
+    B[3, 3] += 1                                                            # rank 3
+    assert fker.test(B, [0, 1], [0, 1], X, iter([3, q1, q2, 5]), 2) == (False, [q1, q2])
+    assert fker.test(A, [0, 1], [0, 1], X, iter([3, q1]), 2) == (True, [q1])     # candidates run out

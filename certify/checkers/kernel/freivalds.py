@@ -27,6 +27,7 @@ on ``error_log2`` is fixed (:data:`certify.checkers.rank.freivalds.FLOOR`).
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Iterable
 
 import numpy as np
 
@@ -47,20 +48,15 @@ def error(s: int, t: int, m: int, L: int, LD: int) -> Fraction:
 
 def _digits(M: np.ndarray, b: int) -> list[tuple[np.ndarray, int]]:
     """``[(D_t, b t)]``: float64 digits ``0 <= D_t < 2^b``, ``M = sum_t D_t 2^(b t)`` (int64 ``M >= 0``)."""
-    out, s = [], 0
-    while True:
-        out.append(((M % (1 << b)).astype(np.float64), s))
-        M, s = M // (1 << b), s + b
-        if not M.any():
-            return out
+    top = max(int(M.max(initial=0)).bit_length(), 1)
+    return [(((M >> s) % (1 << b)).astype(np.float64), s) for s in range(0, top, b)]
 
 def product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     """``A X`` over Z (Python ints) for int64 ``A`` and nonnegative int64 ``X``:
     both split into digits small enough that each float64 product is exact
     (``k 2^a 2^b <= 2^52`` for inner dimension ``k``)."""
     room = 52 - max(A.shape[1], 1).bit_length()                         # k 2^room <= 2^52
-    abits = int(np.abs(A).max(initial=0)).bit_length()
-    xbits = int(X.max(initial=0)).bit_length()
+    abits, xbits = int(np.abs(A).max(initial=0)).bit_length(), int(X.max(initial=0)).bit_length()
     if abits + xbits <= room:                                            # one exact product
         return (A.astype(np.float64) @ X.astype(np.float64)).astype(np.int64).astype(object)
     b = min(xbits, max(room - abits, room // 2))
@@ -71,19 +67,22 @@ def product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
             out += ((Pa * sign) @ Px).astype(np.int64).astype(object) * (1 << (sa + sb))
     return out
 
-def test(A: np.ndarray, R: list[int], C: list[int], X: np.ndarray, qs: list[int]) -> bool:
-    """Whether ``A[:, C] W = A X (mod q)`` with ``W = M^-1 (A X)[R] mod q`` for each
-    prime ``q`` in ``qs`` (``M = A[R, C]`` invertible modulo each; module docstring).
-    False proves ``rank A > len(C)`` exactly (a nonzero residue of the Schur
-    complement)."""
+def test(A: np.ndarray, R: list[int], C: list[int], X: np.ndarray, candidates: Iterable[int],
+         m: int) -> tuple[bool, list[int]]:
+    """``(passed, qs)``: ``qs`` the first ``m`` primes of ``candidates`` at which ``M = A[R, C]`` is
+    invertible (fewer when they run out; ``nmod_mat.solve`` raises exactly when ``M`` is singular mod
+    ``q``), ``passed`` whether ``A[:, C] W = A X (mod q)`` with ``W = M^-1 (A X)[R] mod q`` for each
+    (module docstring). False proves ``rank A > len(C)`` exactly (a nonzero residue of the Schur complement)."""
     import flint
-    MZ = fmpz_matrix(A[np.ix_(R, C)].tolist())
-    Y = product(A, X)                                                    # (n1, t) over Z
-    AC = np.ascontiguousarray(A[:, C])
-    for q in qs:
-        Yq = flint.nmod_mat([[int(v) % q for v in row] for row in Y[R].tolist()], q)
-        W = flint.nmod_mat(MZ, q).solve(Yq)                             # M W = Y[R] mod q
-        Wi = np.array([[int(v) for v in row] for row in W.tolist()], dtype=np.int64)
-        if any(int(v) % q for v in (product(AC, Wi) - Y).ravel().tolist()):
-            return False
-    return True
+    MZ, Y, AC = fmpz_matrix(A[np.ix_(R, C)]), product(A, X), np.ascontiguousarray(A[:, C])
+    YR, passed, qs = fmpz_matrix(Y[R]), True, []
+    for q in candidates:
+        try:
+            W = flint.nmod_mat(MZ, q).solve(flint.nmod_mat(YR, q))                  # M W = Y[R] mod q
+        except ZeroDivisionError:
+            continue
+        Wi = np.array([int(v) for v in W.entries()], dtype=np.int64).reshape(len(C), -1)
+        passed = passed and not any(int(v) % q for v in (product(AC, Wi) - Y).ravel().tolist())
+        if len(qs := qs + [q]) == m:
+            break
+    return passed, qs

@@ -157,15 +157,14 @@ def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int], Mi: np.nda
     Mi = inverse_mod(A[np.ix_(R, C)], p) if Mi is None else Mi
     if Mi is None or any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
         return False
-    Y = np.fmod(Mi @ (A[R] % p).astype(np.float64), p)                  # (r, n2), exact
-    Z = np.fmod((A[:, C] % p).astype(np.float64) @ Mi, p)               # (n1, r), exact
+    oR, oC = np.setdiff1d(np.arange(A.shape[0]), R), np.setdiff1d(np.arange(A.shape[1]), C)
+    Y = np.fmod(Mi @ (A[np.ix_(R, oC)] % p).astype(np.float64), p)     # (r, n2 - r), exact
+    Z = np.fmod((A[np.ix_(oR, C)] % p).astype(np.float64) @ Mi, p)     # (n1 - r, r), exact
 
-    def supported_before(W: np.ndarray, basis: list[int]) -> bool:
-        # W: (r, n) coordinates of the n vectors; basis: the r indices, increasing
+    def supported_before(W: np.ndarray, basis: list[int], others: np.ndarray) -> bool:
+        # W: (r, len(others)) coordinates of the vectors outside the basis (r increasing indices)
         nz = W != 0
         last_index = np.asarray(basis, dtype=np.int64)[r - 1 - np.argmax(nz[::-1], axis=0)]   # last nonzero
-        outside = np.ones(W.shape[1], dtype=bool)
-        outside[basis] = False
-        return bool(np.all(~outside | ~nz.any(axis=0) | (last_index < np.arange(W.shape[1]))))
+        return bool(np.all(~nz.any(axis=0) | (last_index < others)))
 
-    return supported_before(Y, C) and supported_before(Z.T, R)
+    return supported_before(Y, C, oC) and supported_before(Z.T, R, oR)

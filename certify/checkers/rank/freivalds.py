@@ -50,14 +50,15 @@ it; ``certify verify`` runs in its own process and recomputes it.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 from fractions import Fraction
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
 from certify.checkers.common import Bad, integer, keys
-from certify.checkers.kernel import canonical_sha256, det_nonzero_mod_p, fmpz_matrix, freivalds, is_prime
+from certify.checkers.kernel import canonical_sha256, det_nonzero_mod_p, freivalds, is_prime
 
 DOMAIN = "certify-attention/freivalds-rank/2"
 #: the least error_log2 that verifies without an assumption (module docstring)
@@ -90,17 +91,21 @@ def vectors(ch: bytes, n2: int, t: int, s: int) -> np.ndarray:
     return (words % (1 << s)).T.copy()                                   # (n2, t)
 
 
-def primes(ch: bytes, MZ: Any, m: int) -> list[int]:
-    """The first ``m`` primes the challenge draws at which ``MZ`` is invertible."""
-    out = []
+def candidates(ch: bytes) -> Iterator[int]:
+    """The primes the challenge draws, in order (module docstring, step 2)."""
     for i in range(_MAX_TRIES):
         d = hashlib.shake_256(ch + b"/primes/" + i.to_bytes(8, "little")).digest(8)
         q = (1 << (_QB - 1)) + int.from_bytes(d, "little") % (1 << (_QB - 1))
-        if is_prime(q) and det_nonzero_mod_p(MZ, q):
-            out.append(q)
-            if len(out) == m:
-                return out
-    raise Bad("no prime found for the Freivalds check")
+        if is_prime(q):
+            yield q
+
+
+def primes(ch: bytes, MZ: Any, m: int) -> list[int]:
+    """The first ``m`` primes the challenge draws at which ``MZ`` is invertible."""
+    out = list(itertools.islice((q for q in candidates(ch) if det_nonzero_mod_p(MZ, q)), m))
+    if len(out) < m:
+        raise Bad("no prime found for the Freivalds check")
+    return out
 
 
 def plan(A: np.ndarray, R: list[int], C: list[int], s: int, t: int, k: int,
@@ -180,6 +185,8 @@ def shared_test(A: np.ndarray, R: list[int], C: list[int], ch: bytes, s: int, t:
     if key not in _MEMO:
         if len(_MEMO) >= 8:
             _MEMO.pop(next(iter(_MEMO)))
-        qs = primes(ch, fmpz_matrix(A[np.ix_(R, C)].tolist()), m)
-        _MEMO[key] = (freivalds.test(A, R, C, vectors(ch, A.shape[1], t, s), qs), qs)
+        passed, qs = freivalds.test(A, R, C, vectors(ch, A.shape[1], t, s), candidates(ch), m)
+        if len(qs) < m:
+            raise Bad("no prime found for the Freivalds check")
+        _MEMO[key] = (passed, qs)
     return _MEMO[key]
