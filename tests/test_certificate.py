@@ -76,3 +76,18 @@ def test_atomic_write_leaves_no_partial_file(tmp_path, monkeypatch):
         atomic_write_text(path, "new")
     assert path.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_the_recorded_versions_are_the_installed_ones(tmp_path, monkeypatch):
+    # every installed distribution: the version read from the dist-info folder names equals
+    # importlib.metadata's; an absent one is None; a first entry on sys.path wins over a later one
+    from importlib import metadata
+
+    from certify.core.certificate import installed_versions
+    names = tuple(sorted({d.metadata["Name"] for d in metadata.distributions() if d.metadata["Name"]}))
+    assert len(names) > 20
+    assert installed_versions(names) == {n: metadata.version(n) for n in names}
+    assert installed_versions(("no-such-distribution",)) == {"no-such-distribution": None}
+    (tmp_path / "Python_Flint-0.0.1.dist-info").mkdir()
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert installed_versions(("python-flint", "numpy"))["python-flint"] == "0.0.1"

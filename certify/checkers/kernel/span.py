@@ -47,6 +47,10 @@ except ImportError:
     _K = None
 
 
+def _others(n: int, idx: list[int]) -> np.ndarray:
+    """The indices in ``range(n)`` outside ``idx``, increasing (``setdiff1d`` without its import of numpy.ma)."""
+    return np.flatnonzero(np.bincount(np.asarray(idx, dtype=np.int64), minlength=n) == 0)
+
 def _sq_norms(X: np.ndarray) -> list[int]:
     """Exact squared norms of the rows of an int64 array (Python ints)."""
     if X.shape[1] and int(np.abs(X).max()) < 1 << 31 and X.shape[1] < 1 << 20:
@@ -103,7 +107,7 @@ def span_mod_primes(A: np.ndarray, R: list[int], C: list[int], primes: list[int]
     if _K is None or len(set(primes)) < len(primes) or not all(5 <= p <= top and is_prime(p) for p in primes) \
             or (d == 0 or P < abs(d) << s if d is not None else P * P <= bound_sq(A, R, C)):
         return None
-    oR, oC, Af = np.setdiff1d(np.arange(A.shape[0]), R), np.setdiff1d(np.arange(A.shape[1]), C), A.astype(float)
+    oR, oC, Af = _others(A.shape[0], R), _others(A.shape[1], C), A.astype(float)
     Ri, Ci = np.asarray(R, dtype=np.int64), np.asarray(C, dtype=np.int64)
     Mf, NR, NC, No = Af[np.ix_(Ri, Ci)], Af[np.ix_(Ri, oC)], Af[np.ix_(oR, Ci)], Af[np.ix_(oR, oC)]
     No = No.astype(np.int32) if max_abs < 1 << 31 else No                      # half the memory traffic
@@ -157,14 +161,9 @@ def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int], Mi: np.nda
     Mi = inverse_mod(A[np.ix_(R, C)], p) if Mi is None else Mi
     if Mi is None or any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
         return False
-    oR, oC = np.setdiff1d(np.arange(A.shape[0]), R), np.setdiff1d(np.arange(A.shape[1]), C)
-    Y = np.fmod(Mi @ (A[np.ix_(R, oC)] % p).astype(np.float64), p)     # (r, n2 - r), exact
-    Z = np.fmod((A[np.ix_(oR, C)] % p).astype(np.float64) @ Mi, p)     # (n1 - r, r), exact
-
-    def supported_before(W: np.ndarray, basis: list[int], others: np.ndarray) -> bool:
-        # W: (r, len(others)) coordinates of the vectors outside the basis (r increasing indices)
-        nz = W != 0
-        last_index = np.asarray(basis, dtype=np.int64)[r - 1 - np.argmax(nz[::-1], axis=0)]   # last nonzero
-        return bool(np.all(~nz.any(axis=0) | (last_index < others)))
-
-    return supported_before(Y, C, oC) and supported_before(Z.T, R, oR)
+    oR, oC = _others(A.shape[0], R), _others(A.shape[1], C)
+    Y = np.fmod(Mi @ (A[np.ix_(R, oC)] % p).astype(np.float64), p) != 0        # (r, n2 - r), exact
+    Z = np.fmod((A[np.ix_(oR, C)] % p).astype(np.float64) @ Mi, p).T != 0      # (r, n1 - r), exact
+    # the last nonzero coordinate of each vector outside the basis comes before it (or there is none)
+    return all(bool(np.all(~nz.any(0) | (np.asarray(b)[r - 1 - np.argmax(nz[::-1], 0)] < o)))
+               for nz, b, o in ((Y, C, oC), (Z, R, oR)))
