@@ -75,7 +75,7 @@ def test(A: np.ndarray, R: list[int], C: list[int], X: np.ndarray, candidates: I
     (module docstring). False proves ``rank A > len(C)`` exactly (a nonzero residue of the Schur complement)."""
     import flint
     MZ, Y, AC = fmpz_matrix(A[np.ix_(R, C)]), product(A, X), np.ascontiguousarray(A[:, C])
-    YR, passed, qs = fmpz_matrix(Y[R]), True, []
+    YR, passed, qs = fmpz_matrix(Y[R]), True, list[int]()
     for q in candidates:
         try:
             W = flint.nmod_mat(MZ, q).solve(flint.nmod_mat(YR, q))                  # M W = Y[R] mod q

@@ -15,7 +15,7 @@ def fmpz_matrix(rows: Any, ncols: int | None = None) -> Any:
     if isinstance(rows, flint.fmpz_mat):
         return rows
     if getattr(rows, "ndim", 0) == 2 and rows.dtype.kind in "iu":                  # an integer numpy array
-        return flint.fmpz_mat(*rows.shape, rows.ravel().tolist())
+        return flint.fmpz_mat(rows.shape[0], rows.shape[1], rows.ravel().tolist())
     rows = [list(r) for r in rows]
     return flint.fmpz_mat(len(rows), len(rows[0]) if rows else (ncols or 0), [int(v) for r in rows for v in r])
 

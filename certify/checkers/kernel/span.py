@@ -162,8 +162,8 @@ def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int], Mi: np.nda
     if Mi is None or any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
         return False
     oR, oC = _others(A.shape[0], R), _others(A.shape[1], C)
-    Y = np.fmod(Mi @ (A[np.ix_(R, oC)] % p).astype(np.float64), p) != 0        # (r, n2 - r), exact
-    Z = np.fmod((A[np.ix_(oR, C)] % p).astype(np.float64) @ Mi, p).T != 0      # (r, n1 - r), exact
+    Y = np.fmod(Mi @ (A[R][:, oC] % p).astype(np.float64), p) != 0        # (r, n2 - r), exact
+    Z = np.fmod((A[oR][:, C] % p).astype(np.float64) @ Mi, p).T != 0      # (r, n1 - r), exact
     # the last nonzero coordinate of each vector outside the basis comes before it (or there is none)
     return all(bool(np.all(~nz.any(0) | (np.asarray(b)[r - 1 - np.argmax(nz[::-1], 0)] < o)))
                for nz, b, o in ((Y, C, oC), (Z, R, oR)))
