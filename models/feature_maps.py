@@ -76,28 +76,17 @@ class FeatureMapSpec:
         return ProjectionMap(self.name, size, rank, **kwargs)
 
 
-def _spec(name: str, kind: MapKind, description: str) -> FeatureMapSpec:
-    """The registry entry of the project's map ``name``: its guarantee and transform from the table."""
-    e = named("project", name)
-    return FeatureMapSpec(name, kind, e.structure, e.torch if e.elementwise else identity, description)
+def _spec(name: str, kind: MapKind) -> FeatureMapSpec:
+    """The registry entry of the project's map ``name``: guarantee, transform and words from the table."""
+    e = named("project" if kind is MapKind.PROJECTION else "project-lookup", name)
+    what = f"a free table of raw entries u, then {e.prose}" if kind is MapKind.LOOKUP else f"{e.prose} at u = W x + b"
+    return FeatureMapSpec(name, kind, e.structure, e.torch if e.elementwise else identity, what)
 
 
-REGISTRY: dict[str, FeatureMapSpec] = {s.name: s for s in (
-    _spec("lookup_softplus", MapKind.LOOKUP, "free table, softplus of raw entries"),
-    _spec("lookup_exp", MapKind.LOOKUP, "free table, exp of raw entries"),
-    _spec("lookup_relu", MapKind.LOOKUP, "free table, relu of raw entries (exact for nonnegative tables)"),
-    _spec("lookup_signed", MapKind.LOOKUP, "free table, raw entries (signed)"),
-    _spec("exp", MapKind.PROJECTION, "exp(W x + b)"),
-    _spec("softplus", MapKind.PROJECTION, "softplus(W x + b)"),
-    _spec("elu1", MapKind.PROJECTION, "elu(W x + b) + 1 (Katharopoulos et al.)"),
-    _spec("relu", MapKind.PROJECTION, "relu(W x + b)"),
-    _spec("identity", MapKind.PROJECTION, "W x + b (signed)"),
-    _spec("favor", MapKind.PROJECTION, "FAVOR+ positive random features exp(omega u - |u|^2/2)/sqrt(r), "
-          "u = W x + b, omega fixed"),
-    _spec("tensor_square", MapKind.PROJECTION,
-          "u (x) u with u = W x + b in R^d, r = d^2 (signed features, kernel <.,.>^2)"),
-)}
-assert set(REGISTRY) == set(names_in("project")), "the registry and the table's project maps differ"
+#: the project's maps: the table's ``project-lookup`` (free tables) and ``project`` (projections) columns
+REGISTRY: dict[str, FeatureMapSpec] = {
+    **{n: _spec(n, MapKind.LOOKUP) for n in names_in("project-lookup")},
+    **{n: _spec(n, MapKind.PROJECTION) for n in names_in("project")}}
 
 
 def spec(name: str) -> FeatureMapSpec:
@@ -225,8 +214,8 @@ class ProjectionMap(nn.Module):
 
 #: registry name -> the transform on float64 arrays, correctly rounded (the certified
 #: features; ``favor`` is in :meth:`ProjectionMap.canonical`), from the table
-CANONICAL_TRANSFORMS: dict[str, Callable] = {n: e.canonical for n, e in in_library("project").items()
-                                             if not e.learned}
+CANONICAL_TRANSFORMS: dict[str, Callable] = {n: e.canonical for lib in ("project-lookup", "project")
+                                             for n, e in in_library(lib).items() if not e.learned}
 
 
 def build_projection_map(name: str, m: int, rank: int, **kwargs) -> ProjectionMap:

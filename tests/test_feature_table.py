@@ -126,9 +126,10 @@ def test_other_places_read_the_table():
     from models.layouts import defaults, lucidrains
     assert set(lucidrains.KERNEL_FNS) == set(ft.names_in("performer-pytorch"))
     assert set(adapters._MAPS) == set(ft.names_in("adapter"))
-    assert set(feature_maps.REGISTRY) == set(ft.names_in("project"))
+    assert set(feature_maps.REGISTRY) == set(ft.names_in("project")) | set(ft.names_in("project-lookup"))
     for name, s in feature_maps.REGISTRY.items():
-        assert s.guarantee is ft.named("project", name).structure
+        lib = "project-lookup" if s.kind is feature_maps.MapKind.LOOKUP else "project"
+        assert s.guarantee is ft.named(lib, name).structure
     assert sketch.FEATURE_MAPS == ft.names_in("sketch")
     assert set(sketch.RATIONAL_MAPS) == {n for n in sketch.FEATURE_MAPS if ft.named("sketch", n).rational}
     prose = defaults.KERNEL_ARGS[("fla", "LinearAttention")]["feature_map"]
@@ -192,3 +193,48 @@ def test_the_checkers_list_agrees_with_the_table():
                 assert lo - abs(lo) * 2 ** -50 <= Fraction(float(c)) <= hi + abs(hi) * 2 ** -50, (n, x)
     methods = set(BY_NAME["nonnegative"].trusted)
     assert {Nonnegativity.FEATURES_NONNEGATIVE.value, "quadratic_kernel", "all_products"} <= methods
+
+
+_ADD_A_MAP = r"""
+import json
+import numpy as np
+import torch
+from models import feature_table as ft
+from models.canonical.arith import f64, linear, relu
+new = ft.FeatureMap("relu_squared", "relu(u)^2", lambda u: torch.relu(u) ** 2, lambda u: relu(u) * relu(u), True,
+                    ft.Nonnegativity.FEATURES_NONNEGATIVE, "relu(u)^2 >= 0", lambda d, *_: d,
+                    {"fla": ("relu_squared",), "adapter": ("relu_squared",)}, elementwise=True)
+ft.TABLE = {**ft.TABLE, new.name: new}          # the one edit: an entry in the table
+from models.adapters import AdaptedHead, parse_spec
+from models.layouts import detect
+g = torch.Generator().manual_seed(0)
+sd = {f"{n}_proj.weight": torch.randn(4, 4, generator=g) for n in "qkvo"}
+cfg = {"class": "LinearAttention", "feature_map": "relu_squared", "num_heads": 2, "do_feature_map_norm": True,
+       "norm_q": False, "norm_k": False, "output_norm": "identity"}
+head = detect(sd, cfg).layers[0].heads[1]
+x = np.array([[0, 1, 1, 0], [1, 0, 1, 1], [1, 1, 1, 1]], dtype=np.float64)
+q, k = head.canonical_features(x)
+uk = linear(x, f64(sd["k_proj.weight"][2:]), None)
+spec = parse_spec({"layout": "generic", "query_weight": "q_proj.weight", "key_weight": "k_proj.weight",
+                   "heads": 2, "head": 1, "feature_map": "relu_squared"})
+aq, ak = AdaptedHead(spec, sd).canonical_features(x)
+print(json.dumps({"map": head.feature_map, "nonneg": head.guarantee, "rank": head.rank,
+                  "k": k.tolist() == (relu(uk) * relu(uk)).tolist(), "adapter": ak.tolist() == k.tolist(),
+                  "torch": float(abs(head.feature_matrices(torch.from_numpy(x).float())[1].double().numpy()
+                                     - k).max())}))
+"""
+
+
+def test_adding_a_map_is_one_table_entry(tmp_path):
+    """A new entry (relu squared, named by fla and the adapter spec) and nothing else:
+    an fla layer with feature_map="relu_squared" is detected, its features are the
+    entry's canonical function, and the adapter spec takes the name too."""
+    import json
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-c", _ADD_A_MAP], capture_output=True, text=True, cwd=ROOT,
+                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["map"] == "fla-relu_squared" and got["nonneg"] == "features_nonnegative" and got["rank"] == 2
+    assert got["k"] and got["adapter"] and got["torch"] < 1e-5

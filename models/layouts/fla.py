@@ -573,8 +573,8 @@ def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict, unstated: d
             unstated[a] = base[a]
     rows = int(sd[p + "q_proj.weight"].shape[0])
     if "num_heads" not in config:
-        if cfg["feature_map"] in LEARNED:
-            W = sd.get(p + stored + "layer.weight", sd.get(p + stored + "layer1.weight"))
+        if cfg["feature_map"] in LEARNED:      # its first parameter is a weight (out, head width)
+            W = sd[p + stored + fm.named("fla", cfg["feature_map"]).learned[0]]
             cfg["num_heads"] = rows // int(W.shape[1])
         else:
             used["num_heads"] = base["num_heads"]
