@@ -85,7 +85,7 @@ def test_nonnegativity_structure_holds_and_is_not_claimed_where_it_fails(entry):
 def test_elu_is_two_maps_each_in_its_own_column():
     """fla's feature_map="elu" is elu + 1 (positive; fla's elu_p1 in torch), performer's
     kernel_fn ELU is elu itself (signed): the canonical meaning of each is unchanged."""
-    fla_elu, perf_elu = ft.named("fla", "elu"), ft.named("performer-pytorch", "elu")
+    fla_elu, perf_elu = ft.named("fla", "elu"), ft.named("performer-pytorch", "ELU")
     assert fla_elu.name == "elu1" and fla_elu.canonical is cm.elu_p1 and fla_elu.torch_for("fla") is ft.elu_p1
     assert ft.named("pytorch-fast-transformers", "elu+1") is fla_elu and fla_elu.torch is ft.elu1
     assert perf_elu.name == "elu" and perf_elu.canonical is cm.elu and perf_elu.structure is Nonnegativity.SIGNED
@@ -123,8 +123,9 @@ def test_fla_layout_reads_its_maps_from_the_table():
 
 def test_other_places_read_the_table():
     from models import adapters, feature_maps, sketch
-    from models.layouts import defaults, lucidrains
-    assert set(lucidrains.KERNEL_FNS) == set(ft.names_in("performer-pytorch"))
+    from models.layouts import defaults, lucidrains, reference
+    assert set(lucidrains.KERNEL_FNS) == {n.lower() for n in ft.names_in("performer-pytorch")}
+    assert all(isinstance(reference._kernel_module(n), getattr(torch.nn, n)) for n in ft.names_in("performer-pytorch"))
     assert set(adapters._MAPS) == set(ft.names_in("adapter"))
     assert set(feature_maps.REGISTRY) == set(ft.names_in("project")) | set(ft.names_in("project-lookup"))
     for name, s in feature_maps.REGISTRY.items():

@@ -80,8 +80,8 @@ PERFORMER_CONFIG = LM_CONFIG | {"library", "class", "dim", "heads", "dim_head", 
                                 "feature_redraw_interval", "local_window_size", "dropout", "attn_out_bias"}
 LAT_CONFIG = LM_CONFIG | {"library", "class", "dim", "heads", "dim_head", "causal", "n_local_attn_heads",
                           "receives_context", "blindspot_size", "local_attn_window_size", "dropout", "attn_dropout"}
-#: performer kernel_fn names (lower-cased) -> their feature map (:mod:`models.feature_table`)
-KERNEL_FNS = {n: e for n, e in fm.in_library(PERFORMER).items() if e.elementwise}
+#: performer kernel_fn names (the ``torch.nn`` class, lower-cased) -> their feature map (:mod:`models.feature_table`)
+KERNEL_FNS = {n.lower(): e for n, e in fm.in_library(PERFORMER).items() if e.elementwise}
 KERNEL_EPSILON = 0.001
 #: the constructor arguments that change the kernel and that the keys do not show
 DECIDING = {PERFORMER: ("causal", "generalized_attention", "kernel_fn", "no_projection", "local_heads"),
