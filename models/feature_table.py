@@ -116,6 +116,38 @@ def identity(u):
     return u
 
 
+def _relu(u):
+    return F.relu(u)
+
+
+def _elu(u):
+    return F.elu(u)
+
+
+def _exp(u):
+    return torch.exp(u)
+
+
+def _softplus(u):
+    return F.softplus(u)
+
+
+def _sigmoid(u):
+    return torch.sigmoid(u)
+
+
+def _tanh(u):
+    return torch.tanh(u)
+
+
+def _gelu(u):
+    return F.gelu(u)
+
+
+def _softmax(u):
+    return u.softmax(dim=-1)
+
+
 def elu1(u):
     """``elu(u) + 1`` as fast-transformers (and the project's heads) compute it."""
     return F.elu(u) + 1.0
@@ -207,29 +239,29 @@ TABLE: Mapping[str, FeatureMap] = {e.name: e for e in (
                {"fla": ("elu",), "pytorch-fast-transformers": ("elu+1",), "adapter": ("elu1",),
                 "project": ("elu1",), "sketch": ("elu1",)},
                elementwise=True, library_torch={"fla": elu_p1}),
-    FeatureMap("relu", "max(u, 0)", lambda u: F.relu(u), relu, True, _FN, "max(u, 0) >= 0",
+    FeatureMap("relu", "max(u, 0)", _relu, relu, True, _FN, "max(u, 0) >= 0",
                _same, {"fla": ("relu",), "performer-pytorch": ("ReLU",), "adapter": ("relu",),
                        "project": ("relu",), "project-lookup": ("lookup_relu",), "sketch": ("relu",)}, elementwise=True),
     FeatureMap("identity", "u (signed)", identity, cm.identity, True, _SG, "nothing",
                _same, {"fla": ("identity",), "fla-based": ("identity",), "performer-pytorch": ("Identity",),
                        "adapter": ("identity",), "project": ("identity",), "project-lookup": ("lookup_signed",),
                        "sketch": ("identity",)}, elementwise=True),
-    FeatureMap("elu", "elu(u): u for u > 0, exp(u) - 1 below (signed)", lambda u: F.elu(u), cm.elu, False, _SG,
+    FeatureMap("elu", "elu(u): u for u > 0, exp(u) - 1 below (signed)", _elu, cm.elu, False, _SG,
                "nothing: elu(u) >= -1", _same, {"performer-pytorch": ("ELU",)}, elementwise=True),
-    FeatureMap("exp", "exp(u)", lambda u: torch.exp(u), cr_exp, False, _FN, "exp(u) > 0", _same,
+    FeatureMap("exp", "exp(u)", _exp, cr_exp, False, _FN, "exp(u) > 0", _same,
                {"linear-attention-transformer": ("keys",), "performer-pytorch no_projection": ("keys",),
                 "adapter": ("exp",), "project": ("exp",), "project-lookup": ("lookup_exp",), "sketch": ("exp",)}, elementwise=True),
-    FeatureMap("softplus", "log(1 + exp(u))", lambda u: F.softplus(u), cm.softplus, False, _FN,
+    FeatureMap("softplus", "log(1 + exp(u))", _softplus, cm.softplus, False, _FN,
                "log(1 + exp(u)) > 0", _same,
                {"performer-pytorch": ("Softplus",), "adapter": ("softplus",),
                 "project": ("softplus",), "project-lookup": ("lookup_softplus",)}, elementwise=True),
-    FeatureMap("sigmoid", "1 / (1 + exp(-u))", lambda u: torch.sigmoid(u), cm.sigmoid, False, _FN,
+    FeatureMap("sigmoid", "1 / (1 + exp(-u))", _sigmoid, cm.sigmoid, False, _FN,
                "1 / (1 + exp(-u)) > 0", _same, {"performer-pytorch": ("Sigmoid",)}, elementwise=True),
-    FeatureMap("tanh", "tanh(u) (signed)", lambda u: torch.tanh(u), cm.tanh, False, _SG, "nothing",
+    FeatureMap("tanh", "tanh(u) (signed)", _tanh, cm.tanh, False, _SG, "nothing",
                _same, {"performer-pytorch": ("Tanh",)}, elementwise=True),
-    FeatureMap("gelu", "u Phi(u) (signed)", lambda u: F.gelu(u), cm.gelu, False, _SG, "nothing: gelu(u) >= -0.17",
+    FeatureMap("gelu", "u Phi(u) (signed)", _gelu, cm.gelu, False, _SG, "nothing: gelu(u) >= -0.17",
                _same, {"performer-pytorch": ("GELU",)}, elementwise=True),
-    FeatureMap("softmax", "softmax over the features", lambda u: u.softmax(dim=-1), cm.softmax, False, _FN,
+    FeatureMap("softmax", "softmax over the features", _softmax, cm.softmax, False, _FN,
                "exp(u_i) / sum_j exp(u_j) > 0", _same,
                {"linear-attention-transformer": ("queries",), "performer-pytorch no_projection": ("queries",),
                 "adapter": ("softmax",)}),

@@ -239,3 +239,15 @@ def test_adding_a_map_is_one_table_entry(tmp_path):
     got = json.loads(p.stdout.strip().splitlines()[-1])
     assert got["map"] == "fla-relu_squared" and got["nonneg"] == "features_nonnegative" and got["rank"] == 2
     assert got["k"] and got["adapter"] and got["torch"] < 1e-5
+
+
+def test_torch_functions_survive_the_trip_to_a_worker():
+    """Ray sends a head's maps to its workers with cloudpickle: each torch function (a
+    closure over the lazily imported torch, for a learned map) comes back computing the same."""
+    import pickle
+    cloudpickle = pytest.importorskip("cloudpickle")
+    u = _u()
+    for e in TABLE.values():
+        tf, _, _ = _maps(e, e.torch)
+        back = pickle.loads(cloudpickle.dumps(tf))
+        assert torch.equal(back(u), tf(u)), e.name
