@@ -6,7 +6,9 @@ drawn from the results the benchmarks wrote into ``reports/bench/``
 ``<!-- bench ... -->`` markers) and the headline figures of the top-level README
 (between its ``<!-- headline ... -->`` markers), rendered from the same files and
 from ``reports/suite-times.json`` (written by ``make suite-times``), so that the
-pages quote only what a file under ``reports/`` holds (a test compares them).
+pages quote only what a file under ``reports/`` holds (a test compares them); and
+the feature-map table of ``docs/layouts.md``, rendered from
+:mod:`models.feature_table` (``tests/test_feature_table.py`` compares it).
 ``make bench`` runs the benchmarks and then this script; ``python
 benchmarks/report.py`` redraws the report from the files alone, and ``python
 benchmarks/report.py --pages`` only rewrites the pages' generated blocks.
@@ -25,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 OUT = ROOT / "reports" / "bench"
 README = ROOT / "README.md"
 BENCH_PAGE = ROOT / "docs" / "benchmarks.md"
+LAYOUTS_PAGE = ROOT / "docs" / "layouts.md"
 SUITE_TIMES = ROOT / "reports" / "suite-times.json"
 
 
@@ -318,6 +321,9 @@ MARKS = {"summary": ("<!-- bench summary: written by benchmarks/report.py from r
                      "<!-- end bench summary -->"),
          "sweep": ("<!-- rank sweep table: written by benchmarks/report.py from reports/bench/rank_sweep.json -->",
                    "<!-- end rank sweep table -->")}
+#: the generated block of ``docs/layouts.md``: the feature-map table
+LAYOUTS_MARKS = {"feature maps": ("<!-- feature maps: written by benchmarks/report.py --pages from "
+                                  "models/feature_table.py -->", "<!-- end feature maps -->")}
 #: the generated block of the top-level README
 README_MARKS = {"headline": ("<!-- headline figures: written by benchmarks/report.py from reports/ -->",
                             "<!-- end headline figures -->")}
@@ -328,6 +334,12 @@ def page_blocks(folder: Path | None = None) -> dict[str, str]:
     sweep = _load("rank_sweep.json", folder)
     return {"summary": "\n".join(page_summary_table(folder)),
             "sweep": "\n".join(page_sweep_table(sweep)) if sweep and sweep.get("points") else ""}
+
+
+def layouts_blocks() -> dict[str, str]:
+    """The block of ``docs/layouts.md``: the feature-map table (:func:`models.feature_table.markdown`)."""
+    from models.feature_table import markdown
+    return {"feature maps": markdown()}
 
 
 def suite_times_line(path: Path = SUITE_TIMES) -> str:
@@ -396,6 +408,8 @@ def write_pages() -> None:
     print(f"wrote the benchmark tables of {BENCH_PAGE.relative_to(ROOT)}")
     write_blocks(README, readme_blocks(), README_MARKS)
     print(f"wrote the headline figures of {README.relative_to(ROOT)}")
+    write_blocks(LAYOUTS_PAGE, layouts_blocks(), LAYOUTS_MARKS)
+    print(f"wrote the feature-map table of {LAYOUTS_PAGE.relative_to(ROOT)}")
 
 
 def _short(assumption: str) -> str:

@@ -22,9 +22,10 @@ Layouts:
   sequence and are refused (exit 3); local heads (the first
   ``local_heads``) are windowed softmax attention and refused.
 * ``generic``: explicit keys ``query_weight``, ``key_weight`` (+ biases,
-  ``value_weight``) and ``feature_map`` in ``elu1`` (fast-transformers style
-  ``elu + 1``), ``relu``, ``exp``, ``identity``, ``softmax`` (over features),
-  ``favor`` (``exp(u P^T - |u|^2/2) / sqrt(r)`` with ``projection`` key).
+  ``value_weight``) and ``feature_map``, a name of the table's ``adapter``
+  column (:mod:`models.feature_table`: ``elu1`` is ``elu + 1``, ``softmax`` is
+  over the features, ``favor`` reads the ``projection`` key); the
+  ``performer`` layout's ``kernel_fn`` is one of its elementwise maps.
 
 Any layout: ``positional`` other than ``"none"``, a state dict holding
 positional-embedding tensors, ``redraw_features: true`` or
@@ -38,7 +39,6 @@ reader (:func:`certify.sources.weights.read_weights`): safetensors or
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -46,14 +46,15 @@ from typing import Any, Mapping
 import numpy as np
 
 from certify.core.errors import InputError, UncertifiableError
+from models import feature_table as fm
 from models.optional_torch import F, no_grad, torch, tt
 
 SPEC_FORMAT = "certify-attention/adapter/1"
 LAYOUTS = ("performer", "linear-attention-transformer", "generic")
-#: torch twins of the maps (torch is looked up when one is called: the canonical path needs none)
-_KERNEL_FNS = {"relu": lambda u: F.relu(u), "elu1": lambda u: F.elu(u) + 1.0, "exp": lambda u: torch.exp(u),
-               "softplus": lambda u: F.softplus(u), "identity": lambda u: u}
-_NONNEG = {"relu", "elu1", "exp", "softplus", "softmax", "favor"}
+#: the spec's feature maps (layout ``generic``) and, of those applied elementwise, performer's
+#: ``kernel_fn`` (:mod:`models.feature_table`; torch is looked up when a twin is called)
+_MAPS = fm.in_library("adapter")
+_KERNEL_FNS = {n: e for n, e in _MAPS.items() if e.elementwise}
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,9 @@ class AdaptedHead:
             self._init_generic(sd)
         self.m = int(self.Wq.shape[1])
         if lay == "performer":
-            nonneg = spec.kernel_fn in _NONNEG and spec.kernel_epsilon >= 0
+            nonneg = _KERNEL_FNS[spec.kernel_fn].nonnegative and spec.kernel_epsilon >= 0
         else:
-            nonneg = lay == "linear-attention-transformer" or self.feature_map in _NONNEG
+            nonneg = lay == "linear-attention-transformer" or _MAPS[self.feature_map].nonnegative
         self.guarantee = "features_nonnegative" if nonneg else "signed"
         if spec.layer_norm is not None:
             ln = dict(spec.layer_norm)
@@ -213,9 +214,9 @@ class AdaptedHead:
 
     def _init_generic(self, sd) -> None:
         s = self.spec
-        if s.feature_map not in ("elu1", "relu", "exp", "identity", "softplus", "softmax", "favor"):
-            raise InputError(f"generic feature_map must be elu1, relu, exp, identity, softplus, softmax or "
-                             f"favor, got {s.feature_map!r}")
+        if s.feature_map not in _MAPS:
+            raise InputError(f"generic feature_map must be {', '.join(list(_MAPS)[:-1])} or {list(_MAPS)[-1]}, "
+                             f"got {s.feature_map!r}")
         if not s.query_weight or not s.key_weight:
             raise InputError("generic layout needs query_weight and key_weight keys")
         Wq, Wk = _get(sd, s.query_weight), _get(sd, s.key_weight)
@@ -251,16 +252,11 @@ class AdaptedHead:
         s = self.spec
         if s.layout == "performer":
             norm = self.d ** -0.25 if s.normalize_data else 1.0
-            return _KERNEL_FNS[s.kernel_fn]((norm * u) @ tt(self.P).T.to(u.dtype)) + s.kernel_epsilon
+            return _KERNEL_FNS[s.kernel_fn].torch((norm * u) @ tt(self.P).T.to(u.dtype)) + s.kernel_epsilon
         if s.layout == "linear-attention-transformer":
             return u.softmax(dim=-1) * self.d ** -0.5 if which == "q" else torch.exp(u)
-        fm = self.feature_map
-        if fm == "softmax":
-            return u.softmax(dim=-1)
-        if fm == "favor":
-            r = self.P.shape[0]
-            return torch.exp(u @ tt(self.P).T - 0.5 * (u * u).sum(-1, keepdim=True)) / math.sqrt(r)
-        return _KERNEL_FNS[fm](u)
+        e = _MAPS[self.feature_map]
+        return e.torch(self.P)(u) if e.learned else e.torch(u)       # favor: its projection
 
     def _tokens(self, tokens):
         tokens = tt(tokens)
@@ -292,17 +288,15 @@ class AdaptedHead:
             return None if t is None else f64(t)
         uq, uk = linear(x, f64(self.Wq), opt(self.bq)), linear(x, f64(self.Wk), opt(self.bk))
         if s.layout == "performer":
-            phi = cm.performer(s.kernel_fn, f64(self.P), self.d, s.kernel_epsilon, s.normalize_data)
+            phi = cm.performer(_KERNEL_FNS[s.kernel_fn].canonical, f64(self.P), self.d, s.kernel_epsilon,
+                               s.normalize_data)
             q, k = phi(uq), phi(uk)
         elif s.layout == "linear-attention-transformer":
             q, k = cm.scaled_softmax(cm.inv_sqrt(self.d))(uq), cm.cr_exp(uk)
-        elif self.feature_map == "softmax":
-            q, k = cm.softmax(uq), cm.softmax(uk)
-        elif self.feature_map == "favor":
-            phi = cm.favor(f64(self.P))
-            q, k = phi(uq), phi(uk)
         else:
-            q, k = cm.ELEMENTWISE[self.feature_map](uq), cm.ELEMENTWISE[self.feature_map](uk)
+            e = _MAPS[self.feature_map]
+            phi = e.canonical(self.P) if e.learned else e.canonical
+            q, k = phi(uq), phi(uk)
         return positive_zero(q), positive_zero(k)
 
     @no_grad

@@ -11,7 +11,9 @@ Each registry entry declares a :class:`Guarantee`:
 * ``SIGNED`` -- nothing is guaranteed; nonnegativity must be checked.
 
 The declaration is a property of the architecture. A certificate still checks
-the computed features exactly; the guarantee says what to expect.
+the computed features exactly; the guarantee says what to expect. The
+guarantee, the torch transform and the canonical transform of each entry come
+from the feature-map table (:mod:`models.feature_table`, column ``project``).
 
 Two kinds of map:
 
@@ -45,18 +47,13 @@ from typing import Callable
 import numpy as np
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from certify.core.errors import InputError
-from models.canonical import arith, maps
+from models.canonical import arith
+from models.feature_table import Nonnegativity, identity, in_library, named, names_in
 
-
-class Guarantee(str, enum.Enum):
-    """What a feature map guarantees about signs, by construction."""
-
-    FEATURES_NONNEGATIVE = "features_nonnegative"
-    KERNEL_NONNEGATIVE = "kernel_nonnegative"
-    SIGNED = "signed"
+#: what a feature map guarantees about signs, by construction (:mod:`models.feature_table`)
+Guarantee = Nonnegativity
 
 
 class MapKind(str, enum.Enum):
@@ -79,40 +76,17 @@ class FeatureMapSpec:
         return ProjectionMap(self.name, size, rank, **kwargs)
 
 
-def _elu1(u: torch.Tensor) -> torch.Tensor:
-    return F.elu(u) + 1.0
+def _spec(name: str, kind: MapKind) -> FeatureMapSpec:
+    """The registry entry of the project's map ``name``: guarantee, transform and words from the table."""
+    e = named("project" if kind is MapKind.PROJECTION else "project-lookup", name)
+    what = f"a free table of raw entries u, then {e.prose}" if kind is MapKind.LOOKUP else f"{e.prose} at u = W x + b"
+    return FeatureMapSpec(name, kind, e.structure, e.torch if e.elementwise else identity, what)
 
 
-def _identity(u: torch.Tensor) -> torch.Tensor:
-    return u
-
-
-_G = Guarantee
-REGISTRY: dict[str, FeatureMapSpec] = {s.name: s for s in (
-    FeatureMapSpec("lookup_softplus", MapKind.LOOKUP, _G.FEATURES_NONNEGATIVE, F.softplus,
-                   "free table, softplus of raw entries"),
-    FeatureMapSpec("lookup_exp", MapKind.LOOKUP, _G.FEATURES_NONNEGATIVE, torch.exp,
-                   "free table, exp of raw entries"),
-    FeatureMapSpec("lookup_relu", MapKind.LOOKUP, _G.FEATURES_NONNEGATIVE, F.relu,
-                   "free table, relu of raw entries (exact for nonnegative tables)"),
-    FeatureMapSpec("lookup_signed", MapKind.LOOKUP, _G.SIGNED, _identity,
-                   "free table, raw entries (signed)"),
-    FeatureMapSpec("exp", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, torch.exp,
-                   "exp(W x + b)"),
-    FeatureMapSpec("softplus", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, F.softplus,
-                   "softplus(W x + b)"),
-    FeatureMapSpec("elu1", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, _elu1,
-                   "elu(W x + b) + 1 (Katharopoulos et al.)"),
-    FeatureMapSpec("relu", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, F.relu,
-                   "relu(W x + b)"),
-    FeatureMapSpec("identity", MapKind.PROJECTION, _G.SIGNED, _identity,
-                   "W x + b (signed)"),
-    FeatureMapSpec("favor", MapKind.PROJECTION, _G.FEATURES_NONNEGATIVE, torch.exp,
-                   "FAVOR+ positive random features exp(omega u - |u|^2/2)/sqrt(r), "
-                   "u = W x + b, omega fixed"),
-    FeatureMapSpec("tensor_square", MapKind.PROJECTION, _G.KERNEL_NONNEGATIVE, _identity,
-                   "u (x) u with u = W x + b in R^d, r = d^2 (signed features, kernel <.,.>^2)"),
-)}
+#: the project's maps: the table's ``project-lookup`` (free tables) and ``project`` (projections) columns
+REGISTRY: dict[str, FeatureMapSpec] = {
+    **{n: _spec(n, MapKind.LOOKUP) for n in names_in("project-lookup")},
+    **{n: _spec(n, MapKind.PROJECTION) for n in names_in("project")}}
 
 
 def spec(name: str) -> FeatureMapSpec:
@@ -234,18 +208,14 @@ class ProjectionMap(nn.Module):
         u = arith.linear(np.asarray(x, dtype=np.float64), arith.f64(self.proj.weight),
                          arith.f64(self.proj.bias))
         if self.name == "favor":
-            return maps.favor(arith.f64(self.omega))(u)
-        if self.name == "tensor_square":
-            return (u[:, :, None] * u[:, None, :]).reshape(u.shape[0], -1)
+            return named("project", "favor").canonical(self.omega)(u)
         return CANONICAL_TRANSFORMS[self.name](u)
 
 
 #: registry name -> the transform on float64 arrays, correctly rounded (the certified
-#: features; ``favor`` and ``tensor_square`` are in :meth:`ProjectionMap.canonical`)
-CANONICAL_TRANSFORMS: dict[str, Callable] = {
-    "lookup_softplus": maps.softplus, "lookup_exp": arith.cr_exp, "lookup_relu": arith.relu,
-    "lookup_signed": maps.identity, "exp": arith.cr_exp, "softplus": maps.softplus,
-    "elu1": maps.elu_p1, "relu": arith.relu, "identity": maps.identity}
+#: features; ``favor`` is in :meth:`ProjectionMap.canonical`), from the table
+CANONICAL_TRANSFORMS: dict[str, Callable] = {n: e.canonical for lib in ("project-lookup", "project")
+                                             for n, e in in_library(lib).items() if not e.learned}
 
 
 def build_projection_map(name: str, m: int, rank: int, **kwargs) -> ProjectionMap:

@@ -34,7 +34,13 @@ class _Lazy:
         self._module = module
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_module":      # pickling and copying probe dunders first
+            raise AttributeError(name)
         return getattr(importlib.import_module(self._module), name)
+
+    def __reduce__(self):
+        """Pickled by name (a closure sent to a Ray worker refers to it): the worker imports on use."""
+        return (_Lazy, (self._module,))
 
 
 torch: Any = _Lazy("torch")

@@ -41,14 +41,16 @@ from typing import TYPE_CHECKING, Any, Mapping
 import numpy as np
 
 from certify.core.errors import InputError
+from models.feature_table import named, names_in
 from models.quantize import Quantizer, UniformQuantizer, quantizer_from_json
 
 if TYPE_CHECKING:                                   # annotations only: torch is imported lazily
     import torch
 
 CHECKPOINT_FORMAT = "certify-attention/sketch-checkpoint/1"
-FEATURE_MAPS = ("identity", "relu", "elu1", "exp")
-RATIONAL_MAPS = ("identity", "relu")
+#: the sketch models' feature maps, and those replayed exactly with Fractions (:mod:`models.feature_table`)
+FEATURE_MAPS = names_in("sketch")
+RATIONAL_MAPS = tuple(n for n in FEATURE_MAPS if named("sketch", n).rational)
 
 
 @dataclass(frozen=True)
@@ -191,14 +193,7 @@ def load_sketch_checkpoint(path: str | os.PathLike
 # ---------------------------------------------------------------- float64 fast path
 
 def _fmap_torch(name: str, x: torch.Tensor) -> torch.Tensor:
-    import torch
-    if name == "identity":
-        return x
-    if name == "relu":
-        return torch.relu(x)
-    if name == "elu1":
-        return torch.nn.functional.elu(x) + 1.0
-    return torch.exp(x)
+    return named("sketch", name).torch(x)
 
 
 @dataclass(frozen=True)

@@ -109,25 +109,25 @@ def test_half_precision_decoding_is_exact():
 # ---------------------------------------------------------------- against torch (the library's arithmetic)
 
 def _torch_maps():
-    from models.layouts import fla
+    from models import feature_table as ft
     g = torch.Generator().manual_seed(3)
     W, b = torch.randn(4, 6, generator=g), torch.randn(4, generator=g)
     P = torch.randn(8, 6, generator=g)
     gam, bet = torch.randn(6, generator=g), torch.randn(6, generator=g)
     f = arith.f64
     return [
-        ("elu_p1", fla.elu_p1, maps.elu_p1),
-        ("elu1", fla.elu1, maps.elu_p1),
+        ("elu_p1", ft.elu_p1, maps.elu_p1),
+        ("elu1", ft.elu1, maps.elu_p1),
         ("relu", torch.relu, maps.relu),
-        ("dpfp", fla.dpfp, maps.dpfp),
-        ("taylor", fla.taylor, maps.taylor),
-        ("rebased", fla.rebased(gam, bet, True), maps.rebased(f(gam), f(bet), True)),
+        ("dpfp", ft.dpfp, maps.dpfp),
+        ("taylor", ft.taylor, maps.taylor),
+        ("rebased", ft.rebased(gam, bet, True), maps.rebased(f(gam), f(bet), True)),
         ("hedgehog", lambda u: torch.cat([2 * (u @ W.T + b), -2 * (u @ W.T + b)], -1).softmax(-1),
          maps.hedgehog(f(W), f(b))),
         ("softmax", lambda u: u.softmax(-1), maps.softmax),
-        ("performer-relu", lambda u: torch.relu((6 ** -0.25 * u) @ P.T) + 0.001, maps.performer("relu", f(P), 6)),
+        ("performer-relu", lambda u: torch.relu((6 ** -0.25 * u) @ P.T) + 0.001, maps.performer(maps.relu, f(P), 6)),
         ("performer-softplus", lambda u: torch.nn.functional.softplus((6 ** -0.25 * u) @ P.T) + 0.001,
-         maps.performer("softplus", f(P), 6)),
+         maps.performer(maps.softplus, f(P), 6)),
         ("layer_norm", lambda u: torch.nn.functional.layer_norm(u, (6,), gam, bet, 1e-5),
          maps.layer_norm(f(gam), f(bet), 1e-5)),
         ("rms_norm", lambda u: u * torch.rsqrt(u.pow(2).mean(-1, keepdim=True) + 1e-5) * gam,
@@ -157,7 +157,7 @@ rng = np.random.default_rng(7)
 u = rng.standard_normal((257, 16)) * 3
 W, b, P = rng.standard_normal((16, 16)), rng.standard_normal(16), rng.standard_normal((24, 16))
 x = maps.layer_norm(rng.standard_normal(16), rng.standard_normal(16), 1e-5)(u)
-outs = [maps.taylor(arith.linear(x, W, b)), maps.performer("relu", P, 16)(x), maps.elu_p1(x),
+outs = [maps.taylor(arith.linear(x, W, b)), maps.performer(arith.relu, P, 16)(x), maps.elu_p1(x),
         maps.hedgehog(W, b)(x[:40]), maps.rms_norm(None, 1e-6)(u), maps.dpfp(x)]
 canon = hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest()
 import torch

@@ -238,7 +238,7 @@ rng = np.random.default_rng(3)
 u = rng.standard_normal((64, 12)) * 3
 W, b = rng.standard_normal((12, 12)), rng.standard_normal(12)
 outs = [maps.hedgehog(W, b)(u), maps.elu_p1(u), maps.elu(u), maps.softplus(u), maps.sigmoid(u), maps.tanh(u),
-        maps.gelu(u), maps.performer("softplus", W, 12)(u), maps.favor(W)(u), maps.layer_norm(b, b, 1e-5)(u)]
+        maps.gelu(u), maps.performer(maps.softplus, W, 12)(u), maps.favor(W)(u), maps.layer_norm(b, b, 1e-5)(u)]
 print(json.dumps({"kernel": arith._kernel() is not None,
                   "hash": hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest()}))
 """

@@ -23,6 +23,7 @@ from certify.cli import checkpoint as checkpoint_cli
 from certify.core.errors import InputError, UncertifiableError
 from certify.core.verdict import Verdict
 from certify.sources.thirdparty import read_checkpoint
+from models.feature_table import learned, named, names_in
 from models.layouts import detect
 from models.layouts.defaults import DEFAULTS
 
@@ -259,8 +260,7 @@ def _fla_model(tmp_path, name, **kw):
     return model, tmp_path / name
 
 
-@pytest.mark.parametrize("fmap,tied", [("elu", False), ("relu", False), ("identity", False), ("hedgehog", False),
-                                       ("t2r", False), ("dpfp", False), ("elementwise_product", False)])
+@pytest.mark.parametrize("fmap,tied", [(f, False) for f in names_in("fla")])
 def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied, kv_heads=2):
     from fla.ops.linear_attn.naive import naive_recurrent_linear_attn
     model, folder = _fla_model(tmp_path, f"{fmap}{tied}", feature_map=fmap, tie_feature_map_qk=tied,
@@ -282,14 +282,14 @@ def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied, kv_h
             scale = q.shape[-1] ** -0.5                                            # fla's default scale
             assert torch.allclose(pq[ids], q[:, :, h] * scale, atol=1e-5)
             assert torch.allclose(pk[ids], k[:, :, h], atol=1e-5)
-            if fmap in ("identity", "elementwise_product"):
+            if not named("fla", fmap).nonnegative:
                 continue        # signed: the normalized output is ill-conditioned where sum alpha ~ 0
             got = _normalized(pq[ids], pk[ids], head.values(model.model.embeddings.weight)[ids], eps=1e-10)
             assert torch.allclose(got, ref[:, :, h], atol=1e-5), (fmap, (got - ref[:, :, h]).abs().max())
     res = certify_heads(str(folder))
     assert [r.status for r in res.rows] == ["certified"] * 2 + ["out of reach"] * 2
     nonneg = {r.nonnegative for r in _certified(res)}
-    if fmap in ("identity", "elementwise_product"):
+    if not named("fla", fmap).nonnegative:
         assert nonneg == {"refuted"} and res.certificate.exit_code() == 1
     else:
         assert nonneg == {"proved"}
@@ -301,7 +301,7 @@ def test_fla_grouped_key_heads(tmp_path):
     test_fla_linear_attn_folder_matches_reference_ops(tmp_path, "relu", False, kv_heads=1)
 
 
-@pytest.mark.parametrize("fmap", ["hedgehog", "t2r", "elementwise_product"])
+@pytest.mark.parametrize("fmap", list(learned("fla")))
 def test_fla_bare_layer_tied_maps(tmp_path, fmap):
     """Tied maps: one module under two names (torch.save keeps both keys; save_pretrained refuses)."""
     from fla.layers import LinearAttention
@@ -327,7 +327,7 @@ def test_fla_bare_layer_tied_maps(tmp_path, fmap):
             pq, pk = pq.reshape(2, 7, -1), pk.reshape(2, 7, -1)
             assert torch.allclose(pq, q[:, :, h] * q.shape[-1] ** -0.5, atol=1e-5)
             assert torch.allclose(pk, k[:, :, h], atol=1e-5)
-            if fmap == "elementwise_product":
+            if not named("fla", fmap).nonnegative:
                 continue        # signed: the normalized output is ill-conditioned where sum alpha ~ 0
             got = _normalized(pq, pk, v[:, :, h], eps=1e-10)
             assert torch.allclose(got, ref[:, :, h], atol=1e-5), (got - ref[:, :, h]).abs().max()

@@ -10,6 +10,8 @@ from certify.core.errors import InputError
 from certify.core.families import multilevel_spec
 from models.quantize import FloatFormatQuantizer, UniformQuantizer, quantizer_from_json
 from models.sketch import (
+    FEATURE_MAPS,
+    RATIONAL_MAPS,
     SketchConfig,
     Uncertain,
     builtin_uniform_quantizer,
@@ -111,9 +113,9 @@ def test_injective_model_solves_the_family_exactly():
     assert list(ex.outputs[:4]) == [Fraction(int(k)) for k in kap[27]]
 
 
-@pytest.mark.parametrize("fmap,quant", [("relu", UniformQuantizer(3, -4, 4)),
-                                        ("elu1", FloatFormatQuantizer("fp8-e5m2")),
-                                        ("identity", FloatFormatQuantizer("bf16"))])
+@pytest.mark.parametrize("fmap,quant", [(f, q) for f, q in zip(FEATURE_MAPS, [
+    UniformQuantizer(3, -4, 4), FloatFormatQuantizer("fp8-e5m2"), FloatFormatQuantizer("bf16"),
+    UniformQuantizer(4, -8, 8)])])
 def test_fast_path_agrees_with_exact_replay(fmap, quant):
     spec = multilevel_spec(8, 1, 4, 3)
     cfg = SketchConfig(m=spec.m, d=spec.m + 2, layers=2, heads=2, rank=2, dv=2, feature_map=fmap)
@@ -129,7 +131,7 @@ def test_fast_path_agrees_with_exact_replay(fmap, quant):
             continue
         fast = run.keys[i].tolist() if quant.kind == "uniform" else run.values[i].tolist()
         agree += [float(v) for v in ex.transcript] == [float(v) for v in fast]
-        assert abs(float(ex.outputs[0] if fmap != "elu1" else ex.outputs[0].mid())
+        assert abs(float(ex.outputs[0] if fmap in RATIONAL_MAPS else ex.outputs[0].mid())
                    - float(run.outputs[i, 0])) < 1e-9 * (1 + abs(float(run.outputs[i, 0])))
     assert agree == len(kap)
 

@@ -20,6 +20,7 @@ from certify.transcript.model import MODELS, ModelRequest
 from certify.transcript.result import DEFAULT_EXACT_LIMIT
 from certify.transcript.run import run_transcript
 from certify.transcript.search import DEFAULT_BATCH
+from models.sketch import FEATURE_MAPS
 
 
 def _parse_sweep(text: str) -> tuple[int, int]:
@@ -61,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--rank", type=int, default=4, help="random model: feature dimension r (default 4)")
     ap.add_argument("--dv", type=int, default=2, help="random model: value dimension (default 2)")
     ap.add_argument("--d-model", type=int, help="state dimension of a random model (default m)")
-    ap.add_argument("--feature-map", default="relu", choices=["identity", "relu", "elu1", "exp"],
+    ap.add_argument("--feature-map", default="relu", choices=FEATURE_MAPS,
                     help="random model: feature map (default relu)")
     ap.add_argument("--sweep-bits", help="LO:HI: run every p in the range, print where collisions start")
     ap.add_argument("--figure", help="PNG path for the sweep figure (default reports/transcript/)")

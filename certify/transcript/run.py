@@ -134,8 +134,9 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
     else:
         evidence.update({"type": "none", "family": family_evidence(spec, n),
                          "model": model.evidence()})
+    from models.sketch import RATIONAL_MAPS
     method = ("float64 streaming transcript hashing proposes; exact replay "
-              f"({'Fractions' if model.cfg.feature_map in ('identity', 'relu') else 'arb balls'}) "
+              f"({'Fractions' if model.cfg.feature_map in RATIONAL_MAPS else 'arb balls'}) "
               "from the exact dyadic weights decides")
     claim = Claim(kind=ClaimKind.TRANSCRIPT, statement=None, verdict=verdict,
                   parameters=params, evidence=evidence, method=method, reason=reason,

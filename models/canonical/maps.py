@@ -87,12 +87,6 @@ def gelu(u):
     return cr_gelu(u)
 
 
-#: performer kernel_fn / adapter names -> canonical map
-ELEMENTWISE: dict[str, Map] = {"relu": relu, "softplus": softplus, "sigmoid": sigmoid, "gelu": gelu,
-                               "elu": elu, "tanh": tanh, "identity": identity, "elu1": elu_p1,
-                               "exp": cr_exp}
-
-
 def softmax(u: np.ndarray) -> np.ndarray:
     """Softmax over the features, each entry correctly rounded."""
     return cr_softmax(u)
@@ -151,6 +145,11 @@ def elementwise_product(W1, b1, W2, b2) -> Map:
     return lambda u: linear(u, W1, b1) * linear(u, W2, b2)
 
 
+def tensor_square(u: np.ndarray) -> np.ndarray:
+    """``u (x) u``: the products ``u_i u_j`` in row-major order (each one rounded product)."""
+    return (u[:, :, None] * u[:, None, :]).reshape(u.shape[0], -1)
+
+
 def normalized(phi: Map, on: bool, scale: float = 1.0, eps: float = 1e-4) -> Map:
     """``phi(u) / (sum phi(u) + eps)`` when ``on``, times ``scale`` (fla's norm_q/k and query scale)."""
     def f(u):
@@ -161,10 +160,10 @@ def normalized(phi: Map, on: bool, scale: float = 1.0, eps: float = 1e-4) -> Map
     return f
 
 
-def performer(fn: str, P: np.ndarray, d: int, epsilon: float = 0.001, normalize: bool = True) -> Map:
-    """performer-pytorch's generalized kernel ``fn(d^-1/4 u P^T) + epsilon``."""
+def performer(g: Map, P: np.ndarray, d: int, epsilon: float = 0.001, normalize: bool = True) -> Map:
+    """performer-pytorch's generalized kernel ``g(d^-1/4 u P^T) + epsilon`` (``g`` the canonical
+    elementwise map of its ``kernel_fn``, :mod:`models.feature_table`)."""
     c = inv_fourth_root(d) if normalize else 1.0
-    g = ELEMENTWISE[fn]
 
     def f(u):
         return g(linear(u * c if c != 1.0 else u, P)) + epsilon

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from models.feature_table import names_in, param_free
+
 #: (library, class) -> (import path, defaults, checked against the installed library)
 DEFAULTS: Mapping[tuple[str, str], tuple[str, Mapping[str, Any], bool]] = {
     ("performer-pytorch", "SelfAttention"): (
@@ -78,6 +80,10 @@ DEFAULTS: Mapping[tuple[str, str], tuple[str, Mapping[str, Any], bool]] = {
 }
 
 
+#: performer's kernel functions, as the refusal line names them (:mod:`models.feature_table`)
+_KERNEL_FNS = ", ".join(names_in("performer-pytorch"))
+
+
 def defaults(library: str, cls: str) -> dict[str, Any]:
     return dict(DEFAULTS[(library, cls)][1])
 
@@ -93,12 +99,12 @@ def defaults(library: str, cls: str) -> dict[str, Any]:
 KERNEL_ARGS: Mapping[tuple[str, str], Mapping[str, str]] = {
     ("performer-pytorch", "SelfAttention"): {
         "generalized_attention": "FAVOR+ (refused) or generalized random features",
-        "kernel_fn": "the generalized kernel's function (ReLU, Softplus, ...)",
+        "kernel_fn": f"the generalized kernel's function ({_KERNEL_FNS})",
         "no_projection": "features without the random projection",
         "local_heads": "how many heads are windowed softmax (refused)"},
     ("performer-pytorch", "Performer"): {
         "generalized_attention": "FAVOR+ (refused) or generalized random features",
-        "kernel_fn": "the generalized kernel's function (ReLU, Softplus, ...)",
+        "kernel_fn": f"the generalized kernel's function ({_KERNEL_FNS})",
         "no_projection": "features without the random projection",
         "local_attn_heads": "how many heads are windowed softmax (refused)"},
     ("linear-attention-transformer", "SelfAttention"): {
@@ -112,7 +118,7 @@ KERNEL_ARGS: Mapping[tuple[str, str], Mapping[str, str]] = {
         "blindspot_size": "a bucketed causal mask (refused)",
         "n_local_attn_heads": "how many heads are windowed softmax (refused)"},
     ("fla", "LinearAttention"): {
-        "feature_map": "the feature map (a learned map's keys tell it; elu, relu, identity, dpfp do not)",
+        "feature_map": f"the feature map (a learned map's keys tell it; {', '.join(param_free('fla'))} do not)",
         "num_heads": "the head split (a learned map's shape tells it)",
         "norm_q": "queries' features divided by their sum", "norm_k": "keys' features divided by their sum",
         "do_feature_map_norm": "the normalizing denominator (without it: refused)"},
@@ -129,7 +135,7 @@ KERNEL_ARGS: Mapping[tuple[str, str], Mapping[str, str]] = {
     ("zoology", "Based"): {
         "feature_dim": "the head split (feature_dim x num_heads = the projection's rows)",
         "num_heads": "the head split (feature_dim x num_heads = the projection's rows)",
-        "feature_name": "the feature map (taylor_exp or identity)"},
+        "feature_name": f"the feature map ({' or '.join(names_in('fla-based'))})"},
     ("pytorch-fast-transformers", "AttentionLayer"): {
         "attention_type": "softmax (the builder's default, refused) or linear attention",
         "feature_map": "the feature map (elu(x) + 1 by default)",

@@ -20,20 +20,19 @@ the library's default (:mod:`models.layouts.defaults`), stated in the output.
 Per head (queries ``q = W_q x``, keys ``k = W_k x`` of one head; a grouped key
 head serves ``num_heads / num_kv_heads`` query heads):
 
-* ``LinearAttention``: ``phi`` in elu (fla's ``elu_p1``: ``x + 1`` for
-  ``x >= 0``, ``exp(x)`` below, without cancellation), relu, identity
-  (signed), hedgehog (``softmax([2(Wq+b), -2(Wq+b)])``), t2r
-  (``relu(Wq)``), dpfp (``nu = 4``), elementwise_product
-  (``(W1 q + b1) * (W2 q + b2)``, signed); ``norm_q``/``norm_k`` divide by
+* ``LinearAttention``: ``phi`` is the map its ``feature_map`` names in the
+  table's ``fla`` column (:mod:`models.feature_table`: fla's ``elu`` is
+  ``elu + 1``, the learned maps' parameters are read under ``feature_map_q.``
+  / ``feature_map_k.``); ``norm_q``/``norm_k`` divide by
   ``sum(phi) + 1e-4``; the query carries fla's scale ``r^-1/2`` (``r`` the
   feature size). The denominator exists only with ``do_feature_map_norm=True``
   (``norm_feature_map`` in the model config); fla's default ``False`` is
   attention without a normalizing denominator: refused.
-* Based: ``phi(u) = [1, u / d^1/4, u_i^2 / (sqrt(2) d^1/2), u_i u_j / d^1/2 (i<j)]``,
+* Based: the table's ``taylor`` (``feature_name="taylor_exp"``),
   ``phi(q).phi(k) = 1 + s + s^2/2`` with ``s = q.k / sqrt(d)``: a positive
   kernel with signed features.
-* ReBased: ``u -> LayerNorm(u; gamma, beta)`` (eps 1e-5), then
-  ``[u_i^2 / sqrt(d), u_i u_j sqrt(2/d) (i<j)]``: ``phi(q).phi(k) = (q.k)^2 / d``.
+* ReBased: the table's ``rebased``, ``u -> LayerNorm(u; gamma, beta)`` (eps
+  1e-5), then the quadratic map: ``phi(q).phi(k) = (q.k)^2 / d``.
 
 fla layers are causal: the final query of a sequence sees every key, which is
 the setting of the families' query (Thm 8's final-query form).
@@ -43,10 +42,10 @@ In the model, layer 0 reads the embedding rows through ``attn_norm``
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping
 
 from certify.core.errors import InputError
+from models import feature_table as fm
 from models.canonical import maps as cm
 from models.canonical.arith import f64
 from models.layouts.base import (
@@ -62,7 +61,6 @@ from models.layouts.base import (
     rows_of_head,
 )
 from models.layouts.defaults import KERNEL_ARGS, defaults
-from models.optional_torch import F, torch, tt
 
 #: fla model types (config.json "model_type") whose kernel is not a fixed function of (x, z)
 REFUSED_MODELS: Mapping[str, tuple[str, str]] = {
@@ -118,59 +116,12 @@ ATTN_ARGS = {"hidden_size", "num_heads", "num_kv_heads", "qkv_bias", "qk_norm", 
              "max_position_embeddings", "layer_idx"}
 META = {"library", "class", "embedding"}
 CLASSES = ("LinearAttention", "BasedLinearAttention", "ReBasedLinearAttention", "Attention")
-PARAM_FREE = ("elu", "relu", "identity", "dpfp")
-LEARNED = {"hedgehog": {"layer.weight", "layer.bias"}, "t2r": {"layer.weight"},
-           "elementwise_product": {"layer1.weight", "layer1.bias", "layer2.weight", "layer2.bias"}}
+#: fla's parameter-free and learned feature maps (``feature_map=...``), from the table
+PARAM_FREE = fm.param_free("fla")
+LEARNED = fm.learned("fla")
 
 
 # ---------------------------------------------------------------- feature maps
-
-def elu1(u):
-    """``elu(u) + 1`` as fast-transformers computes it."""
-    return F.elu(u) + 1.0
-
-
-def elu_p1(u):
-    """fla's ``elu_p1``: ``u + 1`` for ``u >= 0``, ``exp(u)`` below (no cancellation)."""
-    return torch.where(u >= 0, u + 1, u.clamp_max(0).exp()).to(u.dtype)
-
-
-def dpfp(u, nu: int = 4):
-    x = torch.cat([u.relu(), (-u).relu()], dim=-1)
-    rolled = torch.cat([x.roll(shifts=j, dims=-1) for j in range(1, nu + 1)], dim=-1)
-    return torch.cat([x] * nu, dim=-1) * rolled
-
-
-def taylor(u):
-    """fla's TaylorFeatureMap: ``[1, u/d^1/4, u_i^2/(sqrt2 sqrt d), u_i u_j/sqrt d (i<j)]``."""
-    d = u.shape[-1]
-    rd, rrd = math.sqrt(d), math.sqrt(math.sqrt(d))
-    iu = torch.triu_indices(d, d, 1)
-    outer = u[..., :, None] * u[..., None, :]
-    diag = outer.diagonal(dim1=-2, dim2=-1)
-    off = outer[..., iu[0], iu[1]]
-    return torch.cat([torch.ones_like(u[..., :1]), u / rrd, diag / (rd * math.sqrt(2)), off / rd], dim=-1)
-
-
-def taylor_rank(d: int) -> int:
-    return 1 + d + d * (d + 1) // 2
-
-
-def rebased(gamma, beta, normalize: bool, eps: float = 1e-5):
-    def f(u):
-        d = u.shape[-1]
-        g, b = tt(gamma), tt(beta)
-        if normalize:
-            x = F.layer_norm(u, (d,), g, b, eps)
-        else:
-            x = u * g if g is not None else u
-            x = x + b if b is not None else x
-        outer = x[..., :, None] * x[..., None, :]
-        iu = torch.triu_indices(d, d, 1)
-        return torch.cat([outer.diagonal(dim1=-2, dim2=-1) * d ** -0.5,
-                          outer[..., iu[0], iu[1]] * (2 / d) ** 0.5], dim=-1)
-    return f
-
 
 def _opt(t):
     return None if t is None else f64(t)
@@ -179,34 +130,18 @@ def _opt(t):
 def _learned_map(kind: str, sd, prefix: str):
     """(phi, rank, nonnegative, canonical phi) of a learned fla feature-map module at ``prefix``;
     the map's parameters are read when it is first applied, not here."""
-    if kind == "hedgehog":
-        W, b = sd[prefix + "layer.weight"], sd[prefix + "layer.bias"]
-        return ((lambda u: torch.cat([2 * (u @ tt(W).T + tt(b)), -2 * (u @ tt(W).T + tt(b))], -1).softmax(-1)),
-                2 * W.shape[0], True, deferred(lambda: cm.hedgehog(f64(W), f64(b))))
-    if kind == "t2r":
-        W, b = sd[prefix + "layer.weight"], sd.get(prefix + "layer.bias")
-        return ((lambda u: (u @ tt(W).T + (tt(b) if b is not None else 0)).relu()), W.shape[0], True,
-                deferred(lambda: cm.t2r(f64(W), _opt(b))))
-    if kind == "elementwise_product":
-        W1, b1 = sd[prefix + "layer1.weight"], sd[prefix + "layer1.bias"]
-        W2, b2 = sd[prefix + "layer2.weight"], sd[prefix + "layer2.bias"]
-        return ((lambda u: (u @ tt(W1).T + tt(b1)) * (u @ tt(W2).T + tt(b2))), W1.shape[0], False,
-                deferred(lambda: cm.elementwise_product(f64(W1), f64(b1), f64(W2), f64(b2))))
-    raise InputError(f"unknown fla feature map {kind!r}")
+    e = fm.named("fla", kind)
+    params = fm.parameters(e, sd, prefix)
+    return (e.torch_for("fla")(*params), e.rank(0, *params), e.nonnegative,
+            deferred(lambda: e.canonical(*params)))
 
 
 def _fixed_map(kind: str, d: int):
     """(phi, rank, nonnegative, canonical phi) of a parameter-free fla feature map."""
-    if kind == "elu":
-        return elu_p1, d, True, cm.elu_p1
-    if kind == "relu":
-        return (lambda u: F.relu(u)), d, True, cm.relu
-    if kind == "identity":
-        return (lambda u: u), d, False, cm.identity
-    if kind == "dpfp":
-        return dpfp, 2 * d * 4, True, cm.dpfp
-    raise InputError(f"unknown fla feature map {kind!r} (elu, relu, identity, dpfp, hedgehog, t2r, "
-                     f"elementwise_product)")
+    e = fm.named("fla", kind)
+    if e.learned:
+        raise InputError(f"fla feature map {kind!r} has learned parameters")
+    return e.torch_for("fla"), e.rank(d), e.nonnegative, e.canonical
 
 
 # ---------------------------------------------------------------- layers
@@ -295,12 +230,12 @@ def based_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, module: str, ste
     if Wq.shape[0] != fd * H:
         raise InputError(f"{p}{names[0]}.weight has {Wq.shape[0]} rows, not feature_dim x num_heads = "
                          f"{fd} x {H}; give them in config.json, or {SPEC_HINT}")
-    if cfg.get("feature_name", "taylor_exp") in ("none", "identity", None):
-        phi, r, fmap, canon = (lambda u: u), fd, "identity", cm.identity
-    elif cfg.get("feature_name", "taylor_exp") == "taylor_exp":
-        phi, r, fmap, canon = taylor, taylor_rank(fd), "taylor_exp", cm.taylor
-    else:
-        raise InputError(f"Based feature_name {cfg.get('feature_name')!r} is not taylor_exp or identity")
+    fmap = cfg.get("feature_name", "taylor_exp")
+    fmap = "identity" if fmap in ("none", None) else fmap
+    if fmap not in fm.names_in("fla-based"):
+        raise InputError(f"Based feature_name {fmap!r} is not one of {', '.join(fm.names_in('fla-based'))}")
+    e = fm.named("fla-based", fmap)
+    phi, r, canon = e.torch_for("fla-based"), e.rank(fd), e.canonical
     causal = bool(cfg.get("causal", True))
     note = ("causal: the final query sees the whole sequence (Thm 8's setting)" if causal
             else "non-causal: every query sees the whole sequence")
@@ -311,7 +246,7 @@ def based_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, module: str, ste
         plan.heads.append(FeatureHead(
             m=plan.m, Wq=rows_of_head(Wq, H, h, names[0]), Wk=rows_of_head(Wk, H, h, names[1]),
             Wv=rows_of_head(Wv, H, h, names[2]), phi_q=phi, phi_k=phi, canon_q=canon, canon_k=canon, rank=r,
-            nonnegative=False,
+            nonnegative=e.nonnegative,
             feature_map=f"based-{fmap}", steps=steps, causal=causal,
             notes=note + "; alpha = 1 + s + s^2/2 > 0 (s = q.k/sqrt(d)) with signed features; "
             "denominator + eps (1e-12 / 1e-6)", details={"head": h}))
@@ -329,8 +264,9 @@ def rebased_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, given: set[str
     H = Wq.shape[0] // fd
     Hkv = int(cfg["num_key_value_heads"]) if "num_key_value_heads" in given else H
     normalize = bool(cfg.get("normalize", True))
-    phi = rebased(gamma, beta, normalize)
-    canon = deferred(lambda: cm.rebased(_opt(gamma), _opt(beta), normalize))
+    e = fm.named("fla-rebased", "rebased")
+    phi = e.torch_for("fla-rebased")(gamma, beta, normalize)
+    canon = deferred(lambda: e.canonical(gamma, beta, normalize))
     plan.library = {"build": "ReBasedLinearAttention", "feature_dim": fd, "num_heads": H,
                     "num_key_value_heads": Hkv, "use_gamma": gamma is not None, "use_beta": beta is not None,
                     "normalize": normalize, "causal": bool(cfg.get("causal", True))}
@@ -338,8 +274,7 @@ def rebased_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, given: set[str
         plan.heads.append(FeatureHead(
             m=plan.m, Wq=rows_of_head(Wq, H, h, "q_proj"), Wk=rows_of_head(Wk, H, h, "k_proj"),
             Wv=rows_of_head(Wv, Hkv, h % Hkv, "v_proj"), phi_q=phi, phi_k=phi, canon_q=canon, canon_k=canon,
-            rank=fd * (fd + 1) // 2,
-            nonnegative=False, feature_map="rebased", causal=True,
+            rank=e.rank(fd), nonnegative=e.nonnegative, feature_map="rebased", causal=True,
             notes="alpha = (q.k)^2/d after a per-token LayerNorm (>= 0, signed features)",
             details={"head": h}))
     return plan
@@ -638,8 +573,8 @@ def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict, unstated: d
             unstated[a] = base[a]
     rows = int(sd[p + "q_proj.weight"].shape[0])
     if "num_heads" not in config:
-        if cfg["feature_map"] in LEARNED:
-            W = sd.get(p + stored + "layer.weight", sd.get(p + stored + "layer1.weight"))
+        if cfg["feature_map"] in LEARNED:      # its first parameter is a weight (out, head width)
+            W = sd[p + stored + fm.named("fla", cfg["feature_map"]).learned[0]]
             cfg["num_heads"] = rows // int(W.shape[1])
         else:
             used["num_heads"] = base["num_heads"]

@@ -29,7 +29,9 @@ Per head:
 * performer-pytorch: default ``generalized_attention=False`` is FAVOR+ (keys
   stabilized by their maximum over the sequence): refused.
   ``generalized_attention=True`` with the stored projection:
-  ``phi(u) = kernel_fn(d^-1/4 u P^T) + 0.001``; ``no_projection`` is
+  ``phi(u) = kernel_fn(d^-1/4 u P^T) + 0.001`` (``kernel_fn`` one of the
+  table's ``performer-pytorch`` maps, :mod:`models.feature_table`: its ``elu``
+  is ``elu`` itself, signed); ``no_projection`` is
   ``softmax(q)``, ``exp(k)`` when causal, a softmax over the sequence
   otherwise (refused); local heads (the last ``local_heads``) are windowed
   softmax: refused.
@@ -47,6 +49,7 @@ import re
 from typing import Any, Mapping
 
 from certify.core.errors import InputError
+from models import feature_table as fm
 from models.canonical import maps as cm
 from models.canonical.arith import f64
 from models.layouts.base import (
@@ -77,11 +80,8 @@ PERFORMER_CONFIG = LM_CONFIG | {"library", "class", "dim", "heads", "dim_head", 
                                 "feature_redraw_interval", "local_window_size", "dropout", "attn_out_bias"}
 LAT_CONFIG = LM_CONFIG | {"library", "class", "dim", "heads", "dim_head", "causal", "n_local_attn_heads",
                           "receives_context", "blindspot_size", "local_attn_window_size", "dropout", "attn_dropout"}
-#: performer kernel_fn names -> (torch function, nonnegative); torch is looked up when one is called
-KERNEL_FNS = {"relu": (lambda u: F.relu(u), True), "softplus": (lambda u: F.softplus(u), True),
-              "sigmoid": (lambda u: torch.sigmoid(u), True), "gelu": (lambda u: F.gelu(u), False),
-              "elu": (lambda u: F.elu(u), False), "tanh": (lambda u: torch.tanh(u), False),
-              "identity": (lambda u: u, False)}
+#: performer kernel_fn names (the ``torch.nn`` class, lower-cased) -> their feature map (:mod:`models.feature_table`)
+KERNEL_FNS = {n.lower(): e for n, e in fm.in_library(PERFORMER).items() if e.elementwise}
 KERNEL_EPSILON = 0.001
 #: the constructor arguments that change the kernel and that the keys do not show
 DECIDING = {PERFORMER: ("causal", "generalized_attention", "kernel_fn", "no_projection", "local_heads"),
@@ -358,21 +358,24 @@ def _performer_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]
     Wq, Wk, Wv = sd[p + "to_q.weight"], sd[p + "to_k.weight"], sd[p + "to_v.weight"]
     bq, bk, bv = sd.get(p + "to_q.bias"), sd.get(p + "to_k.bias"), sd.get(p + "to_v.bias")
     if cfg.get("no_projection"):
-        phi_q = lambda u: u.softmax(dim=-1)             # noqa: E731
-        phi_k, r, fmap, nonneg = (lambda u: torch.exp(u)), d, "performer-no-projection-causal", True
-        canon_q, canon_k = cm.softmax, cm.cr_exp
+        lib = PERFORMER + " no_projection"
+        mq, mk = fm.named(lib, "queries"), fm.named(lib, "keys")
+        phi_q, phi_k = mq.torch_for(lib), mk.torch_for(lib)
+        r, fmap, nonneg = d, "performer-no-projection-causal", mq.nonnegative and mk.nonnegative
+        canon_q, canon_k = mq.canonical, mk.canonical
         note = "no_projection, causal: phiQ = softmax(q) over features, phiK = exp(k)"
     else:
         name = str(cfg["kernel_fn"]).lower().removeprefix("nn.").removesuffix("()")
         if name not in KERNEL_FNS:
             raise InputError(f"performer kernel_fn {cfg['kernel_fn']!r} is not one of {sorted(KERNEL_FNS)}")
-        fn, nonneg = KERNEL_FNS[name]
+        entry = KERNEL_FNS[name]
+        fn, nonneg = entry.torch_for(PERFORMER), entry.nonnegative
         norm = d ** -0.25
 
         def phi_q(u, fn=fn, P=P, norm=norm):
             return fn((norm * u) @ tt(P).T.to(u.dtype)) + KERNEL_EPSILON
         phi_k, r, fmap = phi_q, int(P.shape[0]), f"performer-generalized-{name}"
-        canon_q = canon_k = deferred(lambda: cm.performer(name, f64(P), d, KERNEL_EPSILON))
+        canon_q = canon_k = deferred(lambda: cm.performer(entry.canonical, f64(P), d, KERNEL_EPSILON))
         note = f"phi(u) = {name}(d^-1/4 u P^T) + 0.001 (the stored projection P)"
         plan.library = {**plan.library, "kernel_fn": name}
     for h in range(heads):
@@ -422,9 +425,11 @@ def _lat_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]) -> N
     local = _per_layer(config.get("n_local_attn_heads", cfg.get("n_local_attn_heads", 0)), plan.index)
     Wq, Wk, Wv = sd[p + "to_q.weight"], sd[p + "to_k.weight"], sd[p + "to_v.weight"]
     scale = d ** -0.5
+    mq, mk = fm.named(LAT, "queries"), fm.named(LAT, "keys")
+    softmax = mq.torch_for(LAT)
 
     def phi_q(u, scale=scale):
-        return u.softmax(dim=-1) * scale
+        return softmax(u) * scale
     for h in range(heads):
         if h < local:
             plan.heads.append(Refusal(plan.index, h, plan.module, "local softmax window",
@@ -432,9 +437,9 @@ def _lat_heads(sd, cfg, config, plan: LayerPlan, p: str, steps: list[Step]) -> N
             continue
         plan.heads.append(FeatureHead(
             m=plan.m, Wq=rows_of_head(Wq, heads, h, "to_q"), Wk=rows_of_head(Wk, heads, h, "to_k"),
-            Wv=rows_of_head(Wv, heads, h, "to_v"), phi_q=phi_q, phi_k=lambda u: torch.exp(u), rank=d,
-            nonnegative=True,
-            canon_q=cm.scaled_softmax(cm.inv_sqrt(d)), canon_k=cm.cr_exp,
+            Wv=rows_of_head(Wv, heads, h, "to_v"), phi_q=phi_q, phi_k=mk.torch_for(LAT), rank=d,
+            nonnegative=mq.nonnegative and mk.nonnegative,
+            canon_q=cm.scaled_softmax(cm.inv_sqrt(d)), canon_k=mk.canonical,
             feature_map="lat-softmax-q-exp-k", steps=steps, causal=True,
             notes="causal: phiQ = softmax(q) d^-1/2, phiK = exp(k); denominator clamped at 1e-3",
             details={"head": h}))

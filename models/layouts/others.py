@@ -22,10 +22,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from certify.core.errors import InputError
-from models.canonical import maps as cm
+from models import feature_table as fm
 from models.layouts.base import SPEC_HINT, Detected, FeatureHead, LayerPlan, Refusal, natural, rows_of_head
 from models.layouts.defaults import KERNEL_ARGS, defaults
-from models.layouts.fla import based_heads, elu1
+from models.layouts.fla import based_heads
 
 ZOOLOGY_CONFIG = {"library", "d_model", "l_max", "feature_dim", "num_key_value_heads", "num_heads",
                   "feature_name", "eps", "causal"}
@@ -82,7 +82,7 @@ def detect_fast_transformers(sd: Mapping[str, Any], config: Mapping[str, Any]) -
         layers.append(plan)
         favor = [k for k in sd if k.startswith(p + "inner_attention.feature_map.")]
         at = cfg["attention_type"]
-        if favor or cfg["feature_map"] not in ("elu+1", None):
+        if favor or cfg["feature_map"] not in (*fm.names_in("pytorch-fast-transformers"), None):
             plan.heads.append(Refusal(i, None, module, "redrawn random features",
                                       f"a random feature map ({favor[0] if favor else cfg['feature_map']}) "
                                       "is redrawn by new_feature_map() on every forward: the kernel is "
@@ -100,6 +100,8 @@ def detect_fast_transformers(sd: Mapping[str, Any], config: Mapping[str, Any]) -
             raise InputError(f"{p}query_projection.weight: {Wq.shape[0]} rows do not split into {H} heads; "
                              f"give n_heads in config.json, or {SPEC_HINT}")
         d = Wq.shape[0] // H
+        e = fm.named("pytorch-fast-transformers", cfg["feature_map"] or "elu+1")
+        phi = e.torch_for("pytorch-fast-transformers")
         bq, bk = sd.get(p + "query_projection.bias"), sd.get(p + "key_projection.bias")
         Wv, bv = sd.get(p + "value_projection.weight"), sd.get(p + "value_projection.bias")
         for h in range(H):
@@ -109,8 +111,8 @@ def detect_fast_transformers(sd: Mapping[str, Any], config: Mapping[str, Any]) -
                 bk=bk[sl] if bk is not None else None,
                 Wv=rows_of_head(Wv, H, h, "value_projection") if Wv is not None else None,
                 bv=bv[Wv.shape[0] // H * h:Wv.shape[0] // H * (h + 1)] if bv is not None else None,
-                phi_q=elu1, phi_k=elu1, canon_q=cm.elu_p1, canon_k=cm.elu_p1, rank=d, nonnegative=True,
-                feature_map="elu1",
+                phi_q=phi, phi_k=phi, canon_q=e.canonical, canon_k=e.canonical, rank=e.rank(d),
+                nonnegative=e.nonnegative, feature_map=e.name,
                 causal=at == "causal-linear", notes="denominator + 1e-6 (eps of LinearAttention)",
                 details={"head": h}))
     det = Detected("pytorch-fast-transformers", "fast-transformers", layers, m,

@@ -45,6 +45,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from models.feature_table import names_in
 from models.layouts.base import Detected, FeatureHead, LayerPlan
 from models.optional_torch import tt
 
@@ -182,8 +183,8 @@ def _performer_causal(s, q):
 
 # ---------------------------------------------------------------- lucidrains (full module forward)
 
-_KERNEL_MODULES = {"relu": "ReLU", "gelu": "GELU", "elu": "ELU", "softplus": "Softplus", "sigmoid": "Sigmoid",
-                   "tanh": "Tanh", "identity": "Identity"}
+#: performer's kernel functions: lower-cased name -> the ``torch.nn`` class (:mod:`models.feature_table`)
+_KERNEL_MODULES = {n.lower(): n for n in names_in("performer-pytorch")}
 
 
 def _strip(sd: Mapping[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
