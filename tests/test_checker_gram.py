@@ -95,12 +95,26 @@ def test_exact_gram_equals_integer_arithmetic_on_many_random_matrices():
 
 
 def test_limb_plan_keeps_every_partial_sum_exact():
-    """``2 b + c <= 52`` with ``b T >= w`` and the fewest limbs for every width."""
+    """``2 b + c <= 53`` with ``b T >= w`` and the fewest limbs of at most 23 bits for every width."""
     for w in range(1, 2200):
         b, c, T = kgram.plan(w)
-        assert b * T >= w and 2 * b + c <= 52 and 6 <= c <= 10
-        assert T == 1 or 2 * -(-w // (T - 1)) + 6 > 52
-    assert kgram.plan(66) == (22, 8, 3)                                  # a softmax head's 66 bits
+        assert b * T >= w and 2 * b + c <= 53 and 7 <= c <= 10 and b <= 23 and T == -(-w // 23)
+    assert kgram.plan(66) == (22, 9, 3)                                  # a softmax head's 66 bits
+
+
+def test_rows_of_tiny_entries_go_in_their_own_group(monkeypatch):
+    """A few rows with entries far below the others are summed at their own limbs (a group of two rows
+    70 bits lower, one of the row that holds the least subnormal), and the sum of the groups is the
+    exact Gram."""
+    rng = np.random.default_rng(37)
+    X = rng.standard_normal((600, 5))
+    X[[3, 300, 599]] *= 2.0 ** -70                                       # three rows 70 bits lower
+    X[3, 0] = 5e-324
+    calls = []
+    real = kgram._gram
+    monkeypatch.setattr(kgram, "_gram", lambda A, e0, top: calls.append(len(A)) or real(A, e0, top))
+    assert gram.exact_gram(X) == _integer_gram(X)
+    assert sorted(calls) == [1, 2, 597]
 
 
 def test_exact_gram_over_more_blocks_than_the_fold_interval():

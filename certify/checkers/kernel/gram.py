@@ -7,16 +7,19 @@ is how the checker recomputes a kernel's Grams from replayed features that are t
 65,536``, ``r = 153``).
 
 How, exactly: (1) a nonzero entry is ``m 2^E`` (``frexp``: ``1/2 <= |m| < 1``, ``|m| 2^53`` an integer;
-exact), so ``X = S N 2^e0`` with the signs ``S``, ``e0`` 53 below the least ``E`` and integers ``0 <= N <
-2^w``, ``w`` = the largest ``E`` minus ``e0``; (2) :func:`plan` takes the fewest limbs ``T = ceil(w / b)``
-of ``b`` bits with ``2 b + c <= 52`` for blocks of ``2^c`` rows (``c >= 6``); limb ``t`` is ``L_t = F -
-2^b floor(F 2^-b)`` with ``F = floor(|m| 2^s)``, ``s = E - e0 - b t`` clipped to ``[-1, 53 + b]``: below,
-``F = 0`` as unclipped; above, ``F`` stays a multiple of ``2^b`` (limb 0) as unclipped; every step is exact
-(power-of-two scalings in range, ``floor``, a difference that is an integer below ``2^b``); (3) ``N^T N =
-sum_{s,t} 2^(b (s+t)) (S L_s)^T (S L_t)``, one float64 product per block by numpy's ``@`` (the limbs side by
-side): every term is an integer below ``2^(2b)`` and every partial sum, in whatever order the BLAS adds
-(with or without FMA), an integer below ``2^(2b + c) <= 2^52`` in magnitude, so each is exact, on every
-machine; (4) the block results (int64, exact; 2^10 at a time, below 2^62) are summed, weighted, in Python ints.
+exact), so rows whose least ``E`` is ``e0 + 53`` and largest at most ``top`` are ``S N 2^e0`` with the signs
+``S`` and integers ``0 <= N < 2^w``, ``w = top - e0``; ``X^T X`` is the sum of the Grams of any partition of
+the rows, so rows go in groups by the limbs they need against the largest exponent (a few rows of tiny
+entries do not widen the others), each summed exactly at its own ``2^(2 e0)``; (2) :func:`plan` takes the
+fewest limbs ``T`` of ``b <= 23`` bits and blocks of ``2^c`` rows with ``2 b + c <= 53``; limb ``t`` is
+``L_t = F - 2^b floor(F 2^-b)`` with ``F = floor(|m| 2^s)``, ``s = E - e0 - b t`` clipped to ``[-1, 53 +
+b]``: below, ``F = 0`` as unclipped; above, ``F`` stays a multiple of ``2^b`` (limb 0) as unclipped; every
+step is exact (power-of-two scalings in range, ``floor``, a difference that is an integer below ``2^b``);
+(3) ``N^T N = sum_{s,t} 2^(b (s+t)) (S L_s)^T (S L_t)``, one float64 product per block by numpy's ``@``
+(the limbs side by side): every term is an integer of magnitude at most ``(2^b - 1)^2`` and every partial
+sum, in whatever order the BLAS adds (with or without FMA), an integer below ``2^(2b + c) <= 2^53`` in
+magnitude, so each is exact, on every machine; (4) the block results (int64, exact; 2^10 at a time, below
+2^63) are summed, weighted, in Python ints.
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ class GramError(ValueError):
     """The features are not a finite 2-d float array."""
 
 def plan(w: int) -> tuple[int, int, int]:
-    """``(b, c, T)``: the fewest limbs ``T`` of ``b = ceil(w / T)`` bits covering ``w`` bits with ``2 b + c <=
-    52`` for ``c >= 6`` (then ``c`` at most 10: blocks of at most 1024 rows)."""
-    T = next(T for T in range(1, w + 2) if 2 * -(-w // T) <= 46)
-    return -(-w // T), min(52 - 2 * -(-w // T), 10), T
+    """``(b, c, T)``: the fewest limbs ``T`` of at most 23 bits covering ``w`` bits, ``b = ceil(w / T)`` bits
+    each, blocks of ``2^c`` rows with ``2 b + c <= 53`` (``c >= 7``; at most 10: blocks of 1024 rows)."""
+    T = -(-w // 23)
+    return -(-w // T), min(53 - 2 * -(-w // T), 10), T
 
 def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
     """``(G, e)`` with ``X^T X = G 2^e`` exactly (module docstring); ``G`` normalized (some entry odd) or all
@@ -39,16 +42,23 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
     X = np.asarray(X)
     if X.ndim != 2 or X.dtype.kind != "f":
         raise GramError(f"expected a 2-d float array, got {X.dtype} of shape {X.shape}")
-    K, r, ends = X.shape[0], X.shape[1], []              # ends: the least and largest E of nonzeros
-    for a in range(0, K, 1 << 12):                       # 2^12 rows at a time
+    lo, hi = np.full(len(X), 1 << 20), np.full(len(X), -(1 << 20))   # each row's least and largest E of a nonzero
+    for a in range(0, len(X), 1 << 12):
         m, E = np.frexp(X[a:a + (1 << 12)].astype(np.float64))
         if not np.all(np.isfinite(m)):
             raise GramError("the features have NaN or Inf entries")
-        ends += [int(E[m != 0].min()), int(E[m != 0].max())] if (m != 0).any() else []
-    if not ends:
-        return [[0] * r for _ in range(r)], 0
-    e0 = min(ends) - 53
-    b, c, T = plan(max(ends) - e0)
+        lo[a:a + len(m)] = np.where(m != 0, E, 1 << 20).min(1, initial=1 << 20)
+        hi[a:a + len(m)] = np.where(m != 0, E, -(1 << 20)).max(1, initial=-(1 << 20))
+    nz = lo <= hi                                        # the rows with a nonzero entry, by their limbs:
+    T = -(-(int(hi.max(initial=0)) + 53 - lo) // 23)              # against the largest exponent (module docstring)
+    parts = [_gram(X if g.all() else X[g], int(lo[g].min()) - 53, int(hi[g].max()))
+             for g in (nz & (T == t) for t in np.unique(T[nz]))]
+    e = min((p[1] for p in parts), default=0)
+    return _normalize(sum((G * (1 << (eg - e)) for G, eg in parts), np.zeros((X.shape[1],) * 2, dtype=object)), e)
+
+def _gram(X: np.ndarray, e0: int, top: int) -> tuple[np.ndarray, int]:
+    """``(G, 2 e0)`` with ``X^T X = G 2^(2 e0)`` for entries ``m 2^E`` with ``E - 53 >= e0``, ``E <= top``."""
+    (K, r), (b, c, T) = X.shape, plan(top - e0)
     acc, big = np.zeros((T * r,) * 2, dtype=np.int64), np.zeros((T * r,) * 2, dtype=object)
     A = np.empty((1 << c, T * r))                        # one block's limbs, side by side
     for i, a in enumerate(range(0, K, 1 << c)):
@@ -58,14 +68,13 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
             F, Bt = np.floor(np.ldexp(am, np.clip(E - b * t, -1, 53 + b))), B[:, t * r:(t + 1) * r]
             np.multiply(np.floor(F * 2.0 ** -b), 2.0 ** b, out=Bt)
             np.multiply(np.subtract(F, Bt, out=Bt), np.sign(m), out=Bt)
-        acc += (B.T @ B).astype(np.int64)                # exact integers below 2^52 (module docstring)
+        acc += (B.T @ B).astype(np.int64)                # exact integers below 2^53 (module docstring)
         if i % 1024 == 1023 or a + (1 << c) >= K:        # then into Python ints: the sums are exact
             big, acc = big + acc.astype(object), np.zeros_like(acc)
-    G = sum((big[s * r:(s + 1) * r, t * r:(t + 1) * r] * (1 << (b * (s + t)))
-             for s in range(T) for t in range(T)), np.zeros((r, r), dtype=object))
-    return _normalize(G, 2 * e0)
+    return sum((big[s * r:(s + 1) * r, t * r:(t + 1) * r] * (1 << (b * (s + t)))
+                for s in range(T) for t in range(T)), np.zeros((r, r), dtype=object)), 2 * e0
 
-def _normalize(G, e: int) -> tuple[list[list[int]], int]:
+def _normalize(G: np.ndarray | list[list[int]], e: int) -> tuple[list[list[int]], int]:
     """``(G / 2^k, e + k)`` for the largest ``k`` with ``2^k`` dividing every entry; ``(0, 0)`` for ``G = 0``."""
     G = np.array(G, dtype=object).reshape(len(G), -1) if len(G) else np.zeros((0, 0), dtype=object)
     g = int(np.bitwise_or.reduce(np.abs(G).ravel(), initial=0))     # the entries' bits, or-ed

@@ -193,21 +193,15 @@ def _scaled_floats(rows: list[list[int]], e: int, rs: list, cs: list, num: int =
                    den: int = 1) -> tuple | None:
     """``(M, R)`` for the exact ``rows[i][j] num / den 2^(e + rs[i] + cs[j])``: each entry to about 62 bits
     by integer floor division (error below one unit of its last place), then correctly rounded to a float
-    (``spacing`` covers it); None outside the exponent range."""
-    db, ys, ts = den.bit_length(), [], []
-    for i, row in enumerate(rows):
-        for j, v in enumerate(row):
-            n = int(v) * num
-            t = 62 - (n.bit_length() - db)
-            ys.append(0 if not n else (n << t) // den if t >= 0 else n // (den << -t))
-            ts.append(e + rs[i] + cs[j] - t if n else -1074)     # an exact zero: the radius stays TINY
-    y = np.array(ys, dtype=object).astype(np.float64)
-    ex = np.array(ts, dtype=np.int64)
-    if ex.size and (ex.max() > 900 or ex.min() < -2000):
+    (``spacing`` covers it); None outside the exponent range. Python ints, elementwise in object arrays."""
+    n = np.frompyfunc(int, 1, 1)(np.array(rows, dtype=object).reshape(len(rows), -1)) * num
+    t = 62 - (np.frompyfunc(int.bit_length, 1, 1)(n).astype(np.int64) - den.bit_length())
+    y = np.where(t >= 0, (n << np.maximum(t, 0).astype(object)) // den, n // (den << np.maximum(-t, 0).astype(object)))
+    ex = np.where(n != 0, e + np.add.outer(np.array(rs, dtype=np.int64), np.array(cs, dtype=np.int64)) - t, -1074)
+    if ex.size and (ex.max() > 900 or ex.min() < -2000):     # an exact zero (-1074): the radius stays TINY
         return None
-    shape = (len(rows), len(rows[0]) if rows else 0)
-    M = np.ldexp(y, ex).reshape(shape)
-    return _flush(M, _up(np.ldexp(1.0, np.maximum(ex, -1074)).reshape(shape) + np.spacing(np.abs(M))))
+    M = np.ldexp(y.astype(np.float64), ex)
+    return _flush(M, _up(np.ldexp(1.0, np.maximum(ex, -1074)) + np.spacing(np.abs(M))))
 
 def _equilibrated(G: list[list[int]], e: int, num: int = 1, den: int = 1,
                   lg: int = 0) -> tuple[list[int], tuple | None]:
