@@ -7,19 +7,19 @@ is how the checker recomputes a kernel's Grams from replayed features that are t
 65,536``, ``r = 153``).
 
 How, exactly: (1) a nonzero entry is ``m 2^E`` (``frexp``: ``1/2 <= |m| < 1``, ``|m| 2^53`` an integer;
-exact), so rows whose least ``E`` is ``e0 + 53`` and largest at most ``top`` are ``S N 2^e0`` with the signs
-``S`` and integers ``0 <= N < 2^w``, ``w = top - e0``; ``X^T X`` is the sum of the Grams of any partition of
-the rows, so rows go in groups by the limbs they need against the largest exponent (a few rows of tiny
-entries do not widen the others), each summed exactly at its own ``2^(2 e0)``; (2) :func:`plan` takes the
-fewest limbs ``T`` of ``b <= 23`` bits and blocks of ``2^c`` rows with ``2 b + c <= 53``; limb ``t`` is
-``L_t = F - 2^b floor(F 2^-b)`` with ``F = floor(|m| 2^s)``, ``s = E - e0 - b t`` clipped to ``[-1, 53 +
-b]``: below, ``F = 0`` as unclipped; above, ``F`` stays a multiple of ``2^b`` (limb 0) as unclipped; every
-step is exact (power-of-two scalings in range, ``floor``, a difference that is an integer below ``2^b``);
-(3) ``N^T N = sum_{s,t} 2^(b (s+t)) (S L_s)^T (S L_t)``, one float64 product per block by numpy's ``@``
-(the limbs side by side): every term is an integer of magnitude at most ``(2^b - 1)^2`` and every partial
-sum, in whatever order the BLAS adds (with or without FMA), an integer below ``2^(2b + c) <= 2^53`` in
-magnitude, so each is exact, on every machine; (4) the block results (int64, exact; 2^10 at a time, below
-2^63) are summed, weighted, in Python ints.
+exact); ``X^T X`` is the sum of the Grams of any partition of the rows, so rows go in groups by the bits
+they need below their columns' largest exponents (a few rows of tiny entries do not widen the others); in a
+group, column ``j`` is ``S N 2^e_j`` with the signs ``S``, ``e_j`` 53 below its least ``E`` and integers ``0
+<= N < 2^w``, ``w`` its largest ``E`` minus ``e_j``, and ``(X^T X)_ij = 2^(e_i + e_j) (N^T N)_ij``; (2)
+:func:`plan` takes the fewest limbs ``T`` of ``b <= 23`` bits for the group's largest ``w`` and blocks of
+``2^c`` rows with ``2 b + c <= 53``; limb ``t`` is ``L_t = F - 2^b floor(F 2^-b)`` with ``F = floor(|m|
+2^s)``, ``s = E - e_j - b t`` clipped to ``[-1, 53 + b]``: below, ``F = 0`` as unclipped; above, ``F`` stays
+a multiple of ``2^b`` (limb 0) as unclipped; every step is exact (power-of-two scalings in range, ``floor``,
+a difference that is an integer below ``2^b``); (3) ``N^T N = sum_{s,t} 2^(b (s+t)) (S L_s)^T (S L_t)``,
+one float64 product per block by numpy's ``@`` (the limbs side by side): every term is an integer of
+magnitude at most ``(2^b - 1)^2`` and every partial sum, in whatever order the BLAS adds (with or without
+FMA), an integer below ``2^(2b + c) <= 2^53`` in magnitude, so each is exact, on every machine; (4) the
+block results (int64, exact; 2^10 at a time, below 2^63) are summed, weighted, in Python ints.
 """
 
 from __future__ import annotations
@@ -42,37 +42,39 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
     X = np.asarray(X)
     if X.ndim != 2 or X.dtype.kind != "f":
         raise GramError(f"expected a 2-d float array, got {X.dtype} of shape {X.shape}")
-    lo, hi = np.full(len(X), 1 << 20), np.full(len(X), -(1 << 20))   # each row's least and largest E of a nonzero
+    E = np.empty(X.shape, dtype=np.int16)                # each entry's exponent, -2^15 for a zero
     for a in range(0, len(X), 1 << 12):
-        m, E = np.frexp(X[a:a + (1 << 12)].astype(np.float64))
+        m, Ea = np.frexp(X[a:a + (1 << 12)].astype(np.float64))
         if not np.all(np.isfinite(m)):
             raise GramError("the features have NaN or Inf entries")
-        lo[a:a + len(m)] = np.where(m != 0, E, 1 << 20).min(1, initial=1 << 20)
-        hi[a:a + len(m)] = np.where(m != 0, E, -(1 << 20)).max(1, initial=-(1 << 20))
-    nz = lo <= hi                                        # the rows with a nonzero entry, by their limbs:
-    T = -(-(int(hi.max(initial=0)) + 53 - lo) // 23)              # against the largest exponent (module docstring)
-    parts = [_gram(X if g.all() else X[g], int(lo[g].min()) - 53, int(hi[g].max()))
-             for g in (nz & (T == t) for t in np.unique(T[nz]))]
+        E[a:a + len(m)] = np.where(m != 0, Ea, -(1 << 15))
+    top = E.max(0, initial=-(1 << 15)).astype(np.int32)  # each column's largest exponent
+    need = np.where(E > -(1 << 15), top - E, -54).max(1, initial=-54) + 53   # a row's bits; < 0: a zero row
+    parts = [_gram(X if g.all() else X[g], E if g.all() else E[g])
+             for g in ((need > 0) & (-(-need // 23) == t) for t in np.unique(-(-need[need > 0] // 23)))]
     e = min((p[1] for p in parts), default=0)
     return _normalize(sum((G * (1 << (eg - e)) for G, eg in parts), np.zeros((X.shape[1],) * 2, dtype=object)), e)
 
-def _gram(X: np.ndarray, e0: int, top: int) -> tuple[np.ndarray, int]:
-    """``(G, 2 e0)`` with ``X^T X = G 2^(2 e0)`` for entries ``m 2^E`` with ``E - 53 >= e0``, ``E <= top``."""
-    (K, r), (b, c, T) = X.shape, plan(top - e0)
+def _gram(X: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(G, 2 e0)`` with ``X^T X = G 2^(2 e0)``, for rows with a nonzero entry and their exponents ``E``."""
+    e0 = int(E[E > -(1 << 15)].min()) - 53               # 53 below the least exponent
+    ej = np.where(E > -(1 << 15), E, e0 + 53).min(0).astype(np.int32) - 53   # each column's (a zero one's: e0)
+    (K, r), (b, c, T) = X.shape, plan(int((E.max(0) - ej).max()))
     acc, big = np.zeros((T * r,) * 2, dtype=np.int64), np.zeros((T * r,) * 2, dtype=object)
     A = np.empty((1 << c, T * r))                        # one block's limbs, side by side
     for i, a in enumerate(range(0, K, 1 << c)):
-        m, E = np.frexp(X[a:a + (1 << c)].astype(np.float64))
-        B, am, E = A[:len(m)], np.abs(m), E - e0
+        m, Eb = np.frexp(X[a:a + (1 << c)].astype(np.float64))
+        B, am, Eb = A[:len(m)], np.abs(m), Eb - ej
         for t in range(T):                               # limb t of |N|, signed (module docstring)
-            F, Bt = np.floor(np.ldexp(am, np.clip(E - b * t, -1, 53 + b))), B[:, t * r:(t + 1) * r]
+            F, Bt = np.floor(np.ldexp(am, np.clip(Eb - b * t, -1, 53 + b))), B[:, t * r:(t + 1) * r]
             np.multiply(np.floor(F * 2.0 ** -b), 2.0 ** b, out=Bt)
             np.multiply(np.subtract(F, Bt, out=Bt), np.sign(m), out=Bt)
         acc += (B.T @ B).astype(np.int64)                # exact integers below 2^53 (module docstring)
         if i % 1024 == 1023 or a + (1 << c) >= K:        # then into Python ints: the sums are exact
             big, acc = big + acc.astype(object), np.zeros_like(acc)
+    D = np.array([1 << int(v - e0) for v in ej], dtype=object)      # 2^(e_j - e0)
     return sum((big[s * r:(s + 1) * r, t * r:(t + 1) * r] * (1 << (b * (s + t)))
-                for s in range(T) for t in range(T)), np.zeros((r, r), dtype=object)), 2 * e0
+                for s in range(T) for t in range(T)), np.zeros((r, r), dtype=object)) * D[:, None] * D, 2 * e0
 
 def _normalize(G: np.ndarray | list[list[int]], e: int) -> tuple[list[list[int]], int]:
     """``(G / 2^k, e + k)`` for the largest ``k`` with ``2^k`` dividing every entry; ``(0, 0)`` for ``G = 0``."""

@@ -85,8 +85,7 @@ TINY = 2.0 ** -1000
 #: longest dot product the bounds are stated for (n 2^-1022 <= 2^-1000)
 MAX_N = 1 << 20
 
-def _up(x: np.ndarray) -> np.ndarray:
-    return np.nextafter(x, np.inf)
+_up = lambda x: np.nextafter(x, np.inf)                 # the next float up
 
 def _constants(n: int) -> tuple[float, float]:
     """The least floats ``>= gamma_n / (1 - gamma_n)`` and ``>= 1 / (1 - gamma_n)``."""
@@ -98,8 +97,7 @@ def _constants(n: int) -> tuple[float, float]:
 
 def _flush(M: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """No subnormal operand: tiny midpoints become 0 (their size moves into the radius)."""
-    small = np.abs(M) < TINY
-    return np.where(small, 0.0, M), np.where(small, _up(R + TINY), np.maximum(R, TINY))
+    return np.where(small := np.abs(M) < TINY, 0.0, M), np.where(small, _up(R + TINY), np.maximum(R, TINY))
 
 def _upper_product(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """An entrywise upper bound of the exact ``P Q`` for nonnegative float ``P, Q``."""
