@@ -113,9 +113,9 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
     """Exact ``X^T X = G * 2^e`` for one float (or integer) batch; ``(None, 0)`` if X = 0.
 
     A Gram is a sum over rows, so the rows are taken in groups by the limbs they
-    need against the batch's largest exponent (:func:`_group_gram`): a few rows of
-    tiny entries do not widen every row. The groups' exact Grams are summed at the
-    least exponent.
+    need below their columns' largest exponents (:func:`_group_gram`): a few rows
+    of tiny entries do not widen every row. The groups' exact Grams are summed at
+    the least exponent.
     """
     X = np.asarray(X)
     B, r = X.shape
@@ -129,14 +129,14 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
     if not np.all(np.isfinite(np.abs(x).max(axis=0, initial=0.0))):
         raise InputError("features contain NaN or Inf")
     m, E = np.frexp(x)                              # x = m 2^E, 1/2 <= |m| < 1: a multiple of 2^(E - p)
-    lo = np.where(m != 0, E, 1 << 20).min(axis=1, initial=1 << 20)     # (B,) least exponent of a row
-    hi = np.where(m != 0, E, -(1 << 20)).max(axis=1, initial=-(1 << 20))
-    rows = lo <= hi
-    if not rows.any():
+    E = np.where(m != 0, E, -(1 << 20))             # a zero: far below every exponent
+    top = E.max(axis=0)                             # (r,) each column's largest exponent
+    need = np.where(m != 0, top[None, :] - E, -1).max(axis=1, initial=-1)   # (B,) a row's bits - p; -1: zero row
+    if not (need >= 0).any():
         return None, 0
-    need = -(-(int(hi[rows].max()) + p - lo) // 23)  # limbs of at most 23 bits, against the largest exponent
-    parts = [_group_gram(x if g.all() else x[g], int(lo[g].min()) - p, int(hi[g].max()), X[g])
-             for g in (rows & (need == t) for t in np.unique(need[rows]))]
+    limbs = -(-(need + p) // 23)                    # limbs of at most 23 bits, below the columns' tops
+    parts = [_group_gram(x if g.all() else x[g], E if g.all() else E[g], p, X[g])
+             for g in ((need >= 0) & (limbs == t) for t in np.unique(limbs[need >= 0]))]
     e0 = min(e for _, e in parts)
     G = np.zeros((r, r), dtype=object)
     for Gg, e in parts:
@@ -144,21 +144,27 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
     return G, e0
 
 
-def _group_gram(x: np.ndarray, e0: int, top: int, X: np.ndarray) -> tuple[np.ndarray, int]:
-    """``(G, 2 e0)`` with ``x^T x = G 2^(2 e0)`` for float64 rows whose entries are
-    multiples of ``2^e0`` below ``2^(top + 1)`` (``X``: the same rows as given, for
-    the exact integer fallback of a spread over more than 1000 bits).
+def _group_gram(x: np.ndarray, E: np.ndarray, p: int, X: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(G, 2 e0)`` with ``x^T x = G 2^(2 e0)`` for float64 rows with a nonzero entry,
+    ``E`` their exponents (``frexp``; far below for a zero), ``p`` the significand bits
+    (``X``: the same rows as given, for the exact integer fallback of a spread over
+    more than 1000 bits).
 
-    ``|x| 2^-e0`` are exact integers below ``2^w``, ``w = top + 1 - e0``; they are
-    cut into ``b``-bit limbs by exact float steps (``floor`` of a power-of-two
-    scaling, and a subtraction whose exact result is a representable integer below
-    2^b); all limb products ``Z_k^T Z_l`` come from one symmetric product of the
-    limbs side by side per chunk of 2^c rows (numpy's ``A.T @ A``, a BLAS ``syrk``),
-    every partial sum an integer below 2^52 (:func:`limb_plan`), so each is exact;
-    the chunks' int64 sums move into Python ints every 2^10 chunks.
+    Column ``j`` is ``2^e_j`` times exact integers below ``2^w`` (``e_j = p`` below its
+    least exponent, ``w`` the largest ``top_j - e_j``); ``|x| 2^-e_j`` is cut into
+    ``b``-bit limbs by exact float steps (``floor`` of a power-of-two scaling, and a
+    subtraction whose exact result is a representable integer below 2^b); all limb
+    products ``Z_k^T Z_l`` come from one symmetric product of the limbs side by side
+    per chunk of 2^c rows (numpy's ``A.T @ A``, a BLAS ``syrk``), every partial sum an
+    integer below 2^52 (:func:`limb_plan`), so each is exact; the chunks' int64 sums
+    move into Python ints every 2^10 chunks; entry ``(i, j)`` then carries
+    ``2^(e_i + e_j)``.
     """
     r = x.shape[1]
-    w = top + 1 - e0
+    nz = E > -(1 << 20)
+    e0 = int(E[nz].min()) - p
+    ej = np.where(nz, E, e0 + p).min(axis=0) - p    # (r,) each column's exponent (a zero column's: e0)
+    w = int((np.where(nz, E, -(1 << 20)).max(axis=0) + 1 - ej).max())
     if w > 1000:                                    # huge spread: exact integer fallback
         mant, exp = _mantissas(X)
         F = fmpz_matrix(_dyadic_cols(mant, exp, np.full(r, e0, dtype=np.int64)))
@@ -169,9 +175,10 @@ def _group_gram(x: np.ndarray, e0: int, top: int, X: np.ndarray) -> tuple[np.nda
     Z = np.empty((1 << c, L * r), dtype=np.float64)  # one chunk's limbs: limb k of column j at k r + j
     P = np.zeros((L * r, L * r), dtype=object)      # every Z_k^T Z_l, exact (Python ints)
     acc = np.zeros((L * r, L * r), dtype=np.int64)
+    scale = (-ej).astype(np.int32)[None, :]
     for i, a in enumerate(range(0, x.shape[0], 1 << c)):
         xc = x[a:a + (1 << c)]
-        t, sign, Zc = np.ldexp(np.abs(xc), -e0), np.sign(xc), Z[:len(xc)]   # exact integers below 2^w
+        t, sign, Zc = np.ldexp(np.abs(xc), scale), np.sign(xc), Z[:len(xc)]   # exact integers below 2^w
         for k in range(L):
             nxt = np.floor(t * down)
             Zk = Zc[:, k * r:(k + 1) * r]
@@ -186,7 +193,8 @@ def _group_gram(x: np.ndarray, e0: int, top: int, X: np.ndarray) -> tuple[np.nda
     for k in range(L):
         for l in range(L):
             G = G + P[k * r:(k + 1) * r, l * r:(l + 1) * r] * (1 << (b * (k + l)))
-    return G, 2 * e0
+    D = np.array([1 << int(v - e0) for v in ej], dtype=object)      # 2^(e_j - e0)
+    return G * D[:, None] * D[None, :], 2 * e0
 
 
 def _dyadic_cols(mant: np.ndarray, exp: np.ndarray, colE: np.ndarray) -> np.ndarray:
