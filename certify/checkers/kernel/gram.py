@@ -50,20 +50,20 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
         E[a:a + len(m)] = np.where(m != 0, Ea, -(1 << 15))
     top = E.max(0, initial=-(1 << 15)).astype(np.int32)  # each column's largest exponent
     need = np.where(E > -(1 << 15), top - E, -54).max(1, initial=-54) + 53   # a row's bits; < 0: a zero row
-    parts = [_gram(X if g.all() else X[g], E if g.all() else E[g])
+    parts = [_gram(X, np.flatnonzero(g), E[g])
              for g in ((need > 0) & (-(-need // 23) == t) for t in np.unique(-(-need[need > 0] // 23)))]
     e = min((p[1] for p in parts), default=0)
     return _normalize(sum((G * (1 << (eg - e)) for G, eg in parts), np.zeros((X.shape[1],) * 2, dtype=object)), e)
 
-def _gram(X: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, int]:
-    """``(G, 2 e0)`` with ``X^T X = G 2^(2 e0)``, for rows with a nonzero entry and their exponents ``E``."""
+def _gram(X: np.ndarray, rows: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(G, 2 e0)`` with ``X[rows]^T X[rows] = G 2^(2 e0)``, for rows with a nonzero entry, ``E`` their exponents."""
     e0 = int(E[E > -(1 << 15)].min()) - 53               # 53 below the least exponent
     ej = np.where(E > -(1 << 15), E, e0 + 53).min(0).astype(np.int32) - 53   # each column's (a zero one's: e0)
-    (K, r), (b, c, T) = X.shape, plan(int((E.max(0) - ej).max()))
+    (K, r), (b, c, T) = E.shape, plan(int((E.max(0) - ej).max()))
     acc, big = np.zeros((T * r,) * 2, dtype=np.int64), np.zeros((T * r,) * 2, dtype=object)
     A = np.empty((1 << c, T * r))                        # one block's limbs, side by side
     for i, a in enumerate(range(0, K, 1 << c)):
-        m, Eb = np.frexp(X[a:a + (1 << c)].astype(np.float64))
+        m, Eb = np.frexp(X[rows[a:a + (1 << c)]].astype(np.float64))
         B, am, Eb = A[:len(m)], np.abs(m), Eb - ej
         for t in range(T):                               # limb t of |N|, signed (module docstring)
             F, Bt = np.floor(np.ldexp(am, np.clip(Eb - b * t, -1, 53 + b))), B[:, t * r:(t + 1) * r]
