@@ -205,7 +205,8 @@ def _equilibrated(G: list[list[int]], e: int, num: int = 1, den: int = 1,
                   lg: int = 0) -> tuple[list[int], tuple | None]:
     """``(s, Z)``: ``s_i`` with ``G_ii 2^(e - lg + 2 s_i)`` near 1 (zero diagonal: the largest entry's) and
     ``Z`` the floats of ``G num / den 2^e`` under the exact congruence ``diag(2^s_i)``."""
-    top = max(max((abs(int(v)).bit_length() for row in G for v in row), default=0), 1)
+    top = max(max((abs(int(v)).bit_length() for row in G for v in row), default=0), 1) \
+        if not all(G[i][i] for i in range(len(G))) else 1     # used only for a zero diagonal entry
     s = [-((abs(int(G[i][i])).bit_length() if G[i][i] else top) + e - lg) // 2 for i in range(len(G))]
     return s, _scaled_floats(G, e, s, s, num, den)
 
