@@ -196,3 +196,20 @@ def test_batch_gram_equals_integer_arithmetic_on_random_rows_of_any_spread():
         got = [[Fraction(0)] * r for _ in range(r)] if G is None else \
             [[Fraction(int(v)) * Fraction(2) ** e for v in row] for row in G.tolist()]
         assert got == [[Fraction(v, den * den) for v in row] for row in want], n
+
+
+def test_gram_accumulator_gathers_batches_to_the_same_exact_gram():
+    """Batches gathered before their Gram (the default) or taken one by one give the same
+    exact Gram as the whole matrix at once; a batch added is copied, so changing it later
+    changes nothing."""
+    rng = np.random.default_rng(15)
+    X = np.ldexp(rng.standard_normal((3000, 7)), rng.integers(-30, 5, (3000, 7)))
+    whole = ex.normalize_pow2(*ex.batch_gram(X))
+    for gather in (1, 1000, 1 << 15):
+        acc = ex.GramAccumulator(7, gather=gather)
+        for a in range(0, 3000, 700):
+            batch = X[a:a + 700].copy()
+            acc.add(batch)
+            batch[:] = 1.0
+        G, e = acc.result()
+        assert (G.tolist(), e) == (whole[0].tolist(), whole[1]) and acc.rows == 3000
