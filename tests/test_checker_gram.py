@@ -222,3 +222,16 @@ def test_claims_of_one_features_file_read_and_hash_it_once_and_each_still_checks
     assert gram.summary_problems(claim(Gq), str(path)) == \
         ["the replayed features file does not hash to features_sha256"]
     assert len(reads) == 2
+
+
+def test_a_stated_gram_is_compared_by_value_at_any_exponent():
+    """``W 2^we`` against the normalized ``G 2^e``: equal at a lower exponent (``W`` even),
+    unequal when one entry differs, at a higher exponent, or against zero."""
+    G, e = [[3, 2], [2, 8]], -5
+    assert gram._same_value(G, e, G, e) and gram._same_value([[12, 8], [8, 32]], -7, G, e)
+    assert not gram._same_value([[12, 8], [8, 33]], -7, G, e)
+    assert not gram._same_value([[3, 2], [2, 8]], -4, G, e)
+    assert not gram._same_value([[0, 0], [0, 0]], -5, G, e)
+    assert gram._same_value([[0, 0], [0, 0]], 17, [[0, 0], [0, 0]], 0)
+    assert not gram._same_value([[0, 1], [0, 0]], 17, [[0, 0], [0, 0]], 0)
+    assert not gram._same_value([[0, 0]], 0, [[0, 0], [0, 0]], 0)

@@ -14,11 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from certify.checkers.kernel.gram import (
-    GramError,
-    _normalize,
-    exact_gram,
-)
+from certify.checkers.kernel.gram import GramError, exact_gram
 from certify.checkers.kernel.inertia import negative_pair, quadratic_summaries
 
 __all__ = ["GramError", "exact_gram", "gram_problems", "read_features", "summary_problems"]
@@ -75,14 +71,23 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
             out.append(f"gram_{name} is not an integer matrix with an exponent")
             continue
         try:
-            W, we2 = _normalize([[int(v) for v in row] for row in want], we)
+            W = [[int(v) for v in row] for row in want]
         except (TypeError, ValueError):
             out.append(f"gram_{name} is not an integer matrix")
             continue
-        if (W, we2) != (G, e):
+        if not _same_value(W, we, G, e):
             out.append(f"gram_{name} 2^gram_{name}_exponent is not PhiK^T PhiK of the replayed features"
                        if name == "k" else "gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed features")
     return out
+
+
+def _same_value(W: list[list[int]], we: int, G: list[list[int]], e: int) -> bool:
+    """``W 2^we == G 2^e`` entrywise, for ``G`` normalized (some entry odd, or all zero with
+    ``e = 0``): then ``we <= e`` and ``W = G 2^(e - we)``, or both are zero (a ``W 2^we``
+    equal to ``G 2^e`` with ``we > e`` would make every entry of ``G`` even)."""
+    if not any(v for row in G for v in row):
+        return len(W) == len(G) and all(len(w) == len(g) and not any(w) for w, g in zip(W, G))
+    return we <= e and W == (G if we == e else [[v << (e - we) for v in row] for row in G])
 
 
 # ---------------------------------------------------------------- the quadratic-kernel lemma's summaries
