@@ -19,7 +19,8 @@ a difference that is an integer below ``2^b``); (3) ``N^T N = sum_{s,t} 2^(b (s+
 one float64 product per block by numpy's ``@`` (the limbs side by side): every term is an integer of
 magnitude at most ``(2^b - 1)^2`` and every partial sum, in whatever order the BLAS adds (with or without
 FMA), an integer below ``2^(2b + c) <= 2^53`` in magnitude, so each is exact, on every machine; (4) the
-block results (int64, exact; 2^10 at a time, below 2^63) are summed, weighted, in Python ints.
+block results (int64, exact) are summed 2^10 / T at a time, then the at most ``T`` products of one weight
+``2^(b u)`` (``s + t = u``), below ``2^63``, and moved into Python ints.
 """
 
 from __future__ import annotations
@@ -48,9 +49,8 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
         if not np.all(np.isfinite(m)):
             raise GramError("the features have NaN or Inf entries")
         E[a:a + len(m)] = np.where(m != 0, Ea, -(1 << 15))
-    top = E.max(0, initial=-(1 << 15)).astype(np.int32)  # each column's largest exponent
-    need = np.where(E > -(1 << 15), top - E, -54).max(1, initial=-54) + 53   # a row's bits; < 0: a zero row
-    parts = [_gram(X, np.flatnonzero(g), E[g])
+    need = np.where(E > -(1 << 15), E.max(0, initial=-(1 << 15)).astype(np.int32) - E, -54).max(1, initial=-54) + 53
+    parts = [_gram(X, np.flatnonzero(g), E[g])          # by a row's bits below its columns' tops (< 0: zero row)
              for g in ((need > 0) & (-(-need // 23) == t) for t in np.unique(-(-need[need > 0] // 23)))]
     e = min((p[1] for p in parts), default=0)
     return _normalize(sum((G * (1 << (eg - e)) for G, eg in parts), np.zeros((X.shape[1],) * 2, dtype=object)), e)
@@ -60,7 +60,7 @@ def _gram(X: np.ndarray, rows: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, i
     e0 = int(E[E > -(1 << 15)].min()) - 53               # 53 below the least exponent
     ej = np.where(E > -(1 << 15), E, e0 + 53).min(0).astype(np.int32) - 53   # each column's (a zero one's: e0)
     (K, r), (b, c, T) = E.shape, plan(int((E.max(0) - ej).max()))
-    acc, big = np.zeros((T * r,) * 2, dtype=np.int64), np.zeros((T * r,) * 2, dtype=object)
+    acc, big = np.zeros((T * r,) * 2, dtype=np.int64), np.zeros((2 * T - 1, r, r), dtype=object)
     A = np.empty((1 << c, T * r))                        # one block's limbs, side by side
     for i, a in enumerate(range(0, K, 1 << c)):
         m, Eb = np.frexp(X[rows[a:a + (1 << c)]].astype(np.float64))
@@ -70,11 +70,11 @@ def _gram(X: np.ndarray, rows: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, i
             np.multiply(np.floor(F * 2.0 ** -b), 2.0 ** b, out=Bt)
             np.multiply(np.subtract(F, Bt, out=Bt), np.sign(m), out=Bt)
         acc += (B.T @ B).astype(np.int64)                # exact integers below 2^53 (module docstring)
-        if i % 1024 == 1023 or a + (1 << c) >= K:        # then into Python ints: the sums are exact
-            big, acc = big + acc.astype(object), np.zeros_like(acc)
+        if i % (1024 // T) == 1024 // T - 1 or a + (1 << c) >= K:    # weight by weight into Python ints
+            big, acc = big + np.array([sum(acc[s * r:(s + 1) * r, (u - s) * r:(u - s + 1) * r] for s in range(T)
+                                           if 0 <= u - s < T) for u in range(2 * T - 1)]).astype(object), 0 * acc
     D = np.array([1 << int(v - e0) for v in ej], dtype=object)      # 2^(e_j - e0)
-    return sum((big[s * r:(s + 1) * r, t * r:(t + 1) * r] * (1 << (b * (s + t)))
-                for s in range(T) for t in range(T)), np.zeros((r, r), dtype=object)) * D[:, None] * D, 2 * e0
+    return sum((big[u] * (1 << (b * u)) for u in range(2 * T - 1)), np.zeros((r, r), dtype=object)) * D[:, None] * D, 2 * e0
 
 def _normalize(G: np.ndarray | list[list[int]], e: int) -> tuple[list[list[int]], int]:
     """``(G / 2^k, e + k)`` for the largest ``k`` with ``2^k`` dividing every entry; ``(0, 0)`` for ``G = 0``."""
