@@ -213,3 +213,20 @@ def test_gram_accumulator_gathers_batches_to_the_same_exact_gram():
             batch[:] = 1.0
         G, e = acc.result()
         assert (G.tolist(), e) == (whole[0].tolist(), whole[1]) and acc.rows == 3000
+
+
+def test_batch_gram_sums_by_weight_within_int64_over_many_chunks():
+    """More than 2^10 chunks whose limbs are nearly all ones (chunk sums near 2^52, three
+    limb products of one weight): the int64 sums must move into Python ints often enough;
+    the Gram equals integer arithmetic."""
+    from solvers.exact.gram import limb_plan
+    rng = np.random.default_rng(16)
+    rows = 1100 * (1 << limb_plan(66)[1])
+    X = np.empty((rows, 2))
+    X[:, 0] = (2.0 ** 53 - 1) * 2.0 ** -40                             # 53 ones, 13 bits above e_0
+    X[0, 0] = 0.5                                                     # e_0 = -53: 66 bits
+    X[:, 1] = np.ldexp(rng.integers(1 << 52, 1 << 53, rows).astype(np.float64), rng.integers(-53, -39, rows))
+    N = [[int(v) for v in row] for row in np.ldexp(X, 53).astype(object).tolist()]
+    want = [[sum(row[i] * row[j] for row in N) for j in range(2)] for i in range(2)]
+    G, e = ex.batch_gram(X)
+    assert [[int(v) * 2 ** (e + 106) for v in row] for row in G.tolist()] == want

@@ -174,14 +174,14 @@ def _group_gram(x: np.ndarray, E: np.ndarray, p: int, X: np.ndarray) -> tuple[np
     products ``Z_k^T Z_l`` come from one symmetric product of the limbs side by side
     per chunk of 2^c rows (numpy's ``A.T @ A``, a BLAS ``syrk``), every partial sum an
     integer below 2^52 (:func:`limb_plan`), so each is exact; the chunks' int64 sums
-    move into Python ints every 2^10 chunks; entry ``(i, j)`` then carries
-    ``2^(e_i + e_j)``.
+    are gathered ``2^10 / L`` chunks at a time and summed by weight ``2^(b (k + l))``
+    in int64 before Python ints; entry ``(i, j)`` then carries ``2^(e_i + e_j)``.
     """
     r = x.shape[1]
     nz = E > -(1 << 20)
     e0 = int(E[nz].min()) - p
     ej = np.where(nz, E, e0 + p).min(axis=0) - p    # (r,) each column's exponent (a zero column's: e0)
-    w = int((np.where(nz, E, -(1 << 20)).max(axis=0) + 1 - ej).max())
+    w = int((np.where(nz, E, -(1 << 20)).max(axis=0) - ej).max())   # |x| < 2^E: |x| 2^-e_j < 2^w
     if w > 1000:                                    # huge spread: exact integer fallback
         mant, exp = _mantissas(X)
         F = fmpz_matrix(_dyadic_cols(mant, exp, np.full(r, e0, dtype=np.int64)))
@@ -190,7 +190,7 @@ def _group_gram(x: np.ndarray, E: np.ndarray, p: int, X: np.ndarray) -> tuple[np
     L = max(1, -(-w // b))
     down, up = 2.0 ** -b, 2.0 ** b                  # scalings by powers of two: exact on these integers
     Z = np.empty((1 << c, L * r), dtype=np.float64)  # one chunk's limbs: limb k of column j at k r + j
-    P = np.zeros((L * r, L * r), dtype=object)      # every Z_k^T Z_l, exact (Python ints)
+    P = np.zeros((2 * L - 1, r, r), dtype=object)   # sum_{k+l=u} Z_k^T Z_l, exact (Python ints)
     acc = np.zeros((L * r, L * r), dtype=np.int64)
     scale = (-ej).astype(np.int32)[None, :]
     for i, a in enumerate(range(0, x.shape[0], 1 << c)):
@@ -204,12 +204,15 @@ def _group_gram(x: np.ndarray, E: np.ndarray, p: int, X: np.ndarray) -> tuple[np
             np.multiply(Zk, sign, out=Zk)
             t = nxt
         acc += (Zc.T @ Zc).astype(np.int64)         # a symmetric product (BLAS syrk): integers below 2^52
-        if i % 1024 == 1023 or a + (1 << c) >= x.shape[0]:      # 2^10 such sums stay below 2^62
-            P, acc = P + acc.astype(object), np.zeros_like(acc)
+        if i % (1024 // L) == 1024 // L - 1 or a + (1 << c) >= x.shape[0]:
+            # 2^10 / L such sums stay below 2^62 / L: the at most L products of one weight
+            # 2^(b u) (k + l = u) add up below 2^62 in int64, then into Python ints
+            P += np.array([sum(acc[k * r:(k + 1) * r, (u - k) * r:(u - k + 1) * r] for k in range(L)
+                               if 0 <= u - k < L) for u in range(2 * L - 1)]).astype(object)
+            acc[:] = 0
     G = np.zeros((r, r), dtype=object)
-    for k in range(L):
-        for l in range(L):
-            G = G + P[k * r:(k + 1) * r, l * r:(l + 1) * r] * (1 << (b * (k + l)))
+    for u in range(2 * L - 1):
+        G = G + P[u] * (1 << (b * u))
     D = np.array([1 << int(v - e0) for v in ej], dtype=object)      # 2^(e_j - e0)
     return G * D[:, None] * D[None, :], 2 * e0
 
