@@ -114,7 +114,8 @@ def quadratic_problems(ev: dict[str, Any], features: dict[str, np.ndarray]) -> l
         return ["g_diag / g_off are not doubles (exact dyadics expected)"]
     for side in ("q", "k"):
         try:
-            got = quadratic_summaries(features[f"phi_{side}"].astype(np.float64), 0, c, lin, quad, gd, go)
+            X = features[f"phi_{side}"].astype(np.float64, copy=False)     # read only: no copy
+            got = quadratic_summaries(X, 0, c, lin, quad, gd, go)
         except (ValueError, OverflowError) as exc:             # non-finite features, |g| beyond the bounds
             return problems + [f"the quadratic-kernel summaries of phi_{side} cannot be bounded: {exc}"]
         stated = {k: Fraction(str(ev[f"{k}_{side}"])) for k in got}
@@ -227,7 +228,7 @@ def all_products_problems(ev: dict[str, Any], features: dict[str, np.ndarray],
     (:func:`certify.checkers.kernel.inertia.negative_pair`; at most
     :data:`MAX_EXACT_PAIRS` pairs decided exactly, else None: the summary stays
     trusted). Problems: a negative product, or ``num_checked`` not ``K^2``."""
-    Q, K = features["phi_q"].astype(np.float64), features["phi_k"].astype(np.float64)
+    Q, K = features["phi_q"].astype(np.float64, copy=False), features["phi_k"].astype(np.float64, copy=False)
     n = Q.shape[0]
     if ev.get("num_checked") != n * K.shape[0]:
         return [f"num_checked is not the {n * K.shape[0]} pairs of the replayed features"]

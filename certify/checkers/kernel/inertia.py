@@ -155,7 +155,7 @@ def quadratic_summaries(X: np.ndarray, e: int, c: int, lin: list[int], quad: lis
     else:
         if any(Fraction(float(v)) != v or abs(v) > 2 ** 20 for v in (gd, go)):
             raise ValueError("g_diag and g_off must be doubles of magnitude <= 2^20")
-        Y = X.astype(np.float64)
+        Y = X.astype(np.float64, copy=False)                                  # read only
         r = Y[:, f] - (gp := g.astype(np.float64)[None, :] * (Y[:, pi] * Y[:, pj]))
         res = np.abs(r) + 2.0 ** -50 * (np.abs(r) + np.abs(gp)) + TINY
         sq = lambda X: (Fraction(float(sum(X[:, j] * X[:, j] for j in range(X.shape[1])).max(initial=0.0)))
