@@ -45,7 +45,7 @@ def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
         raise GramError(f"expected a 2-d float array, got {X.dtype} of shape {X.shape}")
     E = np.empty(X.shape, dtype=np.int16)                # each entry's exponent, -2^15 for a zero
     for a in range(0, len(X), 1 << 12):
-        m, Ea = np.frexp(X[a:a + (1 << 12)].astype(np.float64))
+        m, Ea = np.frexp(X[a:a + (1 << 12)].astype(np.float64, copy=False))
         if not np.all(np.isfinite(m)):
             raise GramError("the features have NaN or Inf entries")
         E[a:a + len(m)] = np.where(m != 0, Ea, -(1 << 15))
@@ -63,7 +63,7 @@ def _gram(X: np.ndarray, rows: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, i
     acc, big = np.zeros((T * r,) * 2, dtype=np.int64), np.zeros((2 * T - 1, r, r), dtype=object)
     A = np.empty((1 << c, T * r))                        # one block's limbs, side by side
     for i, a in enumerate(range(0, K, 1 << c)):
-        m, Eb = np.frexp(X[rows[a:a + (1 << c)]].astype(np.float64))
+        m, Eb = np.frexp(X[rows[a:a + (1 << c)]].astype(np.float64, copy=False))
         B, am, Eb = A[:len(m)], np.abs(m), Eb - ej
         for t in range(T):                               # limb t of |N|, signed (module docstring)
             F, Bt = np.floor(np.ldexp(am, np.clip(Eb - b * t, -1, 53 + b))), B[:, t * r:(t + 1) * r]
