@@ -37,13 +37,102 @@ def test_exact_gram_equals_fractions(seed, spread, dtype):
 
 def test_exact_gram_over_many_blocks_and_zero():
     rng = np.random.default_rng(5)
-    X = np.ldexp(rng.integers(-(1 << 52), 1 << 52, (3 * kgram.BLOCK + 17, 3)).astype(np.float64), -60)
+    X = np.ldexp(rng.integers(-(1 << 52), 1 << 52, (3 * 1024 + 17, 3)).astype(np.float64), -60)
     G, e = gram.exact_gram(X)
     N = [[int(v) for v in row] for row in np.ldexp(X, 60).astype(np.int64).tolist()]
     want = [[sum(r[i] * r[j] for r in N) for j in range(3)] for i in range(3)]
     assert [[Fraction(v) * Fraction(2) ** e for v in row] for row in G] == \
         [[Fraction(v) * Fraction(2) ** -120 for v in row] for row in want]
     assert gram.exact_gram(np.zeros((5, 2))) == ([[0, 0], [0, 0]], 0)
+
+
+def _integer_gram(X):
+    """``(G, e)`` with ``X^T X = G 2^e`` normalized, by Python integers (``as_integer_ratio``) and
+    python-flint: no limbs, no floats."""
+    import flint
+    fr = [[float(v).as_integer_ratio() for v in row] for row in X.tolist()]
+    den = max((d for row in fr for _, d in row), default=1)             # a power of two
+    N = flint.fmpz_mat([[n * (den // d) for n, d in row] for row in fr])
+    G = [[int(v) for v in row] for row in (N.transpose() * N).tolist()]
+    e = -2 * (den.bit_length() - 1)
+    k = min((((abs(v) & -abs(v)).bit_length() - 1) for row in G for v in row if v), default=None)
+    return ([[v >> k for v in row] for row in G], e + k) if k is not None else ([[0] * len(X[0])] * len(X[0]), 0)
+
+
+def _random_features(rng, dtype):
+    """Entries of a random exponent window anywhere from the least subnormal to 2^960 (float32:
+    its own range), signs, zeros (both signs), exact powers of two and all-ones mantissas (bits
+    on limb boundaries)."""
+    K, r = int(rng.integers(1, 40)), int(rng.integers(1, 7))
+    lo_e, hi_e = (-1074, 960) if dtype == np.float64 else (-149, 120)
+    a = int(rng.integers(lo_e, hi_e))
+    b = min(hi_e, a + int(rng.choice([0, 1, 13, 30, 66, 120, 400, 2100])))
+    X = rng.standard_normal((K, r)) * np.exp2(rng.integers(a, b + 1, (K, r)).astype(np.float64))
+    u = rng.random((K, r))
+    X[u < 0.1] = 0.0
+    X[(u >= 0.1) & (u < 0.15)] = -0.0
+    X[(u >= 0.15) & (u < 0.2)] = np.exp2(rng.integers(a, b + 1, int(((u >= 0.15) & (u < 0.2)).sum())))
+    X[(u >= 0.2) & (u < 0.25)] = (2.0 - 2.0 ** -52) * np.exp2(rng.integers(max(a, -1022), max(b, -1022) + 1,
+                                                                           int(((u >= 0.2) & (u < 0.25)).sum())))
+    with np.errstate(over="ignore", under="ignore"):
+        X = X.astype(dtype)
+    return np.where(np.isfinite(X), X, 0.0).astype(dtype)
+
+
+def test_exact_gram_equals_integer_arithmetic_on_many_random_matrices():
+    """The adaptive limbs (width and block rows chosen from the data's exponent range) give the exact
+    Gram on 400 random matrices of both float widths, exponents from -1074 to 960 (one to a hundred
+    limbs), subnormals, signed zeros and all-ones mantissas, against integer arithmetic."""
+    rng = np.random.default_rng(35)
+    widths = set()
+    for n in range(400):
+        X = _random_features(rng, np.float32 if n % 3 == 0 else np.float64)
+        assert gram.exact_gram(X) == _integer_gram(X), n
+        ends = [int(v) for v in np.frexp(X[X != 0].astype(np.float64))[1]]
+        if ends:
+            widths.add(kgram.plan(max(ends) - min(ends) + 53)[2])
+    assert min(widths) <= 3 and max(widths) >= 80                       # one limb ... about a hundred
+
+
+def test_limb_plan_keeps_every_partial_sum_exact():
+    """``2 b + c <= 53`` with ``b T >= w`` and the fewest limbs of at most 23 bits for every width."""
+    for w in range(1, 2200):
+        b, c, T = kgram.plan(w)
+        assert b * T >= w and 2 * b + c <= 53 and 7 <= c <= 10 and b <= 23 and T == -(-w // 23)
+    assert kgram.plan(66) == (22, 9, 3)                                  # a softmax head's 66 bits
+
+
+def test_rows_of_tiny_entries_go_in_their_own_group(monkeypatch):
+    """A few rows with entries far below the others are summed at their own limbs (a group of two rows
+    70 bits lower, one of the row that holds the least subnormal), and the sum of the groups is the
+    exact Gram."""
+    rng = np.random.default_rng(37)
+    X = rng.standard_normal((600, 5))
+    X[[3, 300, 599]] *= 2.0 ** -70                                       # three rows 70 bits lower
+    X[3, 0] = 5e-324
+    calls = []
+    real = kgram._gram
+    monkeypatch.setattr(kgram, "_gram", lambda A, rows, E: calls.append(len(rows)) or real(A, rows, E))
+    assert gram.exact_gram(X) == _integer_gram(X)
+    assert sorted(calls) == [1, 2, 597]
+
+
+def test_exact_gram_over_more_blocks_than_the_fold_interval():
+    """Twice 2^10 blocks (the int64 block sums must move into Python ints every 2^10 blocks) on
+    values whose limbs are nearly all ones (block sums near 2^52: 2^11 of them overflow int64),
+    against integer arithmetic."""
+    rng = np.random.default_rng(36)
+    rows = 2 * 1024 * (1 << kgram.plan(66)[1]) + 300
+    X = np.empty((rows, 2))
+    X[:, 0] = (2.0 ** 53 - 1) * 2.0 ** -40                             # 53 ones, 13 bits above e0
+    X[0, 0] = 0.5                                                     # e0 = -53: 66 bits
+    X[:, 1] = np.ldexp(rng.integers(1 << 52, 1 << 53, rows).astype(np.float64), rng.integers(-53, -39, rows))
+    X[::7, 1] *= -1
+    assert kgram.plan(int(np.frexp(X)[1].max()) + 53) == kgram.plan(66)
+    N = [[int(v) for v in row] for row in np.ldexp(X, 53).astype(object).tolist()]   # exact integers
+    want = [[sum(row[i] * row[j] for row in N) for j in range(2)] for i in range(2)]
+    G, e = gram.exact_gram(X)
+    assert [[v << (e + 106) for v in row] for row in G] == want
 
 
 def test_bad_features_are_refused():
@@ -133,3 +222,16 @@ def test_claims_of_one_features_file_read_and_hash_it_once_and_each_still_checks
     assert gram.summary_problems(claim(Gq), str(path)) == \
         ["the replayed features file does not hash to features_sha256"]
     assert len(reads) == 2
+
+
+def test_a_stated_gram_is_compared_by_value_at_any_exponent():
+    """``W 2^we`` against the normalized ``G 2^e``: equal at a lower exponent (``W`` even),
+    unequal when one entry differs, at a higher exponent, or against zero."""
+    G, e = [[3, 2], [2, 8]], -5
+    assert gram._same_value(G, e, G, e) and gram._same_value([[12, 8], [8, 32]], -7, G, e)
+    assert not gram._same_value([[12, 8], [8, 33]], -7, G, e)
+    assert not gram._same_value([[3, 2], [2, 8]], -4, G, e)
+    assert not gram._same_value([[0, 0], [0, 0]], -5, G, e)
+    assert gram._same_value([[0, 0], [0, 0]], 17, [[0, 0], [0, 0]], 0)
+    assert not gram._same_value([[0, 1], [0, 0]], 17, [[0, 0], [0, 0]], 0)
+    assert not gram._same_value([[0, 0]], 0, [[0, 0], [0, 0]], 0)

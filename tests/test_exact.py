@@ -167,3 +167,66 @@ def test_batch_gram_wide_limb_plans_equal_the_checkers_exact_gram():
         X[1, :] = np.nextafter(2.0 ** spread, 0)             # the greatest: 53 + spread bits in all
         G, e = ex.normalize_pow2(*ex.batch_gram(X))
         assert (G.tolist(), e) == exact_gram(X)
+
+
+def test_batch_gram_equals_integer_arithmetic_on_random_rows_of_any_spread():
+    """The producer's exact Gram (rows grouped by the limbs they need, one symmetric limb
+    product per chunk, the integer fallback past 1000 bits) against integer arithmetic
+    (``as_integer_ratio`` and python-flint) on 200 random batches: both float widths,
+    exponents from the least subnormal to 2^960, zeros, a few rows far below the rest."""
+    import flint
+    rng = np.random.default_rng(14)
+    for n in range(200):
+        dtype = np.float32 if n % 4 == 0 else np.float64
+        K, r = int(rng.integers(1, 60)), int(rng.integers(1, 6))
+        lo_e, hi_e = (-149, 120) if dtype == np.float32 else (-1074, 960)
+        a = int(rng.integers(lo_e, hi_e))
+        b = min(hi_e, a + int(rng.choice([0, 20, 66, 150, 900, 2100])))
+        X = rng.standard_normal((K, r)) * np.exp2(rng.integers(a, b + 1, (K, r)).astype(np.float64))
+        X[rng.random((K, r)) < 0.15] = 0.0
+        X[rng.random(K) < 0.1] *= 2.0 ** -80
+        with np.errstate(over="ignore", under="ignore"):
+            X = X.astype(dtype)
+        X = np.where(np.isfinite(X), X, 0.0).astype(dtype)
+        fr = [[float(v).as_integer_ratio() for v in row] for row in X.tolist()]
+        den = max((d for row in fr for _, d in row), default=1)
+        N = flint.fmpz_mat([[p * (den // d) for p, d in row] for row in fr])
+        want = [[int(v) for v in row] for row in (N.transpose() * N).tolist()]
+        G, e = ex.batch_gram(X)
+        got = [[Fraction(0)] * r for _ in range(r)] if G is None else \
+            [[Fraction(int(v)) * Fraction(2) ** e for v in row] for row in G.tolist()]
+        assert got == [[Fraction(v, den * den) for v in row] for row in want], n
+
+
+def test_gram_accumulator_gathers_batches_to_the_same_exact_gram():
+    """Batches gathered before their Gram (the default) or taken one by one give the same
+    exact Gram as the whole matrix at once; a batch added is copied, so changing it later
+    changes nothing."""
+    rng = np.random.default_rng(15)
+    X = np.ldexp(rng.standard_normal((3000, 7)), rng.integers(-30, 5, (3000, 7)))
+    whole = ex.normalize_pow2(*ex.batch_gram(X))
+    for gather in (1, 1000, 1 << 15):
+        acc = ex.GramAccumulator(7, gather=gather)
+        for a in range(0, 3000, 700):
+            batch = X[a:a + 700].copy()
+            acc.add(batch)
+            batch[:] = 1.0
+        G, e = acc.result()
+        assert (G.tolist(), e) == (whole[0].tolist(), whole[1]) and acc.rows == 3000
+
+
+def test_batch_gram_sums_by_weight_within_int64_over_many_chunks():
+    """More than 2^10 chunks whose limbs are nearly all ones (chunk sums near 2^52, three
+    limb products of one weight): the int64 sums must move into Python ints often enough;
+    the Gram equals integer arithmetic."""
+    from solvers.exact.gram import limb_plan
+    rng = np.random.default_rng(16)
+    rows = 1100 * (1 << limb_plan(66)[1])
+    X = np.empty((rows, 2))
+    X[:, 0] = (2.0 ** 53 - 1) * 2.0 ** -40                             # 53 ones, 13 bits above e_0
+    X[0, 0] = 0.5                                                     # e_0 = -53: 66 bits
+    X[:, 1] = np.ldexp(rng.integers(1 << 52, 1 << 53, rows).astype(np.float64), rng.integers(-53, -39, rows))
+    N = [[int(v) for v in row] for row in np.ldexp(X, 53).astype(object).tolist()]
+    want = [[sum(row[i] * row[j] for row in N) for j in range(2)] for i in range(2)]
+    G, e = ex.batch_gram(X)
+    assert [[int(v) * 2 ** (e + 106) for v in row] for row in G.tolist()] == want

@@ -14,11 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from certify.checkers.kernel.gram import (
-    GramError,
-    _normalize,
-    exact_gram,
-)
+from certify.checkers.kernel.gram import GramError, exact_gram
 from certify.checkers.kernel.inertia import negative_pair, quadratic_summaries
 
 __all__ = ["GramError", "exact_gram", "gram_problems", "read_features", "summary_problems"]
@@ -75,14 +71,23 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
             out.append(f"gram_{name} is not an integer matrix with an exponent")
             continue
         try:
-            W, we2 = _normalize([[int(v) for v in row] for row in want], we)
+            W = [[int(v) for v in row] for row in want]
         except (TypeError, ValueError):
             out.append(f"gram_{name} is not an integer matrix")
             continue
-        if (W, we2) != (G, e):
+        if not _same_value(W, we, G, e):
             out.append(f"gram_{name} 2^gram_{name}_exponent is not PhiK^T PhiK of the replayed features"
                        if name == "k" else "gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed features")
     return out
+
+
+def _same_value(W: list[list[int]], we: int, G: list[list[int]], e: int) -> bool:
+    """``W 2^we == G 2^e`` entrywise, for ``G`` normalized (some entry odd, or all zero with
+    ``e = 0``): then ``we <= e`` and ``W = G 2^(e - we)``, or both are zero (a ``W 2^we``
+    equal to ``G 2^e`` with ``we > e`` would make every entry of ``G`` even)."""
+    if not any(v for row in G for v in row):
+        return len(W) == len(G) and all(len(w) == len(g) and not any(w) for w, g in zip(W, G))
+    return we <= e and W == (G if we == e else [[v << (e - we) for v in row] for row in G])
 
 
 # ---------------------------------------------------------------- the quadratic-kernel lemma's summaries
@@ -109,7 +114,8 @@ def quadratic_problems(ev: dict[str, Any], features: dict[str, np.ndarray]) -> l
         return ["g_diag / g_off are not doubles (exact dyadics expected)"]
     for side in ("q", "k"):
         try:
-            got = quadratic_summaries(features[f"phi_{side}"].astype(np.float64), 0, c, lin, quad, gd, go)
+            X = features[f"phi_{side}"].astype(np.float64, copy=False)     # read only: no copy
+            got = quadratic_summaries(X, 0, c, lin, quad, gd, go)
         except (ValueError, OverflowError) as exc:             # non-finite features, |g| beyond the bounds
             return problems + [f"the quadratic-kernel summaries of phi_{side} cannot be bounded: {exc}"]
         stated = {k: Fraction(str(ev[f"{k}_{side}"])) for k in got}
@@ -222,7 +228,7 @@ def all_products_problems(ev: dict[str, Any], features: dict[str, np.ndarray],
     (:func:`certify.checkers.kernel.inertia.negative_pair`; at most
     :data:`MAX_EXACT_PAIRS` pairs decided exactly, else None: the summary stays
     trusted). Problems: a negative product, or ``num_checked`` not ``K^2``."""
-    Q, K = features["phi_q"].astype(np.float64), features["phi_k"].astype(np.float64)
+    Q, K = features["phi_q"].astype(np.float64, copy=False), features["phi_k"].astype(np.float64, copy=False)
     n = Q.shape[0]
     if ev.get("num_checked") != n * K.shape[0]:
         return [f"num_checked is not the {n * K.shape[0]} pairs of the replayed features"]

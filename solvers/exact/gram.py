@@ -2,16 +2,15 @@
 (:class:`GramAccumulator`): integer limbs multiplied in float64 while every
 partial sum stays below 2^53, so the ``K x K`` kernel is never formed.
 
-The limb width ``b`` and the rows per float64 product ``2^c`` are chosen per
-batch (:func:`limb_plan`) under ``2 b + c <= 52``: fewer, wider limbs over
-shorter row chunks when that saves limb products (features spread over 66 bits:
-three 22-bit limbs over 256 rows, six products, instead of four 20-bit limbs,
-ten). Every choice gives the same exact integer Gram.
+The rows of a batch go in groups by the limbs they need (a few rows of tiny
+entries do not widen the others); the limb width ``b`` and the rows per float64
+product ``2^c`` are chosen per group (:func:`limb_plan`) under ``2 b + c <= 52``:
+fewer, wider limbs over shorter row chunks when that saves limb products
+(features spread over 66 bits: three 22-bit limbs over 256 rows, six products,
+instead of four 20-bit limbs, ten). Every choice gives the same exact integer Gram.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
@@ -19,9 +18,7 @@ from certify.core.errors import InputError
 from solvers.exact.integers import IntMatrix, _mantissas, _obj, fmpz_matrix
 
 _LIMB = 20                 # bits per limb where 20 suffice (then 2^12 rows per product)
-_CHUNK = 1 << 12           # rows per BLAS product at 20-bit limbs: 2^12 * 2^40 = 2^52 < 2^53 stays exact
 _MIN_ROWS_LOG2 = 6         # shortest row chunk a plan uses (2^6 rows per product)
-_OUT_BYTES = 32 << 20      # float64 products held at once (chunks are multiplied in groups)
 
 
 def limb_plan(top: int) -> tuple[int, int]:
@@ -52,11 +49,14 @@ def limb_plan(top: int) -> tuple[int, int]:
 class GramAccumulator:
     """Exact ``X^T X`` over row batches of a float matrix ``X (K, r)``.
 
-    Each batch is written as ``N D`` with integer ``N`` and a power of two per
-    column; ``N`` is split into 20-bit limbs and the limb products are float64
-    BLAS products over at most 2^12 rows: every partial sum is an integer below
-    2^52, so each product is exact. The total is kept as Python ints with one
-    exponent: ``gram = G * 2^exponent``.
+    Each batch's rows are exact integers times a power of two per group of rows
+    (:func:`batch_gram`), split into limbs whose float64 products over short row
+    chunks have every partial sum an integer below 2^52, so each product is exact.
+    The total is kept as Python ints with one exponent: ``gram = G * 2^exponent``.
+    Batches are gathered up to ``gather`` rows before their Gram is computed (one
+    pass of limb products for a vocabulary of 20,000 tokens fed in batches of
+    2^14: the per-batch conversions into Python ints are paid once); a batch is
+    copied when it is kept for later.
 
     >>> acc = GramAccumulator(2)
     >>> acc.add(np.array([[0.5, 1.0], [0.25, -3.0]]))
@@ -64,10 +64,12 @@ class GramAccumulator:
     ([[5, -4], [-4, 160]], -4)
     """
 
-    def __init__(self, r: int) -> None:
+    def __init__(self, r: int, gather: int = 1 << 15) -> None:
         self.r = int(r)
+        self.gather = int(gather)
         self._total: np.ndarray | None = None        # object (r, r)
         self._exp = 0
+        self._kept: list[np.ndarray] = []            # batches not yet in the total
         self.rows = 0
 
     def add(self, X: np.ndarray) -> None:
@@ -77,6 +79,14 @@ class GramAccumulator:
         if X.dtype.kind == "f" and not np.all(np.isfinite(X)):
             raise InputError("features contain NaN or Inf")
         self.rows += X.shape[0]
+        kept = sum(len(b) for b in self._kept) + X.shape[0]
+        if kept < self.gather:
+            self._kept.append(np.array(X, copy=True))
+            return
+        self._add(np.concatenate([*self._kept, X]) if self._kept else X)
+        self._kept = []
+
+    def _add(self, X: np.ndarray) -> None:
         G, e = batch_gram(X)
         if G is None:
             return
@@ -90,6 +100,9 @@ class GramAccumulator:
 
     def result(self) -> tuple[np.ndarray, int]:
         """``(G, e)`` with ``X^T X = G 2^e``, ``G`` not all even (canonical)."""
+        if self._kept:
+            self._add(np.concatenate(self._kept))
+            self._kept = []
         if self._total is None:
             return np.zeros((self.r, self.r), dtype=object) * 0, 0
         return normalize_pow2(self._total, self._exp)
@@ -113,75 +126,13 @@ def _shift_obj(G: np.ndarray, s: int) -> np.ndarray:
     return G * (1 << s) if s else G
 
 
-def _chunk_grams(Y: np.ndarray, Z: np.ndarray | None = None, rows: int = _CHUNK) -> np.ndarray:
-    """``sum_c Y_c^T Z_c`` over chunks of ``rows`` rows (``Z`` None: ``Y_c^T Y_c`` by the
-    BLAS's symmetric rank-k update, half the multiplications, made symmetric here), each
-    product in float64 and exact (integer-valued inputs with every partial sum below
-    2^52 over ``rows`` rows, in any summation order: the caller's plan), summed as
-    Python ints (object array) from int64 partial sums of at most 2^10 chunks. One BLAS
-    thread (torch's, scoped and restored, for the products): small products are much
-    faster there than with a contended multi-threaded BLAS. At most about 32 MB of
-    products are held at once."""
-    sym = Z is None
-    B = Y.shape[0]
-    pad = (-B) % rows
-    if pad:
-        Y = np.concatenate([Y, np.zeros((pad, Y.shape[1]))])
-        if Z is not None:
-            Z = np.concatenate([Z, np.zeros((pad, Z.shape[1]))])
-    n = Y.shape[0] // rows
-    m_cols = Y.shape[1] if Z is None else Z.shape[1]
-    Yb = np.ascontiguousarray(Y.reshape(n, rows, Y.shape[1]))     # (nchunks, rows, .)
-    Zb = np.empty((0, 0, 0)) if Z is None else np.ascontiguousarray(Z.reshape(n, rows, m_cols))
-    per = max(1, min(1 << 10, _OUT_BYTES // (8 * Y.shape[1] * m_cols)))   # chunks per product group
-    total = np.zeros((Y.shape[1], m_cols), dtype=object)
-    if sym:
-        from scipy.linalg.blas import dsyrk
-    torch: Any
-    try:
-        import torch
-    except ImportError:          # pragma: no cover - torch is a dependency; numpy is the fallback
-        torch = None
-    if torch is not None:
-        old = torch.get_num_threads()
-        torch.set_num_threads(1)
-    try:
-        acc, in_acc = None, 0
-        for a in range(0, n, per):
-            m = min(per, n - a)
-            if sym:                                   # upper triangles, exact like the products
-                part = dsyrk(1.0, Yb[a], trans=1).astype(np.int64)
-                for i in range(a + 1, a + m):
-                    part += dsyrk(1.0, Yb[i], trans=1).astype(np.int64)
-            elif torch is not None:
-                part = torch.bmm(torch.from_numpy(Yb[a:a + m]).transpose(1, 2),
-                                 torch.from_numpy(Zb[a:a + m])).to(torch.int64).sum(0).numpy()
-            else:
-                part = np.matmul(Yb[a:a + m].transpose(0, 2, 1), Zb[a:a + m]).astype(np.int64).sum(0)
-            if acc is not None and in_acc + m > (1 << 10):      # int64 holds 2^10 sums below 2^52
-                total = total + acc.astype(object)
-                acc, in_acc = None, 0
-            acc = part if acc is None else acc + part
-            in_acc += m
-        if acc is not None:
-            total = total + acc.astype(object)
-    finally:
-        if torch is not None:
-            torch.set_num_threads(old)
-    if sym:
-        up = np.triu(total)
-        total = up + np.triu(total, 1).T
-    return total
-
-
 def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
     """Exact ``X^T X = G * 2^e`` for one float (or integer) batch; ``(None, 0)`` if X = 0.
 
-    Column ``j`` is ``Y_j 2^(E_j)`` with integer-valued float64 ``Y_j`` (power-of-two
-    scaling is exact). ``|Y|`` is cut into ``b``-bit limbs by exact float steps
-    (``floor`` of a power-of-two scaling, and a subtraction whose exact result is
-    a representable integer below 2^b). Limb products summed over at most 2^c
-    rows stay below 2^52 (:func:`limb_plan`), so each float64 product ``Z^T Z`` is exact.
+    A Gram is a sum over rows, so the rows are taken in groups by the limbs they
+    need below their columns' largest exponents (:func:`_group_gram`): a few rows
+    of tiny entries do not widen every row. The groups' exact Grams are summed at
+    the least exponent.
     """
     X = np.asarray(X)
     B, r = X.shape
@@ -192,53 +143,78 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
         X = X.astype(np.float64)
     p = {np.dtype(np.float16): 11, np.dtype(np.float32): 24}.get(X.dtype, 53)   # significand bits
     x = np.asarray(X, dtype=np.float64)             # exact (a float16/32 value is a float64 value)
-    ax = np.abs(x)
-    if not np.all(np.isfinite(ax.max(axis=0, initial=0.0))):
+    if not np.all(np.isfinite(np.abs(x).max(axis=0, initial=0.0))):
         raise InputError("features contain NaN or Inf")
-    least = np.where(ax != 0, ax, np.inf).min(axis=0, initial=np.inf)   # (r,) least nonzero |x| per column
-    if not np.isfinite(least).any():
+    m, E = np.frexp(x)                              # x = m 2^E, 1/2 <= |m| < 1: a multiple of 2^(E - p)
+    E = np.where(m != 0, E, -(1 << 20))             # a zero: far below every exponent
+    top = E.max(axis=0)                             # (r,) each column's largest exponent
+    need = np.where(m != 0, top[None, :] - E, -1).max(axis=1, initial=-1)   # (B,) a row's bits - p; -1: zero row
+    if not (need >= 0).any():
         return None, 0
-    # x = f 2^e with |f| in [1/2, 1) is a multiple of 2^(e - p); e grows with |x|, so the least
-    # exponent of a column is the exponent of its least nonzero |x|
-    colE = np.where(np.isfinite(least), np.frexp(np.where(np.isfinite(least), least, 1.0))[1] - p, 0)
-    colE = colE.astype(np.int64)                   # (r,) per-column exponent
-    y = np.ldexp(ax, (-colE)[None, :].astype(np.int32))   # exact integers (B, r)
-    ymax = y.max(axis=0)
-    top = int(np.frexp(ymax)[1].max())
-    if top > 1000 or not np.all(np.isfinite(ymax)):    # huge spread: exact integer fallback
+    limbs = -(-(need + p) // 23)                    # limbs of at most 23 bits, below the columns' tops
+    parts = [_group_gram(x if g.all() else x[g], E if g.all() else E[g], p, X[g])
+             for g in ((need >= 0) & (limbs == t) for t in np.unique(limbs[need >= 0]))]
+    e0 = min(e for _, e in parts)
+    G = np.zeros((r, r), dtype=object)
+    for Gg, e in parts:
+        G = G + _shift_obj(Gg, e - e0)
+    return G, e0
+
+
+def _group_gram(x: np.ndarray, E: np.ndarray, p: int, X: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(G, 2 e0)`` with ``x^T x = G 2^(2 e0)`` for float64 rows with a nonzero entry,
+    ``E`` their exponents (``frexp``; far below for a zero), ``p`` the significand bits
+    (``X``: the same rows as given, for the exact integer fallback of a spread over
+    more than 1000 bits).
+
+    Column ``j`` is ``2^e_j`` times exact integers below ``2^w`` (``e_j = p`` below its
+    least exponent, ``w`` the largest ``top_j - e_j``); ``|x| 2^-e_j`` is cut into
+    ``b``-bit limbs by exact float steps (``floor`` of a power-of-two scaling, and a
+    subtraction whose exact result is a representable integer below 2^b); all limb
+    products ``Z_k^T Z_l`` come from one symmetric product of the limbs side by side
+    per chunk of 2^c rows (numpy's ``A.T @ A``, a BLAS ``syrk``), every partial sum an
+    integer below 2^52 (:func:`limb_plan`), so each is exact; the chunks' int64 sums
+    are gathered ``2^10 / L`` chunks at a time and summed by weight ``2^(b (k + l))``
+    in int64 before Python ints; entry ``(i, j)`` then carries ``2^(e_i + e_j)``.
+    """
+    r = x.shape[1]
+    nz = E > -(1 << 20)
+    e0 = int(E[nz].min()) - p
+    ej = np.where(nz, E, e0 + p).min(axis=0) - p    # (r,) each column's exponent (a zero column's: e0)
+    w = int((np.where(nz, E, -(1 << 20)).max(axis=0) - ej).max())   # |x| < 2^E: |x| 2^-e_j < 2^w
+    if w > 1000:                                    # huge spread: exact integer fallback
         mant, exp = _mantissas(X)
-        F = fmpz_matrix(_dyadic_cols(mant, exp, colE))
-        G = _obj(F.transpose() * F)
-    else:
-        b, c = limb_plan(top)
-        L = max(1, -(-top // b))
-        sign = np.sign(x)
-        Z = np.empty((B, L * r), dtype=np.float64)  # (B, L r): limb k of column j at k r + j
-        t = y
-        down, up = 2.0 ** -b, 2.0 ** b              # scalings by powers of two: exact on these integers
+        F = fmpz_matrix(_dyadic_cols(mant, exp, np.full(r, e0, dtype=np.int64)))
+        return _obj(F.transpose() * F), 2 * e0
+    b, c = limb_plan(w)
+    L = max(1, -(-w // b))
+    down, up = 2.0 ** -b, 2.0 ** b                  # scalings by powers of two: exact on these integers
+    Z = np.empty((1 << c, L * r), dtype=np.float64)  # one chunk's limbs: limb k of column j at k r + j
+    P = np.zeros((2 * L - 1, r, r), dtype=object)   # sum_{k+l=u} Z_k^T Z_l, exact (Python ints)
+    acc = np.zeros((L * r, L * r), dtype=np.int64)
+    scale = (-ej).astype(np.int32)[None, :]
+    for i, a in enumerate(range(0, x.shape[0], 1 << c)):
+        xc = x[a:a + (1 << c)]
+        t, sign, Zc = np.ldexp(np.abs(xc), scale), np.sign(xc), Z[:len(xc)]   # exact integers below 2^w
         for k in range(L):
             nxt = np.floor(t * down)
-            Zk = Z[:, k * r:(k + 1) * r]
+            Zk = Zc[:, k * r:(k + 1) * r]
             np.multiply(nxt, up, out=Zk)
             np.subtract(t, Zk, out=Zk)              # the low b bits: an integer below 2^b, exact
             np.multiply(Zk, sign, out=Zk)
             t = nxt
-        # X^T X = sum_{k,l} 2^(b (k+l)) Z_k^T Z_l with Z_l^T Z_k = (Z_k^T Z_l)^T: the
-        # products with k <= l only: Z_k^T Z_k by a symmetric update, Z_k^T [Z_(k+1) ..
-        # Z_(L-1)] in one product per k
-        G = np.zeros((r, r), dtype=object)
-        for k in range(L):
-            G = G + _chunk_grams(Z[:, k * r:(k + 1) * r], None, 1 << c) * (1 << (2 * b * k))
-            if k + 1 < L:
-                Pk = _chunk_grams(Z[:, k * r:(k + 1) * r], Z[:, (k + 1) * r:], 1 << c)   # (r, (L-k-1) r)
-                for l in range(k + 1, L):
-                    blk = Pk[:, (l - k - 1) * r:(l - k) * r]
-                    G = G + (blk + blk.T) * (1 << (b * (k + l)))
-    # undo the per-column powers of two: entry (i, j) carries 2^(E_i + E_j)
-    e0 = int(colE.min())
-    Dv = np.array([(1 << int(c - e0)) for c in colE.tolist()], dtype=object)
-    G = G * Dv[:, None] * Dv[None, :]
-    return G, 2 * e0
+        acc += (Zc.T @ Zc).astype(np.int64)         # a symmetric product (BLAS syrk): integers below 2^52
+        if i % (1024 // L) == 1024 // L - 1 or a + (1 << c) >= x.shape[0]:
+            # 2^10 / L such sums stay below 2^62 / L: the at most L products of one weight
+            # 2^(b u) (k + l = u) add up below 2^62 in int64, then into Python ints
+            P += np.array([sum(acc[k * r:(k + 1) * r, (u - k) * r:(u - k + 1) * r] for k in range(L)
+                               if 0 <= u - k < L) for u in range(2 * L - 1)]).astype(object)
+            acc[:] = 0
+    G = np.zeros((r, r), dtype=object)
+    for u in range(2 * L - 1):
+        G = G + P[u] * (1 << (b * u))
+    D = np.array([1 << int(v - e0) for v in ej], dtype=object)      # 2^(e_j - e0)
+    return G * D[:, None] * D[None, :], 2 * e0
 
 
 def _dyadic_cols(mant: np.ndarray, exp: np.ndarray, colE: np.ndarray) -> np.ndarray:

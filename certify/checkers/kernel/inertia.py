@@ -85,8 +85,7 @@ TINY = 2.0 ** -1000
 #: longest dot product the bounds are stated for (n 2^-1022 <= 2^-1000)
 MAX_N = 1 << 20
 
-def _up(x: np.ndarray) -> np.ndarray:
-    return np.nextafter(x, np.inf)
+_up = lambda x: np.nextafter(x, np.inf)                 # the next float up
 
 def _constants(n: int) -> tuple[float, float]:
     """The least floats ``>= gamma_n / (1 - gamma_n)`` and ``>= 1 / (1 - gamma_n)``."""
@@ -98,8 +97,7 @@ def _constants(n: int) -> tuple[float, float]:
 
 def _flush(M: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """No subnormal operand: tiny midpoints become 0 (their size moves into the radius)."""
-    small = np.abs(M) < TINY
-    return np.where(small, 0.0, M), np.where(small, _up(R + TINY), np.maximum(R, TINY))
+    return np.where(small := np.abs(M) < TINY, 0.0, M), np.where(small, _up(R + TINY), np.maximum(R, TINY))
 
 def _upper_product(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """An entrywise upper bound of the exact ``P Q`` for nonnegative float ``P, Q``."""
@@ -157,7 +155,7 @@ def quadratic_summaries(X: np.ndarray, e: int, c: int, lin: list[int], quad: lis
     else:
         if any(Fraction(float(v)) != v or abs(v) > 2 ** 20 for v in (gd, go)):
             raise ValueError("g_diag and g_off must be doubles of magnitude <= 2^20")
-        Y = X.astype(np.float64)
+        Y = X.astype(np.float64, copy=False)                                  # read only
         r = Y[:, f] - (gp := g.astype(np.float64)[None, :] * (Y[:, pi] * Y[:, pj]))
         res = np.abs(r) + 2.0 ** -50 * (np.abs(r) + np.abs(gp)) + TINY
         sq = lambda X: (Fraction(float(sum(X[:, j] * X[:, j] for j in range(X.shape[1])).max(initial=0.0)))
@@ -193,27 +191,22 @@ def _scaled_floats(rows: list[list[int]], e: int, rs: list, cs: list, num: int =
                    den: int = 1) -> tuple | None:
     """``(M, R)`` for the exact ``rows[i][j] num / den 2^(e + rs[i] + cs[j])``: each entry to about 62 bits
     by integer floor division (error below one unit of its last place), then correctly rounded to a float
-    (``spacing`` covers it); None outside the exponent range."""
-    db, ys, ts = den.bit_length(), [], []
-    for i, row in enumerate(rows):
-        for j, v in enumerate(row):
-            n = int(v) * num
-            t = 62 - (n.bit_length() - db)
-            ys.append(0 if not n else (n << t) // den if t >= 0 else n // (den << -t))
-            ts.append(e + rs[i] + cs[j] - t if n else -1074)     # an exact zero: the radius stays TINY
-    y = np.array(ys, dtype=object).astype(np.float64)
-    ex = np.array(ts, dtype=np.int64)
-    if ex.size and (ex.max() > 900 or ex.min() < -2000):
+    (``spacing`` covers it); None outside the exponent range. Python ints, elementwise in object arrays."""
+    n = np.frompyfunc(int, 1, 1)(np.array(rows, dtype=object).reshape(len(rows), -1)) * num
+    t = 62 - (np.frompyfunc(int.bit_length, 1, 1)(n).astype(np.int64) - den.bit_length())
+    y = np.where(t >= 0, (n << np.maximum(t, 0).astype(object)) // den, n // (den << np.maximum(-t, 0).astype(object)))
+    ex = np.where(n != 0, e + np.add.outer(np.array(rs, dtype=np.int64), np.array(cs, dtype=np.int64)) - t, -1074)
+    if ex.size and (ex.max() > 900 or ex.min() < -2000):     # an exact zero (-1074): the radius stays TINY
         return None
-    shape = (len(rows), len(rows[0]) if rows else 0)
-    M = np.ldexp(y, ex).reshape(shape)
-    return _flush(M, _up(np.ldexp(1.0, np.maximum(ex, -1074)).reshape(shape) + np.spacing(np.abs(M))))
+    M = np.ldexp(y.astype(np.float64), ex)
+    return _flush(M, _up(np.ldexp(1.0, np.maximum(ex, -1074)) + np.spacing(np.abs(M))))
 
 def _equilibrated(G: list[list[int]], e: int, num: int = 1, den: int = 1,
                   lg: int = 0) -> tuple[list[int], tuple | None]:
     """``(s, Z)``: ``s_i`` with ``G_ii 2^(e - lg + 2 s_i)`` near 1 (zero diagonal: the largest entry's) and
     ``Z`` the floats of ``G num / den 2^e`` under the exact congruence ``diag(2^s_i)``."""
-    top = max(max((abs(int(v)).bit_length() for row in G for v in row), default=0), 1)
+    top = max(max((abs(int(v)).bit_length() for row in G for v in row), default=0), 1) \
+        if not all(G[i][i] for i in range(len(G))) else 1     # used only for a zero diagonal entry
     s = [-((abs(int(G[i][i])).bit_length() if G[i][i] else top) + e - lg) // 2 for i in range(len(G))]
     return s, _scaled_floats(G, e, s, s, num, den)
 

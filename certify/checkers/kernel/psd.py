@@ -50,8 +50,7 @@ def _blocks(A: list[list[Any]], strict: bool) -> bool:
 def is_psd(M: Sequence[Sequence[Any]] | Any, strict: bool = False) -> bool:
     """Is the square matrix ``M`` symmetric and positive semidefinite (definite when ``strict``)? (a
     non-symmetric one is not)"""
-    A = _rows(M)
-    n = len(A)
+    n = len(A := _rows(M))
     return all(len(r) == n for r in A) and all(A[i][j] == A[j][i] for i in range(n) for j in range(i)) \
         and _blocks(A, strict)
 

@@ -57,10 +57,8 @@ def projection_margin_definite(rows: Any, Y: Any, eps_sq: Fraction, exponent: in
     ``k``-dimensional space (Courant-Fischer)."""
     from certify.checkers.kernel.matrices import fmpz_matrix
     from certify.checkers.kernel.psd import is_positive_definite
-    k = Y.ncols()
-    W = fmpz_matrix(rows) * Y
+    k, W, YtY = Y.ncols(), fmpz_matrix(rows) * Y, Y.transpose() * Y
     H = W.transpose() * W
-    YtY = Y.transpose() * Y
     b = max(sum(abs(int(YtY[i, j])) for j in range(k)) for i in range(k))
     c = eps_sq * b / Fraction(2) ** (2 * exponent)
     return is_positive_definite([[int(H[i, j]) - (c if i == j else 0) for j in range(k)] for i in range(k)])
