@@ -497,3 +497,30 @@ def test_exact_gram_across_limbs_and_the_whole_exponent_range():
                  for j in range(n)] for i in range(n)]
         assert [[v * Fraction(2) ** e for v in row] for row in G] == want
         assert any(v % 2 for row in G for v in row)                       # normalized: some entry odd
+
+
+def test_the_modular_minors_equal_entry_by_entry_reductions():
+    # pivot_minor_mod_p and minor_nonzero_mod_p reduce F once and select by products; the reference
+    # reduces every entry of F[R, C] in Python and takes rref / det of what it built, on big-integer
+    # matrices of planted rank (a small prime, so rank drops and singular minors occur too)
+    import random
+
+    from certify.checkers.kernel.modular import minor_nonzero_mod_p, pivot_minor_mod_p, rref_pivots
+    rng = random.Random(5)
+    seen = set()
+    for _ in range(60):
+        n1, n2, r, p = rng.randint(1, 9), rng.randint(1, 9), rng.randint(0, 6), rng.choice([2, 3, 7, 1000003])
+        U = flint.fmpz_mat(n1, r, [rng.getrandbits(200) - (1 << 199) for _ in range(n1 * r)]) if r else None
+        V = flint.fmpz_mat(r, n2, [rng.randint(-9, 9) for _ in range(r * n2)]) if r else None
+        F = U * V if r else flint.fmpz_mat(n1, n2)
+        ref = rref_pivots(flint.nmod_mat(n1, n2, [int(F[i, j]) % p for i in range(n1) for j in range(n2)], p))
+        rows = rref_pivots(flint.nmod_mat(len(ref), n1, [int(F[i, j]) % p for j in ref for i in range(n1)], p)) \
+            if ref else []
+        assert pivot_minor_mod_p(F, p) == (rows, ref)
+        k = rng.randint(1, min(n1, n2))
+        R, C = sorted(rng.sample(range(n1), k)), sorted(rng.sample(range(n2), k))
+        det = int(flint.fmpz_mat(k, k, [int(F[i, j]) for i in R for j in C]).det()) % p
+        assert minor_nonzero_mod_p(F, p, R, C) == (det != 0)
+        seen.add(det != 0)
+    assert seen == {True, False}
+    assert not minor_nonzero_mod_p(F, 1 << 70, [0], [0])            # not a prime, however large

@@ -18,8 +18,7 @@ from typing import Any, Sequence
 
 
 def det_nonzero_mod_p(M: Any, p: int) -> bool:
-    """``det M != 0 (mod p)`` for a square python-flint ``fmpz_mat`` ``M`` and a prime ``p`` (the caller has
-    checked primality)."""
+    """``det M != 0 (mod p)`` for a square ``fmpz_mat`` ``M`` and a prime ``p`` (primality checked by the caller)."""
     import flint
     return int(flint.nmod_mat(M, p).det()) != 0
 
@@ -29,14 +28,20 @@ def minor_nonzero_mod_p(F: Any, p: int, R: Sequence[int], C: Sequence[int]) -> b
     indices, unequal lengths, ``p`` not a prime); the empty minor (``R = C = []``) is nonsingular."""
     import flint
     if isinstance(p, bool) or not isinstance(p, int) or p < 2 or len(R) != len(C) or len(set(R)) != len(R) \
-            or len(set(C)) != len(C):
+            or len(set(C)) != len(C) or not all(0 <= i < F.nrows() for i in R) \
+            or not all(0 <= j < F.ncols() for j in C):
         return False
     if not R:
         return True
-    if not flint.fmpz(p).is_prime() or not all(0 <= i < F.nrows() for i in R) \
-            or not all(0 <= j < F.ncols() for j in C):
-        return False
-    return int(flint.nmod_mat(len(R), len(C), [int(F[i, j]) % p for i in R for j in C], p).det()) != 0
+    return bool(flint.fmpz(p).is_prime()) and int(
+        (_select(F.nrows(), R, p).transpose() * flint.nmod_mat(F, p) * _select(F.ncols(), C, p)).det()) != 0
+
+def _select(n: int, idx: Sequence[int], p: int) -> Any:
+    """The ``n x len(idx)`` 0/1 matrix mod ``p`` with column ``t`` the unit vector ``idx[t]``: ``F S`` keeps the
+    columns ``idx`` of ``F`` (products in C instead of a loop over the entries of ``F``)."""
+    import flint
+    at = {i * len(idx) + t for t, i in enumerate(idx)}
+    return flint.nmod_mat(n, len(idx), [int(x in at) for x in range(n * len(idx))], p)
 
 def rref_pivots(A: Any) -> list[int]:
     """The pivot columns of the reduced row echelon form of a python-flint ``nmod_mat`` ``A`` (the first
@@ -51,9 +56,5 @@ def pivot_minor_mod_p(F: Any, p: int) -> tuple[list[int], list[int]]:
     """``(R, C)``: the canonical pivot minor of the python-flint ``fmpz_mat`` ``F`` modulo the prime ``p``
     (module docstring)."""
     import flint
-    n1, n2 = F.nrows(), F.ncols()
-    cols = rref_pivots(flint.nmod_mat(n1, n2, [int(F[i, j]) % p for i in range(n1) for j in range(n2)], p))
-    if not cols:
-        return [], []
-    sub = flint.nmod_mat(len(cols), n1, [int(F[i, j]) % p for j in cols for i in range(n1)], p)
-    return rref_pivots(sub), cols
+    cols = rref_pivots(Fp := flint.nmod_mat(F, p))
+    return (rref_pivots((Fp * _select(F.ncols(), cols, p)).transpose()), cols) if cols else ([], [])
