@@ -146,8 +146,8 @@ def test_gram_problems_catch_a_wrong_summary(tmp_path):
     """The replayed features recompute the evidence's Grams; one unit changed is caught."""
     rng = np.random.default_rng(9)
     q, k = rng.standard_normal((50, 4)), np.abs(rng.standard_normal((50, 4)))
-    np.savez(tmp_path / "f.npz", phi_q=q, phi_k=k)
-    feats = gram.read_features(str(tmp_path / "f.npz"), (50, 4))
+    gram.write_features(str(tmp_path / "f.features"), [q], [k])
+    feats = gram.read_features(str(tmp_path / "f.features"), (50, 4))
     Gq, eq = gram.exact_gram(q)
     Gk, ek = gram.exact_gram(k)
     claim = {"evidence": {"num_tokens": 50, "gram_q": Gq, "gram_q_exponent": eq,
@@ -194,8 +194,8 @@ def test_claims_of_one_features_file_read_and_hash_it_once_and_each_still_checks
     features is refused), and a file rewritten in place is read again."""
     rng = np.random.default_rng(21)
     q, k = rng.standard_normal((60, 3)), np.abs(rng.standard_normal((60, 3)))
-    path = tmp_path / "f.npz"
-    np.savez(path, phi_q=q, phi_k=k)
+    path = tmp_path / "f.features"
+    gram.write_features(str(path), [q], [k])
     reads = []
     real_read = gram.read_features
     monkeypatch.setattr(gram, "read_features", lambda p, *a: reads.append(p) or real_read(p, *a))
@@ -216,7 +216,7 @@ def test_claims_of_one_features_file_read_and_hash_it_once_and_each_still_checks
     assert len(reads) == 1
     q2 = q.copy()
     q2[0, 0] += 1.0
-    np.savez(path, phi_q=q2, phi_k=k)
+    gram.write_features(str(path), [q2], [k])
     import os
     os.utime(path, ns=(1, 1))                                    # a new stamp even within one clock tick
     assert gram.summary_problems(claim(Gq), str(path)) == \
@@ -235,3 +235,29 @@ def test_a_stated_gram_is_compared_by_value_at_any_exponent():
     assert gram._same_value([[0, 0], [0, 0]], 17, [[0, 0], [0, 0]], 0)
     assert not gram._same_value([[0, 1], [0, 0]], 17, [[0, 0], [0, 0]], 0)
     assert not gram._same_value([[0, 0]], 0, [[0, 0], [0, 0]], 0)
+
+
+def test_the_features_file_round_trips_and_refuses_what_it_is_not(tmp_path):
+    # batches are stacked in order, both float widths; a truncated file, trailing bytes, a pickled
+    # object array or an npz are refused with a GramError, never read
+    rng = np.random.default_rng(3)
+    q = [rng.standard_normal((5, 3)), rng.standard_normal((2, 3))]
+    k = [rng.standard_normal((7, 3)).astype(np.float32)]
+    path = tmp_path / "f.features"
+    gram.write_features(str(path), q, k)
+    got = gram.read_features(str(path), (7, 3))
+    assert np.array_equal(got["phi_q"], np.concatenate(q)) and got["phi_q"].dtype == np.float64
+    assert np.array_equal(got["phi_k"], k[0]) and got["phi_k"].dtype == np.float32
+    raw = path.read_bytes()
+    for bad in (raw[:-1], raw + b"\0", raw[: len(raw) // 2]):
+        path.write_bytes(bad)
+        with pytest.raises(gram.GramError):
+            gram.read_features(str(path))
+    np.savez(path.with_suffix(".npz"), phi_q=q[0], phi_k=k[0])
+    with pytest.raises(gram.GramError):
+        gram.read_features(str(path.with_suffix(".npz")))
+    with open(path, "wb") as f:
+        np.save(f, np.array([object()], dtype=object), allow_pickle=True)
+        np.save(f, q[0])
+    with pytest.raises(gram.GramError):
+        gram.read_features(str(path))

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from certify.checkers.gram import _features_sha, summary_problems
+from certify.checkers.gram import _features_sha, summary_problems, write_features
 
 
 def _claim(q: np.ndarray, k: np.ndarray, mq=None, mk=None) -> dict:
@@ -37,8 +37,8 @@ def feats(tmp_path):
     rng = np.random.default_rng(0)
     q = (np.abs(rng.standard_normal((300, 5))) + 0.25).astype(np.float32)
     k = (np.abs(rng.standard_normal((300, 5))) * 3 + 2.0 ** -20).astype(np.float32)
-    path = tmp_path / "features.npz"
-    np.savez(path, phi_q=q, phi_k=k)
+    path = tmp_path / "features.features"
+    write_features(str(path), [q], [k])
     return q, k, str(path)
 
 
@@ -59,10 +59,10 @@ def test_a_one_unit_change_of_a_claimed_minimum_fails(feats, side):
 
 def test_a_minimum_of_other_features_or_a_float_string_fails(feats, tmp_path):
     q, k, path = feats
-    other = tmp_path / "other.npz"
+    other = tmp_path / "other.features"
     q2 = q.copy()
     q2[7, 3] = np.float32(0.125)                                   # a new minimum
-    np.savez(other, phi_q=q2, phi_k=k)
+    write_features(str(other), [q2], [k])
     assert summary_problems(_claim(q, k), str(other)) == \
         ["the replayed features file does not hash to features_sha256"]
     assert any("exact" in p for p in summary_problems(_claim(q, k, mq=str(float(q.min()))), path))

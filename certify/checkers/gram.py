@@ -17,16 +17,37 @@ import numpy as np
 from certify.checkers.kernel.gram import GramError, exact_gram
 from certify.checkers.kernel.inertia import negative_pair, quadratic_summaries
 
-__all__ = ["GramError", "exact_gram", "gram_problems", "read_features", "summary_problems"]
+__all__ = ["GramError", "exact_gram", "gram_problems", "read_features", "summary_problems", "write_features"]
+
+
+def write_features(path: str, phi_q: list[np.ndarray], phi_k: list[np.ndarray]) -> None:
+    """A replay's features file: two ``.npy`` records back to back, ``phi_q`` then
+    ``phi_k``, each the row batches given, stacked (no zip, no checksum pass, no
+    concatenated copy; written to a temporary name, then moved into place)."""
+    import os
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        for parts in (phi_q, phi_k):
+            parts = [np.ascontiguousarray(b) for b in parts]
+            np.lib.format.write_array_header_2_0(f, {
+                "descr": np.lib.format.dtype_to_descr(parts[0].dtype), "fortran_order": False,
+                "shape": (sum(len(b) for b in parts), *parts[0].shape[1:])})
+            for b in parts:
+                f.write(b.data.cast("B"))
+    os.replace(tmp, path)
 
 
 def read_features(path: str, expect: tuple[int, int] | None = None) -> dict[str, Any]:
-    """``{"phi_q": array, "phi_k": array}`` from a replay's features file (``.npz``,
-    no pickles), each checked to be a finite 2-d float array of the expected shape."""
-    with np.load(path, allow_pickle=False) as z:
-        out = {k: z[k] for k in ("phi_q", "phi_k") if k in z.files}
-    if set(out) != {"phi_q", "phi_k"}:
-        raise GramError(f"{path}: a features file holds phi_q and phi_k")
+    """``{"phi_q": array, "phi_k": array}`` from a replay's features file
+    (:func:`write_features`; no pickles), each checked to be a finite 2-d float array of
+    the expected shape, and nothing after them."""
+    try:
+        with open(path, "rb") as f:
+            out = {k: np.lib.format.read_array(f, allow_pickle=False) for k in ("phi_q", "phi_k")}
+            if f.read(1):
+                raise ValueError("bytes after the two arrays")
+    except (OSError, ValueError, EOFError) as exc:
+        raise GramError(f"{path}: not a features file ({exc})") from None
     for k, a in out.items():
         if a.ndim != 2 or a.dtype.kind != "f" or (expect is not None and tuple(a.shape) != tuple(expect)):
             raise GramError(f"{path}: {k} is {a.dtype} {a.shape}, expected float {expect}")

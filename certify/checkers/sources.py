@@ -385,7 +385,7 @@ def _ask_features(jobs: Mapping[str, dict[str, Any]], wanted: set[str]) -> Any:
         return None
     folder = tempfile.TemporaryDirectory(prefix="certify-replay-")
     for key in wanted:
-        jobs[key]["features_out"] = str(Path(folder.name) / (hashlib.sha256(key.encode()).hexdigest() + ".npz"))
+        jobs[key]["features_out"] = str(Path(folder.name) / (hashlib.sha256(key.encode()).hexdigest() + ".features"))
     return folder
 
 

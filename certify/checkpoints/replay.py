@@ -153,14 +153,12 @@ def _heads(job: dict[str, Any]) -> tuple[dict[str, str], str]:
 
 
 def write_features(kernel, path: str, rows: tuple[list, list] | None = None) -> str:
-    """The kernel's features as ``{phi_q, phi_k}`` in an ``.npz`` at ``path`` (written
-    atomically), for a checker that recomputes summaries too large to embed
+    """The kernel's features as ``phi_q``, ``phi_k`` in a features file at ``path``
+    (:func:`certify.checkers.gram.write_features`, written atomically), for a checker that recomputes summaries too large to embed
     (:func:`certify.checkers.gram.gram_problems`): the features go to it as a
     file, never as JSON on stdout. ``rows``: the batches of a pass already made (the
     hashing pass of :func:`replay`), so the features are computed once."""
-    import os
-
-    import numpy as np
+    from certify.checkers.gram import write_features as write
     qs, ks = rows if rows is not None else ([], [])
     # in the kernel's own row order, whatever its tokens are (a vocabulary's rows have no
     # Boolean coordinates: they are read by index)
@@ -168,9 +166,7 @@ def write_features(kernel, path: str, rows: tuple[list, list] | None = None) -> 
         for q, k in kernel.feature_batches(1 << 14):
             qs.append(q)
             ks.append(k)
-    tmp = f"{path}.tmp{os.getpid()}.npz"
-    np.savez(tmp, phi_q=np.concatenate(qs), phi_k=np.concatenate(ks))
-    os.replace(tmp, path)
+    write(path, qs, ks)
     return path
 
 
