@@ -37,11 +37,12 @@ def minor_nonzero_mod_p(F: Any, p: int, R: Sequence[int], C: Sequence[int]) -> b
         (_select(F.nrows(), R, p).transpose() * flint.nmod_mat(F, p) * _select(F.ncols(), C, p)).det()) != 0
 
 def _select(n: int, idx: Sequence[int], p: int) -> Any:
-    """The ``n x len(idx)`` 0/1 matrix mod ``p`` with column ``t`` the unit vector ``idx[t]``: ``F S`` keeps the
-    columns ``idx`` of ``F`` (products in C instead of a loop over the entries of ``F``)."""
+    """The ``n x len(idx)`` 0/1 matrix mod ``p``, column ``t`` the unit vector ``idx[t]`` (``F S``: columns ``idx``)."""
     import flint
-    at = {i * len(idx) + t for t, i in enumerate(idx)}
-    return flint.nmod_mat(n, len(idx), [int(x in at) for x in range(n * len(idx))], p)
+    S = flint.nmod_mat(n, len(idx), p)
+    for t, i in enumerate(idx):
+        S[i, t] = 1
+    return S
 
 def rref_pivots(A: Any) -> list[int]:
     """The pivot columns of the reduced row echelon form of a python-flint ``nmod_mat`` ``A`` (the first
@@ -53,8 +54,7 @@ def rref_pivots(A: Any) -> list[int]:
     return out
 
 def pivot_minor_mod_p(F: Any, p: int) -> tuple[list[int], list[int]]:
-    """``(R, C)``: the canonical pivot minor of the python-flint ``fmpz_mat`` ``F`` modulo the prime ``p``
-    (module docstring)."""
+    """``(R, C)``: the canonical pivot minor of the ``fmpz_mat`` ``F`` modulo the prime ``p`` (module docstring)."""
     import flint
     cols = rref_pivots(Fp := flint.nmod_mat(F, p))
     return (rref_pivots((Fp * _select(F.ncols(), cols, p)).transpose()), cols) if cols else ([], [])
