@@ -17,7 +17,8 @@ import numpy as np
 from certify.checkers.kernel.gram import GramError, exact_gram
 from certify.checkers.kernel.inertia import negative_pair, quadratic_summaries
 
-__all__ = ["GramError", "exact_gram", "gram_problems", "read_features", "summary_problems", "write_features"]
+__all__ = ["GramError", "exact_gram", "gram_problems", "read_features", "replayed_gram", "summary_problems",
+           "write_features"]
 
 
 def write_features(path: str, phi_q: list[np.ndarray], phi_k: list[np.ndarray]) -> None:
@@ -100,6 +101,25 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
             out.append(f"gram_{name} 2^gram_{name}_exponent is not PhiK^T PhiK of the replayed features"
                        if name == "k" else "gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed features")
     return out
+
+
+def replayed_gram(fs: Any, side: str, W: Any, we: Any) -> bool:
+    """Whether ``W 2^we`` is the exact Gram ``Phi^T Phi`` of features replayed in this
+    process (:func:`_exact_gram_once`) whose sha256 in their dtype is
+    ``fs["phi_" + side]``, ``fs["dtype"]``: then it is positive semidefinite by
+    construction. False when no such features were replayed here (the caller tests
+    the stated Gram itself)."""
+    if not isinstance(fs, dict) or not isinstance(fs.get("dtype"), str) or not isinstance(we, int) \
+            or isinstance(we, bool) or not isinstance(W, list):
+        return False
+    try:
+        tag = np.dtype(fs["dtype"]).str
+    except TypeError:
+        return False
+    for h, (G, e) in list(_GRAMS.items()):
+        if h.startswith(tag) and h.endswith(f":{fs.get('phi_' + side)}"):
+            return _same_value(W, we, G, e)
+    return False
 
 
 def _same_value(W: list[list[int]], we: int, G: list[list[int]], e: int) -> bool:

@@ -11,6 +11,7 @@ from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 from certify.checkers.common import Bad, boolean, int_matrix, integer, keys, rational
+from certify.checkers.gram import replayed_gram
 from certify.checkers.kernel import fmpz_matrix, gram_matrix, inertia, is_psd, product, roots, scaled_matrix
 from certify.checkers.kernel.psd import is_psd_by_rank
 from certify.checkers.rank.evidence import (
@@ -72,9 +73,12 @@ def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: An
              _FEATURE_OPTIONAL)
         GQ, GK, eq, ek, F = _check_grams(ev, cert, "eps_rank")
         gq, gk = ev["gram_q"], ev["gram_k"]                     # the integer rows just checked
-        # re-derived from embedded features, the Grams are PSD by construction; taken as
+        # re-derived from embedded features, or equal to the exact Gram of features this
+        # process replayed (same sha256), the Grams are PSD by construction; taken as
         # stated, they are tested (the real-rooted count needs it)
-        if not F.have and not all(_psd(g, G) for g, G in ((gq, GQ), (gk, GK))):
+        fs = ev["features_sha256"]
+        if not F.have and not all(replayed_gram(fs, s, g, ev[f"gram_{s}_exponent"]) or _psd(g, G)
+                                  for s, g, G in (("q", gq, GQ), ("k", gk, GK))):
             return ["Gram matrices are not PSD: the real-rooted count does not apply"]
         memo: list = []
 
