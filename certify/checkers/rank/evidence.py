@@ -82,12 +82,21 @@ def _dyadic_array(rows: list[list[int]], exponent: int, dtype: str) -> np.ndarra
             out = a.astype(dt)
         exact = np.array_equal(np.ldexp(a, -exponent), v64) and np.array_equal(out.astype(np.float64), a)
     else:
-        try:
-            out = np.array([float(Fraction(v) * Fraction(2) ** exponent) for v in flat],
-                           dtype=np.float64).astype(dt)
-            exact = all(Fraction(float(b)) == Fraction(v) * Fraction(2) ** exponent
-                        for b, v in zip(out.tolist(), flat))
-        except OverflowError:
+        # v = m 2^t with m odd (t trailing zeros): v 2^exponent is a float64 only if |m| < 2^53, and
+        # then it is the exact ldexp(m, t + exponent) unless that over- or underflows (checked back)
+        obj = np.array(flat, dtype=object)
+        t = np.frompyfunc(lambda v: (v & -v).bit_length() - 1 if v else 0, 1, 1)(obj)
+        m = obj >> t
+        if all(abs(v) < (1 << 53) for v in m.tolist()):
+            try:
+                m64, shift = m.astype(np.float64), t.astype(np.int64) + exponent
+                with np.errstate(over="ignore"):
+                    a = np.ldexp(m64, shift)
+                    out = a.astype(dt)
+                exact = np.array_equal(np.ldexp(a, -shift), m64) and np.array_equal(out.astype(np.float64), a)
+            except (OverflowError, ValueError, TypeError):
+                exact = False
+        else:
             exact = False
     if not exact:
         raise Bad(f"embedded features are not representable in {dtype}")
