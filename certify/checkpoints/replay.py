@@ -171,17 +171,11 @@ def write_features(kernel, path: str, rows: tuple[list, list] | None = None) -> 
 
 
 def versions() -> dict[str, Any]:
-    """What the replayed arithmetic depends on."""
-    from importlib import metadata
-
+    """What the replayed arithmetic depends on (the installed versions as the certificate's
+    environment reads them: :func:`certify.core.certificate.installed_versions`)."""
+    from certify.core.certificate import installed_versions
     from certify.sources.thirdparty import EXTRACTION
-    out: dict[str, Any] = {"extraction": EXTRACTION}
-    for name in ("torch", "numpy", "safetensors", "certify-attention"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
-    return out
+    return {"extraction": EXTRACTION, **installed_versions(("torch", "numpy", "safetensors", "certify-attention"))}
 
 
 def needs_extra(exc: BaseException) -> str | None:
