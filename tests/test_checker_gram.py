@@ -1,16 +1,19 @@
-"""certify.checkers.gram: exact Grams of float features by limb-split float64 products,
-against Fractions (an oracle sharing no code), on entries whose exponents span
-hundreds of bits, signed, with zeros, subnormals and both float widths."""
+"""certify.checkers.gram: stated Grams of float features checked by the kernel's random-product
+identity (:func:`certify.checkers.kernel.gram.gram_identity`), and the tests' reference exact Gram
+(``gram_reference``, limb-split float64 products), against Fractions and integer arithmetic (oracles
+sharing no code), on entries whose exponents span hundreds of bits, signed, with zeros, subnormals and
+both float widths."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
+import gram_reference as kgram
 import numpy as np
 import pytest
 
 from certify.checkers import gram
-from certify.checkers.kernel import gram as kgram
+from certify.checkers.kernel.gram import gram_identity
 
 
 def _fraction_gram(X):
@@ -29,7 +32,7 @@ def test_exact_gram_equals_fractions(seed, spread, dtype):
         X[0, 0] = 5e-324                                  # the smallest subnormal
         X[1, 1] = -2.0 ** 500
     X = X.astype(dtype)
-    G, e = gram.exact_gram(X)
+    G, e = kgram.exact_gram(X)
     want = _fraction_gram(X)
     assert [[Fraction(v) * Fraction(2) ** e for v in row] for row in G] == want
     assert any(v % 2 for row in G for v in row)             # normalized
@@ -38,12 +41,12 @@ def test_exact_gram_equals_fractions(seed, spread, dtype):
 def test_exact_gram_over_many_blocks_and_zero():
     rng = np.random.default_rng(5)
     X = np.ldexp(rng.integers(-(1 << 52), 1 << 52, (3 * 1024 + 17, 3)).astype(np.float64), -60)
-    G, e = gram.exact_gram(X)
+    G, e = kgram.exact_gram(X)
     N = [[int(v) for v in row] for row in np.ldexp(X, 60).astype(np.int64).tolist()]
     want = [[sum(r[i] * r[j] for r in N) for j in range(3)] for i in range(3)]
     assert [[Fraction(v) * Fraction(2) ** e for v in row] for row in G] == \
         [[Fraction(v) * Fraction(2) ** -120 for v in row] for row in want]
-    assert gram.exact_gram(np.zeros((5, 2))) == ([[0, 0], [0, 0]], 0)
+    assert kgram.exact_gram(np.zeros((5, 2))) == ([[0, 0], [0, 0]], 0)
 
 
 def _integer_gram(X):
@@ -87,7 +90,7 @@ def test_exact_gram_equals_integer_arithmetic_on_many_random_matrices():
     widths = set()
     for n in range(400):
         X = _random_features(rng, np.float32 if n % 3 == 0 else np.float64)
-        assert gram.exact_gram(X) == _integer_gram(X), n
+        assert kgram.exact_gram(X) == _integer_gram(X), n
         ends = [int(v) for v in np.frexp(X[X != 0].astype(np.float64))[1]]
         if ends:
             widths.add(kgram.plan(max(ends) - min(ends) + 53)[2])
@@ -113,7 +116,7 @@ def test_rows_of_tiny_entries_go_in_their_own_group(monkeypatch):
     calls = []
     real = kgram._gram
     monkeypatch.setattr(kgram, "_gram", lambda A, rows, E: calls.append(len(rows)) or real(A, rows, E))
-    assert gram.exact_gram(X) == _integer_gram(X)
+    assert kgram.exact_gram(X) == _integer_gram(X)
     assert sorted(calls) == [1, 2, 597]
 
 
@@ -131,15 +134,62 @@ def test_exact_gram_over_more_blocks_than_the_fold_interval():
     assert kgram.plan(int(np.frexp(X)[1].max()) + 53) == kgram.plan(66)
     N = [[int(v) for v in row] for row in np.ldexp(X, 53).astype(object).tolist()]   # exact integers
     want = [[sum(row[i] * row[j] for row in N) for j in range(2)] for i in range(2)]
-    G, e = gram.exact_gram(X)
+    G, e = kgram.exact_gram(X)
     assert [[v << (e + 106) for v in row] for row in G] == want
 
 
 def test_bad_features_are_refused():
     with pytest.raises(gram.GramError):
-        gram.exact_gram(np.array([[1.0, np.nan]]))
+        gram_identity(np.array([[1.0, np.nan]]), [[0, 0], [0, 0]], 0)
     with pytest.raises(gram.GramError):
-        gram.exact_gram(np.zeros((2, 2), dtype=np.int64))
+        gram_identity(np.zeros((2, 2), dtype=np.int64), [[0, 0], [0, 0]], 0)
+    for dtype in (np.float16, np.longdouble):                            # not float64 when cast
+        with pytest.raises(gram.GramError):
+            gram_identity(np.ones((2, 2), dtype=dtype), [[2, 2], [2, 2]], 0)
+    assert not gram_identity(np.zeros((3, 2)), [[0, 0]], 0)                  # W of the wrong shape
+    assert not gram_identity(np.zeros((3, 2)), [[0, 0], [0]], 0)
+    assert gram_identity(np.zeros((3, 2)), [[0, 0], [0, 0]], 7)
+
+
+def test_the_identity_holds_for_the_exact_gram_and_fails_for_any_other_on_random_matrices():
+    """On 300 random matrices of both float widths, exponents from -1074 to 960 (one to a hundred
+    limbs), subnormals, signed zeros and all-ones mantissas: the exact Gram (integer arithmetic)
+    passes, in its normalized form and scaled by 2^5; one unit off in one entry, in the least bit
+    of a wide entry, the exponent off by one, a transposed asymmetric change and a sign flip fail."""
+    rng = np.random.default_rng(38)
+    for n in range(300):
+        X = _random_features(rng, np.float32 if n % 3 == 0 else np.float64)
+        G, e = _integer_gram(X)
+        assert gram_identity(X, G, e), n
+        assert gram_identity(X, [[v << 5 for v in row] for row in G], e - 5), n
+        r = len(G)
+        i, j = int(rng.integers(0, r)), int(rng.integers(0, r))
+        off = [row[:] for row in G]
+        off[i][j] += 1
+        assert not gram_identity(X, off, e), n
+        if any(v for row in G for v in row):
+            assert not gram_identity(X, G, e + 1) and not gram_identity(X, G, e - 1), n
+            assert not gram_identity(X, [[-v for v in row] for row in G], e), n
+            wide = [[v << 90 for v in row] for row in G]
+            wide[i][j] += 1                                              # 90 bits below every entry
+            assert not gram_identity(X, wide, e - 90), n
+        if i != j:
+            swap = [row[:] for row in G]
+            swap[i][j], swap[j][i] = swap[i][j] + 1, swap[j][i] - 1      # same sums of rows and columns
+            assert not gram_identity(X, swap, e), n
+
+
+def test_the_identity_over_more_blocks_than_the_fold_interval():
+    """More than 512 blocks of 2^10 rows (the int64 sums move into Python ints every 512 blocks, each
+    block adding up to 2^52) of 53-bit values 13 bits above the column's least exponent (four limbs),
+    against integer arithmetic: every block counted once across the fold; one unit off fails."""
+    rows = 600 * 1024
+    X = np.full((rows, 1), (2.0 ** 53 - 1) * 2.0 ** -40)
+    X[0, 0] = 0.5                                                        # 66 bits: all-ones limbs
+    N = int(2 ** 53 - 1) << 13
+    want = (rows - 1) * N * N + (1 << 104)                               # X^T X 2^106
+    assert gram_identity(X, [[want]], -106)
+    assert not gram_identity(X, [[want + 1]], -106)
 
 
 def test_gram_problems_catch_a_wrong_summary(tmp_path):
@@ -148,8 +198,8 @@ def test_gram_problems_catch_a_wrong_summary(tmp_path):
     q, k = rng.standard_normal((50, 4)), np.abs(rng.standard_normal((50, 4)))
     gram.write_features(str(tmp_path / "f.features"), [q], [k])
     feats = gram.read_features(str(tmp_path / "f.features"), (50, 4))
-    Gq, eq = gram.exact_gram(q)
-    Gk, ek = gram.exact_gram(k)
+    Gq, eq = kgram.exact_gram(q)
+    Gk, ek = kgram.exact_gram(k)
     claim = {"evidence": {"num_tokens": 50, "gram_q": Gq, "gram_q_exponent": eq,
                           "gram_k": [[2 * v for v in r] for r in Gk], "gram_k_exponent": ek - 1}}
     assert gram.gram_problems(claim, feats) == []
@@ -199,8 +249,8 @@ def test_claims_of_one_features_file_read_and_hash_it_once_and_each_still_checks
     reads = []
     real_read = gram.read_features
     monkeypatch.setattr(gram, "read_features", lambda p, *a: reads.append(p) or real_read(p, *a))
-    Gq, eq = gram.exact_gram(q)
-    Gk, ek = gram.exact_gram(k)
+    Gq, eq = kgram.exact_gram(q)
+    Gk, ek = kgram.exact_gram(k)
     fs = {"phi_q": gram._features_sha(q, "float64"), "phi_k": gram._features_sha(k, "float64"), "dtype": "float64"}
 
     def claim(gq, kind="exact_rank", sha=fs):
@@ -225,16 +275,16 @@ def test_claims_of_one_features_file_read_and_hash_it_once_and_each_still_checks
 
 
 def test_a_stated_gram_is_compared_by_value_at_any_exponent():
-    """``W 2^we`` against the normalized ``G 2^e``: equal at a lower exponent (``W`` even),
-    unequal when one entry differs, at a higher exponent, or against zero."""
-    G, e = [[3, 2], [2, 8]], -5
-    assert gram._same_value(G, e, G, e) and gram._same_value([[12, 8], [8, 32]], -7, G, e)
-    assert not gram._same_value([[12, 8], [8, 33]], -7, G, e)
-    assert not gram._same_value([[3, 2], [2, 8]], -4, G, e)
-    assert not gram._same_value([[0, 0], [0, 0]], -5, G, e)
-    assert gram._same_value([[0, 0], [0, 0]], 17, [[0, 0], [0, 0]], 0)
-    assert not gram._same_value([[0, 1], [0, 0]], 17, [[0, 0], [0, 0]], 0)
-    assert not gram._same_value([[0, 0]], 0, [[0, 0], [0, 0]], 0)
+    """``p 2^a == q 2^b`` by value: equal at a lower exponent, unequal when the value differs, the
+    sign differs or one side is zero; an exponent of a billion is refused without a billion-bit
+    shift, and a stated Gram at that exponent fails quickly."""
+    from certify.checkers.kernel.gram import _equal
+    assert _equal(3, -5, 3, -5) and _equal(12, -7, 3, -5) and _equal(-3, -5, -48, -9) and _equal(0, 9, 0, -9)
+    assert not _equal(13, -7, 3, -5) and not _equal(3, -4, 3, -5) and not _equal(-3, -5, 3, -5)
+    assert not _equal(0, -5, 3, -5) and not _equal(3, -5, 0, -5)
+    assert not _equal(1, 10 ** 9, 1, 0) and not _equal(1, 0, 1, -10 ** 9)
+    X = np.array([[1.0, 2.0], [3.0, 0.5]])
+    assert gram_identity(X, [[40, 14], [14, 17]], -2) and not gram_identity(X, [[40, 14], [14, 17]], 10 ** 9)
 
 
 def test_the_features_file_round_trips_and_refuses_what_it_is_not(tmp_path):

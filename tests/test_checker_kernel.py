@@ -484,19 +484,27 @@ def test_quantizer_cells_are_exact_floor_clamp_and_never_wrap():
         raise AssertionError("a divisor 0 must be refused")
 
 
-def test_exact_gram_across_limbs_and_the_whole_exponent_range():
-    """``X^T X = G 2^e`` against Fractions with entries from the least subnormal to ``2^1000``
-    (about a hundred 20-bit limbs), signs, and bits that straddle limb boundaries."""
-    from certify.checkers.kernel.gram import exact_gram
+def test_gram_identity_across_limbs_and_the_whole_exponent_range():
+    """``X^T X = W 2^we`` decided for the exact Gram (Fractions) of entries from the least subnormal to
+    ``2^1000`` (about a hundred limbs), signs, and bits that straddle limb boundaries; the least change
+    of any entry, of the exponent or of the shape is refused."""
+    from certify.checkers.kernel.gram import gram_identity
     X = np.array([[2.0 ** 1000, 5e-324, -1.0], [-(1 + 2.0 ** -52), 3.0 * 2.0 ** -1060, (1 << 40) - 1.0],
                   [0.0, 1.0, 2.0 ** 19 + 2.0 ** -33], [7.5, -(2.0 ** -1022), 0.0]])
     for A in (X, X[:, 2:].astype(np.float32)):
-        G, e = exact_gram(A)
         n = A.shape[1]
         want = [[sum((Fraction(float(A[k, i])) * Fraction(float(A[k, j])) for k in range(4)), Fraction(0))
                  for j in range(n)] for i in range(n)]
-        assert [[v * Fraction(2) ** e for v in row] for row in G] == want
-        assert any(v % 2 for row in G for v in row)                       # normalized: some entry odd
+        e = -2 * 1074 - 2 * 60
+        W = [[int(v * Fraction(2) ** -e) for v in row] for row in want]
+        assert [[Fraction(v) * Fraction(2) ** e for v in row] for row in W] == want
+        assert gram_identity(A, W, e)
+        for i in range(n):
+            for j in range(n):
+                off = [row[:] for row in W]
+                off[i][j] += 1
+                assert not gram_identity(A, off, e), (i, j)
+        assert not gram_identity(A, W, e + 1) and not gram_identity(A, W[:-1], e)
 
 
 def test_the_modular_minors_equal_entry_by_entry_reductions():

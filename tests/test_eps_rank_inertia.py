@@ -305,14 +305,15 @@ def test_a_gram_equal_to_replayed_features_skips_only_the_psd_test(monkeypatch):
     claim = eps_rank_factor_claim(kern, summarize_features(kern), Fraction(1),
                                   RankOptions(eps=Fraction(1), embed_limit=0)).to_json()
     fs = claim["evidence"]["features_sha256"]
-    monkeypatch.setattr(cgram, "_GRAMS", {})
+    monkeypatch.setattr(cgram, "_VERIFIED", {})
     tested = []
     real_psd = checker_eps._psd
     monkeypatch.setattr(checker_eps, "_psd", lambda g, G: tested.append(1) or real_psd(g, G))
     assert check(claim, {"claims": [claim]}) == [] and len(tested) == 2           # nothing replayed
     for arr, side in ((q, "q"), (k, "k")):
         assert cgram._features_sha(arr, fs["dtype"]) == fs[f"phi_{side}"]
-        cgram._exact_gram_once(np.asarray(arr, dtype=fs["dtype"]), fs[f"phi_{side}"])
+        assert cgram._is_gram_of(np.asarray(arr, dtype=fs["dtype"]), claim["evidence"][f"gram_{side}"],
+                                 claim["evidence"][f"gram_{side}_exponent"], fs[f"phi_{side}"])
     tested.clear()
     assert check(claim, {"claims": [claim]}) == [] and tested == []               # both replayed
     bad = copy.deepcopy(claim)

@@ -137,12 +137,12 @@ def test_core_rank_matches_full_product():
     assert (res.lower, res.upper, res.verdict, res.upper_witness) == (3, 3, Verdict.PROVED, "null_space")
 
 
-def test_batch_gram_equals_the_checkers_exact_gram_across_limbs():
+def test_batch_gram_equals_the_reference_exact_gram_across_limbs():
     """The producer's exact Gram (limb products, only the blocks k <= l computed and the
-    others read as their transposes) equals the checker kernel's exact Gram on features
+    others read as their transposes) equals the tests' reference exact Gram on features
     whose exponents spread over about 35 bits (five 20-bit limbs), on signed data with
     a per-entry exponent, and on a float32 batch."""
-    from certify.checkers.kernel.gram import exact_gram
+    from gram_reference import exact_gram
     rng = np.random.default_rng(12)
     cases = [np.exp(rng.normal(0, 3, (5000, 30))),
              np.ldexp(rng.integers(-2 ** 52, 2 ** 52, (700, 9)).astype(float), rng.integers(-60, 60, (700, 9))),
@@ -152,12 +152,13 @@ def test_batch_gram_equals_the_checkers_exact_gram_across_limbs():
         assert (G.tolist(), e) == exact_gram(X)
 
 
-def test_batch_gram_wide_limb_plans_equal_the_checkers_exact_gram():
+def test_batch_gram_wide_limb_plans_equal_the_reference_exact_gram():
     """Features spread over 66 and 67 bits take the wider limbs over shorter row chunks
     (22 bits over 256 rows, 23 over 64: three limbs where 20-bit limbs need four), and
     a batch of more than 2^10 such chunks flushes its int64 sums: the Gram is the same
-    exact integer matrix as the checker kernel's."""
-    from certify.checkers.kernel.gram import exact_gram
+    exact integer matrix as the tests' reference."""
+    from gram_reference import exact_gram
+
     from solvers.exact.gram import limb_plan
     assert (limb_plan(66), limb_plan(67), limb_plan(40)) == ((22, 8), (23, 6), (20, 12))
     rng = np.random.default_rng(13)

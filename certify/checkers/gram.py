@@ -1,6 +1,6 @@
 """Lemma summaries of large float feature matrices re-derived from replayed
-features: the Grams by the kernel's exact limb-split products
-(:func:`certify.checkers.kernel.gram.exact_gram`), the quadratic-kernel
+features: the stated Grams by the kernel's random-product identity test
+(:func:`certify.checkers.kernel.gram.gram_identity`, error at most 2^-128), the quadratic-kernel
 summaries by the kernel's rigorous float bounds
 (:func:`certify.checkers.kernel.inertia.quadratic_summaries`), the minima,
 and every product's sign by the kernel's enclosed product
@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from certify.checkers.kernel.gram import GramError, exact_gram
+from certify.checkers.kernel.gram import GramError, gram_identity
 from certify.checkers.kernel.inertia import negative_pair, quadratic_summaries
 
-__all__ = ["GramError", "exact_gram", "gram_problems", "read_features", "replayed_gram", "summary_problems",
+__all__ = ["GramError", "gram_identity", "gram_problems", "read_features", "replayed_gram", "summary_problems",
            "write_features"]
 
 
@@ -55,29 +55,39 @@ def read_features(path: str, expect: tuple[int, int] | None = None) -> dict[str,
     return out
 
 
-#: exact Grams computed in this process, by the features' dtype, shape and sha256 (the
-#: hash each claim's ``features_sha256`` was just compared with): a replay's features file
-#: serves every claim of its head (exact and eps rank) once
-_GRAMS: dict[str, tuple[list[list[int]], int]] = {}
+#: stated Grams found equal to the Gram of features replayed in this process, by the
+#: features' dtype, shape and sha256 (the hash each claim's ``features_sha256`` was just
+#: compared with): a replay's features file serves every claim of its head (exact and eps
+#: rank) with one test per side
+_VERIFIED: dict[str, list[tuple[list[list[int]], int]]] = {}
 
 
-def _exact_gram_once(arr: np.ndarray, sha: str | None = None) -> tuple[list[list[int]], int]:
-    """``exact_gram(arr)``, kept by content: ``sha`` is the sha256 of ``arr``'s bytes in
-    its dtype, little-endian, row-major (:func:`_features_sha`), computed here when not given."""
+def _tag(arr: np.ndarray, sha: str | None = None) -> str:
+    """The key of ``arr`` in :data:`_VERIFIED`: ``sha`` is the sha256 of its bytes in its
+    dtype, little-endian, row-major (:func:`_features_sha`), computed here when not given."""
     a = np.ascontiguousarray(arr)
-    h = f"{a.dtype.str}{a.shape}:{sha if sha is not None else _features_sha(a, a.dtype.name)}"
-    if h not in _GRAMS:
-        if len(_GRAMS) >= 8:
-            _GRAMS.pop(next(iter(_GRAMS)))
-        _GRAMS[h] = exact_gram(a)
-    return _GRAMS[h]
+    return f"{a.dtype.str}{a.shape}:{sha if sha is not None else _features_sha(a, a.dtype.name)}"
+
+
+def _is_gram_of(arr: np.ndarray, W: list[list[int]], we: int, sha: str | None = None) -> bool:
+    """``arr^T arr = W 2^we``, by the kernel's random-product test (error at most 2^-128,
+    :func:`certify.checkers.kernel.gram.gram_identity`), once per features and stated Gram."""
+    h = _tag(arr, sha)
+    if (W, we) in _VERIFIED.get(h, []):
+        return True
+    if not gram_identity(np.ascontiguousarray(arr), W, we):
+        return False
+    if h not in _VERIFIED and len(_VERIFIED) >= 8:
+        _VERIFIED.pop(next(iter(_VERIFIED)))
+    _VERIFIED.setdefault(h, []).append((W, we))
+    return True
 
 
 def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> list[str]:
     """What is wrong with a factor-form claim's Gram summaries (``num_tokens``,
     ``gram_q``/``gram_q_exponent``, ``gram_k``/``gram_k_exponent``) against the
-    replayed features themselves (:func:`read_features`), recomputed exactly;
-    ``[]`` means those summaries are re-derived (no longer ``trusted:``). The
+    replayed features themselves (:func:`read_features`), by the kernel's identity
+    test; ``[]`` means those summaries are re-derived (no longer ``trusted:``). The
     caller has matched the features' sha256 with ``features_sha256``."""
     ev = claim.get("evidence") or {}
     q, k = features["phi_q"], features["phi_k"]
@@ -87,7 +97,6 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
         return out
     shas: Any = features.get("sha256") or {}          # {phi_q, phi_k, dtype} of the file read
     for name, arr in (("q", q), ("k", k)):
-        G, e = _exact_gram_once(arr, shas.get(f"phi_{name}") if arr.dtype.name == shas.get("dtype") else None)
         want, we = ev.get(f"gram_{name}"), ev.get(f"gram_{name}_exponent")
         if not isinstance(want, list) or not isinstance(we, int) or isinstance(we, bool):
             out.append(f"gram_{name} is not an integer matrix with an exponent")
@@ -97,15 +106,15 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
         except (TypeError, ValueError):
             out.append(f"gram_{name} is not an integer matrix")
             continue
-        if not _same_value(W, we, G, e):
+        if not _is_gram_of(arr, W, we, shas.get(f"phi_{name}") if arr.dtype.name == shas.get("dtype") else None):
             out.append(f"gram_{name} 2^gram_{name}_exponent is not PhiK^T PhiK of the replayed features"
                        if name == "k" else "gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed features")
     return out
 
 
 def replayed_gram(fs: Any, side: str, W: Any, we: Any) -> bool:
-    """Whether ``W 2^we`` is the exact Gram ``Phi^T Phi`` of features replayed in this
-    process (:func:`_exact_gram_once`) whose sha256 in their dtype is
+    """Whether ``W 2^we`` was found equal (:func:`_is_gram_of`) to the Gram ``Phi^T Phi``
+    of features replayed in this process whose sha256 in their dtype is
     ``fs["phi_" + side]``, ``fs["dtype"]``: then it is positive semidefinite by
     construction. False when no such features were replayed here (the caller tests
     the stated Gram itself)."""
@@ -116,19 +125,8 @@ def replayed_gram(fs: Any, side: str, W: Any, we: Any) -> bool:
         tag = np.dtype(fs["dtype"]).str
     except TypeError:
         return False
-    for h, (G, e) in list(_GRAMS.items()):
-        if h.startswith(tag) and h.endswith(f":{fs.get('phi_' + side)}"):
-            return _same_value(W, we, G, e)
-    return False
-
-
-def _same_value(W: list[list[int]], we: int, G: list[list[int]], e: int) -> bool:
-    """``W 2^we == G 2^e`` entrywise, for ``G`` normalized (some entry odd, or all zero with
-    ``e = 0``): then ``we <= e`` and ``W = G 2^(e - we)``, or both are zero (a ``W 2^we``
-    equal to ``G 2^e`` with ``we > e`` would make every entry of ``G`` even)."""
-    if not any(v for row in G for v in row):
-        return len(W) == len(G) and all(len(w) == len(g) and not any(w) for w, g in zip(W, G))
-    return we <= e and W == (G if we == e else [[v << (e - we) for v in row] for row in G])
+    return any((W, we) in seen for h, seen in list(_VERIFIED.items())
+               if h.startswith(tag) and h.endswith(f":{fs.get('phi_' + side)}"))
 
 
 # ---------------------------------------------------------------- the quadratic-kernel lemma's summaries

@@ -1,29 +1,31 @@
-"""Exact Gram matrices of large float feature matrices (numpy only).
+"""A stated Gram of a large float feature matrix, checked by one random product (numpy only).
 
-``exact_gram(X)`` returns ``(G, e)`` with ``X^T X = G 2^e`` exactly, for a finite float64 (or float32)
-array ``X`` of shape ``(K, r)``; ``G`` is an ``r x r`` list of Python ints, normalized so that some entry
-is odd (or ``e = 0`` when ``G = 0``), the form of the certificates' ``gram_q`` / ``gram_q_exponent``. It
-is how the checker recomputes a kernel's Grams from replayed features that are too large to embed (``K =
-65,536``, ``r = 153``).
+``gram_identity(X, W, we)`` decides ``X^T X = W 2^we`` for a finite float array ``X`` (``K x r``) and an ``r x r``
+matrix ``W`` of Python ints (a certificate's ``gram_q`` / ``gram_q_exponent``): it draws ``x`` uniformly from
+``[0, 2^128)^r`` (:mod:`secrets`: the verifier's own coins, nothing a producer chooses) and compares ``W x 2^we``
+with ``X^T (X x)`` exactly, in ``O(K r)`` instead of the Gram's ``O(K r^2)`` (replayed features).
 
-How, exactly: (1) a nonzero entry is ``m 2^E`` (``frexp``: ``1/2 <= |m| < 1``, ``|m| 2^53`` an integer;
-exact); ``X^T X`` is the sum of the Grams of any partition of the rows, so rows go in groups by the bits
-they need below their columns' largest exponents (a few rows of tiny entries do not widen the others); in a
-group, column ``j`` is ``S N 2^e_j`` with the signs ``S``, ``e_j`` 53 below its least ``E`` and integers ``0
-<= N < 2^w``, ``w`` its largest ``E`` minus ``e_j``, and ``(X^T X)_ij = 2^(e_i + e_j) (N^T N)_ij``; (2)
-:func:`plan` takes the fewest limbs ``T`` of ``b <= 23`` bits for the group's largest ``w`` and blocks of
-``2^c`` rows with ``2 b + c <= 53``; limb ``t`` is ``L_t = F - 2^b floor(F 2^-b)`` with ``F = floor(|m|
-2^s)``, ``s = E - e_j - b t`` clipped to ``[-1, 53 + b]``: below, ``F = 0`` as unclipped; above, ``F`` stays
-a multiple of ``2^b`` (limb 0) as unclipped; every step is exact (power-of-two scalings in range, ``floor``,
-a difference that is an integer below ``2^b``); (3) ``N^T N = sum_{s,t} 2^(b (s+t)) (S L_s)^T (S L_t)``,
-one float64 product per block by numpy's ``@`` (the limbs side by side): every term is an integer of
-magnitude at most ``(2^b - 1)^2`` and every partial sum, in whatever order the BLAS adds (with or without
-FMA), an integer below ``2^(2b + c) <= 2^53`` in magnitude, so each is exact, on every machine; (4) the
-block results (int64, exact) are summed 2^10 / T at a time, then the at most ``T`` products of one weight
-``2^(b u)`` (``s + t = u``), below ``2^63``, and moved into Python ints.
+Error. True when ``X^T X = W 2^we``. Else a row ``d`` of ``W 2^we - X^T X`` has some ``d_j != 0``; whatever the
+other coordinates, at most one value of ``x_j`` gives ``d . x = 0``: the test passes with probability at most
+``2^-128``, the checker's fixed floor for a randomized check.
+
+Exactly, on every machine: (1) a nonzero entry is ``m 2^E`` (``frexp``, ``|m| 2^53`` an integer); column ``j`` is
+``N 2^e_j``, ``e_j`` 53 below its least ``E``, integers ``|N| < 2^w``; so ``X x = 2^e0 y``, ``y = N x'``, ``x'_j =
+x_j 2^(e_j - e0)``, ``e0 = min e_j``, ``(X^T X x)_j = 2^(e_j + e0) (N^T y)_j``; (2) ``N = sum_t 2^(b t) L_t``,
+limbs ``0 <= L_t < 2^b`` and a signed top ``|L_(T-1)| <= 2^(b-1)`` (``b T > w``), by exact float steps: ``F_t =
+floor(N 2^-(b t))`` is ``N`` itself (``X 2^-e_j``, when ``b T <= 847`` and ``2^-e_j`` is normal) or ``floor(m
+2^s)``, ``s = E - e_j - b t`` clipped to ``[-1, 900]`` every ``847 / b`` limbs (below: 0 or -1 as unclipped;
+above: a multiple of ``2^847``, the segment's limbs 0 as unclipped); ``F_(t+1) = floor(F_t 2^-b)``, ``L_t = F_t -
+2^b F_(t+1)``; ``x'`` in digits ``0 <= D_k < 2^b``; (3) per block of ``2^c`` rows, ``y = sum_u 2^(b u) sum_{t + k
+= u} L_t D_k``, each float64 product a sum of ``r`` terms below ``2^(2 b)``, an integer below ``2^53`` (``r 2^(2
+b) <= 2^53``) in any order, with or without FMA; int64 sums carried into digits ``0 <= y_u < 2^b`` and a top
+``-1`` or ``0`` (else refused); (4) ``N^T y = sum_{t, u} 2^(b (t + u)) L_t^T y_u``, float64 products of sums of
+``2^c`` terms below ``2^(2 b)`` (``2^c 2^(2 b) <= 2^53``), summed in int64 512 blocks at a time.
 """
 
 from __future__ import annotations
+
+import secrets
 
 import numpy as np
 
@@ -31,54 +33,52 @@ import numpy as np
 class GramError(ValueError):
     """The features are not a finite 2-d float array."""
 
-def plan(w: int) -> tuple[int, int, int]:
-    """``(b, c, T)``: the fewest limbs ``T`` of at most 23 bits covering ``w`` bits, ``b = ceil(w / T)`` bits
-    each, blocks of ``2^c`` rows with ``2 b + c <= 53`` (``c >= 7``; at most 10: blocks of 1024 rows)."""
-    T = -(-w // 23)
-    return -(-w // T), min(53 - 2 * -(-w // T), 10), T
-
-def exact_gram(X: np.ndarray) -> tuple[list[list[int]], int]:
-    """``(G, e)`` with ``X^T X = G 2^e`` exactly (module docstring); ``G`` normalized (some entry odd) or all
-    zero with ``e = 0``."""
+def gram_identity(X: np.ndarray, W: list[list[int]], we: int, bits: int = 128) -> bool:
+    """Whether ``W x 2^we = X^T X x`` for one ``x`` uniform in ``[0, 2^bits)^r``: true when ``X^T X = W
+    2^we``, else with probability at most ``2^-bits`` (module docstring); false for a ``W`` of another shape."""
     X = np.asarray(X)
-    if X.ndim != 2 or X.dtype.kind != "f":
+    if X.ndim != 2 or X.dtype not in (np.float32, np.float64):          # exactly float64 when cast
         raise GramError(f"expected a 2-d float array, got {X.dtype} of shape {X.shape}")
-    E = np.empty(X.shape, dtype=np.int16)                # each entry's exponent, -2^15 for a zero
-    for a in range(0, len(X), 1 << 12):
-        m, Ea = np.frexp(X[a:a + (1 << 12)].astype(np.float64, copy=False))
-        if not np.all(np.isfinite(m)):
-            raise GramError("the features have NaN or Inf entries")
-        E[a:a + len(m)] = np.where(m != 0, Ea, -(1 << 15))
-    need = np.where(E > -(1 << 15), E.max(0, initial=-(1 << 15)).astype(np.int32) - E, -54).max(1, initial=-54) + 53
-    parts = [_gram(X, np.flatnonzero(g), E[g])          # by a row's bits below its columns' tops (< 0: zero row)
-             for g in ((need > 0) & (-(-need // 23) == t) for t in np.unique(-(-need[need > 0] // 23)))]
-    e = min((p[1] for p in parts), default=0)
-    return _normalize(sum((G * (1 << (eg - e)) for G, eg in parts), np.zeros((X.shape[1],) * 2, dtype=object)), e)
-
-def _gram(X: np.ndarray, rows: np.ndarray, E: np.ndarray) -> tuple[np.ndarray, int]:
-    """``(G, 2 e0)`` with ``X[rows]^T X[rows] = G 2^(2 e0)``, for rows with a nonzero entry, ``E`` their exponents."""
-    e0 = int(E[E > -(1 << 15)].min()) - 53               # 53 below the least exponent
-    ej = np.where(E > -(1 << 15), E, e0 + 53).min(0).astype(np.int32) - 53   # each column's (a zero one's: e0)
-    (K, r), (b, c, T) = E.shape, plan(int((E.max(0) - ej).max()))
-    acc, big = np.zeros((T * r,) * 2, dtype=np.int64), np.zeros((2 * T - 1, r, r), dtype=object)
-    A = np.empty((1 << c, T * r))                        # one block's limbs, side by side
+    (K, r), Z = X.shape, 1 << 14                          # Z: the exponent of a zero
+    if len(W) != r or any(len(row) != r for row in W) or not r:
+        return len(W) == r == 0                           # another shape, or nothing to check
+    if not np.all(np.isfinite(X)):
+        raise GramError("the features have NaN or Inf entries")
+    E = np.where((mE := np.frexp(X.astype(np.float64, copy=False)))[0] != 0, mE[1], Z)
+    lo, hi = E.min(0, initial=Z).astype(np.int64), np.where(E < Z, E, -Z).max(0, initial=-Z).astype(np.int64)
+    ej = np.where(lo < Z, lo - 53, e0 := int(lo.min(initial=Z)) - 53)       # a zero column: any exponent
+    b, w = min(21, (53 - r.bit_length()) // 2), int((hi - ej).max(initial=1)) + 1    # r 2^(2b) <= 2^53
+    T, S, mask = -(-w // b), (900 - 53) // b, (1 << b) - 1
+    c = max(min(10, 53 - 2 * b, 22 - (T * r).bit_length()), 0)           # 2^c 2^(2b) <= 2^53
+    P = np.ldexp(1.0, -ej) if T <= S and -1022 <= -ej.max(initial=0) <= -ej.min(initial=0) <= 1023 else None
+    x = [secrets.randbits(bits) for _ in range(r)]
+    xs = [v << int(e - e0) for v, e in zip(x, ej)]
+    U = T + (D := np.array([[(v >> (b * k)) & mask for k in range(-(-max(xs).bit_length() // b) or 1)] for v in xs],
+                           dtype=np.float64).reshape(r, -1)).shape[1] + 64 // b + 2    # y's digits: carries end by then
+    acc, total, L = np.zeros((T, U, r), dtype=np.int64), np.zeros((T, U, r), dtype=object), np.empty((T, 1 << c, r))
     for i, a in enumerate(range(0, K, 1 << c)):
-        m, Eb = np.frexp(X[rows[a:a + (1 << c)]].astype(np.float64, copy=False))
-        B, am, Eb = A[:len(m)], np.abs(m), Eb - ej
-        for t in range(T):                               # limb t of |N|, signed (module docstring)
-            F, Bt = np.floor(np.ldexp(am, np.clip(Eb - b * t, -1, 53 + b))), B[:, t * r:(t + 1) * r]
-            np.multiply(np.floor(F * 2.0 ** -b), 2.0 ** b, out=Bt)
-            np.multiply(np.subtract(F, Bt, out=Bt), np.sign(m), out=Bt)
-        acc += (B.T @ B).astype(np.int64)                # exact integers below 2^53 (module docstring)
-        if i % (1024 // T) == 1024 // T - 1 or a + (1 << c) >= K:    # weight by weight into Python ints
-            big, acc = big + np.array([sum(acc[s * r:(s + 1) * r, (u - s) * r:(u - s + 1) * r] for s in range(T)
-                                           if 0 <= u - s < T) for u in range(2 * T - 1)]).astype(object), 0 * acc
-    D = np.array([1 << int(v - e0) for v in ej], dtype=object)      # 2^(e_j - e0)
-    return sum((big[u] * (1 << (b * u)) for u in range(2 * T - 1)), np.zeros((r, r), dtype=object)) * D[:, None] * D, 2 * e0
+        Xb, Y = X[a:a + (1 << c)].astype(np.float64, copy=False), np.zeros((min(K - a, 1 << c), U), dtype=np.int64)
+        for t in range(T):                                # limb t of N, its part of y by weight
+            if t % S == 0:                                # F = floor(N 2^-(b t)), exactly
+                mb = np.frexp(Xb) if P is None else (Xb, Xb)
+                F = Xb * P if P is not None else np.floor(np.ldexp(mb[0], np.clip(mb[1] - ej - b * t, -1, 900)))
+            Fn, Bt = np.floor(F * 2.0 ** -b), L[t, :len(Xb)]
+            np.subtract(F, np.multiply(Fn, 2.0 ** b * (t < T - 1), out=Bt), out=Bt)    # the top limb: F
+            F = Fn
+            Y[:, t:t + D.shape[1]] += (Bt @ D).astype(np.int64)
+        for u in range(U - 1):
+            Y[:, u], Y[:, u + 1] = Y[:, u] & mask, Y[:, u + 1] + (Y[:, u] >> b)
+        if np.any((Y[:, -1] != 0) & (Y[:, -1] != -1)):
+            return False                                  # cannot happen (module docstring); never a pass
+        acc += (Y.T.astype(np.float64) @ L[:, :len(Xb)]).astype(np.int64)
+        if i % 512 == 511 or a + (1 << c) >= K:          # int64 sums into Python ints
+            total, acc = total + acc.astype(object), 0 * acc
+    v = [sum(int(total[t, u, j]) << (b * (t + u)) for t in range(T) for u in range(U)) for j in range(r)]
+    return all(_equal(sum(int(g) * xv for g, xv in zip(row, x)), we, p, int(e) + e0)
+               for row, p, e in zip(W, v, ej))
 
-def _normalize(G: np.ndarray | list[list[int]], e: int) -> tuple[list[list[int]], int]:
-    """``(G / 2^k, e + k)`` for the largest ``k`` with ``2^k`` dividing every entry; ``(0, 0)`` for ``G = 0``."""
-    G = np.array(G, dtype=object).reshape(len(G), -1) if len(G) else np.zeros((0, 0), dtype=object)
-    g = int(np.bitwise_or.reduce(np.abs(G).ravel(), initial=0))     # the entries' bits, or-ed
-    k = (g & -g).bit_length() - 1                        # the least trailing-zero count of an entry
-    return ((G >> k).tolist(), e + k) if g else ([[0] * G.shape[1] for _ in G], 0)
+def _equal(p: int, a: int, q: int, b: int) -> bool:
+    """``p 2^a == q 2^b``, shifting by no more than the two numbers' own sizes."""
+    if not p or not q or (p < 0) != (q < 0) or p.bit_length() + a != q.bit_length() + b:
+        return p == q == 0
+    return p << (a - b) == q if a >= b else p == q << (b - a)

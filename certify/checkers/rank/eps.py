@@ -73,7 +73,7 @@ def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: An
              _FEATURE_OPTIONAL)
         GQ, GK, eq, ek, F = _check_grams(ev, cert, "eps_rank")
         gq, gk = ev["gram_q"], ev["gram_k"]                     # the integer rows just checked
-        # re-derived from embedded features, or equal to the exact Gram of features this
+        # re-derived from embedded features, or found equal to the Gram of features this
         # process replayed (same sha256), the Grams are PSD by construction; taken as
         # stated, they are tested (the real-rooted count needs it)
         fs = ev["features_sha256"]
