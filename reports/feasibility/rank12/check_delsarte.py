@@ -120,4 +120,4 @@ if __name__ == "__main__":
         main(*sys.argv[1:])
     except (AssertionError, KeyError, ValueError, ZeroDivisionError) as e:
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
-        raise SystemExit(1)
+        raise SystemExit(1) from None

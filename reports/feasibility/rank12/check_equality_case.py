@@ -48,10 +48,10 @@ import time
 from fractions import Fraction as F
 from pathlib import Path
 
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from qsqrt5 import SQRT5, Q5  # noqa: E402  (exact a + b sqrt 5, signs decided exactly)
+from qsqrt5 import Q5, SQRT5  # noqa: E402  (exact a + b sqrt 5, signs decided exactly)
+
 if not __debug__:
     raise SystemExit("this checker's checks are assert statements: run it without python -O")
 PHI = Q5(F(1, 2), F(1, 2))
@@ -174,4 +174,4 @@ if __name__ == "__main__":
         main(*sys.argv[1:])
     except AssertionError as e:
         print(f"FAILED: AssertionError: {e}", file=sys.stderr)
-        raise SystemExit(1)
+        raise SystemExit(1) from None

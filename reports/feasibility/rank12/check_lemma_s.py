@@ -7,9 +7,11 @@ pivoting on the Gram-free matrix) has >= 3 nonpositive eigenvalues; for S/t with
 this gives psi(15,3) >= 1/t = 3.91914... (the weighted-graph quantity of README.md).
 Usage: python3 check_lemma_s.py [core_rank12_exact.json]
 """
-import json, sys, time
-from pathlib import Path
+import json
+import sys
+import time
 from fractions import Fraction
+from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STATED = Fraction(127579, 500000)          # the ratio README.md states for the core point
@@ -17,12 +19,15 @@ if not __debug__:
     raise SystemExit("this checker's checks are assert statements: run it without python -O")
 
 def frac(s):
-    p, r = s.split("/"); return Fraction(int(p), int(r))
+    p, r = s.split("/")
+    return Fraction(int(p), int(r))
 
 def inertia(M):
     """(n_neg, n_zero, n_pos) of a symmetric rational matrix, by Sylvester's law via exact
     congruence (Gaussian elimination with 2x2 handling when the diagonal vanishes)."""
-    M = [row[:] for row in M]; n = len(M); neg = zero = pos = 0
+    M = [row[:] for row in M]
+    n = len(M)
+    neg = zero = pos = 0
     idx = list(range(n))
     while idx:
         piv = next((i for i in idx if M[i][i] != 0), None)
@@ -30,7 +35,8 @@ def inertia(M):
             # all remaining diagonal entries 0: find an off-diagonal nonzero and use x_i + x_j
             pair = next(((i, j) for i in idx for j in idx if i < j and M[i][j] != 0), None)
             if pair is None:
-                zero += len(idx); break
+                zero += len(idx)
+                break
             i, j = pair
             for k in range(n):                      # row/col i += row/col j (a congruence)
                 M[i][k] += M[j][k]
@@ -38,8 +44,10 @@ def inertia(M):
                 M[k][i] += M[k][j]
             continue
         p = M[piv][piv]
-        if p > 0: pos += 1
-        else: neg += 1
+        if p > 0:
+            pos += 1
+        else:
+            neg += 1
         rest = [i for i in idx if i != piv]
         for i in rest:
             f = M[i][piv] / p
@@ -53,12 +61,15 @@ def main(path=None):
     path = path or HERE / 'core_rank12_exact.json'
     t0 = time.time()
     d = json.loads(Path(path).read_text())
-    C = [[frac(v) for v in row] for row in d["C"]]; Y = [[frac(v) for v in row] for row in d["Y"]]
-    t = frac(d["t"]); n = len(C)
+    C = [[frac(v) for v in row] for row in d["C"]]
+    Y = [[frac(v) for v in row] for row in d["Y"]]
+    t = frac(d["t"])
+    n = len(C)
     assert t == STATED, f"the file claims t = {t}, the stated value is {STATED}"
     # the point itself: zero diagonal, 0 <= C <= t (the special pairs <= t * special_factor),
     # and (I + C) Y = 0 with Y of rank 3, i.e. rank(I + C) <= 12
-    sf = frac(d["special_factor"]); special = {tuple(p) for p in d["special"]}
+    sf = frac(d["special_factor"])
+    special = {tuple(p) for p in d["special"]}
     assert all(C[i][i] == 0 for i in range(n))
     assert all(0 <= C[i][j] <= (t * sf if (i, j) in special else t) for i in range(n) for j in range(n))
     assert all(Y[i][r] + sum(C[i][j] * Y[j][r] for j in range(n)) == 0 for i in range(n) for r in range(3))
@@ -82,4 +93,4 @@ if __name__ == "__main__":
         main(*sys.argv[1:])
     except (AssertionError, KeyError, ValueError, ZeroDivisionError) as e:
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
-        raise SystemExit(1)
+        raise SystemExit(1) from None

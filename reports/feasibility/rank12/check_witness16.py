@@ -6,9 +6,11 @@ So with 16 rows the uniform ratio 1/4 does NOT exclude rank n - 3: any proof of 
 statement must use n = 15 sharply (linear-in-n arguments cannot work). Also prints rank(I + C).
 Usage: python3 check_witness16.py [witness16.json]
 """
-import json, sys, time
-from pathlib import Path
+import json
+import sys
+import time
 from fractions import Fraction
+from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 STATED = Fraction(2381, 10000)             # the ratio README.md states for 16 rows
@@ -16,17 +18,21 @@ if not __debug__:
     raise SystemExit("this checker's checks are assert statements: run it without python -O")
 
 def frac(s):
-    p, r = s.split("/"); return Fraction(int(p), int(r))
+    p, r = s.split("/")
+    return Fraction(int(p), int(r))
 
 def rank(M):
-    M = [row[:] for row in M]; rk = 0
+    M = [row[:] for row in M]
+    rk = 0
     for c in range(len(M[0])):
         p = next((r for r in range(rk, len(M)) if M[r][c] != 0), None)
-        if p is None: continue
+        if p is None:
+            continue
         M[rk], M[p] = M[p], M[rk]
         for r in range(len(M)):
             if r != rk and M[r][c] != 0:
-                f = M[r][c] / M[rk][c]; M[r] = [a - f * b for a, b in zip(M[r], M[rk])]
+                f = M[r][c] / M[rk][c]
+                M[r] = [a - f * b for a, b in zip(M[r], M[rk])]
         rk += 1
     return rk
 
@@ -35,7 +41,8 @@ def main(path=None):
     t0 = time.time()
     d = json.loads(Path(path).read_text())
     n, t = d["n"], frac(d["t"])
-    C = [[frac(v) for v in row] for row in d["C"]]; Y = [[frac(v) for v in row] for row in d["Y"]]
+    C = [[frac(v) for v in row] for row in d["C"]]
+    Y = [[frac(v) for v in row] for row in d["Y"]]
     assert n == 16 and len(C) == n and all(len(r) == n for r in C) and len(Y) == n and all(len(r) == 3 for r in Y)
     assert t == STATED, f"the file claims t = {t}, the stated value is {STATED}"
     assert t < Fraction(1, 4)
@@ -58,4 +65,4 @@ if __name__ == "__main__":
         main(*sys.argv[1:])
     except (AssertionError, KeyError, ValueError, ZeroDivisionError) as e:
         print(f"FAILED: {type(e).__name__}: {e}", file=sys.stderr)
-        raise SystemExit(1)
+        raise SystemExit(1) from None
