@@ -9,11 +9,6 @@ import pytest
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-# Every certificate a producer writes during the suite (in this process and in every command a
-# test starts) is validated against the published schema before it is written: the producer's own
-# check skips that validation outside the suite (certify.core.certificate.Certificate.dumps says why)
-os.environ["CERTIFY_SELF_CHECK_SCHEMA"] = "1"
-
 #: test files whose tests are spread over the xdist workers one by one (each test runs its own
 #: subprocess and shares no module fixture); every other file keeps its tests on one worker, so a
 #: module-scoped fixture (a Ray cluster, a server, a browser) is built once (``--dist loadgroup``)

@@ -621,21 +621,18 @@ def _transcript_key(p: Mapping[str, Any], ev: Mapping[str, Any]) -> tuple | None
 
 def verify_certificate(cert: Mapping[str, Any], base: Path | None = None, *,
                        assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
-                       label: str = "the certificate", schema: bool = True) -> Verification:
+                       label: str = "the certificate") -> Verification:
     """Check every claim of a parsed certificate (see :func:`parse`)."""
-    return verify_many([(label, cert, base)], assume=assume, replayed=replayed, schema=schema)[0]
+    return verify_many([(label, cert, base)], assume=assume, replayed=replayed)[0]
 
 
 def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
-                assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
-                schema: bool = True) -> list[Verification]:
-    """Check several certificates, including contradictions between their claims.
-    ``schema=False`` skips the validation against the published schema: only a
-    producer's own check before writing passes it (``Certificate.dumps``, whose
-    docstring says why); ``certify verify`` always validates."""
+                assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None
+                ) -> list[Verification]:
+    """Check several certificates, including contradictions between their claims."""
     checked = []
     for label, cert, base in certs:
-        bad = _schema.violations(cert) if schema else {}
+        bad = _schema.violations(cert)
         checks = [check_claim(i, c, cert, base, replayed, schema_problems=bad.get(i, []))
                   for i, c in enumerate(cert["claims"])]
         checked.append((label, cert, base, checks, tuple(bad.get(None, []))))

@@ -33,10 +33,6 @@ from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 
 SCHEMA = "certify-attention/certificate/2"
-#: environment variable: when set (non-empty), :meth:`Certificate.dumps` also validates
-#: the text against the published schema before writing; the test suite sets it
-#: (``tests/conftest.py``), for itself and every command it runs
-SCHEMA_IN_SELF_CHECK = "CERTIFY_SELF_CHECK_SCHEMA"
 
 
 class ClaimKind(str, enum.Enum):
@@ -160,18 +156,9 @@ class Certificate:
 
     def dumps(self) -> str:
         """The certificate's JSON text, after the independent checker has accepted
-        every claim (see :meth:`self_check`): the only way certificates leave a producer.
-
-        This check re-derives every claim but does not validate the text against the
-        published schema (importing jsonschema costs more CPU than a small rank run):
-        ``certify verify``, the judge, always validates, and the test suite runs with
-        :data:`SCHEMA_IN_SELF_CHECK` set, so every certificate any test writes, of every
-        kind and through every producer, is validated against the published schema
-        before it is written (``tests/test_certificate.py`` keeps that so). A shape
-        the schema rejects is thus a failing test, never a certificate that
-        ``certify verify`` accepts."""
+        every claim (see :meth:`self_check`): the only way certificates leave a producer."""
         text = self._text()
-        self.self_check(text=text, schema=bool(os.environ.get(SCHEMA_IN_SELF_CHECK)))
+        self.self_check(text=text)
         return text
 
     @classmethod
@@ -200,16 +187,13 @@ class Certificate:
         text = self._text()
         return text, self.self_check(base, text=text)
 
-    def self_check(self, base: str | os.PathLike | None = None, *, text: str | None = None,
-                   schema: bool = True) -> Any:
+    def self_check(self, base: str | os.PathLike | None = None, *, text: str | None = None) -> Any:
         """Run the independent checker on this certificate before it leaves the
         producer: a claim the checker rejects is a producer bug, never written.
-        Returns the checker's result (:class:`certify.checkers.verify.Verification`);
-        ``schema=False`` (:meth:`dumps` only, whose docstring says why) skips the
-        validation against the published schema, which ``certify verify`` always runs."""
+        Returns the checker's result (:class:`certify.checkers.verify.Verification`)."""
         from certify.checkers.verify import verify_certificate
         result = verify_certificate(json.loads(text if text is not None else self._text()),
-                                    base=Path(base) if base is not None else Path.cwd(), schema=schema)
+                                    base=Path(base) if base is not None else Path.cwd())
         bad = [c for c in result.claims if not c.holds]
         if bad:
             c = bad[0]
