@@ -97,9 +97,8 @@ nonnegative
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
 import importlib
+from typing import Any, Mapping
 
 from certify.checkers.common import guarded
 from certify.checkers.rank.evidence import KINDS, matrix_sha256  # noqa: F401 (the area's public names)
