@@ -195,7 +195,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     from certify.core.kernel import Provenance
     from certify.rank import run as rank_mod
     from certify.sources.checkpoint import SPEC_CHECK, from_model
-    from certify.sources.thirdparty import ExtractionMismatch, extraction_info, head_kernel
+    from certify.sources.load import extraction_info
+    from certify.sources.thirdparty import ExtractionMismatch, head_kernel
     from models.layouts import Refusal
 
     t0 = time.perf_counter()

@@ -17,8 +17,6 @@ import datetime as _dt
 import enum
 import json
 import os
-import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -283,6 +281,7 @@ def _platform() -> str:
     """``platform.platform()``; on Linux without its processor field, which costs a
     ``uname -p`` child process and which that function drops anyway when it is
     ``unknown`` or the machine's name (the usual answers there)."""
+    import platform
     u = os.uname()
     if u.sysname != "Linux":
         return platform.platform()
@@ -298,6 +297,7 @@ def _git_commit() -> str | None:
     found = _head_from_files(here)
     if found:
         return found
+    import subprocess
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
                              text=True, timeout=5)
