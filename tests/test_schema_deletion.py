@@ -276,3 +276,49 @@ def test_verify_of_a_conforming_certificate_does_not_import_jsonschema(tmp_path)
         problems, _, loaded = json.loads(p.stdout)
         assert loaded is imported, p.stderr
         assert problems == ([] if not imported else ["schema: $.command[1]: 7 is not of type 'string'"])
+
+
+_PALETTE: list[Any] = [None, 0, -1, 7, 1.0, 2.5, True, False, "", "x", "1/2", "0" * 64, 2 ** 70, [], {}, [1],
+                       ["a"], {"a": 1}]
+
+
+def _deep_mutation(cert: dict, rng: Any) -> dict:
+    """``cert`` with one value at any depth deleted, replaced from :data:`_PALETTE`, given an
+    unknown key, or (a list) shortened or grown."""
+    c = copy.deepcopy(cert)
+    paths, stack = [], [((), c)]
+    while stack:
+        path, obj = stack.pop()
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj[:3]) if isinstance(obj, list) else ()
+        for k, v in items:
+            paths.append(path + (k,))
+            stack.append((path + (k,), v))
+    path = rng.choice(paths)
+    parent = c
+    for k in path[:-1]:
+        parent = parent[k]
+    target, how = parent[path[-1]], rng.random()
+    if how < 0.2 and isinstance(parent, dict):
+        del parent[path[-1]]
+    elif how < 0.3 and isinstance(target, dict):
+        target["extra"] = rng.choice(_PALETTE)
+    elif how < 0.4 and isinstance(target, list):
+        target.append(copy.deepcopy(target[0]) if target and rng.random() < 0.5 else rng.choice(_PALETTE))
+    else:
+        parent[path[-1]] = copy.deepcopy(rng.choice(_PALETTE))
+    return c
+
+
+def test_the_validator_without_jsonschema_decides_as_jsonschema_does_at_any_depth():
+    """Random mutations at any depth of the committed certificates (seeded): ``conforms`` and
+    jsonschema give the same answer on each."""
+    import random
+    rng = random.Random(37)
+    certs = [json.loads(p.read_text()) for p in CERTS if p.stat().st_size < 200_000]
+    seen = {True: 0, False: 0}
+    for n in range(1000):
+        obj = _deep_mutation(rng.choice(certs), rng)
+        theirs = _jsonschema_valid(obj)
+        assert schema.conforms(obj) == theirs, n
+        seen[theirs] += 1
+    assert min(seen.values()) > 200, seen
