@@ -31,7 +31,7 @@ def test_statement_is_rendered_from_the_parameters():
 
 def test_roundtrip_and_exit_code(tmp_path):
     c1 = bound_claim(lemma3(3, "1/2", 3))
-    cert = Certificate(claims=[c1], inputs={"m": "ab"}, seeds={"rng": 7})
+    cert = Certificate(claims=[c1], inputs={"m": "ab" * 32}, seeds={"rng": 7})
     assert cert.exit_code() == 0
     path = tmp_path / "c.json"
     cert.write(path)
@@ -48,6 +48,13 @@ def test_a_claim_the_checker_rejects_is_never_written(tmp_path):
     forged = dataclasses.replace(c, evidence={**c.evidence, "factor": "3"})
     with pytest.raises(RuntimeError, match="checker rejects claim 0"):
         Certificate(claims=[forged]).write(tmp_path / "c.json")
+    assert not (tmp_path / "c.json").exists()
+
+
+def test_a_certificate_the_schema_refuses_outside_its_claims_is_never_written(tmp_path):
+    cert = Certificate(claims=[bound_claim(lemma3(3, "1/2", 3))], command=["certify", 7])
+    with pytest.raises(RuntimeError, match=r"schema: \$\.command\[1\]: 7 is not of type 'string'"):
+        cert.write(tmp_path / "c.json")
     assert not (tmp_path / "c.json").exists()
 
 
@@ -91,3 +98,44 @@ def test_the_recorded_versions_are_the_installed_ones(tmp_path, monkeypatch):
     (tmp_path / "Python_Flint-0.0.1.dist-info").mkdir()
     monkeypatch.syspath_prepend(str(tmp_path))
     assert installed_versions(("python-flint", "numpy"))["python-flint"] == "0.0.1"
+
+
+def test_the_recorded_commit_is_read_from_the_git_files_as_git_reads_it(tmp_path):
+    """``environment.git_commit`` without a git child process: this checkout's HEAD equals
+    ``git rev-parse HEAD``; a detached head, a loose ref, a packed ref and a worktree's
+    ``.git`` file each give their commit; anything else is left to git itself (None here)."""
+    import subprocess
+    from pathlib import Path
+
+    from certify.core.certificate import _git_commit, _head_from_files
+    root = Path(__file__).resolve().parent.parent
+    git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    if git.returncode == 0:
+        assert _head_from_files(root) in (git.stdout.strip(), None)
+        assert _git_commit() == git.stdout.strip()
+    a, b, c = "a" * 40, "b" * 40, "c" * 40
+    repo = tmp_path / "repo"
+    (repo / ".git" / "refs" / "heads").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text(a + "\n")
+    assert _head_from_files(repo) == a
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / ".git" / "packed-refs").write_text(f"# pack-refs with: peeled\n{b} refs/heads/main\n^{c}\n")
+    assert _head_from_files(repo) == b
+    (repo / ".git" / "refs" / "heads" / "main").write_text(c + "\n")      # a loose ref wins
+    assert _head_from_files(repo) == c
+    wt = tmp_path / "wt"
+    (repo / ".git" / "worktrees" / "wt").mkdir(parents=True)
+    (repo / ".git" / "worktrees" / "wt" / "commondir").write_text("../..\n")
+    (repo / ".git" / "worktrees" / "wt" / "HEAD").write_text("ref: refs/heads/main\n")
+    wt.mkdir()
+    (wt / ".git").write_text(f"gitdir: {repo / '.git' / 'worktrees' / 'wt'}\n")
+    assert _head_from_files(wt) == c
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/other\n")
+    assert _head_from_files(repo) is None and _head_from_files(tmp_path) is None
+
+
+def test_the_recorded_platform_is_platforms_own():
+    import platform
+
+    from certify.core.certificate import _platform
+    assert _platform() == platform.platform()

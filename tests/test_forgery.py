@@ -200,8 +200,10 @@ def test_trusted_fields_on_small_data_are_rejected(tmp_path):
     rng = np.random.default_rng(4)
     np.savez(tmp_path / "f.npz", phi_q=rng.normal(size=(41, 8)), phi_k=rng.normal(size=(41, 8)))
     kernel = load_kernel(str(tmp_path / "f.npz"))
-    s = rank.summarize_features(kernel)
-    claim = rank.nonnegative_claim_factor(kernel, s, rank.RankOptions())
+    from certify.rank.nonnegative import nonnegative_claim_factor
+    from certify.rank.summary import summarize_features
+    s = summarize_features(kernel)
+    claim = nonnegative_claim_factor(kernel, s, rank.RankOptions())
     cert = Certificate(claims=[claim]).to_json()
     ev = cert["claims"][0]["evidence"]
     if "trusted" not in ev:                  # the forger drops the features, declares trust

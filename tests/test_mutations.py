@@ -144,7 +144,9 @@ def _rank_certs(tmp) -> list[dict]:
         out.append(json.loads((tmp / f"{name}.json").read_text()))
     kernel = load_kernel(str(tmp / "signed.npz"), tokens="cube:4")
     opt = rank.RankOptions()
-    claim = rank.nonnegative_claim_factor(kernel, rank.summarize_features(kernel), opt)
+    from certify.rank.nonnegative import nonnegative_claim_factor
+    from certify.rank.summary import summarize_features
+    claim = nonnegative_claim_factor(kernel, summarize_features(kernel), opt)
     out.append(Certificate(claims=[claim], command=["test"]).to_json())
     return out
 

@@ -206,3 +206,119 @@ def test_every_required_field_of_every_certificate_fails_naming_its_path(path: P
 @pytest.mark.parametrize("path", CERTS, ids=lambda p: str(p.relative_to(ROOT / "reports")))
 def test_every_field_of_every_claim_kind_of_every_certificate_fails_closed(path: Path):
     _mutate_and_check(path)
+
+
+# ---------------------------------------------------------------- the validator without jsonschema
+
+def _jsonschema_valid(obj: Any) -> bool:
+    return not any(True for _ in schema._validator().iter_errors(obj))
+
+
+def _top_level_mutations(cert: dict) -> Iterator[dict]:
+    for key in list(cert):
+        rest = {k: v for k, v in cert.items() if k != key}
+        yield rest
+        for value in (None, 7, 1.0, True, "x", [], {}, _wrong_type(cert[key])):
+            yield {**rest, key: value}
+    yield {**cert, "extra": 1}
+    yield {**cert, "claims": []}
+    yield {**cert, "seeds": {"primes": 1.0}}                 # an integral float is an integer
+    yield {**cert, "seeds": {"primes": True}}                # a bool is not
+    yield {**cert, "seeds": {"primes": 1.5}}
+    yield {**cert, "command": ["certify", 7]}
+    yield {**cert, "inputs": {"m": "AB" * 32}}
+
+
+def test_the_validator_without_jsonschema_decides_as_jsonschema_does():
+    """``schema.conforms`` (no jsonschema import; what ``certify verify`` and the producer's
+    own check run first) against jsonschema's Draft 2020-12 validator of the published
+    schema: the same answer on every committed certificate, every top-level mutation of
+    each, and every mutation of the deletion test on one claim of every shape (the claim
+    schema, as ``claim_violations`` reads it)."""
+    compared = refused = 0
+    smallest = {path for path, _ in REPRESENTATIVES.values()}
+    for path in CERTS:
+        cert = json.loads(path.read_text())
+        for obj in [cert, *(_top_level_mutations(cert) if path in smallest else ())]:
+            ours, theirs = schema.conforms(obj), _jsonschema_valid(obj)
+            assert ours == theirs, (path.name, ours, theirs, {k: obj.get(k) for k in ("seeds", "command")})
+            compared += 1
+            refused += not theirs
+    for path, i in REPRESENTATIVES.values():
+        cert = json.loads(path.read_text())
+        claim = cert["claims"][i]
+        others = [c for j, c in enumerate(cert["claims"]) if j != i]
+        for fpath, what, value in _mutations(claim, others):
+            mutated = _apply(claim, fpath, value)
+            theirs = not any(True for _ in schema._claim_validator().iter_errors(mutated))
+            ours = schema._valid({"$ref": "#/$defs/claim"}, mutated, schema.published())
+            assert ours == theirs, (path.name, i, fpath, what)
+            assert (schema.claim_violations(mutated, i) == []) == theirs
+            compared += 1
+            refused += not theirs
+    assert compared > 2000 and 0 < refused < compared, (compared, refused)
+
+
+def test_verify_of_a_conforming_certificate_does_not_import_jsonschema(tmp_path):
+    """The saving the validator above is for: ``certify verify`` of a valid certificate
+    loads no jsonschema; of one the schema refuses, it names the field as before."""
+    import subprocess
+    import sys
+    src = ROOT / "reports" / "reference"
+    cert = json.loads(sorted(p for p in CERTS if p.parent == src)[0].read_text())
+    code = ("import json, sys; from certify.checkers import verify; "
+            "c = json.load(open(sys.argv[1])); r = verify.verify_certificate(c); "
+            "print(json.dumps([r.problems, [c.problems for c in r.claims], 'jsonschema' in sys.modules]))")
+    for obj, imported in ((cert, False), ({**cert, "command": ["certify", 7]}, True)):
+        (tmp_path / "c.json").write_text(json.dumps(obj))
+        p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "c.json")], capture_output=True,
+                           text=True, cwd=ROOT)
+        problems, _, loaded = json.loads(p.stdout)
+        assert loaded is imported, p.stderr
+        assert problems == ([] if not imported else ["schema: $.command[1]: 7 is not of type 'string'"])
+
+
+_PALETTE: list[Any] = [None, 0, -1, 7, 1.0, 2.5, True, False, "", "x", "1/2", "0" * 64, 2 ** 70, [], {}, [1],
+                       ["a"], {"a": 1}]
+
+
+def _deep_mutation(cert: dict, rng: Any) -> dict:
+    """``cert`` with one value at any depth deleted, replaced from :data:`_PALETTE`, given an
+    unknown key, or (a list) shortened or grown."""
+    c = copy.deepcopy(cert)
+    paths, stack = [], [((), c)]
+    while stack:
+        path, obj = stack.pop()
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj[:3]) if isinstance(obj, list) else ()
+        for k, v in items:
+            paths.append(path + (k,))
+            stack.append((path + (k,), v))
+    path = rng.choice(paths)
+    parent = c
+    for k in path[:-1]:
+        parent = parent[k]
+    target, how = parent[path[-1]], rng.random()
+    if how < 0.2 and isinstance(parent, dict):
+        del parent[path[-1]]
+    elif how < 0.3 and isinstance(target, dict):
+        target["extra"] = rng.choice(_PALETTE)
+    elif how < 0.4 and isinstance(target, list):
+        target.append(copy.deepcopy(target[0]) if target and rng.random() < 0.5 else rng.choice(_PALETTE))
+    else:
+        parent[path[-1]] = copy.deepcopy(rng.choice(_PALETTE))
+    return c
+
+
+def test_the_validator_without_jsonschema_decides_as_jsonschema_does_at_any_depth():
+    """Random mutations at any depth of the committed certificates (seeded): ``conforms`` and
+    jsonschema give the same answer on each."""
+    import random
+    rng = random.Random(37)
+    certs = [json.loads(p.read_text()) for p in CERTS if p.stat().st_size < 200_000]
+    seen = {True: 0, False: 0}
+    for n in range(1000):
+        obj = _deep_mutation(rng.choice(certs), rng)
+        theirs = _jsonschema_valid(obj)
+        assert schema.conforms(obj) == theirs, n
+        seen[theirs] += 1
+    assert min(seen.values()) > 200, seen

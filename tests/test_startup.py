@@ -37,6 +37,16 @@ def test_rank_and_verify_of_a_matrix_file_load_no_heavy_library(tmp_path):
     assert not top & set(HEAVY), sorted(top & set(HEAVY))
     assert not any(m.startswith("certify.cli.") and m != "certify.cli.rank" and m != "certify.cli.common"
                    for m in mods), sorted(m for m in mods if m.startswith("certify.cli."))
+    # a valid certificate is schema-checked without jsonschema (certify.checkers.schema.conforms); the
+    # factor-form, nonnegativity and third-party modules stay unloaded for a matrix file
+    assert "jsonschema" not in top and not mods & UNUSED, sorted(mods & UNUSED)
     for args in (["verify", "c.json"], ["rank", "small.npy", "--upper-bound", "freivalds", "--json"]):
-        code, top, _ = _modules(args, tmp_path)
+        code, top, mods = _modules(args, tmp_path)
         assert code == 0 and not top & set(HEAVY), (args, sorted(top & set(HEAVY)))
+        assert "jsonschema" not in top and not mods & UNUSED, (args, sorted(mods & UNUSED))
+
+
+#: modules a matrix file's rank and verify do not use
+UNUSED = {"solvers.exact.gram", "certify.rank.summary", "certify.rank.nonnegative", "certify.sources.thirdparty",
+          "certify.sources.weights", "certify.checkers.rank.eps", "certify.checkers.rank.code",
+          "certify.checkers.rank.nonnegative", "certify.checkers.gram"}

@@ -35,7 +35,6 @@ import io
 import json
 import os
 import re
-import subprocess
 import sys
 import zipfile
 from fractions import Fraction
@@ -459,6 +458,7 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
     folder = _ask_features(jobs, wanted)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     send = [{k: v for k, v in j.items() if k != "compare"} for j in jobs.values()]
+    import subprocess
     try:
         out = subprocess.run([sys.executable, "-m", "certify.cli.replay"],
                              input=json.dumps(send), capture_output=True,

@@ -194,8 +194,11 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     from certify.core.families import load_family
     from certify.core.kernel import Provenance
     from certify.rank import run as rank_mod
+    from certify.rank.nonnegative import nonnegative_claim_factor
+    from certify.rank.summary import summarize_features
     from certify.sources.checkpoint import SPEC_CHECK, from_model
-    from certify.sources.thirdparty import ExtractionMismatch, extraction_info, head_kernel
+    from certify.sources.load import extraction_info
+    from certify.sources.thirdparty import ExtractionMismatch, head_kernel
     from models.layouts import Refusal
 
     t0 = time.perf_counter()
@@ -284,8 +287,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
             code = next((f.words for n, f in fams if n == "paper-5.1" and f.words is not None), None)
             opt = rank_mod.RankOptions(seed=seed, eps=eps, code=code, code_name="paper-5.1" if code is not None else None)
             claims = list(rank_mod.certify_rank(kernel, opt).certificate.claims)
-            s = rank_mod.summarize_features(kernel)
-            claims.append(rank_mod.nonnegative_claim_factor(kernel, s, opt))
+            s = summarize_features(kernel)
+            claims.append(nonnegative_claim_factor(kernel, s, opt))
             tag = {"layer": L.index, "head": hi, "library": det.library, **extraction_info(kernel)}
             claims = [_shift(replace(c, info={**dict(c.info), **tag}), len(cert.claims))
                       for c in rank_mod.share_features(claims)]

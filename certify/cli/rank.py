@@ -19,9 +19,8 @@ from certify.core.kernel import parse_tokens
 from certify.core.progress import show_progress
 from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank, load_code
-from certify.sources.load import annotate, load_kernel
+from certify.sources.load import annotate, extraction_info, load_kernel
 from certify.sources.paths import precheck_checkpoint, resolve_source
-from certify.sources.thirdparty import extraction_info
 
 
 def _parser() -> argparse.ArgumentParser:

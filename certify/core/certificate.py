@@ -17,8 +17,6 @@ import datetime as _dt
 import enum
 import json
 import os
-import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -199,6 +197,9 @@ class Certificate:
             c = bad[0]
             raise RuntimeError(f"internal error: the checker rejects claim {c.index} ({c.kind}) of "
                                f"the certificate being written: {'; '.join(c.problems)[:500]}")
+        if result.problems:                      # outside any claim (e.g. a top-level field's shape)
+            raise RuntimeError(f"internal error: the checker rejects the certificate being written: "
+                               f"{'; '.join(result.problems)[:500]}")
         return result
 
     def write(self, path: str | os.PathLike) -> None:
@@ -266,7 +267,7 @@ def environment() -> dict[str, Any]:
     versions = installed_versions((*_PACKAGES, "certify-attention"))
     out: dict[str, Any] = {
         "python": sys.version.split()[0],
-        "platform": platform.platform(),
+        "platform": _platform(),
         "packages": versions,
         "git_commit": _git_commit(),
     }
@@ -276,14 +277,56 @@ def environment() -> dict[str, Any]:
     return out
 
 
+def _platform() -> str:
+    """``platform.platform()``; on Linux without its processor field, which costs a
+    ``uname -p`` child process and which that function drops anyway when it is
+    ``unknown`` or the machine's name (the usual answers there)."""
+    import platform
+    u = os.uname()
+    if u.sysname != "Linux":
+        return platform.platform()
+    lib, version = platform.libc_ver()
+    return "-".join(x for x in (u.sysname, u.release, u.machine, "with", lib + version) if x)
+
+
 def _git_commit() -> str | None:
+    """The checkout's commit (``git rev-parse HEAD``), read from its ``.git`` files when
+    they name it plainly (a branch's loose or packed ref, or a detached head; a worktree's
+    ``.git`` file), else from git itself."""
     here = Path(__file__).resolve().parent.parent.parent
+    found = _head_from_files(here)
+    if found:
+        return found
+    import subprocess
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
                              text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def _head_from_files(here: Path) -> str | None:
+    """The commit ``here/.git`` names (:func:`_git_commit`), or None when it does not name
+    one plainly."""
+    try:
+        dot = here / ".git"
+        gitdir = Path(dot.read_text().split("gitdir:", 1)[1].strip()) if dot.is_file() else dot
+        gitdir = gitdir if gitdir.is_absolute() else here / gitdir
+        common = gitdir / (gitdir / "commondir").read_text().strip() if (gitdir / "commondir").is_file() \
+            else gitdir
+        head = (gitdir / "HEAD").read_text().strip()
+        if head.startswith("ref: "):
+            ref = head[5:]
+            loose = common / ref
+            head = loose.read_text().strip() if loose.is_file() else next(
+                (line.split()[0] for line in (common / "packed-refs").read_text().splitlines()
+                 if line.endswith(" " + ref) and not line.startswith(("#", "^"))), "")
+        if len(head) in (40, 64) and all(ch in "0123456789abcdef" for ch in head):
+            return head
+    except (OSError, IndexError, ValueError):
+        pass
+    return None
 
 
 #: types that are JSON as they are (exact type: an IntEnum or a numpy scalar is converted below)

@@ -6,15 +6,17 @@ kernel and its hash, and the parameters that bind a claim to its source.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from certify.core.files import sha256_bytes
 from certify.core.kernel import Kernel
 from certify.rank.options import RankOptions
-from certify.rank.summary import FactorSummary
 from solvers import exact as ex
+
+if TYPE_CHECKING:
+    from certify.rank.summary import FactorSummary
 
 
 def int_rows(a) -> list[list[int]]:

@@ -8,6 +8,7 @@ witness (upper bound). ``proved`` only when the bounds meet.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from certify.checkers.rank.freivalds import shared_test
 from certify.checkers.rank.span import column_span_shared
@@ -25,8 +26,10 @@ from certify.rank.evidence import (
     token_evidence,
 )
 from certify.rank.options import RankOptions
-from certify.rank.summary import FactorSummary
 from solvers import exact as ex
+
+if TYPE_CHECKING:
+    from certify.rank.summary import FactorSummary
 
 
 def exact_rank_factor_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions) -> Claim:

@@ -31,9 +31,7 @@ from certify.core.kernel import Form, Kernel
 from certify.core.verdict import Verdict
 from certify.rank.evidence import integer_matrix
 from certify.rank.exact import exact_rank_factor_claim, exact_rank_matrix_claim
-from certify.rank.nonnegative import nonnegative_claim_factor, nonnegative_claim_matrix
 from certify.rank.options import RankOptions
-from certify.rank.summary import summarize_features
 
 
 @dataclass(frozen=True)
@@ -53,11 +51,13 @@ def certify_rank(kernel: Kernel, opt: RankOptions = _DEFAULT, engine=None) -> Ra
     ``require_nonnegative`` raises :class:`UncertifiableError`. ``engine``
     (:mod:`certify.parallel`) shards the factor-form Gram pass."""
     claims: list[Claim] = []
-    if kernel.form is Form.FACTOR:
+    if kernel.form is Form.FACTOR:                # the modules a run needs, imported when needed
+        from certify.rank.summary import summarize_features
         s = summarize_features(kernel, batch_size=opt.batch_size,
                                keep_limit=max(opt.embed_limit, 1 << 22), engine=engine,
                                progress=opt.progress)
         if opt.require_nonnegative:
+            from certify.rank.nonnegative import nonnegative_claim_factor
             claims.append(_require(nonnegative_claim_factor(kernel, s, opt)))
         rank_claim = exact_rank_factor_claim(kernel, s, opt)
         claims.insert(0, rank_claim)
@@ -67,6 +67,7 @@ def certify_rank(kernel: Kernel, opt: RankOptions = _DEFAULT, engine=None) -> Ra
     else:
         N = integer_matrix(kernel)
         if opt.require_nonnegative:
+            from certify.rank.nonnegative import nonnegative_claim_matrix
             claims.append(_require(nonnegative_claim_matrix(kernel, N, opt)))
         rank_claim = exact_rank_matrix_claim(kernel, N, opt)
         claims.insert(0, rank_claim)

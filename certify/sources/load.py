@@ -22,12 +22,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from certify.core.errors import InputError
+from certify.core.files import sha256_file
 from certify.core.kernel import Kernel
 from certify.sources.files import read_kernel_file
-from certify.sources.weights import TORCH_SUFFIXES, safetensors_header
 
 #: tensor names of a kernel or matrix file in safetensors form
 KERNEL_TENSORS = {"matrix", "phi_q", "phi_k", "tokens", "kernel_meta"}
@@ -74,6 +74,9 @@ def kind_of(path: Path) -> str:
     """``models``, ``kernel`` or ``weights`` (see the module docstring)."""
     if is_models_checkpoint(path):
         return "models"
+    if path.suffix == ".npy" and not path.is_dir():
+        return "kernel"                  # (the weights helpers below are not loaded for a matrix)
+    from certify.sources.weights import TORCH_SUFFIXES, safetensors_header
     if path.is_dir() or path.suffix in TORCH_SUFFIXES or path.name.endswith((".index.json", "config.json")):
         return "weights"                 # a model's config.json stands for the weights beside it
     if path.suffix == ".safetensors":
@@ -116,9 +119,34 @@ def annotate(cert, kernel: Kernel):
     library comparison (``info``)."""
     from dataclasses import replace
 
-    from certify.sources.thirdparty import extraction_info, kernel_inputs
     info = extraction_info(kernel)
     cert.inputs.update(kernel_inputs(kernel))
     if info:
         cert.claims = [replace(c, info={**dict(c.info), **info}) for c in cert.claims]
     return cert
+
+
+def extraction_info(kernel: Kernel) -> dict[str, Any]:
+    """What a claim's ``info`` records about how its kernel was extracted: the
+    model's path to the layer and the comparison with the library's own
+    computation (empty for kernels that are not third-party heads)."""
+    d = kernel.provenance.details
+    out: dict[str, Any] = {}
+    for key in ("input_path", "library_check", "extraction", "tokens_as"):
+        if d.get(key):
+            out[key] = d[key]
+    return out
+
+
+def kernel_inputs(kernel: Kernel) -> dict[str, str]:
+    """Every file a third-party kernel was read from (weights, shards, config), by sha256."""
+    d = kernel.provenance.details
+    files = list((d.get("weights") or {}).get("files") or [])
+    for key in ("config", "spec"):
+        if d.get(key):
+            files.append(d[key])
+    out = {}
+    for f in files:
+        if Path(f).is_file():
+            out[str(f)] = sha256_file(f)
+    return out

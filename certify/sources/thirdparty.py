@@ -291,31 +291,3 @@ def parse_adapter(adapter: str) -> tuple[int, int] | None:
     """``(layer, head)`` of a third-party kernel's adapter name, or None."""
     m = ADAPTER.match(adapter or "")
     return (int(m.group("layer")), int(m.group("head"))) if m else None
-
-
-# ---------------------------------------------------------------- what a certificate records
-
-def extraction_info(kernel: Kernel) -> dict[str, Any]:
-    """What a claim's ``info`` records about how its kernel was extracted: the
-    model's path to the layer and the comparison with the library's own
-    computation (empty for kernels that are not third-party heads)."""
-    d = kernel.provenance.details
-    out: dict[str, Any] = {}
-    for key in ("input_path", "library_check", "extraction", "tokens_as"):
-        if d.get(key):
-            out[key] = d[key]
-    return out
-
-
-def kernel_inputs(kernel: Kernel) -> dict[str, str]:
-    """Every file a third-party kernel was read from (weights, shards, config), by sha256."""
-    d = kernel.provenance.details
-    files = list((d.get("weights") or {}).get("files") or [])
-    for key in ("config", "spec"):
-        if d.get(key):
-            files.append(d[key])
-    out = {}
-    for f in files:
-        if Path(f).is_file():
-            out[str(f)] = sha256_file(f)
-    return out

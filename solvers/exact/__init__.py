@@ -25,22 +25,50 @@ This package namespace re-exports the public names of its modules.
 
 from __future__ import annotations
 
-from solvers.exact.elimination import canonical_minor
-from solvers.exact.gram import GramAccumulator, batch_gram, exact_products, normalize_pow2
-from solvers.exact.integers import (
-                                    IntMatrix,
-                                    as_int_lists,
-                                    compact,
-                                    dyadic,
-                                    dyadic_to_fraction,
-                                    fmpz_matrix,
-                                    iter_int,
-                                    nmod_matrix,
-                                    rational_rows,
-)
-from solvers.exact.modular import minor_mod_p, random_prime, span_check
-from solvers.exact.rank import ExactRank, PrimeAttempt, core_rank, exact_rank, exact_rank_fast
-from solvers.exact.span import span_check_multimodular
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from solvers.exact.elimination import canonical_minor
+    from solvers.exact.gram import GramAccumulator, batch_gram, exact_products, normalize_pow2
+    from solvers.exact.integers import (
+                                        IntMatrix,
+                                        as_int_lists,
+                                        compact,
+                                        dyadic,
+                                        dyadic_to_fraction,
+                                        fmpz_matrix,
+                                        iter_int,
+                                        nmod_matrix,
+                                        rational_rows,
+    )
+    from solvers.exact.modular import minor_mod_p, random_prime, span_check
+    from solvers.exact.rank import ExactRank, PrimeAttempt, core_rank, exact_rank, exact_rank_fast
+    from solvers.exact.span import span_check_multimodular
+
+#: public name -> the module that defines it; a module is loaded when one of its names is first
+#: read (a matrix's rank never loads the Gram machinery of factor form)
+_WHERE = {
+    "canonical_minor": "elimination",
+    **dict.fromkeys(("GramAccumulator", "batch_gram", "exact_products", "normalize_pow2"), "gram"),
+    **dict.fromkeys(("IntMatrix", "as_int_lists", "compact", "dyadic", "dyadic_to_fraction", "fmpz_matrix",
+                     "iter_int", "nmod_matrix", "rational_rows"), "integers"),
+    **dict.fromkeys(("minor_mod_p", "random_prime", "span_check"), "modular"),
+    **dict.fromkeys(("ExactRank", "PrimeAttempt", "core_rank", "exact_rank", "exact_rank_fast"), "rank"),
+    "span_check_multimodular": "span",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'solvers.exact' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"solvers.exact.{_WHERE[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})
 
 __all__ = [
     "ExactRank", "GramAccumulator", "IntMatrix", "PrimeAttempt", "as_int_lists", "batch_gram",

@@ -24,7 +24,7 @@ MAX_MODULUS = 1 << 26
 
 def _compiled() -> Any:
     try:
-        from solvers.exact import _modkernel  # type: ignore[attr-defined]  # compiled, no stub
+        from solvers.exact import _modkernel  # compiled, no stub (typed Any by the package's __getattr__)
     except ImportError:          # built without a C compiler: numpy and flint below
         return None
     return _modkernel if hasattr(_modkernel, "rref_mod") else None

@@ -97,17 +97,15 @@ nonnegative
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Mapping
 
 from certify.checkers.common import guarded
-from certify.checkers.rank.code import check_code_rank
-from certify.checkers.rank.eps import check_eps_rank
 from certify.checkers.rank.evidence import KINDS, matrix_sha256  # noqa: F401 (the area's public names)
-from certify.checkers.rank.exact import check_exact_rank
-from certify.checkers.rank.nonnegative import check_nonnegative
 
-_CHECKS = {"exact_rank": check_exact_rank, "eps_rank": check_eps_rank,
-           "code_rank": check_code_rank, "nonnegative": check_nonnegative}
+#: kind -> (module, function); a kind's module is loaded when a claim of that kind is checked
+_CHECKS = {"exact_rank": ("exact", "check_exact_rank"), "eps_rank": ("eps", "check_eps_rank"),
+           "code_rank": ("code", "check_code_rank"), "nonnegative": ("nonnegative", "check_nonnegative")}
 
 
 def trusted(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None) -> list[str]:
@@ -126,9 +124,10 @@ def check(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None, *,
           matrix: Any = None) -> list[str]:
     """Re-derive one claim's verdict from its evidence; ``matrix`` supplies the
     integer matrix of a matrix-form claim whose evidence does not embed it."""
-    fn = _CHECKS.get(str(claim.get("kind")))
-    if fn is None:
+    where = _CHECKS.get(str(claim.get("kind")))
+    if where is None:
         return [f"certify.checkers.rank does not check kind {claim.get('kind')!r}"]
     if not isinstance(claim.get("evidence"), dict) or not isinstance(claim.get("parameters"), dict):
         return ["parameters and evidence must be objects"]
+    fn = getattr(importlib.import_module(f"certify.checkers.rank.{where[0]}"), where[1])
     return guarded(fn)(claim, cert or {}, matrix)
