@@ -120,6 +120,7 @@ def test_rows_of_tiny_entries_go_in_their_own_group(monkeypatch):
     assert sorted(calls) == [1, 2, 597]
 
 
+@pytest.mark.slow
 def test_exact_gram_over_more_blocks_than_the_fold_interval():
     """Twice 2^10 blocks (the int64 block sums must move into Python ints every 2^10 blocks) on
     values whose limbs are nearly all ones (block sums near 2^52: 2^11 of them overflow int64),
