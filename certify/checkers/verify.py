@@ -316,9 +316,10 @@ def _trusted_problems(claim: Mapping[str, Any], cert: Mapping[str, Any],
 def _replayed_summaries(claim: Mapping[str, Any], replayed: Any,
                         trusted: list[str]) -> tuple[list[str], list[str]]:
     """``(problems, fields still trusted)``: summaries of data too large to embed
-    are recomputed from the features ``--replay-extraction`` wrote to a file
-    (:func:`certify.checkers.gram.summary_problems`); recomputed, they are no
-    longer trusted."""
+    are re-derived from the features ``--replay-extraction`` wrote to a file
+    (:func:`certify.checkers.gram.summary_problems`: a stated Gram by the kernel's
+    exact random-product test at the 2^-128 floor, the rest recomputed); re-derived,
+    they are no longer trusted."""
     from certify.checkers import gram
     path = (getattr(replayed, "features", None) or {}).get(
         _sources.features_key(claim.get("parameters") or {}))
