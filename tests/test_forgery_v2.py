@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from committed import report_json
 
 from certify.checkers import verify
 from certify.checkers.common import NotACertificate
@@ -106,7 +107,7 @@ def test_an_old_renderer_or_version_is_refused_with_how_to_remake_it(tmp_path):
 
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMITTED = sorted(p for p in (ROOT / "reports").rglob("*.json")
+COMMITTED = sorted(p for p in report_json()
                    if '"schema": "certify-attention/certificate/' in p.read_text()[:4000])
 
 

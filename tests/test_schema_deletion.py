@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from committed import report_json
 
 from certify.checkers import schema, verify
 
@@ -34,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _committed() -> list[Path]:
     out = []
-    for path in sorted((ROOT / "reports").rglob("*.json")):
+    for path in report_json():
         try:
             obj = json.loads(path.read_text())
         except ValueError:
