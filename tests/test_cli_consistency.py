@@ -207,7 +207,8 @@ def test_unwritable_folder_is_refused_before_work(tmp_path, monkeypatch):
 
     def denied(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied")
-    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    monkeypatch.setattr(tempfile, "mkstemp", denied)            # the output folder's staging
+    monkeypatch.setattr(outputs, "exclusive_temp", denied)      # the probe
     with pytest.raises(InputError, match="cannot write in folder .*permission denied"):
         outputs.check_out_file(tmp_path / "x.json")
     with pytest.raises(InputError, match="permission denied"):

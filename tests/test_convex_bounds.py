@@ -145,10 +145,9 @@ def test_verify_command_without_cvxpy(r11_cert, tmp_path):
     imports cvxpy (or any solver)."""
     p = tmp_path / "r11.json"
     p.write_text(json.dumps(r11_cert))
-    code = ("import sys, runpy\n"
-            f"sys.argv = ['certify', 'verify', {str(p)!r}]\n"
-            "try:\n    runpy.run_module('certify', run_name='__main__')\n"
-            "except SystemExit as e:\n    rc = e.code\n"
+    code = ("import sys\n"
+            "from certify.cli import main\n"
+            f"rc = main(['verify', {str(p)!r}])\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('cvxpy', 'clarabel', 'scs', "
             "'scipy', 'highspy', 'torch', 'solvers')]\n"
             "print('RC', rc, 'BAD', ','.join(bad))\n")

@@ -42,6 +42,31 @@ def test_blocked_echelon_and_canonical_minor_agree_with_the_full_elimination(com
     assert not nonsingular_mod(np.array([[1, 2], [3, 6]]), 7, compiled=compiled)
 
 
+@pytest.mark.parametrize("compiled", PATHS)
+def test_canonical_minor_on_rows_whose_dependencies_come_late(compiled):
+    """Rows that repeat or combine rows far before them, zero blocks, a rank reached
+    only at the last row, more rows than columns and the reverse: the rows are
+    eliminated in order and the rest tested at once, and the minor is still the full
+    elimination's pivot minor (rows and columns)."""
+    rng = np.random.default_rng(8)
+    for trial in range(12):
+        n1, n2, r = int(rng.integers(20, 120)), int(rng.integers(20, 120)), int(rng.integers(1, 16))
+        B = rng.integers(-9, 10, (r, n2))
+        C = np.zeros((n1, r), dtype=np.int64)
+        late = rng.permutation(n1)[:r]                    # where each new direction first appears
+        late[-1] = n1 - 1 if trial % 3 == 0 else late[-1]  # sometimes only at the last row
+        for j, i in enumerate(sorted(late)):
+            C[i, j] = 1
+            C[i + 1:, j] = rng.integers(-2, 3, n1 - i - 1) * (rng.random(n1 - i - 1) < 0.3)
+        N = C @ B
+        if trial % 4 == 1:
+            N = N.T.copy()
+        p = elimination_prime(max(N.shape), rng)
+        got = canonical_minor(N, p, np.random.default_rng(trial), Nf=N.astype(np.float64), block=8,
+                              compiled=compiled)
+        assert got == minor_mod_p(IntMatrix(N), p), trial
+
+
 def test_the_elimination_prime_keeps_every_product_exact():
     rng = np.random.default_rng(4)
     for n in (1, 2, 100, 2048, 1 << 20):

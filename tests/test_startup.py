@@ -10,13 +10,12 @@ import numpy as np
 
 HEAVY = ("torch", "cvxpy", "ray", "scipy", "highspy", "matplotlib", "safetensors", "mpmath")
 
+#: the command line's own function (``python -m certify`` ends the process in it without returning)
 _RUN = """
-import json, runpy, sys
-sys.argv = ["certify"] + sys.argv[1:]
-try:
-    runpy.run_module("certify", run_name="__main__")
-except SystemExit as e:
-    code = e.code
+import json, sys
+import certify.__main__
+from certify.cli import main
+code = main(sys.argv[1:])
 print(json.dumps({"exit": code, "modules": sorted(sys.modules)}), file=sys.stderr)
 """
 

@@ -36,7 +36,6 @@ import json
 import os
 import re
 import sys
-import zipfile
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -49,11 +48,40 @@ MAX_SOURCE_BYTES = 256 << 20
 MAX_SOURCE_ENTRIES = 1 << 22
 
 
-def sha256_file(path: Path) -> str:
+def zip_errors() -> tuple[type[Exception], ...]:
+    """``zipfile.BadZipFile`` once zipfile is loaded (numpy loads it to read an ``.npz``; no
+    other file raises it), evaluated only when an exception reaches the clause naming it."""
+    zf = sys.modules.get("zipfile")
+    return (zf.BadZipFile,) if zf is not None else ()
+
+
+#: digests of the files hashed in this process, by device, inode, size, and modification
+#: and change times in ns (a write changes the change time, which no call can set back)
+_DIGESTS: dict[tuple[int, ...], str] = {}
+
+
+def _stat_key(path: str | os.PathLike) -> tuple[int, ...]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """sha256 (hex) of a file's bytes, read once per process while the file is
+    unchanged (:data:`_DIGESTS`; kept only when the file's times and size are the same
+    after the read as before): ``certify rank``'s read of its source and its own
+    check, or a verify that binds a claim's source and compares the inputs, hash it
+    once."""
+    key = _stat_key(path)
+    if key in _DIGESTS:
+        return _DIGESTS[key]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
+    if _stat_key(path) == key:
+        if len(_DIGESTS) >= 64:
+            _DIGESTS.pop(next(iter(_DIGESTS)))
+        _DIGESTS[key] = h.hexdigest()
     return h.hexdigest()
 
 
@@ -141,8 +169,7 @@ def read_source(path: Path) -> dict[str, Any]:
             return {"matrix": out}
     except SourceError:
         raise
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, ZeroDivisionError,
-            UnicodeDecodeError, EOFError) as exc:
+    except (OSError, ValueError, KeyError, ZeroDivisionError, UnicodeDecodeError, EOFError) + zip_errors() as exc:
         raise SourceError(f"cannot read it: {type(exc).__name__}") from None
     raise SourceError(f"not a matrix file type verify reads ({suffix or 'no suffix'})")
 

@@ -10,6 +10,7 @@ commands.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -50,6 +51,36 @@ def run(name: str, argv: Sequence[str] | None = None) -> int:
     def main(args):                  # the import inside: a missing extra is one line, not a traceback
         return importlib.import_module(COMMANDS[name][0]).main(args)
     return run_command(f"certify {name}", main, argv)
+
+
+def entry() -> None:
+    """The console script ``certify`` and ``python -m certify``: :func:`main`, then
+    :func:`exit_now` with its code."""
+    exit_now(main())
+
+
+def exit_now(code: int) -> None:
+    """End the process with ``code`` once the output is flushed and the exit handlers
+    (:mod:`atexit`: logging, temporary folders, finalizers) have run, without the
+    interpreter's teardown, which frees every module and object one by one: about
+    13 ms of CPU after ``certify rank`` on a 512 x 512 matrix, a sixth of the
+    numpy script's whole run. With another thread alive (a progress monitor, Ray),
+    or when the output cannot be flushed, the usual exit."""
+    import atexit
+    threads = sys.modules.get("threading")
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        sys.exit(code)
+    if threads is not None and threads.active_count() > 1:
+        sys.exit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,14 +31,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
-import zipfile
 from pathlib import Path
 from typing import Callable
 
 from certify.core.errors import InputError
+from certify.core.files import exclusive_temp
 
 MANIFEST = ".certify-manifest.json"
 MANIFEST_FORMAT = "certify-attention/output-folder/2"
@@ -68,6 +66,7 @@ def _json_format(path: Path) -> str | None:
 
 
 def _npz_is_ours(path: Path) -> bool:
+    import zipfile
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
@@ -167,7 +166,7 @@ def _probe(folder: Path, what: str, path: Path) -> None:
     """Create and remove a file in ``folder``: the one reliable writability test
     (permissions, read-only file systems, pseudo file systems, also for root)."""
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".certify-probe.", dir=folder)
+        fd, tmp = exclusive_temp(folder, ".certify-probe.")
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
@@ -317,6 +316,7 @@ def clean_stale(out: Path) -> list[Path]:
                 os.replace(old, out)
             except OSError:
                 pass
+        import shutil
         shutil.rmtree(st, ignore_errors=True)
         removed.append(st)
     return removed
@@ -334,6 +334,7 @@ class Stage:
     def __enter__(self) -> "Stage":
         self.out.parent.mkdir(parents=True, exist_ok=True)
         clean_stale(self.out)
+        import tempfile
         self.root = Path(tempfile.mkdtemp(prefix=_stage_prefix(self.out), dir=self.out.parent))
         (self.root / LOCK).write_text(json.dumps({"pid": os.getpid(),
                                                   "start": _start_time(os.getpid()),
@@ -365,6 +366,7 @@ class Stage:
 
     def __exit__(self, *exc: object) -> None:
         if self.root is not None:
+            import shutil
             shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -5,6 +5,7 @@ kernel and its hash, and the parameters that bind a claim to its source.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -106,7 +107,9 @@ def matrix_sha256(N: ex.IntMatrix) -> str:
     else their compact JSON (the checker recomputes it the same way)."""
     head = (json.dumps(scale_evidence(N), sort_keys=True, separators=(",", ":")) + "\n").encode()
     if N.values.dtype != object:
-        return "int64:" + sha256_bytes(head + np.ascontiguousarray(N.values, dtype="<i8").tobytes())
+        h = hashlib.sha256(head)
+        h.update(np.ascontiguousarray(N.values, dtype="<i8").data)    # the bytes in place, no copy
+        return "int64:" + h.hexdigest()
     return "json:" + sha256_bytes(head + json.dumps(N.rows(), separators=(",", ":")).encode())
 
 

@@ -69,10 +69,12 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
 
     # the upper bound is the independent checker's column-span check or Freivalds test:
     # the certificate's own check run before writing (Certificate.self_check) then finds
-    # it computed for the same bytes and does not repeat it; `certify verify` does
+    # it computed for the same bytes (keyed by sha, the hash of N.values, the array these
+    # callbacks are handed) and does not repeat it; `certify verify` does
     res = ex.exact_rank(N, seed=opt.seed, max_primes=opt.max_primes, upper=opt.upper_bound,
-                        challenge=challenge, error_log2=opt.error_log2, exact_span=column_span_shared,
-                        freivalds_test=shared_test)
+                        challenge=challenge, error_log2=opt.error_log2,
+                        exact_span=lambda V, R, C: column_span_shared(V, R, C, digest=sha),
+                        freivalds_test=lambda V, R, C, *a: shared_test(V, R, C, *a, digest=sha))
     ev = evidence(res.prime, res.minor_rows, res.minor_cols, res.upper_witness, res.lower, res.upper)
     method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
               "upper: exact column-span (null-space) witness of that minor")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import zipfile
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from certify.checkers.sources import zip_errors
 from certify.core.errors import InputError
 from certify.core.files import sha256_file
 from certify.core.kernel import (
@@ -123,7 +123,7 @@ def _npz_arrays(path: Path) -> dict[str, np.ndarray]:
         if "pickle" in str(exc).lower():
             raise InputError(f"{path.name} holds pickled objects; refusing to unpickle") from None
         raise InputError(f"{path.name} is not a readable .npz file ({exc})") from None
-    except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+    except (OSError, EOFError, KeyError) + zip_errors() as exc:
         raise InputError(f"{path.name} is not a readable .npz file ({type(exc).__name__})") from None
 
 

@@ -14,21 +14,28 @@ the rows seen so far, and its pivot set is the pivot set of ``rref`` of those ro
 Residues are balanced and ``k ((p-1)/2)^2 + (p-1)/2 <= 2^53 - 2^27`` for every
 ``k <= n``: each product is exact in float64.
 
-Column pivots from a projection (:func:`canonical_minor`). Row operations keep the
-dependencies among columns, so when ``rank_p(G N) = rank_p(N)`` the pivot columns
-of ``rref(G N mod p)`` are those of ``rref(N mod p)``. The rows of ``G N`` are
-drawn block by block (``G`` uniform on a box of ``2^s`` values per entry, ``s >=
-20``, or uniform mod ``p``) until a whole block lies in the span of the earlier
-ones: a row falls into a proper subspace with probability at most ``2^-s``
-(Schwartz-Zippel on a nonzero linear form), so a block of ``b`` rows does with
-probability at most ``2^-(s b)`` while the rank is not reached. The pivot rows
-are then the pivot columns of ``rref(N[:, C]^T mod p)`` (the canonical minor of
-:func:`solvers.exact.modular.minor_mod_p`). Nothing here is trusted: a short rank
-(an unlucky projection, or ``p`` dividing every maximal minor) makes the exact
-span check fail, and the caller falls back to the full elimination.
+The canonical minor (:func:`canonical_minor`). The rows of ``N`` are brought in
+order, block by block. A row is outside the span of the rows before it exactly
+when its reduced form is outside the span of the reduced rows of its block before
+it (the reduction kills the span of the earlier blocks): those are the pivot
+columns of ``rref(V^T mod p)`` for a block ``V`` that gains fewer pivots than it
+has rows. These rows are the pivot rows of ``N mod p``, and of ``N[:, C] mod p``
+(``N = N[:, C] F`` with ``F`` of full row rank: the same row dependencies); the
+pivot columns ``C`` of the basis are those of ``rref(N mod p)``; ``N[R, C] = E``
+with ``N[R, :] = E rref(N[R, :])`` is nonsingular mod ``p``. When a block gains
+no pivot, the rows still to come are tested at once by ``b`` random
+combinations of them (``G`` uniform on a box of ``2^s`` values per entry, ``s >=
+20``, or uniform mod ``p``): a row outside the span leaves a combination outside
+it with probability at least ``1 - 2^-s`` (Schwartz-Zippel on a nonzero linear
+form), so all ``b`` miss it with probability at most ``2^-(s b)``; when the test
+finds nothing the elimination stops. Nothing here is trusted: a short rank (an
+unlucky test, or ``p`` dividing every maximal minor) makes the exact upper-bound
+check fail, and the caller falls back to the full elimination.
 
-Cost at ``n x n``, rank ``r``, blocks of ``b``: ``(r + b) n^2`` multiply-adds for
-the projection, ``2 r^2 n`` for the reductions (BLAS), ``r b n`` compiled.
+Cost at ``n x n``, rank ``r``, blocks of ``b``, the rank reached after ``m`` rows:
+about ``r^2 n / 2`` multiply-adds for the reductions of the blocks up to row ``m``
+and as many for the basis updates (BLAS), ``b n (n - m)`` for the test, ``m b n``
+compiled; no product with the whole matrix.
 """
 
 from __future__ import annotations
@@ -39,12 +46,13 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from solvers.exact import modkernel as mk
+from solvers.exact.draws import IntegerDraws
 
 #: rows per block of the elimination and of the projection
 BLOCK = 64
 
 
-def elimination_prime(n: int, rng: np.random.Generator) -> int:
+def elimination_prime(n: int, rng: IntegerDraws) -> int:
     """A prime ``p < 2^26`` with ``n (p-1)^2 < 2^53``, drawn from the upper half of
     that range. Products of balanced residues over ``n`` terms need only a quarter
     of that (``n ((p-1)/2)^2 + p <= 2^53 - 2^27``); the stricter bound is the
@@ -63,6 +71,47 @@ def _fits(n: int, p: int) -> bool:
     return 5 <= p < mk.MAX_MODULUS and n * h * h + h <= mk.FLOAT_LIMIT
 
 
+class _Echelon:
+    """A reduced row echelon basis mod ``p`` of the rows added so far (module
+    docstring): ``B = buf[:k]`` balanced, ``B[:, piv] = I``."""
+
+    def __init__(self, n: int, p: int, compiled: bool) -> None:
+        if not _fits(n, p):
+            raise ValueError("the prime is too large for exact products of this length")
+        self.n, self.p, self.compiled = n, p, compiled
+        self.buf = np.empty((min(n, 256), n))                    # grown by doubling
+        self.piv: list[int] = []
+
+    def reduce(self, V: np.ndarray) -> np.ndarray:
+        """``V`` (integer-valued, ``|x| <= 2^53 - 2^27``) reduced mod ``p`` against the
+        basis: ``V - V[:, piv] B``, zero on the pivots (a new array)."""
+        V = mk.reduce(np.ascontiguousarray(V, dtype=np.float64), self.p, compiled=self.compiled)
+        k = len(self.piv)
+        if k:
+            V -= V[:, self.piv] @ self.buf[:k]                   # exact: k h^2 + h
+            mk.reduce(V, self.p, V, compiled=self.compiled)
+            V[:, self.piv] = 0.0
+        return V
+
+    def add(self, V: np.ndarray) -> list[int]:
+        """Add the rows of ``V`` (reduced, :meth:`reduce`; overwritten): its new pivots."""
+        W, q = mk.rref(V, self.p, compiled=self.compiled)        # (rank_b, n), W[:, q] = I
+        if q:
+            k = len(self.piv)
+            if k:
+                B = self.buf[:k]
+                B -= B[:, q] @ W                                 # exact: b h^2 + h
+                mk.reduce(B, self.p, B, compiled=self.compiled)
+                B[:, q] = 0.0
+            if k + len(q) > len(self.buf):
+                grown = np.empty((min(self.n, max(2 * len(self.buf), k + len(q))), self.n))
+                grown[:k] = self.buf[:k]
+                self.buf = grown
+            self.buf[k:k + len(q)] = W
+            self.piv += q
+        return q
+
+
 def echelon_mod(blocks: Iterable[np.ndarray], n: int, p: int, *, stop_when_dependent: bool = False,
                 compiled: bool = True) -> tuple[np.ndarray, list[int]]:
     """``(B, piv)``: the reduced row echelon form mod ``p`` (balanced, ``k x n``) of
@@ -70,36 +119,15 @@ def echelon_mod(blocks: Iterable[np.ndarray], n: int, p: int, *, stop_when_depen
     2^27``) and its pivot columns (``B[i]`` has its leading 1 at ``piv[i]``; not
     sorted). ``stop_when_dependent``: stop after the first block that adds no pivot
     (module docstring); the rank ``n`` also stops it."""
-    if not _fits(n, p):
-        raise ValueError("the prime is too large for exact products of this length")
-    buf = np.empty((min(n, 256), n))                             # B = buf[:k], grown by doubling
-    piv: list[int] = []
+    basis = _Echelon(n, p, compiled)
     for V in blocks:
-        V = mk.reduce(np.ascontiguousarray(V, dtype=np.float64), p, compiled=compiled)
-        k = len(piv)
-        if k:
-            V -= V[:, piv] @ buf[:k]                             # exact: k h^2 + h
-            mk.reduce(V, p, V, compiled=compiled)
-            V[:, piv] = 0.0
-        W, q = mk.rref(V, p, compiled=compiled)                  # (rank_b, n), W[:, q] = I
-        if q:
-            if k:
-                B = buf[:k]
-                B -= B[:, q] @ W                                 # exact: b h^2 + h
-                mk.reduce(B, p, B, compiled=compiled)
-                B[:, q] = 0.0
-            if k + len(q) > len(buf):
-                grown = np.empty((min(n, max(2 * len(buf), k + len(q))), n))
-                grown[:k] = buf[:k]
-                buf = grown
-            buf[k:k + len(q)] = W
-            piv += q
-        if len(piv) >= n or (stop_when_dependent and not q):
+        q = basis.add(basis.reduce(V))
+        if len(basis.piv) >= n or (stop_when_dependent and not q):
             break
-    return buf[:len(piv)], piv
+    return basis.buf[:len(basis.piv)], basis.piv
 
 
-def _projection_blocks(N: np.ndarray, Nf: np.ndarray | None, p: int, rng: np.random.Generator,
+def _projection_blocks(N: np.ndarray, Nf: np.ndarray | None, p: int, rng: IntegerDraws,
                        block: int, compiled: bool) -> Iterator[np.ndarray]:
     """Blocks of ``G N`` (``block x n2``, exact integers or residues mod ``p``), ``G``
     uniform on ``[0, 2^s)`` per entry (``s >= 20``, ``G N`` exact in float64) or
@@ -119,29 +147,56 @@ def _projection_blocks(N: np.ndarray, Nf: np.ndarray | None, p: int, rng: np.ran
         yield G @ Np                                              # exact: n1 h^2 <= 2^53
 
 
-def canonical_minor(N: np.ndarray, p: int, rng: np.random.Generator, *, Nf: np.ndarray | None = None,
+def canonical_minor(N: np.ndarray, p: int, rng: IntegerDraws, *, Nf: np.ndarray | None = None,
                     block: int = BLOCK, compiled: bool = True) -> tuple[int, list[int], list[int]]:
-    """``(rank_p(G N), rows, cols)`` for the int64 matrix ``N`` (module docstring):
-    ``cols`` the pivot columns of ``rref(G N mod p)``, ``rows`` the pivot rows of
-    ``N[:, cols] mod p``; ``N[rows, cols]`` is nonsingular mod ``p`` (checked). ``Nf``
-    is ``N`` as float64 when the caller has it (``|N| < 2^53``)."""
+    """``(rank, rows, cols)`` for the int64 matrix ``N`` (module docstring): ``cols``
+    the pivot columns of ``rref(N mod p)``, ``rows`` the pivot rows of
+    ``N[:, cols] mod p``; ``N[rows, cols]`` is nonsingular mod ``p``. ``Nf`` is ``N``
+    as float64 when the caller has it (``|N| < 2^53``).
+
+    The rows of ``N`` are eliminated in order, block by block (:func:`echelon_mod`'s
+    step); a row is a pivot row exactly when it is outside the span of the rows
+    before it (:func:`_independent_rows`), and those rows are also the pivot rows of
+    ``N[:, cols]`` (the two have the same row dependencies, ``N = N[:, cols] F`` with
+    ``F`` of full row rank). When a block adds no pivot, the rows still to come are
+    tested at once by a block of random combinations (:func:`_projection_blocks`):
+    all in the span, and the elimination stops, unless the test fails (it misses a
+    row outside the span with probability at most ``2^-(s b)``, and then the rank
+    falls short, which the exact checks catch). After a failed test the next one
+    waits twice as many blocks."""
     n1, n2 = N.shape
     if not _fits(max(n1, n2), p):
         raise ValueError("the prime is too large for exact products of this size")
-    _, piv = echelon_mod(_projection_blocks(N, Nf, p, rng, block, compiled), n2, p,
-                         stop_when_dependent=True, compiled=compiled)
-    cols = sorted(piv)
-    r = len(cols)
-    if r == 0:
-        return 0, [], []
-    NCt = np.ascontiguousarray((Nf if Nf is not None else N.astype(np.float64))[:, cols].T)  # (r, n1)
-    _, rpiv = echelon_mod((NCt[a:a + block] for a in range(0, r, block)), n1, p, compiled=compiled)
-    rows = sorted(rpiv)
-    if len(rows) != r:
-        raise RuntimeError("internal error: the pivot columns of the projection are dependent mod p")
-    if not nonsingular_mod(N[np.ix_(rows, cols)], p, compiled=compiled):
-        raise RuntimeError("internal error: the canonical minor is singular mod p")
-    return r, rows, cols
+    Nf = Nf if Nf is not None else N.astype(np.float64)
+    basis, a, wait, backoff = _Echelon(n2, p, compiled), 0, 0, 1
+    rows: list[int] = []
+    while a < n1 and len(basis.piv) < n2:
+        V = basis.reduce(Nf[a:a + block])
+        q = basis.add(V.copy())
+        if len(q) == len(V):
+            rows += range(a, a + len(V))
+        elif q:
+            rows += [a + i for i in _independent_rows(V, p, compiled)]
+        a += len(V)
+        if q or a >= n1:
+            continue
+        if wait:
+            wait -= 1
+            continue
+        T = basis.reduce(next(_projection_blocks(N[a:], Nf[a:], p, rng, block, compiled)))
+        if not T.any():
+            break
+        wait, backoff = backoff, 2 * backoff
+    cols = sorted(basis.piv)
+    if len(rows) != len(cols):
+        raise RuntimeError("internal error: pivot rows and columns differ in number")
+    return len(cols), rows, cols
+
+
+def _independent_rows(V: np.ndarray, p: int, compiled: bool) -> list[int]:
+    """The rows of ``V`` (residues mod ``p``) outside the span of the rows before them:
+    the pivot columns of ``rref(V^T mod p)``."""
+    return mk.rref(np.ascontiguousarray(V.T), p, compiled=compiled)[1]
 
 
 def nonsingular_mod(M: np.ndarray, p: int, *, compiled: bool = True) -> bool:

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-import numpy as np
-
+from solvers.exact.draws import IntegerDraws
 from solvers.exact.integers import IntMatrix
 
 
-def random_prime(rng: np.random.Generator, bits: int = 60) -> int:
+def random_prime(rng: IntegerDraws, bits: int = 60) -> int:
     """A uniformly drawn ``bits``-bit start, then the next prime (deterministic test)."""
     import flint
     if not 8 <= bits <= 63:

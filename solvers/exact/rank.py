@@ -15,8 +15,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from certify.core.verdict import Verdict
+from solvers.exact.draws import Draws
 from solvers.exact.elimination import canonical_minor, elimination_prime
-from solvers.exact.freivalds import FreivaldsResult, freivalds_span_test, plan
 from solvers.exact.integers import IntMatrix, _obj, _zero, compact
 from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
@@ -72,7 +72,7 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
     timings: dict = {}
     if N.values.dtype == object or N.max_bits() > 51 or min(N.shape) == 0:
         return None
-    rng = np.random.default_rng(seed)
+    rng = Draws(seed)
     A = N.values.astype(np.float64)                      # exact: |N| < 2^51
     n1, n2 = A.shape
     p = elimination_prime(max(n1, n2), rng)
@@ -84,6 +84,7 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
     if mode == "auto" and 0 < rk < min(n1, n2):
         mode = "exact" if span_work(N.values, rows, cols) <= EXACT_WORK_BUDGET else "freivalds"
     if mode == "freivalds" and 0 < rk < min(n1, n2) and challenge is not None:
+        from solvers.exact.freivalds import FreivaldsResult, freivalds_span_test, plan
         if freivalds_test is None:
             fr = freivalds_span_test(N.values, rows, cols, challenge(p, rows, cols), k=error_log2, Vf=A)
         else:
@@ -159,7 +160,7 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
     span check; it returns only exact results and falls back to the path below
     when a step does not verify (a projection or prime that falls short).
 
-    Primes are drawn from ``np.random.default_rng(seed)``. A modular rank that
+    Primes are drawn from :class:`solvers.exact.draws.Draws` ``(seed)``. A modular rank that
     falls short of the true rank (a prime dividing every maximal minor) is caught
     by the exact span check failing; another prime is then tried.
 
@@ -175,7 +176,7 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
     if fast is not None:
         return fast
     t0 = time.perf_counter()
-    rng = np.random.default_rng(seed)
+    rng = Draws(seed)
     n1, n2 = N.shape
     trivial = min(n1, n2)
     attempts: list[PrimeAttempt] = []
@@ -230,7 +231,7 @@ def core_rank(GQ: IntMatrix, GK: IntMatrix, *, seed: int = 0, max_primes: int = 
     core = GQ.fmpz() * GK.fmpz()
     C = IntMatrix(compact(_obj(core)))
     r = C.shape[0]
-    rng = np.random.default_rng(seed)
+    rng = Draws(seed)
     X, nullity = core.nullspace()
     basis = [[int(X[i, j]) for j in range(nullity)] for i in range(r)]   # (r, k)
     if nullity:

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from solvers.exact import modkernel as mk
+from solvers.exact.draws import Draws
 
 if TYPE_CHECKING:
     from solvers.exact.integers import IntMatrix
@@ -328,7 +329,7 @@ def denominator_guess(MZ: object, V: np.ndarray, R: np.ndarray, C: np.ndarray,
         return None
     if not (math.isfinite(y) and y > 0):
         return None
-    G = np.random.default_rng(1).integers(-1 << 10, 1 << 10, (V.shape[1], 8))
+    G = Draws(1).integers(-1 << 10, 1 << 10, (V.shape[1], 8))
     B = V[R] @ G if int(np.abs(V).max()) * V.shape[1] < 1 << 52 else V[R].astype(object) @ G.astype(object)
     Y = MZ.solve(flint.fmpz_mat(len(R), 8, [int(v) for v in B.ravel().tolist()]))  # type: ignore[attr-defined]
     return int(Y.numer_denom()[1]), y

@@ -27,12 +27,12 @@ max_j N_kj^2``) and the column-wise ``prod_{c in C} (b_c + w_c) max_j (b_j + w_j
 
 Canonical minor. Once ``rank_Q N = r`` is proved, ``M`` nonsingular mod p makes ``R`` a basis
 of the row space of ``N mod p``: the pivot columns of ``rref(N mod p)`` are those of
-``rref(N[R, :] mod p)``, the pivot rows those of ``rref(N[:, C]^T mod p)`` (both ``r x n``).
-"""
+``rref(N[R, :] mod p)``, the pivot rows those of ``rref(N[:, C]^T mod p)`` (both ``r x n``)."""
 
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 
@@ -79,7 +79,7 @@ def span_limits(r: int, max_abs: int) -> tuple[int, bool, int]:
 
 def minor_denominators(A: np.ndarray, R: list[int], C: list[int], k: int) -> tuple[int, int, float]:
     """``(D, d, y)`` for the int64 ``A``: ``D = det A[R, C]``, the least common denominator
-    ``d`` of ``A[R, C]^-1 A[R, :] G`` (``G``: ``k`` random integer columns; ``d`` divides
+    ``d`` of ``A[R, C]^-1 A[R, :] G`` (``G``: ``k`` seeded columns in ``[-2^10, 2^10)``; ``d`` divides
     ``D``; ``D`` when ``k = 0``), exactly, and a float estimate ``y`` of ``max|A[R, C]^-1 A[R, :]|``."""
     import flint
     MZ = flint.fmpz_mat(len(R), len(C), A[np.ix_(R, C)].ravel().tolist())
@@ -90,7 +90,7 @@ def minor_denominators(A: np.ndarray, R: list[int], C: list[int], k: int) -> tup
         y = math.inf
     if D == 0 or not k:
         return D, D, y
-    G = np.random.default_rng(0).integers(-1 << 10, 1 << 10, (A.shape[1], k))
+    G = (np.frombuffer(random.Random(0).randbytes(2 * A.shape[1] * k), "<u2") & 2047).astype(np.int64).reshape(-1, k) - 1024
     B = A[R] @ G if int(np.abs(A).max()) * A.shape[1] < 1 << 52 else A[R].astype(object) @ G.astype(object)
     Y = MZ.solve(flint.fmpz_mat(len(R), k, [int(v) for v in B.ravel().tolist()]))
     return D, int(Y.numer_denom()[1]), y  # type: ignore[attr-defined]  # fmpq_mat
@@ -162,8 +162,8 @@ def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int], Mi: np.nda
     if Mi is None or any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
         return False
     oR, oC = _others(A.shape[0], R), _others(A.shape[1], C)
-    Y = np.fmod(Mi @ (A[R][:, oC] % p).astype(np.float64), p) != 0        # (r, n2 - r), exact
-    Z = np.fmod((A[oR][:, C] % p).astype(np.float64) @ Mi, p).T != 0      # (r, n1 - r), exact
+    red = (lambda X: _K.reduce(X, float(p))) if _K is not None and 5 <= p < 1 << 26 else (lambda X: np.fmod(X, p))
+    Y, Z = red(Mi @ (A[R][:, oC] % p).astype(float)) != 0, red((A[oR][:, C] % p).astype(float) @ Mi).T != 0  # exact
     # the last nonzero coordinate of each vector outside the basis comes before it (or there is none)
     return all(bool(np.all(~nz.any(0) | (np.asarray(b)[r - 1 - np.argmax(nz[::-1], 0)] < o)))
                for nz, b, o in ((Y, C, oC), (Z, R, oR)))

@@ -130,11 +130,12 @@ def plan(A: np.ndarray, R: list[int], C: list[int], s: int, t: int, k: int,
 
 
 def check(claim: Mapping[str, Any], A: np.ndarray, R: list[int], C: list[int],
-          bound_sq: Callable[[np.ndarray, list[int], list[int]], int]) -> list[str]:
+          bound_sq: Callable[[np.ndarray, list[int], list[int]], int], digest: str | None = None) -> list[str]:
     """Problems with the Freivalds upper bound ``rank A <= len(C)`` of an int64
     matrix ``A`` whose minor ``A[R, C]`` was checked nonsingular (module docstring);
     ``bound_sq(A, R, C)`` is the square of the bordered-minor bound
-    (:func:`certify.checkers.kernel.span.bound_sq`)."""
+    (:func:`certify.checkers.kernel.span.bound_sq`); ``digest``: ``A``'s ``matrix_sha256``
+    as re-derived by the caller (:func:`shared_test`'s key)."""
     p, ev = claim["parameters"], claim["evidence"]
     if p.get("upper_bound") != "freivalds":
         raise Bad("a freivalds upper witness needs parameters.upper_bound = 'freivalds'")
@@ -159,7 +160,7 @@ def check(claim: Mapping[str, Any], A: np.ndarray, R: list[int], C: list[int],
                   f"{want_s}, {want_t}, {m} (the deterministic plan)")
     if not holds:
         raise Bad(f"freivalds: 2^-(s t) + e^m exceeds 2^-{k} for these parameters")
-    passed, qs = shared_test(A, R, C, bytes.fromhex(ch), s, t, m)
+    passed, qs = shared_test(A, R, C, bytes.fromhex(ch), s, t, m, digest=digest)
     if qs != fr["primes"]:
         raise Bad("freivalds.primes are not the ones the challenge draws")
     if not passed:
@@ -173,14 +174,17 @@ _MEMO: dict[str, tuple[bool, list[int]]] = {}
 
 
 def shared_test(A: np.ndarray, R: list[int], C: list[int], ch: bytes, s: int, t: int,
-                m: int) -> tuple[bool, list[int]]:
+                m: int, *, digest: str | None = None) -> tuple[bool, list[int]]:
     """``(passed, primes)``: the first ``m`` primes the challenge ``ch`` draws at which
     ``A[R, C]`` is invertible, and the kernel's test with the vectors it draws (``s``
     bits, ``t`` of them), computed once per process for the same inputs (the key:
-    sha256 of the int64 bytes of ``A``, its shape, ``R``, ``C``, ``ch``, ``s``, ``t``, ``m``)."""
+    sha256 of the content of ``A`` (``digest``: the caller's ``matrix_sha256`` of this very
+    array, else its int64 bytes hashed here), its shape, ``R``, ``C``, ``ch``, ``s``, ``t``, ``m``)."""
     A = np.ascontiguousarray(A, dtype="<i8")
-    h = hashlib.sha256(repr((A.shape, [int(i) for i in R], [int(j) for j in C], ch.hex(), s, t, m)).encode())
-    h.update(A.data.cast("B"))
+    h = hashlib.sha256(repr((A.shape, [int(i) for i in R], [int(j) for j in C], ch.hex(), s, t, m,
+                             digest)).encode())
+    if digest is None:
+        h.update(A.data.cast("B"))
     key = h.hexdigest()
     if key not in _MEMO:
         if len(_MEMO) >= 8:

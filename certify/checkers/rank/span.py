@@ -84,16 +84,19 @@ _MEMO: dict[str, bool | None] = {}
 _MEMO_SIZE = 8
 
 
-def column_span_shared(A: np.ndarray, R: list[int], C: list[int]) -> bool | None:
+def column_span_shared(A: np.ndarray, R: list[int], C: list[int], *, digest: str | None = None) -> bool | None:
     """:func:`column_span`, computed once per process for the same inputs: the key
-    is the sha256 of the shape, ``R``, ``C`` and the int64 bytes of ``A`` (the array
-    this checker was handed, hashed here). A producer that takes this exact check
+    is the sha256 of the shape, ``R``, ``C`` and the content of ``A``: ``digest``, the
+    caller's ``matrix_sha256`` of this very array (:func:`array_sha256`, which the
+    checker has just re-derived from ``A`` and the producer computed from it), else
+    the int64 bytes of ``A``, hashed here. A producer that takes this exact check
     as its upper bound (``certify.rank.exact``) and its own check run before
     writing (``Certificate.self_check``, which re-reads the source file) share one
     computation; ``certify verify`` runs in its own process and recomputes it."""
     A = np.ascontiguousarray(A, dtype="<i8")
-    h = hashlib.sha256(json.dumps([list(A.shape), [int(i) for i in R], [int(j) for j in C]]).encode())
-    h.update(A.data.cast("B"))
+    h = hashlib.sha256(json.dumps([list(A.shape), [int(i) for i in R], [int(j) for j in C], digest]).encode())
+    if digest is None:
+        h.update(A.data.cast("B"))
     key = h.hexdigest()
     if key not in _MEMO:
         if len(_MEMO) >= _MEMO_SIZE:
@@ -120,7 +123,7 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
     if len(shape) != 2 or list(A.shape) != shape:
         raise Bad("matrix shape does not match")
     _scale(ev["scale"], shape[0])
-    if array_sha256(A, ev["scale"]) != ev["matrix_sha256"]:
+    if (digest := array_sha256(A, ev["scale"])) != ev["matrix_sha256"]:
         raise Bad("matrix_sha256 is not the hash of the scale and the matrix")
     _check_params(claim, cert, "matrix", None, None)
     R, C = _indices(ev["minor_rows"], "minor_rows"), _indices(ev["minor_cols"], "minor_cols")
@@ -135,11 +138,11 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
         raise Bad("the recorded minor is singular mod p (or p is not prime)")
     if witness == "freivalds":                   # the upper bound with error <= 2^-error_log2
         from certify.checkers.rank.freivalds import check as check_freivalds
-        found = check_freivalds(claim, A, R, C, bound_sq)
+        found = check_freivalds(claim, A, R, C, bound_sq, digest)
         if found:
             return found
     if witness == "column_span":
-        ok = column_span_shared(A, R, C)
+        ok = column_span_shared(A, R, C, digest=digest)
         if ok is None:
             return None
         if not ok:

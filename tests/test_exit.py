@@ -1,0 +1,43 @@
+"""How a command's process ends (:func:`certify.cli.exit_now`, :mod:`certify.__main__`): the
+output flushed, the exit handlers run and the code kept, without the interpreter's teardown;
+the usual exit while another thread is alive; the collector tuned only for the command line."""
+
+import subprocess
+import sys
+
+
+def _run(code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+
+
+def test_exit_now_flushes_runs_the_exit_handlers_and_keeps_the_code():
+    p = _run("import atexit, sys\n"
+             "atexit.register(lambda: print('handler', end=''))\n"
+             "from certify.cli import exit_now\n"
+             "print('out', end=''); print('err', end='', file=sys.stderr)\n"
+             "exit_now(3)\n"
+             "print('never')")
+    assert (p.returncode, p.stdout, p.stderr) == (3, "outhandler", "err")
+
+
+def test_exit_now_with_another_thread_alive_is_the_usual_exit():
+    p = _run("import threading, time\n"
+             "t = threading.Thread(target=time.sleep, args=(0.2,)); t.start()\n"
+             "from certify.cli import exit_now\n"
+             "print('out', end='')\n"
+             "try:\n"
+             "    exit_now(4)\n"
+             "except SystemExit as e:\n"
+             "    print(' usual', e.code, end='')\n"
+             "    raise")
+    assert (p.returncode, p.stdout) == (4, "out usual 4")
+
+
+def test_the_collector_is_tuned_for_the_command_line_only(tmp_path):
+    p = _run("import gc, certify, certify.cli, certify.core.certificate; print(gc.get_threshold())")
+    assert p.stdout.strip() == str(__import__("gc").get_threshold())        # a library import leaves it
+    p = _run("import gc, certify.__main__; print(gc.get_threshold())")
+    assert p.stdout.strip() == "(100000, 50, 100)"
+    p = subprocess.run([sys.executable, "-m", "certify", "bounds", "--no-such-option"], capture_output=True,
+                       text=True, timeout=600, cwd=tmp_path)
+    assert p.returncode == 2 and "usage: certify bounds" in p.stderr           # argparse's exit, unchanged
