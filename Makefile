@@ -11,7 +11,10 @@ PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
 .PHONY: demo test test-all schema lint lint-imports install install-test bench bench-report suite-times reports gallery clean service-deps latex-tools
 
-$(VENV)/.installed: pyproject.toml
+# the compiled kernels are built by the install: a changed C source re-installs
+KERNEL_SOURCES := $(wildcard solvers/exact/*.c models/canonical/*.c certify/transcript/*.c certify/checkers/kernel/*.c)
+
+$(VENV)/.installed: pyproject.toml $(KERNEL_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(PIPFLAGS) -e '.[all,test]'

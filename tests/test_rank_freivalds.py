@@ -194,38 +194,43 @@ def test_the_library_api_takes_the_mode_and_rejects_an_unknown_one(tmp_path):
         api.rank_of_matrix(src, upper_bound="fast")
 
 
-def test_the_canonical_minor_test_by_products_agrees_with_the_eliminations():
-    from certify.checkers.kernel import fmpz_matrix, pivot_minor_mod_p
-    from certify.checkers.kernel.span import is_pivot_minor
+def test_the_checkers_row_elimination_is_the_pivot_minor():
+    """certify.checkers.kernel.span.pivot_rows (blocks smaller than the rank): the first r rows
+    outside the span of those before them and their pivot columns are python-flint's pivot minor;
+    another nonsingular minor is not; a prime dividing every r x r minor gives fewer rows; a stop
+    asked for (``more``) keeps the rows found before it; a large prime is left to python-flint."""
+    import flint
 
-    def pivot_minor(A, p, R, C):
-        return pivot_minor_mod_p(fmpz_matrix(A.tolist()), p)
-    np.random.default_rng(8)
+    from certify.checkers.kernel import fmpz_matrix, pivot_minor_mod_p
+    from certify.checkers.kernel.span import pivot_rows
+    from certify.checkers.rank.span import pivot_rows_shared
     p = 1000003
     for trial in range(6):
         n1, n2, r = 40, 50, 6
         A = _planted(max(n1, n2), r, trial, 3)[:n1, :n2].copy()
         A[:, 7] = A[:, 3] * 2                         # a later column in the span of an earlier one
-        res = exact_rank_fast(IntMatrix(A))
-        R, C = list(res.minor_rows), list(res.minor_cols)
-        assert pivot_minor(A, p, R, C) == (R, C) and is_pivot_minor(A, p, R, C)
-        # another nonsingular minor that is not the pivot one: swap a column / a row for a later one
-        for k in range(r):
-            for j in range(C[k] + 1, n2):
-                C2 = sorted(C[:k] + C[k + 1:] + [j])
-                if j in C or len(set(C2)) < r:
-                    continue
-                import flint
-                if int(flint.nmod_mat(r, r, [int(A[i, c]) % p for i in R for c in C2], p).det()) == 0:
-                    continue
-                assert pivot_minor(A, p, R, C2) != (R, C2) and not is_pivot_minor(A, p, R, C2)
-                break
-        R2 = sorted(R[:-1] + [next(i for i in range(R[-1] + 1, n1))]) if R[-1] + 1 < n1 else R
-        if R2 != R:
-            import flint
-            if int(flint.nmod_mat(r, r, [int(A[i, c]) % p for i in R2 for c in C], p).det()) != 0:
-                assert not is_pivot_minor(A, p, R2, C) and pivot_minor(A, p, R2, C) != (R2, C)
-        assert not is_pivot_minor(A, p, R[::-1], C)       # not increasing
+        A[[2, 30]] = A[[30, 2]]
+        A[5] = A[1] - A[3]                            # a later row in the span of earlier ones
+        want = pivot_minor_mod_p(fmpz_matrix(A.tolist()), p)
+        assert len(want[0]) == r and pivot_rows(A, p, r, b=4) == want == pivot_rows(A, p, n1, b=7)
+        R, C = want
+        for k in range(r):                            # a later column instead of a pivot one
+            j = next((j for j in range(C[k] + 1, n2) if j not in C and int(flint.nmod_mat(
+                r, r, [int(A[i, c]) % p for i in R for c in sorted(C[:k] + C[k + 1:] + [j])], p).det())), None)
+            if j is not None:
+                assert pivot_rows(A, p, r, b=4) != (R, sorted(C[:k] + C[k + 1:] + [j]))
+        assert pivot_rows(A, p, 3, b=4) == (R[:3], pivot_minor_mod_p(fmpz_matrix(A[R[:3]].tolist()), p)[1])
+        # stopped after the first block that adds no row: the rows found before are the same
+        early = pivot_rows(A, p, n1, lambda i, reduce: False, b=4)
+        assert early[0] == R[:len(early[0])] and pivot_rows(A, p, len(early[0]), b=4) == early
+        assert pivot_rows(A, (1 << 61) - 1, r) is None                 # python-flint decides
+    q = 1048573
+    D = np.diag([1, 3, q, 5]).astype(np.int64)                        # rank 4 over Q, 3 mod q
+    assert pivot_rows(D, q, 4) == ([0, 1, 3], [0, 1, 3])
+    # kept per process by the number of rows found: asked with the rank, the same answer
+    A = _planted(30, 5, 0, 3)
+    got = pivot_rows_shared(A, p, 30, digest="t", more=lambda i, reduce: False)
+    assert pivot_rows_shared(A, p, 5, digest="t") is got and got == pivot_rows(A, p, 5)
 
 
 def test_a_rational_csv_source_too(tmp_path, capsys):

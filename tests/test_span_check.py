@@ -139,20 +139,28 @@ def test_the_compiled_steps_match_a_numpy_reference():
         ks._K.nonzero(T, N, 4, 2, float(p))                          # the tile leaves N
 
 
-def test_inverse_mod_compiled_and_checked_or_by_flint_and_none_when_singular():
+def test_compiled_rref_is_python_flints():
+    """_spankernel.rref: the reduced row echelon form mod p (balanced) and its pivot columns,
+    as python-flint computes them, for wide, tall, rank-deficient and zero matrices."""
+    import flint
     rng = np.random.default_rng(7)
-    M = rng.integers(-50, 50, (40, 40))
-    for p in (1048573, 67108859, (1 << 61) - 1):                # compiled; r h^2 too big; p beyond 2^26
-        W = ks.inverse_mod(M, p)
-        assert W is not None and np.abs(W).max() <= (p - 1) // 2
-        if p < 1 << 53:
-            prod = (M.astype(object) @ W.astype(np.int64).astype(object)) % p
-            assert all(prod[i, j] == (i == j) for i in range(40) for j in range(40))
-    S = M.copy()
-    S[3] = 2 * S[5] - S[7]                                       # singular over Q
-    assert ks.inverse_mod(S, 1048573) is None
-    P = np.diag([1, 3, 1048573])                                 # nonsingular over Q, singular mod p
-    assert ks.inverse_mod(P, 1048573) is None and ks.inverse_mod(P, 67108859) is not None
+    for trial in range(40):
+        b, n = int(rng.integers(1, 30)), int(rng.integers(1, 60))
+        r = int(rng.integers(0, min(b, n) + 1))
+        p = (1048573, 67108859, 7, 1000003)[trial % 4]
+        V = (rng.integers(-50, 50, (b, r)) @ rng.integers(-50, 50, (r, n))).astype(np.float64)
+        if trial % 5 == 0:
+            V[:, 0] = 0.0
+        W = V.copy()
+        piv = ks._K.rref(W, float(p))
+        R, rank = flint.nmod_mat([[int(x) % p for x in row] for row in V.tolist()], p).rref()
+        want = np.array([[int(R[i, j]) for j in range(n)] for i in range(b)], dtype=np.int64)
+        assert len(piv) == rank and all(want[i, j] == (i == k) for k, j in enumerate(piv) for i in range(b))
+        assert np.array_equal(np.mod(W.astype(np.int64), p), want) and np.abs(W).max(initial=0) <= (p - 1) // 2
+    with pytest.raises(ValueError):
+        ks._K.rref(np.zeros((2, 2)), 4.0)                                # not a prime in [5, 2^26)
+    with pytest.raises(ValueError):
+        ks._K.rref(np.array([[2.0 ** 60]]), 7.0)                         # an entry beyond 2^53 - 2^27
 
 
 def test_the_producers_own_check_counts_from_the_denominator_and_falls_back(monkeypatch):

@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING
 
 from certify.checkers.rank.freivalds import shared_test
-from certify.checkers.rank.span import column_span_shared
+from certify.checkers.rank.span import bound_sq_shared, column_span_shared, pivot_rows_shared
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.kernel import Kernel
 from certify.rank.evidence import (
@@ -74,7 +74,9 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
     res = ex.exact_rank(N, seed=opt.seed, max_primes=opt.max_primes, upper=opt.upper_bound,
                         challenge=challenge, error_log2=opt.error_log2,
                         exact_span=lambda V, R, C: column_span_shared(V, R, C, digest=sha),
-                        freivalds_test=lambda V, R, C, *a: shared_test(V, R, C, *a, digest=sha))
+                        freivalds_test=lambda V, R, C, *a: shared_test(V, R, C, *a, digest=sha),
+                        minor=lambda V, p, r, more: pivot_rows_shared(V, p, r, digest=sha, more=more),
+                        bound_sq=lambda V, R, C: bound_sq_shared(V, R, C, digest=sha))
     ev = evidence(res.prime, res.minor_rows, res.minor_cols, res.upper_witness, res.lower, res.upper)
     method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
               "upper: exact column-span (null-space) witness of that minor")

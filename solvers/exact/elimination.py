@@ -41,7 +41,7 @@ compiled; no product with the whole matrix.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -168,7 +168,7 @@ def canonical_minor(N: np.ndarray, p: int, rng: IntegerDraws, *, Nf: np.ndarray 
     if not _fits(max(n1, n2), p):
         raise ValueError("the prime is too large for exact products of this size")
     Nf = Nf if Nf is not None else N.astype(np.float64)
-    basis, a, wait, backoff = _Echelon(n2, p, compiled), 0, 0, 1
+    basis, a, more = _Echelon(n2, p, compiled), 0, rows_left_test(N, Nf, p, rng, block, compiled)
     rows: list[int] = []
     while a < n1 and len(basis.piv) < n2:
         V = basis.reduce(Nf[a:a + block])
@@ -178,19 +178,33 @@ def canonical_minor(N: np.ndarray, p: int, rng: IntegerDraws, *, Nf: np.ndarray 
         elif q:
             rows += [a + i for i in _independent_rows(V, p, compiled)]
         a += len(V)
-        if q or a >= n1:
-            continue
-        if wait:
-            wait -= 1
-            continue
-        T = basis.reduce(next(_projection_blocks(N[a:], Nf[a:], p, rng, block, compiled)))
-        if not T.any():
+        if not q and a < n1 and not more(a, basis.reduce):
             break
-        wait, backoff = backoff, 2 * backoff
     cols = sorted(basis.piv)
     if len(rows) != len(cols):
         raise RuntimeError("internal error: pivot rows and columns differ in number")
     return len(cols), rows, cols
+
+
+def rows_left_test(N: np.ndarray, Nf: np.ndarray, p: int, rng: IntegerDraws, block: int = BLOCK,
+                   compiled: bool = True) -> Callable[[int, Callable[[np.ndarray], np.ndarray]], bool]:
+    """``more(i, reduce)``: whether the rows ``i..`` of ``N`` may hold a row outside the span
+    of the rows before them, asked after a block that added none: False when ``block``
+    random combinations of them (:func:`_projection_blocks`) all reduce to zero against the
+    basis (``reduce``), which misses a row outside it with probability at most
+    ``2^-(s b)`` (module docstring); after a True the next test waits twice as many blocks."""
+    wait, backoff = 0, 1
+
+    def more(i: int, reduce: Callable[[np.ndarray], np.ndarray]) -> bool:
+        nonlocal wait, backoff
+        if wait:
+            wait -= 1
+            return True
+        if not reduce(next(_projection_blocks(N[i:], Nf[i:], p, rng, block, compiled))).any():
+            return False
+        wait, backoff = backoff, 2 * backoff
+        return True
+    return more
 
 
 def _independent_rows(V: np.ndarray, p: int, compiled: bool) -> list[int]:

@@ -44,7 +44,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -104,12 +104,15 @@ def hadamard_bits(M: np.ndarray) -> int:
     return (math.isqrt(sq) + 1).bit_length()
 
 
-def plan(V: np.ndarray, rows: Sequence[int], cols: Sequence[int], k: int) -> FreivaldsPlan:
-    """``s, t, m`` for error ``<= 2^-k``: ``2^-(s t) <= 2^-(k+1)`` and ``e^m <= 2^-(k+1)``."""
+def plan(V: np.ndarray, rows: Sequence[int], cols: Sequence[int], k: int,
+         bound_sq: Callable[[np.ndarray, list, list], int] | None = None) -> FreivaldsPlan:
+    """``s, t, m`` for error ``<= 2^-k``: ``2^-(s t) <= 2^-(k+1)`` and ``e^m <= 2^-(k+1)``.
+    ``bound_sq(V, rows, cols)``: the bordered-minor bound squared, when the caller has one
+    (default :func:`solvers.exact.span.bordered_minor_bound_sq`)."""
     n2 = V.shape[1]
     s = vector_bits(int(np.abs(V).max(initial=0)), n2)
     t = -(-(k + 1) // s)
-    H = math.isqrt(bordered_minor_bound_sq(V, rows, cols)) + 1
+    H = math.isqrt((bound_sq or bordered_minor_bound_sq)(V, list(rows), list(cols))) + 1
     L = (n2 * ((1 << s) - 1) * H).bit_length()
     LD = hadamard_bits(V[np.ix_(np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64))])
     e, m = miss_per_prime(L, LD), 1

@@ -16,7 +16,7 @@ import numpy as np
 
 from certify.core.verdict import Verdict
 from solvers.exact.draws import Draws
-from solvers.exact.elimination import canonical_minor, elimination_prime
+from solvers.exact.elimination import canonical_minor, elimination_prime, rows_left_test
 from solvers.exact.integers import IntMatrix, _obj, _zero, compact
 from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
@@ -34,6 +34,12 @@ UPPER_MODES = ("auto", "exact", "freivalds")
 #: Freivalds test used instead of :func:`freivalds_span_test` with this module's plan
 FreivaldsTest = Callable[[np.ndarray, list, list, bytes, int, int, int], tuple[bool, list[int]]]
 
+#: ``(V, p, r, more) -> (rows, cols) | None``: the first ``r`` rows of ``V`` outside the span mod
+#: ``p`` of the rows before them and the pivot columns of those rows, the elimination asking
+#: ``more`` (:func:`solvers.exact.elimination.rows_left_test`) whether to go on after a block
+#: that adds no row; used instead of :func:`canonical_minor` (None: not applicable)
+MinorSearch = Callable[[np.ndarray, int, int, Callable], "tuple[list[int], list[int]] | None"]
+
 
 def span_work(V: np.ndarray, rows: Sequence[int], cols: Sequence[int]) -> int:
     """Multiply-adds of the exact span check: ``n1 n2 r`` per prime, primes of
@@ -50,7 +56,9 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
                     challenge: Callable[[int, list, list], bytes] | None = None,
                     error_log2: int = 128,
                     exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None,
-                    freivalds_test: FreivaldsTest | None = None) -> ExactRank | None:
+                    freivalds_test: FreivaldsTest | None = None,
+                    minor: MinorSearch | None = None,
+                    bound_sq: Callable[[np.ndarray, list, list], int] | None = None) -> ExactRank | None:
     """Two-sided exact rank for int64 matrices: the canonical minor mod a small
     prime by blocked elimination on a random projection
     (:func:`solvers.exact.elimination.canonical_minor`: a few matrix products at
@@ -76,7 +84,8 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
     A = N.values.astype(np.float64)                      # exact: |N| < 2^51
     n1, n2 = A.shape
     p = elimination_prime(max(n1, n2), rng)
-    rk, rows, cols = canonical_minor(N.values, p, rng, Nf=A)
+    found = None if minor is None else minor(N.values, p, min(n1, n2), rows_left_test(N.values, A, p, rng))
+    rk, rows, cols = (len(found[1]), *found) if found is not None else canonical_minor(N.values, p, rng, Nf=A)
     timings["modular"] = time.perf_counter() - t0
     t = time.perf_counter()
     stats: dict = {}
@@ -88,7 +97,7 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
         if freivalds_test is None:
             fr = freivalds_span_test(N.values, rows, cols, challenge(p, rows, cols), k=error_log2, Vf=A)
         else:
-            pl = plan(N.values, rows, cols, error_log2)
+            pl = plan(N.values, rows, cols, error_log2, bound_sq)
             got = freivalds_test(N.values, list(rows), list(cols), challenge(p, rows, cols), pl.vector_bits,
                                  pl.vectors, pl.num_primes)
             fr = FreivaldsResult(got[0], pl, tuple(got[1]))
@@ -152,7 +161,8 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
                challenge: Callable[[int, list, list], bytes] | None = None,
                error_log2: int = 128,
                exact_span: Callable[[np.ndarray, list, list], bool | None] | None = None,
-               freivalds_test: FreivaldsTest | None = None) -> ExactRank:
+               freivalds_test: FreivaldsTest | None = None, minor: MinorSearch | None = None,
+               bound_sq: Callable[[np.ndarray, list, list], int] | None = None) -> ExactRank:
     """Rank over Q of an integer matrix, two-sided (see the module docstring).
 
     Fast path first (:func:`exact_rank_fast`): the canonical minor mod a small
@@ -172,7 +182,7 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
         raise ValueError(f"upper must be one of {UPPER_MODES}")
     fast = exact_rank_fast(N, seed=seed, bits=bits, upper=upper, challenge=challenge,
                            error_log2=error_log2, exact_span=exact_span,
-                           freivalds_test=freivalds_test) if fast_path else None
+                           freivalds_test=freivalds_test, minor=minor, bound_sq=bound_sq) if fast_path else None
     if fast is not None:
         return fast
     t0 = time.perf_counter()

@@ -15,6 +15,9 @@
  *   raises when an entry is beyond LIMIT.
  * inverse(M, p) -> bool: M (r x r float64) replaced by its inverse mod p (balanced) by
  *   Gauss-Jordan with row interchanges; False when M is singular mod p.
+ * rref(V, p) -> list: V (b x n float64) replaced by its reduced row echelon form mod p
+ *   (balanced; rows interchanged, a pivot scaled to 1 and cleared from every other row,
+ *   column by column); the pivot columns in order.
  * crt_add(Y, F, w, p): for every entry, F += red(w y) / p (the quotient correctly
  *   rounded) and F -= round(F): F stays in [-1/2, 1/2]; every |y| and |w| must be at
  *   most (p - 1) / 2 (raises otherwise). Each step adds at most 2^-53 of rounding
@@ -219,6 +222,70 @@ static PyObject *inverse(PyObject *self, PyObject *args)
     return PyBool_FromLong(ok);
 }
 
+static PyObject *rref(PyObject *self, PyObject *args)
+{
+    PyObject *vo, *out = NULL;
+    double p;
+    Py_buffer vb;
+    if (!PyArg_ParseTuple(args, "Od", &vo, &p) || !prime_ok(p) || !f64_array(vo, &vb, 1, "rref: V"))
+        return NULL;
+    if (vb.ndim != 2) {
+        PyBuffer_Release(&vb);
+        PyErr_SetString(PyExc_ValueError, "rref needs a matrix");
+        return NULL;
+    }
+    Py_ssize_t b = vb.shape[0], n = vb.shape[1], k = 0;
+    double *v = (double *)vb.buf;
+    if (reduce_all(v, b * n, p)) {
+        PyBuffer_Release(&vb);
+        PyErr_SetString(PyExc_ValueError, "rref: an entry beyond 2^53 - 2^27");
+        return NULL;
+    }
+    Py_ssize_t *piv = PyMem_Malloc(sizeof(Py_ssize_t) * (b ? b : 1));
+    double *tmp = PyMem_Malloc(sizeof(double) * (n ? n : 1));
+    if (!piv || !tmp) {
+        PyMem_Free(piv);
+        PyMem_Free(tmp);
+        PyBuffer_Release(&vb);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    /* before column j, rows k.. are zero: the pivot row and the updates start at column j */
+    for (Py_ssize_t j = 0; j < n && k < b; j++) {
+        Py_ssize_t i0 = k;
+        while (i0 < b && v[i0 * n + j] == 0.0)
+            i0++;
+        if (i0 == b)
+            continue;
+        if (i0 != k) {
+            memcpy(tmp, v + i0 * n + j, sizeof(double) * (n - j));
+            memcpy(v + i0 * n + j, v + k * n + j, sizeof(double) * (n - j));
+            memcpy(v + k * n + j, tmp, sizeof(double) * (n - j));
+        }
+        double *vk = v + k * n + j;
+        scale_row(vk, inv_scalar(vk[0], p), n - j, p);                 /* vk[0] = 1 */
+        for (Py_ssize_t i = 0; i < b; i++) {
+            double *vi = v + i * n + j, f = vi[0];
+            if (i != k && f != 0.0)
+                axpy_row(vi, vk, f, n - j, p);                           /* vi[0] = 0 */
+        }
+        piv[k++] = j;
+    }
+    Py_END_ALLOW_THREADS
+    out = PyList_New(k);
+    for (Py_ssize_t i = 0; out && i < k; i++) {
+        PyObject *x = PyLong_FromSsize_t(piv[i]);
+        if (!x)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, x);
+    }
+    PyMem_Free(piv);
+    PyMem_Free(tmp);
+    PyBuffer_Release(&vb);
+    return out;
+}
+
 static PyObject *crt_add(PyObject *self, PyObject *args)
 {
     PyObject *yo, *fo;
@@ -309,6 +376,7 @@ done:
 static PyMethodDef methods[] = {
     {"reduce", reduce, METH_VARARGS, "reduce(X, p) -> X: X replaced by its balanced residues mod p"},
     {"inverse", inverse, METH_VARARGS, "inverse(M, p) -> bool: M replaced by its inverse mod p; False if singular"},
+    {"rref", rref, METH_VARARGS, "rref(V, p) -> pivots: V replaced by its reduced row echelon form mod p"},
     {"crt_add", crt_add, METH_VARARGS, "crt_add(Y, F, w, p): F += red(w Y) / p, reduced to [-1/2, 1/2]"},
     {"nonzero", nonzero, METH_VARARGS, "nonzero(T, N, row0, col0, p): some T - N[tile] not divisible by p"},
     {NULL, NULL, 0, NULL}};

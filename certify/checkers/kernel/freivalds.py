@@ -21,8 +21,7 @@ each uniform prime misses with probability ``<= e``.
 Against a producer who retries. Each change of a hashed field is a fresh draw,
 so an author who makes ``2^g`` attempts on a false claim succeeds with
 probability at most ``2^(g - error_log2)`` (a union bound); the checker's floor
-on ``error_log2`` is fixed (:data:`certify.checkers.rank.freivalds.FLOOR`).
-"""
+on ``error_log2`` is fixed (:data:`certify.checkers.rank.freivalds.FLOOR`)."""
 
 from __future__ import annotations
 
@@ -75,14 +74,15 @@ def test(A: np.ndarray, R: list[int], C: list[int], X: np.ndarray, candidates: I
     (module docstring). False proves ``rank A > len(C)`` exactly (a nonzero residue of the Schur complement)."""
     import flint
     MZ, Y, AC = fmpz_matrix(A[np.ix_(R, C)]), product(A, X), np.ascontiguousarray(A[:, C])
-    YR, passed, qs = fmpz_matrix(Y[R]), True, list[int]()
+    YR, Ws, qs = fmpz_matrix(Y[R]), list[np.ndarray](), list[int]()
     for q in candidates:
         try:
             W = flint.nmod_mat(MZ, q).solve(flint.nmod_mat(YR, q))                  # M W = Y[R] mod q
         except ZeroDivisionError:
             continue
-        Wi = np.array([int(v) for v in W.entries()], dtype=np.int64).reshape(len(C), -1)
-        passed = passed and not any(int(v) % q for v in (product(AC, Wi) - Y).ravel().tolist())
+        Ws.append(np.array([int(v) for v in W.entries()], dtype=np.int64).reshape(len(C), -1))
         if len(qs := qs + [q]) == m:
             break
-    return passed, qs
+    D = product(AC, np.hstack(Ws)) - np.tile(Y, len(Ws)) if Ws else Y[:, :0]          # A[:, C] W - Y, each q
+    return all(not any(int(v) % q for v in D[:, k * X.shape[1]:(k + 1) * X.shape[1]].ravel().tolist())
+               for k, q in enumerate(qs)), qs

@@ -1,7 +1,6 @@
 """Exact matrices from a certificate's integers (python-flint ``fmpz_mat`` and ``fmpq_mat``, arbitrary
 precision), their products, and primality (python-flint's ``fmpz.is_prime``: BPSW, deterministic below
-2^64, the sizes used here).
-"""
+2^64, the sizes used here)."""
 
 from __future__ import annotations
 

@@ -25,19 +25,20 @@ by Hadamard, ``|beta| < P``. :func:`bound_sq` is the smaller of the row-wise
 max_j N_kj^2``) and the column-wise ``prod_{c in C} (b_c + w_c) max_j (b_j + w_j)``
 (``b_j = ||N[R, j]||^2``, ``w_j = max_i N_ij^2``).
 
-Canonical minor. Once ``rank_Q N = r`` is proved, ``M`` nonsingular mod p makes ``R`` a basis
-of the row space of ``N mod p``: the pivot columns of ``rref(N mod p)`` are those of
-``rref(N[R, :] mod p)``, the pivot rows those of ``rref(N[:, C]^T mod p)`` (both ``r x n``)."""
+Canonical minor. When ``rank_p N <= r`` (once ``rank_Q N = r`` is proved), the first ``r`` rows
+outside the span of the rows before them are a basis of the row space of ``N mod p``: the pivot
+rows of ``rref(N^T)``, which are those of ``rref(N[:, C]^T)`` (``N = N[:, C] F``, ``F`` of full row
+rank: the same row dependencies), and the pivot columns of ``rref(N[R, :])`` are those of ``rref(N)``."""
 
 from __future__ import annotations
 
 import math
 import random
+from typing import Callable
 
 import numpy as np
 
-from certify.checkers.kernel.matrices import fmpz_matrix, is_prime
-from certify.checkers.kernel.modular import pivot_minor_mod_p
+from certify.checkers.kernel.matrices import is_prime
 
 LIMIT = (1 << 53) - (1 << 27)
 
@@ -53,9 +54,10 @@ def _others(n: int, idx: list[int]) -> np.ndarray:
 
 def _sq_norms(X: np.ndarray) -> list[int]:
     """Exact squared norms of the rows of an int64 array (Python ints)."""
-    if X.shape[1] and int(np.abs(X).max()) < 1 << 31 and X.shape[1] < 1 << 20:
-        # X = 2^16 h + l, 0 <= l < 2^16, |h| <= 2^15: every product below 2^32, row sums below 2^52
-        lo, hi = X % 65536, X // 65536
+    if X.shape[1] and (m := int(np.abs(X).max())) ** 2 * X.shape[1] < 1 << 63:      # int64 sums exact
+        return [int(v) for v in np.einsum("ij,ij->i", X, X).tolist()]
+    if X.shape[1] and m < 1 << 31 and X.shape[1] < 1 << 20:   # X = 2^16 h + l, 0 <= l < 2^16, |h| <= 2^15:
+        lo, hi = X % 65536, X // 65536                        # every product below 2^32, row sums below 2^52
         return [(int(a) << 32) + (int(b) << 17) + int(c) for a, b, c in
                 zip((hi * hi).sum(1).tolist(), (hi * lo).sum(1).tolist(), (lo * lo).sum(1).tolist())]
     return [int(v) for v in (X.astype(object) ** 2).sum(1).tolist()] if X.shape[1] else [0] * len(X)
@@ -131,39 +133,38 @@ def span_mod_primes(A: np.ndarray, R: list[int], C: list[int], primes: list[int]
     return True if d is None or float(np.abs(F).max(initial=0)) <= 2.0 ** -s - len(primes) * 2.0 ** -50 else None
 
 
-def inverse_mod(M: np.ndarray, p: int) -> np.ndarray | None:
-    """``M^-1 mod p`` (balanced float64; exact for ``p < 2^53``) of a square int64 ``M``,
-    ``p`` prime; None when singular. Compiled and checked (``M W = I mod p``, exact when
-    ``r ((p-1)/2)^2 <= 2^53 - 2^27``), else (or when that fails) by python-flint."""
-    import flint
-    r, h = len(M), (p - 1) // 2
-    if _K is not None and 5 <= p < 1 << 26 and r * h * h <= LIMIT:
-        W = (Mp := _K.reduce(M.astype(np.float64), float(p))).copy()
-        if _K.inverse(W, float(p)) and np.array_equal(_K.reduce(Mp @ W, float(p)), np.eye(r)):
-            return W
-    try:
-        V = np.array([int(v) for v in flint.nmod_mat(r, r, (M % p).ravel().tolist(), p).inv().entries()], float)
-    except ZeroDivisionError:
+def pivot_rows(A: np.ndarray, p: int, r: int, more: Callable[[int, Callable], bool] | None = None,
+               b: int = 64) -> tuple[list[int], list[int]] | None:
+    """``(R, C)``: the first ``r`` rows of the int64 ``A`` (fewer when the rows run out) outside the span
+    mod ``p`` of the rows before them, and the pivot columns (increasing) of ``rref(A[R] mod p)``:
+    ``A[R, C]`` is nonsingular mod ``p`` (``A[R] = A[R, C] rref(A[R])``), and when ``rank_p A <= r`` these
+    are ``pivot_minor_mod_p(A, p)`` (module docstring). Rows in blocks of ``b``: ``V - V[:, piv] B`` (``B``
+    the reduced echelon basis so far, ``B[:, piv] = I``; exact as ``n ((p-1)/2)^2 + p <= 2^53 - 2^27``,
+    else None), whose rows outside the span of those before them are the pivots of ``rref(V^T)``; ``V``'s
+    rref ``W`` has new pivots ``q``: ``B <- B - B[:, q] W``, then ``W`` joins ``B`` (compiled; without it
+    None). ``more(i, reduce)``, asked after a block that adds no row (``reduce``: a block against the
+    basis), False stops before row ``i``: the rows and pivots found before ``i`` do not depend on later rows."""
+    n, h, fp = A.shape[1], (p - 1) // 2, float(p)
+    if _K is None or not 5 <= p < 1 << 26 or n * h * h + p > LIMIT or int(np.abs(A).max(initial=0)) > LIMIT:
         return None
-    return (V - p * (V > h)).reshape(r, r)
+    B, piv, R, a = np.empty((min(r, *A.shape), n)), list[int](), list[int](), 0
 
-
-def is_pivot_minor(A: np.ndarray, p: int, R: list[int], C: list[int], Mi: np.ndarray | None = None) -> bool:
-    """``(R, C) == pivot_minor(A, p, R, C)`` (``A[R, C]`` nonsingular mod ``p``) by two
-    products: the column ``j`` of ``A[R]`` has coordinates ``y_j = M^-1 A[R, j]`` on the
-    columns ``C`` (``M = A[R, C]``); by induction over ``j``, the pivot columns of
-    ``rref(A[R] mod p)`` are ``C`` iff ``C`` is increasing and every ``j`` outside ``C``
-    has ``y_j`` supported on ``{k : C_k < j}``. Rows likewise with ``z_i = A[i, C] M^-1`` (``Mi``:
-    :func:`inverse_mod`'s). Exact products when ``r (p-1)^2 < 2^53``; else by elimination."""
-    r = len(C)
-    if r == 0 or r * (p - 1) ** 2 >= 1 << 53:
-        return pivot_minor_mod_p(fmpz_matrix(A.tolist()), p) == (R, C)
-    Mi = inverse_mod(A[np.ix_(R, C)], p) if Mi is None else Mi
-    if Mi is None or any(b <= a for a, b in zip(R, R[1:])) or any(b <= a for a, b in zip(C, C[1:])):
-        return False
-    oR, oC = _others(A.shape[0], R), _others(A.shape[1], C)
-    red = (lambda X: _K.reduce(X, float(p))) if _K is not None and 5 <= p < 1 << 26 else (lambda X: np.fmod(X, p))
-    Y, Z = red(Mi @ (A[R][:, oC] % p).astype(float)) != 0, red((A[oR][:, C] % p).astype(float) @ Mi).T != 0  # exact
-    # the last nonzero coordinate of each vector outside the basis comes before it (or there is none)
-    return all(bool(np.all(~nz.any(0) | (np.asarray(b)[r - 1 - np.argmax(nz[::-1], 0)] < o)))
-               for nz, b, o in ((Y, C, oC), (Z, R, oR)))
+    def reduce(V: np.ndarray) -> np.ndarray:
+        V = _K.reduce(np.array(V, dtype=np.float64), fp)
+        if piv:
+            V = _K.reduce(V - V[:, piv] @ B[:len(piv)], fp)
+            V[:, piv] = 0.0
+        return V
+    while a < A.shape[0] and len(R) < r:
+        a0, a = a, min(a + b, A.shape[0])
+        V = reduce(A[a0:a])
+        new = _K.rref(np.ascontiguousarray(V.T), fp)[:r - len(R)]                # rows outside the span
+        if new:
+            V, k = V[:new[-1] + 1], len(piv)
+            q = _K.rref(V, fp)                                                  # V is now W
+            B[:k] = _K.reduce(B[:k] - B[:k, q] @ V[:len(q)], fp)
+            B[:k, q] = 0.0
+            B[k:k + len(q)], piv, R = V[:len(q)], piv + q, R + [a0 + i for i in new]
+        elif more is not None and not more(a, reduce):
+            break
+    return R, sorted(piv)

@@ -13,6 +13,19 @@ product of two random factors), ``log2 max|X|`` estimated as ``log2 |d|`` plus t
 float solution's size plus 16 bits of margin. Nothing here is trusted: a poor guess
 fails the kernel's step 4, and then the primes are counted from Hadamard's bound
 on the bordered minors (the proof without step 4).
+
+The minor (:func:`pivot_rows_shared`): the kernel's elimination of the rows in order
+(:func:`certify.checkers.kernel.span.pivot_rows`) must find exactly the recorded rows
+and columns; that proves ``A[R, C]`` nonsingular mod p (the lower bound), and once the
+upper bound holds (``rank_p A <= rank_Q A <= r``) that the minor is the canonical one.
+Without the compiled steps, or for a prime too large for exact float products,
+python-flint decides both (:func:`certify.checkers.kernel.minor_nonzero_mod_p`,
+:func:`certify.checkers.kernel.pivot_minor_mod_p`).
+
+Shared with the producer. The span check, the elimination and the bordered-minor
+bound are kept per process (by the matrix's hash), so ``certify rank``, which takes
+them as its upper bound, its minor and its Freivalds plan, and its own check before
+writing compute each once; ``certify verify`` computes them in its own process.
 """
 
 from __future__ import annotations
@@ -20,22 +33,23 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from certify.checkers.kernel.hashing import array_sha256
-from certify.checkers.kernel.matrices import is_prime
+from certify.checkers.kernel.matrices import fmpz_matrix, is_prime
+from certify.checkers.kernel.modular import minor_nonzero_mod_p, pivot_minor_mod_p
 from certify.checkers.kernel.span import (
     bound_sq,
-    inverse_mod,
-    is_pivot_minor,
     minor_denominators,
+    pivot_rows,
     span_limits,
     span_mod_primes,
 )
 
-__all__ = ["array_sha256", "check_matrix_rank_array", "column_span", "column_span_shared"]
+__all__ = ["array_sha256", "bound_sq_shared", "check_matrix_rank_array", "column_span", "column_span_shared",
+           "pivot_rows_shared"]
 
 
 def column_span(A: np.ndarray, R: list[int], C: list[int], *, stats: dict | None = None) -> bool | None:
@@ -105,6 +119,50 @@ def column_span_shared(A: np.ndarray, R: list[int], C: list[int], *, digest: str
     return _MEMO[key]
 
 
+#: the bordered-minor bounds computed in this process: (content key, R, C) -> bound squared
+_BOUNDS: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
+
+
+def bound_sq_shared(A: np.ndarray, R: list[int], C: list[int], *, digest: str) -> int:
+    """The kernel's :func:`certify.checkers.kernel.span.bound_sq`, kept per process by
+    ``digest`` (as in :func:`column_span_shared`, here always the caller's), ``R`` and
+    ``C``: ``certify rank``'s Freivalds plan and its own check before writing use one."""
+    key = (digest, tuple(int(i) for i in R), tuple(int(j) for j in C))
+    if key not in _BOUNDS:
+        if len(_BOUNDS) >= _MEMO_SIZE:
+            _BOUNDS.pop(next(iter(_BOUNDS)))
+        _BOUNDS[key] = bound_sq(A, R, C)
+    return _BOUNDS[key]
+
+
+#: results of :func:`pivot_rows` in this process: (content key, p, number of rows found) -> (R, C)
+_PIVOTS: dict[tuple[str, int, int], tuple[list[int], list[int]]] = {}
+
+
+def pivot_rows_shared(A: np.ndarray, p: int, r: int, *, digest: str | None = None,
+                      more: Callable[[int, Callable], bool] | None = None) -> tuple[list[int], list[int]] | None:
+    """The kernel's :func:`certify.checkers.kernel.span.pivot_rows`, kept per process by the
+    content of ``A`` (``digest`` as in :func:`column_span_shared`), ``p`` and the number of
+    rows found. The first ``k`` rows outside the span of those before them and their pivot
+    columns do not depend on where the elimination stopped after them, so a result with
+    ``k`` rows is the answer for ``r = k`` whatever ``r`` and ``more`` produced it:
+    ``certify rank`` finds its minor by this elimination (``r`` the smaller dimension,
+    ``more`` its test of the rows left), and its own check before writing asks for the
+    recorded rank and finds it; ``certify verify`` runs in its own process and computes it."""
+    if digest is None:
+        h = hashlib.sha256(repr(A.shape).encode())
+        h.update(np.ascontiguousarray(A, dtype="<i8").data)
+        digest = h.hexdigest()
+    if (digest, p, r) in _PIVOTS:
+        return _PIVOTS[(digest, p, r)]
+    found = pivot_rows(A, p, r, more)
+    if found is not None:
+        if len(_PIVOTS) >= _MEMO_SIZE:
+            _PIVOTS.pop(next(iter(_PIVOTS)))
+        _PIVOTS[(digest, p, len(found[0]))] = found
+    return found
+
+
 def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
                             A: np.ndarray) -> list[str] | None:
     """The matrix-form ``exact_rank`` check on an int64 array (keys already
@@ -134,11 +192,19 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
         return None
     p = integer(ev["prime"], "prime", 2)
     if any(not 0 <= i < n1 for i in R) or any(not 0 <= j < n2 for j in C) or len(set(R)) < len(R) \
-            or len(set(C)) < len(C) or not is_prime(p) or (Mi := inverse_mod(A[np.ix_(R, C)], p)) is None:
+            or len(set(C)) < len(C) or not is_prime(p):
         raise Bad("the recorded minor is singular mod p (or p is not prime)")
+    # the first |R| rows outside the span of those before them, and their pivot columns: the lower
+    # bound when they are (R, C) (A[R, C] nonsingular mod p); without the compiled steps or for a
+    # large p, python-flint's elimination decides both below
+    pivots = pivot_rows_shared(A, p, len(R), digest=digest)
+    F = None if pivots is not None else fmpz_matrix(A.tolist())
+    if pivots is not None and pivots != (R, C) or F is not None and not minor_nonzero_mod_p(F, p, R, C):
+        raise Bad("the recorded minor is singular mod p" if pivots is None or len(pivots[0]) < len(R)
+                  else "the recorded minor is not the pivot minor mod p")
     if witness == "freivalds":                   # the upper bound with error <= 2^-error_log2
         from certify.checkers.rank.freivalds import check as check_freivalds
-        found = check_freivalds(claim, A, R, C, bound_sq, digest)
+        found = check_freivalds(claim, A, R, C, lambda *a: bound_sq_shared(*a, digest=digest), digest)
         if found:
             return found
     if witness == "column_span":
@@ -147,8 +213,8 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
             return None
         if not ok:
             return ["column-span witness fails: a column lies outside the span"]
-    # rank_Q A = |R| is now proved (span, or |R| = min(shape); Freivalds: up to its error),
-    # so rank_p A = |R|
-    if not is_pivot_minor(A, p, R, C, Mi):
+    # rank_Q A = |R| is now proved (span, or |R| = min(shape); Freivalds: up to its error), so
+    # rank_p A = |R|: the rows found are a basis of the row space mod p, (R, C) its canonical minor
+    if F is not None and pivot_minor_mod_p(F, p) != (R, C):
         raise Bad("the recorded minor is not the pivot minor mod p")
     return _verdict_from_bounds(claim, len(R), len(R))
