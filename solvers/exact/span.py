@@ -110,12 +110,13 @@ def row_sq(X: np.ndarray) -> list[int]:
     if big < (1 << 26):                                          # squares and sums fit int64
         if X.shape[1] * (1 << 52) < (1 << 63):
             return [int(v) for v in (X * X).sum(1).tolist()]
-    if big < (1 << 32) and X.shape[1] < (1 << 20):
-        # X = hi 2^16 + lo, 0 <= lo < 2^16, |hi| <= 2^16: every product below 2^32, every
-        # row sum below 2^52 in int64; X^2 = hi^2 2^32 + 2 hi lo 2^16 + lo^2
-        lo, hi = X & 0xFFFF, X >> 16
+    w = max(16, -(-big.bit_length() // 2))
+    if 2 * w + X.shape[1].bit_length() <= 62:
+        # X = hi 2^w + lo, 0 <= lo < 2^w, |hi| <= 2^w: every product at most 2^2w, every
+        # row sum below 2^62 in int64; X^2 = hi^2 2^2w + 2 hi lo 2^w + lo^2
+        lo, hi = X & ((1 << w) - 1), X >> w
         hh, hl, ll = ((hi * hi).sum(1).tolist(), (hi * lo).sum(1).tolist(), (lo * lo).sum(1).tolist())
-        return [(int(a) << 32) + (int(b) << 17) + int(c) for a, b, c in zip(hh, hl, ll)]
+        return [(int(a) << 2 * w) + (int(b) << w + 1) + int(c) for a, b, c in zip(hh, hl, ll)]
     O = X.astype(object)
     return [int(v) for v in (O * O).sum(1).tolist()]
 

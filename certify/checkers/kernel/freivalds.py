@@ -48,7 +48,7 @@ def error(s: int, t: int, m: int, L: int, LD: int) -> Fraction:
 def _digits(M: np.ndarray, b: int) -> list[tuple[np.ndarray, int]]:
     """``[(D_t, b t)]``: float64 digits ``0 <= D_t < 2^b``, ``M = sum_t D_t 2^(b t)`` (int64 ``M >= 0``)."""
     top = max(int(M.max(initial=0)).bit_length(), 1)
-    return [(((M >> s) % (1 << b)).astype(np.float64), s) for s in range(0, top, b)]
+    return [(((M >> s) & ((1 << b) - 1)).astype(np.float64), s) for s in range(0, top, b)]
 
 def product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     """``A X`` over Z (Python ints) for int64 ``A`` and nonnegative int64 ``X``:

@@ -52,13 +52,13 @@ def _others(n: int, idx: list[int]) -> np.ndarray:
     """The indices in ``range(n)`` outside ``idx``, increasing (``setdiff1d`` without its import of numpy.ma)."""
     return np.flatnonzero(np.bincount(np.asarray(idx, dtype=np.int64), minlength=n) == 0)
 
-def _sq_norms(X: np.ndarray) -> list[int]:
+def sq_norms(X: np.ndarray) -> list[int]:
     """Exact squared norms of the rows of an int64 array (Python ints)."""
     if X.shape[1] and (m := int(np.abs(X).max())) ** 2 * X.shape[1] < 1 << 63:      # int64 sums exact
         return [int(v) for v in np.einsum("ij,ij->i", X, X).tolist()]
-    if X.shape[1] and m < 1 << 31 and X.shape[1] < 1 << 20:   # X = 2^16 h + l, 0 <= l < 2^16, |h| <= 2^15:
-        lo, hi = X % 65536, X // 65536                        # every product below 2^32, row sums below 2^52
-        return [(int(a) << 32) + (int(b) << 17) + int(c) for a, b, c in
+    if X.shape[1] and 2 * (w := max(16, -(-m.bit_length() // 2))) + X.shape[1].bit_length() <= 62:
+        lo, hi = X & ((1 << w) - 1), X >> w       # X = 2^w h + l, 0 <= l < 2^w, |h| <= 2^w: sums below 2^62
+        return [(int(a) << 2 * w) + (int(b) << w + 1) + int(c) for a, b, c in
                 zip((hi * hi).sum(1).tolist(), (hi * lo).sum(1).tolist(), (lo * lo).sum(1).tolist())]
     return [int(v) for v in (X.astype(object) ** 2).sum(1).tolist()] if X.shape[1] else [0] * len(X)
 
@@ -67,7 +67,7 @@ def bound_sq(A: np.ndarray, R: list[int], C: list[int]) -> int:
     """The square of the bordered-minor bound (module docstring), exactly."""
     absA = np.abs(A)
     m, w = [int(v) ** 2 for v in absA.max(1).tolist()], [int(v) ** 2 for v in absA.max(0).tolist()]
-    a, b = _sq_norms(A[:, C]), _sq_norms(A[R].T)
+    a, b = sq_norms(A[:, C]), sq_norms(A[R].T)
     rows = math.prod(a[k] + m[k] for k in R) * max(x + y for x, y in zip(a, m))
     return min(rows, math.prod(b[c] + w[c] for c in C) * max(x + y for x, y in zip(b, w)))
 

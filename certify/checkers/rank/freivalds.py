@@ -59,6 +59,7 @@ import numpy as np
 
 from certify.checkers.common import Bad, integer, keys
 from certify.checkers.kernel import canonical_sha256, det_nonzero_mod_p, freivalds, is_prime
+from certify.checkers.kernel.span import sq_norms
 
 DOMAIN = "certify-attention/freivalds-rank/2"
 #: the least error_log2 that verifies without an assumption (module docstring)
@@ -119,10 +120,7 @@ def plan(A: np.ndarray, R: list[int], C: list[int], s: int, t: int, k: int,
     want_s = min(want_s, 20) if want_s >= 8 else 16
     H = math.isqrt(bound_sq(A, R, C)) + 1
     L = (n2 * ((1 << s) - 1) * H).bit_length()
-    Mi = A[np.ix_(R, C)]
-    small = int(np.abs(Mi).max(initial=0)) < 1 << 26 and Mi.shape[1] <= 1 << 10      # int64 sums below 2^62
-    Mo = Mi if small else Mi.astype(object)
-    LD = (math.isqrt(math.prod(int(v) for v in (Mo * Mo).sum(1).tolist())) + 1).bit_length()
+    LD = (math.isqrt(math.prod(sq_norms(A[np.ix_(R, C)]))) + 1).bit_length()     # Hadamard: |det M| < 2^LD
     m = 1
     while freivalds.error(s, t, m, L, LD) - Fraction(1, 1 << (s * t)) > Fraction(1, 1 << (k + 1)):
         m += 1
