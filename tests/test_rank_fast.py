@@ -1,6 +1,9 @@
 """Fast exact rank: the canonical minor by blocked elimination + the multimodular span
 check (solvers/exact/rank.py, elimination.py, span.py)."""
 
+import copy
+import json
+
 import numpy as np
 import pytest
 
@@ -208,3 +211,42 @@ def test_verify_re_derives_a_large_matrix_rank_from_the_file_and_rejects_a_forge
     bad = verify_certificate(forged, base=tmp_path)
     assert not bad.claims[0].holds
     assert any("span" in p for p in bad.claims[0].problems)
+
+
+@pytest.mark.parametrize("upper", ["exact", "freivalds"])
+def test_a_recorded_minor_other_than_the_pivot_minor_is_refused(tmp_path, upper):
+    """The checker's row elimination (certify.checkers.kernel.span.pivot_rows) decides the lower
+    bound and the minor before the upper bound: a nonsingular minor that is not the first rows
+    outside the span of those before them with their pivot columns, a singular one, rows out of
+    order: refused with the reason; the producer's own minor holds."""
+    from certify.checkers.verify import verify_certificate
+    from certify.rank.options import RankOptions
+    from certify.rank.run import certify_rank
+    from certify.sources.load import load_kernel
+    rng = np.random.default_rng(12)
+    A = rng.integers(-6, 7, (300, 7)) @ rng.integers(-6, 7, (7, 280))     # not embedded: read from the file
+    A[:, 279] = 2 * A[:, 0]                              # a last column in the span of the first
+    path = tmp_path / "m.npy"
+    np.save(path, A.astype(np.float64))
+    cert = json.loads(certify_rank(load_kernel(str(path)), RankOptions(upper_bound=upper)).certificate.dumps())
+    ev = cert["claims"][0]["evidence"]
+    R, C = ev["minor_rows"], ev["minor_cols"]
+    assert (len(R), ev["upper_witness"]) == (7, "column_span" if upper == "exact" else "freivalds")
+    assert "matrix" not in ev
+    assert verify_certificate(cert, base=tmp_path).claims[0].holds
+    later = next(j for j in range(C[-1] + 1, 279) if j not in C)
+    assert C[0] == 0
+    forgeries = {"not the pivot minor": [(R, sorted(C[:-2] + C[-1:] + [later])),      # a later column
+                                         (R[:-1] + [next(i for i in range(R[-1] + 1, 300))], C),   # a later row
+                                         (R[::-1], C)],                                  # out of order
+                 "singular": [(R, C[:-1] + [279])]}                                     # columns 0 and 279
+    import flint
+    p = ev["prime"]
+    for why, cases in forgeries.items():
+        for R2, C2 in cases:
+            if why != "singular":
+                assert int(flint.nmod_mat(7, 7, [int(A[i, j]) % p for i in R2 for j in C2], p).det())
+            forged = copy.deepcopy(cert)
+            forged["claims"][0]["evidence"].update(minor_rows=R2, minor_cols=C2)
+            res = verify_certificate(forged, base=tmp_path).claims[0]
+            assert not res.holds and any(why in q for q in res.problems), (R2, C2, res.problems)

@@ -200,8 +200,9 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
     pivots = pivot_rows_shared(A, p, len(R), digest=digest)
     F = None if pivots is not None else fmpz_matrix(A.tolist())
     if pivots is not None and pivots != (R, C) or F is not None and not minor_nonzero_mod_p(F, p, R, C):
-        raise Bad("the recorded minor is singular mod p" if pivots is None or len(pivots[0]) < len(R)
-                  else "the recorded minor is not the pivot minor mod p")
+        M = fmpz_matrix(A[np.ix_(R, C)].tolist())                  # which of the two: the reason given
+        raise Bad("the recorded minor is not the pivot minor mod p"
+                  if minor_nonzero_mod_p(M, p, range(len(R)), range(len(C))) else "the recorded minor is singular mod p")
     if witness == "freivalds":                   # the upper bound with error <= 2^-error_log2
         from certify.checkers.rank.freivalds import check as check_freivalds
         found = check_freivalds(claim, A, R, C, lambda *a: bound_sq_shared(*a, digest=digest), digest)
