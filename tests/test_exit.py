@@ -37,7 +37,7 @@ def test_the_collector_is_tuned_for_the_command_line_only(tmp_path):
     p = _run("import gc, certify, certify.cli, certify.core.certificate; print(gc.get_threshold())")
     assert p.stdout.strip() == str(__import__("gc").get_threshold())        # a library import leaves it
     p = _run("import gc, certify.__main__; print(gc.get_threshold())")
-    assert p.stdout.strip() == "(100000, 50, 100)"
+    assert p.stdout.strip() == "(100000, 10, 10)"
     p = subprocess.run([sys.executable, "-m", "certify", "bounds", "--no-such-option"], capture_output=True,
                        text=True, timeout=600, cwd=tmp_path)
     assert p.returncode == 2 and "usage: certify bounds" in p.stderr           # argparse's exit, unchanged
