@@ -1,7 +1,8 @@
-"""The canonical minor by blocked elimination on a random projection
-(solvers/exact/elimination.py) and the span check's bound from the witness's actual
-sizes (solvers/exact/span.py): the checker's canonical minor exactly, a bound that
-holds for every bordered minor, fewer primes where it is sharper."""
+"""The canonical minor by blocked elimination of the rows in order, the rows left
+tested by random combinations (solvers/exact/elimination.py), and the span check's
+bound from the witness's actual sizes (solvers/exact/span.py): the checker's
+canonical minor exactly, a bound that holds for every bordered minor, fewer primes
+where it is sharper."""
 
 import flint
 import numpy as np
@@ -18,7 +19,7 @@ PATHS = [True, False] if mk.available() else [False]
 @pytest.mark.parametrize("compiled", PATHS)
 def test_blocked_echelon_and_canonical_minor_agree_with_the_full_elimination(compiled):
     """Rank-deficient matrices with zero, repeated and dependent columns, entries small
-    (the exact projection) and large (the projection mod p), in blocks smaller than the
+    (the rows left tested by exact combinations) and large (by combinations mod p), in blocks smaller than the
     rank: the minor is the checker's canonical pivot minor of rref(N mod p)."""
     rng = np.random.default_rng(3)
     for trial in range(14):

@@ -6,7 +6,7 @@
 * :mod:`.modkernel` -- residues modulo word-size primes as float64 (reduction,
   inverse, echelon form; ``_modkernel.c`` compiled, numpy/flint otherwise);
 * :mod:`.elimination` -- the canonical minor mod p of a large int64 matrix by
-  blocked elimination on a random projection (a few BLAS products at every rank);
+  blocked elimination of its rows in order (a few BLAS products at every rank);
 * :mod:`.span` -- the float64 multimodular span check of large int64 matrices
   (bordered-minor bounds, per-prime set-up compiled, fused test per tile);
 * :mod:`.freivalds` -- the span check as a Freivalds test whose vectors and

@@ -60,9 +60,10 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
                     minor: MinorSearch | None = None,
                     bound_sq: Callable[[np.ndarray, list, list], int] | None = None) -> ExactRank | None:
     """Two-sided exact rank for int64 matrices: the canonical minor mod a small
-    prime by blocked elimination on a random projection
-    (:func:`solvers.exact.elimination.canonical_minor`: a few matrix products at
-    every rank, no float rank estimate), nonsingular mod p (lower bound), and the
+    prime by eliminating the rows in order, block by block, the rows left tested
+    at once by random combinations (:func:`solvers.exact.elimination.canonical_minor`,
+    or ``minor``: a few matrix products at every rank, no float rank estimate),
+    nonsingular mod p (lower bound), and the
     multimodular span check (upper bound, :mod:`solvers.exact.span`). None when
     a step does not verify (the caller falls back to the full modular
     elimination). ``timings`` holds each step's seconds; ``details`` the span
@@ -75,7 +76,9 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
     ``exact_span(V, rows, cols)``, when given, is the exact upper-bound check used
     instead of :func:`span_check_multimodular` (True / False / None: not applicable);
     ``freivalds_test``, when given, runs the Freivalds test with this module's plan
-    (:data:`FreivaldsTest`)."""
+    (:data:`FreivaldsTest`); ``minor`` (:data:`MinorSearch`) finds the minor instead of
+    :func:`canonical_minor`, and ``bound_sq(V, rows, cols)`` gives the plan's
+    bordered-minor bound (``certify rank`` passes the checker's, kept per process)."""
     t0 = time.perf_counter()
     timings: dict = {}
     if N.values.dtype == object or N.max_bits() > 51 or min(N.shape) == 0:
@@ -166,9 +169,9 @@ def exact_rank(N: IntMatrix, *, seed: int = 0, max_primes: int = 4, bits: int = 
     """Rank over Q of an integer matrix, two-sided (see the module docstring).
 
     Fast path first (:func:`exact_rank_fast`): the canonical minor mod a small
-    prime by blocked elimination on a random projection, and the multimodular
-    span check; it returns only exact results and falls back to the path below
-    when a step does not verify (a projection or prime that falls short).
+    prime by blocked elimination of the rows in order, and the multimodular span
+    check; it returns only exact results and falls back to the path below when a
+    step does not verify (a test of the rows left or a prime that falls short).
 
     Primes are drawn from :class:`solvers.exact.draws.Draws` ``(seed)``. A modular rank that
     falls short of the true rank (a prime dividing every maximal minor) is caught
