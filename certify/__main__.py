@@ -8,12 +8,15 @@ every 700, the older generations at their usual ratios (a small ``certify
 rank`` then runs no collection at all: about 4 ms less CPU, a twentieth of the
 numpy script's whole run; a long run collects as before, less often), and the
 process ends without the interpreter's teardown (:func:`certify.cli.exit_now`).
-Imported as a library, certify leaves both alone.
+``certify serve`` keeps the collector's defaults (it runs for days); imported as
+a library, certify leaves both alone.
 """
 
 import gc
+import sys
 
-gc.set_threshold(100_000, 10, 10)
+if sys.argv[1:2] != ["serve"]:              # the service is the one long-lived process
+    gc.set_threshold(100_000, 10, 10)
 
 
 def entry() -> None:

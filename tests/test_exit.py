@@ -33,11 +33,25 @@ def test_exit_now_with_another_thread_alive_is_the_usual_exit():
     assert (p.returncode, p.stdout) == (4, "out usual 4")
 
 
+def test_a_thread_shutdown_hook_or_the_service_gets_the_usual_exit():
+    for setup in ("import concurrent.futures.thread\n",             # joins its workers at thread shutdown
+                  "import sys; sys.argv = ['certify', 'serve']\n"):
+        p = _run(setup + "from certify.cli import exit_now\n"
+                 "try:\n"
+                 "    exit_now(5)\n"
+                 "except SystemExit as e:\n"
+                 "    print('usual', e.code, end='')\n"
+                 "    raise")
+        assert (p.returncode, p.stdout) == (5, "usual 5"), setup
+
+
 def test_the_collector_is_tuned_for_the_command_line_only(tmp_path):
     p = _run("import gc, certify, certify.cli, certify.core.certificate; print(gc.get_threshold())")
     assert p.stdout.strip() == str(__import__("gc").get_threshold())        # a library import leaves it
-    p = _run("import gc, certify.__main__; print(gc.get_threshold())")
+    p = _run("import gc, sys; sys.argv = ['certify', 'rank']\nimport certify.__main__; print(gc.get_threshold())")
     assert p.stdout.strip() == "(100000, 10, 10)"
+    p = _run("import gc, sys; sys.argv = ['certify', 'serve']\nimport certify.__main__; print(gc.get_threshold())")
+    assert p.stdout.strip() == str(__import__("gc").get_threshold())        # the service: the defaults
     p = subprocess.run([sys.executable, "-m", "certify", "bounds", "--no-such-option"], capture_output=True,
                        text=True, timeout=600, cwd=tmp_path)
     assert p.returncode == 2 and "usage: certify bounds" in p.stderr           # argparse's exit, unchanged

@@ -61,11 +61,14 @@ def entry() -> None:
 
 def exit_now(code: int) -> None:
     """End the process with ``code`` once the output is flushed and the exit handlers
-    (:mod:`atexit`: logging, temporary folders, finalizers) have run, without the
-    interpreter's teardown, which frees every module and object one by one: about
-    13 ms of CPU after ``certify rank`` on a 512 x 512 matrix, a sixth of the
-    numpy script's whole run. With another thread alive (a progress monitor, Ray),
-    or when the output cannot be flushed, the usual exit."""
+    (:mod:`atexit`: logging, temporary folders, finalizers, multiprocessing's
+    children) have run, without the interpreter's teardown, which frees every module
+    and object one by one: about 13 ms of CPU after ``certify rank`` on a 512 x 512
+    matrix, a sixth of the numpy script's whole run. The usual exit instead for
+    ``certify serve`` (long-lived, with its own shutdown), with another thread alive
+    (a progress monitor, Ray), with a hook registered for the interpreter's thread
+    shutdown (``concurrent.futures`` joins its workers there; where the list cannot
+    be read, assumed), or when the output cannot be flushed."""
     import atexit
     threads = sys.modules.get("threading")
     try:
@@ -73,7 +76,8 @@ def exit_now(code: int) -> None:
         sys.stderr.flush()
     except (OSError, ValueError):
         sys.exit(code)
-    if threads is not None and threads.active_count() > 1:
+    if sys.argv[1:2] == ["serve"] or threads is not None and (
+            threads.active_count() > 1 or getattr(threads, "_threading_atexits", [None])):
         sys.exit(code)
     atexit._run_exitfuncs()
     try:
