@@ -21,6 +21,7 @@ from models.train import (
     figure2,
     sweep51,
     sweep52,
+    write_certified,
     write_readme,
 )
 
@@ -69,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
     if args.cmd == "report":
+        write_certified(args.out)
         figure1(args.out)
         figure2(args.out)
         write_readme(args.out)

@@ -301,6 +301,7 @@ def sweep51(cfg: Sec51Config, out: Path, checkpoints: Path | None = None,
     _record_timing(out, "sec51", time.perf_counter() - t0, time.process_time() - c0, cfg,
                    extra={"construction_rank": con.rank, "construction_ok": chk.ok,
                           "construction_max_error": str(chk.max_error)})
+    write_certified(out)
     figure1(out)
     write_readme(out)
     return runs
@@ -492,13 +493,56 @@ def _save_figure(fig, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+CERTIFIED = "sec51_certified.json"
+
+
+def write_certified(out: Path, cert_dir: Path | None = None) -> dict | None:
+    """``sec51_certified.json``: the ranks the committed certificates decide for
+    paper-5.1 (:mod:`models.train.certified`), per feature class, and for the runs of
+    ``sec51_runs.csv`` which failures were certain (the rank is proved infeasible for
+    the trained heads' class) and which were optimisation; Figure 1 and the README
+    read this file. None (nothing written) when there are no Sec. 5.1 runs."""
+    from models.train import certified as cz
+
+    runs = read_csv(out / "sec51_runs.csv", Run51)
+    if not runs:
+        return None
+    paths = sorted((cert_dir or cz.CERT_DIR).glob("*.json"))
+    cert = cz.certified_ranks(paths)
+    per_rank = {r: (sum(x.rank == r for x in runs), sum(x.solved for x in runs if x.rank == r))
+                for r in sorted({x.rank for x in runs})}
+    data = {"family": cz.FAMILY, "class": "paper", "trained_features": cz.TRAINED_CLASS,
+            "folder": _rel(cert_dir or cz.CERT_DIR), "read_from": [p.name for p in paths],
+            "classes": {k: v.to_json() for k, v in cert.items()},
+            "runs": {str(r): v for r, v in cz.run_verdicts(per_rank, cert[cz.TRAINED_CLASS]).items()},
+            "shaded_up_to": {k: v.infeasible_max for k, v in cert.items()}}
+    atomic_write_text(out / CERTIFIED, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return data
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _read_certified(out: Path) -> dict:
+    p = out / CERTIFIED
+    return json.loads(p.read_text()) if p.is_file() else {}
+
+
 def figure1(out: Path) -> None:
-    """Figure 1: (a) max error vs rank, (b) ordered-pair coverage, (c) endpoint ratios."""
+    """Figure 1: (a) max error vs rank, (b) ordered-pair coverage, (c) endpoint ratios.
+    Shaded: the ranks ``sec51_certified.json`` records as proved infeasible, for the
+    trained heads' (nonnegative) features and for real features; dotted: the paper's
+    bound r < 8."""
     from matplotlib.figure import Figure
 
     runs = read_csv(out / "sec51_runs.csv", Run51)
     if not runs:
         return
+    shade = _read_certified(out).get("shaded_up_to", {})
     ratios = list(csv.DictReader(open(out / "sec51_ratios.csv"))) if (out / "sec51_ratios.csv").is_file() else []
     timing = json.loads((out / "sweeps.json").read_text()).get("sec51", {}) if (out / "sweeps.json").is_file() else {}
     ranks = sorted({r.rank for r in runs})
@@ -510,7 +554,11 @@ def figure1(out: Path) -> None:
             mean, hw = _ci95(vals)
             ax.errorbar([r], [mean], yerr=[hw], fmt="o", color="C0", capsize=4)
             ax.scatter([r] * len(vals), vals, s=10, color="C0", alpha=0.35)
-        ax.axvspan(0, 7.5, color="0.85", zorder=0, label="excluded by the proof (r < 8)")
+        for feats, tone in (("nonnegative", "0.88"), ("real", "0.72")):
+            if shade.get(feats):
+                ax.axvspan(0, shade[feats] + 0.5, color=tone, zorder=0,
+                           label=f"certified infeasible, {feats} features (r <= {shade[feats]})")
+        ax.axvline(7.5, ls=":", color="0.4", lw=1, label="the paper's bound (r < 8)")
         ax.set_xlabel("feature rank r")
         ax.set_ylabel(label)
         ax.set_xlim(0, max(ranks) + 2)
@@ -518,7 +566,7 @@ def figure1(out: Path) -> None:
     if "construction_max_error" in timing:
         axa.plot([15], [float(Fraction(timing["construction_max_error"]))], marker="*", ms=14,
                  color="C3", ls="none", label="constructed r = 15 (exact)")
-    axa.legend(fontsize=7, loc="lower left")
+    axa.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
     axa.set_title("(a) max error, mean and 95% t-interval", fontsize=9)
     axb.set_title("(b) ordered pairs fully correct", fontsize=9)
     rmax = max(ranks)
@@ -674,6 +722,56 @@ def _sec52_section(runs52: Sequence[Run52], t52: dict) -> list[str]:
     return L
 
 
+def _status_cell(cz: dict, feats: str, rank: int) -> str:
+    """A README cell: what the certificates (``sec51_certified.json``) prove at ``rank``."""
+    c = cz.get("classes", {}).get(feats)
+    if c is None:
+        return "?"
+    if c["infeasible_max"] is not None and rank <= c["infeasible_max"]:
+        return "**infeasible** (certified)"
+    if c["feasible_min"] is not None and rank >= c["feasible_min"]:
+        return "feasible (certified)"
+    return "open"
+
+
+def _certified_paragraph(cz: dict) -> list[str]:
+    """What the committed certificates prove about paper-5.1, class by class."""
+    if not cz:
+        return ["(No certificate record: run `python -m models.train report`.)"]
+    out = [f"What the project's certificates prove about paper-5.1 in the paper's class, read by "
+           f"`models.train.certified` from the proved `infeasible` / `feasible` claims of "
+           f"`{cz['folder']}/*.json` into [`{CERTIFIED}`]({CERTIFIED}) (a rank proved infeasible "
+           "makes every smaller rank infeasible, a witness every larger rank feasible: pad with zero "
+           "features). The trained heads' `lookup_softplus` features are strictly positive on every "
+           "token, so they are heads of the nonnegative class on the family's tokens, the scope of "
+           "the infeasibility claims:", ""]
+    for feats in ("nonnegative", "real"):
+        c = cz["classes"][feats]
+        lo, hi = c["infeasible_max"], c["feasible_min"]
+        files = lambda d, r: ", ".join(f"`{f}`" for f in d.get(str(r), []))   # noqa: E731
+        open_ = (f"; rank{'s' if hi - lo > 2 else ''} {', '.join(map(str, range(lo + 1, hi)))} open"
+                 if lo is not None and hi is not None and hi - lo > 1 else "")
+        out.append(f"- {feats} features: every rank <= {lo} infeasible (rank {lo}: {files(c['infeasible'], lo)})"
+                   f", a witness at rank {hi} ({files(c['feasible'], hi)}){open_}.")
+    return out
+
+
+def _certified_rows(cz: dict, runs51: Sequence[Run51]) -> list[str]:
+    """The comparison table's rows for the certified ranks and the two kinds of failure."""
+    if not cz:
+        return []
+    c = cz["classes"][cz["trained_features"]]
+    lo = c["infeasible_max"]
+    v = cz["runs"].values()
+    upto = [x for x in runs51 if lo is not None and x.rank <= lo]
+    cannot, did_not = sum(x["cannot"] for x in v), sum(x["did_not"] for x in v)
+    return [f"| (not in the paper) r <= {lo} certified infeasible for the trained heads' "
+            f"{cz['trained_features']} features | {sum(not x.solved for x in upto)}/{len(upto)} runs at "
+            f"r <= {lo} fail, as they must |",
+            f"| (not in the paper) failures: capacity or optimisation | {cannot} cannot succeed "
+            f"(certified), {did_not} did not succeed (optimisation: a witness at their rank is certified) |"]
+
+
 def write_readme(out: Path) -> None:
     """README.md: protocol, our numbers beside the paper's, wall-clock times."""
     runs51 = read_csv(out / "sec51_runs.csv", Run51)
@@ -692,14 +790,23 @@ def write_readme(out: Path) -> None:
               f"table lr {c.get('lr_table')}, cosine decay), {c.get('steps')} steps, loss MSE + "
               f"{c.get('hinge_weight')} * mean(relu(|e| - {c.get('hinge_margin')})^2). "
               "Success = max error < 1/2 at the scored query position.", "",
-              "| r | runs | mean max error (95% t) | solved | mean ordered-pair coverage |",
-              "|---|---|---|---|---|"]
+              "| r | runs | mean max error (95% t) | solved | mean ordered-pair coverage "
+              "| rank r, nonnegative features (the trained heads') | rank r, real features "
+              "| failed: cannot succeed (certified) | failed: did not succeed (optimisation) |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        cz = _read_certified(out)
+        verdicts = cz.get("runs", {})
         for r in sorted({x.rank for x in runs51}):
             rs = [x for x in runs51 if x.rank == r]
             me, hw = _ci95([x.max_error for x in rs])
             cov, _ = _ci95([x.coverage for x in rs])
+            v = verdicts.get(str(r), {})
             L.append(f"| {r} | {len(rs)} | {me:.3f} ± {hw:.3f} | {sum(x.solved for x in rs)}/{len(rs)} "
-                     f"| {cov:.3f} |")
+                     f"| {cov:.3f} | {_status_cell(cz, 'nonnegative', r)} | {_status_cell(cz, 'real', r)} "
+                     f"| {v.get('cannot', '?')} | {v.get('did_not', '?')}"
+                     + (f" ({v['undecided']} at a rank certified neither way)" if v.get("undecided") else "")
+                     + " |")
+        L += [""] + _certified_paragraph(cz)
         below8 = [x for x in runs51 if x.rank < 8]
         upto15 = sorted({x.rank for x in runs51 if x.rank <= 15})
         means15 = {r: float(np.mean([x.max_error for x in runs51 if x.rank == r])) for r in upto15}
@@ -707,6 +814,7 @@ def write_readme(out: Path) -> None:
         L += ["", "| paper (Sec. 5.1) | here |", "|---|---|",
               f"| r < 8 excluded by the proof | {sum(not x.solved for x in below8)}/{len(below8)} "
               "runs at r < 8 fail, as they must |",
+              *_certified_rows(cz, runs51),
               "| mean max error > 0.80 through r = 15 | "
               + ", ".join(f"r={r}: {v:.3f}" for r, v in means15.items())
               + (" (all > 0.80)" if means15 and min(means15.values()) > 0.8 else " (NOT all > 0.80)") + " |",
@@ -714,7 +822,9 @@ def write_readme(out: Path) -> None:
               f"| a constructed r = 15 solution exists | `lookup_construction`: rank "
               f"{t51.get('construction_rank')}, exact max error {t51.get('construction_max_error')}, "
               f"correct = {t51.get('construction_ok')} |", ""]
-        L += ["![Figure 1](figure1.png)", ""]
+        L += ["![Figure 1](figure1.png)", "",
+              "Figure 1 shades the ranks certified infeasible (light: nonnegative features, the trained "
+              "heads' class; dark: real features) and marks the paper's bound r < 8 (dotted).", ""]
     if runs52:
         L += _sec52_section(runs52, timing.get("sec52", {}))
     if timing:
