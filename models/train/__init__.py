@@ -15,8 +15,13 @@ ranks x five seeds plus a dense softmax control, at ``(M, q, n) = (6,4,8),
 (8,6,12), (10,8,16)``, scored by exact-sequence accuracy on the joint-OOD test
 pool; each run trains until its train exact-sequence accuracy stops improving
 (:class:`Sec52Config`, ``budget="plateau"``; ``--budget fixed`` restores the
-earlier fixed 2,000-step cosine protocol). Each sweep writes a per-run CSV into ``DIR`` (default
-``reports/paper-sec5``), redraws its figure and the README table.
+earlier fixed 2,000-step cosine protocol; ``--feature-map`` picks the kernel heads' map,
+``--lr-dense`` the dense control's own initial rate, ``--unseen-pool`` trains without the
+held-out words and scores each run on the unseen-token pool too, :mod:`models.train.unseen`).
+Each sweep writes a per-run CSV into ``DIR`` (default ``reports/paper-sec5``), redraws its
+figure and the README table. Sec. 5.1's README and Figure 1 mark the ranks the committed
+feasibility certificates prove infeasible (``sec51_certified.json``, written by
+:func:`write_certified` from :mod:`models.train.certified`).
 
 Seeds are local (``torch.Generator``); the sweeps run with one torch thread
 and restore the previous thread count. Both sweeps run on the parallel engine
@@ -95,6 +100,8 @@ class Sec52Config:
     lr_by_rank: tuple[tuple[int, float], ...] = ()
     feature_map: str = "elu1"
     dv: int = 16
+    unseen: bool = False               # train without the held-out words; score the unseen-token pool too
+    held_out: int = 0                  # held-out words per scale (0: q + 2), see models.train.unseen
     train_size: int = 2048
     test_size: int = 1024
     data_seed: int = 0
@@ -148,6 +155,8 @@ class Run52:
     lr: float = 0.0          # initial learning rate
     lr_final: float = 0.0    # learning rate at the last step
     stop: str = ""           # "fit", "plateau", "cap" or "fixed"
+    unseen_test_exact_seq_acc: float = float("nan")   # on the unseen-token pool (cfg.unseen)
+    feature_map: str = ""
 
 
 # ---------------------------------------------------------------- helpers
@@ -400,7 +409,7 @@ def train_ood(train: Family, M: int, rank: int | None, seed: int, cfg: Sec52Conf
 
 
 def _job52(train: Family, test: Family, scale: tuple[int, int, int], rank: int | None, seed: int,
-           cfg: Sec52Config):
+           cfg: Sec52Config, unseen: Family | None = None):
     """One Sec. 5.2 run (module level: a parallel task): its own seeds (``seed`` for the
     initialisation, ``10000 + seed`` for the minibatches) and one torch thread, so the
     run is the same in any process. Returns the run and the trained model."""
@@ -411,11 +420,29 @@ def _job52(train: Family, test: Family, scale: tuple[int, int, int], rank: int |
         model, loss = train_ood(train, M, rank, seed, cfg, log)
         acc, max_err = exact_sequence_accuracy(model, test)
         train_acc, _ = exact_sequence_accuracy(model, train)
+        unseen_acc = exact_sequence_accuracy(model, unseen)[0] if unseen is not None else float("nan")
     lg = log[0]
     run = Run52(M, q, n, "dense" if rank is None else "kernel", rank or 0, seed, acc,
                 train_acc, max_err, loss, lg.steps, time.perf_counter() - t,
-                cfg.steps, lg.lr, lg.lr_final, lg.stop)
+                cfg.steps, lg.lr, lg.lr_final, lg.stop, unseen_acc,
+                "softmax" if rank is None else cfg.feature_map)
     return run, model
+
+
+def _pools52(scale: tuple[int, int, int], cfg: Sec52Config) -> tuple[Family, Family, Family | None]:
+    """(train, label-disjoint test, unseen-token test or None) at ``scale``: with
+    ``cfg.unseen`` the train pool skips the held-out words' inputs
+    (:func:`models.train.unseen.unseen_token_pools`), else it is the generator's."""
+    M, q, _ = scale
+    _, test = ood_families(*scale, train_size=cfg.train_size, test_size=cfg.test_size, seed=cfg.data_seed)
+    if not cfg.unseen:
+        train, _ = ood_families(*scale, train_size=cfg.train_size, test_size=cfg.test_size,
+                                seed=cfg.data_seed)
+        return train, test, None
+    from models.train.unseen import unseen_token_pools
+    train, unseen = unseen_token_pools(M, q, train_size=cfg.train_size, test_size=cfg.test_size,
+                                       seed=cfg.data_seed, h=cfg.held_out or None)
+    return train, test, unseen
 
 
 def sweep52(cfg: Sec52Config, out: Path, checkpoints: Path | None = None,
@@ -430,16 +457,17 @@ def sweep52(cfg: Sec52Config, out: Path, checkpoints: Path | None = None,
     per_scale: dict[str, float] = {}
     models = list(cfg.ranks) + ([None] if cfg.dense else [])
     jobs = [(sc, r, s) for sc in cfg.scales for r in models for s in cfg.seeds]
-    pools = {sc: ood_families(*sc, train_size=cfg.train_size, test_size=cfg.test_size, seed=cfg.data_seed)
-             for sc in cfg.scales}
+    pools = {sc: _pools52(sc, cfg) for sc in cfg.scales}
     done = None
     if engine is not None and engine.uses_ray:
-        done = engine.map(_job52, [(*pools[sc], sc, r, s, cfg) for sc, r, s in jobs], label="sec52")
+        done = engine.map(_job52, [(*pools[sc][:2], sc, r, s, cfg, pools[sc][2]) for sc, r, s in jobs],
+                          label="sec52")
     with one_thread(), tqdm(jobs, desc="sec52", file=sys.stderr,
                             disable=not progress or done is not None) as bar:
         for j, ((M, q, n), rank, seed) in enumerate(bar):
-            train, test = pools[(M, q, n)]
-            run, model = done[j] if done is not None else _job52(train, test, (M, q, n), rank, seed, cfg)
+            train, test, unseen = pools[(M, q, n)]
+            run, model = (done[j] if done is not None
+                          else _job52(train, test, (M, q, n), rank, seed, cfg, unseen))
             per_scale[f"{M}-{q}-{n}"] = per_scale.get(f"{M}-{q}-{n}", 0.0) + run.seconds
             runs.append(run)
             bar.set_postfix(scale=f"{M},{q},{n}", r=rank or "dense", acc=f"{run.test_exact_seq_acc:.3f}")
@@ -623,12 +651,14 @@ def figure2(out: Path) -> None:
 
 
 def transition_rank(runs: Sequence[Run52], scale: tuple[int, int, int], level: float = 0.9,
-                    interval: bool = False) -> int | None:
+                    interval: bool = False, pool: str = "test") -> int | None:
     """Least rank whose seed-mean test exact-sequence accuracy is >= level; with
-    ``interval``, least rank whose whole 95% Student-t interval is >= level."""
+    ``interval``, least rank whose whole 95% Student-t interval is >= level;
+    ``pool="unseen"`` reads the unseen-token pool instead of the label-disjoint one."""
+    attr = "unseen_test_exact_seq_acc" if pool == "unseen" else "test_exact_seq_acc"
     kr = [r for r in runs if (r.M, r.q, r.n) == scale and r.model == "kernel"]
     for k in sorted({r.rank for r in kr}):
-        mean, hw = _ci95([r.test_exact_seq_acc for r in kr if r.rank == k])
+        mean, hw = _ci95([getattr(r, attr) for r in kr if r.rank == k])
         if mean - (hw if interval else 0.0) >= level:
             return k
     return None
@@ -661,7 +691,33 @@ def _protocol52(c: dict) -> str:
                   f"for {c.get('patience')} evaluations and fits it again stops then; cap "
                   f"{c.get('steps')} steps. ")
     return (head + budget + "Exact-sequence accuracy = fraction of inputs whose every query has error "
-            "< 1/2 (reported on the canonical path of the trained head).")
+            "< 1/2 (reported on the canonical path of the trained head)."
+            + (" Unseen-token runs: the train pool skips every input holding a token of the "
+               f"held-out words ({c.get('held_out') or 'q + 2'} per scale), and each run is also scored "
+               "on the unseen-token pool built from those words (`models.train.unseen`)."
+               if c.get("unseen") else ""))
+
+
+def _unseen_rows(runs52: Sequence[Run52], scales, ranks, pick) -> list[str]:
+    """The unseen-token pool's table and both pools' transitions (``cfg.unseen`` runs)."""
+    L = ["", "Unseen-token pool (`models.train.unseen`: no token of it occurs in the train pool), "
+         "test exact-sequence accuracy, mean ± 95% Student-t half-width:", "",
+         "| (M,q,n) | " + " | ".join(f"r={k}" for k in ranks) + " | dense |",
+         "|---|" + "---|" * (len(ranks) + 1)]
+    for sc in scales:
+        cells = []
+        for rs in [pick(sc, "kernel", k) for k in ranks] + [pick(sc, "dense")]:
+            m, hw = _ci95([r.unseen_test_exact_seq_acc for r in rs]) if rs else (float("nan"), 0.0)
+            cells.append(f"{m:.3f} ± {hw:.3f}" if rs else "-")
+        L.append(f"| {sc} | " + " | ".join(cells) + " |")
+    L += ["", "| 90% transition (paper: " + " -> ".join(str(PAPER_TRANSITIONS.get(sc, "?")) for sc in scales)
+          + ") | seed mean >= 0.9 | whole 95% interval >= 0.9 |", "|---|---|---|"]
+    for pool, label in (("test", "label-disjoint pool"), ("unseen", "unseen-token pool")):
+        by = [" -> ".join(str(t) if t is not None else f"> {max(ranks)}"
+                          for t in (transition_rank(runs52, sc, interval=iv, pool=pool) for sc in scales))
+              for iv in (False, True)]
+        L.append(f"| {label} | {by[0]} | {by[1]} |")
+    return L
 
 
 def _sec52_section(runs52: Sequence[Run52], t52: dict) -> list[str]:
@@ -700,6 +756,8 @@ def _sec52_section(runs52: Sequence[Run52], t52: dict) -> list[str]:
     exact = sum(r.test_exact_seq_acc == 1.0 for r in dense)
     L.append(f"| dense attention exact in every seed | {exact}/{len(dense)} dense runs at "
              "test exact-sequence accuracy 1.000 |")
+    if any(not math.isnan(r.unseen_test_exact_seq_acc) for r in runs52):
+        L += _unseen_rows(runs52, scales, ranks, pick)
     L += ["", "![Figure 2](figure2.png)", "",
           "Fitting against generalization, and the budget each run used (five-seed means; steps "
           "min-max; how the runs stopped):", "",
