@@ -47,7 +47,7 @@ class Head:
         qt = head["query_tokens"]
         if not isinstance(qt, list) or not qt:
             raise Fails("the head has no query tokens")
-        self.row = {}
+        self.row: dict[int, int] = {}
         for i, t in enumerate(qt):
             t = whole(t, "query token", 0)
             if t >= K or t in self.row:

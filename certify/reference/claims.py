@@ -96,7 +96,7 @@ def _family_input(claim: Mapping[str, Any], ctx: Context) -> list[str]:
 
 def _source_input(p: Mapping[str, Any], ctx: Context) -> list[str]:
     sha = p.get("source_sha256")
-    if sha is not None and ctx.inputs.get(p.get("source")) != sha:
+    if sha is not None and ctx.inputs.get(str(p.get("source"))) != sha:
         return [f"the certificate's inputs do not list the source {p.get('source')!r:.80} with the "
                 "claim's sha256"]
     return []
@@ -170,7 +170,7 @@ def _file(p: Mapping[str, Any], ctx: Context) -> tuple[dict[str, Any] | None, li
     if not isinstance(sha, str):
         raise Fails("a matrix file source needs its sha256")
     path = find(src, ctx.base)
-    if path is None:
+    if path is None or not isinstance(src, str):
         return None, [f"source:{src}"]
     if src not in ctx.read:
         if sha256_file(path) != sha:
@@ -312,6 +312,10 @@ def _kernel_claim(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], li
     toks, cube_m, assume = _tokens(claim, K.rows)
     assumptions += assume
     problems = []
+    if "layer" in p or "head" in p:          # one head of a model: the adapter (replayed) names it
+        if not str(p.get("adapter")).endswith(f" layer {p.get('layer')} head {p.get('head')}"):
+            problems.append(f"parameters layer {p.get('layer')!r:.10}, head {p.get('head')!r:.10} are not "
+                            "the ones the adapter names ('... layer L head H')")
     if "num_tokens" in p and p["num_tokens"] != K.rows:
         problems.append(f"parameters.num_tokens is {p['num_tokens']!r:.20}, the kernel has {K.rows} rows")
     if "num_tokens" in ev and ev["num_tokens"] != K.rows:

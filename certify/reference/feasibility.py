@@ -228,7 +228,8 @@ def _chains(d: Mapping[str, Any], fam: Family) -> tuple[int, dict[tuple[int, int
     if T < 2 or len(diag) != T or len(set(queries)) != T:
         raise Fails("the chains need at least two distinct queries with one diagonal key each")
     lam: dict[tuple[int, int], int] = {}
-    for entry in d.get("pairs") if isinstance(d.get("pairs"), list) else [None]:
+    pairs: Any = d.get("pairs") if isinstance(d.get("pairs"), list) else [None]
+    for entry in pairs:
         if not isinstance(entry, list) or len(entry) != 4 or not isinstance(entry[2], list):
             raise Fails("a pair is [i, j, path, Lambda]")
         i, j, L = whole(entry[0], "pair i"), whole(entry[1], "pair j"), whole(entry[3], "Lambda")

@@ -54,13 +54,13 @@ def run(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replays:
     jobs: dict[str, dict[str, Any]] = {}
     out = Replays()
     for _, cert, base in certs:
-        env = (cert.get("environment") or {}).get("packages") or {}
-        inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
+        env: Any = (cert.get("environment") or {}).get("packages") or {}
+        inputs: Any = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
         for c in cert["claims"]:
             if not replayable(c):
                 continue
             p, ev = c["parameters"], c.get("evidence") or {}
-            fs = ev.get("features_sha256") if isinstance(ev, dict) else None
+            fs: Any = ev.get("features_sha256") if isinstance(ev, dict) else None
             feats = isinstance(fs, dict) and isinstance(fs.get("phi_q"), str)
             key = job_key(p, feats)
             path = find(p["source"], base)

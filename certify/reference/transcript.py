@@ -268,13 +268,13 @@ def check(claim: Mapping[str, Any]) -> list[str]:
         return problems + [f"a {typ} replay refutes the claim: the verdict must be refuted"]
     if typ == "error":
         kap = _kappa(ev["kappa"], s, q, "kappa")
-        toks = [_bits(t) for t in ev["input"]] if isinstance(ev["input"], list) else None
+        given = [_bits(t) for t in ev["input"]] if isinstance(ev["input"], list) else None
         pos = ev["position"]
-        if toks != family_input(kap, words, s) or ev["index"] != _index(kap, s) \
+        if given is None or given != family_input(kap, words, s) or ev["index"] != _index(kap, s) \
                 or not (isinstance(pos, int) and 0 <= pos < q):
             return problems + ["the input is not the family's input of kappa at a query position"]
-        t = min_ip(toks)[pos]
-        _, ys = replay(cfg, W, quant, toks)
+        t = min_ip(given)[pos]
+        _, ys = replay(cfg, W, quant, given)
         if ev["target"] != t or num(ev["output"], "output") != ys[pos] or abs(ys[pos] - t) < HALF:
             return problems + ["the recorded error does not replay exactly"]
         return problems
