@@ -42,7 +42,7 @@ def _npy_files(d: Path) -> dict[str, Path]:
 
 
 def test_malformed_npy_files_are_one_line(tmp_path):
-    for what, path in _npy_files(tmp_path).items():
+    for path in _npy_files(tmp_path).values():
         _one_line(_run(["rank", path.name], tmp_path), 2, "not a readable .npy file")
 
 

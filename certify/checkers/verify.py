@@ -68,8 +68,8 @@ from certify.checkers.common import (
     EXIT_BAD_INPUT,
     EXIT_NOT_PROVED,
     EXIT_PROVED,
-    NotACertificate,
 )
+from certify.checkers.reading import NotACertificate, parse, read_certificate  # noqa: F401 (public names)
 from certify.checkers.statements import check_statement
 
 if TYPE_CHECKING:
@@ -172,40 +172,7 @@ def accepted(assumption: str, names: Iterable[str]) -> bool:
 
 # ---------------------------------------------------------------- parsing
 
-def parse(text: str) -> dict[str, Any]:
-    """JSON text -> certificate object; :class:`NotACertificate` when it is not one."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NotACertificate(f"not JSON: {exc.msg} at line {exc.lineno}") from None
-    except (ValueError, RecursionError) as exc:      # over-long integers, nesting too deep
-        raise NotACertificate(f"not a usable JSON document ({type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:80]})") from None
-    if isinstance(obj, dict) and isinstance(obj.get("schema"), str) and obj["schema"] in _schema.RETIRED:
-        cmd = obj.get("command")
-        how = (" ".join(cmd) if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd)
-               else "the command that made it")
-        raise NotACertificate(f"{obj['schema']} is no longer read: "
-                              f"{_schema.RETIRED[obj['schema']]}; re-make it with this release: "
-                              f"{how[:200]}")
-    if not isinstance(obj, dict) or not isinstance(obj.get("schema"), str) \
-            or obj["schema"] not in _schema.VERSIONS:
-        raise NotACertificate(f"not a certificate this checker reads (schema must be one of "
-                              f"{', '.join(map(repr, _schema.VERSIONS))})")
-    claims = obj.get("claims")
-    if not isinstance(claims, list) or not claims:
-        raise NotACertificate("certificate has no claims")
-    for i, c in enumerate(claims):
-        if not isinstance(c, dict):             # its fields are the schema's to check (exit 1)
-            raise NotACertificate(f"claim {i} is not a JSON object")
-    inputs = obj.get("inputs", {})
-    if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
-        raise NotACertificate("certificate inputs must map names to sha256 strings")
-    renderer = obj.get("renderer")
-    if renderer != _schema.RENDERER_OF[obj["schema"]]:
-        raise NotACertificate(f"{obj['schema']} is rendered by {_schema.RENDERER_OF[obj['schema']]}, "
-                              f"not {str(renderer)[:60]!r}")
-    return obj
+# parse and read_certificate live in certify.checkers.reading (shared with certify.reference)
 
 
 # ---------------------------------------------------------------- claims
@@ -654,20 +621,6 @@ def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
                                  c.trusted, c.has_info, c.assumptions, label) for c in checks)
         out.append(Verification(claims=final, inputs=inputs, accepted=frozenset(assume), problems=cert_problems))
     return out
-
-
-def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
-    path = Path(path)
-    if path.exists() and not path.is_file():
-        raise NotACertificate(f"{path} is not a regular file")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NotACertificate(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        return parse(text)
-    except NotACertificate as exc:
-        raise NotACertificate(f"{path}: {exc}") from None
 
 
 def verify_file(path: str | os.PathLike, *, assume: Iterable[str] = ()) -> Verification:
