@@ -117,6 +117,9 @@ def test_a_certificate_checked_after_another_gets_its_own_exit(two_shapes):
     out = subprocess.run([sys.executable, "-m", "certify", "verify", "a.json", "forged.json"], cwd=d,
                          capture_output=True, text=True)
     assert out.returncode == 1 and "FAILS" in out.stdout + out.stderr
+    ref = subprocess.run([sys.executable, "-m", "certify", "verify", "--reference", "a.json", "forged.json"],
+                         cwd=d, capture_output=True, text=True)
+    assert ref.returncode == 1
 
 
 def test_two_claims_of_one_certificate_share_nothing_but_content(two_shapes):
@@ -171,21 +174,24 @@ def two_models(tmp_path_factory):
     return root
 
 
-def _verify(root: Path, *files: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "certify", "verify", "--replay-extraction", "--json", *files],
-                          cwd=root, capture_output=True, text=True)
+def _verify(root: Path, *files: str, reference: bool = False) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "certify", "verify", "--replay-extraction", "--json", *files]
+                          + (["--reference"] if reference else []), cwd=root, capture_output=True, text=True)
 
 
-def test_two_honest_models_at_one_relative_path_both_replay(two_models):
-    out = _verify(two_models, "d1/c.json", "d2/c.json")
+@pytest.mark.parametrize("reference", [False, True], ids=["fast", "reference"])
+def test_two_honest_models_at_one_relative_path_both_replay(two_models, reference):
+    out = _verify(two_models, "d1/c.json", "d2/c.json", reference=reference)
     assert out.returncode == 0, out.stdout[-800:]
 
 
-def test_a_replay_compares_each_certificate_with_its_own_model(two_models):
-    out = _verify(two_models, "d1/c.json", "d2/forged.json")
+@pytest.mark.parametrize("reference", [False, True], ids=["fast", "reference"])
+def test_a_replay_compares_each_certificate_with_its_own_model(two_models, reference):
+    out = _verify(two_models, "d1/c.json", "d2/forged.json", reference=reference)
     assert out.returncode == 1
-    assert "the replayed features' sha256 is not the certificate's" in out.stdout
-    alone = _verify(two_models, "d2/forged.json")
+    if not reference:
+        assert "the replayed features' sha256 is not the certificate's" in out.stdout
+    alone = _verify(two_models, "d2/forged.json", reference=reference)
     assert alone.returncode == 1
 
 

@@ -118,7 +118,7 @@ def _head_source(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], lis
     problems = _source_input(p, ctx)
     if ctx.replays is None:
         return problems, [f"extraction:{src}"]
-    r = ctx.replays.results.get(job_key(p, False))
+    r = ctx.replays.results.get(job_key(p, False, ctx.cert, ctx.base))
     if r is None or "error" in r:
         why = (r or {}).get("error", "not replayed")
         return problems, [f"extraction:{src} ({why})"]
@@ -206,7 +206,7 @@ def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
         if ctx.replays is None:
             assumptions = [f"extraction:{src}"]
         else:
-            r = ctx.replays.results.get(job_key(p, True))
+            r = ctx.replays.results.get(job_key(p, True, ctx.cert, ctx.base))
             if r is None or "error" in r or not r.get("features_file"):
                 why = (r or {}).get("error", "not replayed")
                 assumptions = [f"extraction:{src} ({why})"]

@@ -36,12 +36,20 @@ class Replays:
     torch: dict[str, Any] = field(default_factory=dict)
 
 
-def job_key(p: Mapping[str, Any], features: bool) -> str:
-    """The extraction a claim names: source, adapter, token set (kernel claims) and the
-    stated kernel arguments."""
-    return "\0".join(map(str, (p.get("source"), p.get("adapter"),
-                               p.get("token_set") if features else None,
-                               json.dumps(p.get("stated"), sort_keys=True))))
+def job_key(p: Mapping[str, Any], features: bool, cert: Mapping[str, Any], base: Path | None) -> str:
+    """The extraction a claim names, by content: the source's sha256 (a construction by its
+    spec), the file it resolves to from the certificate's folder, the hashes of the
+    certificate's inputs (the files read beside the source), the adapter, the token set
+    (kernel claims) and the stated kernel arguments. Never the source's name alone: two
+    certificates whose models share a relative path are two replays."""
+    import hashlib
+    sha = p.get("source_sha256")
+    path = find(p["source"], base) if isinstance(sha, str) and isinstance(p.get("source"), str) else None
+    inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
+    ident = [sha if isinstance(sha, str) else None, None if isinstance(sha, str) else p.get("source"),
+             os.path.realpath(path) if path is not None else None, sorted(str(v) for v in inputs.values()),
+             p.get("adapter"), p.get("token_set") if features else None, p.get("stated")]
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def replayable(claim: Mapping[str, Any]) -> bool:
@@ -62,10 +70,12 @@ def run(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replays:
             p, ev = c["parameters"], c.get("evidence") or {}
             fs: Any = ev.get("features_sha256") if isinstance(ev, dict) else None
             feats = isinstance(fs, dict) and isinstance(fs.get("phi_q"), str)
-            key = job_key(p, feats)
+            key = job_key(p, feats, cert, base)
             path = find(p["source"], base)
+            sha = p.get("source_sha256")
             job = jobs.setdefault(key, {
                 "key": key, "source": p["source"], "path": str(path) if path else None,
+                "source_sha256": sha if isinstance(sha, str) else None,
                 "adapter": p.get("adapter"), "token_set": p.get("token_set") if feats else None,
                 "dtype": fs.get("dtype") if feats else None, "torch": env.get("torch"),
                 "stated": p.get("stated"), "want": [], "heads": [], "weights": [],
