@@ -1,7 +1,7 @@
 """The library API that the command line and the service (``certify serve``) share.
 
 Plain functions over the existing library, no argument parsing and no second
-implementation: each returns the :class:`certify.certificate.Certificate` (or
+implementation: each returns the :class:`certify.core.certificate.Certificate` (or
 the verification / report result) that the corresponding command writes.
 
 - :func:`certify_checkpoint` -- :func:`certify.checkpoints.dispatch.certify_path`
@@ -11,7 +11,7 @@ the verification / report result) that the corresponding command writes.
 - :func:`transcript_check` -- :func:`certify.transcript.run.run_transcript`
 - :func:`verify_text` -- :func:`certify.checkers.verify.parse` + :func:`~certify.checkers.verify.verify_certificate`
 - :func:`verify_in_fresh_process` -- ``certify verify --json`` in a new process (the service's own check)
-- :func:`report` -- :func:`certify.report.build_with_certificate`
+- :func:`report` -- :func:`certify.report.build.build_with_certificate`
 
 >>> cert = feasibility_at_rank("paper-5.1", 8, time_limit=5)   # doctest: +SKIP
 >>> cert.claims[0].verdict.value                                # doctest: +SKIP

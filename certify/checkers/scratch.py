@@ -11,7 +11,7 @@ array's dtype, shape and the sha256 of its bytes (:func:`array_key`), never a
 name or a hash of part of it.
 
 Outside a session (a direct call of a checker function) nothing is kept: each
-call computes. ``tests/test_checker_state.py`` verifies certificates and then
+call computes. ``tests/test_check_isolation.py`` verifies certificates and then
 inspects every checker module's globals: no mutable global may have changed, no
 ``functools`` cache may exist, and the session variable is back at its default.
 """

@@ -127,7 +127,7 @@ def _exact_array(a: np.ndarray) -> list[list[Fraction]]:
 
 def read_source(path: Path) -> dict[str, Any]:
     """``{"matrix": rows}`` or ``{"phi_q": array, "phi_k": array}`` read as the
-    producer reads it (certify.kernel.load_kernel), without pickles."""
+    producer reads it (certify.sources.load.load_kernel), without pickles."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":

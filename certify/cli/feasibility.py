@@ -44,7 +44,7 @@ def _parse(argv):
     p.add_argument("--method", choices=["lp", "sdp", "auto"], default="lp",
                    help="lp: chain bounds + alternating LPs; sdp: convex dual certificates and "
                         "PSD-lift (SDP) witness proposals; auto: chain bounds, then both")
-    # parallel sweeps (certify.parallel) and reproducible budgets
+    # parallel sweeps (certify.core.engine) and reproducible budgets
     cli.add_engine_arguments(p)
     p.add_argument("--iterations", type=int, default=None,
                    help="LP budget per rank step instead of --time-limit (reproducible "

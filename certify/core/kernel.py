@@ -13,7 +13,7 @@ computes; floats are converted losslessly (``solvers.exact.dyadic``).
 Reading a kernel from a file or a model is :mod:`certify.sources`; this
 module is the value and its constructors (numpy only).
 
-Token sets: ``cube:M`` (little-endian order of ``certify.cube``), a family
+Token sets: ``cube:M`` (little-endian order of ``certify.core.cube``), a family
 (name or file, its tokens), or the tokens stored with the kernel.
 """
 

@@ -480,7 +480,7 @@ def _fmt(v: Any) -> str:
 
 
 def latex(certs: list[Loaded], checks: dict[str, Any] | None, figures: Sequence[str] = ()) -> str:
-    """The paper-ready LaTeX fragment (see :mod:`certify.report_tex`)."""
+    """The paper-ready LaTeX fragment (see :mod:`certify.report.latex`)."""
     from certify.report import latex as report_tex
 
     def fails(label: str, i: int) -> bool:

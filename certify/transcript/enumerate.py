@@ -551,7 +551,7 @@ def run_shard(spec, model, start: int, stop: int) -> ShardResult:
 def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float | None = None,
                   progress: bool = True, engine=None) -> tuple[EnumResult | None, int, Enumerator]:
     """Certify every assignment in shards of ``shard`` assignments, in process or
-    on ``engine`` (a :class:`certify.parallel.Engine`). Returns the merged result
+    on ``engine`` (a :class:`certify.core.engine.Engine`). Returns the merged result
     (None when the time limit stopped the in-process run), the number of
     assignments done and the enumerator. Shards are merged in index order, so the
     result does not depend on how many workers ran them."""
