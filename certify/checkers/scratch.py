@@ -42,7 +42,7 @@ class Scratch:
         """The value kept under ``key``, computed by ``compute()`` the first time."""
         if key not in self._store:
             self._store[key] = compute()
-        return self._store[key]  # type: ignore[no-any-return]
+        return self._store[key]
 
     def lookup(self, key: Hashable, default: Any = None) -> Any:
         return self._store.get(key, default)
