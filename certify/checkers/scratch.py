@@ -21,9 +21,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-from typing import Any, Callable, Hashable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterator, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:                       # numpy is loaded where an array is keyed, not at import
+    import numpy as np
 
 T = TypeVar("T")
 
@@ -82,6 +83,7 @@ def remember(key: Hashable, compute: Callable[[], T]) -> T:
 def array_key(A: np.ndarray) -> tuple[str, tuple[int, ...], str]:
     """The complete content of an array: its dtype, its shape and the sha256 of its
     bytes in row-major order (little-endian)."""
+    import numpy as np
     a = np.ascontiguousarray(A)
     a = a.astype(a.dtype.newbyteorder("<"), copy=False)
     return a.dtype.str, tuple(int(n) for n in a.shape), hashlib.sha256(a.data.cast("B")).hexdigest()
