@@ -59,18 +59,20 @@ def rank_of_matrix(source: str | os.PathLike, *, tokens: str | None = None,
     from certify.rank import run as _rank
     if upper_bound not in ("auto", "exact", "freivalds"):
         raise InputError(f"upper_bound must be auto, exact or freivalds, got {upper_bound!r:.40}")
+    from certify.sources.hub import resolve as resolve_hub
     from certify.sources.load import annotate, load_kernel
     from certify.sources.paths import resolve_source
 
-    kernel = load_kernel(str(source) if spec else str(resolve_source(source)), tokens=tokens, spec=spec,
-                         seed=seed)
+    hub = resolve_hub(source)
+    path = str(hub.path) if hub is not None else (str(source) if spec else str(resolve_source(source)))
+    kernel = load_kernel(path, tokens=tokens, spec=spec, seed=seed)
     words, code_name = _rank.load_code(code) if code else (None, None)
     opt = _rank.RankOptions(seed=seed, eps=None if eps is None else _exact_positive(eps, "eps"),
                             code=words, code_name=code_name,
                             require_nonnegative=require_nonnegative, upper_bound=upper_bound)
     cert = annotate(_rank.certify_rank(kernel, opt).certificate, kernel)
     cert.command = list(command)
-    return cert
+    return hub.rename_certificate(cert) if hub is not None else cert
 
 
 def feasibility_at_rank(family: str, rank: int, *, features: str = "real",
@@ -116,12 +118,13 @@ def transcript_check(M: int, s: int, h: int, q: int, *, bits: int | None = None,
 
 
 def verify_text(text: str, base: str | os.PathLike | None = None, *,
-                replay_extraction: bool = False):
+                replay_extraction: bool = False, weights: Sequence[str | os.PathLike] = ()):
     """``certify verify`` on a certificate's JSON text: the
     :class:`certify.checkers.verify.Verification` result (``exit_code()``, ``to_json()``).
     ``base`` is the folder where the certificate's input files are looked up;
     ``replay_extraction`` re-runs the weights -> features step in a separate
-    process (``certify verify --replay-extraction``)."""
+    process (``certify verify --replay-extraction``); ``weights``: folders where
+    input files are also looked for by sha256 (``--weights DIR``)."""
     from certify.checkers import sources as _sources
     from certify.checkers import verify as _verify
     from certify.checkers.common import NotACertificate
@@ -130,7 +133,8 @@ def verify_text(text: str, base: str | os.PathLike | None = None, *,
         cert = _verify.parse(text)
     except NotACertificate as exc:
         raise InputError(str(exc)) from None
-    folder = None if base is None else Path(base)
+    folder = _sources.Places(None if base is None else Path(base), weights) if weights else \
+        (None if base is None else Path(base))
     replayed = _sources.replay_extraction([("certificate", cert, folder)]) \
         if replay_extraction else {}
     return _verify.verify_certificate(cert, base=folder, replayed=replayed)

@@ -113,6 +113,7 @@ class InputCheck:
     name: str
     status: str            # "match", "MISMATCH", "built-in" or "absent"
     path: str | None = None
+    how: str | None = None  # where it was found (certify.checkers.sources.locate)
 
     @property
     def holds(self) -> bool:
@@ -160,7 +161,8 @@ class Verification:
                 "assumptions": list(self.assumptions),
                 "open_assumptions": list(self.open_assumptions),
                 "claims": [c.to_json() for c in self.claims],
-                "inputs": [{"name": i.name, "status": i.status, "path": i.path}
+                "inputs": [{"name": i.name, "status": i.status, "path": i.path,
+                            **({"found": i.how} if i.how is not None else {})}
                            for i in self.inputs]}
 
 
@@ -239,7 +241,7 @@ def checker_for(kind: str) -> ModuleType | None:
     return module if callable(getattr(module, "check", None)) else None
 
 
-def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
+def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: _sources.Base,
              replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any, int | None]:
     """(problems, assumptions, exact matrix for the checker, the source's measured
     row count) of what the claim names. The claim's referent is bound by
@@ -330,7 +332,7 @@ def _replayed_summaries(claim: Mapping[str, Any], replayed: Any,
 
 
 def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
-                base: Path | None = None, replayed: Mapping[str, str] | None = None,
+                base: _sources.Base = None, replayed: Mapping[str, str] | None = None,
                 schema_problems: Sequence[str] | None = None) -> ClaimCheck:
     """One claim: its schema violations (``schema_problems``; computed here when
     ``None``) fail it before any semantic check; then statement, binding, checker."""
@@ -384,7 +386,7 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
 
 # ---------------------------------------------------------------- input files
 
-def check_inputs(inputs: Mapping[str, str], base: Path | None) -> tuple[InputCheck, ...]:
+def check_inputs(inputs: Mapping[str, str], base: _sources.Base) -> tuple[InputCheck, ...]:
     """Compare the hash of every named input file that can be found; a family
     name (``family:...``) is bound per claim instead."""
     out = []
@@ -392,12 +394,12 @@ def check_inputs(inputs: Mapping[str, str], base: Path | None) -> tuple[InputChe
         if name.startswith("family:"):
             out.append(InputCheck(name, "bound per claim"))
             continue
-        path = _sources.find(name, base)
-        if path is None:
+        found = _sources.locate(name, digest.lower() if isinstance(digest, str) else None, base)
+        if found is None:
             out.append(InputCheck(name, "absent"))
             continue
-        status = "match" if _sources.sha256_file(path) == digest.lower() else "MISMATCH"
-        out.append(InputCheck(name, status, str(path)))
+        status = "match" if _sources.sha256_file(found.path) == str(digest).lower() else "MISMATCH"
+        out.append(InputCheck(name, status, str(found.path), found.how))
     return tuple(out)
 
 
@@ -620,14 +622,14 @@ def _transcript_key(p: Mapping[str, Any], ev: Mapping[str, Any]) -> tuple | None
 
 # ---------------------------------------------------------------- front end
 
-def verify_certificate(cert: Mapping[str, Any], base: Path | None = None, *,
+def verify_certificate(cert: Mapping[str, Any], base: _sources.Base = None, *,
                        assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
                        label: str = "the certificate") -> Verification:
     """Check every claim of a parsed certificate (see :func:`parse`)."""
     return verify_many([(label, cert, base)], assume=assume, replayed=replayed)[0]
 
 
-def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
+def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], _sources.Base]], *,
                 assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None
                 ) -> list[Verification]:
     """Check several certificates, including contradictions between their claims."""
@@ -696,7 +698,8 @@ def format_text(result: Verification, path: str) -> str:
         if c.has_info:
             lines.append("         info: unchecked diagnostics (not evidence)")
     for i in result.inputs:
-        lines.append(f"  input {i.name}: {i.status}")
+        where = f" ({i.path}, {i.how})" if i.path is not None and i.how not in (None, "as named") else ""
+        lines.append(f"  input {i.name}: {i.status}{where}")
     lines += [f"  certificate: {p}" for p in result.problems]
     n = result.counts()
     if not result.holds:

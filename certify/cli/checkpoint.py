@@ -29,6 +29,7 @@ from certify.core.errors import InputError
 from certify.core.progress import show_progress
 from certify.core.verdict import Verdict, overall
 from certify.report.build import build_with_certificate
+from certify.sources.hub import hub_lines
 
 
 def _print(res: CheckpointResult, ckpt: str) -> None:
@@ -99,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
             print(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)", file=sys.stderr)
         ch.print_result(res, args.checkpoint)
+    for line in hub_lines(res.certificate.environment.get("hub")):
+        print(line, file=sys.stderr)
     if args.json:
         print(json.dumps({**res.to_json(), **out}))
     return res.certificate.exit_code()
