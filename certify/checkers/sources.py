@@ -234,8 +234,9 @@ def locate(name: str, sha: str | None, base: "Base") -> Found | None:
     :mod:`certify.checkers.sources`): (1) as named; (2) beside the certificate,
     by file name, then by hash; (3) a hub name in the local Hugging Face cache;
     (4) under each ``--weights`` folder, by name, then by hash. Every file found
-    is checked by sha256 before it is used; a file found as named whose hash
-    differs is returned (``matches`` False) only when no other file matches.
+    is checked by sha256 before it is used; a file found as named (else by its file
+    name beside the certificate) whose hash differs is returned (``matches``
+    False, reported as a mismatch) only when no other file matches.
     Without a sha256, the file as named (:func:`find`)."""
     where = places(base)
     named = find(name, where)
@@ -256,7 +257,13 @@ def locate(name: str, sha: str | None, base: "Base") -> Found | None:
         p = _in_folder(folder, name, sha, recursive=True)
         if p is not None:
             return Found(p, f"under --weights {folder}")
-    return Found(named, "as named", False) if named is not None else None
+    if named is not None:
+        return Found(named, "as named", False)
+    if where.folder is not None and hub is None and not os.path.isabs(name):
+        near = where.folder / Path(name).name          # its file name beside the certificate, other bytes
+        if _digest(near) is not None:
+            return Found(near, "beside the certificate", False)
+    return None
 
 
 def not_found_hint(name: str, where: "Base") -> str:
@@ -607,7 +614,7 @@ def _stage(source: str, inputs: Mapping[str, Any], base: "Base", result: Replaye
     for n, f in found.items():
         if f is None or not f.matches:
             result.missing.setdefault(source, not_found_hint(n, base))
-            return None, "not present: the model's files are not found by their sha256 (give --weights DIR)"
+            return None, "not present: the model's files are not found by their sha256"
     result.used.update({n: f for n, f in found.items() if f is not None})
     if all(f is not None and f.how == "as named" for f in found.values()):
         f0 = found[source]
