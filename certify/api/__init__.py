@@ -12,6 +12,12 @@ the verification / report result) that the corresponding command writes.
 - :func:`verify_text` -- :func:`certify.checkers.verify.parse` + :func:`~certify.checkers.verify.verify_certificate`
 - :func:`report` -- :func:`certify.report.build_with_certificate`
 
+For notebooks (:mod:`certify.api.notebook`, docs/api.md): :func:`load_kernel`
+(any source, a hub id too; ``kernel.matrix`` as floats), :func:`certify_kernel`,
+:func:`load_certificate`, :func:`verify` (a certificate object, dict, text or
+path), :func:`singular_values` (certified enclosures as floats, the exact
+fractions kept), :func:`plot`; progress bars are ``tqdm.auto`` bars.
+
 >>> cert = feasibility_at_rank("paper-5.1", 8, time_limit=5)   # doctest: +SKIP
 >>> cert.claims[0].verdict.value                                # doctest: +SKIP
 'proved'
@@ -24,8 +30,22 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from certify.api.notebook import (
+    SingularValue,
+    Spectrum,
+    certify_kernel,
+    load_certificate,
+    load_kernel,
+    plot,
+    singular_values,
+    verify,
+)
 from certify.core.certificate import Certificate
 from certify.core.errors import EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED, EXIT_UNCERTIFIABLE, InputError
+
+__all__ = ["certify_checkpoint", "rank_of_matrix", "feasibility_at_rank", "transcript_check", "verify_text",
+           "verification_summary", "report", "claim_index", "load_kernel", "certify_kernel", "load_certificate",
+           "verify", "singular_values", "plot", "SingularValue", "Spectrum", "VERIFY_EXIT_MEANING"]
 
 #: What each exit status of ``certify verify`` means (docs/design.md, "Exit codes").
 VERIFY_EXIT_MEANING = {
@@ -39,13 +59,18 @@ VERIFY_EXIT_MEANING = {
 
 def certify_checkpoint(ckpt: str | os.PathLike, *, spec: str | None = None,
                        families: Sequence[str] = (), eps: Fraction | str = Fraction(1, 1000),
-                       seed: int = 0, command: Sequence[str] = ()) -> Certificate:
+                       seed: int = 0, command: Sequence[str] = (), layer: int | None = None,
+                       head: int | None = None, progress: bool | None = False) -> Certificate:
     """End-to-end certificate of a trained model (``certify checkpoint``): a
-    ``models/`` checkpoint, or every head of a third-party checkpoint."""
+    ``models/`` checkpoint, every head of a third-party checkpoint, or a hub id
+    ``org/name[@revision]`` from the local Hugging Face cache. ``progress``: a
+    ``tqdm.auto`` bar over the heads (None: on in a notebook or a terminal)."""
     from certify.checkpoints.dispatch import certify_path
+    from certify.core.progress import notebook_progress
     eps = _exact_positive(eps, "eps")
     return certify_path(str(ckpt), spec=spec, families=list(families), eps=eps, seed=seed,
-                        command=list(command))[1].certificate
+                        command=list(command), layer=layer, head=head,
+                        progress=notebook_progress(progress))[1].certificate
 
 
 def rank_of_matrix(source: str | os.PathLike, *, tokens: str | None = None,
@@ -153,11 +178,14 @@ def verification_summary(result) -> dict[str, Any]:
     return doc
 
 
-def report(text: str, out: str | os.PathLike) -> list[str]:
+def report(text: Any, out: str | os.PathLike) -> list[str]:
     """The certificate's report (``report.md``, ``report.tex``, figures) and the
     certificate itself, written atomically into the folder ``out`` (a folder of
-    ``certify report``, by its manifest); the file names."""
+    ``certify report``, by its manifest); the file names. ``text``: the
+    certificate's JSON text, or a :class:`Certificate` (its checked text)."""
     from certify.report import build as _report
+    if isinstance(text, Certificate):
+        text = text.dumps()
 
     folder = _report.build_with_certificate(text, out, command="report")
     return sorted(p.name for p in Path(folder).iterdir()
