@@ -48,9 +48,11 @@ def _usage() -> str:
 def run(name: str, argv: Sequence[str] | None = None) -> int:
     """Run command ``name`` with ``argv`` (default: ``sys.argv[1:]``) under the
     exit-code convention (:func:`certify.core.errors.run_command`)."""
+    from certify.cli.verdict_exit import verdict_exit
+
     def main(args):                  # the import inside: a missing extra is one line, not a traceback
         return importlib.import_module(COMMANDS[name][0]).main(args)
-    return run_command(f"certify {name}", main, argv)
+    return verdict_exit(name, run_command(f"certify {name}", main, argv))
 
 
 def entry() -> None:
