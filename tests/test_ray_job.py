@@ -129,7 +129,8 @@ def test_the_batch_recipe_runs_as_printed_and_a_refuted_claim_is_a_successful_jo
         line = recipe().replace("http://HEAD:8265", address).replace("/opt/certify/.venv/bin/python",
                                                                        sys.executable)
         line = line.replace("/shared/models", str(models)).replace("/shared/certs", str(tmp_path / "certs"))
-        job = subprocess.run(line, shell=True, env=env, capture_output=True, text=True, timeout=1200)
+        shell_env = {**env, "PATH": f"{RAY.parent}{os.pathsep}{env.get('PATH', '')}"}   # the venv's `ray`
+        job = subprocess.run(line, shell=True, env=shell_env, capture_output=True, text=True, timeout=1200)
     out = job.stdout + job.stderr
     assert job.returncode == 0 and "succeeded" in out, out[-3000:]
     assert "certify checkpoint: verdict: exit 1" in out and "| refuted | 1 |" in out
