@@ -25,6 +25,16 @@ A rank-type claim names its source (``parameters.source``, ``source_sha256``,
   large to embed), the replay also writes the features to a file
   (:class:`Replayed`), and :func:`certify.checkers.gram.summary_problems`
   recomputes the summaries from it.
+
+Input files are found by their sha256 (:func:`locate`), standard library only:
+as named (absolute, or relative to the certificate's folder or the working
+directory), beside the certificate by file name, in the local Hugging Face
+cache for a hub name ``hf://org/name@<commit>/<file>`` (the cache folder as
+huggingface_hub computes it from the environment, :func:`hub_cache_dir`), and
+under each ``--weights`` folder (by name, then by hashing its files). A file is
+used only when its sha256 is the certificate's. The replay reads a model's
+files (:func:`model_files`) where they were found, through a private folder of
+links named as the certificate names them when any was found elsewhere.
 """
 
 from __future__ import annotations
