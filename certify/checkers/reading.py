@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from certify.checkers import schema as _schema
 
@@ -20,6 +20,37 @@ from certify.checkers import schema as _schema
 class NotACertificate(ValueError):
     """A file or text that is not a certificate at all (``certify verify`` exit 2).
     The command layer maps it to its bad-input exit code like any input error."""
+
+
+def remake_command(obj: Mapping[str, Any]) -> str:
+    """The ``certify`` command that re-makes a certificate with this release, from its
+    ``command``: as recorded for the command line; for a job of ``certify serve``
+    (recorded as ``certify serve COMMAND FILE...``) the command the job ran,
+    ``certify COMMAND FILE...`` (a ``.zip`` upload unpacked first, its folder named)."""
+    cmd = obj.get("command")
+    if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) for c in cmd):
+        return "the command that made it"
+    if cmd[0] == "certify serve" or cmd[:2] == ["certify", "serve"]:
+        rest = cmd[1:] if cmd[0] == "certify serve" else cmd[2:]
+        if not rest:
+            return "the command that made it"
+        args = [f"{a[:-4]}/" if a.endswith(".zip") else a for a in rest[1:]]
+        unzip = [a for a in rest[1:] if a.endswith(".zip")]
+        line = " ".join(["certify", rest[0], *args])
+        return (f"{line} (with {', '.join(unzip)} unpacked into {', '.join(a[:-4] + '/' for a in unzip)})"
+                if unzip else line)[:300]
+    return " ".join(cmd)[:300]
+
+
+def release_refusal(obj: Any) -> str | None:
+    """Why this release's checker refuses a certificate's version (one line, with the
+    command that re-makes it), or None when it reads that version
+    (:data:`certify.checkers.schema.VERSIONS`)."""
+    if not isinstance(obj, Mapping) or (isinstance(obj.get("schema"), str) and obj["schema"] in _schema.VERSIONS):
+        return None
+    schema = str(obj.get("schema"))[:80]
+    why = _schema.RETIRED.get(schema, f"this release reads {', '.join(_schema.VERSIONS)} only")
+    return f"{schema} is no longer read: {why}; re-make it with this release: {remake_command(obj)}"
 
 
 def parse(text: str) -> dict[str, Any]:
@@ -32,12 +63,7 @@ def parse(text: str) -> dict[str, Any]:
         raise NotACertificate(f"not a usable JSON document ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:80]})") from None
     if isinstance(obj, dict) and isinstance(obj.get("schema"), str) and obj["schema"] in _schema.RETIRED:
-        cmd = obj.get("command")
-        how = (" ".join(cmd) if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd)
-               else "the command that made it")
-        raise NotACertificate(f"{obj['schema']} is no longer read: "
-                              f"{_schema.RETIRED[obj['schema']]}; re-make it with this release: "
-                              f"{how[:200]}")
+        raise NotACertificate(str(release_refusal(obj)))
     if not isinstance(obj, dict) or not isinstance(obj.get("schema"), str) \
             or obj["schema"] not in _schema.VERSIONS:
         raise NotACertificate(f"not a certificate this checker reads (schema must be one of "

@@ -69,7 +69,13 @@ from certify.checkers.common import (
     EXIT_PROVED,
 )
 from certify.checkers.contradictions import contradictions
-from certify.checkers.reading import NotACertificate, parse, read_certificate  # noqa: F401 (public names)
+from certify.checkers.reading import (  # noqa: F401 (public names)
+    NotACertificate,
+    parse,
+    read_certificate,
+    release_refusal,
+    remake_command,
+)
 from certify.checkers.statements import check_statement
 
 if TYPE_CHECKING:
@@ -114,6 +120,7 @@ class InputCheck:
     name: str
     status: str            # "match", "MISMATCH", "built-in" or "absent"
     path: str | None = None
+    how: str | None = None  # where it was found (certify.checkers.sources.locate)
 
     @property
     def holds(self) -> bool:
@@ -161,7 +168,8 @@ class Verification:
                 "assumptions": list(self.assumptions),
                 "open_assumptions": list(self.open_assumptions),
                 "claims": [c.to_json() for c in self.claims],
-                "inputs": [{"name": i.name, "status": i.status, "path": i.path}
+                "inputs": [{"name": i.name, "status": i.status, "path": i.path,
+                            **({"found": i.how} if i.how is not None else {})}
                            for i in self.inputs]}
 
 
@@ -208,7 +216,7 @@ def checker_for(kind: str) -> ModuleType | None:
     return module if callable(getattr(module, "check", None)) else None
 
 
-def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
+def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: _sources.Base,
              replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any, int | None]:
     """(problems, assumptions, exact matrix for the checker, the source's measured
     row count) of what the claim names. The claim's referent is bound by
@@ -282,7 +290,7 @@ def _trusted_problems(claim: Mapping[str, Any], cert: Mapping[str, Any],
     return [], [f"trusted:{claim.get('kind')}:{','.join(f.split(' ')[0] for f in fields)}"]
 
 
-def _replayed_summaries(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
+def _replayed_summaries(claim: Mapping[str, Any], cert: Mapping[str, Any], base: _sources.Base,
                         replayed: Any, trusted: list[str]) -> tuple[list[str], list[str]]:
     """``(problems, fields still trusted)``: summaries of data too large to embed
     are re-derived from the features ``--replay-extraction`` wrote to a file
@@ -298,7 +306,7 @@ def _replayed_summaries(claim: Mapping[str, Any], cert: Mapping[str, Any], base:
 
 
 def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
-                base: Path | None = None, replayed: Mapping[str, str] | None = None,
+                base: _sources.Base = None, replayed: Mapping[str, str] | None = None,
                 schema_problems: Sequence[str] | None = None) -> ClaimCheck:
     """One claim: its schema violations (``schema_problems``; computed here when
     ``None``) fail it before any semantic check; then statement, binding, checker."""
@@ -352,7 +360,7 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
 
 # ---------------------------------------------------------------- input files
 
-def check_inputs(inputs: Mapping[str, str], base: Path | None) -> tuple[InputCheck, ...]:
+def check_inputs(inputs: Mapping[str, str], base: _sources.Base) -> tuple[InputCheck, ...]:
     """Compare the hash of every named input file that can be found; a family
     name (``family:...``) is bound per claim instead."""
     out = []
@@ -360,18 +368,18 @@ def check_inputs(inputs: Mapping[str, str], base: Path | None) -> tuple[InputChe
         if name.startswith("family:"):
             out.append(InputCheck(name, "bound per claim"))
             continue
-        path = _sources.find(name, base)
-        if path is None:
+        found = _sources.locate(name, digest.lower() if isinstance(digest, str) else None, base)
+        if found is None:
             out.append(InputCheck(name, "absent"))
             continue
-        status = "match" if _sources.sha256_file(path) == digest.lower() else "MISMATCH"
-        out.append(InputCheck(name, status, str(path)))
+        status = "match" if _sources.sha256_file(found.path) == str(digest).lower() else "MISMATCH"
+        out.append(InputCheck(name, status, str(found.path), found.how))
     return tuple(out)
 
 
 # ---------------------------------------------------------------- front end
 
-def verify_certificate(cert: Mapping[str, Any], base: Path | None = None, *,
+def verify_certificate(cert: Mapping[str, Any], base: _sources.Base = None, *,
                        assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
                        label: str = "the certificate", share: _scratch.Scratch | None = None) -> Verification:
     """Check every claim of a parsed certificate (see :func:`parse`). ``share``: the
@@ -380,7 +388,7 @@ def verify_certificate(cert: Mapping[str, Any], base: Path | None = None, *,
     return verify_many([(label, cert, base)], assume=assume, replayed=replayed, share=share)[0]
 
 
-def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
+def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], _sources.Base]], *,
                 assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
                 share: _scratch.Scratch | None = None) -> list[Verification]:
     """Check several certificates, including contradictions between their claims. Each
@@ -438,7 +446,8 @@ def format_text(result: Verification, path: str) -> str:
         if c.has_info:
             lines.append("         info: unchecked diagnostics (not evidence)")
     for i in result.inputs:
-        lines.append(f"  input {i.name}: {i.status}")
+        where = f" ({i.path}, {i.how})" if i.path is not None and i.how not in (None, "as named") else ""
+        lines.append(f"  input {i.name}: {i.status}{where}")
     lines += [f"  certificate: {p}" for p in result.problems]
     n = result.counts()
     if not result.holds:

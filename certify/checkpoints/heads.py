@@ -231,7 +231,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     label = Path(path).name
     bar = None
     if progress:
-        from tqdm import tqdm
+        from tqdm.auto import tqdm
         bar = tqdm(total=0, desc="heads", unit="head", file=sys.stderr, leave=False)
     for L in layers:
         heads = L.heads

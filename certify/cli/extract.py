@@ -17,6 +17,7 @@ from typing import Sequence
 from certify.cli import common as cli
 from certify.core import outputs
 from certify.core.kernel import Form, parse_tokens
+from certify.sources.hub import resolve as resolve_hub
 from certify.sources.load import load_kernel
 from certify.sources.paths import precheck_checkpoint, resolve_source
 
@@ -41,13 +42,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
     if a.tokens:
         parse_tokens(a.tokens)
-    source = a.source if a.spec else str(resolve_source(a.source))
+    hub = resolve_hub(a.source)
+    source = str(hub.path) if hub is not None else (a.source if a.spec else str(resolve_source(a.source)))
     if not a.spec:
         precheck_checkpoint(source)
     kernel = load_kernel(source, tokens=a.tokens or a.family, spec=a.spec, layer=a.layer, head=a.head,
                          seed=a.seed, assume=a.assume_default)
     cli.say_extraction(kernel)
     kernel = kernel.materialize()
+    if hub is not None:                         # the provenance names hf://org/name@commit/...
+        kernel = hub.rename_kernel(kernel)
+        print(f"hub model {hub.repo_id} at commit {hub.commit}: {kernel.provenance.source} "
+              f"(sha256 {kernel.provenance.source_sha256})", file=sys.stderr)
     outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
     kernel.save(a.out)
     meta = kernel.meta()

@@ -563,7 +563,7 @@ def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float 
         shards = engine.map(run_shard, [(spec, model, a, b) for a, b in ranges],
                             label="transcript shards")
         return merge(enum, shards), N, enum
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     shards, done = [], 0
     bar = tqdm(total=N, unit="asg", disable=not progress, leave=False)
