@@ -180,14 +180,17 @@ def parse(text: str) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:      # over-long integers, nesting too deep
         raise NotACertificate(f"not a usable JSON document ({type(exc).__name__}: "
                          f"{' '.join(str(exc).split())[:80]})") from None
-    if isinstance(obj, dict) and obj.get("schema") in _schema.RETIRED:
+    schema = obj.get("schema") if isinstance(obj, dict) else None
+    if not isinstance(schema, str):             # a list or an object is no name (and unhashable)
+        schema = None
+    if isinstance(obj, dict) and schema in _schema.RETIRED:
         cmd = obj.get("command")
         how = (" ".join(cmd) if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd)
                else "the command that made it")
         raise NotACertificate(f"{obj['schema']} is no longer read: "
                               f"{_schema.RETIRED[obj['schema']]}; re-make it with this release: "
                               f"{how[:200]}")
-    if not isinstance(obj, dict) or obj.get("schema") not in _schema.VERSIONS:
+    if not isinstance(obj, dict) or schema not in _schema.VERSIONS:
         raise NotACertificate(f"not a certificate this checker reads (schema must be one of "
                               f"{', '.join(map(repr, _schema.VERSIONS))})")
     claims = obj.get("claims")
