@@ -39,6 +39,45 @@ class NotACertificate(ValueError):
     The command layer maps it to its bad-input exit code like any input error."""
 
 
+def path_problem(path: Any) -> str | None:
+    """Why something at ``path`` cannot be read as a file, in words: a folder, a FIFO, a
+    socket or a device, a loop of symbolic links or one pointing nowhere, a permission
+    problem. None when it is a readable regular file, or when nothing is there (only
+    then is a file "absent")."""
+    import errno
+    import os
+    import stat
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as exc:
+        code = getattr(exc, "errno", None)
+        if code == errno.ELOOP:
+            return "a loop of symbolic links"
+        if code in (errno.EACCES, errno.EPERM):
+            return "permission denied (a folder on its path cannot be searched)"
+        if code == errno.ENAMETOOLONG:
+            return "name too long"
+        if code == errno.ENOTDIR:
+            return "a part of the path is a file, not a folder"
+        try:
+            if code == errno.ENOENT and os.path.islink(path):
+                return f"a symbolic link to {os.readlink(path)}, which does not exist"
+        except (OSError, ValueError):
+            pass
+        return None
+    mode = st.st_mode
+    for test, what in ((stat.S_ISDIR, "a folder, not a file"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe), not a regular file"),
+                       (stat.S_ISSOCK, "a socket, not a regular file"),
+                       (stat.S_ISCHR, "a device, not a regular file"),
+                       (stat.S_ISBLK, "a device, not a regular file")):
+        if test(mode):
+            return what
+    if not os.access(path, os.R_OK):
+        return "permission denied (not readable)"
+    return None
+
+
 #: ``certify verify`` exit codes (docs/design.md, "Exit codes"): 0 every verdict
 #: re-derived, no assumption left; 1 some claim fails; 2 not a certificate;
 #: 4 every claim holds, but only under named assumptions.

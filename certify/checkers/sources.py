@@ -42,6 +42,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from certify.checkers.common import path_problem
+
 MATRIX_SUFFIXES = (".npy", ".npz", ".csv", ".json")
 #: largest source verify re-reads exactly (bytes on disk, entries); beyond: an assumption
 MAX_SOURCE_BYTES = 256 << 20
@@ -85,14 +87,31 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def candidates(name: str, base: Path | None) -> list[Path]:
+    """Where a named input file is looked for: the name itself when absolute, else
+    relative to the certificate's folder, then to the working directory."""
+    if not isinstance(name, str) or not name or "\0" in name:
+        return []
+    return [Path(name)] if os.path.isabs(name) else \
+        [p for p in ((base / name) if base else None, Path.cwd() / name) if p is not None]
+
+
+def not_found(name: str, base: Path | None) -> str:
+    """Why no file was found for ``name``: ``absent`` when nothing is at any place it is
+    looked for, else what is there (a folder, a FIFO, a symbolic link loop, ...:
+    :func:`certify.checkers.common.path_problem`)."""
+    for p in candidates(name, base):
+        why = path_problem(p)
+        if why is not None:
+            return f"not read: {p} is {why}" if not why.startswith(("permission", "name", "a part")) \
+                else f"not read: {p}: {why}"
+    return "absent"
+
+
 def find(name: str, base: Path | None) -> Path | None:
     """A named input file: absolute, else relative to the certificate's folder or
     the working directory."""
-    if not isinstance(name, str) or not name or "\0" in name:
-        return None
-    cands = [Path(name)] if os.path.isabs(name) else \
-        [p for p in ((base / name) if base else None, Path.cwd() / name) if p is not None]
-    for p in cands:
+    for p in candidates(name, base):
         try:
             if p.is_file():
                 return p

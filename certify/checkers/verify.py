@@ -68,6 +68,7 @@ from certify.checkers.common import (
     EXIT_NOT_PROVED,
     EXIT_PROVED,
     NotACertificate,
+    path_problem,
 )
 from certify.checkers.statements import check_statement
 
@@ -111,7 +112,7 @@ class ClaimCheck:
 @dataclass(frozen=True)
 class InputCheck:
     name: str
-    status: str            # "match", "MISMATCH", "built-in" or "absent"
+    status: str            # "match", "MISMATCH", "built-in", "absent" or "not read: <path> is <what>"
     path: str | None = None
 
     @property
@@ -195,7 +196,8 @@ def parse(text: str) -> dict[str, Any]:
                               f"{', '.join(map(repr, _schema.VERSIONS))})")
     claims = obj.get("claims")
     if not isinstance(claims, list) or not claims:
-        raise NotACertificate("certificate has no claims")
+        raise NotACertificate("certificate has no claims" + (" list" if "claims" not in obj else "")
+                              + _unexpected_root_keys(obj))
     for i, c in enumerate(claims):
         if not isinstance(c, dict):             # its fields are the schema's to check (exit 1)
             raise NotACertificate(f"claim {i} is not a JSON object")
@@ -207,6 +209,21 @@ def parse(text: str) -> dict[str, Any]:
         raise NotACertificate(f"{obj['schema']} is rendered by {_schema.RENDERER_OF[obj['schema']]}, "
                               f"not {str(renderer)[:60]!r}")
     return obj
+
+
+def _unexpected_root_keys(obj: Mapping[str, Any]) -> str:
+    """``; unexpected key 'claim' (did you mean 'claims'?)`` for the keys of a
+    certificate's root the schema does not have, or nothing."""
+    import difflib
+    known = list((_schema.published().get("properties") or {}))
+    extra = [k for k in obj if k not in known]
+    if not extra:
+        return ""
+    parts = []
+    for k in extra[:5]:
+        close = difflib.get_close_matches(str(k), [n for n in known if n not in obj], n=1)
+        parts.append(f"{str(k)[:40]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"; unexpected key{'s' if len(extra) > 1 else ''} " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------- claims
@@ -397,7 +414,7 @@ def check_inputs(inputs: Mapping[str, str], base: Path | None) -> tuple[InputChe
             continue
         path = _sources.find(name, base)
         if path is None:
-            out.append(InputCheck(name, "absent"))
+            out.append(InputCheck(name, _sources.not_found(name, base)))
             continue
         status = "match" if _sources.sha256_file(path) == digest.lower() else "MISMATCH"
         out.append(InputCheck(name, status, str(path)))
@@ -655,8 +672,11 @@ def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
 
 def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
-    if path.exists() and not path.is_file():
-        raise NotACertificate(f"{path} is not a regular file")
+    why = path_problem(path)                # a folder, a FIFO, a symbolic link loop, a permission problem
+    if why is not None:
+        raise NotACertificate(f"{path}: {why}")
+    if not os.path.lexists(path):
+        raise NotACertificate(f"no such file: {path}")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:

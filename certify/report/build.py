@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from certify.checkers import verify as _verify
-from certify.checkers.common import NotACertificate
+from certify.checkers.common import NotACertificate, path_problem
 from certify.core import outputs as _outputs
 from certify.core.errors import InputError
 from certify.core.files import sha256_file
@@ -60,8 +60,11 @@ def load(paths: Sequence[str | os.PathLike]) -> list[Loaded]:
     out, seen = [], set()
     for p in paths:
         path = Path(p)
-        if path.exists() and not path.is_file():
-            raise InputError(f"{path} is not a regular file")
+        why = path_problem(path)            # a folder, a FIFO, a symbolic link loop, a permission problem
+        if why is not None:
+            raise InputError(f"{path}: {why}")
+        if not os.path.lexists(path):
+            raise InputError(f"no such file: {path}")
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
