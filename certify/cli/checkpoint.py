@@ -24,6 +24,7 @@ from certify.checkpoints.batch import BATCH, run_batch
 from certify.checkpoints.dispatch import certify_path
 from certify.checkpoints.run import DEFAULT_EPS, CheckpointResult
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import limits, outputs
 from certify.core.errors import InputError
 from certify.core.progress import show_progress
@@ -32,7 +33,7 @@ from certify.report.build import build_with_certificate
 
 
 def _print(res: CheckpointResult, ckpt: str) -> None:
-    p = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    p = lambda s: log.info(s)  # noqa: E731
     p(f"checkpoint {ckpt}")
     for c in res.certificate.claims:
         p(f"  [{c.verdict.value}] {c.kind.value}: {c.statement}")
@@ -91,14 +92,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out:
             folder = build_with_certificate(res.certificate.dumps(), args.out, command="checkpoint")
             out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
-            print(f"certificate and report: {folder}/ (certificate.json, report.md)", file=sys.stderr)
+            log.info(f"certificate and report: {folder}/ (certificate.json, report.md)")
         _print(res, args.checkpoint)
     else:
         if args.out:
             folder = ch.write_out(res, args.out)
             out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
-            print(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)", file=sys.stderr)
-        ch.print_result(res, args.checkpoint)
+            log.info(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)")
+        for line in ch.result_lines(res, args.checkpoint):
+            log.info(line)
     if args.json:
         print(json.dumps({**res.to_json(), **out}))
     return res.certificate.exit_code()
@@ -120,7 +122,7 @@ def _batch(args, eps: Fraction, command: list[str]) -> int:
         if e.result is None:
             entry = {"checkpoint": e.stem.name, "verdict": None, "exit_code": e.exit_code(),
                      "error": e.error}
-            print(f"checkpoint {e.stem}: not certified: {e.error}", file=sys.stderr)
+            log.info(f"checkpoint {e.stem}: not certified: {e.error}")
             summary.append(entry)
             worst = max(worst, entry["exit_code"])
             continue
@@ -134,7 +136,7 @@ def _batch(args, eps: Fraction, command: list[str]) -> int:
         summary.append(entry)
         worst = max(worst, entry["exit_code"])
     for name in ignored:
-        print(f"ignored {name} (not a head checkpoint)", file=sys.stderr)
+        log.info(f"ignored {name} (not a head checkpoint)")
     if args.json:
         print(json.dumps({"batch": args.batch, "checkpoints": summary, "ignored": ignored}))
     return worst

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Sequence
 
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import outputs
 from certify.core.kernel import Form, parse_tokens
 from certify.sources.load import load_kernel
@@ -39,8 +39,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
-    if a.tokens:
-        parse_tokens(a.tokens)
+    if a.tokens and not a.tokens.startswith("vocab"):       # a model's vocabulary: checked with the model
+        parse_tokens(a.tokens)                  # cube:M bounds, before any model is loaded
     source = a.source if a.spec else str(resolve_source(a.source))
     if not a.spec:
         precheck_checkpoint(source)
@@ -53,8 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta = kernel.meta()
     what = (f"features {kernel.num_tokens} x {kernel.rank}" if kernel.form is Form.FACTOR
             else f"matrix {kernel.shape[0]} x {kernel.shape[1]}")
-    print(f"certify extract: wrote {a.out}: {what} on {kernel.token_set} "
-          f"({kernel.provenance.adapter}, {kernel.provenance.dtype})", file=sys.stderr)
+    log.info(f"certify extract: wrote {a.out}: {what} on {kernel.token_set} "
+          f"({kernel.provenance.adapter}, {kernel.provenance.dtype})")
     if a.json:
         print(json.dumps(meta))
     return 0

@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Sequence
 
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import limits, outputs
 from certify.core.errors import InputError
 from certify.core.kernel import parse_tokens
@@ -67,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.out:
         outputs.check_out_file(a.out)
     tokens = a.tokens or a.family
-    if a.tokens:
+    if a.tokens and not a.tokens.startswith("vocab"):       # a model's vocabulary: checked with the model
         parse_tokens(a.tokens)                  # cube:M bounds, before any model is loaded
     source = a.source if a.spec else str(resolve_source(a.source))
     if not a.spec:
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.out:
         outputs.write_file(a.out, cert.dumps())
     for c in cert.claims:
-        print(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
+        log.info(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""))
     if a.json:
         print(json.dumps({"rank_lower": rep.rank_lower, "rank_upper": rep.rank_upper,
                           "verdict": rep.verdict.value, "form": kernel.form.value,

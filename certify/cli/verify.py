@@ -4,7 +4,6 @@ re-check certificates with exact arithmetic only (:mod:`certify.checkers.verify`
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -12,6 +11,7 @@ from certify.checkers.common import NotACertificate
 from certify.checkers.sources import replay_extraction
 from certify.checkers.verify import accepted, combined_exit, format_text, read_certificate, verify_many
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core.errors import InputError
 
 VERIFY_EPILOG = ("exit codes: 0 every verdict re-derived (proved, refuted or unknown), no "
@@ -72,5 +72,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             "exit_code": combined_exit(r for _, r in results), "certificates": doc}, indent=1))
     else:
         for path, r in results:
-            print(format_text(r, path), file=sys.stderr)
+            log.info(format_text(r, path))
     return combined_exit(r for _, r in results)
