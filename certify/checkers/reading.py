@@ -70,7 +70,8 @@ def parse(text: str) -> dict[str, Any]:
                               f"{', '.join(map(repr, _schema.VERSIONS))})")
     claims = obj.get("claims")
     if not isinstance(claims, list) or not claims:
-        raise NotACertificate("certificate has no claims")
+        raise NotACertificate("certificate has no claims" + (" list" if "claims" not in obj else "")
+                              + _unexpected_root_keys(obj))
     for i, c in enumerate(claims):
         if not isinstance(c, dict):             # its fields are the schema's to check (exit 1)
             raise NotACertificate(f"claim {i} is not a JSON object")
@@ -84,12 +85,54 @@ def parse(text: str) -> dict[str, Any]:
     return obj
 
 
+def path_problem(path: Any) -> str | None:
+    """Why something at ``path`` cannot be read as a file, in words: a folder, a FIFO, a
+    socket or a device, a loop of symbolic links or one pointing nowhere, a permission
+    problem. None when it is a readable regular file, or when nothing is there (only
+    then is a file "absent")."""
+    import errno
+    import os
+    import stat
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as exc:
+        code = getattr(exc, "errno", None)
+        if code == errno.ELOOP:
+            return "a loop of symbolic links"
+        if code in (errno.EACCES, errno.EPERM):
+            return "permission denied (a folder on its path cannot be searched)"
+        if code == errno.ENAMETOOLONG:
+            return "name too long"
+        if code == errno.ENOTDIR:
+            return "a part of the path is a file, not a folder"
+        try:
+            if code == errno.ENOENT and os.path.islink(path):
+                return f"a symbolic link to {os.readlink(path)}, which does not exist"
+        except (OSError, ValueError):
+            pass
+        return None
+    mode = st.st_mode
+    for test, what in ((stat.S_ISDIR, "a folder, not a file"),
+                       (stat.S_ISFIFO, "a FIFO (named pipe), not a regular file"),
+                       (stat.S_ISSOCK, "a socket, not a regular file"),
+                       (stat.S_ISCHR, "a device, not a regular file"),
+                       (stat.S_ISBLK, "a device, not a regular file")):
+        if test(mode):
+            return what
+    if not os.access(path, os.R_OK):
+        return "permission denied (not readable)"
+    return None
+
+
 def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
     """The certificate in the file at ``path`` (:func:`parse`), or :class:`NotACertificate`
     naming the path."""
     path = Path(path)
-    if path.exists() and not path.is_file():
-        raise NotACertificate(f"{path} is not a regular file")
+    why = path_problem(path)                # a folder, a FIFO, a symbolic link loop, a permission problem
+    if why is not None:
+        raise NotACertificate(f"{path}: {why}")
+    if not os.path.lexists(path):
+        raise NotACertificate(f"no such file: {path}")
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -98,3 +141,18 @@ def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
         return parse(text)
     except NotACertificate as exc:
         raise NotACertificate(f"{path}: {exc}") from None
+
+
+def _unexpected_root_keys(obj: Mapping[str, Any]) -> str:
+    """``; unexpected key 'claim' (did you mean 'claims'?)`` for the keys of a
+    certificate's root the schema does not have, or nothing."""
+    import difflib
+    known = list((_schema.published().get("properties") or {}))
+    extra = [k for k in obj if k not in known]
+    if not extra:
+        return ""
+    parts = []
+    for k in extra[:5]:
+        close = difflib.get_close_matches(str(k), [n for n in known if n not in obj], n=1)
+        parts.append(f"{str(k)[:40]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"; unexpected key{'s' if len(extra) > 1 else ''} " + ", ".join(parts)

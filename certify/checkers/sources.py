@@ -53,6 +53,7 @@ from typing import Any, Mapping, Sequence, Union
 import numpy as np
 
 from certify.checkers import scratch
+from certify.checkers.reading import path_problem
 
 MATRIX_SUFFIXES = (".npy", ".npz", ".csv", ".json")
 #: largest source verify re-reads exactly (bytes on disk, entries); beyond: an assumption
@@ -92,15 +93,32 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def candidates(name: str, base: "Base") -> list[Path]:
+    """Where a named input file is looked for by its name: the name itself when absolute,
+    else relative to the certificate's folder, then to the working directory."""
+    folder = places(base).folder
+    if not isinstance(name, str) or not name or "\0" in name or name.startswith(HUB_SCHEME):
+        return []
+    return [Path(name)] if os.path.isabs(name) else \
+        [p for p in ((folder / name) if folder else None, Path.cwd() / name) if p is not None]
+
+
+def not_found(name: str, base: "Base") -> str:
+    """Why no file was found for ``name``: ``absent`` when nothing is at any place it is
+    looked for, else what is there (a folder, a FIFO, a symbolic link loop, ...:
+    :func:`certify.checkers.reading.path_problem`)."""
+    for p in candidates(name, base):
+        why = path_problem(p)
+        if why is not None:
+            return f"not read: {p} is {why}" if not why.startswith(("permission", "name", "a part")) \
+                else f"not read: {p}: {why}"
+    return "absent"
+
+
 def find(name: str, base: "Base") -> Path | None:
     """A named input file: absolute, else relative to the certificate's folder or
     the working directory (by name only; :func:`locate` also finds it by hash)."""
-    base = places(base).folder
-    if not isinstance(name, str) or not name or "\0" in name or name.startswith(HUB_SCHEME):
-        return None
-    cands = [Path(name)] if os.path.isabs(name) else \
-        [p for p in ((base / name) if base else None, Path.cwd() / name) if p is not None]
-    for p in cands:
+    for p in candidates(name, base):
         try:
             if p.is_file():
                 return p

@@ -118,7 +118,7 @@ class ClaimCheck:
 @dataclass(frozen=True)
 class InputCheck:
     name: str
-    status: str            # "match", "MISMATCH", "built-in" or "absent"
+    status: str            # "match", "MISMATCH", "built-in", "absent" or "not read: <path> is <what>"
     path: str | None = None
     how: str | None = None  # where it was found (certify.checkers.sources.locate)
 
@@ -181,6 +181,21 @@ def accepted(assumption: str, names: Iterable[str]) -> bool:
 # ---------------------------------------------------------------- parsing
 
 # parse and read_certificate live in certify.checkers.reading (shared with certify.reference)
+
+
+def _unexpected_root_keys(obj: Mapping[str, Any]) -> str:
+    """``; unexpected key 'claim' (did you mean 'claims'?)`` for the keys of a
+    certificate's root the schema does not have, or nothing."""
+    import difflib
+    known = list((_schema.published().get("properties") or {}))
+    extra = [k for k in obj if k not in known]
+    if not extra:
+        return ""
+    parts = []
+    for k in extra[:5]:
+        close = difflib.get_close_matches(str(k), [n for n in known if n not in obj], n=1)
+        parts.append(f"{str(k)[:40]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"; unexpected key{'s' if len(extra) > 1 else ''} " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------- claims
@@ -370,7 +385,7 @@ def check_inputs(inputs: Mapping[str, str], base: _sources.Base) -> tuple[InputC
             continue
         found = _sources.locate(name, digest.lower() if isinstance(digest, str) else None, base)
         if found is None:
-            out.append(InputCheck(name, "absent"))
+            out.append(InputCheck(name, _sources.not_found(name, base)))
             continue
         status = "match" if _sources.sha256_file(found.path) == str(digest).lower() else "MISMATCH"
         out.append(InputCheck(name, status, str(found.path), found.how))

@@ -24,6 +24,7 @@ from certify.checkpoints.batch import BATCH, run_batch, summary_table
 from certify.checkpoints.dispatch import certify_path
 from certify.checkpoints.run import DEFAULT_EPS, CheckpointResult
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import limits, outputs
 from certify.core.errors import InputError
 from certify.core.progress import show_progress
@@ -33,7 +34,7 @@ from certify.sources.hub import hub_lines
 
 
 def _print(res: CheckpointResult, ckpt: str) -> None:
-    p = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    p = lambda s: log.info(s)  # noqa: E731
     p(f"checkpoint {ckpt}")
     for c in res.certificate.claims:
         p(f"  [{c.verdict.value}] {c.kind.value}: {c.statement}")
@@ -95,16 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out:
             folder = build_with_certificate(res.certificate.dumps(), args.out, command="checkpoint")
             out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
-            print(f"certificate and report: {folder}/ (certificate.json, report.md)", file=sys.stderr)
+            log.info(f"certificate and report: {folder}/ (certificate.json, report.md)")
         _print(res, args.checkpoint)
     else:
         if args.out:
             folder = ch.write_out(res, args.out)
             out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
-            print(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)", file=sys.stderr)
-        ch.print_result(res, args.checkpoint)
+            log.info(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)")
+        for line in ch.result_lines(res, args.checkpoint):
+            log.info(line)
     for line in hub_lines(res.certificate.environment.get("hub")):
-        print(line, file=sys.stderr)
+        log.info(line)
     if args.json:
         print(json.dumps({**res.to_json(), **out}))
     return res.certificate.exit_code()
@@ -126,7 +128,7 @@ def _batch(args, eps: Fraction, command: list[str]) -> int:
                                      command=command, engine=engine, out=args.out)
     for e in entries:
         if e.result is None:
-            print(f"checkpoint {e.path}: not certified: {e.error}", file=sys.stderr)
+            log.info(f"checkpoint {e.path}: not certified: {e.error}")
             continue
         for c in e.result.certificate.claims:
             if c.verdict is not Verdict.PROVED:
@@ -137,11 +139,11 @@ def _batch(args, eps: Fraction, command: list[str]) -> int:
         for fam, why in getattr(e.result, "skipped", {}).items():
             print(f"checkpoint {e.path}: skipped {fam}: {why}", file=sys.stderr)
     for name in ignored:
-        print(f"ignored {name} (not a model)", file=sys.stderr)
-    print(summary_table(entries), file=sys.stderr)
+        log.info(f"ignored {name} (not a model)")
+    log.info(summary_table(entries))
     if args.out:
-        print(f"certificates and reports: {args.out}/NAME/ (certificate.json, report.md), "
-              f"summary: {args.out}/summary.md", file=sys.stderr)
+        log.info(f"certificates and reports: {args.out}/NAME/ (certificate.json, report.md), "
+                 f"summary: {args.out}/summary.md")
     if args.json:
         print(json.dumps({"batch": args.batch, "checkpoints": [e.row() for e in entries], "ignored": ignored}))
     return max((e.exit_code() for e in entries), default=0)

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from certify.checkers import scratch
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import limits, outputs
 from certify.core.errors import InputError
 from certify.core.kernel import parse_tokens
@@ -70,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.out:
         outputs.check_out_file(a.out)
     tokens = a.tokens or a.family
-    if a.tokens:
+    if a.tokens and not a.tokens.startswith("vocab"):       # a model's vocabulary: checked with the model
         parse_tokens(a.tokens)                  # cube:M bounds, before any model is loaded
     hub = resolve_hub(a.source)
     source = str(hub.path) if hub is not None else (a.source if a.spec else str(resolve_source(a.source)))
@@ -98,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.out and text is not None:
         outputs.write_file(a.out, text)
     for c in cert.claims:
-        print(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
+        log.info(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""))
     if a.json:
         print(json.dumps({"rank_lower": rep.rank_lower, "rank_upper": rep.rank_upper,
                           "verdict": rep.verdict.value, "form": kernel.form.value,

@@ -5,7 +5,6 @@ re-check certificates with exact arithmetic only (:mod:`certify.checkers.verify`
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -13,6 +12,7 @@ from certify.checkers.common import NotACertificate
 from certify.checkers.sources import Places, Replayed, replay_extraction
 from certify.checkers.verify import accepted, combined_exit, format_text, read_certificate, verify_many
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core.errors import InputError
 
 VERIFY_EPILOG = ("exit codes: 0 every verdict re-derived (proved, refuted or unknown), no "
@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "exit_code": combined_exit(r for _, r in results), "certificates": doc}, indent=1))
     else:
         for path, r in results:
-            print(format_text(r, path), file=sys.stderr)
+            log.info(format_text(r, path))
     return combined_exit(r for _, r in results)
 
 
@@ -121,7 +121,7 @@ def _reference(args: Any, certs: list) -> int:
             "certificates": doc}, indent=1))
     else:
         for r in results:
-            print(r.text(), file=sys.stderr)
+            log.info(r.text())
     return ref_exit(results)
 
 
@@ -130,6 +130,6 @@ def _say_files(replayed: Replayed) -> None:
     model whose files are not found, saying what to pass."""
     moved = {n: f for n, f in replayed.used.items() if f.how != "as named"}
     for name, f in moved.items():
-        print(f"certify verify: replay reads {name} from {f.path} ({f.how}, sha256 checked)", file=sys.stderr)
+        log.info(f"certify verify: replay reads {name} from {f.path} ({f.how}, sha256 checked)")
     for hint in dict.fromkeys(replayed.missing.values()):
-        print(f"certify verify: {hint}", file=sys.stderr)
+        log.warning(f"certify verify: {hint}")
