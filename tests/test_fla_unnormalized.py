@@ -103,9 +103,38 @@ def test_the_library_check_compares_the_unnormalized_output(default_model):
     for r in res.rows:
         chk = r.library_check
         assert chk["status"] == "agrees" and chk["output"] == "A V (unnormalized)"
-        assert chk["error"] == "max_i |o_lib - o_ext| / (sum_j |alpha_ij| max|v|)"
+        assert chk["error"] == "max_i |o_lib - o_ext| / (sum_j <|phiQ_i|, |phiK_j|> max|v|)"
         assert 0 < chk["max_error"] < 1e-4 and chk["positions_left_out"] == 0
     assert "normalize=do_feature_map_norm" in cert["claims"][0]["info"]["library_check"]["method"]
+
+
+@pytest.mark.parametrize("fmap", ["t2r", "elementwise_product"])
+def test_the_library_check_sees_a_wrong_denominator_or_head(tmp_path, fmap):
+    """Planted mistakes: an extraction that divides by sum_j alpha (the head read as
+    normalized), or that gives head 0 the kernel of head 1, disagrees with fla's own
+    A V by far more than the tolerance; the true reading agrees (signed features
+    too: fla's default map)."""
+    from certify.sources.thirdparty import _pool, load_model
+    from models.layouts.reference import TOLERANCE, check_layer
+    d = _save(tmp_path / fmap, hidden=16, heads=2, vocab=48, fmap=fmap)
+    model = load_model(d)
+    det = model.detected
+    L = det.layers[0]
+    pool = _pool(model, "vocab:48", None, None, 0)
+
+    def errors():
+        chk = check_layer(det, L, model.tensors, pool)
+        return [chk.errors[h] for h in range(2)]
+    assert max(errors()) < TOLERANCE
+    for h in L.heads:
+        h.normalized = True
+    assert min(errors()) > 100 * TOLERANCE
+    for h in L.heads:
+        h.normalized = False
+    L.heads[0].canon_q, L.heads[0].canon_k = L.heads[1].canon_q, L.heads[1].canon_k
+    L.heads[0].Wq, L.heads[0].Wk = L.heads[1].Wq, L.heads[1].Wk
+    del L.heads[0]._w64                      # its weights in float64, kept from the first call
+    assert errors()[0] > 100 * TOLERANCE
 
 
 def test_claims_about_the_normalized_head_are_listed_once_for_the_model(default_model):

@@ -32,8 +32,11 @@ extractor's path:
 The error of position ``i`` is scaled by the size of what is summed,
 ``e_i = max |o_lib - o_ext| |sum_j alpha_ij| / (sum_j |alpha_ij| max|v|)``
 (for a nonnegative kernel: the error relative to the values); for an unnormalized
-head ``e_i = max |o_lib - o_ext| / (sum_j |alpha_ij| max|v|)`` (every position
-compared; one whose every ``alpha_ij`` is 0 by its absolute error); positions whose
+head ``e_i = max |o_lib - o_ext| / (sum_j <|phiQ_i|, |phiK_j|> max|v|)``, the size
+of the products float arithmetic rounds (``sum_j alpha_ij`` for nonnegative
+features; signed features cancel inside ``alpha_ij``, and at fla's default width
+scaling by ``|alpha_ij|`` would count that cancellation as error): every position
+compared, one whose every product is 0 by its absolute error; positions whose
 denominator cancels to below ``1e-3 sum_j |alpha_ij|`` (signed kernels) are
 ill-conditioned in both computations and left out, and counted. A head
 agrees when ``max_i e_i <= tolerance`` (:data:`TOLERANCE`, float32 arithmetic).
@@ -93,7 +96,7 @@ class LibraryCheck:
         if h in self.unnormalized:            # o = sum_j alpha_ij v_j: no denominator on either side
             return {**out, "status": "agrees" if err <= self.tolerance else "disagrees", "max_error": err,
                     "positions_left_out": 0, "output": "A V (unnormalized)",
-                    "error": "max_i |o_lib - o_ext| / (sum_j |alpha_ij| max|v|)"}
+                    "error": "max_i |o_lib - o_ext| / (sum_j <|phiQ_i|, |phiK_j|> max|v|)"}
         return {**out, "status": "agrees" if err <= self.tolerance else "disagrees", "max_error": err,
                 "positions_left_out": self.left_out.get(h, 0),
                 "error": "max_i |o_lib - o_ext| |sum_j alpha_ij| / (sum_j |alpha_ij| max|v|)"}
@@ -171,7 +174,14 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
         scale = A.abs().sum(-1) * v.abs().amax(dim=(1, 2))[:, None]
         if h.normalized:
             ill = (A.sum(-1).abs() < ILL * A.abs().sum(-1)) | (scale == 0)
-        else:                 # a position where every alpha_ij is 0 must give 0: its absolute error
+        else:
+            # A V in float32 is rounded relative to the products it sums, sum_j <|phiQ_i|, |phiK_j|>
+            # (= sum_j alpha_ij for nonnegative features; signed ones cancel inside alpha_ij);
+            # a position where every product is 0 must give 0: its absolute error
+            Aabs = q.abs() @ k.abs().transpose(1, 2)
+            if h.causal:
+                Aabs = Aabs * torch.tril(torch.ones(SEQ_LEN, SEQ_LEN, dtype=torch.float64))
+            scale = Aabs.sum(-1) * v.abs().amax(dim=(1, 2))[:, None]
             ill = torch.zeros_like(scale, dtype=torch.bool)
             scale = torch.where(scale == 0, 1.0, scale)
         e = ((ours - got).abs().amax(-1) * den.abs() / torch.where(ill, 1.0, scale))
