@@ -79,6 +79,10 @@ def source_params(kernel: Kernel) -> dict[str, Any]:
         # a third-party head's kernel arguments beyond the weights (config.json's, or assumed
         # defaults): always stated, empty when the weights alone fix the kernel
         out["stated"] = {k: {"value": v["value"], "from": v["from"]} for k, v in sorted((stated or {}).items())}
+        if d.get("normalized") is False:
+            # no normalizing denominator (fla's do_feature_map_norm=False): the sentence says so, and
+            # the replay re-derives it from the config
+            out["normalized"] = False
     return out
 
 
