@@ -117,7 +117,7 @@ def predicted_work(A) -> int:
     minor as the producer finds it)."""
     from solvers.exact import dyadic
     from solvers.exact.elimination import canonical_minor, elimination_prime
-    from solvers.exact.rank import span_work
+    from solvers.exact.upper_cost import span_work
     N = dyadic(A)
     rng = np.random.default_rng(0)
     p = elimination_prime(max(A.shape), rng)
