@@ -44,8 +44,8 @@ from solvers.exact.span import bordered_minor_bound_sq, prime_limit
 # BLAS thread, CPU seconds; a shared two-core machine at load average 6-7): both
 # checks timed on 24 planted matrices U V (n = 128..2048, r = 4..512, factor
 # entries of 3 and 12 bits), non-negative least squares on the relative error.
-# The fit predicts every point within a factor 1.6 and orders the two proofs
-# right wherever they differ by more than 0.003 CPU s;
+# The fit predicts every point within a factor 1.8 and orders the two proofs
+# right wherever they differ by more than 0.0012 CPU s;
 # reports/bench/rank_upper_calibration.json holds the points and the fit.
 EXACT_S_PER_MADD = 1.41e-11           # n1 n2 r k (span_work)
 EXACT_S_PER_REDUCE = 1.18e-9          # n1 n2 k
