@@ -24,7 +24,14 @@ Verdicts, each re-checked exactly:
   (:mod:`certify.feasibility.model`); found by the one-feature-per-query
   construction when ``r >= #queries``, otherwise by alternating LPs
   (:mod:`solvers.factor`);
-* ``unknown``: no witness within the time limit and no bound excludes ``r``.
+* ``unknown``: no witness within the budget and no bound excludes ``r``.
+
+``time_limit`` is a budget of CPU seconds of the process running the search
+(:mod:`certify.core.budget`; in a parallel sweep, the worker's), checked between
+solves, so a verdict does not depend on the machine's load; ``iterations``
+replaces it by a count of LPs per rank step. Either is recorded in the claim's
+``info["budget"]``, and an ``unknown`` reason says "CPU-second budget of N s
+exhausted".
 
 A feasible witness at rank r pads with zero features to every larger rank, a
 nonnegative witness is also a real one, and a paper-class one is a used-pairs one.
@@ -37,6 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
+from certify.core.budget import CpuBudget
 from certify.core.errors import InputError
 from certify.core.families import Family
 from certify.feasibility.chain_bounds import ChainBound, chain_bound
@@ -52,8 +60,9 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
            iterations: int | None = None, method: str = "lp") -> FeasibilityResult:
     """The verdict at one rank in ``model_class``. ``bound=True`` derives the chain
     bound here; pass a precomputed one (or None) to reuse it across ranks. A given
-    ``problem`` must be of ``model_class``. ``iterations``: an LP budget per rank
-    step instead of the wall clock (reproducible results). ``method``: ``lp``
+    ``problem`` must be of ``model_class``. ``time_limit``: CPU seconds of this
+    process for the witness search. ``iterations``: an LP budget per rank step
+    instead (reproducible results). ``method``: ``lp``
     (chain bounds, alternating LPs), ``sdp`` (convex dual certificates, PSD-lift
     proposals) or ``auto`` (both)."""
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
@@ -97,31 +106,38 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                                  "g = <x,z>; exact re-check", margin=chk.margin, bound=bound,
                                  witness=w, timings=timings, model_class=model_class)
     t2 = time.perf_counter()
+    budget = CpuBudget(float("inf") if iterations is not None else time_limit)
     if method != "lp":                                       # PSD-lift proposals (solvers.sdp)
         from certify.feasibility.sdp_search import sdp_result
         out = sdp_result(problem, rank, features, bound, timings, time_limit=time_limit,
                          seed=seed, lp_fallback=(method == "auto"))
         if out is not None:
             return out
-    res, w, chk = descend(problem, rank, features, time_limit=time_limit, seed=seed,
-                          progress=progress, iterations=iterations)
+    # after the SDP proposals of ``auto`` (half the budget, which a solve may overrun)
+    # the LPs get what is left, never less than half
+    left = budget.left() if method == "lp" else max(budget.left(), budget.seconds / 2)
+    res, w, chk = descend(problem, rank, features, time_limit=left,
+                          seed=seed, progress=progress, iterations=iterations)
     timings["search_s"] = time.perf_counter() - t2
+    lps, restarts = (res.iterations, res.restarts) if res is not None else (0, 0)
+    info = {"lps": lps, "restarts": restarts,
+            "budget": {"kind": "lp_iterations", "limit": iterations}
+            if iterations is not None else budget.record()}
     if w is not None and chk is not None and chk.ok:
         return FeasibilityResult(Outcome.FEASIBLE, rank, features, family,
                                  f"alternating LPs from the truncated construction (last rank: "
-                                 f"{res.iterations} LPs, {res.restarts} restarts), dyadic "
+                                 f"{lps} LPs, {restarts} restarts), dyadic "
                                  "rounding, value LP, exact re-check",
                                  margin=chk.margin, bound=bound, witness=w, timings=timings,
-                                 search_info={"lps": res.iterations, "restarts": res.restarts},
-                                 model_class=model_class)
+                                 search_info=info, model_class=model_class)
     lb = "" if bound is None else f"; the chain bounds only exclude r <= {excluded}"
+    delta = res.delta if res is not None else float("-inf")
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, family, "alternating LPs",
-                             bound=bound, best_float_margin=res.delta,
-                             search_info={"lps": res.iterations, "restarts": res.restarts},
-                             reason="no exactly verified witness within "
-                                    + (f"{iterations} LPs per rank " if iterations else
-                                       f"{time_limit:g} s ")
-                                    + f"(best float LP margin {res.delta:.3g}){lb}",
+                             bound=bound, best_float_margin=delta, search_info=info,
+                             reason="no exactly verified witness: "
+                                    + (f"budget of {iterations} LPs per rank step used"
+                                       if iterations is not None else budget.spent())
+                                    + f" (best float LP margin {delta:.3g}){lb}",
                              timings=timings, model_class=model_class)
 
 

@@ -87,6 +87,8 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
         method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; upper: "
                   "Freivalds test of the minor's column span (vectors and primes from the claim's "
                   f"sha256, Fiat-Shamir), error probability <= 2^-{opt.error_log2}")
+    if "upper_auto" in res.details:              # --upper-bound auto: which proof, and why
+        method += f"; {res.details['upper_auto']['why']}"
     if N.values.size <= opt.embed_limit:
         ev["matrix"] = N.rows()
     return Claim(ClaimKind.EXACT_RANK, None, res.verdict,

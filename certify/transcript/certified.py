@@ -52,9 +52,11 @@ def _first_error(spec, model, index, EW):
 def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
                     engine=None) -> TranscriptResult:
     from certify.checkers.transcript import integer_replayable
+    from certify.core.budget import CpuBudget
     from certify.transcript import enumerate as transcript_enum
 
     t0 = time.perf_counter()
+    budget = None if time_limit is None else CpuBudget(time_limit)
     cap = capacity(model, spec.s, spec.q)
     er, done, enum = transcript_enum.enumerate_all(spec, model, time_limit=time_limit,
                                                    progress=progress, engine=engine)
@@ -63,7 +65,8 @@ def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
     params = transcript_params(spec, model)
     verdict, reason, collision, ev = Verdict.UNKNOWN, None, None, None
     if er is None:
-        reason = f"time limit: {done} of {N} assignments certified, no decision"
+        reason = (f"{budget.describe() if budget else 'time limit'} exhausted: {done} of {N} "
+                  "assignments certified, no decision")
         res = SearchResult(N, done, False, None, (), 0, float("nan"), 0, t1 - t0)
     else:
         res = SearchResult(N, N, True, er.distinct, er.collisions, er.correct,
@@ -100,6 +103,8 @@ def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
             "exact_accuracy": (er.correct / N) if er else None,
             "float64_max_error": er.float_max_error if er else None,
             "shards": er.shards if er else None}
+    if budget is not None:
+        info["budget"] = budget.record()
     method = ("certified float64 enumeration (ball arithmetic with a rigorous rounding bound, "
               "per-slot partial sums); assignments near a cell boundary replayed exactly with "
               "Fractions; collisions, errors and accuracy decided on integer transcripts")

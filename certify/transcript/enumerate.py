@@ -554,11 +554,15 @@ def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float 
     on ``engine`` (a :class:`certify.core.engine.Engine`). Returns the merged result
     (None when the time limit stopped the in-process run), the number of
     assignments done and the enumerator. Shards are merged in index order, so the
-    result does not depend on how many workers ran them."""
+    result does not depend on how many workers ran them. ``time_limit``: CPU
+    seconds of this process (:mod:`certify.core.budget`), checked between shards
+    of an in-process run (an engine's run has none)."""
+    from certify.core.budget import CpuBudget
+
     N = spec.num_assignments
     ranges = [(a, min(N, a + shard)) for a in range(0, N, shard)]
     enum = Enumerator(spec, model)
-    t0 = time.perf_counter()
+    budget = None if time_limit is None else CpuBudget(time_limit)
     if engine is not None and engine.uses_ray:
         shards = engine.map(run_shard, [(spec, model, a, b) for a, b in ranges],
                             label="transcript shards")
@@ -569,7 +573,7 @@ def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float 
     bar = tqdm(total=N, unit="asg", disable=not progress, leave=False)
     try:
         for a, b in ranges:
-            if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            if budget is not None and budget.exhausted():
                 return None, done, enum
             shards.append(enum.run(a, b, progress=bar.update))
             done = b

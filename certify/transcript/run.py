@@ -69,7 +69,10 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
 
         return check_certified(spec, model, n, time_limit=time_limit, progress=progress,
                                engine=engine)
+    from certify.core.budget import CpuBudget
+
     t0 = time.perf_counter()
+    budget = None if time_limit is None else CpuBudget(time_limit)
     cap = capacity(model, spec.s, spec.q)
     res = search_collisions(spec, model, batch=batch, time_limit=time_limit, progress=progress)
     t1 = time.perf_counter()
@@ -80,6 +83,8 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
     info = {**cap.display(), "context_length": n, "assignments_checked_float64": res.checked,
             "distinct_float64_transcripts": res.distinct_transcripts,
             "float64_accuracy": res.float_accuracy if res.checked else None}
+    if budget is not None:
+        info["budget"] = budget.record()
 
     verdict, reason, collision, ev = Verdict.UNKNOWN, None, None, None
     exact_checked = exact_correct = 0
@@ -112,8 +117,9 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
                 ev, reason = error_refutation(spec, model, r, *bad, n)
         if verdict is not Verdict.REFUTED:
             if not res.complete:
-                reason = (f"time limit: {res.checked} of {res.assignments} "
-                          f"assignments checked, no certified collision")
+                reason = (f"{budget.describe() if budget else 'time limit'} exhausted: "
+                          f"{res.checked} of {res.assignments} assignments checked, no "
+                          "certified collision")
             elif res.candidates:
                 reason = (f"{len(res.candidates)} candidate collision(s) from float64, none "
                           f"certified ({undecided} straddle a quantizer boundary)")
