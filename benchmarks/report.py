@@ -292,12 +292,13 @@ def page_summary_table(folder: Path | None = None) -> list[str]:
                  "(unverified) " + " / ".join(f"{r['numpy_s']:.4f}" for r in rows) + " CPU s | "
                  + " / ".join(f"{r['producer_ratio']:.0f}" for r in rows) + " |")
     L += realsize_rows(_load("realsize.json", folder))
-    if par and par.get("rows"):
-        rows = par["rows"]
-        L.append(f"| sweeps on a local Ray, {rows[0]['workers']} workers ("
-                 + " / ".join(r["task"] for r in rows) + ") | "
-                 + " / ".join(f"{r['ray_s']:.1f}" for r in rows) + " s | one process "
-                 + " / ".join(f"{r['one_process_s']:.1f}" for r in rows) + " s | "
+    rows = [r for r in (par or {}).get("rows", []) if "one_process_s" in r]
+    if rows:
+        L.append(f"| sweeps with --workers {rows[0]['workers']} ("
+                 + " / ".join(r["task"] + (" [Ray]" if r.get("ray_started") else " [in process]")
+                              for r in rows) + ") | "
+                 + " / ".join(f"{r.get('workers_s', r.get('ray_s', 0.0)):.1f}" for r in rows)
+                 + " s | one process " + " / ".join(f"{r['one_process_s']:.1f}" for r in rows) + " s | "
                  + ("claims and rows identical" if all(r["identical"] for r in rows) else "NOT identical") + " |")
     return L
 
@@ -530,11 +531,15 @@ def write_report() -> Path:
     if eps:
         L += eps_rank_section(eps)
     if par:
-        L += ["## Sweeps on a local Ray vs one process", "",
-              "| task | 1 process s | Ray s | workers | identical |", "|---|---|---|---|---|"]
+        L += ["## Sweeps with --workers vs one process", "",
+              "| task | 1 process s | --workers s | workers | engine | identical |",
+              "|---|---|---|---|---|---|"]
         for r in par["rows"]:
-            L.append(f"| {r['task']} | {r['one_process_s']:.1f} | {r['ray_s']:.1f} | {r['workers']} | "
-                     f"{'yes' if r['identical'] else 'NO'} |")
+            if "one_process_s" not in r:              # the Ray start-up row
+                L.append(f"| {r['task']} | | {r['ray_start_s']:.1f} | | | |")
+                continue
+            L.append(f"| {r['task']} | {r['one_process_s']:.1f} | {r.get('workers_s', r.get('ray_s', 0.0)):.1f} | "
+                     f"{r['workers']} | {r.get('engine', 'Ray')} | {'yes' if r['identical'] else 'NO'} |")
         L.append("")
     path = OUT / "README.md"
     path.write_text("\n".join(L))

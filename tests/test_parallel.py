@@ -173,28 +173,3 @@ def test_sec52_reduced_sweep_with_two_workers_equals_one_process(tmp_path, ray2)
     assert len(rows(tmp_path / "one")) == 6
     assert rows(tmp_path / "one") == rows(tmp_path / "two")
 
-
-def _square(x):
-    return x * x
-
-
-def test_workers_fall_back_to_one_process_when_ray_would_not_pay(capsys):
-    """Predicted small tasks: no Ray is started, the tasks run here in order and one
-    line on stderr says why, with the predicted seconds of both."""
-    from certify.core import engine as eng
-    e = Engine(2, progress=False)
-    assert e.parallel and not e.uses_ray
-    assert e.map(_square, [(i,) for i in range(6)], cost_s=[0.01] * 6, label="sq") == \
-        [i * i for i in range(6)]
-    assert not e.uses_ray
-    err = capsys.readouterr().err
-    assert "--workers 2: 6 sq task(s) predicted 0.06 CPU s in this process" in err
-    assert "running them here" in err and e.fallback in err
-    # without predictions the first task is run here and timed: tiny, so the rest too
-    assert e.map(_square, [(i,) for i in range(4)], label="sq") == [0, 1, 4, 9]
-    assert "3 sq task(s)" in capsys.readouterr().err and not e.uses_ray
-    worth, serial, par = eng.pays([100.0] * 4, 2, 30.0)
-    assert serial == 400.0 and par == 30.0 + (400.0 + 4 * eng.RAY_TASK_S) / min(2, eng.cores())
-    assert worth == (eng.cores() >= 2)                         # 230 s against 400 s on two cores
-    assert not eng.pays([1.0] * 4, 2, 30.0)[0]
-    assert eng.pays([50.0, 0.1], 2, 0.0)[2] >= 50.0            # never below the largest task
