@@ -56,11 +56,11 @@ def _empty(x):
 
 def ray_start(workers: int) -> dict:
     """Wall seconds of a local Ray started for one empty task (the engine told
-    that the task costs a day, so it starts Ray), then of 40 more empty tasks."""
+    that two tasks cost a day each, so it starts Ray), then of 40 more empty tasks."""
     from certify.core.engine import Engine
     t = time.perf_counter()
     with Engine(workers, progress=False) as e:
-        e.map(_empty, [(0,)], cost_s=[86400.0])
+        e.map(_empty, [(0,), (1,)], cost_s=[86400.0, 86400.0])
         t1 = time.perf_counter()
         e.map(_empty, [(i,) for i in range(40)])
         t2 = time.perf_counter()

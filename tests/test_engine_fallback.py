@@ -22,11 +22,11 @@ def test_workers_fall_back_to_one_process_when_ray_would_not_pay(capsys, monkeyp
         [i * i for i in range(6)]
     assert not e.uses_ray
     err = capsys.readouterr().err
-    assert "--workers 2: 6 sq task(s) predicted 0.06 CPU s in this process" in err
+    assert "--workers 2: 6 task(s) of sq predicted 0.06 CPU s in this process" in err
     assert "running them here" in err and e.fallback in err
     # without predictions the first task is run here and timed: tiny, so the rest too
     assert e.map(_square, [(i,) for i in range(4)], label="sq") == [0, 1, 4, 9]
-    assert "3 sq task(s)" in capsys.readouterr().err and not e.uses_ray
+    assert "3 task(s) of sq" in capsys.readouterr().err and not e.uses_ray
     worth, serial, par = eng.pays([100.0] * 4, 2, 30.0)
     assert serial == 400.0 and par == 30.0 + (400.0 + 4 * eng.RAY_TASK_S) / min(2, eng.cores())
     assert worth == (eng.cores() >= 2)                         # 230 s against 400 s on two cores

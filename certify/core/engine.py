@@ -220,7 +220,7 @@ class Engine:
                 worth, serial, par = pays(costs[len(costs) - len(rest):], self.workers,
                                           ray_start_seconds())
                 if not worth:
-                    self.fallback = (f"--workers {self.workers}: {len(rest)} {label} task(s) "
+                    self.fallback = (f"--workers {self.workers}: {len(rest)} task(s) of {label} "
                                      f"predicted {serial:.3g} CPU s in this process, "
                                      f"{par:.3g} s on a local Ray (start-up {ray_start_seconds():g} s, "
                                      f"{RAY_TASK_S:g} s a task): running them here")
