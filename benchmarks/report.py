@@ -222,7 +222,8 @@ def page_sweep_table(sweep: dict) -> list[str]:
     unit = "CPU s" if _cpu(sweep) else "s"
     L = [f"| n | matrix | r | SVD {unit} | exact {unit} | Freivalds {unit} | SVD e2e {unit} | "
          f"`rank` exact e2e / `verify` {unit} | `rank --upper-bound freivalds` e2e / `verify` {unit} | "
-         "exact e2e / SVD e2e | Freivalds e2e / SVD e2e |", "|" + "---|" * 11]
+         "exact e2e / SVD e2e | Freivalds e2e / SVD e2e | default (`auto`) e2e / SVD e2e: its choice |",
+         "|" + "---|" * 12]
     for p in _ordered(sweep):
         m = p["median_s"]
         f = lambda k: f"{m[k]:.2f}" if k in m else "-"                           # noqa: E731
@@ -236,11 +237,13 @@ def page_sweep_table(sweep: dict) -> list[str]:
             if f"{mode}_cli_s" not in p or not p.get("svd_e2e_s"):
                 return "-"
             return f"**{p[f'{mode}_cli_s'] / p['svd_e2e_s']:.2f}**"
+        choice = ((p.get("auto") or {}).get("details") or {}).get("upper_auto", {}).get("choice")
+        auto = f"{ratio('auto')}: {choice}" if choice and ratio("auto") != "-" else "-"
         L.append(f"| {p['n']} | {p['kind']} | {p['planted']} | {f('svd')} | {f('exact')} | {f('freivalds')} | "
                  f"{p['svd_e2e_s']:.2f} | {pair('exact')} | {pair('freivalds')} | {ratio('exact')} | "
-                 f"{ratio('freivalds')} |" if "svd_e2e_s" in p else
+                 f"{ratio('freivalds')} | {auto} |" if "svd_e2e_s" in p else
                  f"| {p['n']} | {p['kind']} | {p['planted']} | {f('svd')} | {f('exact')} | {f('freivalds')} | "
-                 "- | - | - | - | - |")
+                 "- | - | - | - | - | - |")
     return L
 
 
