@@ -123,7 +123,7 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     info = {"lps": lps, "restarts": restarts,
             "budget": {"kind": "lp_iterations", "limit": iterations}
             if iterations is not None else budget.record()}
-    if w is not None and chk is not None and chk.ok:
+    if w is not None and chk is not None and chk.ok and w.rank == rank:
         return FeasibilityResult(Outcome.FEASIBLE, rank, features, family,
                                  f"alternating LPs from the truncated construction (last rank: "
                                  f"{lps} LPs, {restarts} restarts), dyadic "
