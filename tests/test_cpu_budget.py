@@ -112,3 +112,28 @@ def test_same_verdict_and_witness_at_load_and_under_four_busy_processes(tmp_path
         assert c.info["budget"]["used_s"] < 2.0
         assert checker.check(c.to_json(), Certificate(claims=[c]).to_json()) == []
     print(f"loaded run: {wall:.1f} s wall for {b.info['budget']['used_s']} CPU s")
+
+
+def test_a_budget_that_ends_above_the_target_rank_gives_no_witness(monkeypatch, paper):
+    """The descent searches ranks 14, 13, ... down to the target; when the budget runs
+    out after an intermediate rank succeeded, that rank's witness is not the target's
+    (it was once returned as one, and the certificate's own check then refused it)."""
+    from certify.feasibility import lp_search
+    from certify.feasibility.model import build_problem
+    calls = []
+
+    def fake(problem, r, features, **kw):
+        calls.append(r)
+        return "res", f"witness of rank {r}", "check", ("P", "Q")
+
+    class TwoSteps:                          # budget left for two rank steps, then none
+        n = 0
+
+        def left(self):
+            self.n += 1
+            return 1.0 if self.n <= 2 else 0.0
+
+    monkeypatch.setattr(lp_search, "search_witness", fake)
+    problem = build_problem(paper, "paper")
+    out = lp_search._descend(problem, 12, Features.REAL, TwoSteps(), 0, False, None, 15)
+    assert calls == [14, 13] and out == ("res", None, None)

@@ -123,7 +123,7 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     info = {"lps": lps, "restarts": restarts,
             "budget": {"kind": "lp_iterations", "limit": iterations}
             if iterations is not None else budget.record()}
-    if w is not None and chk is not None and chk.ok:
+    if w is not None and chk is not None and chk.ok and w.rank == rank:
         return FeasibilityResult(Outcome.FEASIBLE, rank, features, family,
                                  f"alternating LPs from the truncated construction (last rank: "
                                  f"{lps} LPs, {restarts} restarts), dyadic "
@@ -147,6 +147,31 @@ def _decide_task(family, r, feats, time_limit, seed, iterations, model_class, me
                   model_class=model_class, method=method)
 
 
+#: CPU seconds of one alternating LP on paper-5.1 (4404 rows, 826-1190 columns;
+#: 0.08-0.9 s measured), scaled by the problem's constraint rows for others
+_LP_S_PER_ROW = 0.3 / 4404
+
+
+def _predicted_costs(problem: FeasibilityProblem, bound: ChainBound | None,
+                     tasks: Sequence[tuple]) -> list[float] | None:
+    """CPU seconds each sweep task is predicted to take, for the engine's choice
+    between one process and Ray: next to nothing where a chain bound excludes the
+    rank or the construction reaches it; otherwise the search budget (its time
+    limit, or its LPs: ``iterations`` per rank step from the construction down)."""
+    Ga, _ = problem.constraint_matrices()
+    lp_s = _LP_S_PER_ROW * (Ga.shape[0] + problem.num_rows + 3 * len(problem.entries))
+    out = []
+    for _, r, feats, time_limit, _, iterations, _, method in tasks:
+        excluded = 0 if bound is None else bound.max_infeasible_rank_for(feats)
+        if (r <= excluded and method == "lp") or r >= problem.num_rows:
+            out.append(0.05)
+        elif iterations is not None:
+            out.append(lp_s * iterations * max(1, problem.num_rows - r))
+        else:
+            out.append(float(time_limit))
+    return out
+
+
 def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *,
           time_limit: float, seed: int, progress: bool = False,
           model_class: ModelClass | str = ModelClass.PAPER, engine=None,
@@ -154,20 +179,24 @@ def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *
     """Every rank in ``lo..hi`` for each feature class; returns ``(results, brackets)``
     with ``brackets[features] = (largest proved-infeasible + 1, smallest proved-feasible
     or None)`` for the rank on the family. :func:`cube_brackets` gives the
-    whole-cube head's. With an ``engine`` (:mod:`certify.core.engine`) the (features,
-    rank) tasks run as parallel tasks; results are merged in the same order."""
+    whole-cube head's. With an ``engine`` asked for more than one process
+    (:mod:`certify.core.engine`) the (features, rank) tasks go to it with their
+    predicted costs (it runs them here when a local Ray would not pay); results are
+    merged in the same order."""
     model_class = ModelClass(model_class)
     problem = build_problem(family, model_class)
     bound = chain_bound(family)
     results: list[FeasibilityResult] = []
     brackets = {}
-    if engine is not None and engine.uses_ray:
+    parallel = engine is not None and engine.parallel
+    if parallel:
         tasks = [(family, r, feats, time_limit, seed, iterations, model_class, method)
                  for feats in features_list for r in range(lo, hi + 1)]
-        done = iter(engine.map(_decide_task, tasks, label="feasibility"))
+        done = iter(engine.map(_decide_task, tasks, label="feasibility",
+                               cost_s=_predicted_costs(problem, bound, tasks)))
     for feats in features_list:
         for r in range(lo, hi + 1):
-            if engine is not None and engine.uses_ray:
+            if parallel:
                 results.append(next(done))
                 continue
             results.append(decide(family, r, feats, time_limit=time_limit, seed=seed,

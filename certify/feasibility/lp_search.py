@@ -90,8 +90,8 @@ def _descend(problem, rank, features, budget: CpuBudget, seed, progress, cur, R,
     res = w = chk = None
     for r in range(R - 1, rank - 1, -1):
         left = budget.left()
-        if left <= 0:
-            break
+        if left <= 0:              # the budget ran out above the target: no witness of it
+            return res, None, None
         share = left if r == rank else left / (r - rank + 1)
         res, w, chk, fac = search_witness(problem, r, features, time_limit=share,
                                           seed=seed + r, progress=progress, init=cur,

@@ -86,7 +86,7 @@ def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit:
     if _LAST is not None and _LAST[0]() is kernel and _LAST[1] == args:
         return _LAST[2]
     t0 = time.perf_counter()
-    if (engine is not None and engine.uses_ray) or shards:
+    if (engine is not None and engine.parallel) or shards:
         out = _summarize_sharded(kernel, batch_size, keep_limit, engine, shards, t0)
     else:
         out = _summarize_local(kernel, batch_size, keep_limit, progress, t0)

@@ -563,7 +563,7 @@ def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float 
     ranges = [(a, min(N, a + shard)) for a in range(0, N, shard)]
     enum = Enumerator(spec, model)
     budget = None if time_limit is None else CpuBudget(time_limit)
-    if engine is not None and engine.uses_ray:
+    if engine is not None and engine.parallel:
         shards = engine.map(run_shard, [(spec, model, a, b) for a, b in ranges],
                             label="transcript shards")
         return merge(enum, shards), N, enum

@@ -279,7 +279,7 @@ def sweep51(cfg: Sec51Config, out: Path, checkpoints: Path | None = None,
     ratio_rows: list[dict] = []
     t0, c0 = time.perf_counter(), time.process_time()
     jobs = [(r, s) for r in cfg.ranks for s in cfg.seeds]
-    if engine is not None and engine.uses_ray:
+    if engine is not None and engine.parallel:
         done = engine.map(_job51, [(fam, r, s, cfg) for r, s in jobs], label="sec51")
     else:
         done = None
@@ -459,7 +459,7 @@ def sweep52(cfg: Sec52Config, out: Path, checkpoints: Path | None = None,
     jobs = [(sc, r, s) for sc in cfg.scales for r in models for s in cfg.seeds]
     pools = {sc: _pools52(sc, cfg) for sc in cfg.scales}
     done = None
-    if engine is not None and engine.uses_ray:
+    if engine is not None and engine.parallel:
         done = engine.map(_job52, [(*pools[sc][:2], sc, r, s, cfg, pools[sc][2]) for sc, r, s in jobs],
                           label="sec52")
     with one_thread(), tqdm(jobs, desc="sec52", file=sys.stderr,
