@@ -180,7 +180,7 @@ def aware(t: dt.datetime | None) -> dt.datetime | None:
 def rowcount(result: Result[Any]) -> int:
     """The rows an UPDATE or DELETE matched. ``Session.execute`` is typed as
     returning a :class:`Result`; for those statements it is a :class:`CursorResult`."""
-    return cast("CursorResult[Any]", result).rowcount
+    return cast(CursorResult[Any], result).rowcount
 
 
 def db_epoch(engine: Engine) -> ColumnElement[float]:
