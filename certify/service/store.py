@@ -170,10 +170,6 @@ class Store:
             s.execute(delete(CertificateFileRow).where(CertificateFileRow.cert_sha256 == sha))
             return rowcount(s.execute(delete(CertificateRow).where(CertificateRow.sha256 == sha))) == 1
 
-    def certificate_shas(self) -> Iterator[str]:
-        with self.session() as s:
-            yield from s.scalars(select(CertificateRow.sha256))
-
     def files(self, sha: str) -> list[tuple[str, int]]:
         """``(name, size)`` of a certificate's report files."""
         with self.session() as s:
