@@ -66,7 +66,7 @@ def source_params(kernel: Kernel) -> dict[str, Any]:
     """What every claim about a kernel names, so that verify binds it: the source
     (a file with its sha256, or a construction), the token set, the token count,
     and the hash of an explicit token list."""
-    out = {"token_set": kernel.token_set, "source": kernel.provenance.source,
+    out: dict[str, Any] = {"token_set": kernel.token_set, "source": kernel.provenance.source,
            "source_sha256": kernel.provenance.source_sha256, "adapter": kernel.provenance.adapter,
            "num_tokens": int(kernel.shape[0])}
     if kernel.tokens_sha256 is not None and not kernel.token_set.startswith("cube:"):
@@ -102,6 +102,7 @@ def token_evidence(kernel: Kernel) -> dict[str, Any]:
 def integer_matrix(kernel: Kernel) -> ex.IntMatrix:
     if kernel.stored_matrix is not None:
         return ex.dyadic(kernel.stored_matrix, "kernel matrix")
+    assert kernel.rational is not None      # a matrix-form kernel stores one or the other
     return ex.rational_rows([list(r) for r in kernel.rational], "kernel matrix")
 
 

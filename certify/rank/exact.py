@@ -57,7 +57,7 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
     fr_params = {**params, "upper_bound": "freivalds", "error_log2": opt.error_log2}
     tokens = token_evidence(kernel)
 
-    def evidence(p: int, rows, cols, witness: str, lower: int, upper: int) -> dict:
+    def evidence(p: int | None, rows, cols, witness: str, lower: int, upper: int) -> dict:
         return {"form": "matrix", "shape": list(N.shape), "scale": scale_evidence(N),
                 "matrix_sha256": sha, "prime": p, "minor_rows": list(rows), "minor_cols": list(cols),
                 "upper_witness": witness, "rank_lower": lower, "rank_upper": upper, **tokens}
@@ -81,6 +81,7 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
     method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
               "upper: exact column-span (null-space) witness of that minor")
     if res.upper_witness == "freivalds":
+        assert res.prime is not None and res.freivalds is not None     # the test ran at that prime
         ev["freivalds"] = {"challenge": challenge(res.prime, res.minor_rows, res.minor_cols).hex(),
                            **res.freivalds}
         params = fr_params

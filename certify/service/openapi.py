@@ -183,7 +183,7 @@ FILTERS = [
 ]
 OFFSET = _q("offset", {"type": "integer", "minimum": 0, "maximum": 10**9}, "rows to skip")
 LIMIT = _q("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "rows (default 50)")
-BEARER = [{"bearer": []}]
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 
 
 def _page(summary: str, params: list | None = None, missing: bool = False, db: bool = True) -> dict:

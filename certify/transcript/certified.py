@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from fractions import Fraction
+from typing import Any
 
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.files import sha256_json
@@ -93,7 +94,7 @@ def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
         else:                        # not reachable: every assignment is decided exactly
             reason = f"{N - er.correct} assignments undecided"
     t2 = time.perf_counter()
-    evidence = {"capacity": cap.to_json()}
+    evidence: dict[str, Any] = {"capacity": cap.to_json()}
     evidence.update(ev if ev is not None else {"type": "none", "family": family_evidence(spec, n),
                                               "model": model.evidence()})
     info = {**cap.display(), "context_length": n, "assignments_certified": res.checked,

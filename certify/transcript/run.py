@@ -134,7 +134,7 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
                 verdict, reason, exact_checked, exact_correct, ev = _exact_all(
                     spec, model, EW, n, progress)
     t2 = time.perf_counter()
-    evidence = dict(base_ev)
+    evidence: dict[str, Any] = dict(base_ev)
     if ev is not None:
         evidence.update(ev)
     else:
@@ -209,7 +209,9 @@ def run_transcript(req: ModelRequest, M: int, s: int, h: int, q: int, *, n: int 
     if 2 * spec.q > n:
         raise InputError(f"2q = {2 * spec.q} exceeds the context length n = {n}")
     widths = [None] if bits_range is None else list(range(bits_range[0], bits_range[1] + 1))
-    rows, claims, results = [], [], []
+    rows: list[dict[str, Any]] = []
+    claims: list[Claim] = []
+    results: list[TranscriptResult] = []
     seeds: dict[str, int] = {}
     inputs: dict[str, str] = {}
     model = None
@@ -222,5 +224,6 @@ def run_transcript(req: ModelRequest, M: int, s: int, h: int, q: int, *, n: int 
         rows.append({"p": p, **js} if p is not None else js)
         claims.extend(r.claims)
         results.append(r)
+    assert model is not None                # one bit width at least
     cert = Certificate(claims=claims, command=list(command), inputs=inputs, seeds=seeds)
     return TranscriptRun(cert, tuple(rows), model, tuple(results))
