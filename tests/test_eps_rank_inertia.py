@@ -296,31 +296,38 @@ def test_float_counts_never_differ_from_the_exact_count(seed):
 
 
 def test_a_gram_equal_to_replayed_features_skips_only_the_psd_test(monkeypatch):
-    # once this process has the exact Gram of features with the claim's sha256 (a replay), a stated
-    # Gram equal to it is PSD by construction and its PSD test is not run; a stated Gram one entry
-    # off is not that Gram, so it is tested and refused; other features' Grams never count
+    # once this certificate's check has the exact Gram of features with the claim's dtype, shape
+    # and sha256 (a replay), a stated Gram equal to it is PSD by construction and its PSD test is
+    # not run; a stated Gram one entry off is not that Gram, so it is tested and refused; other
+    # features' Grams, and another check's, never count
     from certify.checkers import gram as cgram
+    from certify.checkers import scratch
     q, k = _known(SQ, SK)
     kern = from_features(q, k, PROV)
     claim = eps_rank_factor_claim(kern, summarize_features(kern), Fraction(1),
                                   RankOptions(eps=Fraction(1), embed_limit=0)).to_json()
     fs = claim["evidence"]["features_sha256"]
-    monkeypatch.setattr(cgram, "_VERIFIED", {})
     tested = []
     real_psd = checker_eps._psd
     monkeypatch.setattr(checker_eps, "_psd", lambda g, G: tested.append(1) or real_psd(g, G))
-    assert check(claim, {"claims": [claim]}) == [] and len(tested) == 2           # nothing replayed
-    for arr, side in ((q, "q"), (k, "k")):
-        assert cgram._features_sha(arr, fs["dtype"]) == fs[f"phi_{side}"]
-        assert cgram._is_gram_of(np.asarray(arr, dtype=fs["dtype"]), claim["evidence"][f"gram_{side}"],
-                                 claim["evidence"][f"gram_{side}_exponent"], fs[f"phi_{side}"])
-    tested.clear()
-    assert check(claim, {"claims": [claim]}) == [] and tested == []               # both replayed
-    bad = copy.deepcopy(claim)
-    g = bad["evidence"]["gram_q"]
-    g[0][1] = g[1][0] = 4 * max(abs(v) for row in g for v in row)                # symmetric, not PSD
-    assert any("not PSD" in p for p in check(bad, {"claims": [bad]})) and tested == [1]
-    other = copy.deepcopy(claim)
-    other["evidence"]["features_sha256"]["phi_k"] = "0" * 64
-    assert not cgram.replayed_gram(other["evidence"]["features_sha256"], "k", other["evidence"]["gram_k"],
-                                   other["evidence"]["gram_k_exponent"])
+    with scratch.session():
+        assert check(claim, {"claims": [claim]}) == [] and len(tested) == 2       # nothing replayed
+        for arr, side in ((q, "q"), (k, "k")):
+            assert cgram._features_sha(arr, fs["dtype"]) == fs[f"phi_{side}"]
+            assert cgram._is_gram_of(np.asarray(arr, dtype=fs["dtype"]), claim["evidence"][f"gram_{side}"],
+                                     claim["evidence"][f"gram_{side}_exponent"], fs[f"phi_{side}"])
+        tested.clear()
+        assert check(claim, {"claims": [claim]}) == [] and tested == []           # both replayed
+        bad = copy.deepcopy(claim)
+        g = bad["evidence"]["gram_q"]
+        g[0][1] = g[1][0] = 4 * max(abs(v) for row in g for v in row)            # symmetric, not PSD
+        assert any("not PSD" in p for p in check(bad, {"claims": [bad]})) and tested == [1]
+        other = copy.deepcopy(claim)
+        other["evidence"]["features_sha256"]["phi_k"] = "0" * 64
+        shape = (claim["evidence"]["num_tokens"], len(claim["evidence"]["gram_k"]))
+        assert not cgram.replayed_gram(other["evidence"]["features_sha256"], "k", other["evidence"]["gram_k"],
+                                       other["evidence"]["gram_k_exponent"], shape)
+        assert cgram.replayed_gram(fs, "k", claim["evidence"]["gram_k"], claim["evidence"]["gram_k_exponent"],
+                                   shape)
+    tested.clear()                                          # a new check: nothing replayed in it
+    assert check(claim, {"claims": [claim]}) == [] and len(tested) == 2
