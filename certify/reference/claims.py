@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from certify.reference import audit, bounds, feasibility, kernels, transcript
+from certify.reference.builtin import is_builtin
 from certify.reference.exact import Fails, canonical_sha256, int_rows, whole
-from certify.reference.families import PAPER51_TOKENS
+from certify.reference.families import PAPER51_TOKENS, bind_name, builtin_tokens
 from certify.reference.files import features_sha256, find, read_features_file, read_source, sha256_file
 from certify.reference.kernels import Kernel
 from certify.reference.limits import MAX_FEATURE_ENTRIES
@@ -71,27 +72,31 @@ def check(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], list[str]]
         assumptions += declared
     if kind == "bound":
         return bounds.check(claim), assumptions
-    if kind == "transcript":
-        return transcript.check(claim), assumptions
+    if kind == "transcript":              # its evidence's assumptions are the transcript check's
+        return transcript.check(claim)
     if kind in ("feasible", "infeasible"):
-        problems = _family_input(claim, ctx)
-        return problems + feasibility.check(claim), assumptions
+        problems, assume = _family_input(claim, ctx)
+        return problems + feasibility.check(claim), assumptions + assume
     if kind in AUDIT_KINDS:
-        problems = _family_input(claim, ctx)
-        bad, assume = _head_source(claim, ctx)
-        return problems + bad + audit.check(claim), assumptions + assume
+        problems, assume = _family_input(claim, ctx)
+        bad, assume2 = _head_source(claim, ctx)
+        return problems + bad + audit.check(claim), assumptions + assume + assume2
     if kind in KERNEL_KINDS:
         bad, assume = _kernel_claim(claim, ctx)
         return bad, assumptions + assume
     return [f"no re-derivation for claim kind {kind!r:.30} (fails: nothing is passed unchecked)"], []
 
 
-def _family_input(claim: Mapping[str, Any], ctx: Context) -> list[str]:
+def _family_input(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], list[str]]:
+    """(problems, assumptions): the family name bound to the claim's hash (a built-in
+    name to its content), and listed among the certificate's inputs."""
     p = claim["parameters"]
     name, sha = p.get("family"), p.get("family_sha256")
+    problems, assumptions = bind_name(name, sha)
     if ctx.inputs.get(f"family:{name}") != sha:
-        return [f"the certificate's inputs do not list family:{name} with the claim's family_sha256"]
-    return []
+        problems.append(f"the certificate's inputs do not list family:{name} with the claim's "
+                        "family_sha256")
+    return problems, assumptions
 
 
 def _source_input(p: Mapping[str, Any], ctx: Context) -> list[str]:
@@ -292,9 +297,18 @@ def _tokens(claim: Mapping[str, Any], rows: int) -> tuple[list[list[int]] | None
         if toks is not None and canonical_sha256(ev["tokens"]) != PAPER51_TOKENS[1]:
             raise Fails("the embedded tokens are not paper-5.1's")
         return toks, None, []
-    if ts == "tokens" or (ts.startswith("family:") and ts != "family:paper-5.1"):
-        if ts.startswith("family:") and re.fullmatch(r"family:(multilevel|ood)-.*", ts):
-            raise Fails(f"token set {ts}: a built-in family the reference checker does not rebuild")
+    if ts.startswith("family:") and is_builtin(ts[7:]):        # multilevel-..., ood-...
+        built, problems, assume = builtin_tokens(ts[7:])
+        if problems:
+            raise Fails(problems[0])
+        if built is None:                                         # beyond the rebuild's limits
+            return toks, None, assume
+        if rows != len(built) or p.get("tokens_sha256") not in (None, canonical_sha256(built)):
+            raise Fails(f"the kernel's tokens are not {ts[7:]}'s {len(built)} tokens (rebuilt)")
+        if emb is not None and emb != built:
+            raise Fails(f"the embedded tokens are not {ts[7:]}'s")
+        return [[int(c) for c in t] for t in built], None, []
+    if ts == "tokens" or ts.startswith("family:"):
         if toks is None:
             sha = p.get("tokens_sha256")
             if rows > TRUSTED_MIN_ENTRIES and isinstance(sha, str):
