@@ -9,7 +9,7 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
-.PHONY: demo test test-all schema lint lint-imports install install-test bench bench-report suite-times reports gallery clean service-deps latex-tools
+.PHONY: demo test test-all test-pure schema lint lint-imports install install-test bench bench-report suite-times reports gallery clean service-deps latex-tools
 
 # the compiled kernels are built by the install: a changed C source re-installs
 KERNEL_SOURCES := $(wildcard solvers/exact/*.c models/canonical/*.c certify/transcript/*.c certify/checkers/kernel/*.c)
@@ -18,6 +18,8 @@ $(VENV)/.installed: pyproject.toml $(KERNEL_SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(PIPFLAGS) -e '.[all,test]'
+	@# the compiled kernels are optional (no C compiler: pip skips them quietly); say so loudly
+	$(PY) -c 'from certify.cli.version import install_check; install_check()'
 	touch $@
 
 install: $(VENV)/.installed
@@ -73,6 +75,14 @@ test: $(VENV)/.installed service-deps latex-tools lint lint-imports
 
 test-all: $(VENV)/.installed service-deps latex-tools lint lint-imports
 	$(PYTEST) --runslow tests
+
+# The pure paths: a representative part of the suite (exact rank, the checker's span check,
+# verify, the canonical extraction, the transcript enumeration) with the compiled kernels
+# switched off, as on a machine without a C compiler (docs/commands.md, Compiled kernels)
+PURE_TESTS = tests/test_compiled_switch.py tests/test_exact.py tests/test_span_check.py tests/test_rank.py \
+             tests/test_verify.py tests/test_canonical.py tests/test_transcript.py
+test-pure: $(VENV)/.installed
+	CERTIFY_NO_COMPILED=1 $(PYTEST) $(PURE_TESTS)
 
 # The service's browser and database tests use Debian's chromium + chromium-driver
 # and PostgreSQL 15 (its cluster stays stopped; the tests start a throwaway one).

@@ -6,7 +6,7 @@ ratio-of-bilinear-forms problem (``entries`` (E, 2) row/column pairs,
 ``num_cols``, ``num_entries`` and ``constraint_matrices()`` for the LP
 polish); the caller gives the start values ``g_init`` and the exact check
 ``verify(PhiQ, PhiK) -> (witness, check)`` (``check.ok``). The attention
-binding is :func:`certify.witness_search.smooth_search`.
+binding is :func:`certify.feasibility.witness_search.smooth_search`.
 
 ``alpha_e = <PhiQ[a_e], PhiK[b_e]>`` on the used pairs and free values ``g_e``;
 scored position ``p`` predicts ``t_hat_p = sum_e c_pe alpha_e g_e / sum_e c_pe alpha_e``.

@@ -129,6 +129,10 @@ def test_two_claims_of_one_certificate_share_nothing_but_content(two_shapes):
     both["inputs"].update(forged["inputs"])
     r = verify.verify_certificate(both, base=d)
     assert r.claims[0].holds and not r.claims[1].holds and r.exit_code() == 1
+    (d / "both.json").write_text(json.dumps(both))
+    ref = subprocess.run([sys.executable, "-m", "certify", "verify", "--reference", "both.json"], cwd=d,
+                         capture_output=True, text=True)
+    assert ref.returncode == 1, ref.stderr[-500:]
     honest = copy.deepcopy(ca)
     honest["claims"].append(copy.deepcopy(cb["claims"][0]))
     honest["inputs"].update(cb["inputs"])
@@ -222,11 +226,14 @@ def test_each_committed_certificate_gets_its_alone_exit_in_any_order_and_pair():
 # ---------------------------------------------------------------- no state at module level
 
 def _checker_modules() -> list:
+    """Every module of the fast checker and of the reference checker."""
+    import certify.reference as reference
     mods = []
-    for info in pkgutil.walk_packages(certify.checkers.__path__, "certify.checkers."):
-        if info.name.endswith("._spankernel"):
-            continue
-        mods.append(importlib.import_module(info.name))
+    for pkg in (certify.checkers, reference):
+        for info in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."):
+            if info.name.endswith("._spankernel"):
+                continue
+            mods.append(importlib.import_module(info.name))
     return mods
 
 
@@ -244,8 +251,10 @@ def test_no_checker_module_holds_state(two_shapes):
     mods = _checker_modules()
     assert len(mods) > 20
     before = _snapshot(mods)
+    from certify.reference.check import check_many
     for cert in (ca, forged, cb, ca):
         verify.verify_certificate(cert, base=d)
+    check_many([("a", ca, d), ("forged", forged, d)], assume=(), replay=False)
     for p in [p for p in _committed() if p.parent.name in ("reference", "transcript")][:6]:
         verify.verify_file(p)
     after = _snapshot(mods)

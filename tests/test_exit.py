@@ -1,6 +1,7 @@
 """How a command's process ends (:func:`certify.cli.exit_now`, :mod:`certify.__main__`): the
-output flushed, the exit handlers run and the code kept, without the interpreter's teardown;
-the usual exit while another thread is alive; the collector tuned only for the command line."""
+output flushed, the thread-shutdown hooks and exit handlers run and the code kept, without the
+interpreter's teardown; the usual exit while a daemon thread is alive; the collector tuned only
+for the command line."""
 
 import subprocess
 import sys
@@ -20,9 +21,24 @@ def test_exit_now_flushes_runs_the_exit_handlers_and_keeps_the_code():
     assert (p.returncode, p.stdout, p.stderr) == (3, "outhandler", "err")
 
 
-def test_exit_now_with_another_thread_alive_is_the_usual_exit():
+def test_exit_now_joins_a_live_thread_then_exits_fast():
+    """The interpreter's first exit step runs here: a non-daemon thread is joined (its output
+    comes before the exit), then the fast exit (no SystemExit reaches the caller)."""
     p = _run("import threading, time\n"
-             "t = threading.Thread(target=time.sleep, args=(0.2,)); t.start()\n"
+             "t = threading.Thread(target=lambda: (time.sleep(0.2), print(' joined', end='', flush=True))); t.start()\n"
+             "from certify.cli import exit_now\n"
+             "print('out', end='', flush=True)\n"
+             "try:\n"
+             "    exit_now(4)\n"
+             "except SystemExit as e:\n"
+             "    print(' usual', e.code, end='')\n"
+             "    raise")
+    assert (p.returncode, p.stdout) == (4, "out joined")
+
+
+def test_exit_now_with_a_daemon_thread_alive_is_the_usual_exit():
+    p = _run("import threading, time\n"
+             "t = threading.Thread(target=time.sleep, args=(5,), daemon=True); t.start()\n"
              "from certify.cli import exit_now\n"
              "print('out', end='')\n"
              "try:\n"
@@ -33,16 +49,27 @@ def test_exit_now_with_another_thread_alive_is_the_usual_exit():
     assert (p.returncode, p.stdout) == (4, "out usual 4")
 
 
-def test_a_thread_shutdown_hook_or_the_service_gets_the_usual_exit():
-    for setup in ("import concurrent.futures.thread\n",             # joins its workers at thread shutdown
-                  "import sys; sys.argv = ['certify', 'serve']\n"):
-        p = _run(setup + "from certify.cli import exit_now\n"
-                 "try:\n"
-                 "    exit_now(5)\n"
-                 "except SystemExit as e:\n"
-                 "    print('usual', e.code, end='')\n"
-                 "    raise")
-        assert (p.returncode, p.stdout) == (5, "usual 5"), setup
+def test_thread_shutdown_hooks_run_before_the_fast_exit_and_the_service_gets_the_usual_exit():
+    # concurrent.futures registers a hook for thread shutdown (it joins its workers there): it runs,
+    # the workers are joined, and the process still ends without the interpreter's teardown
+    p = _run("import concurrent.futures, threading\n"
+             "threading._register_atexit(lambda: print('hook ', end=''))\n"
+             "ex = concurrent.futures.ThreadPoolExecutor(2); ex.submit(lambda: None).result()\n"
+             "from certify.cli import exit_now\n"
+             "try:\n"
+             "    exit_now(5)\n"
+             "except SystemExit as e:\n"
+             "    print('usual', e.code, end='')\n"
+             "    raise")
+    assert (p.returncode, p.stdout) == (5, "hook ")
+    p = _run("import sys; sys.argv = ['certify', 'serve']\n"
+             "from certify.cli import exit_now\n"
+             "try:\n"
+             "    exit_now(5)\n"
+             "except SystemExit as e:\n"
+             "    print('usual', e.code, end='')\n"
+             "    raise")
+    assert (p.returncode, p.stdout) == (5, "usual 5")
 
 
 def test_the_collector_is_tuned_for_the_command_line_only(tmp_path):

@@ -48,13 +48,29 @@ def test_every_extra_named_for_a_module_exists_and_all_holds_them():
 
 @pytest.mark.parametrize("module, extra", [("torch", "models"), ("cvxpy", "solvers"), ("sqlalchemy.orm", "service"),
                                            ("ray", "ray"), ("fla.layers", "libraries")])
-def test_a_missing_extra_is_one_line_exit_2(capsys, module, extra):
+def test_a_missing_extra_is_one_line_exit_2(capsys, monkeypatch, module, extra):
+    import importlib.util
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, package=None: None)   # not installed
     def main(argv):
         raise ModuleNotFoundError(f"No module named {module!r}", name=module)
     assert run_command("certify rank", main, []) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"certify rank: error: the [{extra}] extra is not installed (no module {module.split('.')[0]}): "
-                   f"pip install 'certify-attention[{extra}]'"]
+    hint = " (under `ray job submit`, name the Python of the environment that has it by its absolute path)" \
+        if extra == "ray" else ""
+    assert err == [f"certify rank: error: the [{extra}] extra is not installed for this Python, {sys.executable} "
+                   f"(no module {module.split('.')[0]}): pip install 'certify-attention[{extra}]' into it, or run "
+                   f"the Python that has it{hint}"]
+
+
+def test_a_broken_module_of_an_installed_extra_is_not_called_missing(capsys):
+    """ray installed, one of its own modules failing (a partial install): the line says so,
+    never that the [ray] extra is not installed."""
+    pytest.importorskip("ray")
+    def main(argv):
+        raise ModuleNotFoundError("No module named 'ray._private.gone'", name="ray._private.gone")
+    assert run_command("certify checkpoint", main, []) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "not installed" not in line and "ray is installed for" in line and "ray._private.gone" in line
 
 
 def test_a_module_of_no_extra_stays_an_internal_error(capsys):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,21 @@ FLA = ROOT / "reports" / "gallery" / "models" / "fla-linear-attn"
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "certify", *args], cwd=cwd, capture_output=True, text=True)
+    """The command in this process (the same front as the script: ``certify.cli.main``), its
+    exit code and what it wrote, as a finished process would report them."""
+    import contextlib
+    import io
+    import os
+
+    from certify.cli import main
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    try:
+        os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def _one_line(run: subprocess.CompletedProcess, code: int, words: str) -> None:

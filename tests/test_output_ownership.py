@@ -154,7 +154,7 @@ def test_batch_owns_its_folder_and_survives_a_corrupt_checkpoint(tmp_path, capsy
     assert rows["bad"]["exit_code"] == 2 and rows["bad"]["verdict"] is None and rows["bad"]["error"]
     assert rows["good"]["exit_code"] == 1 and rows["good"]["out"] == str(out / "good")
     man = json.loads((out / outputs.MANIFEST).read_text())
-    assert man["command"] == "checkpoint --batch" and man["files"] == ["good"]
+    assert man["command"] == "checkpoint --batch" and man["files"] == ["good", "summary.md"]
     assert json.loads((out / "good" / outputs.MANIFEST).read_text())["command"] == "checkpoint"
     assert (out / "good" / "certificate.json").is_file()
     outputs.check_out_dir(out, "checkpoint --batch")     # a rerun's check passes

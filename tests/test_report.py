@@ -79,7 +79,7 @@ def test_report_files_and_numbers(certs, tmp_path):
     assert "\\toprule" in tex and "\\bottomrule" in tex
     # every data row of the claims table has exactly 5 column separators (6 columns;
     # an escaped & never splits a cell)
-    claims = tex.split("\\label{tab:certify-claims}")[1].split("\\end{table}")[0]
+    claims = tex.split("\\label{tab:certify-rep-claims}")[1].split("\\end{table}")[0]
     rows = [l for l in claims.splitlines() if l.endswith("\\\\") and "Certificate" not in l]
     assert rows and all(l.count(" & ") == 5 for l in rows)
     names = {f.name for f in out.iterdir()}

@@ -55,17 +55,17 @@ def test_report_tex_structure(tmp_path):
     tex = (out / "report.tex").read_text()
     for env in ("table", "tabular"):
         assert tex.count(f"\\begin{{{env}}}") == tex.count(f"\\end{{{env}}}") >= 3
-    assert "\\label{tab:certify-claims}" in tex and "\\caption{Certified claims" in tex
+    assert "\\label{tab:certify-rep-claims}" in tex and "\\caption{Certified claims" in tex
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
-    assert "\\label{tab:certify-methods}" in tex and "\\label{tab:certify-exact}" in tex
+    assert "\\label{tab:certify-rep-methods}" in tex and "\\label{tab:certify-rep-exact}" in tex
     assert "\\begin{figure}" in tex and "\\includegraphics" in tex
-    assert "fig:certify-singular-values" in tex and "fig:certify-verdict-vs-rank" in tex
+    assert "fig:certify-rep-singular-values" in tex and "fig:certify-rep-verdict-vs-rank" in tex
     assert "sigma\\_" not in tex and "alpha(x" not in tex.replace("\\alpha(x", "")
     # every formula typeset: no caret or angle bracket left as text
     assert "textasciicircum" not in tex and "textless" not in tex, \
         [l for l in tex.splitlines() if "textasciicircum" in l or "textless" in l][:3]
     # every method mark used in the claims table is explained in the methods table
-    used = set(re.findall(r"& (M\d+) \\\\", tex.split("\\label{tab:certify-methods}")[0]))
+    used = set(re.findall(r"& (M\d+) \\\\", tex.split("\\label{tab:certify-rep-methods}")[0]))
     explained = set(re.findall(r"^(M\d+) &", tex, re.M))
     assert used and used == explained
     assert "Sylvester" in tex          # the eps-rank method explained (the verified congruence)
@@ -86,7 +86,8 @@ def _engine():
 @pytest.mark.skipif(_engine() is None, reason="no LaTeX engine: `make test` installs "
                     "texlive-latex-recommended and latexmk (as root or with passwordless sudo; "
                     "otherwise: sudo apt-get install texlive-latex-recommended latexmk)")
-def test_report_tex_compiles_in_a_paper(tmp_path):
+def test_report_tex_compiles_in_a_paper_with_the_earlier_folder_macro(tmp_path):
+    """``\\certifyreportdir``, which earlier releases required, still overrides the folder."""
     out = tmp_path / "rep"
     report.build(report.load(_reference_certs()), out, command="report", check=False)
     paper = tmp_path / "paper"
@@ -94,7 +95,7 @@ def test_report_tex_compiles_in_a_paper(tmp_path):
     (paper / "paper.tex").write_text(
         "\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n"
         f"\\newcommand{{\\certifyreportdir}}{{{out.as_posix()}/}}\n"
-        "\\begin{document}\nSee Table~\\ref{tab:certify-claims}.\n"
+        "\\begin{document}\nSee Table~\\ref{tab:certify-rep-claims}.\n"
         f"\\input{{{out.as_posix()}/report.tex}}\n\\end{{document}}\n")
     eng = _engine()
     cmd = ([eng, "-pdf", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"]
@@ -106,3 +107,47 @@ def test_report_tex_compiles_in_a_paper(tmp_path):
     assert "Undefined control sequence" not in log and "Missing $ inserted" not in log
     if eng.endswith("latexmk"):
         assert "undefined references" not in log.lower()
+
+
+
+def _overfull(log: str) -> list[float]:
+    """The widths (pt) by which each overfull box of a LaTeX log is too wide."""
+    return [float(x) for x in re.findall(r"Overfull \\hbox \(([\d.]+)pt too wide\)", log)]
+
+
+@pytest.mark.skipif(shutil.which("latexmk") is None, reason="no latexmk: `make test` installs "
+                    "texlive-latex-recommended and latexmk (as root or with passwordless sudo; "
+                    "otherwise: sudo apt-get install texlive-latex-recommended latexmk)")
+def test_two_reports_input_from_another_folder_compile_with_no_macro(tmp_path):
+    """README step 3 as a paper does it: two reports, each `\\input` from the paper's own folder
+    with only booktabs and graphicx loaded and nothing defined; the figures are found beside each
+    report, the labels are each report's own (both tables referenced, none defined twice) and
+    every table and cell fits \textwidth (no overfull box over 1 pt)."""
+    certs = _reference_certs()
+    ref, gal = tmp_path / "reports" / "ref", tmp_path / "reports" / "gallery-lat"
+    report.build(report.load(certs), ref, command="report", check=False)
+    report.build(report.load([ROOT / "reports" / "gallery" / "lat" / "certificate.json",
+                              ROOT / "reports" / "gallery" / "width24" / "certificate.json"]),
+                 gal, command="report", check=False)
+    assert {"singular_values.pdf"} <= {p.name for p in ref.iterdir()} & {p.name for p in gal.iterdir()}
+    paper = tmp_path / "paper"
+    paper.mkdir()
+    (paper / "paper.tex").write_text(
+        "\\documentclass{article}\n\\usepackage{booktabs}\n\\usepackage{graphicx}\n\\begin{document}\n"
+        "Tables~\\ref{tab:certify-ref-claims} and~\\ref{tab:certify-gallery-lat-claims}, "
+        "Figures~\\ref{fig:certify-ref-singular-values} and~\\ref{fig:certify-gallery-lat-singular-values}.\n"
+        "\\input{../reports/ref/report.tex}\n\\input{../reports/gallery-lat/report.tex}\n\\end{document}\n")
+    p = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+                       cwd=paper, capture_output=True, text=True, timeout=600)
+    log = (paper / "paper.log").read_text(errors="replace") if (paper / "paper.log").exists() else ""
+    assert p.returncode == 0, (p.stdout + log)[-3000:]
+    # both reports' figures were read from their own folders
+    assert "../reports/ref/singular_values.pdf" in log and "../reports/gallery-lat/singular_values.pdf" in log
+    assert "multiply defined" not in log and "undefined" not in log.lower(), \
+        [line for line in log.splitlines() if "defined" in line][:5]
+    assert all(w <= 1.0 for w in _overfull(log)), [w for w in _overfull(log) if w > 1.0]
+    assert "Float too large" not in log
+    aux = (paper / "paper.aux").read_text()
+    for key in ("ref", "gallery-lat"):
+        for what in ("claims", "methods", "exact"):
+            assert f"\\newlabel{{tab:certify-{key}-{what}}}" in aux

@@ -176,3 +176,36 @@ def test_a_browsers_verify_form_without_the_script_lands_on_the_job_page(served)
     r = c.post("/api/verify", files={"file": ("c.json", b"{}", "application/json")})
     assert r.status_code == 201 and r.json()["page"].startswith("/jobs/")
     assert 'action="/api/verify" method="post"' in c.get("/verify").text
+
+
+def test_a_certificate_of_a_retired_version_is_shown_refused_with_the_command_that_remakes_it(served, tmp_path):
+    """After an upgrade (`certify serve migrate`), a stored certificate of a version this
+    release no longer reads (verified with exit 0 by the release that made it) is shown as
+    refused, exit 2, with the `certify` command that re-makes it: a service job's
+    `certify serve checkpoint model.zip` is `certify checkpoint model/`, a command line's is
+    itself."""
+    from certify.checkers.schema import RETIRED, VERSIONS
+    from certify.checkers.verify import NotACertificate, parse
+    c, queue = served
+    old_version = next(iter(RETIRED))
+    assert old_version not in VERSIONS
+    cert = _certificate(tmp_path)
+    for command, remake in ((["certify serve", "checkpoint", "model.zip"],
+                             "certify checkpoint model/ (with model.zip unpacked into model/)"),
+                            (["certify", "rank", "m.json"], "certify rank m.json")):
+        obj = json.loads(cert["text"])
+        obj.update(schema=old_version, command=command)
+        text = json.dumps(obj, indent=1)
+        old = dict(cert, text=text, sha256=sha256_bytes(text.encode()))        # verify_exit 0, as it was made
+        job = c.post("/api/jobs", headers=AUTH, data={"command": "feasibility", "rank": "8"}).json()["id"]
+        claim = queue.claim("n1", 60)
+        queue.finish(job, claim.claim_id, exit_code=0, result=None, certificate=old)
+        page = c.get(f"/certificates/{old['sha256']}").text
+        assert _text(page, "fact-check") == "refused by this release"
+        assert _text(page, "verify-exit") == "certify verify: exit 2" and "certify verify: exit 0" not in page
+        assert _text(page, "remake") == f"Re-make it with this release: {remake}"
+        assert "certify serve checkpoint" not in _text(page, "verify-refused")
+        with pytest.raises(NotACertificate, match=re.escape(remake)):         # certify verify says the same
+            parse(text)
+        api_ver = c.get(f"/api/certificates/{old['sha256']}/verification").json()
+        assert (api_ver["exit_code"], api_ver["remake"], api_ver["made_with_exit_code"]) == (2, remake, 0)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from committed import report_json
 
-from certify.checkers import statements, verify
+from certify.checkers import contradictions, statements, verify
 from certify.checkers import transcript as transcript_checker
 from certify.checkers.binding import token_list_sha256
 from certify.checkers.common import canonical_sha256
@@ -452,8 +452,8 @@ def test_correctness_and_transcript_contradictions_across_certificates(checkpoin
         assert any("refutes correctness of the same head" in p for p in a.claims[ia].problems)
     t = copy.deepcopy(transcript_cert)
     j = next(i for i, c in enumerate(t["claims"]) if c["kind"] == "transcript")
-    key = verify._transcript_key(t["claims"][j]["parameters"], t["claims"][j]["evidence"])
-    assert key is not None and key == verify._transcript_key(
+    key = contradictions._transcript_key(t["claims"][j]["parameters"], t["claims"][j]["evidence"])
+    assert key is not None and key == contradictions._transcript_key(
         transcript_cert["claims"][j]["parameters"], transcript_cert["claims"][j]["evidence"])
 
 

@@ -1,7 +1,7 @@
 """The library API that the command line and the service (``certify serve``) share.
 
 Plain functions over the existing library, no argument parsing and no second
-implementation: each returns the :class:`certify.certificate.Certificate` (or
+implementation: each returns the :class:`certify.core.certificate.Certificate` (or
 the verification / report result) that the corresponding command writes.
 
 - :func:`certify_checkpoint` -- :func:`certify.checkpoints.dispatch.certify_path`
@@ -11,7 +11,13 @@ the verification / report result) that the corresponding command writes.
 - :func:`transcript_check` -- :func:`certify.transcript.run.run_transcript`
 - :func:`verify_text` -- :func:`certify.checkers.verify.parse` + :func:`~certify.checkers.verify.verify_certificate`
 - :func:`verify_in_fresh_process` -- ``certify verify --json`` in a new process (the service's own check)
-- :func:`report` -- :func:`certify.report.build_with_certificate`
+- :func:`report` -- :func:`certify.report.build.build_with_certificate`
+
+For notebooks (:mod:`certify.api.notebook`, docs/api.md): :func:`load_kernel`
+(any source, a hub id too; ``kernel.matrix`` as floats), :func:`certify_kernel`,
+:func:`load_certificate`, :func:`verify` (a certificate object, dict, text or
+path), :func:`singular_values` (certified enclosures as floats, the exact
+fractions kept), :func:`plot`; progress bars are ``tqdm.auto`` bars.
 
 >>> cert = feasibility_at_rank("paper-5.1", 8, time_limit=5)   # doctest: +SKIP
 >>> cert.claims[0].verdict.value                                # doctest: +SKIP
@@ -25,8 +31,22 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from certify.api.notebook import (
+    SingularValue,
+    Spectrum,
+    certify_kernel,
+    load_certificate,
+    load_kernel,
+    plot,
+    singular_values,
+    verify,
+)
 from certify.core.certificate import Certificate
 from certify.core.errors import EXIT_BAD_INPUT, EXIT_NOT_PROVED, EXIT_PROVED, EXIT_UNCERTIFIABLE, InputError
+
+__all__ = ["certify_checkpoint", "rank_of_matrix", "feasibility_at_rank", "transcript_check", "verify_text",
+           "verification_summary", "report", "claim_index", "load_kernel", "certify_kernel", "load_certificate",
+           "verify", "singular_values", "plot", "SingularValue", "Spectrum", "VERIFY_EXIT_MEANING"]
 
 #: What each exit status of ``certify verify`` means (docs/design.md, "Exit codes").
 VERIFY_EXIT_MEANING = {
@@ -40,13 +60,18 @@ VERIFY_EXIT_MEANING = {
 
 def certify_checkpoint(ckpt: str | os.PathLike, *, spec: str | None = None,
                        families: Sequence[str] = (), eps: Fraction | str = Fraction(1, 1000),
-                       seed: int = 0, command: Sequence[str] = ()) -> Certificate:
+                       seed: int = 0, command: Sequence[str] = (), layer: int | None = None,
+                       head: int | None = None, progress: bool | None = False) -> Certificate:
     """End-to-end certificate of a trained model (``certify checkpoint``): a
-    ``models/`` checkpoint, or every head of a third-party checkpoint."""
+    ``models/`` checkpoint, every head of a third-party checkpoint, or a hub id
+    ``org/name[@revision]`` from the local Hugging Face cache. ``progress``: a
+    ``tqdm.auto`` bar over the heads (None: on in a notebook or a terminal)."""
     from certify.checkpoints.dispatch import certify_path
+    from certify.core.progress import notebook_progress
     eps = _exact_positive(eps, "eps")
     return certify_path(str(ckpt), spec=spec, families=list(families), eps=eps, seed=seed,
-                        command=list(command))[1].certificate
+                        command=list(command), layer=layer, head=head,
+                        progress=notebook_progress(progress))[1].certificate
 
 
 def rank_of_matrix(source: str | os.PathLike, *, tokens: str | None = None,
@@ -60,18 +85,20 @@ def rank_of_matrix(source: str | os.PathLike, *, tokens: str | None = None,
     from certify.rank import run as _rank
     if upper_bound not in ("auto", "exact", "freivalds"):
         raise InputError(f"upper_bound must be auto, exact or freivalds, got {upper_bound!r:.40}")
+    from certify.sources.hub import resolve as resolve_hub
     from certify.sources.load import annotate, load_kernel
     from certify.sources.paths import resolve_source
 
-    kernel = load_kernel(str(source) if spec else str(resolve_source(source)), tokens=tokens, spec=spec,
-                         seed=seed)
+    hub = resolve_hub(source)
+    path = str(hub.path) if hub is not None else (str(source) if spec else str(resolve_source(source)))
+    kernel = load_kernel(path, tokens=tokens, spec=spec, seed=seed)
     words, code_name = _rank.load_code(code) if code else (None, None)
     opt = _rank.RankOptions(seed=seed, eps=None if eps is None else _exact_positive(eps, "eps"),
                             code=words, code_name=code_name,
                             require_nonnegative=require_nonnegative, upper_bound=upper_bound)
     cert = annotate(_rank.certify_rank(kernel, opt).certificate, kernel)
     cert.command = list(command)
-    return cert
+    return hub.rename_certificate(cert) if hub is not None else cert
 
 
 def feasibility_at_rank(family: str, rank: int, *, features: str = "real",
@@ -117,12 +144,13 @@ def transcript_check(M: int, s: int, h: int, q: int, *, bits: int | None = None,
 
 
 def verify_text(text: str, base: str | os.PathLike | None = None, *,
-                replay_extraction: bool = False):
+                replay_extraction: bool = False, weights: Sequence[str | os.PathLike] = ()):
     """``certify verify`` on a certificate's JSON text: the
     :class:`certify.checkers.verify.Verification` result (``exit_code()``, ``to_json()``).
     ``base`` is the folder where the certificate's input files are looked up;
     ``replay_extraction`` re-runs the weights -> features step in a separate
-    process (``certify verify --replay-extraction``)."""
+    process (``certify verify --replay-extraction``); ``weights``: folders where
+    input files are also looked for by sha256 (``--weights DIR``)."""
     from certify.checkers import sources as _sources
     from certify.checkers import verify as _verify
     from certify.checkers.common import NotACertificate
@@ -131,7 +159,8 @@ def verify_text(text: str, base: str | os.PathLike | None = None, *,
         cert = _verify.parse(text)
     except NotACertificate as exc:
         raise InputError(str(exc)) from None
-    folder = None if base is None else Path(base)
+    folder = _sources.Places(None if base is None else Path(base), weights) if weights else \
+        (None if base is None else Path(base))
     replayed = _sources.replay_extraction([("certificate", cert, folder)]) \
         if replay_extraction else {}
     return _verify.verify_certificate(cert, base=folder, replayed=replayed)
@@ -190,11 +219,14 @@ def verification_summary(result) -> dict[str, Any]:
     return doc
 
 
-def report(text: str, out: str | os.PathLike) -> list[str]:
+def report(text: Any, out: str | os.PathLike) -> list[str]:
     """The certificate's report (``report.md``, ``report.tex``, figures) and the
     certificate itself, written atomically into the folder ``out`` (a folder of
-    ``certify report``, by its manifest); the file names."""
+    ``certify report``, by its manifest); the file names. ``text``: the
+    certificate's JSON text, or a :class:`Certificate` (its checked text)."""
     from certify.report import build as _report
+    if isinstance(text, Certificate):
+        text = text.dumps()
 
     folder = _report.build_with_certificate(text, out, command="report")
     return sorted(p.name for p in Path(folder).iterdir()

@@ -310,7 +310,7 @@ def bind_code(claim: Mapping[str, Any]) -> list[str]:
 
 
 def bind_model(claim: Mapping[str, Any], cert: Mapping[str, Any],
-               base: Path | None) -> tuple[list[str], list[str]]:
+               base: Any) -> tuple[list[str], list[str]]:
     """A head's name: its weights file, the canonical hash of its tensors, and a
     readable label only when it is that file's own name."""
     from certify.checkers import sources as _sources
@@ -329,7 +329,8 @@ def bind_model(claim: Mapping[str, Any], cert: Mapping[str, Any],
         return problems, assumptions
     if not isinstance(w, str) or not isinstance(src, str):
         return problems + ["parameters.weights_sha256 names weights without a weights file"], []
-    path = _sources.find(src, base)
+    found = _sources.locate(src, (cert.get("inputs") or {}).get(src), base)
+    path = found.path if found is not None else None
     if path is not None and path.suffix == ".safetensors":
         try:
             got = safetensors_sha256(path)

@@ -22,7 +22,7 @@ from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping
 
 from certify.checkers.kernel.hashing import canonical_sha256  # noqa: F401  (re-exported)
-from certify.checkers.reading import NotACertificate  # noqa: F401  (re-exported: defined with the reading of certificates, shared with certify.reference)
+from certify.checkers.reading import NotACertificate, path_problem  # noqa: F401  (re-exported: defined with the reading of certificates, shared with certify.reference)
 
 FAMILY_FORMAT = "certify-attention/family/1"
 FAMILY_KEYS = ("format", "name", "m", "n", "tokens", "inputs", "scored", "targets", "params",

@@ -32,7 +32,7 @@ no solver). The claim's ``parameters`` are those of every feasibility claim
   (each off-diagonal entry at 0 or rho_ij by the sign of its coefficient) is
   recomputed, must equal the stated one, and must be > 0. The lemma that a
   positive margin excludes every rank ``<= R`` is proved in
-  :mod:`certify.convex_bounds`: von Neumann (``<W,C> <= ||C||_*``), Cauchy-Schwarz
+  :mod:`certify.feasibility.convex_bounds`: von Neumann (``<W,C> <= ||C||_*``), Cauchy-Schwarz
   on ``s_2..s_R``, ``C_ij^2 <= rho_ij C_ij``, ``s_1 >= x^T C y`` and AM-GM.
 """
 

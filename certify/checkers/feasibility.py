@@ -14,7 +14,7 @@ scored position uses. ``paper`` (the paper's head, Sec. 2.3: ``alpha >= 0`` on
 the whole Boolean domain, every denominator positive): with ``Q`` the tokens at
 scored positions and ``T`` all of the family's tokens, ``alpha(q, z) >= 0`` on
 ``Q x T``, ``alpha(q, q) > 0`` on ``Q``, and a stored rule extending the head to
-``{0,1}^m`` (lemma in :func:`certify.feasibility_model.extension_rule`):
+``{0,1}^m`` (lemma in :func:`certify.feasibility.model.extension_rule`):
 ``{"rule": "plus-one"}`` (one appended coordinate: keys in ``T`` get 1 there,
 keys outside ``T`` get ``e_{r+1}``, queries in ``Q`` get 0, every other query
 ``e_{r+1}``; always valid; whole-cube rank ``r + 1``) or ``{"rule": "copy-query",

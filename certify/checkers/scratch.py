@@ -11,7 +11,7 @@ array's dtype, shape and the sha256 of its bytes (:func:`array_key`), never a
 name or a hash of part of it.
 
 Outside a session (a direct call of a checker function) nothing is kept: each
-call computes. ``tests/test_checker_state.py`` verifies certificates and then
+call computes. ``tests/test_check_isolation.py`` verifies certificates and then
 inspects every checker module's globals: no mutable global may have changed, no
 ``functools`` cache may exist, and the session variable is back at its default.
 """
@@ -21,9 +21,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-from typing import Any, Callable, Hashable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterator, TypeVar
 
-import numpy as np
+if TYPE_CHECKING:                       # numpy is loaded where an array is keyed, not at import
+    import numpy as np
 
 T = TypeVar("T")
 
@@ -42,7 +43,7 @@ class Scratch:
         """The value kept under ``key``, computed by ``compute()`` the first time."""
         if key not in self._store:
             self._store[key] = compute()
-        return self._store[key]  # type: ignore[no-any-return]
+        return self._store[key]
 
     def lookup(self, key: Hashable, default: Any = None) -> Any:
         return self._store.get(key, default)
@@ -82,6 +83,7 @@ def remember(key: Hashable, compute: Callable[[], T]) -> T:
 def array_key(A: np.ndarray) -> tuple[str, tuple[int, ...], str]:
     """The complete content of an array: its dtype, its shape and the sha256 of its
     bytes in row-major order (little-endian)."""
+    import numpy as np
     a = np.ascontiguousarray(A)
     a = a.astype(a.dtype.newbyteorder("<"), copy=False)
     return a.dtype.str, tuple(int(n) for n in a.shape), hashlib.sha256(a.data.cast("B")).hexdigest()

@@ -25,6 +25,16 @@ A rank-type claim names its source (``parameters.source``, ``source_sha256``,
   large to embed), the replay also writes the features to a file
   (:class:`Replayed`), and :func:`certify.checkers.gram.summary_problems`
   recomputes the summaries from it.
+
+Input files are found by their sha256 (:func:`locate`), standard library only:
+as named (absolute, or relative to the certificate's folder or the working
+directory), beside the certificate by file name, in the local Hugging Face
+cache for a hub name ``hf://org/name@<commit>/<file>`` (the cache folder as
+huggingface_hub computes it from the environment, :func:`hub_cache_dir`), and
+under each ``--weights`` folder (by name, then by hashing its files). A file is
+used only when its sha256 is the certificate's. The replay reads a model's
+files (:func:`model_files`) where they were found, through a private folder of
+links named as the certificate names them when any was found elsewhere.
 """
 
 from __future__ import annotations
@@ -38,11 +48,12 @@ import re
 import sys
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, Union
 
 import numpy as np
 
 from certify.checkers import scratch
+from certify.checkers.reading import path_problem
 
 MATRIX_SUFFIXES = (".npy", ".npz", ".csv", ".json")
 #: largest source verify re-reads exactly (bytes on disk, entries); beyond: an assumption
@@ -72,7 +83,7 @@ def sha256_file(path: str | os.PathLike) -> str:
     key = _stat_key(path)
     s = scratch.current()
     if s is not None and (hit := s.lookup(("sha256_file", key))) is not None:
-        return hit  # type: ignore[no-any-return]
+        return hit
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -82,20 +93,213 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def find(name: str, base: Path | None) -> Path | None:
+def candidates(name: str, base: "Base") -> list[Path]:
+    """Where a named input file is looked for by its name: the name itself when absolute,
+    else relative to the certificate's folder, then to the working directory."""
+    folder = places(base).folder
+    if not isinstance(name, str) or not name or "\0" in name or name.startswith(HUB_SCHEME):
+        return []
+    return [Path(name)] if os.path.isabs(name) else \
+        [p for p in ((folder / name) if folder else None, Path.cwd() / name) if p is not None]
+
+
+def not_found(name: str, base: "Base") -> str:
+    """Why no file was found for ``name``: ``absent`` when nothing is at any place it is
+    looked for, else what is there (a folder, a FIFO, a symbolic link loop, ...:
+    :func:`certify.checkers.reading.path_problem`)."""
+    for p in candidates(name, base):
+        why = path_problem(p)
+        if why is not None:
+            return f"not read: {p} is {why}" if not why.startswith(("permission", "name", "a part")) \
+                else f"not read: {p}: {why}"
+    return "absent"
+
+
+def find(name: str, base: "Base") -> Path | None:
     """A named input file: absolute, else relative to the certificate's folder or
-    the working directory."""
-    if not isinstance(name, str) or not name or "\0" in name:
-        return None
-    cands = [Path(name)] if os.path.isabs(name) else \
-        [p for p in ((base / name) if base else None, Path.cwd() / name) if p is not None]
-    for p in cands:
+    the working directory (by name only; :func:`locate` also finds it by hash)."""
+    for p in candidates(name, base):
         try:
             if p.is_file():
                 return p
         except OSError:
             continue
     return None
+
+
+# ---------------------------------------------------------------- finding inputs by hash
+
+#: how a certificate names a file of a Hugging Face hub snapshot: hf://org/name@<commit>/<file>
+HUB_SCHEME = "hf://"
+_HUB_NAME = re.compile(r"^hf://(?P<repo>[A-Za-z0-9][\w.-]*/[\w.-]+)@(?P<commit>[0-9a-f]{40})/(?P<rel>[^\0]+)$")
+_SHA = re.compile(r"^[0-9a-f]{64}$")
+
+
+def hub_cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """The local Hugging Face hub cache, as huggingface_hub computes it
+    (``HF_HUB_CACHE``, ``HUGGINGFACE_HUB_CACHE``, ``HF_HOME/hub``,
+    ``XDG_CACHE_HOME/huggingface/hub``, ``~/.cache/huggingface/hub``), read
+    from the environment at each call."""
+    env = os.environ if env is None else env
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(key):
+            return Path(os.path.expanduser(os.path.expandvars(env[key])))
+    home = env.get("HF_HOME") or os.path.join(
+        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
+    return Path(os.path.expanduser(os.path.expandvars(home))) / "hub"
+
+
+def hub_name(name: str) -> tuple[str, str, str] | None:
+    """``(repo id, commit, file)`` of a hub name ``hf://org/name@commit/file``, else None."""
+    m = _HUB_NAME.fullmatch(name) if isinstance(name, str) else None
+    if m is None or any(part in ("", ".", "..") for part in m.group("rel").split("/")):
+        return None
+    return m.group("repo"), m.group("commit"), m.group("rel")
+
+
+class Places:
+    """Where a certificate's input files are looked for (:func:`locate`): as named
+    (absolute, or relative to the certificate's folder or the working directory),
+    beside the certificate, in the local Hugging Face cache (a hub name, by repo id
+    and commit), and under each ``--weights`` folder."""
+
+    def __init__(self, folder: Path | None, weights: Sequence[str | os.PathLike] = (),
+                 hub: Path | None = None) -> None:
+        self.folder = folder
+        self.weights = tuple(Path(w) for w in weights)
+        self.hub = hub
+
+    def hub_cache(self) -> Path:
+        return self.hub if self.hub is not None else hub_cache_dir()
+
+
+#: where a certificate's inputs are looked for: its folder, or :class:`Places`
+Base = Union[Path, Places, None]
+
+
+def places(base: Base) -> Places:
+    return base if isinstance(base, Places) else Places(base)
+
+
+class Found:
+    """A located input file: its path, how it was found, and whether its sha256 is
+    the certificate's (only a file found by its own name may differ: a file found
+    elsewhere is used only when its hash matches)."""
+
+    def __init__(self, path: Path, how: str, matches: bool = True) -> None:
+        self.path, self.how, self.matches = path, how, matches
+
+    def __repr__(self) -> str:
+        return f"Found({str(self.path)!r}, {self.how!r}, {self.matches})"
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return sha256_file(path) if path.is_file() else None
+    except OSError:
+        return None
+
+
+def _files_under(folder: Path) -> list[Path]:
+    out = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        out += [Path(root) / f for f in sorted(files)]
+    return out
+
+
+def _by_hash(folder: Path, sha: str) -> Path | None:
+    """The file under ``folder`` whose sha256 is ``sha``: every file under it hashed once
+    within one check's scratch (a ``--weights`` scan; :mod:`certify.checkers.scratch`)."""
+    def scan() -> dict[str, Path]:
+        index: dict[str, Path] = {}
+        seen: set[str] = set()
+        for f in _files_under(folder):
+            real = os.path.realpath(f)
+            if real in seen:
+                continue
+            seen.add(real)
+            d = _digest(f)
+            if d is not None:
+                index.setdefault(d, f)
+        return index
+    return scratch.remember(("weights_scan", os.path.realpath(folder)), scan).get(sha)
+
+
+def _in_folder(folder: Path, name: str, sha: str, recursive: bool) -> Path | None:
+    """A file with sha256 ``sha`` in ``folder`` by its name (its path relative to
+    the folder, its file name); ``recursive`` (a ``--weights`` folder): also a hub
+    cache's layout, the same file name anywhere under it, then every file under
+    it, hashed once within one check's scratch."""
+    hub = hub_name(name)
+    rel = hub[2] if hub else (name if not os.path.isabs(name) else Path(name).name)
+    base = Path(rel).name
+    cands = [folder / rel, folder / base]
+    if hub is not None and recursive:
+        repo_dir = "models--" + hub[0].replace("/", "--")
+        for pre in (Path(), Path(repo_dir), Path("hub") / repo_dir):
+            cands += [folder / pre / "snapshots" / hub[1] / rel, folder / pre / "blobs" / sha]
+    elif recursive:
+        cands += [folder / "blobs" / sha]
+    for c in cands:
+        if ".." not in c.parts and _digest(c) == sha:
+            return c
+    if not recursive:
+        return None
+    for f in _files_under(folder):
+        if f.name == base and _digest(f) == sha:
+            return f
+    return _by_hash(folder, sha)
+
+
+def locate(name: str, sha: str | None, base: "Base") -> Found | None:
+    """An input file of a certificate, found by its sha256 (module docstring of
+    :mod:`certify.checkers.sources`): (1) as named; (2) beside the certificate,
+    by file name, then by hash; (3) a hub name in the local Hugging Face cache;
+    (4) under each ``--weights`` folder, by name, then by hash. Every file found
+    is checked by sha256 before it is used; a file found as named (else by its file
+    name beside the certificate) whose hash differs is returned (``matches``
+    False, reported as a mismatch) only when no other file matches.
+    Without a sha256, the file as named (:func:`find`)."""
+    where = places(base)
+    named = find(name, where)
+    if not isinstance(sha, str) or not _SHA.fullmatch(sha):
+        return Found(named, "as named", False) if named is not None else None
+    if named is not None and _digest(named) == sha:
+        return Found(named, "as named")
+    if where.folder is not None:
+        p = _in_folder(where.folder, name, sha, recursive=False)
+        if p is not None:
+            return Found(p, "beside the certificate")
+    hub = hub_name(name)
+    if hub is not None:
+        snap = where.hub_cache() / ("models--" + hub[0].replace("/", "--")) / "snapshots" / hub[1] / hub[2]
+        if _digest(snap) == sha:
+            return Found(snap, "in the local Hugging Face cache")
+    for folder in where.weights:
+        p = _in_folder(folder, name, sha, recursive=True)
+        if p is not None:
+            return Found(p, f"under --weights {folder}")
+    if named is not None:
+        return Found(named, "as named", False)
+    if where.folder is not None and hub is None and not os.path.isabs(name):
+        near = where.folder / Path(name).name          # its file name beside the certificate, other bytes
+        if _digest(near) is not None:
+            return Found(near, "beside the certificate", False)
+    return None
+
+
+def not_found_hint(name: str, where: "Base") -> str:
+    """Where a missing input was looked for, and what to pass (one line)."""
+    w = places(where)
+    looked = ["as named", "beside the certificate" if w.folder is not None else None]
+    hub = hub_name(name)
+    if hub is not None:
+        looked.append(f"in the local Hugging Face cache ({w.hub_cache()}, {hub[0]} at commit {hub[1][:12]})")
+    looked += [f"under --weights {f}" for f in w.weights]
+    return (f"{name} is not found by its sha256 ({', '.join(x for x in looked if x)}); "
+            "pass --weights DIR, a folder holding the model's files (any layout: found by sha256)"
+            + (f", or download it: `hf download {hub[0]} --revision {hub[1]}`" if hub else ""))
 
 
 class SourceError(Exception):
@@ -127,7 +331,7 @@ def _exact_array(a: np.ndarray) -> list[list[Fraction]]:
 
 def read_source(path: Path) -> dict[str, Any]:
     """``{"matrix": rows}`` or ``{"phi_q": array, "phi_k": array}`` read as the
-    producer reads it (certify.kernel.load_kernel), without pickles."""
+    producer reads it (certify.sources.load.load_kernel), without pickles."""
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
@@ -284,7 +488,7 @@ def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], 
     return ["the source file does not hold what the claim's evidence describes"], None
 
 
-def extraction_id(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None) -> str | None:
+def extraction_id(claim: Mapping[str, Any], cert: Mapping[str, Any], base: "Base") -> str | None:
     """The extraction a claim's replay must run, by content, never by name: the sha256 of
     the canonical JSON of the source's sha256 (a construction, which has none, by its
     spec: the spec is the content), where its file resolves from the certificate's folder
@@ -308,7 +512,7 @@ def extraction_id(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path 
 
 
 def replay_keys(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None,
-                base: Path | None = None) -> list[str]:
+                base: "Base" = None) -> list[str]:
     """The objects an extraction replay must reproduce for this claim, each a key of
     :func:`replay_extraction`'s result: the features' hashes (a kernel claim), the
     head tables' hash on its family and the weights' canonical hash (a head claim),
@@ -342,7 +546,7 @@ def measured_rows(path: Path) -> int | None:
     return len(a) if isinstance(a, list) else None
 
 
-def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
+def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: "Base",
          replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any, int | None]:
     """(problems, assumptions, exact integer matrix for the checker or None, the
     row count of the source as re-read here or None) of a claim's source. Every
@@ -365,9 +569,10 @@ def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
         problems.append(f"the certificate's inputs do not list the source {source!r:.80} with "
                         f"the claim's sha256")
     if adapter == "matrix-file":
-        path = find(source, base)
-        if path is None:
+        found = locate(source, sha, base)
+        if found is None:
             return problems, [f"source:{source}"], None, None
+        path = found.path
         if path.stat().st_size > MAX_SOURCE_BYTES:
             return problems, [f"source:{source} (too large to re-read here)"], None, None
         if sha256_file(path) != sha:
@@ -408,15 +613,67 @@ class Replayed(dict):
     features of kernels whose claims trust summaries were written
     (``features``: :func:`features_key` -> ``.npz`` path, in a temporary folder
     that lives as long as this object), so that the checker recomputes those
-    summaries itself (:func:`certify.checkers.gram.summary_problems`)."""
+    summaries itself (:func:`certify.checkers.gram.summary_problems`); ``used``:
+    the files the replay read (input name -> :class:`Found`), ``missing``: source ->
+    the one line saying where its files were looked for and what to pass."""
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.features: dict[str, str] = {}
         self.folder: Any = None                 # a TemporaryDirectory, removed with this object
+        self.used: dict[str, Found] = {}
+        self.missing: dict[str, str] = {}
 
 
-def features_key(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None) -> str | None:
+#: file names a model's loader reads beside its weights (the config, a shard index)
+_MODEL_SUFFIXES = (".safetensors", ".pt", ".pth", ".bin", ".ckpt")
+
+
+def _parent(name: str) -> str:
+    return name.rsplit("/", 1)[0] if "/" in name else ""
+
+
+def model_files(source: str, inputs: Mapping[str, Any]) -> list[str]:
+    """The certificate's inputs a replay of ``source`` reads: the source and, in its
+    folder, the weights files, shards, shard index and configs (``config.json``,
+    ``X.config.json``, a ``models/`` checkpoint's ``X.json``)."""
+    par, stem = _parent(source), Path(source).stem
+    out = [source]
+    for n in inputs:
+        if n == source or not isinstance(n, str) or n.startswith("family:") or _parent(n) != par:
+            continue
+        leaf = n.rsplit("/", 1)[-1]
+        if leaf.endswith((*_MODEL_SUFFIXES, "config.json", ".index.json")) or Path(leaf).stem == stem:
+            out.append(n)
+    return out
+
+
+def _stage(source: str, inputs: Mapping[str, Any], base: "Base", result: Replayed,
+           folders: list[Any]) -> tuple[str | None, str | None]:
+    """``(path the replay reads, None)`` or ``(None, why not)``: every file of the
+    model (:func:`model_files`) located by its sha256 (:func:`locate`); when one
+    was found elsewhere than as named, the replay reads a private folder of links
+    named as the certificate names them, to those files, checked."""
+    import tempfile
+    names = model_files(source, inputs)
+    found = {n: locate(n, inputs.get(n), base) for n in names}
+    for n, f in found.items():
+        if f is None or not f.matches:
+            result.missing.setdefault(source, not_found_hint(n, base))
+            return None, "not present: the model's files are not found by their sha256"
+    result.used.update({n: f for n, f in found.items() if f is not None})
+    if all(f is not None and f.how == "as named" for f in found.values()):
+        f0 = found[source]
+        return (str(f0.path) if f0 is not None else None), None
+    folder = tempfile.TemporaryDirectory(prefix="certify-weights-")
+    folders.append(folder)
+    for n, f in found.items():
+        if f is not None:
+            os.symlink(os.path.realpath(f.path), Path(folder.name) / n.rsplit("/", 1)[-1])
+    return str(Path(folder.name) / source.rsplit("/", 1)[-1]), None
+
+
+def features_key(claim: Mapping[str, Any], cert: Mapping[str, Any], base: "Base") -> str | None:
     """The replay job whose features a factor-form claim's summaries are re-derived from:
     its extraction's content identity (:func:`extraction_id`)."""
     return extraction_id(claim, cert, base)
@@ -450,18 +707,31 @@ def _torch_decides(job: Mapping[str, Any]) -> bool:
     return job.get("torch") is not None and not adapter.startswith(CANONICAL_ADAPTERS)
 
 
-def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replayed:
+def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], "Base"]]) -> Replayed:
     """Re-run the weights -> features step of every checkpoint / construction
     source in a separate process (``certify.cli.replay``, torch, one thread).
+    Its files are found by their sha256 (:func:`locate`: as named, beside the
+    certificate, in the Hugging Face cache, under ``--weights``; ``used`` and
+    ``missing`` of the result say which and where).
 
     Each job states the exact objects it must reproduce (:func:`replay_keys` of the
     claims it serves: features' hashes, head tables' hashes, weights' hashes); a
     job with nothing to compare is not run. Returns comparison key -> "match" |
     "differs: ..." | a reason the replay could not decide; a claim is discharged
     only by the keys of its own evidence (:func:`bind`)."""
+    # the files located for the replay are hashed once for this call, in a scratch of its own
+    with scratch.session():
+        return _replay_extraction(certs)
+
+
+def _replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], "Base"]]) -> Replayed:
     jobs: dict[str, dict[str, Any]] = {}
     wanted: set[str] = set()                 # kernels whose claims trust summaries: their features go to a file
-    for _, cert, base in certs:
+    result = Replayed()
+    staged: list[Any] = []                   # folders of links to files found elsewhere than as named
+    absent: dict[str, str] = {}              # job key -> why its files are not there
+    located: dict[tuple[int, str], tuple[str | None, str | None]] = {}   # (certificate, source) -> _stage
+    for i, (_, cert, base) in enumerate(certs):
         env = (cert.get("environment") or {}).get("packages") or {}
         raw_inputs = cert.get("inputs")
         inputs: dict[str, Any] = raw_inputs if isinstance(raw_inputs, dict) else {}
@@ -473,14 +743,19 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
                 continue
             fs, head = ev.get("features_sha256"), p.get("head_sha256")
             src = p["source"]
-            path = find(src, base)
+            if (i, src) not in located:
+                located[(i, src)] = (None, None) if p.get("adapter") == "construction" else \
+                    _stage(src, inputs, base, result, staged)
+            path, why = located[(i, src)]
             # one job per extraction, by content (extraction_id): a source (a checkpoint's
             # weights) may hold many heads; claims stating different kernel arguments of one
             # head are different kernels; two sources that share a name are two jobs
             key = extraction_id(c, cert, base)
             assert key is not None
             sha = p.get("source_sha256")
-            job = jobs.setdefault(key, {"key": key, "source": src, "path": str(path) if path else None,
+            if why is not None:
+                absent[key] = why
+            job = jobs.setdefault(key, {"key": key, "source": src, "path": path,
                                         # the worker refuses a file whose bytes are not these
                                         "source_sha256": sha if isinstance(sha, str) else None,
                                         "adapter": p.get("adapter"), "token_set": None,
@@ -489,8 +764,10 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
                                         "stated": p.get("stated"),
                                         "want": [], "heads": [], "weights": [], "compare": [],
                                         # an adapter spec is one of the certificate's inputs
-                                        "specs": [str(f) for f in (find(n, base) for n in inputs
-                                                                   if str(n).endswith(".json")) if f]
+                                        "specs": [str(f.path) for f in (locate(n, inputs.get(n), base)
+                                                                        for n in inputs
+                                                                        if str(n).endswith(".json"))
+                                                  if f is not None and f.matches]
                                         if str(p.get("adapter")).startswith("adapter:") else []})
             if isinstance(fs, dict) and isinstance(fs.get("phi_q"), str):
                 job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
@@ -503,8 +780,18 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
                 job["weights"].append(p["weights_sha256"])
             job["compare"] += [k for k in replay_keys(c, cert, base) if k not in job["compare"]]
     jobs = {k: j for k, j in jobs.items() if j["compare"]}      # an empty comparison is no replay
+    for key in [k for k in jobs if k in absent]:                 # nothing to run: its files are not here
+        result.update({c: absent[key] for c in jobs.pop(key)["compare"]})
+    try:
+        return _run_replay(jobs, wanted, result)
+    finally:
+        for f in staged:
+            f.cleanup()
+
+
+def _run_replay(jobs: dict[str, dict[str, Any]], wanted: set[str], result: Replayed) -> Replayed:
     if not jobs:
-        return Replayed()
+        return result
     folder = _ask_features(jobs, wanted)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     send = [{k: v for k, v in j.items() if k != "compare"} for j in jobs.values()]
@@ -514,15 +801,16 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
                              input=json.dumps(send), capture_output=True,
                              text=True, timeout=600, env=env, preexec_fn=_die_with_parent)
     except (OSError, subprocess.SubprocessError) as exc:
-        return Replayed({k: f"replay could not run: {type(exc).__name__}" for j in jobs.values()
-                         for k in j["compare"]})
+        result.update({k: f"replay could not run: {type(exc).__name__}" for j in jobs.values()
+                       for k in j["compare"]})
+        return result
     try:
         got = json.loads(out.stdout)
     except json.JSONDecodeError:
         line = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return Replayed({k: f"replay failed: {line[:160]}" for j in jobs.values()
-                         for k in j["compare"]})
-    result = Replayed()
+        result.update({k: f"replay failed: {line[:160]}" for j in jobs.values()
+                       for k in j["compare"]})
+        return result
     result.folder = folder
     for key, job in jobs.items():
         r = got.get(key) if isinstance(got, dict) else None

@@ -1,7 +1,7 @@
 """The one renderer of claim statements: (kind, parameters, evidence) -> sentence.
 
 A claim is data; its sentence is a view. Producers never write a statement by
-hand: :class:`certify.certificate.Claim` renders it here, and ``certify verify``
+hand: :class:`certify.core.certificate.Claim` renders it here, and ``certify verify``
 renders it again and fails a claim whose stored statement differs. So a
 statement cannot say more, or other, than the claim's parameters and the
 evidence fields the checker re-derives.

@@ -50,7 +50,6 @@ reasons; outranks 4); **2** a file is not a certificate (one line on stderr);
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,11 +68,18 @@ from certify.checkers.common import (
     EXIT_NOT_PROVED,
     EXIT_PROVED,
 )
-from certify.checkers.reading import NotACertificate, parse, read_certificate  # noqa: F401 (public names)
+from certify.checkers.contradictions import contradictions
+from certify.checkers.reading import (  # noqa: F401 (public names)
+    NotACertificate,
+    parse,
+    read_certificate,
+    release_refusal,
+    remake_command,
+)
 from certify.checkers.statements import check_statement
 
 if TYPE_CHECKING:
-    from fractions import Fraction
+    pass
 
 SCHEMA = _schema.VERSIONS[-1]
 VERDICTS = ("proved", "refuted", "unknown")
@@ -112,8 +118,9 @@ class ClaimCheck:
 @dataclass(frozen=True)
 class InputCheck:
     name: str
-    status: str            # "match", "MISMATCH", "built-in" or "absent"
+    status: str            # "match", "MISMATCH", "built-in", "absent" or "not read: <path> is <what>"
     path: str | None = None
+    how: str | None = None  # where it was found (certify.checkers.sources.locate)
 
     @property
     def holds(self) -> bool:
@@ -161,7 +168,8 @@ class Verification:
                 "assumptions": list(self.assumptions),
                 "open_assumptions": list(self.open_assumptions),
                 "claims": [c.to_json() for c in self.claims],
-                "inputs": [{"name": i.name, "status": i.status, "path": i.path}
+                "inputs": [{"name": i.name, "status": i.status, "path": i.path,
+                            **({"found": i.how} if i.how is not None else {})}
                            for i in self.inputs]}
 
 
@@ -173,6 +181,21 @@ def accepted(assumption: str, names: Iterable[str]) -> bool:
 # ---------------------------------------------------------------- parsing
 
 # parse and read_certificate live in certify.checkers.reading (shared with certify.reference)
+
+
+def _unexpected_root_keys(obj: Mapping[str, Any]) -> str:
+    """``; unexpected key 'claim' (did you mean 'claims'?)`` for the keys of a
+    certificate's root the schema does not have, or nothing."""
+    import difflib
+    known = list((_schema.published().get("properties") or {}))
+    extra = [k for k in obj if k not in known]
+    if not extra:
+        return ""
+    parts = []
+    for k in extra[:5]:
+        close = difflib.get_close_matches(str(k), [n for n in known if n not in obj], n=1)
+        parts.append(f"{str(k)[:40]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    return f"; unexpected key{'s' if len(extra) > 1 else ''} " + ", ".join(parts)
 
 
 # ---------------------------------------------------------------- claims
@@ -208,7 +231,7 @@ def checker_for(kind: str) -> ModuleType | None:
     return module if callable(getattr(module, "check", None)) else None
 
 
-def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
+def _binding(claim: Mapping[str, Any], cert: Mapping[str, Any], base: _sources.Base,
              replayed: Mapping[str, str]) -> tuple[list[str], list[str], Any, int | None]:
     """(problems, assumptions, exact matrix for the checker, the source's measured
     row count) of what the claim names. The claim's referent is bound by
@@ -282,7 +305,7 @@ def _trusted_problems(claim: Mapping[str, Any], cert: Mapping[str, Any],
     return [], [f"trusted:{claim.get('kind')}:{','.join(f.split(' ')[0] for f in fields)}"]
 
 
-def _replayed_summaries(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
+def _replayed_summaries(claim: Mapping[str, Any], cert: Mapping[str, Any], base: _sources.Base,
                         replayed: Any, trusted: list[str]) -> tuple[list[str], list[str]]:
     """``(problems, fields still trusted)``: summaries of data too large to embed
     are re-derived from the features ``--replay-extraction`` wrote to a file
@@ -298,7 +321,7 @@ def _replayed_summaries(claim: Mapping[str, Any], cert: Mapping[str, Any], base:
 
 
 def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
-                base: Path | None = None, replayed: Mapping[str, str] | None = None,
+                base: _sources.Base = None, replayed: Mapping[str, str] | None = None,
                 schema_problems: Sequence[str] | None = None) -> ClaimCheck:
     """One claim: its schema violations (``schema_problems``; computed here when
     ``None``) fail it before any semantic check; then statement, binding, checker."""
@@ -352,7 +375,7 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
 
 # ---------------------------------------------------------------- input files
 
-def check_inputs(inputs: Mapping[str, str], base: Path | None) -> tuple[InputCheck, ...]:
+def check_inputs(inputs: Mapping[str, str], base: _sources.Base) -> tuple[InputCheck, ...]:
     """Compare the hash of every named input file that can be found; a family
     name (``family:...``) is bound per claim instead."""
     out = []
@@ -360,235 +383,18 @@ def check_inputs(inputs: Mapping[str, str], base: Path | None) -> tuple[InputChe
         if name.startswith("family:"):
             out.append(InputCheck(name, "bound per claim"))
             continue
-        path = _sources.find(name, base)
-        if path is None:
-            out.append(InputCheck(name, "absent"))
+        found = _sources.locate(name, digest.lower() if isinstance(digest, str) else None, base)
+        if found is None:
+            out.append(InputCheck(name, _sources.not_found(name, base)))
             continue
-        status = "match" if _sources.sha256_file(path) == digest.lower() else "MISMATCH"
-        out.append(InputCheck(name, status, str(path)))
+        status = "match" if _sources.sha256_file(found.path) == str(digest).lower() else "MISMATCH"
+        out.append(InputCheck(name, status, str(found.path), found.how))
     return tuple(out)
-
-
-# ---------------------------------------------------------------- contradictions
-
-_FEATURE_ORDER = {"nonnegative": 0, "real": 1}
-_CLASS_ORDER = {"paper": 0, "used-pairs": 1}
-_SCOPE_ORDER = {"cube": 0, "family": 1}
-
-
-def _within(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    """Every head of class ``a`` is a head of class ``b`` (same family)."""
-    try:
-        return (_FEATURE_ORDER[a["features"]] <= _FEATURE_ORDER[b["features"]]
-                and _CLASS_ORDER[a["class"]] <= _CLASS_ORDER[b["class"]]
-                and _SCOPE_ORDER[a.get("scope", "family")] <= _SCOPE_ORDER[b.get("scope", "family")])
-    except (KeyError, TypeError):
-        return False
-
-
-def _matrix_key(claim: Mapping[str, Any]) -> tuple | None:
-    """The kernel a claim is about (:func:`certify.checkers.binding.kernel_identity`)."""
-    return _binding_mod.kernel_identity(claim)
-
-
-def _model_key(p: Mapping[str, Any]) -> str | None:
-    """A head's identity: its weights' canonical hash, else its exact tables' hash."""
-    for k in ("weights_sha256", "head_sha256"):
-        if isinstance(p.get(k), str):
-            return f"{k}:{p[k]}"
-    return None
-
-
-def _kernel_source(p: Mapping[str, Any]) -> tuple | None:
-    src = p.get("source_sha256") or p.get("source")
-    return ((src, p.get("adapter"), p.get("layer"), p.get("head"),
-             json.dumps(p.get("stated"), sort_keys=True)) if isinstance(src, str) else None)
-
-
-def _token_of(ts: Any, ev: Mapping[str, Any], i: Any) -> str | None:
-    """Token ``i`` of a claim's token set as a bit string, when the claim shows it."""
-    if not isinstance(i, int) or isinstance(i, bool) or i < 0:
-        return None
-    if isinstance(ts, str) and ts.startswith("cube:") and ts[5:].isdigit():
-        m = int(ts[5:])
-        return "".join(str(i >> b & 1) for b in range(m)) if i < 1 << m else None
-    toks = ev.get("tokens")
-    return toks[i] if isinstance(toks, list) and i < len(toks) else None
-
-
-def _has_token(p: Mapping[str, Any], ev: Mapping[str, Any], tok: str) -> bool | None:
-    """Whether a claim's token set holds ``tok`` (None: the claim does not show it)."""
-    ts = p.get("token_set")
-    if isinstance(ts, str) and ts.startswith("cube:") and ts[5:].isdigit():
-        return len(tok) == int(ts[5:])
-    toks = ev.get("tokens")
-    return tok in toks if isinstance(toks, list) else None
-
-
-def _pair(ev: Mapping[str, Any]) -> Any:
-    if isinstance(ev.get("pair"), list):
-        return ev["pair"]
-    return ev.get("argmin")
-
-
-def contradictions(items: Sequence[tuple[str, int, Mapping[str, Any]]]) -> dict[tuple[str, int], list[str]]:
-    """Problems per (certificate, claim index) for claims that contradict each other.
-    ``items`` are (certificate label, claim index, claim) of claims that hold alone.
-
-    Checked, each naming both claims: one sentence proved and refuted; feasible at
-    rank r in a class inside a class proved infeasible at r' >= r; two exact ranks
-    of one matrix that do not overlap; an eps-rank above the exact rank of the same
-    matrix; correctness of one head on one family proved at eps and refuted at
-    eps' >= eps (gap domination: proved and refuted); a transcript claim of one
-    model (weights and quantizer) on one family proved and refuted; nonnegativity
-    of one kernel proved on a token set and refuted at a pair of its tokens (token
-    sets compared through the tokens themselves)."""
-    out: dict[tuple[str, int], list[str]] = {}
-    feas, infeas, ranks, eps = [], [], [], []
-    by_sentence: dict[str, list] = {}
-    by_kind: dict[str, list] = {}
-    for label, i, c in items:
-        p = c.get("parameters") or {}
-        ev = c.get("evidence") or {}
-        verdict, kind = c.get("verdict"), c.get("kind")
-        if verdict in ("proved", "refuted") and isinstance(c.get("statement"), str):
-            by_sentence.setdefault(c["statement"], []).append((label, i, verdict))
-        by_kind.setdefault(str(kind), []).append((label, i, verdict, p, ev))
-        if verdict != "proved":
-            continue
-        if kind == "feasible":
-            feas.append((label, i, p))
-        elif kind == "infeasible":
-            infeas.append((label, i, p))
-        elif kind in ("exact_rank", "eps_rank"):
-            key = _matrix_key(c)
-            if key is None:
-                continue
-            if kind == "exact_rank" and isinstance(ev.get("rank_lower"), int) \
-                    and isinstance(ev.get("rank_upper"), int):
-                ranks.append((label, i, key, ev["rank_lower"], ev["rank_upper"]))
-            elif kind == "eps_rank" and isinstance(ev.get("k"), int):
-                eps.append((label, i, key, ev["k"], p.get("eps"), ev.get("exact") is True))
-
-    def where(label: str, i: int) -> str:
-        return f"claim {i} of {label}"
-
-    def both(a: tuple[Any, ...], b: tuple[Any, ...], msg: str) -> None:
-        out.setdefault((a[0], a[1]), []).append(msg)
-        out.setdefault((b[0], b[1]), []).append(msg)
-
-    for sentence, group in by_sentence.items():
-        pro = [g for g in group if g[2] == "proved"]
-        ref = [g for g in group if g[2] == "refuted"]
-        for a in pro:
-            for b in ref:
-                both(a, b, f"contradiction: {where(a[0], a[1])} proves and {where(b[0], b[1])} "
-                           f"refutes the same sentence: {sentence[:160]}")
-    for fl, fi, fp in feas:
-        for il, ii, ip in infeas:
-            if fp.get("family_sha256") != ip.get("family_sha256"):
-                continue
-            r, r2 = fp.get("rank"), ip.get("rank")
-            if isinstance(r, int) and isinstance(r2, int) and r <= r2 and _within(fp, ip):
-                both((fl, fi), (il, ii),
-                     f"contradiction: {where(fl, fi)} proves a rank-{r} {fp.get('features')} "
-                     f"head ({fp.get('class')}) solves the family, {where(il, ii)} proves none of "
-                     f"rank {r2} >= {r} ({ip.get('features')}, {ip.get('class')}) does")
-    for a in range(len(ranks)):
-        for b in range(a + 1, len(ranks)):
-            la, ia, ka, loa, hia = ranks[a]
-            lb, ib, kb, lob, hib = ranks[b]
-            if ka == kb and (hia < lob or hib < loa):
-                both((la, ia), (lb, ib),
-                     f"contradiction: {where(la, ia)} puts the rank of the same matrix in "
-                     f"[{loa}, {hia}], {where(lb, ib)} in [{lob}, {hib}]")
-    for a in eps:
-        for b in eps:
-            # at one eps: a proves k_a values above eps; b, when exact, proves exactly k_b
-            if a is not b and a[2] == b[2] and a[4] == b[4] and b[5] and a[3] > b[3]:
-                both((a[0], a[1]), (b[0], b[1]),
-                     f"contradiction: {where(a[0], a[1])} proves {a[3]} singular values above "
-                     f"eps = {a[4]}, {where(b[0], b[1])} proves exactly {b[3]} of the same kernel")
-    for el, ei, ek, k, _, _ in eps:
-        for rl, ri, rk, _lo, hi in ranks:
-            if ek == rk and k > hi:
-                both((el, ei), (rl, ri),
-                     f"contradiction: {where(el, ei)} proves {k} singular values above eps, "
-                     f"{where(rl, ri)} proves the same matrix has rank <= {hi}")
-    for kind in ("correctness", "gap_domination"):
-        group = by_kind.get(kind, [])
-        for a in group:
-            for b in group:
-                if a[2] != "proved" or b[2] != "refuted":
-                    continue
-                ma, mb = _model_key(a[3]), _model_key(b[3])
-                if ma is None or ma != mb or a[3].get("family_sha256") != b[3].get("family_sha256"):
-                    continue
-                try:
-                    ea, eb = _fraction(a[3].get("eps")), _fraction(b[3].get("eps"))
-                except (ValueError, ZeroDivisionError, TypeError):
-                    continue
-                if eb >= ea if kind == "correctness" else eb == ea:
-                    both(a, b, f"contradiction: {where(a[0], a[1])} proves and {where(b[0], b[1])} "
-                               f"refutes {kind} of the same head ({ma[:40]}...) on the same "
-                               f"family (eps {ea} and {eb})")
-    group = by_kind.get("transcript", [])
-    for a in group:
-        for b in group:
-            if a[2] != "proved" or b[2] != "refuted":
-                continue
-            if _transcript_key(a[3], a[4]) is not None and \
-                    _transcript_key(a[3], a[4]) == _transcript_key(b[3], b[4]):
-                both(a, b, f"contradiction: {where(a[0], a[1])} proves the transcript claim of a "
-                           f"model that {where(b[0], b[1])} refutes (the same weights, quantizer "
-                           "and family)")
-    group = by_kind.get("nonnegative", [])
-    for a in group:
-        for b in group:
-            if a[2] != "proved" or b[2] != "refuted":
-                continue
-            na = _binding_mod.kernel_identity({"kind": "nonnegative", "parameters": a[3],
-                                               "evidence": a[4]})
-            nb = _binding_mod.kernel_identity({"kind": "nonnegative", "parameters": b[3],
-                                               "evidence": b[4]})
-            if na is not None and na == nb:
-                both(a, b, f"contradiction: {where(a[0], a[1])} proves and {where(b[0], b[1])} "
-                           "refutes nonnegativity of the same kernel")
-                continue
-            if _kernel_source(a[3]) is None or _kernel_source(a[3]) != _kernel_source(b[3]):
-                continue
-            pair = _pair(b[4])
-            if not isinstance(pair, list) or len(pair) != 2:
-                continue
-            toks = [_token_of(b[3].get("token_set"), b[4], j) for j in pair]
-            same_set = _binding_mod.token_content(a[3]) == _binding_mod.token_content(b[3])
-            inside = same_set or all(t is not None and _has_token(a[3], a[4], t) for t in toks)
-            if inside:
-                both(a, b, f"contradiction: {where(a[0], a[1])} proves alpha >= 0 on a token set "
-                           f"that holds the pair where {where(b[0], b[1])} finds alpha < 0 "
-                           "(the same kernel)")
-    return {k: list(dict.fromkeys(v)) for k, v in out.items()}
-
-
-def _fraction(v: Any) -> Fraction:
-    from fractions import Fraction
-    if isinstance(v, bool) or not isinstance(v, (int, str)):
-        raise ValueError
-    return Fraction(v)
-
-
-def _transcript_key(p: Mapping[str, Any], ev: Mapping[str, Any]) -> tuple | None:
-    model = ev.get("model") if isinstance(ev, Mapping) else None
-    w = model.get("weights_sha256") if isinstance(model, Mapping) else None
-    if not isinstance(w, str):
-        return None
-    fam = tuple(p.get(k) for k in ("M", "s", "h", "q"))
-    return (w, json.dumps(p.get("quantizer"), sort_keys=True), fam)
 
 
 # ---------------------------------------------------------------- front end
 
-def verify_certificate(cert: Mapping[str, Any], base: Path | None = None, *,
+def verify_certificate(cert: Mapping[str, Any], base: _sources.Base = None, *,
                        assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
                        label: str = "the certificate", share: _scratch.Scratch | None = None) -> Verification:
     """Check every claim of a parsed certificate (see :func:`parse`). ``share``: the
@@ -597,7 +403,7 @@ def verify_certificate(cert: Mapping[str, Any], base: Path | None = None, *,
     return verify_many([(label, cert, base)], assume=assume, replayed=replayed, share=share)[0]
 
 
-def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
+def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], _sources.Base]], *,
                 assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
                 share: _scratch.Scratch | None = None) -> list[Verification]:
     """Check several certificates, including contradictions between their claims. Each
@@ -655,7 +461,8 @@ def format_text(result: Verification, path: str) -> str:
         if c.has_info:
             lines.append("         info: unchecked diagnostics (not evidence)")
     for i in result.inputs:
-        lines.append(f"  input {i.name}: {i.status}")
+        where = f" ({i.path}, {i.how})" if i.path is not None and i.how not in (None, "as named") else ""
+        lines.append(f"  input {i.name}: {i.status}{where}")
     lines += [f"  certificate: {p}" for p in result.problems]
     n = result.counts()
     if not result.holds:

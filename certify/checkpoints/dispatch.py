@@ -20,7 +20,8 @@ from certify.core.errors import InputError
 
 
 def resolve_checkpoint(path: str, spec: str | None) -> tuple[str, str]:
-    """``(resolved path, kind)``: kind ``models`` or ``weights``."""
+    """``(resolved path, kind)``: kind ``models`` or ``weights`` (a hub id or cache
+    folder is resolved by the caller, :func:`certify.sources.hub.resolve_model`)."""
     from certify.sources.load import kind_of
     from certify.sources.paths import precheck_checkpoint, resolve_source
     if spec is not None:
@@ -40,14 +41,25 @@ def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] 
                  head: int | None = None, command: Sequence[str] = (),
                  assume: Sequence[str] = (), progress: bool = False) -> tuple[str, Any]:
     """``(kind, result)``: a :class:`~certify.checkpoints.run.CheckpointResult` for a
-    ``models/`` checkpoint, a :class:`~certify.checkpoints.heads.HeadsResult` otherwise."""
-    ckpt, kind = resolve_checkpoint(path, spec)
+    ``models/`` checkpoint, a :class:`~certify.checkpoints.heads.HeadsResult` otherwise.
+    A hub id (``org/name[@revision]``) or a Hugging Face cache folder is read from
+    the local cache and its files named ``hf://org/name@commit/...``
+    (:mod:`certify.sources.hub`)."""
+    from certify.sources.hub import resolve
+    hub = resolve(path)
+    ckpt, kind = resolve_checkpoint(str(hub.path) if hub is not None else path, spec)
     if kind == "models":
         if layer is not None or head is not None or assume:
             raise InputError("--layer/--head/--assume-default concern a third-party model; a models/ checkpoint "
                              "is one head of this project")
         from certify.checkpoints.run import certify_checkpoint
-        return kind, certify_checkpoint(ckpt, families=families, eps=eps, seed=seed, command=command)
-    from certify.checkpoints.heads import certify_heads
-    return kind, certify_heads(ckpt, spec=spec, families=families, eps=eps, seed=seed, layer=layer, head=head,
-                               command=command, assume=assume, progress=progress)
+        res: Any = certify_checkpoint(ckpt, families=families, eps=eps, seed=seed, command=command)
+    else:
+        from certify.checkpoints.heads import certify_heads
+        res = certify_heads(ckpt, spec=spec, families=families, eps=eps, seed=seed, layer=layer, head=head,
+                            command=command, assume=assume, progress=progress)
+    if hub is not None:
+        res.certificate = hub.rename_certificate(res.certificate)
+        if hasattr(res, "detected"):
+            res.detected = hub.rename(res.detected)
+    return kind, res

@@ -85,17 +85,60 @@ class HeadsResult:
                             "reason": c.reason, **dict(c.info)} for c in claims]}
 
     def table(self) -> str:
+        """The heads as a Markdown table; a reason shared by several heads is written
+        once below it (``[1] reason: layer 1 heads 0-15``) and the rows refer to it."""
         fams = sorted({f for r in self.rows for f in r.lemma3})
         head = ["layer", "head", "status", "tokens", "exact rank", "eps-rank", "nonnegative", "library check",
                 *[f"Lemma 3 on {f}" for f in fams], "claims made", "out of reach / reason"]
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for r in self.rows:
-            why = r.reason or "; ".join(f"{k}: {v}" for k, v in r.out_of_reach.items())
+        whys = [r.reason or "; ".join(f"{k}: {v}" for k, v in r.out_of_reach.items()) for r in self.rows]
+        shared = [w for w, rows in grouped(zip(whys, self.rows)).items() if w and len(rows) > 1]
+        for r, why in zip(self.rows, whys):
+            if why in shared:
+                why = f"[{shared.index(why) + 1}]"
             cells = [str(r.layer), "all" if r.head is None else str(r.head), r.status, r.token_set, r.rank,
                      r.eps_rank, r.nonnegative, _check_cell(r.library_check), *[r.lemma3.get(f, "") for f in fams],
                      ", ".join(r.claims_made), why]
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+        notes = grouped(zip(whys, self.rows))
+        if shared:
+            lines.append("")
+        lines += [f"[{i + 1}] {w}: {where(notes[w])}" for i, w in enumerate(shared)]
         return "\n".join(lines)
+
+
+def grouped(pairs) -> dict[str, list[HeadRow]]:
+    """Reason -> the rows it applies to, in order of first appearance."""
+    out: dict[str, list[HeadRow]] = {}
+    for why, row in pairs:
+        out.setdefault(why, []).append(row)
+    return out
+
+
+def where(rows: Sequence[HeadRow]) -> str:
+    """Which heads a reason covers, per layer: ``layer 1 heads 0-15; layer 2 (all heads)``."""
+    by: dict[int, list[int | None]] = {}
+    for r in rows:
+        by.setdefault(r.layer, []).append(r.head)
+    parts = []
+    for layer, heads in by.items():
+        if None in heads:
+            parts.append(f"layer {layer} (all heads)")
+        else:
+            parts.append(f"layer {layer} head{'s' if len(heads) > 1 else ''} {_ranges(sorted(set(heads)))}")
+    return "; ".join(parts)
+
+
+def _ranges(xs: list) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2, 5``."""
+    out, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(str(xs[i]) if i == j else f"{xs[i]}-{xs[j]}" if j > i + 1 else f"{xs[i]}, {xs[j]}")
+        i = j + 1
+    return ", ".join(out)
 
 
 def _check_cell(check: dict[str, Any]) -> str:
@@ -231,7 +274,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     label = Path(path).name
     bar = None
     if progress:
-        from tqdm import tqdm
+        from tqdm.auto import tqdm
         bar = tqdm(total=0, desc="heads", unit="head", file=sys.stderr, leave=False)
     for L in layers:
         heads = L.heads
@@ -256,7 +299,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
             if not L.reads_tokens:
                 row.status = "out of reach"
                 row.reason = (f"its inputs are the outputs of layer {L.index - 1}, not a finite known token set; "
-                              f"only the first layer's inputs are known")
+                              f"only layer {first.index} reads the tokens")
                 continue
             if det.embedding is not None and L.index == first.index:
                 tokens = "vocab"
@@ -266,7 +309,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                 tokens = fams[0][0]
             else:
                 row.status = "out of reach"
-                row.reason = f"width {L.m} > {MAX_CUBE} and no family of that width: no finite token set"
+                row.reason = (f"width {L.m} > {MAX_CUBE} and no family of that width: no finite token set"
+                              + (f"; {det.fix}" if det.fix and L.index == first.index else ""))
                 continue
             if spec is not None:
                 prov = Provenance(str(model.source), model.sha256(model.source), f"adapter:{h.spec.layout}",
@@ -334,8 +378,12 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
         raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed normalized kernel head: "
                                  + _reasons(rows))
     if not cert.claims:
-        raise UncertifiableError(f"{det.library}: no head of the first layer can be certified: "
-                                 + "; ".join(r.reason for r in rows if r.reason))
+        which = f"layer {layer}" if layer is not None else "the model"
+        fix = ""
+        if layer is not None and layer != first.index:
+            fix = f"; layer {first.index} reads the tokens: certify it with --layer {first.index}, or give no --layer"
+        raise UncertifiableError(f"{det.library} ({det.layout}): no head of {which} can be certified: "
+                                 + _reasons(rows) + fix)
     cert.environment.setdefault("seconds", round(time.perf_counter() - t0, 3))
     cert.environment["layout"] = {**det.describe(), "weights": model.weights.describe(),
                                   "config": str(model.config_path) if model.config_path else None,
@@ -344,11 +392,9 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
 
 
 def _reasons(rows: list[HeadRow]) -> str:
-    """The refusals, each reason once with the heads it applies to."""
-    by: dict[str, list[str]] = {}
-    for r in rows:
-        by.setdefault(r.reason, []).append(f"{r.layer}" if r.head is None else f"{r.layer}.{r.head}")
-    return "; ".join(f"{why} (layer{'s' if len(w) > 1 else ''} {', '.join(w)})" for why, w in by.items())
+    """The refusals, each reason once with the heads it applies to (``reason (layer 1
+    heads 0-15)``)."""
+    return "; ".join(f"{why} ({where(rs)})" for why, rs in grouped((r.reason, r) for r in rows if r.reason).items())
 
 
 def _shift(c: Claim, offset: int) -> Claim:
@@ -443,14 +489,17 @@ def reading_lines(res: HeadsResult) -> list[str]:
     return out
 
 
-def print_result(res: HeadsResult, ckpt: str) -> None:
-    p = lambda s: print(s, file=sys.stderr)  # noqa: E731
-    p(f"checkpoint {ckpt}: {res.library} ({res.layout})")
-    for ln in reading_lines(res):
-        p(f"  {ln}")
-    p(res.table())
+def result_lines(res: HeadsResult, ckpt: str) -> list[str]:
+    """The result for people: how the checkpoint was read, the heads' table, each
+    claim that is not proved (one line per verdict, kind and reason, with the heads
+    it covers) and the verdict."""
+    out = [f"checkpoint {ckpt}: {res.library} ({res.layout})", *(f"  {ln}" for ln in reading_lines(res)),
+           res.table()]
+    open_: dict[tuple[str, str, str | None], list[HeadRow]] = {}
     for c in res.certificate.claims:
         if c.verdict is not Verdict.PROVED:
-            p(f"  [{c.verdict.value}] layer {c.info.get('layer')} head {c.info.get('head')} "
-              f"{c.kind.value}: {c.reason}")
-    p(f"verdict: {overall(c.verdict for c in res.certificate.claims).value}")
+            open_.setdefault((c.verdict.value, c.kind.value, c.reason), []).append(
+                HeadRow(int(c.info.get("layer") or 0), c.info.get("head"), ""))
+    out += [f"  [{v}] {kind}: {why} ({where(rows)})" for (v, kind, why), rows in open_.items()]
+    out.append(f"verdict: {overall(c.verdict for c in res.certificate.claims).value}")
+    return out

@@ -54,12 +54,14 @@ def _third_party_head(path: str, tokens: str | None, head: tuple[int, int], assu
     the heads of one layer share their embedding, decoded once, and its pre-norm."""
     from pathlib import Path
 
+    from certify.checkers.common import path_problem
     from certify.core.errors import InputError
     from certify.sources.load import kind_of, load_kernel
     from certify.sources.thirdparty import head_kernel, load_model
     p = Path(path)
     if not p.exists():
-        raise InputError(f"no such file: {path}")
+        why = path_problem(p)
+        raise InputError(f"{path}: {why}" if why else f"no such file: {path}")
     if kind_of(p) != "weights":
         return load_kernel(path, tokens=tokens, layer=head[0], head=head[1], compare=False, assume=assume)
     key = (str(p), tuple(assume))

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Sequence
 
-from certify.cli import common
+from certify.cli import common, log
 from certify.core import outputs
 from certify.core.bounds import as_int, bound_claim, bounds_table, check_eps, format_table
 from certify.core.certificate import Certificate
@@ -44,5 +44,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(obj, indent=1))
     else:
-        print(format_table(obj), file=sys.stderr)
+        log.info(format_table(obj))
     return 0 if all(c.verdict is Verdict.PROVED for c in claims) else 1

@@ -1,8 +1,8 @@
 """``certify checkpoint CKPT``: end-to-end certification of a trained head.
 
 ``certify checkpoint CKPT [--spec SPEC] [--layer L] [--head H] [--family NAME|FILE ...]
-[--eps E] [--out DIR] [--json] [--seed N]``; ``--batch DIR`` certifies every
-checkpoint of a folder. Which certification a path gets is decided by
+[--eps E] [--out DIR] [--json] [--seed N]``; ``--batch DIR`` certifies every model
+of a folder (:mod:`certify.checkpoints.batch`). Which certification a path gets is decided by
 :mod:`certify.checkpoints.dispatch` (the one loader's classification).
 
 ``--out DIR`` writes ``DIR/certificate.json`` and its report (``certify.report``)
@@ -20,19 +20,21 @@ from pathlib import Path
 from typing import Sequence
 
 from certify.checkpoints import heads as ch
-from certify.checkpoints.batch import BATCH, run_batch
+from certify.checkpoints.batch import BATCH, run_batch, summary_table
 from certify.checkpoints.dispatch import certify_path
 from certify.checkpoints.run import DEFAULT_EPS, CheckpointResult
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import limits, outputs
 from certify.core.errors import InputError
 from certify.core.progress import show_progress
 from certify.core.verdict import Verdict, overall
 from certify.report.build import build_with_certificate
+from certify.sources.hub import hub_lines
 
 
 def _print(res: CheckpointResult, ckpt: str) -> None:
-    p = lambda s: print(s, file=sys.stderr)  # noqa: E731
+    p = lambda s: log.info(s)  # noqa: E731
     p(f"checkpoint {ckpt}")
     for c in res.certificate.claims:
         p(f"  [{c.verdict.value}] {c.kind.value}: {c.statement}")
@@ -68,8 +70,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     + cli.OUT_DIR_HELP)
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
     # a folder of checkpoints (certify.checkpoints.batch), optionally on Ray
-    ap.add_argument("--batch", metavar="DIR", help="certify every checkpoint in folder DIR "
-                    "(with --out OUT: one subfolder per checkpoint)")
+    ap.add_argument("--batch", metavar="DIR", help="certify every model in folder DIR: models/ checkpoints, "
+                    "model sub-folders (Hugging Face style, a weights file with its config or adapter spec, "
+                    "a Hugging Face cache's models--org--name) and weights files; one certificate each and "
+                    "one summary table (with --out OUT: OUT/NAME/ per model and OUT/summary.md); "
+                    "--workers N certifies N at a time")
     cli.add_progress(ap)
     cli.add_engine_arguments(ap)
     args = ap.parse_args(argv)
@@ -91,14 +96,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.out:
             folder = build_with_certificate(res.certificate.dumps(), args.out, command="checkpoint")
             out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
-            print(f"certificate and report: {folder}/ (certificate.json, report.md)", file=sys.stderr)
+            log.info(f"certificate and report: {folder}/ (certificate.json, report.md)")
         _print(res, args.checkpoint)
     else:
         if args.out:
             folder = ch.write_out(res, args.out)
             out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
-            print(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)", file=sys.stderr)
-        ch.print_result(res, args.checkpoint)
+            log.info(f"certificate and report: {folder}/ (certificate.json, report.md, heads.md)")
+        for line in ch.result_lines(res, args.checkpoint):
+            log.info(line)
+    for line in hub_lines(res.certificate.environment.get("hub")):
+        log.info(line)
     if args.json:
         print(json.dumps({**res.to_json(), **out}))
     return res.certificate.exit_code()
@@ -106,35 +114,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _batch(args, eps: Fraction, command: list[str]) -> int:
     if args.checkpoint or args.spec:
-        raise InputError("--batch DIR certifies a folder; give no CKPT and no --spec with it")
+        raise InputError("--batch DIR certifies a folder; give no CKPT and no --spec with it (an adapter spec "
+                         "beside a model's weights in its own folder is read)")
     if args.assume_default:
         raise InputError("--assume-default accepts a default of one checkpoint; with --batch DIR state the "
                          "kernel arguments in each model's config.json")
+    if args.layer is not None or args.head is not None:
+        raise InputError("--layer/--head pick a head of one model; --batch DIR certifies every head of every model")
     if args.out:
         outputs.check_out_dir(args.out, BATCH)
     with cli.engine_from_args(args, progress=not args.json and show_progress(args.no_progress)) as engine:
         entries, ignored = run_batch(args.batch, families=args.family, eps=eps, seed=args.seed,
                                      command=command, engine=engine, out=args.out)
-    summary, worst = [], 0
     for e in entries:
         if e.result is None:
-            entry = {"checkpoint": e.stem.name, "verdict": None, "exit_code": e.exit_code(),
-                     "error": e.error}
-            print(f"checkpoint {e.stem}: not certified: {e.error}", file=sys.stderr)
-            summary.append(entry)
-            worst = max(worst, entry["exit_code"])
+            log.info(f"checkpoint {e.path}: not certified: {e.error}")
             continue
-        cert = e.result.certificate
-        entry = {"checkpoint": e.stem.name,
-                 "verdict": overall(c.verdict for c in cert.claims).value,
-                 "exit_code": cert.exit_code()}
-        if e.out is not None:
-            entry["out"] = str(e.out)
-        _print(e.result, str(e.stem))
-        summary.append(entry)
-        worst = max(worst, entry["exit_code"])
+        for c in e.result.certificate.claims:
+            if c.verdict is not Verdict.PROVED:
+                where = (f" layer {c.info.get('layer')} head {c.info.get('head')}"
+                         if c.info.get("layer") is not None else "")
+                print(f"checkpoint {e.path}{where}: [{c.verdict.value}] {c.kind.value}: {c.reason}",
+                      file=sys.stderr)
+        for fam, why in getattr(e.result, "skipped", {}).items():
+            print(f"checkpoint {e.path}: skipped {fam}: {why}", file=sys.stderr)
     for name in ignored:
-        print(f"ignored {name} (not a head checkpoint)", file=sys.stderr)
+        log.info(f"ignored {name} (not a model)")
+    log.info(summary_table(entries))
+    if args.out:
+        log.info(f"certificates and reports: {args.out}/NAME/ (certificate.json, report.md), "
+                 f"summary: {args.out}/summary.md")
     if args.json:
-        print(json.dumps({"batch": args.batch, "checkpoints": summary, "ignored": ignored}))
-    return worst
+        print(json.dumps({"batch": args.batch, "checkpoints": [e.row() for e in entries], "ignored": ignored}))
+    return max((e.exit_code() for e in entries), default=0)

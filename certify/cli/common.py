@@ -6,8 +6,10 @@ whether started as ``certify <command>``, ``python -m certify <command>`` or
 from __future__ import annotations
 
 import argparse
+import sys
 
-from certify.core.errors import InputError
+from certify.cli import log
+from certify.core.errors import InputError, UsageExit
 
 OUT_DIR_HELP = ("output folder: created (with missing parents) when new; an existing one is "
                 "replaced only when it is empty or holds an earlier output of this command "
@@ -30,10 +32,31 @@ def prog(command: str) -> str:
     return f"certify {command}"
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with the options every command takes (``-q/--quiet``,
+    ``-v/--verbose``: :mod:`certify.cli.log`), whose usage error carries its
+    message (:class:`certify.core.errors.UsageExit`, for ``--json``). Its
+    sub-commands' parsers are of the same class."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        g = self.add_mutually_exclusive_group()
+        g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                       help="say nothing on stderr but warnings and the one-line error")
+        g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                       help="also say what was resolved and how long it took")
+
+    def error(self, message: str):              # type: ignore[override]
+        self.print_usage(sys.stderr)
+        line = f"{self.prog}: error: {message}"
+        print(line, file=sys.stderr)
+        raise UsageExit(2, message)
+
+
 def parser(command: str, description: str, **kw) -> argparse.ArgumentParser:
-    """An ``ArgumentParser`` named ``certify <command>`` with the exit-code epilog."""
+    """A :class:`Parser` named ``certify <command>`` with the exit-code epilog."""
     kw.setdefault("epilog", EXIT_EPILOG)
-    return argparse.ArgumentParser(prog=prog(command), description=description, **kw)
+    return Parser(prog=prog(command), description=description, **kw)
 
 
 def add_progress(p: argparse.ArgumentParser) -> None:
@@ -64,7 +87,6 @@ def add_assume_default(p: argparse.ArgumentParser) -> None:
 def say_extraction(kernel) -> None:
     """One stderr line on which head a third-party kernel is and how it compares
     with its library's own computation."""
-    import sys
     d = kernel.provenance.details
     lay = d.get("layout")
     if not isinstance(lay, dict):
@@ -84,9 +106,9 @@ def say_extraction(kernel) -> None:
     if lay.get("stated"):
         line += "; stated kernel arguments: " + ", ".join(f"{k} = {v['value']} ({v['from']})"
                                                           for k, v in lay["stated"].items())
-    print(line, file=sys.stderr)
+    log.info(line)
     for note in lay.get("notes", []):
-        print(f"  {note}", file=sys.stderr)
+        log.info(f"  {note}")
 
 
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:

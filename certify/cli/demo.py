@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Sequence
 
 from certify.api.demo import DEFAULT_OUT, run
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import limits, outputs
 from certify.core.progress import show_progress
 
@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               progress=show_progress(args.no_progress))
     if args.json:
         print(json.dumps(res))
-    print(f"certify-attention demo: {len(res['certificates'])} certificates, "
+    log.info(f"certify-attention demo: {len(res['certificates'])} certificates, "
           f"{'all re-checked' if res['verified'] else 'SOME FAIL the re-check'} "
-          f"({res['seconds']} s)\nreport: {res['report']}", file=sys.stderr)
+          f"({res['seconds']} s)\nreport: {res['report']}")
     return 0 if res["verified"] else 1

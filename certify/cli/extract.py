@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Sequence
 
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import outputs
 from certify.core.kernel import Form, parse_tokens
+from certify.sources.hub import resolve as resolve_hub
 from certify.sources.load import load_kernel
 from certify.sources.paths import precheck_checkpoint, resolve_source
 
@@ -39,22 +40,27 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     a = _parser().parse_args(argv)
     outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
-    if a.tokens:
-        parse_tokens(a.tokens)
-    source = a.source if a.spec else str(resolve_source(a.source))
+    if a.tokens and not a.tokens.startswith("vocab"):       # a model's vocabulary: checked with the model
+        parse_tokens(a.tokens)                  # cube:M bounds, before any model is loaded
+    hub = resolve_hub(a.source)
+    source = str(hub.path) if hub is not None else (a.source if a.spec else str(resolve_source(a.source)))
     if not a.spec:
         precheck_checkpoint(source)
     kernel = load_kernel(source, tokens=a.tokens or a.family, spec=a.spec, layer=a.layer, head=a.head,
                          seed=a.seed, assume=a.assume_default)
     cli.say_extraction(kernel)
     kernel = kernel.materialize()
+    if hub is not None:                         # the provenance names hf://org/name@commit/...
+        kernel = hub.rename_kernel(kernel)
+        log.info(f"hub model {hub.repo_id} at commit {hub.commit}: {kernel.provenance.source} "
+                 f"(sha256 {kernel.provenance.source_sha256})")
     outputs.check_out_file(a.out, suffixes=(".npz", ".json"))
     kernel.save(a.out)
     meta = kernel.meta()
     what = (f"features {kernel.num_tokens} x {kernel.rank}" if kernel.form is Form.FACTOR
             else f"matrix {kernel.shape[0]} x {kernel.shape[1]}")
-    print(f"certify extract: wrote {a.out}: {what} on {kernel.token_set} "
-          f"({kernel.provenance.adapter}, {kernel.provenance.dtype})", file=sys.stderr)
+    log.info(f"certify extract: wrote {a.out}: {what} on {kernel.token_set} "
+          f"({kernel.provenance.adapter}, {kernel.provenance.dtype})")
     if a.json:
         print(json.dumps(meta))
     return 0

@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import json
-import sys
 
-from certify.cli import common
+from certify.cli import common, log
 from certify.core import outputs
 from certify.core.errors import InputError
 from certify.core.families import (
@@ -67,8 +66,7 @@ def main(argv=None) -> int:
         fam = load_family(args.family)
     if args.cmd in ("save", "build"):
         fam.save(args.out)
-        print(f"wrote {args.out} ({fam.inputs.shape[0]} inputs, sha256 {fam.sha256[:16]}...)",
-              file=sys.stderr)
+        log.info(f"wrote {args.out} ({fam.inputs.shape[0]} inputs, sha256 {fam.sha256[:16]}...)")
         if not getattr(args, "json", False):
             return 0
     counts = {**fam.counts(), "params": dict(fam.params)}

@@ -12,6 +12,7 @@ import sys
 from typing import Sequence
 
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import limits, outputs
 from certify.core.certificate import Certificate
 from certify.core.errors import InputError
@@ -44,7 +45,7 @@ def _parse(argv):
     p.add_argument("--method", choices=["lp", "sdp", "auto"], default="lp",
                    help="lp: chain bounds + alternating LPs; sdp: convex dual certificates and "
                         "PSD-lift (SDP) witness proposals; auto: chain bounds, then both")
-    # parallel sweeps (certify.parallel) and reproducible budgets
+    # parallel sweeps (certify.core.engine) and reproducible budgets
     cli.add_engine_arguments(p)
     p.add_argument("--iterations", type=int, default=None,
                    help="LP budget per rank step instead of --time-limit (reproducible "
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                           iterations=args.iterations, method=args.method)]
         brackets = None
     for res in results:
-        print(_line(res), file=sys.stderr)
+        log.info(_line(res))
     cube = None
     if brackets:
         cube = cube_brackets(results, brackets) if model_class is ModelClass.PAPER else None
@@ -129,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if cube is not None:
                 c = cube[k][1]
                 line += f"; whole-cube head in [{a}, {c if c is not None else '?'}]"
-            print(line, file=sys.stderr)
+            log.info(line)
     cert = Certificate(claims=[r.to_claim() for r in results],
                        command=["certify", "feasibility",
                                 *(argv if argv is not None else sys.argv[1:])],

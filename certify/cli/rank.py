@@ -14,12 +14,15 @@ from typing import Sequence
 
 from certify.checkers import scratch
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import limits, outputs
 from certify.core.errors import InputError
 from certify.core.kernel import parse_tokens
 from certify.core.progress import show_progress
 from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank, load_code
+from certify.sources.hub import hub_lines
+from certify.sources.hub import resolve as resolve_hub
 from certify.sources.load import annotate, extraction_info, load_kernel
 from certify.sources.paths import precheck_checkpoint, resolve_source
 
@@ -68,9 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.out:
         outputs.check_out_file(a.out)
     tokens = a.tokens or a.family
-    if a.tokens:
+    if a.tokens and not a.tokens.startswith("vocab"):       # a model's vocabulary: checked with the model
         parse_tokens(a.tokens)                  # cube:M bounds, before any model is loaded
-    source = a.source if a.spec else str(resolve_source(a.source))
+    hub = resolve_hub(a.source)
+    source = str(hub.path) if hub is not None else (a.source if a.spec else str(resolve_source(a.source)))
     if not a.spec:
         precheck_checkpoint(source)
     kernel = load_kernel(source, tokens=tokens, spec=a.spec, layer=a.layer, head=a.head, seed=a.seed,
@@ -87,11 +91,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         rep = certify_rank(kernel, opt, engine=engine)
         cert = annotate(rep.certificate, kernel)
         cert.command = ["certify", "rank", *(sys.argv[1:] if argv is None else list(argv))]
+        if hub is not None:                     # portable names: hf://org/name@commit/...
+            cert, kernel = hub.rename_certificate(cert), hub.rename_kernel(kernel)
+            for line in hub_lines(cert.environment.get("hub")):
+                print(line, file=sys.stderr)
         text = cert.dumps() if a.out or a.json else None     # checked before it leaves
     if a.out and text is not None:
         outputs.write_file(a.out, text)
     for c in cert.claims:
-        print(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
+        log.info(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""))
     if a.json:
         print(json.dumps({"rank_lower": rep.rank_lower, "rank_upper": rep.rank_upper,
                           "verdict": rep.verdict.value, "form": kernel.form.value,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core import limits, outputs
 from certify.core.errors import InputError
 from certify.core.families import multilevel_spec
@@ -120,21 +121,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                              bits_range=_parse_sweep(args.sweep_bits), **kw)
         rows = [{k: js[k] for k in _SWEEP_COLUMNS} for js in run.rows]
         for js in rows:
-            print(f"p={js['p']:2d}  bits {js['bits_available']:>6} vs needed {js['bits_needed']:.3f}  "
+            log.info(f"p={js['p']:2d}  bits {js['bits_available']:>6} vs needed {js['bits_needed']:.3f}  "
                   f"bound {'holds' if js['bound_holds'] else 'FAILS'}  "
                   f"distinct {js['distinct_transcripts']}/{js['assignments_checked']}  "
                   f"collision {'yes' if js['collision'] else 'no'}  "
-                  f"float acc {js['float_accuracy']:.4f}  -> {js['verdict']}", file=sys.stderr)
+                  f"float acc {js['float_accuracy']:.4f}  -> {js['verdict']}")
         with_col = [r["p"] for r in rows if r["collision"]]
         start = max(with_col) if with_col else None
-        print(f"certified collisions at p <= {start}" if start is not None else
-              "no certified collision in the sweep", file=sys.stderr)
+        log.info(f"certified collisions at p <= {start}" if start is not None else
+              "no certified collision in the sweep")
         fig = args.figure or (Path("reports/transcript") /
                               f"sweep-{args.model if not args.checkpoint else 'checkpoint'}-"
                               f"M{spec.M}-s{spec.s}-h{spec.h}-q{spec.q}.png")
         sweep_figure(rows, fig, f"{run.model.source}: multilevel (M,s,h,q)=({spec.M},{spec.s},"
                                 f"{spec.h},{spec.q})")
-        print(f"figure: {fig}", file=sys.stderr)
+        log.info(f"figure: {fig}")
         cert = run.certificate
         if args.out:
             outputs.write_file(args.out, cert.dumps())
@@ -170,18 +171,15 @@ def _worst(claims) -> Verdict:
 
 def _print_human(model, js) -> None:
     c = js["capacity"]
-    print(f"model: {model.source}; {model.cfg.layers} layer(s) x {model.cfg.heads} head(s), "
+    log.info(f"model: {model.source}; {model.cfg.layers} layer(s) x {model.cfg.heads} head(s), "
           f"r={model.cfg.rank}, dv={model.cfg.dv}, {model.cfg.feature_map}; "
-          f"quantizer {model.quantizer.describe()}", file=sys.stderr)
-    print(f"Thm 9: {c['alphabet']}^{c['coordinates']} transcripts vs {c['assignments']} assignments "
+          f"quantizer {model.quantizer.describe()}")
+    log.info(f"Thm 9: {c['alphabet']}^{c['coordinates']} transcripts vs {c['assignments']} assignments "
           f"({js['bits_available']} bits vs q log2(s+1) = {js['bits_needed']:.3f}): "
-          f"{'holds' if c['holds'] else 'FAILS (no such model can solve the family)'}",
-          file=sys.stderr)
-    print(f"checked {js['assignments_checked']}/{js['assignments']} assignments, "
+          f"{'holds' if c['holds'] else 'FAILS (no such model can solve the family)'}")
+    log.info(f"checked {js['assignments_checked']}/{js['assignments']} assignments, "
           f"{js['distinct_transcripts']} distinct transcripts, float accuracy "
-          f"{js['float_accuracy']:.4f}", file=sys.stderr)
+          f"{js['float_accuracy']:.4f}")
     if js["collision"]:
-        print(f"collision: kappa {js['collision']['kappa_a']} and {js['collision']['kappa_b']}",
-              file=sys.stderr)
-    print(f"verdict: {js['verdict']}" + (f" ({js['reason']})" if js["reason"] else ""),
-          file=sys.stderr)
+        log.info(f"collision: kappa {js['collision']['kappa_a']} and {js['collision']['kappa_b']}")
+    log.info(f"verdict: {js['verdict']}" + (f" ({js['reason']})" if js["reason"] else ""))

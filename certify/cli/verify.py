@@ -5,14 +5,14 @@ re-check certificates with exact arithmetic only (:mod:`certify.checkers.verify`
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 from certify.checkers.common import NotACertificate
-from certify.checkers.sources import replay_extraction
+from certify.checkers.sources import Places, Replayed, replay_extraction
 from certify.checkers.verify import accepted, combined_exit, format_text, read_certificate, verify_many
 from certify.cli import common as cli
+from certify.cli import log
 from certify.core.errors import InputError
 
 VERIFY_EPILOG = ("exit codes: 0 every verdict re-derived (proved, refuted or unknown), no "
@@ -38,7 +38,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "'family:NAME', 'trusted', or a full name as printed")
     p.add_argument("--replay-extraction", action="store_true",
                    help="re-run each checkpoint's weights -> features step in a separate process "
-                        "(one thread) and compare bit for bit, instead of assuming it")
+                        "(one thread) and compare bit for bit, instead of assuming it; the model's "
+                        "files are found by their sha256: as named, beside the certificate, in the "
+                        "local Hugging Face cache (hf://org/name@commit names), or under --weights")
+    p.add_argument("--weights", action="append", default=[], metavar="DIR",
+                   help="also look for the certificate's input files (weights, config, matrices) under "
+                        "folder DIR, by their sha256, in any layout (repeatable; a moved Hugging Face "
+                        "cache, a download folder)")
     p.add_argument("--reference", action="store_true",
                    help="the reviewer's slow path: re-derive every claim with the independent "
                         "reference checker (whole-matrix exact ranks, exact characteristic "
@@ -54,16 +60,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.assume:
         if not name.strip():
             raise InputError("--assume needs the name of an assumption (as verify prints it)")
+    for w in args.weights:
+        if not Path(w).is_dir():
+            raise InputError(f"--weights {w}: " + ("no such folder" if not Path(w).exists() else "not a folder"))
     try:
-        certs = [(path, read_certificate(path), Path(path).resolve().parent)
+        certs = [(path, read_certificate(path), Places(Path(path).resolve().parent, args.weights))
                  for path in args.certificates]
     except NotACertificate as exc:
         raise InputError(str(exc)) from None
     if args.reference:
-        return _reference(args, certs)
+        if args.weights:
+            raise InputError("--weights is read by the fast path only: --reference reads the input "
+                             "files as named or beside the certificate")
+        return _reference(args, [(path, cert, Path(path).resolve().parent) for path, cert, _ in certs])
     replayed: dict[str, str] = {}
     if args.replay_extraction:
         replayed = replay_extraction(certs)
+        _say_files(replayed)
     results = list(zip(args.certificates, verify_many(certs, assume=args.assume,
                                                       replayed=replayed)))
     named = sorted({a for _, r in results for a in r.assumptions})
@@ -80,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "exit_code": combined_exit(r for _, r in results), "certificates": doc}, indent=1))
     else:
         for path, r in results:
-            print(format_text(r, path), file=sys.stderr)
+            log.info(format_text(r, path))
     return combined_exit(r for _, r in results)
 
 
@@ -108,5 +121,15 @@ def _reference(args: Any, certs: list) -> int:
             "certificates": doc}, indent=1))
     else:
         for r in results:
-            print(r.text(), file=sys.stderr)
+            log.info(r.text())
     return ref_exit(results)
+
+
+def _say_files(replayed: Replayed) -> None:
+    """What the replay read (files found elsewhere than as named), and one line per
+    model whose files are not found, saying what to pass."""
+    moved = {n: f for n, f in replayed.used.items() if f.how != "as named"}
+    for name, f in moved.items():
+        log.info(f"certify verify: replay reads {name} from {f.path} ({f.how}, sha256 checked)")
+    for hint in dict.fromkeys(replayed.missing.values()):
+        log.warning(f"certify verify: {hint}")

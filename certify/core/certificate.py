@@ -24,11 +24,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from certify.checkers.statements import RENDERER, render
+from certify.core import compiled
 from certify.core.errors import InputError
 from certify.core.files import atomic_write_text
 from certify.core.jsontext import dumps_indent1
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
+from certify.core.versions import installed_versions
 
 SCHEMA = "certify-attention/certificate/3"
 
@@ -233,47 +235,16 @@ _PACKAGES = ("numpy", "scipy", "python-flint", "mpmath", "highspy", "cvxpy", "to
              "safetensors")
 
 
-def installed_versions(names: tuple[str, ...]) -> dict[str, str | None]:
-    """The installed version of each distribution (None when absent): the version in the
-    name of the first ``NAME-VERSION.dist-info`` folder on ``sys.path`` (the wheel format's
-    name, what ``importlib.metadata`` reads first), else ``importlib.metadata.version`` (an
-    egg or another layout). One directory listing per path entry instead of a metadata
-    search per name: about 1 ms instead of 25 in every command's start."""
-    import re
-
-    def key(name: str) -> str:
-        return re.sub(r"[-_.]+", "_", name).lower()
-
-    want = {key(n): n for n in names}
-    out: dict[str, str | None] = {}
-    for entry in sys.path:
-        try:
-            listing = os.listdir(entry or ".")
-        except OSError:
-            continue
-        for folder in listing:
-            stem, ext = os.path.splitext(folder)
-            name, _, version = stem.partition("-")
-            if ext == ".dist-info" and version and want.get(key(name)) not in (None, *out):
-                out[want[key(name)]] = version
-    for name in names:
-        if name not in out:
-            from importlib import metadata
-            try:
-                out[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                out[name] = None
-    return {n: out[n] for n in names}
-
-
 def environment() -> dict[str, Any]:
-    """Package versions, Python, platform and git commit (when there is one)."""
+    """Package versions, Python, platform, git commit (when there is one) and which
+    compiled kernels were in use (:func:`certify.core.compiled.status`)."""
     versions = installed_versions((*_PACKAGES, "certify-attention"))
     out: dict[str, Any] = {
         "python": sys.version.split()[0],
         "platform": _platform(),
         "packages": versions,
         "git_commit": _git_commit(),
+        "compiled": compiled.status(),
     }
     if "torch" in sys.modules:          # the extraction step's arithmetic depends on these
         torch = sys.modules["torch"]

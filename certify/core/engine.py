@@ -145,7 +145,7 @@ class Engine:
 
     def map(self, fn: Callable, args_list: Sequence[tuple], *, label: str = "tasks") -> list:
         """Results of ``fn(*args)`` for each tuple, in the order of ``args_list``."""
-        from tqdm import tqdm
+        from tqdm.auto import tqdm
 
         bar = tqdm(total=len(args_list), desc=label, unit="task", file=sys.stderr,
                    disable=not self.progress, leave=False)

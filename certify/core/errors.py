@@ -32,6 +32,15 @@ class UncertifiableError(Exception):
     where nonnegativity is required, or a position-dependent kernel)."""
 
 
+class UsageExit(SystemExit):
+    """argparse's usage error (exit 2; its lines already printed), with its message
+    kept for ``--json`` (:func:`run_command`)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(code)
+        self.message = message
+
+
 _STAGE = re.compile(r"(?:(?<=/)|^)\.([^/\s]+?)\.stage\.[A-Za-z0-9_]+(?:/(?:new|old))?")
 
 
@@ -73,43 +82,79 @@ def run_command(prog: str, main: Callable[[Sequence[str] | None], int],
     argparse's own usage errors already exit 2. No traceback reaches the user:
     anything else is reported in one line as an internal error (exit 1, nothing
     is proved); ``CERTIFY_DEBUG=1`` re-raises it.
+
+    With ``--json`` among the arguments every one of these failures also prints
+    one JSON object on stdout, ``{"error": LINE, "exit_code": N}`` (LINE the
+    stderr line without the program's name), so that a program reading stdout
+    always gets one document: the command's own on success, this one otherwise.
     """
     if prog.startswith("certify."):
         prog = "certify " + prog[len("certify."):]
     debug = bool(os.environ.get("CERTIFY_DEBUG"))
+    as_json = wants_json(sys.argv[1:] if argv is None else argv)
+
+    def fail(kind: str, message: str, code: int) -> int:
+        print(f"{prog}: {kind}: {message}", file=sys.stderr)
+        if as_json:
+            _print_json({"error": message if kind == "error" else f"{kind}: {message}", "exit_code": code})
+        return code
+
     try:
         return int(main(argv))
     except (InputError, NotACertificate) as exc:
-        print(f"{prog}: error: {public_path(_one_line(exc))}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail("error", public_path(_one_line(exc)), EXIT_BAD_INPUT)
     except UncertifiableError as exc:
-        print(f"{prog}: cannot certify: {public_path(_one_line(exc))}", file=sys.stderr)
-        return EXIT_UNCERTIFIABLE
+        return fail("cannot certify", public_path(_one_line(exc)), EXIT_UNCERTIFIABLE)
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
+        if as_json:
+            _print_json({"error": "interrupted", "exit_code": 130})
         return 130
+    except UsageExit as exc:                   # argparse: usage and message already on stderr
+        if as_json:
+            _print_json({"error": public_path(_one_line_text(exc.message)), "exit_code": exc.code})
+        raise
     except OSError as exc:
         if debug:
             raise
-        print(f"{prog}: error: {public_path(os_error_line(exc))}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail("error", public_path(os_error_line(exc)), EXIT_BAD_INPUT)
     except (MemoryError, RecursionError, OverflowError) as exc:
         if debug:
             raise
-        print(f"{prog}: error: input too large to handle ({type(exc).__name__}); "
-              f"see the limits in the README", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail("error", f"input too large to handle ({type(exc).__name__}); see the limits in the README",
+                    EXIT_BAD_INPUT)
     except Exception as exc:                       # noqa: BLE001 - last line of defence
         if debug:
             raise
         from certify.core.extras import missing_line
         line = missing_line(exc)               # a module of an optional extra is not installed
         if line is not None:
-            print(f"{prog}: error: {line}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        print(f"{prog}: internal error: {type(exc).__name__}: {public_path(_one_line(exc))} "
-              f"(nothing was certified; CERTIFY_DEBUG=1 shows the traceback)", file=sys.stderr)
-        return EXIT_NOT_PROVED
+            return fail("error", line, EXIT_BAD_INPUT)
+        return fail("internal error", f"{type(exc).__name__}: {public_path(_one_line(exc))} "
+                    f"(nothing was certified; CERTIFY_DEBUG=1 shows the traceback)", EXIT_NOT_PROVED)
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether ``--json`` (or an abbreviation argparse accepts, ``--js``...) is among the
+    options, before any ``--``."""
+    for a in argv:
+        if a == "--":
+            return False
+        if len(a) >= 4 and "--json".startswith(a):
+            return True
+    return False
+
+
+def _print_json(obj: dict) -> None:
+    import json
+    try:
+        print(json.dumps(obj), flush=True)
+    except (OSError, ValueError):              # stdout gone: the stderr line stands
+        pass
+
+
+def _one_line_text(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def _one_line(exc: BaseException) -> str:

@@ -41,6 +41,18 @@ def missing_line(exc: BaseException) -> str | None:
     extra = extra_for(exc)
     if extra is None:
         return None
+    import importlib.util
+    import sys
     name = str(getattr(exc, "name", "") or "")
-    return (f"the [{extra}] extra is not installed (no module {name.split('.')[0]}): "
-            f"pip install '{DIST}[{extra}]'")
+    top = name.split(".")[0]
+    try:
+        installed = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        installed = False
+    if installed:        # the package is there: one of its own modules failed, not a missing extra
+        return (f"{top} is installed for {sys.executable} but its module {name} cannot be imported (a broken or "
+                f"partial install of the [{extra}] extra): pip install --force-reinstall '{DIST}[{extra}]'")
+    where = (" (under `ray job submit`, name the Python of the environment that has it by its absolute path)"
+             if extra == "ray" else "")
+    return (f"the [{extra}] extra is not installed for this Python, {sys.executable} (no module {top}): "
+            f"pip install '{DIST}[{extra}]' into it, or run the Python that has it{where}")

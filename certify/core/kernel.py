@@ -13,7 +13,7 @@ computes; floats are converted losslessly (``solvers.exact.dyadic``).
 Reading a kernel from a file or a model is :mod:`certify.sources`; this
 module is the value and its constructors (numpy only).
 
-Token sets: ``cube:M`` (little-endian order of ``certify.cube``), a family
+Token sets: ``cube:M`` (little-endian order of ``certify.core.cube``), a family
 (name or file, its tokens), or the tokens stored with the kernel.
 """
 
@@ -38,6 +38,8 @@ from certify.core.numbers import check_matrix, q_to_str, str_to_q
 
 KERNEL_FORMAT = "certify-attention/kernel/1"
 MAX_SAVE_BYTES = 1 << 31
+#: largest dense float64 matrix ``Kernel.matrix`` forms from a factor-form kernel's features
+MAX_DENSE_BYTES = 1 << 28
 MAX_CUBE_M = 24
 
 FeatureFn = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]   # tokens (B, m) uint8 -> (B, r) x 2
@@ -86,17 +88,40 @@ class Kernel:
     phi_q: np.ndarray | None = None      # (K, r) float, stored features
     phi_k: np.ndarray | None = None
     feature_fn: FeatureFn | None = None  # lazy features (models, adapters)
-    matrix: np.ndarray | None = None     # (K1, K2) float or int
+    stored_matrix: np.ndarray | None = None   # (K1, K2) float or int: a matrix-form kernel's own array
     rational: tuple[tuple[Fraction, ...], ...] | None = None   # exact rational matrix
     guarantee: str | None = None         # features_nonnegative / kernel_nonnegative / signed
 
     # ---------------------------------------------------------- shape and access
     @property
+    def matrix(self) -> np.ndarray | None:
+        """The kernel matrix as an array, for people and notebooks: a matrix-form
+        kernel's stored array (None for an exact rational one: see ``rational``);
+        for a factor-form kernel, ``PhiQ PhiK^T`` computed in float64 on first
+        access and kept (a float product, rounded: the certificates use the exact
+        product of the features; at most ``MAX_DENSE_BYTES``, else InputError)."""
+        if self.form is not Form.FACTOR:
+            return self.stored_matrix
+        cached = self.__dict__.get("_dense")
+        if cached is None:
+            need = self.num_tokens * self.num_tokens * 8
+            if need > MAX_DENSE_BYTES:
+                raise InputError(f"the {self.num_tokens} x {self.num_tokens} kernel matrix needs ~{need >> 20} MiB "
+                                 f"(limit {MAX_DENSE_BYTES >> 20} MiB); read its features with "
+                                 "feature_batches() instead")
+            qs, ks = zip(*self.feature_batches())
+            q, k = np.concatenate(qs).astype(np.float64), np.concatenate(ks).astype(np.float64)
+            cached = q @ k.T
+            cached.setflags(write=False)
+            object.__setattr__(self, "_dense", cached)
+        return cached
+
+    @property
     def shape(self) -> tuple[int, int]:
         if self.form is Form.FACTOR:
             return self.num_tokens, self.num_tokens
-        if self.matrix is not None:
-            return (int(self.matrix.shape[0]), int(self.matrix.shape[1]))
+        if self.stored_matrix is not None:
+            return (int(self.stored_matrix.shape[0]), int(self.stored_matrix.shape[1]))
         assert self.rational is not None
         return len(self.rational), len(self.rational[0])
 
@@ -199,8 +224,8 @@ class Kernel:
                 if k.rational is not None:
                     rows = k.rational
                 else:
-                    assert k.matrix is not None
-                    rows = _float_matrix_rationals(k.matrix)
+                    assert k.stored_matrix is not None
+                    rows = _float_matrix_rationals(k.stored_matrix)
                 meta["matrix"] = [[q_to_str(v) for v in row] for row in rows]
             if k.tokens is not None:
                 meta["tokens"] = ["".join(map(str, row)) for row in k.tokens.tolist()]
@@ -212,8 +237,8 @@ class Kernel:
         if k.form is Form.FACTOR:
             assert k.phi_q is not None and k.phi_k is not None         # materialized
             arrays["phi_q"], arrays["phi_k"] = k.phi_q, k.phi_k
-        elif k.matrix is not None:
-            arrays["matrix"] = k.matrix
+        elif k.stored_matrix is not None:
+            arrays["matrix"] = k.stored_matrix
         else:
             raise InputError("a rational matrix kernel is saved as .json (exact p/q strings)")
         if k.tokens is not None:
@@ -315,7 +340,7 @@ def from_matrix(a: Any, provenance: Provenance, *, tokens: Any = None, token_set
         m = tokens.shape[1]
     return Kernel(form=Form.MATRIX, provenance=provenance,
                   token_set=token_set or ("tokens" if tokens is not None else "index"),
-                  num_tokens=a.shape[0], m=m, tokens=tokens, matrix=a)
+                  num_tokens=a.shape[0], m=m, tokens=tokens, stored_matrix=a)
 
 
 def from_rationals(rows: Any, provenance: Provenance, *, tokens: Any = None, token_set: str | None = None) -> Kernel:

@@ -24,7 +24,7 @@ Rules (documented in the README, "Output folders and files"):
   moved-aside old folder when the new one never arrived) and never touches
   the stage of a live run.
 
-Every check raises :class:`certify.errors.InputError` naming the user's path.
+Every check raises :class:`certify.core.errors.InputError` naming the user's path.
 """
 
 from __future__ import annotations

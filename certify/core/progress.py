@@ -1,6 +1,8 @@
-"""Progress bars on stderr (tqdm, with an ETA), shown only when stderr is a
-terminal and neither ``--no-progress`` nor ``CERTIFY_NO_PROGRESS`` says no.
-Bars never touch stdout, which carries ``--json`` output."""
+"""Progress bars (``tqdm.auto``, with an ETA): on stderr for a command, shown
+only when stderr is a terminal and neither ``--no-progress`` nor
+``CERTIFY_NO_PROGRESS`` says no (bars never touch stdout, which carries
+``--json`` output); in a Jupyter notebook, ``tqdm.auto`` draws them as widgets
+and :func:`notebook_progress` turns them on with no terminal check."""
 
 from __future__ import annotations
 
@@ -19,6 +21,17 @@ def show_progress(no_progress: bool = False) -> bool:
         return False
 
 
+def notebook_progress(progress: bool | None = None) -> bool:
+    """The library API's default (:mod:`certify.api`): ``progress`` when given,
+    else on in a Jupyter kernel (no terminal there: ``tqdm.auto`` draws a widget)
+    or when stderr is a terminal, unless ``CERTIFY_NO_PROGRESS`` says no."""
+    if progress is not None:
+        return bool(progress)
+    if os.environ.get("CERTIFY_NO_PROGRESS"):
+        return False
+    return "ipykernel" in sys.modules or show_progress()
+
+
 class TimeBar:
     """A progress bar over a time budget (stderr): elapsed, the budget, an ETA, and
     a counter of steps (LPs) in the postfix. ``update``/``set_postfix`` as tqdm's."""
@@ -26,7 +39,7 @@ class TimeBar:
     def __init__(self, desc: str, seconds: float, unit: str = "LP"):
         import time
 
-        from tqdm import tqdm
+        from tqdm.auto import tqdm
 
         self._time = time.perf_counter
         self._t0 = self._time()

@@ -1,6 +1,6 @@
 """Convex lower bounds on the rank of a family's chain matrix, with exact dual certificates.
 
-Setting (from :mod:`certify.feasibility_bounds`). The family's Lemma 3 chains
+Setting (from :mod:`certify.feasibility.chain_bounds`). The family's Lemma 3 chains
 give ``t`` queries ``x_i``, diagonal keys ``c_i`` and factors ``Lambda_ij`` with
 ``alpha(x_i, c_i) > Lambda_ij alpha(x_i, c_j)``. For any head of rank ``<= r``
 (real features with ``alpha >= 0`` on the used pairs -- so also the paper's
@@ -287,7 +287,7 @@ def derivation_json(bound: ChainBound, cert: ConvexCertificate) -> dict:
 
 def convex_result(family, rank: int, features, bound: ChainBound | None, timings: dict, *,
                   solver: str = "CLARABEL", model_class=None):
-    """A proved-``infeasible`` :class:`certify.feasibility.FeasibilityResult` carrying a
+    """A proved-``infeasible`` :class:`certify.feasibility.result.FeasibilityResult` carrying a
     convex dual certificate for ``rank``, or None when the program cannot exclude it."""
     import time
 

@@ -6,7 +6,7 @@
 Model class (``--class``, recorded as ``parameters["class"]`` of every claim):
 ``paper`` (default) is the paper's head: ``alpha >= 0`` on every (query, token)
 pair of the family and ``alpha(q, q) > 0``, extended to the whole cube by a
-stored rule (:func:`certify.feasibility_model.extension_rule`); ``used-pairs``
+stored rule (:func:`certify.feasibility.model.extension_rule`); ``used-pairs``
 is the relaxed model (``alpha >= 0`` only on the pairs the inputs use).
 ``parameters["scope"]`` says what ``rank`` is about: ``cube`` (a head on all of
 ``{0,1}^m`` of that rank: the extension rule costs no feature) or ``family``
@@ -16,12 +16,12 @@ the cube at ``rank + 1``, recorded in the evidence).
 Verdicts, each re-checked exactly:
 
 * ``infeasible`` (proved): ``r`` is at most the Lemma 3 + Lemma 4 bound derived
-  from the family's own chains (:mod:`certify.feasibility_bounds`). The bound
+  from the family's own chains (:mod:`certify.feasibility.chain_bounds`). The bound
   only uses ``alpha >= 0`` on used pairs, so it holds in both classes, and for
   the whole-cube head too (its restriction to the family is a family head);
 * ``feasible`` (proved): a witness (``PhiQ``, ``PhiK``, lookup values ``g``) in
   exact rationals solves every scored position strictly
-  (:mod:`certify.feasibility_model`); found by the one-feature-per-query
+  (:mod:`certify.feasibility.model`); found by the one-feature-per-query
   construction when ``r >= #queries``, otherwise by alternating LPs
   (:mod:`solvers.factor`);
 * ``unknown``: no witness within the time limit and no bound excludes ``r``.
@@ -138,7 +138,7 @@ def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *
     """Every rank in ``lo..hi`` for each feature class; returns ``(results, brackets)``
     with ``brackets[features] = (largest proved-infeasible + 1, smallest proved-feasible
     or None)`` for the rank on the family. :func:`cube_brackets` gives the
-    whole-cube head's. With an ``engine`` (:mod:`certify.parallel`) the (features,
+    whole-cube head's. With an ``engine`` (:mod:`certify.core.engine`) the (features,
     rank) tasks run as parallel tasks; results are merged in the same order."""
     model_class = ModelClass(model_class)
     problem = build_problem(family, model_class)

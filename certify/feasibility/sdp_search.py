@@ -7,9 +7,9 @@ The PSD lift of :mod:`solvers.sdp` proposes a kernel ``K`` on the family's
 1. round: the truncated SVD of ``K`` to rank ``r`` (clipped for nonnegative
    features);
 2. check: rationalize (dyadic), re-fit the values by the value LP and re-check
-   every scored position exactly (:func:`certify.feasibility_model.verify_factors`);
+   every scored position exactly (:func:`certify.feasibility.model.verify_factors`);
 3. polish: when the rounded point fails, a short alternating-LP run
-   (:func:`certify.feasibility.search_witness`) started from it, whose
+   (:func:`certify.feasibility.lp_search.search_witness`) started from it, whose
    candidates go through the same exact check.
 
 Only an exactly checked witness yields ``feasible`` (proved).

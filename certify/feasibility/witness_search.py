@@ -4,7 +4,7 @@ feasibility problem of attention heads.
 The solver knows nothing of attention; this module gives it the start values
 (each used pair's value starts at the key's overlap with the query, the target
 of the "pure" input) and the exact check
-(:func:`certify.feasibility_model.verify_factors`: dyadic rounding, value LP for
+(:func:`certify.feasibility.model.verify_factors`: dyadic rounding, value LP for
 the exact kernel, exact re-check). A returned witness has passed that check.
 """
 

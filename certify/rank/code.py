@@ -66,8 +66,8 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
         if kernel.rational is not None:
             B = [[kernel.rational[i][j] for j in cols] for i in rows]
         else:
-            B = [[Fraction(float(kernel.matrix[i, j])) if kernel.matrix.dtype.kind == "f"
-                  else Fraction(int(kernel.matrix[i, j])) for j in cols] for i in rows]
+            B = [[Fraction(float(kernel.stored_matrix[i, j])) if kernel.stored_matrix.dtype.kind == "f"
+                  else Fraction(int(kernel.stored_matrix[i, j])) for j in cols] for i in rows]
         ev["B"] = [[q_to_str(v) for v in row] for row in B]
         ev["trusted"] = ["B"]
     b = sp.unit_diagonal_rank_bound(B)

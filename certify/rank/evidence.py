@@ -96,8 +96,8 @@ def token_evidence(kernel: Kernel) -> dict[str, Any]:
 
 
 def integer_matrix(kernel: Kernel) -> ex.IntMatrix:
-    if kernel.matrix is not None:
-        return ex.dyadic(kernel.matrix, "kernel matrix")
+    if kernel.stored_matrix is not None:
+        return ex.dyadic(kernel.stored_matrix, "kernel matrix")
     return ex.rational_rows([list(r) for r in kernel.rational], "kernel matrix")
 
 

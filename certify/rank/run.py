@@ -49,7 +49,7 @@ _DEFAULT = RankOptions()
 def certify_rank(kernel: Kernel, opt: RankOptions = _DEFAULT, engine=None) -> RankReport:
     """All requested claims for ``kernel``; a signed kernel under
     ``require_nonnegative`` raises :class:`UncertifiableError`. ``engine``
-    (:mod:`certify.parallel`) shards the factor-form Gram pass."""
+    (:mod:`certify.core.engine`) shards the factor-form Gram pass."""
     claims: list[Claim] = []
     if kernel.form is Form.FACTOR:                # the modules a run needs, imported when needed
         from certify.rank.summary import summarize_features

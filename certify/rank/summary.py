@@ -113,7 +113,7 @@ def _summarize_local(kernel: Kernel, batch_size: int, keep_limit: int, progress:
     keep = kernel.num_tokens * r <= keep_limit
     bar = None
     if progress and kernel.num_tokens > 4 * batch_size:     # long passes only
-        from tqdm import tqdm
+        from tqdm.auto import tqdm
         bar = tqdm(total=kernel.num_tokens, desc="features", unit="tok", unit_scale=True,
                    file=sys.stderr, leave=False)
     struct = _structure(kernel)

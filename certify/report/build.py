@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from certify.checkers import verify as _verify
-from certify.checkers.common import NotACertificate
+from certify.checkers.common import NotACertificate, path_problem
 from certify.core import outputs as _outputs
 from certify.core.errors import InputError
 from certify.core.files import sha256_file
@@ -60,8 +60,11 @@ def load(paths: Sequence[str | os.PathLike]) -> list[Loaded]:
     out, seen = [], set()
     for p in paths:
         path = Path(p)
-        if path.exists() and not path.is_file():
-            raise InputError(f"{path} is not a regular file")
+        why = path_problem(path)            # a folder, a FIFO, a symbolic link loop, a permission problem
+        if why is not None:
+            raise InputError(f"{path}: {why}")
+        if not os.path.lexists(path):
+            raise InputError(f"no such file: {path}")
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
@@ -458,6 +461,8 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
             lines += [f"- python {env.get('python')} on {env.get('platform')}; git commit "
                       f"`{env.get('git_commit')}`",
                       "- packages: " + ", ".join(f"{k} {v}" for k, v in pk.items() if v)]
+            if isinstance(env.get("compiled"), dict):
+                lines += ["- compiled kernels: " + _compiled_line(env["compiled"])]
         if checks is not None:
             r = checks[L.label]
             lines += [f"- `certify verify {L.path.name}`: exit {r.exit_code()}, "
@@ -479,13 +484,25 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def latex(certs: list[Loaded], checks: dict[str, Any] | None, figures: Sequence[str] = ()) -> str:
-    """The paper-ready LaTeX fragment (see :mod:`certify.report_tex`)."""
+def _compiled_line(status: dict) -> str:
+    """Which compiled kernels the certificate's making used (its ``environment.compiled``)."""
+    used = [m for m, v in status.items() if v == "in use"]
+    if used and len(used) == len(status):
+        return f"in use ({len(used)} of {len(status)})"
+    return (f"{len(used)} of {len(status)} in use; " + "; ".join(
+        f"`{str(m).rsplit('.', 1)[-1]}` {v}" for m, v in status.items() if v != "in use")
+        + " (the pure paths give the same answers)")
+
+
+def latex(certs: list[Loaded], checks: dict[str, Any] | None, figures: Sequence[str] = (),
+          name: str = "report") -> str:
+    """The paper-ready LaTeX fragment (see :mod:`certify.report.latex`); ``name``: the
+    report's name in its labels (its folder's name)."""
     from certify.report import latex as report_tex
 
     def fails(label: str, i: int) -> bool:
         return checks is not None and not checks[label].claims[i].holds
-    return report_tex.latex([(L.label, i, c) for L, i, c in _rows(certs)], fails, figures)
+    return report_tex.latex([(L.label, i, c) for L, i, c in _rows(certs)], fails, figures, name)
 
 
 # ---------------------------------------------------------------- the report
@@ -539,7 +556,7 @@ def build(certs: list[Loaded], out: str | os.PathLike, *, command: str, check: b
             figures += figure_transcript(tp, tmp)
         (tmp / "report.md").write_text(encodable(markdown(certs, checks, figures)),
                                        encoding="utf-8")
-        (tmp / "report.tex").write_text(encodable(latex(certs, checks, figures), tex=True),
+        (tmp / "report.tex").write_text(encodable(latex(certs, checks, figures, Path(out).name), tex=True),
                                         encoding="utf-8")
         for name, text in (extra or {}).items():
             (tmp / name).write_text(encodable(text), encoding="utf-8")

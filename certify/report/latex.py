@@ -1,18 +1,27 @@
 """``report.tex``: the claims as a paper-ready LaTeX fragment.
 
-The fragment is meant for ``\\input{report.tex}`` in a paper whose preamble
-loads ``booktabs`` and ``graphicx``. It holds
+The fragment is meant for ``\\input{DIR/report.tex}`` in a paper whose preamble
+loads ``booktabs`` and ``graphicx``, from any folder, with no macro to define;
+several reports can be input into one paper. It holds
 
-* a ``table`` (caption, label ``tab:certify-claims``, booktabs rules, a
-  ``p`` column for long names) of every claim: certificate, claim kind,
-  statement with its mathematics typeset and long exact numbers rounded, the
-  verdict, and a method mark ``M1``, ``M2``... ;
-* a ``table`` of the methods (``tab:certify-methods``), one line each;
+* a ``table`` (caption, label ``tab:certify-NAME-claims``, booktabs rules,
+  ``p`` columns) of every claim: certificate, claim kind, statement with its
+  mathematics typeset and long exact numbers rounded, the verdict, and a method
+  mark ``M1``, ``M2``... ;
+* a ``table`` of the methods (``tab:certify-NAME-methods``), one line each;
 * an appendix ``table`` of the exact values behind every rounded number
-  (``tab:certify-exact``);
-* a ``figure`` per figure file (``fig:certify-NAME``), found under
-  ``\\certifyreportdir`` (define it as the report folder with a trailing
-  slash when the report is not in the paper's folder).
+  (``tab:certify-NAME-exact``);
+* a ``figure`` per figure file (``fig:certify-NAME-FIGURE``).
+
+``NAME`` is the report's name (its folder's name, letters, digits and ``-``):
+two reports in one paper have distinct labels. Every table's columns are
+``p`` columns whose widths, with the space between them, add up to
+``\\linewidth``. The figures are found beside ``report.tex``: its folder is
+LaTeX's ``\\CurrentFilePath`` (the path given to ``\\input``, relative to the
+paper's folder; LaTeX 2019-10 and later), read once at the top of the fragment,
+so nothing global (``\\graphicspath``) is changed. A paper may still define
+``\\certifyreportdir`` (the folder, with a trailing slash) to override it, as
+earlier releases required; a path with spaces needs that override in quotes.
 """
 
 from __future__ import annotations
@@ -208,12 +217,25 @@ _TT = re.compile(r"\\texttt\{((?:[^{}\\]|\\.)*)\}")
 
 
 def _breakable_tt(latex: str) -> str:
-    """Let long file names in ``\\texttt`` break after ``/`` (a table column is narrow)."""
-    return _TT.sub(lambda m: r"\texttt{" + m.group(1).replace("/", r"/\allowbreak{}") + "}", latex)
+    """Let long file names in ``\\texttt`` break after ``/``, ``-``, ``.`` and ``_`` (a
+    table column is narrow, and typewriter type is never hyphenated)."""
+    def one(m: re.Match) -> str:
+        t = m.group(1).replace("/", r"/\allowbreak{}").replace(".", r".\allowbreak{}")
+        t = re.sub(r"(?<!\\)-", r"-\\allowbreak{}", t).replace(r"\_", r"\_\allowbreak{}")
+        return r"\texttt{" + t + "}"
+    return _TT.sub(one, latex)
 
 
 def _breakable(label: str) -> str:
-    return tex_escape(label).replace("-", r"-\allowbreak{}").replace(r"\_", r"\_\allowbreak{}")
+    """A name in a narrow column: it may break after ``-`` and ``_``, and each part may be
+    hyphenated (``\\hspace{0pt}``: TeX hyphenates only a word that follows glue)."""
+    return r"\hspace{0pt}" + tex_escape(label).replace("-", r"-\allowbreak\hspace{0pt}").replace(
+        r"\_", r"\_\allowbreak\hspace{0pt}")
+
+
+def _cell(text: str) -> str:
+    """A narrow cell whose first word may be hyphenated too."""
+    return r"\hspace{0pt}" + text
 
 
 def _exact_params(c: dict) -> list[tuple[str, str]]:
@@ -237,12 +259,42 @@ FIGURE_CAPTIONS = {
 
 #: estimated text lines of one table float (a page, with the caption)
 PAGE_LINES = 44
+#: characters of a statement, and of a certificate's name, on one line of their columns (the
+#: statement column is about 130 pt wide in a one-column article, the name's about 55 pt)
+STATEMENT_CHARS, LABEL_CHARS = 28, 10
+
+
+def label_name(name: str) -> str:
+    """A report's name as it enters its labels: letters, digits and ``-`` (``report``
+    when nothing is left)."""
+    return re.sub(r"-+", "-", re.sub(r"[^A-Za-z0-9]+", "-", name)).strip("-") or "report"
+
+
+#: the space on each side of a column (LaTeX's default is 6pt), set inside each table float
+TABCOLSEP = "4pt"
+
+
+def _cols(*widths: str) -> str:
+    """``p`` columns whose widths (fractions of what is left of ``\\linewidth`` after the
+    gaps between the columns, or fixed ``em``) add up to ``\\linewidth``; ``@{}`` at both
+    ends. ``widths``: ``"0.2"`` (a fraction) or ``"2em"`` (fixed)."""
+    fixed = "".join(f"-{w}" for w in widths if w.endswith("em"))
+    gaps = f"-{2 * (len(widths) - 1)}\\tabcolsep"
+    cols = []
+    for w in widths:
+        if w.endswith("em"):
+            cols.append(f"p{{{w}}}")
+        else:
+            cols.append(f"p{{{w}\\dimexpr\\linewidth{gaps}{fixed}\\relax}}")
+    return "@{}" + "".join(cols) + "@{}"
 
 
 def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], bool],
-          figures: Sequence[str] = ()) -> str:
+          figures: Sequence[str] = (), name: str = "report") -> str:
     """``rows``: (certificate label, claim index, claim); ``fails(label, i)``: the
-    claim fails the re-check."""
+    claim fails the re-check; ``name``: the report's name in its labels."""
+    key = label_name(name)
+    tab = lambda what: f"tab:certify-{key}-{what}"  # noqa: E731
     methods: dict[str, int] = {}
     exact: list[tuple[str, str, str]] = []
     body, last, heights = [], None, []
@@ -263,14 +315,23 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
         new_cert = label != last
         last = label
         typeset = _breakable_tt(c.get("statement_latex") or tex_statement(stmt))  # the renderer's
-        body.append((new_cert, f"{i} & {tex_escape(c['kind'].replace('_', ' '))} & "
-                               f"{typeset} & {tex_escape(verdict)} & {mark} \\\\", label))
-        heights.append(max(1, -(-len(stmt) // 62), -(-len(label) // 16)) + (0.4 if new_cert else 0))
+        body.append((new_cert, f"{i} & {_cell(tex_escape(c['kind'].replace('_', ' ')))} & "
+                               f"{_cell(typeset)} & {_cell(tex_escape(verdict))} & {mark} \\\\", label))
+        heights.append(max(1, -(-len(stmt) // STATEMENT_CHARS), -(-len(label) // LABEL_CHARS))
+                       + (0.4 if new_cert else 0))
     lines = [
-        "% Made by certify.report. \\input{report.tex} needs \\usepackage{booktabs} and",
-        "% \\usepackage{graphicx}; define \\certifyreportdir as this folder (with a trailing /)",
-        "% when it is not the paper's own folder.",
-        "\\providecommand{\\certifyreportdir}{}",
+        f"% Made by certify.report (report {key}). \\input{{DIR/report.tex}} from any folder needs",
+        "% \\usepackage{booktabs} and \\usepackage{graphicx}, nothing else. The figures are read",
+        "% beside this file (LaTeX's \\CurrentFilePath); define \\certifyreportdir (this folder,",
+        "% with a trailing /) only to override that. Labels: " + f"{tab('claims')}, {tab('methods')}, "
+        f"{tab('exact')}, fig:certify-{key}-*.",
+        "\\makeatletter",
+        "\\@ifundefined{certifyreportdir}{%",
+        "  \\@ifundefined{CurrentFilePath}{\\def\\CertifyReportHere{}}{%",
+        "    \\edef\\CertifyReportHere{\\CurrentFilePath}%",
+        "    \\ifx\\CertifyReportHere\\@empty\\else\\edef\\CertifyReportHere{\\CertifyReportHere/}\\fi}}%",
+        "  {\\edef\\CertifyReportHere{\\certifyreportdir}}",
+        "\\makeatother",
         "% statements use amsmath's \\tfrac and amssymb's \\mathbb; plain fallbacks otherwise",
         "\\providecommand{\\tfrac}[2]{{\\textstyle\\frac{#1}{#2}}}",
         "\\providecommand{\\mathbb}[1]{\\mathbf{#1}}",
@@ -286,21 +347,21 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
     if cur:
         chunks.append(cur)
     for k, chunk in enumerate(chunks):
-        lines += ["\\begin{table}[htbp]", "\\centering\\small"]
+        lines += ["\\begin{table}[htbp]", "\\centering\\small", f"\\setlength{{\\tabcolsep}}{{{TABCOLSEP}}}"]
         if k == 0:
             lines += [
                 "\\caption{Certified claims. Verdicts: \\emph{proved} after an exact check, "
                 "\\emph{refuted} by an exact counterexample, \\emph{unknown} otherwise. "
-                "Numbers are rounded (exact values in Table~\\ref{tab:certify-exact}); "
-                "methods M$k$ in Table~\\ref{tab:certify-methods}.}",
-                "\\label{tab:certify-claims}"]
+                f"Numbers are rounded (exact values in Table~\\ref{{{tab('exact')}}}); "
+                f"methods M$k$ in Table~\\ref{{{tab('methods')}}}.}}",
+                f"\\label{{{tab('claims')}}}"]
         else:
             lines += [f"\\caption{{Certified claims (continued, part {k + 1} of {len(chunks)}).}}",
-                      f"\\label{{tab:certify-claims-{k + 1}}}"]
+                      f"\\label{{{tab('claims')}-{k + 1}}}"]
         lines += [
-            "\\begin{tabular}{@{}p{0.16\\linewidth}rp{0.11\\linewidth}p{0.45\\linewidth}p{0.08\\linewidth}l@{}}",
+            "\\begin{tabular}{" + _cols("0.2", "1.4em", "0.15", "0.48", "0.17", "2.6em") + "}",
             "\\toprule",
-            "Certificate & \\# & Claim & Statement & Verdict & Method \\\\",
+            "Certificate & \\# & Claim & Statement & Verdict & Meth. \\\\",
             "\\midrule"]
         for j, (new_cert, row, label) in enumerate(chunk):
             if new_cert and j > 0:
@@ -311,9 +372,10 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
     lines += [
         "\\begin{table}[htbp]",
         "\\centering\\small",
-        "\\caption{Methods named in Table~\\ref{tab:certify-claims}, one line each.}",
-        "\\label{tab:certify-methods}",
-        "\\begin{tabular}{@{}lp{0.85\\linewidth}@{}}",
+        f"\\setlength{{\\tabcolsep}}{{{TABCOLSEP}}}",
+        f"\\caption{{Methods named in Table~\\ref{{{tab('claims')}}}, one line each.}}",
+        f"\\label{{{tab('methods')}}}",
+        "\\begin{tabular}{" + _cols("2.8em", "1") + "}",
         "\\toprule",
         "Mark & Method \\\\",
         "\\midrule",
@@ -329,14 +391,14 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
         if not name.endswith(".pdf"):
             continue
         lines += ["\\begin{figure}[htbp]", "\\centering",
-                  f"\\includegraphics[width=0.8\\linewidth]{{\\certifyreportdir {stem}.pdf}}",
+                  f"\\includegraphics[width=0.8\\linewidth]{{\\CertifyReportHere {stem}.pdf}}",
                   f"\\caption{{{FIGURE_CAPTIONS.get(stem, tex_escape(stem))}}}",
-                  f"\\label{{fig:certify-{stem.replace('_', '-')}}}", "\\end{figure}", ""]
+                  f"\\label{{fig:certify-{key}-{stem.replace('_', '-')}}}", "\\end{figure}", ""]
     lines += ["% Appendix: exact values behind the rounded numbers.",
-              "\\begin{table}[htbp]", "\\centering\\small",
-              "\\caption{Exact values of the numbers rounded in Table~\\ref{tab:certify-claims}.}",
-              "\\label{tab:certify-exact}",
-              "\\begin{tabular}{@{}p{0.3\\linewidth}lp{0.45\\linewidth}@{}}", "\\toprule",
+              "\\begin{table}[htbp]", "\\centering\\small", f"\\setlength{{\\tabcolsep}}{{{TABCOLSEP}}}",
+              f"\\caption{{Exact values of the numbers rounded in Table~\\ref{{{tab('claims')}}}.}}",
+              f"\\label{{{tab('exact')}}}",
+              "\\begin{tabular}{" + _cols("0.3", "0.22", "0.48") + "}", "\\toprule",
               "Claim & Quantity & Exact value \\\\", "\\midrule"]
     for ref, k, v in exact:
         lines.append(f"{_breakable(ref.split(' ')[0])} {ref.split(' ', 1)[1]} & {tex_escape(k)} & "

@@ -49,7 +49,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from certify.checkers.verify import VERDICT_WORDS
-from certify.core.errors import InputError
+from certify.core.errors import EXIT_BAD_INPUT, InputError
 from certify.service.config import ServiceConfig
 from certify.service.dispatcher import Dispatcher
 from certify.service.guard import Guard
@@ -344,7 +344,10 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         report_md = md.decode("utf-8", errors="replace") if md is not None else None
         command = cert.get("command")
         inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
+        from certify.checkers.verify import release_refusal, remake_command
+        refused = release_refusal(cert)       # a version this release no longer reads (after an upgrade)
         return page(request, "certificate.html", row=row, cert=cert, claims=claims, ver=shown,
+                    refused=refused, remake=remake_command(cert) if refused else None,
                     files=files, figures=figures, report_md=report_md,
                     command=" ".join(map(str, command)) if isinstance(command, list) else str(command or ""),
                     created=str(cert.get("created", "")),
@@ -451,6 +454,13 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     def api_verification(request: Request, sha: str):
         query(request, ())
         row = cert_or_404(sha)
+        from certify.checkers.verify import release_refusal, remake_command
+        cert = json.loads(row.json_text)
+        refused = release_refusal(cert)
+        if refused is not None:               # made by an earlier release; this one refuses its version
+            return {"mode": row.verify_mode, "exit_code": EXIT_BAD_INPUT, "refused": refused,
+                    "remake": remake_command(cert), "made_with_exit_code": row.verify_exit,
+                    "verification": json.loads(row.verification) if row.verification else None}
         return {"mode": row.verify_mode, "exit_code": row.verify_exit,
                 "verification": json.loads(row.verification) if row.verification else None}
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from certify.checkers.common import path_problem
 from certify.core.errors import InputError
 
 #: suffixes tried, in order, when a source path does not exist as given
@@ -37,6 +38,9 @@ def resolve_source(source: str | os.PathLike) -> Path:
                 raise InputError(f"{source} is a folder with {len(cfgs)} checkpoints; name one "
                                  f"({', '.join(c.stem for c in cfgs[:3])}...)")
         return p
+    why = path_problem(p)                       # something is there, but not a file (a loop, a dangling link)
+    if why is not None:
+        raise InputError(f"{source}: {why}")
     for suf in KNOWN_SUFFIXES:
         cand = p.with_name(p.name + suf)
         if cand.is_file():

@@ -29,7 +29,7 @@ import numpy as np
 from certify.core.errors import InputError, UncertifiableError
 from certify.core.files import sha256_file
 from certify.core.kernel import Kernel, Provenance, from_features, parse_tokens
-from certify.sources.weights import WeightSet, read_config, read_weights, weights_file
+from certify.sources.weights import ITEMSIZE, WeightSet, read_config, read_weights, weights_file
 from models.canonical import CANONICAL
 
 #: version of the extraction's definition (the canonical arithmetic of models.canonical); a replay names it
@@ -110,9 +110,26 @@ def load_model(path: str | Path, assume: Sequence[str] = ()) -> LoadedModel:
     if ws.nesting:
         det.notes.append(f"a training checkpoint: the model's tensors are under {' -> '.join(ws.nesting)}"
                          + (f"; set aside: {', '.join(ws.ignored[:6])}" if ws.ignored else ""))
+    _plausible(det, ws)          # from the header alone: a size refused before any byte is read or hashed
     model = LoadedModel(p, source, ws, config, config_path, det, TorchView(sd))
     model.sha256(source)         # the file named, hashed before a tensor's bytes are read
     return model
+
+
+def _plausible(det, ws: WeightSet) -> None:
+    """The sizes the run would read, as the header declares them (the header's byte
+    ranges are already checked against the file: :func:`certify.sources.weights.safetensors_header`),
+    within the documented limits: the vocabulary (the embedding's rows, each a token
+    of the kernel) at most ``vocab``."""
+    from certify.core.limits import limit
+    emb = det.embedding
+    if emb is not None and len(emb.shape) == 2 and int(emb.shape[0]) > limit("vocab"):
+        rows, width = (int(n) for n in emb.shape)
+        name = getattr(emb, "name", "the embedding")
+        size = rows * width * ITEMSIZE.get(str(getattr(emb, "dtype", "")), 4)
+        raise InputError(f"{ws.files[0]}: {name!s:.80} declares {rows} x {width} ({size / 2**30:.1f} GiB): a "
+                         f"vocabulary of {rows} tokens is over the limit vocab ({limit('vocab')}; raise it with "
+                         f"CERTIFY_LIMIT_VOCAB); refused from the header, before the file is read")
 
 
 # ---------------------------------------------------------------- tokens
@@ -130,11 +147,13 @@ def _token_set(model: LoadedModel, L, tokens: str | None) -> tuple[str, int | No
         if L.m <= MAX_CUBE:
             return f"cube:{L.m}", L.m, None
         raise InputError(f"layer {L.index} reads {L.m}-dimensional vectors: give a token set, --tokens cube:M "
-                         f"(M <= 24) or --family NAME|FILE of width {L.m}")
+                         f"(M <= 24) or --family NAME|FILE of width {L.m}"
+                         + (f"; or, {det.fix}" if det.fix else ""))
     if tokens == "vocab" or tokens.startswith("vocab:"):
         if emb is None:
-            raise InputError(f"{tokens}: the model has no embedding (its first layer reads {L.m}-dimensional "
-                             f"vectors; give cube:{L.m} or a family)")
+            raise InputError(f"{tokens}: the model has no embedding (layer {L.index} reads {L.m}-dimensional "
+                             f"vectors; give cube:{L.m} or a family"
+                             + (f"; or, {det.fix})" if det.fix else ")"))
         if tokens != "vocab" and tokens != f"vocab:{emb.shape[0]}":
             raise InputError(f"{tokens}: the vocabulary has {emb.shape[0]} rows")
         return f"vocab:{emb.shape[0]}", None, None
@@ -181,8 +200,8 @@ def select_head(model: LoadedModel, layer: int | None, head: int | None):
         raise InputError(f"--head {head}: layer {L.index} has heads 0..{len(L.heads) - 1}")
     if not L.reads_tokens:
         raise InputError(f"layer {L.index} reads the outputs of the layer before it, not a finite known token "
-                         f"set; only the first layer's inputs are known (--layer "
-                         f"{model.layer(None).index})")
+                         f"set; layer {model.layer(None).index} reads the tokens: --layer "
+                         f"{model.layer(None).index}, or no --layer")
     return L, head, h
 
 

@@ -1,4 +1,4 @@
-"""Thm 9 claims from the certified enumeration (:mod:`certify.transcript_enum`).
+"""Thm 9 claims from the certified enumeration (:mod:`certify.transcript.enumerate`).
 
 Every assignment's transcript and correctness are exact, so:
 

@@ -551,7 +551,7 @@ def run_shard(spec, model, start: int, stop: int) -> ShardResult:
 def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float | None = None,
                   progress: bool = True, engine=None) -> tuple[EnumResult | None, int, Enumerator]:
     """Certify every assignment in shards of ``shard`` assignments, in process or
-    on ``engine`` (a :class:`certify.parallel.Engine`). Returns the merged result
+    on ``engine`` (a :class:`certify.core.engine.Engine`). Returns the merged result
     (None when the time limit stopped the in-process run), the number of
     assignments done and the enumerator. Shards are merged in index order, so the
     result does not depend on how many workers ran them."""
@@ -563,7 +563,7 @@ def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float 
         shards = engine.map(run_shard, [(spec, model, a, b) for a, b in ranges],
                             label="transcript shards")
         return merge(enum, shards), N, enum
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     shards, done = [], 0
     bar = tqdm(total=N, unit="asg", disable=not progress, leave=False)

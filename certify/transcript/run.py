@@ -149,7 +149,7 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
 
 def _exact_all(spec, model, EW, n, progress):
     """Exact check of every query output of every assignment."""
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     N = spec.num_assignments
     correct = 0

@@ -60,7 +60,7 @@ def search_collisions(spec, model: QuantizedSketchModel, *, batch: int = DEFAULT
     """Stream all assignments through the float64 model, hash the transcripts,
     and return candidate collisions (pairs with equal transcript hashes)."""
     import torch
-    from tqdm import tqdm
+    from tqdm.auto import tqdm
 
     from models.sketch import forward_fast
 

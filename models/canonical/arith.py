@@ -99,10 +99,12 @@ _TABLES: set[str] = set()
 
 def _kernel():
     """The compiled kernel (``_crkernel.c``), or None: not built, or switched off
-    with ``CERTIFY_CANONICAL_KERNEL=0`` (the pure path gives the same bits)."""
+    with ``CERTIFY_CANONICAL_KERNEL=0`` or ``CERTIFY_NO_COMPILED=1`` (the pure path gives
+    the same bits)."""
     if not _KERNEL:
         mod = None
-        if os.environ.get("CERTIFY_CANONICAL_KERNEL", "1") != "0":
+        if os.environ.get("CERTIFY_CANONICAL_KERNEL", "1") != "0" and \
+                os.environ.get("CERTIFY_NO_COMPILED", "") in ("", "0"):
             try:
                 from models.canonical import _crkernel as mod
             except ImportError:

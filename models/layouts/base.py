@@ -212,6 +212,9 @@ class Detected:
     kernel_args: tuple[str, str] = ("", "")   # (library, class) of KERNEL_ARGS
     unstated: dict[str, Any] = field(default_factory=dict)
     stated: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the one change that would give the first layer the vocabulary as its tokens, when the
+    #: checkpoint suggests one (a config.json line), for the messages of a refusal
+    fix: str = ""
 
     def heads(self):
         for layer in self.layers:

@@ -498,7 +498,25 @@ def detect_layer(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected |
     elif len(ps) > 1 or ps[0]:
         det.notes.append("layers found under key prefixes " + ", ".join(repr(p) for p in ps)
                          + ": each is read on its own inputs (the module around it is not read)")
+        cands = _embedding_candidates(sd, ps, det.m) if len(ps) == 1 else []
+        if len(cands) == 1:
+            key, shape = cands[0]
+            det.fix = (f"if {key!r} ({shape[0]} x {shape[1]}) is an embedding whose rows feed the layer directly, "
+                       f"add \"embedding\": \"{key}\" to config.json: the layer is then read on its {shape[0]} "
+                       f"vocabulary rows (docs/layouts.md, The model's own path)")
+            det.notes.append(det.fix)
     return det
+
+
+def _embedding_candidates(sd: Mapping[str, Any], ps: list[str], m: int) -> list[tuple[str, tuple[int, ...]]]:
+    """The 2-D tensors outside the layer whose rows have the layer's width ``m`` (names
+    and shapes only, no value read): what ``"embedding"`` could name."""
+    out = []
+    for key, t in sd.items():
+        shape = tuple(int(n) for n in t.shape)
+        if not any(key.startswith(p) for p in ps if p) and len(shape) == 2 and shape[1] == m and shape[0] > 1:
+            out.append((key, shape))
+    return out
 
 
 def _embedding(sd: Mapping[str, Any], key: Any, det: Detected, ps: list[str]) -> None:

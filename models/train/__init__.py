@@ -269,7 +269,7 @@ def _job51(fam: Family, rank: int, seed: int, cfg: Sec51Config):
 
 def sweep51(cfg: Sec51Config, out: Path, checkpoints: Path | None = None,
             progress: bool = True, engine=None) -> list[Run51]:
-    """The Sec. 5.1 sweep; with an ``engine`` (:mod:`certify.parallel`) the
+    """The Sec. 5.1 sweep; with an ``engine`` (:mod:`certify.core.engine`) the
     (rank, seed) runs are parallel tasks, merged in the same order."""
     from models.checkpoint import save_checkpoint
     from models.constructions import lookup_construction

@@ -4,13 +4,15 @@ reduced row echelon form of a block modulo ``p`` (``5 <= p < 2^26``).
 
 Each function runs the compiled kernel (``_modkernel.c``) when it is built, and
 otherwise the same computation in numpy / python-flint (``compiled=False`` forces
-that path; the tests compare the two). Every value is an integer stored in a
+that path; the tests compare the two; ``CERTIFY_NO_COMPILED=1`` forces it for the
+process, :mod:`certify.core.compiled`). Every value is an integer stored in a
 double; residues are balanced, ``|x| <= (p - 1) / 2``. Inputs must satisfy
 ``|x| <= 2^53 - 2^27`` (then ``x - round(x / p) p`` is exact: see the C file).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,8 @@ MAX_MODULUS = 1 << 26
 
 
 def _compiled() -> Any:
+    if os.environ.get("CERTIFY_NO_COMPILED", "") not in ("", "0"):     # the pure path on purpose
+        return None
     try:
         from solvers.exact import _modkernel  # compiled, no stub (typed Any by the package's __getattr__)
     except ImportError:          # built without a C compiler: numpy and flint below

@@ -33,8 +33,9 @@ rank: the same row dependencies), and the pivot columns of ``rref(N[R, :])`` are
 from __future__ import annotations
 
 import math
+import os
 import random
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -42,10 +43,18 @@ from certify.checkers.kernel.matrices import is_prime
 
 LIMIT = (1 << 53) - (1 << 27)
 
-try:                                    # the compiled steps; without them span_mod_primes returns None
-    from certify.checkers.kernel import _spankernel as _K  # type: ignore[attr-defined]
-except ImportError:
-    _K = None
+def _compiled() -> Any:
+    """The compiled steps, or None: not built, or switched off with ``CERTIFY_NO_COMPILED=1``."""
+    if os.environ.get("CERTIFY_NO_COMPILED", "") not in ("", "0"):
+        return None
+    try:
+        from certify.checkers.kernel import _spankernel  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return _spankernel
+
+
+_K = _compiled()                        # without it span_mod_primes returns None
 
 
 def _others(n: int, idx: list[int]) -> np.ndarray:

@@ -133,7 +133,7 @@ def pivot_rows_shared(A: np.ndarray, p: int, r: int, *, digest: str | None = Non
     content = _content(A, digest)
     s = scratch.current()
     if s is not None and (hit := s.lookup(("pivot_rows", content, int(p), int(r)))) is not None:
-        return hit  # type: ignore[no-any-return]
+        return hit
     found = pivot_rows(A, p, r, more)
     if found is not None and s is not None:
         s.put(("pivot_rows", content, int(p), len(found[0])), found)

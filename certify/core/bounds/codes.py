@@ -67,7 +67,7 @@ class Thm5Bound:
 def thm5(code_size: Any, delta: Any, g: Any, n: Any = 3, eps: Any = HALF) -> Thm5Bound:
     """Thm 5 with its hypotheses checked exactly (``g <= delta``,
     ``g > 2 eps (n-1)/(n-2)``, ``mu_g > 1``). The code's distance is the
-    caller's hypothesis (see :func:`certify.codes.verify_code`).
+    caller's hypothesis (see :func:`certify.core.codes.verify_code`).
 
     >>> thm5(15, 6, 3).rank_bound    # the 5.1 code with a uniform Lambda = 4
     9

@@ -124,7 +124,7 @@ def chain_family(words: ArrayLike, n: int = 3, eps: Fraction | str = Fraction(1,
 
 
 def paper51_family() -> Family:
-    """The Sec. 5.1 family: the code of :func:`certify.codes.paper51_code`, length
+    """The Sec. 5.1 family: the code of :func:`certify.core.codes.paper51_code`, length
     3, eps = 1/2, jumps of 3. 424 jumps, 1,272 inputs."""
     fam = chain_family(_codes.paper51_code(), n=3, eps=Fraction(1, 2), g=3, name="paper-5.1")
     object.__setattr__(fam, "params", {**fam.params, "code": "paper51_code (Paley H24 rows 1-14 "

@@ -130,7 +130,7 @@ def _builtin(spec: str) -> Family:
 
 
 def check_family_size(**params: int | None) -> None:
-    """Family parameters against the documented limits (certify.limits)."""
+    """Family parameters against the documented limits (certify.core.limits)."""
     from certify.core import limits
     for nm, v in params.items():
         if v is None:
