@@ -16,7 +16,7 @@ from certify.checkers import statements as _statements
 from certify.reference import claims as _claims
 from certify.reference.contradictions import contradictions
 from certify.reference.exact import Fails, Refused
-from certify.reference.files import find, sha256_file
+from certify.reference.files import locate, sha256_file
 from certify.reference.replay import Replays
 from certify.reference.replay import run as run_replay
 
@@ -113,7 +113,7 @@ def _inputs(cert: Mapping[str, Any], base: Path | None) -> tuple[tuple[str, str]
         if name.startswith("family:"):
             out.append((name, "bound per claim"))
             continue
-        path = find(name, base)
+        path = locate(name, digest, base)
         if path is None:
             out.append((name, "absent"))
         else:

@@ -28,7 +28,14 @@ from certify.reference import audit, bounds, feasibility, kernels, transcript
 from certify.reference.builtin import is_builtin
 from certify.reference.exact import Fails, canonical_sha256, int_rows, whole
 from certify.reference.families import PAPER51_TOKENS, bind_name, builtin_tokens
-from certify.reference.files import features_sha256, find, read_features_file, read_source, sha256_file
+from certify.reference.files import (
+    features_sha256,
+    locate,
+    read_features_file,
+    read_source,
+    safetensors_sha256,
+    sha256_file,
+)
 from certify.reference.kernels import Kernel
 from certify.reference.limits import MAX_FEATURE_ENTRIES
 from certify.reference.replay import Replays, job_key
@@ -121,6 +128,12 @@ def _head_source(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], lis
     if label is not None and label not in (Path(src).stem, Path(src).name, Path(src).parent.name):
         return [f"the model label {label!r:.40} is not the weights file's name"], []
     problems = _source_input(p, ctx)
+    path = locate(src, p.get("source_sha256"), ctx.base)
+    if path is not None and path.suffix == ".safetensors":     # the weights' canonical hash, recomputed
+        got = safetensors_sha256(path)
+        if got != p["weights_sha256"]:
+            problems.append(f"the weights in {src} have canonical sha256 {got[:16]}..., the claim's "
+                            f"{p['weights_sha256'][:16]}...")
     if ctx.replays is None:
         return problems, [f"extraction:{src}"]
     r = ctx.replays.results.get(job_key(p, False, ctx.cert, ctx.base))
@@ -174,7 +187,7 @@ def _file(p: Mapping[str, Any], ctx: Context) -> tuple[dict[str, Any] | None, li
     src, sha = p.get("source"), p.get("source_sha256")
     if not isinstance(sha, str):
         raise Fails("a matrix file source needs its sha256")
-    path = find(src, ctx.base)
+    path = locate(src, sha, ctx.base)
     if path is None or not isinstance(src, str):
         return None, [f"source:{src}"]
     if src not in ctx.read:
