@@ -128,7 +128,7 @@ def test_same_exit_code_with_replay(name):
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(ROOT / "reports")) for p in COMMITTED])
 def test_every_committed_certificate(path):
     assert verify("--reference", str(path)) == verify(str(path))
-    if '"adapter"' in path.read_text():
+    if '"adapter"' in path.read_text() and CURRENT in path.read_text():
         assert verify("--reference", "--replay-extraction", str(path)) \
             == verify("--replay-extraction", str(path)) == 0
 
