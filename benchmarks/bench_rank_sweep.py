@@ -12,10 +12,12 @@ Per matrix, one BLAS thread (threadpoolctl), CPU seconds, medians of
 interleaved runs (``--reps``): ``numpy.linalg.matrix_rank`` (SVD),
 ``scipy.linalg.qr(..., pivoting=True)`` (rank from ``|R_ii|``), and the
 certified rank (``solvers.exact.exact_rank`` of the lossless integer matrix)
-with the exact upper bound and with the Freivalds upper bound (error <=
-2^-128); then end to end, each in a fresh process, the runs interleaved: a
+with the exact upper bound, with the Freivalds upper bound (error <=
+2^-128) and with the default ``auto`` (the one predicted cheaper,
+:mod:`solvers.exact.upper_cost`; the point records its choice and
+predictions); then end to end, each in a fresh process, the runs interleaved: a
 script that loads the .npy and runs ``matrix_rank``, ``certify rank M.npy
---upper-bound {exact, freivalds} --out C.json`` (reading, hashing, the
+--upper-bound {exact, freivalds, auto} --out C.json`` (reading, hashing, the
 producer, its own run of the checker, writing) and ``certify verify C.json``
 (re-derives from the file); the CPU seconds of each child (``getrusage``). The
 children run as an installed package does: one BLAS thread, and with bytecode
@@ -117,7 +119,7 @@ def predicted_work(A) -> int:
     minor as the producer finds it)."""
     from solvers.exact import dyadic
     from solvers.exact.elimination import canonical_minor, elimination_prime
-    from solvers.exact.rank import span_work
+    from solvers.exact.upper_cost import span_work
     N = dyadic(A)
     rng = np.random.default_rng(0)
     p = elimination_prime(max(A.shape), rng)
@@ -206,7 +208,7 @@ def bench_point(kind, r, A, reps, exact_work, cli) -> dict:
         work = predicted_work(A)
         pt["exact_work"] = work
         do_exact = work <= exact_work
-        runs: dict[str, list] = {"svd": [], "qrcp": [], "freivalds": []}
+        runs: dict[str, list] = {"svd": [], "qrcp": [], "freivalds": [], "auto": []}
         if do_exact:
             runs["exact"] = []
         results: dict = {}
@@ -226,7 +228,7 @@ def bench_point(kind, r, A, reps, exact_work, cli) -> dict:
     pt["runs_s"] = runs
     pt["median_s"] = {k: statistics.median(v) for k, v in runs.items() if v}
     pt["svd_rank"], pt["qrcp_rank"] = results.get("svd_rank"), results.get("qrcp_rank")
-    for which in ("exact", "freivalds"):
+    for which in ("exact", "freivalds", "auto"):
         res = results.get(which)
         if res is not None:
             pt[which] = {"rank": [res.lower, res.upper], "verdict": res.verdict.value,
@@ -235,7 +237,7 @@ def bench_point(kind, r, A, reps, exact_work, cli) -> dict:
     if not do_exact:
         pt["exact_skipped"] = f"predicted work {work:.3g} > {exact_work:.3g} multiply-adds"
     if cli:
-        pt.update(end_to_end(A, ["freivalds"] + (["exact"] if do_exact else []), reps, child_env()))
+        pt.update(end_to_end(A, ["freivalds", "auto"] + (["exact"] if do_exact else []), reps, child_env()))
     return pt
 
 
@@ -254,14 +256,18 @@ def line(pt) -> str:
 def ratio_line(pt) -> str:
     """The figures the sweep is for, as ratios within the run (CPU seconds)."""
     parts = []
-    for mode in ("exact", "freivalds"):
+    for mode in ("exact", "freivalds", "auto"):
         if f"{mode}_cli_s" in pt and pt.get("svd_e2e_s"):
             parts.append(f"{mode} e2e / SVD e2e {pt[f'{mode}_cli_s'] / pt['svd_e2e_s']:.2f} "
                          f"(verify / rank {pt[f'{mode}_verify_s'] / pt[f'{mode}_cli_s']:.2f})")
     m = pt["median_s"]
-    for mode in ("exact", "freivalds"):
+    for mode in ("exact", "freivalds", "auto"):
         if mode in m:
             parts.append(f"{mode} / SVD in process {m[mode] / m['svd']:.2f}")
+    auto = (pt.get("auto") or {}).get("details", {}).get("upper_auto")
+    if auto:
+        parts.append(f"auto chose {auto['choice']} (predicted exact {auto['exact_s']:.3g} s, "
+                     f"freivalds {auto['freivalds_s']:.3g} s)")
     return f"ratio n = {pt['n']} {pt['kind']} r = {pt['planted']}: " + "; ".join(parts)
 
 

@@ -222,7 +222,8 @@ def page_sweep_table(sweep: dict) -> list[str]:
     unit = "CPU s" if _cpu(sweep) else "s"
     L = [f"| n | matrix | r | SVD {unit} | exact {unit} | Freivalds {unit} | SVD e2e {unit} | "
          f"`rank` exact e2e / `verify` {unit} | `rank --upper-bound freivalds` e2e / `verify` {unit} | "
-         "exact e2e / SVD e2e | Freivalds e2e / SVD e2e |", "|" + "---|" * 11]
+         "exact e2e / SVD e2e | Freivalds e2e / SVD e2e | default (`auto`) e2e / SVD e2e: its choice |",
+         "|" + "---|" * 12]
     for p in _ordered(sweep):
         m = p["median_s"]
         f = lambda k: f"{m[k]:.2f}" if k in m else "-"                           # noqa: E731
@@ -236,11 +237,13 @@ def page_sweep_table(sweep: dict) -> list[str]:
             if f"{mode}_cli_s" not in p or not p.get("svd_e2e_s"):
                 return "-"
             return f"**{p[f'{mode}_cli_s'] / p['svd_e2e_s']:.2f}**"
+        choice = ((p.get("auto") or {}).get("details") or {}).get("upper_auto", {}).get("choice")
+        auto = f"{ratio('auto')}: {choice}" if choice and ratio("auto") != "-" else "-"
         L.append(f"| {p['n']} | {p['kind']} | {p['planted']} | {f('svd')} | {f('exact')} | {f('freivalds')} | "
                  f"{p['svd_e2e_s']:.2f} | {pair('exact')} | {pair('freivalds')} | {ratio('exact')} | "
-                 f"{ratio('freivalds')} |" if "svd_e2e_s" in p else
+                 f"{ratio('freivalds')} | {auto} |" if "svd_e2e_s" in p else
                  f"| {p['n']} | {p['kind']} | {p['planted']} | {f('svd')} | {f('exact')} | {f('freivalds')} | "
-                 "- | - | - | - | - |")
+                 "- | - | - | - | - | - |")
     return L
 
 
@@ -292,12 +295,13 @@ def page_summary_table(folder: Path | None = None) -> list[str]:
                  "(unverified) " + " / ".join(f"{r['numpy_s']:.4f}" for r in rows) + " CPU s | "
                  + " / ".join(f"{r['producer_ratio']:.0f}" for r in rows) + " |")
     L += realsize_rows(_load("realsize.json", folder))
-    if par and par.get("rows"):
-        rows = par["rows"]
-        L.append(f"| sweeps on a local Ray, {rows[0]['workers']} workers ("
-                 + " / ".join(r["task"] for r in rows) + ") | "
-                 + " / ".join(f"{r['ray_s']:.1f}" for r in rows) + " s | one process "
-                 + " / ".join(f"{r['one_process_s']:.1f}" for r in rows) + " s | "
+    rows = [r for r in (par or {}).get("rows", []) if "one_process_s" in r]
+    if rows:
+        L.append(f"| sweeps with --workers {rows[0]['workers']} ("
+                 + " / ".join(r["task"] + (" [Ray]" if r.get("ray_started") else " [in process]")
+                              for r in rows) + ") | "
+                 + " / ".join(f"{r.get('workers_s', r.get('ray_s', 0.0)):.1f}" for r in rows)
+                 + " s | one process " + " / ".join(f"{r['one_process_s']:.1f}" for r in rows) + " s | "
                  + ("claims and rows identical" if all(r["identical"] for r in rows) else "NOT identical") + " |")
     return L
 
@@ -530,11 +534,15 @@ def write_report() -> Path:
     if eps:
         L += eps_rank_section(eps)
     if par:
-        L += ["## Sweeps on a local Ray vs one process", "",
-              "| task | 1 process s | Ray s | workers | identical |", "|---|---|---|---|---|"]
+        L += ["## Sweeps with --workers vs one process", "",
+              "| task | 1 process s | --workers s | workers | engine | identical |",
+              "|---|---|---|---|---|---|"]
         for r in par["rows"]:
-            L.append(f"| {r['task']} | {r['one_process_s']:.1f} | {r['ray_s']:.1f} | {r['workers']} | "
-                     f"{'yes' if r['identical'] else 'NO'} |")
+            if "one_process_s" not in r:              # the Ray start-up row
+                L.append(f"| {r['task']} | | {r['ray_start_s']:.1f} | | | |")
+                continue
+            L.append(f"| {r['task']} | {r['one_process_s']:.1f} | {r.get('workers_s', r.get('ray_s', 0.0)):.1f} | "
+                     f"{r['workers']} | {r.get('engine', 'Ray')} | {'yes' if r['identical'] else 'NO'} |")
         L.append("")
     path = OUT / "README.md"
     path.write_text("\n".join(L))

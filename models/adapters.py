@@ -140,6 +140,8 @@ class AdaptedHead:
         else:
             nonneg = lay == "linear-attention-transformer" or _MAPS[self.feature_map].nonnegative
         self.guarantee = "features_nonnegative" if nonneg else "signed"
+        #: the layer norm on the token: (weight, bias or None, eps)
+        self.ln: tuple[torch.Tensor, torch.Tensor | None, float] | None
         if spec.layer_norm is not None:
             ln = dict(spec.layer_norm)
             extra = set(ln) - {"weight", "bias", "eps"}

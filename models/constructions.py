@@ -191,12 +191,14 @@ def _merge(results: list[ExactCheck], eps: Fraction) -> ExactCheck:
     checked = sum(r.checked for r in results)
     failures = sum(r.failures for r in results)
     bad = next((r.nonpositive_denominator for r in results if r.nonpositive_denominator), None)
-    errs = [r.max_error for r in results]
-    if bad is not None or any(e is None for e in errs):
+    errs = [r.max_error for r in results if r.max_error is not None]
+    lows = [r.min_signed_error for r in results if r.min_signed_error is not None]
+    if bad is not None or len(errs) < len(results):
         return ExactCheck(False, eps, checked, failures, None, None, None, bad)
+    assert len(lows) == len(results)        # known together with max_error (check_predictions)
     k = max(range(len(results)), key=lambda j: errs[j])
     return ExactCheck(failures == 0 and checked > 0, eps, checked, failures, errs[k],
-                      min(r.min_signed_error for r in results), results[k].worst)
+                      min(lows), results[k].worst)
 
 
 def softmin_base(n: int, eps: Fraction = Fraction(1, 2), *, dyadic: bool = False) -> Fraction:

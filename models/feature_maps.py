@@ -30,7 +30,7 @@ Parameters are initialised from a local ``torch.Generator``; the global RNG
 and default dtype are never touched.
 
 >>> import torch
->>> fm = build_projection_map("elu1", m=4, rank=3, generator=torch.Generator().manual_seed(0))
+>>> fm = ProjectionMap("elu1", m=4, rank=3, generator=torch.Generator().manual_seed(0))
 >>> fm(torch.tensor([[1., 0., 1., 1.]])).shape
 torch.Size([1, 3])
 >>> REGISTRY["elu1"].guarantee.value
@@ -155,6 +155,8 @@ class ProjectionMap(nn.Module):
     Other maps: ``W (r, m)``.
     """
 
+    omega: torch.Tensor                     # favor's buffer
+
     def __init__(self, name: str, m: int, rank: int, *, proj_dim: int | None = None,
                  generator: torch.Generator | None = None, omega_seed: int = 0,
                  dtype: torch.dtype = torch.float32, init_scale: float = 1.0) -> None:
@@ -216,13 +218,3 @@ class ProjectionMap(nn.Module):
 #: features; ``favor`` is in :meth:`ProjectionMap.canonical`), from the table
 CANONICAL_TRANSFORMS: dict[str, Callable] = {n: e.canonical for lib in ("project-lookup", "project")
                                              for n, e in in_library(lib).items() if not e.learned}
-
-
-def build_projection_map(name: str, m: int, rank: int, **kwargs) -> ProjectionMap:
-    """Build the projection map ``name`` for tokens of dimension ``m`` with ``rank`` features."""
-    return ProjectionMap(name, m, rank, **kwargs)
-
-
-def build_lookup_map(name: str, num_tokens: int, rank: int, **kwargs) -> LookupMap:
-    """Build the lookup map ``name`` over ``num_tokens`` tokens with ``rank`` features."""
-    return LookupMap(name, num_tokens, rank, **kwargs)

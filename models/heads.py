@@ -44,6 +44,9 @@ agrees with them up to its own rounding.
 
 from __future__ import annotations
 
+from functools import partial
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
 from torch import nn
@@ -127,6 +130,11 @@ class KernelAttention(nn.Module):
     def dtype(self) -> torch.dtype:
         return next(self.parameters()).dtype
 
+    if TYPE_CHECKING:                       # every kernel head defines them
+        def values(self, tokens) -> torch.Tensor: ...
+
+        def readout(self, tokens) -> tuple[torch.Tensor, torch.Tensor]: ...
+
     def value_table(self, query_tokens, key_tokens) -> torch.Tensor:
         """``g_x(z) = beta(x) + w(x)^T v(z)`` for every pair: ``(Kq, Kk)``."""
         beta, w = self.readout(query_tokens)       # (Kq,), (Kq, dv)
@@ -137,6 +145,10 @@ class KernelAttention(nn.Module):
 class _ProjectionReadout:
     """What the projection heads share: ``m``-bit tokens, affine values
     ``v(z)`` and the query-dependent affine readout ``beta(x) + w(x)^T a``."""
+
+    if TYPE_CHECKING:                       # the head's (KernelAttention.dtype)
+        @property
+        def dtype(self) -> torch.dtype: ...
 
     def _init_readout(self, m: int, rank: int, dv: int, feature_map: str,
                       generator=None, dtype=None) -> None:
@@ -195,10 +207,10 @@ class KernelHead(_ProjectionReadout, KernelAttention):
                  init_scale: float = 1.0) -> None:
         super().__init__()
         self._init_readout(m, rank, dv, feature_map, generator, dtype)
-        kw = dict(proj_dim=proj_dim, generator=generator, omega_seed=omega_seed, dtype=dtype,
-                  init_scale=init_scale)
-        self.query_map = ProjectionMap(feature_map, m, rank, **kw)
-        self.key_map = ProjectionMap(feature_map, m, rank, **kw)
+        new_map = partial(ProjectionMap, feature_map, m, rank, proj_dim=proj_dim, generator=generator,
+                          omega_seed=omega_seed, dtype=dtype, init_scale=init_scale)
+        self.query_map = new_map()
+        self.key_map = new_map()
         self._init_affine(generator, dtype)
         self.train(False)
 
@@ -251,6 +263,7 @@ class LookupHead(KernelAttention):
     """
 
     architecture = "lookup_head"
+    tokens: torch.Tensor                    # (K, m) uint8, a buffer
 
     def __init__(self, tokens, rank: int, feature_map: str = "lookup_softplus", *,
                  generator: torch.Generator | None = None, dtype: torch.dtype = torch.float32,
@@ -266,9 +279,10 @@ class LookupHead(KernelAttention):
         self.register_buffer("tokens", tok)                       # (K, m) uint8
         self.m, self.rank, self.dv = int(m), int(rank), int(K)
         self.feature_map, self.guarantee = feature_map, s.guarantee
-        kw = dict(generator=generator, dtype=dtype, init_scale=init_scale)
-        self.query_map = LookupMap(feature_map, K, rank, **kw)
-        self.key_map = LookupMap(feature_map, K, rank, **kw)
+        new_map = partial(LookupMap, feature_map, K, rank, generator=generator, dtype=dtype,
+                          init_scale=init_scale)
+        self.query_map = new_map()
+        self.key_map = new_map()
         self.g = nn.Parameter(torch.zeros(K, K, dtype=dtype))    # (K, K) g_x(z)
         self.train(False)
 
@@ -396,11 +410,10 @@ class PositionalKernelHead(_ProjectionReadout, KernelAttention):
             raise InputError(f"positions must be >= 1, got {positions}")
         self._init_readout(m, rank, dv, feature_map, generator, dtype)
         self.positions = int(positions)
-        kw = dict(proj_dim=proj_dim, generator=generator, omega_seed=omega_seed, dtype=dtype,
-                  init_scale=init_scale)
-        self.query_map = ProjectionMap(feature_map, m, rank, **kw)
-        self.key_maps = nn.ModuleList(ProjectionMap(feature_map, m, rank, **kw)
-                                      for _ in range(positions))
+        new_map = partial(ProjectionMap, feature_map, m, rank, proj_dim=proj_dim, generator=generator,
+                          omega_seed=omega_seed, dtype=dtype, init_scale=init_scale)
+        self.query_map = new_map()
+        self.key_maps = nn.ModuleList(new_map() for _ in range(positions))
         self._init_affine(generator, dtype)
         self.train(False)
 

@@ -211,7 +211,8 @@ def quantizer_from_json(obj: Mapping[str, Any]) -> Quantizer:
             raise InputError(f"uniform quantizer has unknown keys: {sorted(extra)}")
         from certify.core.numbers import str_to_q
 
-        return UniformQuantizer(bits=obj.get("bits"), lo=str_to_q(obj.get("lo", "x")),
+        bits: Any = obj.get("bits")         # any JSON value: UniformQuantizer rejects a non-integer
+        return UniformQuantizer(bits=bits, lo=str_to_q(obj.get("lo", "x")),
                                 hi=str_to_q(obj.get("hi", "x")), calibrated=obj.get("calibrated"))
     if kind == "float":
         extra = set(obj) - {"kind", "format"}

@@ -215,33 +215,42 @@ def forward_fast(cfg: SketchConfig, W: Mapping[str, torch.Tensor], quant: Quanti
     are then empty)."""
     import torch
     W = {k: torch.as_tensor(v) for k, v in W.items()}              # numpy weights: shared memory
+    dense: torch.Tensor | None
     if X is not None:
         B, N, _ = X.shape
         dense = X @ W["embed.weight"].T                               # (B, N, d)
         Ht = None
+    elif tokens is None or idx is None:
+        raise ValueError("forward_fast needs X, or tokens and idx")
     else:
         B, N = idx.shape
         Ht = tokens @ W["embed.weight"].T                             # (K, d)
         dense = None
+    # while ``dense`` is None, every quantity is per token (Ht), gathered by ``idx``
     if cfg.positions:
         if dense is None:
+            assert Ht is not None and idx is not None
             dense = Ht[idx]
         dense = dense + W["embed.pos"][:N]
     n_out = N if n_out is None else n_out
     r, dv = cfg.rank, cfg.dv
-    keys, vals, pres = [], [], []
+    keys: list[torch.Tensor] = []
+    vals: list[torch.Tensor] = []
+    pres: list[torch.Tensor] = []
     for l in range(cfg.layers):
         rows = n_out if l == cfg.layers - 1 else N                    # positions updated
-        delta = None
+        delta: torch.Tensor | None = None
         for c in range(cfg.heads):
             p = f"layers.{l}.heads.{c}."
+            gather = idx if dense is None else None                   # per token, then gathered
             src = Ht if dense is None else dense
+            assert src is not None
             phik = _fmap_torch(cfg.feature_map, src @ W[p + "k.weight"].T + W[p + "k.bias"])
             v = src @ W[p + "v.weight"].T + W[p + "v.bias"]
-            if dense is None:                                         # per token, then gather
+            if gather is not None:                                    # per token, then gather
                 contrib = torch.cat([(phik[:, :, None] * v[:, None, :]).reshape(-1, r * dv),
                                      phik], 1)                        # (K, r(dv+1))
-                pre = contrib[idx].sum(1)                             # (B, r(dv+1))
+                pre = contrib[gather].sum(1)                          # (B, r(dv+1))
             else:
                 S = phik.transpose(1, 2) @ v                          # (B, r, dv)
                 pre = torch.cat([S.reshape(B, -1), phik.sum(1)], 1)
@@ -249,19 +258,27 @@ def forward_fast(cfg: SketchConfig, W: Mapping[str, torch.Tensor], quant: Quanti
                 k, q = pre.new_zeros((B, 0), dtype=torch.int64), pre
             else:
                 k, q = quant.quantize_torch(pre)
-            keys.append(k), vals.append(q), pres.append(pre)
+            keys.append(k)
+            vals.append(q)
+            pres.append(pre)
             Sq = q[:, :r * dv].reshape(B, r, dv)
             zq = q[:, r * dv:]
             phiq = _fmap_torch(cfg.feature_map, src @ W[p + "q.weight"].T + W[p + "q.bias"])
-            phiq = phiq[idx[:, :rows]] if dense is None else phiq[:, :rows]   # (B, rows, r)
+            phiq = phiq[gather[:, :rows]] if gather is not None else phiq[:, :rows]  # (B, rows, r)
             num = phiq @ Sq                                           # (B, rows, dv)
             den = (phiq * zq[:, None, :]).sum(-1, keepdim=True)       # (B, rows, 1)
             safe = torch.where(den == 0, torch.ones_like(den), den)
             a = torch.where(den == 0, torch.zeros_like(num), num / safe)
             upd = a @ W[p + "o.weight"].T                             # (B, rows, d)
             delta = upd if delta is None else delta + upd
-        base = Ht[idx[:, :rows]] if dense is None else dense[:, :rows]
+        assert delta is not None                                      # a layer has a head
+        if dense is None:
+            assert Ht is not None and idx is not None
+            base = Ht[idx[:, :rows]]
+        else:
+            base = dense[:, :rows]
         dense = base + delta + W[f"layers.{l}.o.bias"]
+    assert dense is not None                                          # a model has a layer
     out = dense[:, :n_out] @ W["readout.weight"] + W["readout.bias"]
     return FastRun(torch.cat(keys, 1), torch.cat(vals, 1), torch.cat(pres, 1), out)
 
@@ -285,15 +302,6 @@ def weights_to_json(W: Mapping[str, torch.Tensor]) -> dict[str, Any]:
         k = max((f.denominator.bit_length() - 1 for f in fr), default=0)
         ints = [int(f * (1 << k)) for f in fr]
         out[name] = {"shape": list(t.shape), "exp": -k, "ints": ints}
-    return out
-
-
-def weights_from_json(obj: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-    import torch
-    out = {}
-    for name, e in obj.items():
-        vals = [math.ldexp(i, e["exp"]) for i in e["ints"]]
-        out[name] = torch.tensor(vals, dtype=torch.float64).reshape(e["shape"])
     return out
 
 

@@ -19,6 +19,11 @@ and ``alpha_e >= floor`` (a small floor keeps every used kernel value
 positive, so exact rounding cannot make it negative). The current point is
 feasible for the next LP, so ``delta`` never decreases. Random restarts when
 it stalls. The result is a proposal: callers re-check it exactly.
+
+Budgets: ``time_limit`` counts CPU seconds of this process (``time.process_time``,
+:mod:`certify.core.budget`), checked between LPs; one LP is never stopped by a
+clock, only by HiGHS's iteration limit (:func:`lp_iteration_limit`), so the
+sequence of LPs, and the answer, do not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ class FactorResult:
     delta: float                 # best LP margin reached (> 0: strictly feasible in floats)
     iterations: int
     restarts: int
-    seconds: float
+    seconds: float               # CPU seconds of this process
     stopped: str                 # "accepted", "time_limit", "stalled"
 
 
@@ -71,10 +76,19 @@ def _lift(prob: FactorProblem, fixed: np.ndarray, side: str) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(E, n * r))
 
 
+def lp_iteration_limit(num_rows: int, num_cols: int) -> int:
+    """HiGHS iterations one alternating LP may take: 20 x (rows + columns), at
+    least 20,000. The paper-5.1 steps (4404 rows, 826-1190 columns) take at most
+    ~4,700 simplex iterations, so the cap only stops a solve that has gone wrong,
+    and it stops it at the same point on any machine and under any load."""
+    return max(20_000, 20 * (num_rows + num_cols))
+
+
 def lp_step(prob: FactorProblem, fixed: np.ndarray, side: str, *, nonneg: bool, floor: float,
-            box: float, time_limit: float | None = None) -> tuple[np.ndarray, float] | tuple[None, None]:
+            box: float) -> tuple[np.ndarray, float] | tuple[None, None]:
     """One alternating step: optimize the free factor and ``H`` for fixed ``fixed``.
-    Returns ``(free (n, r), delta)`` or ``(None, None)``."""
+    Returns ``(free (n, r), delta)`` or ``(None, None)`` (no optimum, including a
+    solve stopped by :func:`lp_iteration_limit`)."""
     L = _lift(prob, fixed, side)                        # (E, n r)
     E, nv = L.shape
     K = prob.Ga.shape[0]
@@ -93,7 +107,8 @@ def lp_step(prob: FactorProblem, fixed: np.ndarray, side: str, *, nonneg: bool, 
     col_hi = np.r_[np.full(nv, box), np.full(E, np.inf), 1.0]
     cost = np.zeros(nv + E + 1)
     cost[-1] = 1.0
-    res = solve_lp(cost, A, lo, hi, col_lo, col_hi, maximize=True, time_limit=time_limit)
+    res = solve_lp(cost, A, lo, hi, col_lo, col_hi, maximize=True,
+                   iteration_limit=lp_iteration_limit(*A.shape))
     if res.status is not LPStatus.OPTIMAL or res.x is None:
         return None, None
     r = fixed.shape[1]
@@ -115,9 +130,10 @@ def alternating_search(prob: FactorProblem, rank: int, *, nonneg: bool,
                        max_iterations: int = 10_000, progress: TimeBar | None = None,
                        init: tuple[np.ndarray, np.ndarray] | None = None) -> FactorResult:
     """Alternate ``P``- and ``Q``-LPs from random starts until ``accept(P, Q, delta)``
-    returns True (called whenever ``delta > 0`` improves), the time runs out, or
+    returns True (called whenever ``delta > 0`` improves), ``time_limit`` CPU
+    seconds of this process are spent (checked before each LP), or
     ``max_iterations`` steps are done."""
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     best: tuple[np.ndarray | None, np.ndarray | None, float] = (None, None, -np.inf)
     it = restarts = 0
     stopped = "time_limit"
@@ -129,13 +145,11 @@ def alternating_search(prob: FactorProblem, rank: int, *, nonneg: bool,
             Q = rng.random((prob.num_cols, rank)) if nonneg else rng.standard_normal((prob.num_cols, rank))
         delta, hist, side = -np.inf, [], "P"
         while it < max_iterations:
-            left = time_limit - (time.perf_counter() - t0)
-            if left <= 0:
+            if time.process_time() - t0 >= time_limit:
                 return FactorResult(best[0], best[1], best[2], it, restarts,
-                                    time.perf_counter() - t0, "time_limit")
+                                    time.process_time() - t0, "time_limit")
             fixed = Q if side == "P" else P
-            new, d = lp_step(prob, fixed, side, nonneg=nonneg, floor=floor, box=box,
-                             time_limit=left)
+            new, d = lp_step(prob, fixed, side, nonneg=nonneg, floor=floor, box=box)
             it += 1
             if progress is not None:
                 progress.update(1)
@@ -153,14 +167,14 @@ def alternating_search(prob: FactorProblem, rank: int, *, nonneg: bool,
             if d > best[2]:
                 best = (P.copy(), Q.copy(), d)
             if d > 0 and improved and accept is not None and accept(P, Q, d):
-                return FactorResult(P, Q, d, it, restarts, time.perf_counter() - t0, "accepted")
+                return FactorResult(P, Q, d, it, restarts, time.process_time() - t0, "accepted")
             hist.append(d)
             if len(hist) > stall and hist[-1] - hist[-1 - stall] < 1e-7:
                 break
             side = "Q" if side == "P" else "P"
         restarts += 1
         stopped = "stalled"
-    return FactorResult(best[0], best[1], best[2], it, restarts, time.perf_counter() - t0, stopped)
+    return FactorResult(best[0], best[1], best[2], it, restarts, time.process_time() - t0, stopped)
 
 
 def truncate(prob: FactorProblem, P: np.ndarray, Q: np.ndarray, rank: int, *,

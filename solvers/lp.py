@@ -36,6 +36,7 @@ class LPStatus(enum.Enum):
     INFEASIBLE = "infeasible"
     UNBOUNDED = "unbounded"
     TIME_LIMIT = "time_limit"
+    ITERATION_LIMIT = "iteration_limit"
     UNKNOWN = "unknown"
 
 
@@ -48,7 +49,7 @@ def _status_map() -> dict[Any, LPStatus]:
         S.kInfeasible: LPStatus.INFEASIBLE,
         S.kUnbounded: LPStatus.UNBOUNDED,
         S.kTimeLimit: LPStatus.TIME_LIMIT,
-        S.kIterationLimit: LPStatus.TIME_LIMIT,
+        S.kIterationLimit: LPStatus.ITERATION_LIMIT,
     }
 
 
@@ -65,10 +66,13 @@ class LPResult:
 
 def solve_lp(c: ArrayLike, A: Any, row_lo: ArrayLike, row_hi: ArrayLike, col_lo: ArrayLike,
              col_hi: ArrayLike, *, maximize: bool = False,
-             time_limit: float | None = None, tol: float = 1e-7,
-             threads: int = 1) -> LPResult:
+             time_limit: float | None = None, iteration_limit: int | None = None,
+             tol: float = 1e-7, threads: int = 1) -> LPResult:
     """Solve one LP with HiGHS and re-check the primal point (``tol`` absolute,
-    scaled by ``1 + |bound|``)."""
+    scaled by ``1 + |bound|``). ``time_limit`` is HiGHS's own, in *wall* seconds
+    (a loaded machine reaches it sooner: searches with a CPU-second budget pass
+    none, see :mod:`certify.core.budget`); ``iteration_limit`` caps the simplex and
+    interior-point iterations (deterministic, whatever the load)."""
     import highspy
 
     A = sp.csr_matrix(A, dtype=np.float64)
@@ -102,6 +106,9 @@ def solve_lp(c: ArrayLike, A: Any, row_lo: ArrayLike, row_hi: ArrayLike, col_lo:
     h.setOptionValue("threads", int(threads))
     if time_limit is not None:
         h.setOptionValue("time_limit", float(max(time_limit, 0.01)))
+    if iteration_limit is not None:
+        h.setOptionValue("simplex_iteration_limit", int(iteration_limit))
+        h.setOptionValue("ipm_iteration_limit", int(iteration_limit))
     h.passModel(lp)
     h.run()
     raw = h.getModelStatus()

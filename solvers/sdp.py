@@ -109,7 +109,8 @@ def lift_solve(prob: FactorProblem, delta: float, *, nonneg: bool,
                time_limit: float | None = None) -> LiftResult:
     """One weighted trace minimization over the lift with margin ``>= delta``;
     ``subtract`` (R, C) adds ``-<subtract, K>`` to the objective (the truncated
-    nuclear norm step)."""
+    nuclear norm step). ``time_limit`` is the solver's own, in wall seconds
+    (budgeted searches pass none)."""
     import cvxpy as cp
 
     R, C = prob.num_rows, prob.num_cols
@@ -153,8 +154,11 @@ def reweighted_lift(prob: FactorProblem, *, nonneg: bool, fraction: float = 0.05
     the reweighting is the truncated nuclear norm (minimize ``||K||_* -
     <U_r V_r^T, K>``, i.e. the singular values past ``r``, with ``U_r, V_r`` the top
     singular vectors of the previous ``K``); without it, log-det. ``time_limit``
-    is a callable returning the seconds left (checked before each solve, and
-    passed on to the solver)."""
+    is a callable returning the budget left (CPU seconds,
+    :mod:`certify.core.budget`), checked before each solve; a solve itself is not
+    given a clock (the solver's wall-clock limit would depend on the machine's
+    load) and stops at the solver's iteration limit (Clarabel: ``max_iter``,
+    200 by default)."""
     dmax = max_margin(prob, nonneg=nonneg, floor=floor, all_nonneg=all_nonneg, solver=solver)
     if dmax is None or dmax <= 0:
         return
@@ -165,8 +169,7 @@ def reweighted_lift(prob: FactorProblem, *, nonneg: bool, fraction: float = 0.05
         if left is not None and left <= 0:
             return
         res = lift_solve(prob, delta, nonneg=nonneg, weights=weights, floor=floor,
-                         all_nonneg=all_nonneg, solver=solver, subtract=subtract,
-                         time_limit=left)
+                         all_nonneg=all_nonneg, solver=solver, subtract=subtract)
         if res.K is None or res.X is None or res.Y is None or res.singular_values is None:
             return
         yield res

@@ -52,14 +52,6 @@ if TYPE_CHECKING:
 
 # ---------------------------------------------------------------- exact helpers
 
-def fmpq_matrix(rows: Sequence[Sequence[Fraction | int]]) -> Any:
-    import flint
-    n1 = len(rows)
-    n2 = len(rows[0]) if n1 else 0
-    return flint.fmpq_mat(n1, n2, [flint.fmpq(Fraction(v).numerator, Fraction(v).denominator)
-                                   for row in rows for v in row])
-
-
 def is_psd(G: Any) -> bool:
     """Exact: the rational/integer matrix ``G`` (list of rows or flint matrix) is
     symmetric positive semidefinite. A symmetric matrix has real eigenvalues, so

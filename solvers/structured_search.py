@@ -18,7 +18,9 @@ positive. :func:`smooth_search` maximizes a soft minimum of all of them,
 from random or given starts. Each candidate goes to the caller's exact check;
 if it is close but not yet exact, the
 alternating LPs of :mod:`solvers.factor` continue from it. Floats propose, the
-exact check decides: a returned witness has passed it.
+exact check decides: a returned witness has passed it. Every ``time_limit`` here
+counts CPU seconds of this process (:mod:`certify.core.budget`), checked between
+L-BFGS stages and restarts, so the machine's load does not change the answer.
 """
 
 from __future__ import annotations
@@ -108,7 +110,7 @@ def smooth_optimize(problem: Any, rank: int, nonneg: bool, g_init: np.ndarray, *
 
     opt = torch.optim.LBFGS([P, Q, g], max_iter=max_iter, line_search_fn="strong_wolfe",
                             tolerance_grad=1e-12, tolerance_change=1e-15)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     beta = [betas[0]]
 
     def closure() -> torch.Tensor:
@@ -121,7 +123,7 @@ def smooth_optimize(problem: Any, rank: int, nonneg: bool, g_init: np.ndarray, *
         return loss
 
     for b in betas:
-        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+        if time_limit is not None and time.process_time() - t0 > time_limit:
             break
         beta[0] = b
         opt.step(closure)
@@ -141,11 +143,11 @@ def smooth_search(problem: Any, rank: int, nonneg: bool, *, verify: Verify, g_in
     every candidate is checked exactly, near misses are polished by alternating
     LPs. Stops at the first exactly verified witness or at ``time_limit``."""
     rng = np.random.default_rng(seed)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     best: tuple[np.ndarray | None, np.ndarray | None, float] = (None, None, -np.inf)
     restarts = 0
-    while time.perf_counter() - t0 < time_limit:
-        left = time_limit - (time.perf_counter() - t0)
+    while time.process_time() - t0 < time_limit:
+        left = time_limit - (time.process_time() - t0)
         P, Q, _g, m = smooth_optimize(problem, rank, nonneg, g_init, seed=int(rng.integers(2**31)),
                                       init=init if restarts == 0 else None, time_limit=left)
         restarts += 1
@@ -157,20 +159,20 @@ def smooth_search(problem: Any, rank: int, nonneg: bool, *, verify: Verify, g_in
         if m > 0:
             w, chk = verify(P, Q)
             if w is not None and chk is not None and chk.ok:
-                return StructuredResult(w, chk, P, Q, m, restarts, time.perf_counter() - t0,
+                return StructuredResult(w, chk, P, Q, m, restarts, time.process_time() - t0,
                                         "smooth")
         if m > polish_threshold:
-            left = time_limit - (time.perf_counter() - t0)
+            left = time_limit - (time.process_time() - t0)
             if left <= 0:
                 break
             res = _polish(problem, rank, nonneg, verify, P, Q, seed=int(rng.integers(2**31)),
                           time_limit=min(polish_seconds, left))
             if res is not None:
                 w, chk, P2, Q2 = res
-                return StructuredResult(w, chk, P2, Q2, m, restarts, time.perf_counter() - t0,
+                return StructuredResult(w, chk, P2, Q2, m, restarts, time.process_time() - t0,
                                         "alternating")
     return StructuredResult(None, None, best[0], best[1], best[2], restarts,
-                            time.perf_counter() - t0, "none")
+                            time.process_time() - t0, "none")
 
 
 def _polish(problem: Any, rank: int, nonneg: bool, verify: Verify, P: np.ndarray, Q: np.ndarray, *,

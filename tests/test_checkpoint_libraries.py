@@ -355,14 +355,21 @@ def test_fla_sharded_bf16_model_folder_reads_embedding_rows(tmp_path):
 
 
 def test_fla_bare_layer_without_config_uses_the_pinned_defaults(tmp_path):
-    """No config.json: fla's defaults decide (elementwise_product fits the keys; no
-    denominator) and are stated; the refusal is exit 3."""
+    """No config.json: the keys tell the map (elementwise_product) and the head split;
+    the denominator and norm_q / norm_k are unstated, so the layer is refused (exit 3)
+    naming them, and certified as unnormalized kernel attention once the library's
+    defaults are accepted by name."""
     from certify.core.errors import UncertifiableError
     from certify.sources.thirdparty import load_model
     layer = fla_layers.LinearAttention(hidden_size=M, num_heads=2)
     torch.save(layer.state_dict(), tmp_path / "layer.pt")
-    det = load_model(tmp_path / "layer.pt").detected
+    with pytest.raises(UncertifiableError, match="do_feature_map_norm .*unnormalized kernel attention"):
+        load_model(tmp_path / "layer.pt")
+    det = load_model(tmp_path / "layer.pt", ["*"]).detected
     assert det.defaults["do_feature_map_norm"] is False
     assert det.defaults["feature_map"].startswith("elementwise_product")
-    with pytest.raises(UncertifiableError, match="no normalizing denominator"):
-        certify_heads(str(tmp_path / "layer.pt"))
+    assert det.stated["do_feature_map_norm"] == {"value": False, "from": "library default, assumed"}
+    res = certify_heads(str(tmp_path / "layer.pt"), assume=["*"])
+    assert [r.status for r in res.rows] == ["certified"] * 2
+    assert all(c.parameters["normalized"] is False for c in res.certificate.claims)
+    assert {r.library_check["output"] for r in res.rows} == {"A V (unnormalized)"}

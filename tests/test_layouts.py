@@ -248,9 +248,9 @@ def test_lat_default_noncausal_exits_3(tmp_path):
 fla_models = Library("fla.models")                  # imported by the first test that uses it
 
 
-def _fla_model(tmp_path, name, **kw):
+def _fla_model(tmp_path, name, norm=True, **kw):
     cfg = fla_models.LinearAttentionConfig(hidden_size=8, num_hidden_layers=2, num_heads=2, vocab_size=12,
-                                           intermediate_size=16, norm_feature_map=True, **kw)
+                                           intermediate_size=16, norm_feature_map=norm, **kw)
     torch.manual_seed(5)
     model = fla_models.LinearAttentionForCausalLM(cfg)
     with torch.no_grad():                       # weights of a trained size, not the 0.02 init
@@ -260,10 +260,14 @@ def _fla_model(tmp_path, name, **kw):
     return model, tmp_path / name
 
 
+@pytest.mark.parametrize("norm", [True, False], ids=["normalized", "unnormalized"])
 @pytest.mark.parametrize("fmap,tied", [(f, False) for f in names_in("fla")])
-def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied, kv_heads=2):
+def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied, norm, kv_heads=2):
+    """Every map fla's LinearAttention takes, with its denominator (norm_feature_map=True) and
+    without (fla's default): the certified features give the library's own output, (A V)/(A 1)
+    or A V, and the library check inside the run agrees."""
     from fla.ops.linear_attn.naive import naive_recurrent_linear_attn
-    model, folder = _fla_model(tmp_path, f"{fmap}{tied}", feature_map=fmap, tie_feature_map_qk=tied,
+    model, folder = _fla_model(tmp_path, f"{fmap}{tied}", norm=norm, feature_map=fmap, tie_feature_map_qk=tied,
                                num_kv_heads=kv_heads)
     g = 2 // kv_heads
     det = _heads(folder)
@@ -276,18 +280,31 @@ def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied, kv_h
         q = attn.feature_map_q(attn.q_proj(x).reshape(2, 7, 2, 4))
         k = attn.feature_map_k(attn.k_proj(x).reshape(2, 7, kv_heads, 4).repeat_interleave(g, dim=2))
         v = attn.v_proj(x).reshape(2, 7, kv_heads, 4).repeat_interleave(g, dim=2)
-        ref, _ = naive_recurrent_linear_attn(q, k, v, normalize=True)              # (B, T, H, V)
+        ref, _ = naive_recurrent_linear_attn(q, k, v, normalize=norm)              # (B, T, H, V)
         for h, head in enumerate(det.layers[0].heads):
+            assert head.normalized is norm
             pq, pk = head.feature_matrices(model.model.embeddings.weight)          # (V, r)
             scale = q.shape[-1] ** -0.5                                            # fla's default scale
             assert torch.allclose(pq[ids], q[:, :, h] * scale, atol=1e-5)
             assert torch.allclose(pk[ids], k[:, :, h], atol=1e-5)
+            vals = head.values(model.model.embeddings.weight)[ids]
+            if not norm:        # A V: nothing cancels, every map is compared
+                A = (pq[ids] @ pk[ids].transpose(-1, -2)) * torch.tril(torch.ones(7, 7))
+                assert torch.allclose(A @ vals, ref[:, :, h], atol=1e-5), (fmap, (A @ vals - ref[:, :, h]).abs().max())
+                continue
             if not named("fla", fmap).nonnegative:
                 continue        # signed: the normalized output is ill-conditioned where sum alpha ~ 0
-            got = _normalized(pq[ids], pk[ids], head.values(model.model.embeddings.weight)[ids], eps=1e-10)
+            got = _normalized(pq[ids], pk[ids], vals, eps=1e-10)
             assert torch.allclose(got, ref[:, :, h], atol=1e-5), (fmap, (got - ref[:, :, h]).abs().max())
     res = certify_heads(str(folder))
     assert [r.status for r in res.rows] == ["certified"] * 2 + ["out of reach"] * 2
+    for r in _certified(res):
+        assert r.library_check["status"] == "agrees" and r.library_check["max_error"] < 1e-4, r.library_check
+        assert (r.library_check.get("output") == "A V (unnormalized)") is not norm
+    words = "unnormalized kernel attention (the paper's normalized-head theorems do not apply)"
+    for c in res.certificate.claims:
+        assert (words in c.statement) is not norm and c.parameters.get("normalized", True) is norm
+    assert bool(res.not_applicable) is not norm
     nonneg = {r.nonnegative for r in _certified(res)}
     if not named("fla", fmap).nonnegative:
         assert nonneg == {"refuted"} and res.certificate.exit_code() == 1
@@ -298,7 +315,8 @@ def test_fla_linear_attn_folder_matches_reference_ops(tmp_path, fmap, tied, kv_h
 
 def test_fla_grouped_key_heads(tmp_path):
     """num_kv_heads = 1: both query heads read the one key / value head."""
-    test_fla_linear_attn_folder_matches_reference_ops(tmp_path, "relu", False, kv_heads=1)
+    test_fla_linear_attn_folder_matches_reference_ops(tmp_path, "relu", False, True, kv_heads=1)
+    test_fla_linear_attn_folder_matches_reference_ops(tmp_path / "u", "relu", False, False, kv_heads=1)
 
 
 @pytest.mark.parametrize("fmap", list(learned("fla")))
@@ -336,12 +354,15 @@ def test_fla_bare_layer_tied_maps(tmp_path, fmap):
     assert verify_certificate(res.certificate.to_json(), base=tmp_path).holds
 
 
-def test_fla_default_has_no_denominator_exits_3(tmp_path):
+def test_fla_default_without_a_denominator_is_certified_unnormalized(tmp_path):
+    """fla's default norm_feature_map=False (elu + 1, library initialisation): the kernel
+    claims, exit 0, the sentence naming the head unnormalized."""
     cfg = fla_models.LinearAttentionConfig(hidden_size=8, num_hidden_layers=1, num_heads=2, vocab_size=12,
                                            intermediate_size=16, feature_map="elu")
     fla_models.LinearAttentionForCausalLM(cfg).save_pretrained(tmp_path / "d")
     r = _cli(tmp_path / "d")
-    assert r.returncode == 3 and "no normalizing denominator" in r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "not applicable: 2 head(s) (0.0, 0.1, as layer.head) are unnormalized kernel attention" in r.stderr
 
 
 def test_fla_gated_layer_exits_3(tmp_path):

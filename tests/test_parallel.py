@@ -172,3 +172,4 @@ def test_sec52_reduced_sweep_with_two_workers_equals_one_process(tmp_path, ray2)
             return [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
     assert len(rows(tmp_path / "one")) == 6
     assert rows(tmp_path / "one") == rows(tmp_path / "two")
+

@@ -179,7 +179,8 @@ def test_time_limit_gives_unknown():
     cfg, W = injective_model(spec.words, spec.M, spec.s)
     res = check_transcript(spec, QuantizedSketchModel(cfg, W, builtin_uniform_quantizer(1)),
                            time_limit=1e-9, progress=False)
-    assert res.verdict is Verdict.UNKNOWN and "time limit" in res.reason
+    assert res.verdict is Verdict.UNKNOWN and "CPU-second budget of 1e-09 s exhausted" in res.reason
+    assert res.claims[-1].info["budget"]["kind"] == "cpu_seconds"
 
 
 def _run(argv, capsys):

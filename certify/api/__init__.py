@@ -104,7 +104,8 @@ def rank_of_matrix(source: str | os.PathLike, *, tokens: str | None = None,
 def feasibility_at_rank(family: str, rank: int, *, features: str = "real",
                         time_limit: float = 60.0, seed: int = 0,
                         command: Sequence[str] = ()) -> Certificate:
-    """Is there a rank-``rank`` head solving ``family`` (``certify feasibility --rank``)?"""
+    """Is there a rank-``rank`` head solving ``family`` (``certify feasibility --rank``)?
+    ``time_limit``: CPU seconds of witness search (:mod:`certify.core.budget`)."""
     from certify.core.families import load_family
     from certify.feasibility.decide import decide
     from certify.feasibility.model import Features

@@ -162,6 +162,7 @@ def run(out: Path, *, time_limit: float = 20.0, seed: int = 0, cube_m: int = 6,
     t0 = time.perf_counter()
     out = outputs.check_out_dir(out, "demo")
     with outputs.Stage(out, "demo") as st:
+        assert st.root is not None          # made on entering
         stage = st.root / "certificates"
         stage.mkdir()
         _log("bounds")

@@ -26,7 +26,8 @@ def check_correctness(head: ExactHead, family: Family, eps: Fraction = HALF) -> 
     outs = evaluate(head, family)
     bad = [o for o in outs if not o.correct(eps)]
     errors = [o.error() for o in outs]
-    max_err = None if any(e is None for e in errors) else max(errors)
+    known = [e for e in errors if e is not None]
+    max_err = max(known) if len(known) == len(errors) else None
     return Correctness(verdict=Verdict.REFUTED if bad else Verdict.PROVED, eps=eps,
                        scored=len(outs), failures=len(bad), max_error=max_err,
                        counterexample=bad[0] if bad else None)

@@ -73,6 +73,7 @@ def audit_gap_domination(head: ExactHead, family: Family, eps: Fraction = HALF) 
             first = JumpViolation(j, f, a_xy, a_xz, failing, role)
     if not violated:
         return GapAudit(Verdict.PROVED, eps, n, len(family.jumps), applicable, (), None)
+    assert first is not None                # set at the first violated jump
     if first.failing is None:
         return GapAudit(Verdict.UNKNOWN, eps, n, len(family.jumps), applicable, tuple(violated),
                         first, reason="gap domination fails but none of Y, Z, M of any violated "

@@ -58,6 +58,7 @@ def correctness_claim(head: ExactHead, family: Family, result: Correctness,
     reason = None
     if result.verdict is Verdict.REFUTED:
         c = result.counterexample
+        assert c is not None                # a refutation carries its counterexample
         t = "undefined (denominator <= 0)" if c.t_hat is None else f"{q_to_str(c.t_hat)}"
         reason = (f"{result.failures} of {result.scored} scored positions fail; input {c.input} "
                   f"position {c.position}: t_hat = {t}, target {c.target}")
@@ -81,6 +82,7 @@ def gap_domination_claim(head: ExactHead, family: Family, audit: GapAudit,
             "failing_input": None if v.failing is None else v.failing.to_json(family)}})
     reason = audit.reason
     if audit.verdict is Verdict.REFUTED:
+        assert v is not None and v.failing is not None     # refuted: a failing input was found
         f = v.failing
         reason = (f"gap domination fails on {len(audit.violated)} of {audit.applicable} jumps; at jump "
                   f"{v.jump} alpha(x,y) = {q_to_str(v.alpha_xy)} <= {q_to_str(v.factor)} * "

@@ -258,7 +258,10 @@ def kernel_identity(claim: Mapping[str, Any]) -> tuple | None:
     data is its own kernel (its hash; a token-set label only names its rows); an
     extraction is the source's hash, adapter, layer, head, stated arguments, the
     token set's content (:func:`token_content`) and the features' dtype. A
-    matrix-form and a factor-form claim of one file meet here."""
+    matrix-form and a factor-form claim of one file meet here. Whether the head
+    is normalized (``parameters.normalized``) is not part of it: alpha is the
+    same function with or without the denominator, so claims that differ only
+    there are about one kernel and must agree (the replay re-derives the word)."""
     if claim.get("kind") not in KERNEL_KINDS:
         return None
     ref = referent(claim)

@@ -115,6 +115,12 @@ KERNEL_PARAMS_OPTIONAL = {
                            "printed by the sentence and re-derived by the extraction replay"},
     "layer": {**NAT, "$comment": "one head of a model: layer and head come together"},
     "head": {**NAT, "$comment": "one head of a model: layer and head come together"},
+    "normalized": {"const": False,
+                   "$comment": "present exactly for a third-party head without a normalizing "
+                               "denominator (its layer outputs sum_j alpha(x, z_j) v_j; fla's "
+                               "do_feature_map_norm=False): the sentence names it unnormalized and "
+                               "the extraction replay re-derives it from the config; absent for a "
+                               "normalized head"},
 }
 KERNEL_PARAMS_RULES = {
     "dependentRequired": {"layer": ["head"], "head": ["layer"]},
@@ -129,6 +135,9 @@ KERNEL_PARAMS_RULES = {
         {"if": {"properties": {"adapter": {"pattern": "^layout:"}}, "required": ["adapter"]},
          "then": {"required": ["stated", "layer", "head"]},
          "else": {"not": {"required": ["stated"]}}},
+        {"if": {"required": ["normalized"]},
+         "then": {"properties": {"adapter": {"pattern": "^layout:"}}, "required": ["adapter"],
+                  "$comment": "only a third-party head can lack a denominator"}},
         {"if": {"properties": {"adapter": {"enum": ["matrix-file", "memory", "construction"]}},
                 "required": ["adapter"]},
          "then": {"properties": {"token_set": {"not": {"pattern": "^vocab:"},

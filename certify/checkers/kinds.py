@@ -285,7 +285,7 @@ def _bound() -> dict[str, Any]:
 _KERNEL = (("parameters", "token_set"), ("parameters", "num_tokens"),
            ("parameters", "tokens_sha256"), ("parameters", "source"),
            ("parameters", "source_sha256"), ("parameters", "layer"), ("parameters", "head"),
-           ("parameters", "stated"),
+           ("parameters", "stated"), ("parameters", "normalized"),
            ("evidence", "features_sha256"), ("evidence", "matrix_sha256"))
 _FAMILY = (("parameters", "family"), ("parameters", "family_sha256"))
 _MODEL = (("parameters", "source"), ("parameters", "weights_sha256"), ("parameters", "head_sha256"))

@@ -769,6 +769,11 @@ def _replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], "Base"]]) -
                                                                         if str(n).endswith(".json"))
                                                   if f is not None and f.matches]
                                         if str(p.get("adapter")).startswith("adapter:") else []})
+            # a head without a denominator has the features of the normalized one: whether it is
+            # normalized is re-derived by the replay from the config, every value its claims give
+            norm = p.get("normalized", True)
+            if norm not in job.setdefault("normalized", []):
+                job["normalized"].append(norm)
             if isinstance(fs, dict) and isinstance(fs.get("phi_q"), str):
                 job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
                 job["want"].append([fs.get("phi_q"), fs.get("phi_k")])

@@ -472,6 +472,8 @@ def source_ref(p: Mapping[str, Any], e: Mapping[str, Any] | None = None) -> tupl
         where = f"head {head} of layer {layer} of "
         lwhere = f"head ${head}$ of layer ${layer}$ of "
     st, lst = stated_ref(p)
+    un, lun = normalization_ref(p)
+    st, lst = un + ("," if un and st else "") + st, lun + ("," if lun and lst else "") + lst
     if p.get("adapter") in ("memory", "matrix-file") and "dtype" in p:
         # the values' type is read but not printed: the content hash names the exact values
         _opt(p, "dtype", str, "parameters")
@@ -493,6 +495,23 @@ def source_ref(p: Mapping[str, Any], e: Mapping[str, Any] | None = None) -> tupl
         return where + src + st, lwhere + rf"\texttt{{{_tt(src)}}}" + lst
     return (f"{where}{src} (sha256 {_short(sha)}){st}",
             rf"{lwhere}\texttt{{{_tt(src)}}} (sha256 \texttt{{{sha[:16]}}}\ldots){lst}")
+
+
+#: how a head without a normalizing denominator is named (``parameters.normalized`` false)
+UNNORMALIZED = "unnormalized kernel attention (the paper's normalized-head theorems do not apply)"
+
+
+def normalization_ref(p: Mapping[str, Any]) -> tuple[str, str]:
+    """``", unnormalized kernel attention (...)"`` for a head whose layer outputs
+    ``sum_j alpha(x, z_j) v_j`` without dividing by ``sum_j alpha(x, z_j)``
+    (``parameters.normalized`` false; re-derived from the model's config by
+    ``--replay-extraction``); nothing for a normalized head (the field absent)."""
+    v = _opt(p, "normalized", bool, "parameters")
+    if "normalized" not in p:
+        return "", ""
+    if v is not False:
+        raise RenderError("parameters.normalized is present only as false (a head without a denominator)")
+    return f", {UNNORMALIZED}", f", {UNNORMALIZED}"
 
 
 #: where a stated constructor argument came from

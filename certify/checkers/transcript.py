@@ -82,6 +82,7 @@ import numpy as np
 from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import bits, canonical_sha256, guarded, integer, keys, min_ip_targets, rational
 from certify.checkers.families import multilevel_database, multilevel_input, multilevel_query
+from certify.checkers.fields import MAX_EXPONENT
 from certify.checkers.kernel.replay import Numbers, Undecided, cells, sum_at_least
 from certify.checkers.kernel.replay import product as int_product
 from certify.checkers.kinds import TRANSCRIPT_COMMON, TRANSCRIPT_EVIDENCE, TRANSCRIPT_PARAMETERS
@@ -168,6 +169,12 @@ def _weights(model: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, list
         if not isinstance(cfg[k], int) or cfg[k] < 1:
             raise _Bad(f"model config {k} must be a positive integer")
     d, m, r, dv, P = cfg["d"], cfg["m"], cfg["rank"], cfg["dv"], cfg["positions"]
+    W = model["weights"]
+    # the architecture's tensors are embedded: their count bounds the loops below before any
+    # name is built (a config claiming 2^64 layers is refused, not enumerated)
+    if not isinstance(W, dict) or not isinstance(P, int) or isinstance(P, bool) or P < 0 \
+            or cfg["layers"] * (7 * cfg["heads"] + 1) + 3 + (1 if P else 0) != len(W):
+        raise _Bad("model weights do not match the architecture's tensor names")
     shapes = {"embed.weight": [d, m], "readout.weight": [d], "readout.bias": [1]}
     if P:
         shapes["embed.pos"] = [P, d]
@@ -178,15 +185,15 @@ def _weights(model: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, list
                            p + "k.bias": [r], p + "v.weight": [dv, d], p + "v.bias": [dv],
                            p + "o.weight": [d, dv]})
         shapes[f"layers.{l}.o.bias"] = [d]
-    W = model["weights"]
-    if not isinstance(W, dict) or set(W) != set(shapes):
+    if set(W) != set(shapes):
         raise _Bad("model weights do not match the architecture's tensor names")
     if model.get("weights_sha256") != canonical_sha256(W):
         raise _Bad("weights_sha256 does not match the weights")
     out = {}
     for name, shape in shapes.items():
         e = keys(W[name], f"tensor {name}", ("shape", "exp", "ints"))
-        integer(e["exp"], f"tensor {name} exp")
+        if abs(integer(e["exp"], f"tensor {name} exp")) > MAX_EXPONENT:
+            raise _Bad(f"tensor {name} exp is beyond +-{MAX_EXPONENT}")
         if list(e["shape"]) != shape or len(e["ints"]) != math.prod(shape):
             raise _Bad(f"tensor {name} has the wrong shape")
         if not all(isinstance(i, int) and not isinstance(i, bool) for i in e["ints"]):

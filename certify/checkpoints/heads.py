@@ -17,6 +17,12 @@ no ``--spec``) recognises the layout (:mod:`models.layouts`), then per head:
   exactly per jump for the report (not a certificate claim: its checker
   needs the value table).
 
+A head without a normalizing denominator (fla's ``do_feature_map_norm=False``:
+the layer outputs ``sum_j alpha(x, z_j) v_j``) gets the same kernel claims, its
+sentences naming it unnormalized kernel attention; the claims that are about the
+normalized head (correctness, Lemma 3's gap domination) are listed once per model
+as not applicable (:data:`NOT_APPLICABLE`), not audited.
+
 Refused heads (:class:`models.layouts.Refusal`) are listed with their
 reasons. Every head refused: ``UncertifiableError`` (exit 3). Some heads
 certified: the exit code is the certified claims' (0 all proved, 1 otherwise)
@@ -40,6 +46,15 @@ from certify.core.verdict import Verdict, overall
 
 BUILTIN_FAMILIES = ("paper-5.1", "ood-6-4-8-test", "ood-8-6-12-test", "ood-10-8-16-test")
 MAX_CUBE = 16
+#: the claims about the normalized head, and why a head without a denominator has none
+NOT_APPLICABLE = {
+    "correctness": "correctness on a family is a statement about the normalized head's output "
+                   "sum_j alpha(x, z_j) v_j / sum_j alpha(x, z_j); these heads output sum_j alpha(x, z_j) v_j "
+                   "(no normalizing denominator), so the paper's normalized-head theorems do not apply",
+    "gap_domination (Lemma 3 audit)": "Lemma 3 bounds the normalized head's error by the gap alpha(x, y) / "
+                                      "alpha(x, z); without the denominator the output is not a weighted "
+                                      "average of values, so the lemma does not apply",
+}
 
 
 @dataclass
@@ -72,6 +87,8 @@ class HeadsResult:
     layout: str
     families: list[str] = field(default_factory=list)
     detected: dict[str, Any] = field(default_factory=dict)
+    #: claim -> why it does not apply, once per model (heads without a normalizing denominator)
+    not_applicable: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def refused(self) -> list[HeadRow]:
@@ -81,6 +98,7 @@ class HeadsResult:
         claims = self.certificate.claims
         return {"verdict": overall(c.verdict for c in claims).value, "library": self.library, "layout": self.layout,
                 "detected": self.detected, "heads": [r.to_json() for r in self.rows], "families": self.families,
+                **({"not_applicable": self.not_applicable} if self.not_applicable else {}),
                 "claims": [{"kind": c.kind.value, "verdict": c.verdict.value, "statement": c.statement,
                             "reason": c.reason, **dict(c.info)} for c in claims]}
 
@@ -257,6 +275,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
         inputs[model.spec[0]] = model.spec[1]
     cert = Certificate(claims=[], command=list(command), inputs=dict(inputs), seeds={"primes": seed})
     rows: list[HeadRow] = []
+    unnormalized: list[str] = []            # "layer.head" of certified heads without a denominator
     fams = []
     first = model.layer(None)
     for name in dict.fromkeys([*families, *BUILTIN_FAMILIES]):
@@ -347,6 +366,12 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                     row.nonnegative = val
                 row.claims_made.append(kind)
             readout = (hasattr(h, "readout") and hasattr(h, "values")) or hasattr(h, "g")
+            if getattr(h, "normalized", True) is False:
+                # the kernel claims above are made; those about the normalized head are not
+                # applicable (listed once for the model, below), so no family is audited
+                unnormalized.append(f"{L.index}.{hi}")
+                cert.claims += claims
+                continue
             if bar is not None and fams:
                 bar.set_postfix_str(f"layer {L.index} head {hi}: families")
             for _name, fam in fams:
@@ -375,7 +400,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     if bar is not None:
         bar.close()
     if not any(r.status in ("certified", "out of reach") for r in rows):
-        raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed normalized kernel head: "
+        raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed kernel head: "
                                  + _reasons(rows))
     if not cert.claims:
         which = f"layer {layer}" if layer is not None else "the model"
@@ -384,11 +409,14 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
             fix = f"; layer {first.index} reads the tokens: certify it with --layer {first.index}, or give no --layer"
         raise UncertifiableError(f"{det.library} ({det.layout}): no head of {which} can be certified: "
                                  + _reasons(rows) + fix)
+    na = {claim: {"reason": why, "heads": unnormalized} for claim, why in NOT_APPLICABLE.items()} \
+        if unnormalized else {}
     cert.environment.setdefault("seconds", round(time.perf_counter() - t0, 3))
     cert.environment["layout"] = {**det.describe(), "weights": model.weights.describe(),
                                   "config": str(model.config_path) if model.config_path else None,
-                                  "heads": [r.to_json() for r in rows]}
-    return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe())
+                                  "heads": [r.to_json() for r in rows],
+                                  **({"not_applicable": na} if na else {})}
+    return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe(), na)
 
 
 def _reasons(rows: list[HeadRow]) -> str:
@@ -449,6 +477,9 @@ def heads_markdown(res: HeadsResult) -> str:
     if res.refused:
         lines += ["## Refused", ""] + [f"- layer {r.layer}, head {'all' if r.head is None else r.head}: "
                                        f"{r.reason}" for r in res.refused] + [""]
+    if res.not_applicable:
+        lines += ["## Not applicable", "", not_applicable_line(res.not_applicable), ""] + [
+            f"- {claim}: {v['reason']}" for claim, v in res.not_applicable.items()] + [""]
     lines += ["## How it was read", ""] + [f"- {ln}" for ln in reading_lines(res)] + [""]
     lines += ["Lemma 3 columns: the inequality alpha(x,y) > (n-2)(d-2eps)/(2eps) alpha(x,z) on each "
               "applicable jump, decided in exact rationals from the head's features (a report entry; "
@@ -489,12 +520,22 @@ def reading_lines(res: HeadsResult) -> list[str]:
     return out
 
 
+def not_applicable_line(na: dict[str, dict[str, Any]]) -> str:
+    """One line for the model: which heads have no normalizing denominator, and the
+    claims that therefore do not apply to them."""
+    heads = next(iter(na.values()))["heads"]
+    return (f"{len(heads)} head(s) ({', '.join(heads)}, as layer.head) are unnormalized kernel attention "
+            f"(no normalizing denominator): the kernel claims are made; {', '.join(na)} do not apply")
+
+
 def result_lines(res: HeadsResult, ckpt: str) -> list[str]:
-    """The result for people: how the checkpoint was read, the heads' table, each
-    claim that is not proved (one line per verdict, kind and reason, with the heads
-    it covers) and the verdict."""
+    """The result for people: how the checkpoint was read, the heads' table, the claims
+    that do not apply to unnormalized heads (once per model), each claim that is not proved
+    (one line per verdict, kind and reason, with the heads it covers) and the verdict."""
     out = [f"checkpoint {ckpt}: {res.library} ({res.layout})", *(f"  {ln}" for ln in reading_lines(res)),
            res.table()]
+    if res.not_applicable:
+        out.append(f"  not applicable: {not_applicable_line(res.not_applicable)}")
     open_: dict[tuple[str, str, str | None], list[HeadRow]] = {}
     for c in res.certificate.claims:
         if c.verdict is not Verdict.PROVED:

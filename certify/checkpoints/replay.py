@@ -6,7 +6,8 @@ one thread. A safetensors checkpoint's heads replay without torch (the canonical
 extraction reads the weights' bytes itself); torch is imported only for a torch
 pickle or a ``models/`` checkpoint, and a job that needs a missing extra says
 which (:func:`needs_extra`). Reads a JSON list of jobs on stdin (``key``, ``source``, ``path``,
-``adapter``, ``token_set``, ``dtype``, ``stated``) and prints one JSON object: key ->
+``adapter``, ``token_set``, ``dtype``, ``stated``, ``normalized``: every value the
+claims of that kernel give, compared with the head the config builds) and prints one JSON object: key ->
 ``{"phi_q": sha256, "phi_k": sha256, "torch": version, "versions": {...}}`` or
 ``{"error": reason}``; a job with ``features_out`` (a path) also gets its
 features written there (``features_file``), for the checker to recompute
@@ -41,6 +42,11 @@ class StatedDiffers(ValueError):
     """The kernel arguments a claim states are not those of the checkpoint's config
     and the accepted defaults: the replay reproduces another kernel than the
     sentence names (reported as a difference, not as a replay that did not run)."""
+
+
+def _normalized_word(said: list[Any]) -> str:
+    words = ["normalized" if v is True else "unnormalized" if v is False else repr(v)[:20] for v in said]
+    return " and ".join(words)
 
 
 _CONSTRUCTION = re.compile(r"models\.constructions\.(\w+)\(([\d, ]*)\)")
@@ -99,6 +105,13 @@ def _kernel(job: dict[str, Any], models: dict[Any, Any] | None = None):
         if got != stated:
             raise StatedDiffers(f"the certificate states the kernel arguments {stated}; the checkpoint's config "
                                 f"and the accepted defaults give {got}")
+        # normalized or not: the features are the same either way, so the sentence's word is
+        # compared with the head the config builds (every value the claims of this kernel give)
+        norm = (kernel.provenance.details or {}).get("normalized", True) is not False
+        said = job.get("normalized") or [True]
+        if any(not isinstance(v, bool) or v != norm for v in said):
+            raise StatedDiffers(f"the certificate calls the head {_normalized_word(said)}; the checkpoint's config "
+                                f"builds it {'normalized' if norm else 'unnormalized (no denominator)'}")
         return kernel
     if adapter == "construction":
         m = _CONSTRUCTION.fullmatch(job.get("source") or "")

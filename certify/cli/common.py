@@ -115,7 +115,9 @@ def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     """``--workers N`` and ``--ray-address ADDR`` (the parallel engine)."""
     p.add_argument("--workers", type=int, default=1,
                    help="parallel tasks: 1 runs in process (default); N > 1 starts a local Ray "
-                        "with N workers for the run (at most 4 per core of this machine)")
+                        "with N workers for the run (at most 4 per core of this machine) when "
+                        "the tasks' predicted CPU seconds outweigh its start-up, else runs them "
+                        "in process and says so on stderr")
     p.add_argument("--ray-address", default=None, type=_ray_address, metavar="ADDR",
                    help="join an existing Ray cluster: HOST:PORT (the head's GCS, e.g. head:6379) "
                         "or ray://HOST:PORT (the Ray client server, e.g. ray://head:10001). "

@@ -19,7 +19,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=str(DEFAULT_OUT), metavar="DIR",
                     help="output folder (default reports/demo); " + cli.OUT_DIR_HELP)
     ap.add_argument("--time-limit", type=float, default=20.0,
-                    help="witness search seconds for the rank between the proved bounds (default 20)")
+                    help="witness search CPU seconds for the rank between the proved bounds (default 20)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the searches (default 0)")
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
     cli.add_progress(ap)

@@ -38,7 +38,10 @@ def _parse(argv):
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     p.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
     p.add_argument("--time-limit", type=float, default=60.0,
-                   help="search seconds per rank (finite, > 0; default 60)")
+                   help="CPU seconds of witness search per rank (of this process, or of "
+                        "the worker running the rank), checked between solves, so the "
+                        "verdict does not depend on the machine's load; recorded in the "
+                        "claim's info.budget (finite, > 0; default 60)")
     p.add_argument("--seed", type=int, default=0, help="seed of the witness search (default 0)")
     p.add_argument("--sweep", metavar="LO:HI", help="run every rank in LO..HI (not with --rank)")
     cli.add_progress(p)

@@ -46,8 +46,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="matrix form's upper bound: 'exact' (column-span check by many primes), "
                         "'freivalds' (a Freivalds test whose vectors and primes come from the claim's "
                         "hash; the claim states its error probability <= 2^-128), 'auto' (default: "
-                        "exact when its work n1 n2 r k is at most 2^38 multiply-adds, about 35 s on "
-                        "one core, else freivalds). The lower bound is always exact")
+                        "the one whose CPU time, predicted from n1, n2, r, the entry sizes and the "
+                        "Freivalds plan, is smaller, exact on a tie; the claim's method and "
+                        "info.upper_auto give both predictions). "
+                        "The lower bound is always exact")
     p.add_argument("--code", help="code for the Lemma 4 claim: 'paper-5.1', a .json list of "
                                   "0/1 strings, or a .npy (W, M) array")
     p.add_argument("--require-nonnegative", action="store_true",

@@ -71,7 +71,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="largest family whose outputs are all checked exactly")
     ap.add_argument("--batch-size", type=int, default=DEFAULT_BATCH,
                     help=f"assignments per batch (default {DEFAULT_BATCH})")
-    ap.add_argument("--time-limit", type=float, help="seconds for the streaming search")
+    ap.add_argument("--time-limit", type=float,
+                    help="CPU seconds of this process for the search (the certified "
+                         "enumeration or the float64 streaming search), checked between "
+                         "batches, so the verdict does not depend on the machine's load; "
+                         "not applied to shards run on --workers/--ray-address")
     ap.add_argument("--json", action="store_true", help="one JSON document on stdout")
     ap.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
     cli.add_progress(ap)

@@ -72,15 +72,6 @@ def verify_code(words: ArrayLike, h: int | None = None, delta: int = 1) -> np.nd
     return w
 
 
-def min_directed_distance(words: ArrayLike) -> int | None:
-    """Least ``|S \\ U|`` over distinct pairs (None for a one-word code)."""
-    D = directed_distances(words)
-    if D.shape[0] < 2:
-        return None
-    np.fill_diagonal(D, np.iinfo(np.int64).max)
-    return int(D.min())
-
-
 def _masks_to_words(masks: list[int], M: int) -> np.ndarray:
     arr = np.array(masks, dtype=np.uint64).reshape(-1, 1)
     return ((arr >> np.arange(M, dtype=np.uint64)) & np.uint64(1)).astype(np.uint8)
@@ -151,13 +142,6 @@ def prop10_parameters(m: int) -> tuple[int, int, int]:
         s += 1
     M = m - s - 2
     return s, M, M // 2
-
-
-def prop10_code(m: int, limit: int | None = None) -> np.ndarray:
-    """The Prop 10 code: greedy packing of ``binom([M], h)`` with
-    ``|U \\ S| >= s + 1``."""
-    s, M, h = prop10_parameters(m)
-    return greedy_packing(M, h, s + 1, limit=limit)
 
 
 def paley_hadamard(q: int) -> np.ndarray:

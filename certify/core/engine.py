@@ -7,7 +7,13 @@ certificate does not depend on the worker count.
 
 * ``workers <= 1`` and no address: plain in-process loop (nothing to start).
 * ``workers = N``: a local Ray started for the run (``ray.init(num_cpus=N)``),
-  shut down by :meth:`Engine.close`.
+  shut down by :meth:`Engine.close` -- only when it pays. Before starting it,
+  :meth:`Engine.map` predicts the tasks' CPU seconds (the caller's ``cost_s``, or
+  the first task run in this process and timed) and compares one process
+  (their sum) with Ray (:data:`RAY_START_S` to start, :data:`RAY_TASK_S` a task,
+  the work spread over the workers); when Ray would not be faster the tasks run
+  in this process and one line on stderr says so, with the numbers. On Ray,
+  small tasks go in batches (a few per worker), each batch one Ray task.
 * ``address``: join an existing cluster (``ray.init(address=...)``): a head's
   GCS ``HOST:PORT`` or the Ray client server ``ray://HOST:PORT``. The address
   is checked first within a bounded time (:mod:`certify.core.ray_address`:
@@ -38,6 +44,38 @@ ROOT = str(Path(__file__).resolve().parent.parent.parent)
 #: local workers per core at most (``--workers``): each is a process of its own,
 #: so beyond a few per core they only wait, and start-up grows with their number
 WORKERS_PER_CORE = 4
+
+
+#: wall seconds to start a local Ray and its first workers (each imports this
+#: package): measured 17 s for ``ray.init`` and 16 s for the first task on the
+#: shared two-core machine at load average 12 (benchmarks/bench_parallel.py, the
+#: ``ray_start`` row); an idle machine needs less, so this errs toward one process.
+#: ``CERTIFY_RAY_START_SECONDS`` replaces it.
+RAY_START_S = 30.0
+#: seconds one Ray task costs beyond its own work (scheduling, argument and
+#: result transfer): 2 ms for an empty task, more with a family or a model to ship
+RAY_TASK_S = 0.05
+
+
+def ray_start_seconds() -> float:
+    """:data:`RAY_START_S`, or ``CERTIFY_RAY_START_SECONDS`` when set (>= 0)."""
+    raw = os.environ.get("CERTIFY_RAY_START_SECONDS")
+    try:
+        return max(0.0, float(raw)) if raw is not None else RAY_START_S
+    except ValueError:
+        return RAY_START_S
+
+
+def pays(costs: Sequence[float], workers: int, start_s: float) -> tuple[bool, float, float]:
+    """``(worth it, one process s, Ray s)`` for tasks of ``costs`` CPU seconds:
+    one process takes their sum; Ray ``start_s``, then the work and
+    :data:`RAY_TASK_S` a task spread over ``min(workers, cores, tasks)`` processes
+    (never less than the largest task)."""
+    n = len(costs)
+    serial = float(sum(costs))
+    w = max(1, min(workers, cores(), n))
+    par = start_s + max(max(costs, default=0.0), (serial + n * RAY_TASK_S) / w)
+    return par < serial, serial, par
 
 
 def cores() -> int:
@@ -73,6 +111,11 @@ def _call_one_thread(fn: Callable, args: tuple) -> Any:
         return fn(*args)
 
 
+def _call_batch(fn: Callable, batch: Sequence[tuple]) -> list:
+    """Several tasks in one Ray task (one thread each), results in order."""
+    return [_call_one_thread(fn, tuple(a)) for a in batch]
+
+
 def _token_mode() -> None:
     """Join in Ray's token mode (the cluster asked for a token and one is at hand,
     see :func:`certify.core.ray_address.check`); Ray reads its mode when it is
@@ -98,12 +141,21 @@ class Engine:
         self.progress = progress
         self._ray = None
         self._remote = None
-        if address or workers > 1:
-            self._start()
+        self.fallback: str | None = None       # why the last map ran in this process
+        ray_mod = sys.modules.get("ray")
+        if address or (workers > 1 and ray_mod is not None and ray_mod.is_initialized()):
+            self._start()                      # a cluster, or a Ray already running here
 
     @property
     def uses_ray(self) -> bool:
+        """Ray is running (a cluster joined, or a local Ray that :meth:`map` started)."""
         return self._ray is not None
+
+    @property
+    def parallel(self) -> bool:
+        """More than one process was asked for: callers hand their tasks to :meth:`map`,
+        which decides whether a local Ray pays."""
+        return self._ray is not None or self.workers > 1
 
     def _start(self) -> None:
         os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -141,35 +193,74 @@ class Engine:
                      _node_ip_address="127.0.0.1", **kw)
         self._ray = ray
         self._remote = ray.remote(num_cpus=1, max_retries=self.max_retries,
-                                  retry_exceptions=False)(_call_one_thread)
+                                  retry_exceptions=False)(_call_batch)
 
-    def map(self, fn: Callable, args_list: Sequence[tuple], *, label: str = "tasks") -> list:
-        """Results of ``fn(*args)`` for each tuple, in the order of ``args_list``."""
+    def map(self, fn: Callable, args_list: Sequence[tuple], *, label: str = "tasks",
+            cost_s: Sequence[float] | None = None) -> list:
+        """Results of ``fn(*args)`` for each tuple, in the order of ``args_list``.
+        ``cost_s``: the predicted CPU seconds of each task (else the first task is
+        run here and timed), which decide whether a local Ray pays (module
+        docstring)."""
+        import time
+
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(args_list), desc=label, unit="task", file=sys.stderr,
                    disable=not self.progress, leave=False)
+        out: list = []
         try:
+            if self._ray is None and self.workers > 1 and args_list:
+                costs = list(cost_s) if cost_s is not None else None
+                if costs is None:                        # measure the first task here
+                    t = time.process_time()
+                    out.append(_call_one_thread(fn, tuple(args_list[0])))
+                    bar.update(1)
+                    costs = [time.process_time() - t] * (len(args_list) - 1)
+                rest = args_list[len(out):]
+                worth, serial, par = pays(costs[len(costs) - len(rest):], self.workers,
+                                          ray_start_seconds())
+                if not worth:
+                    self.fallback = (f"--workers {self.workers}: {len(rest)} task(s) of {label} "
+                                     f"predicted {serial:.3g} CPU s in this process, "
+                                     f"{par:.3g} s on a local Ray (start-up {ray_start_seconds():g} s, "
+                                     f"{RAY_TASK_S:g} s a task): running them here")
+                    print(self.fallback, file=sys.stderr)
+                    for a in rest:
+                        out.append(_call_one_thread(fn, tuple(a)))
+                        bar.update(1)
+                    return out
+                self._start()
+                return out + self._map_ray(fn, rest, bar)
             if self._ray is None:
-                out = []
                 for a in args_list:
                     out.append(_call_one_thread(fn, tuple(a)))
                     bar.update(1)
                 return out
-            ray = self._ray
-            fn_ref = ray.put(fn)
-            refs = [self._remote.remote(fn_ref, tuple(a)) for a in args_list]
-            index = {r.hex(): i for i, r in enumerate(refs)}
-            results: list[Any] = [None] * len(refs)
-            pending = list(refs)
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                for r in done:
-                    results[index[r.hex()]] = ray.get(r)
-                    bar.update(1)
-            return results
+            return self._map_ray(fn, args_list, bar)
         finally:
             bar.close()
+
+    def _map_ray(self, fn: Callable, args_list: Sequence[tuple], bar: Any) -> list:
+        """The tasks on Ray in batches: about four per worker, task ``i`` in batch
+        ``i mod batches`` (neighbours, often of similar cost, spread out); results
+        in the order of ``args_list``."""
+        ray = self._ray
+        assert ray is not None and self._remote is not None
+        nb = max(1, min(len(args_list), 4 * self.workers))
+        batches = [list(range(b, len(args_list), nb)) for b in range(nb)]
+        fn_ref = ray.put(fn)
+        refs = [self._remote.remote(fn_ref, [tuple(args_list[i]) for i in idx]) for idx in batches]
+        index = {r.hex(): k for k, r in enumerate(refs)}
+        results: list[Any] = [None] * len(args_list)
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for r in done:
+                idx = batches[index[r.hex()]]
+                for i, v in zip(idx, ray.get(r)):
+                    results[i] = v
+                bar.update(len(idx))
+        return results
 
     def close(self) -> None:
         if self._ray is not None:

@@ -129,6 +129,14 @@ class Kernel:
     def dtype(self) -> str:
         return self.provenance.dtype
 
+    @property
+    def feature_rank(self) -> int:
+        """The feature dimension ``r`` of a factor-form kernel (ValueError for a
+        kernel that names none)."""
+        if self.rank is None:
+            raise ValueError("this kernel names no feature dimension (not a factor-form kernel)")
+        return int(self.rank)
+
     def token_strings(self) -> list[str] | None:
         """The tokens as bit strings in row order (None for the lazy cube and index sets)."""
         if self.tokens is None:

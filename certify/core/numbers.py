@@ -8,7 +8,7 @@ parses the same strings with its own code (``certify.checkers.common.rational``)
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -40,18 +40,6 @@ def str_to_q(s: str | int) -> Fraction:
         return Fraction(int(num), d)
     except (ValueError, ZeroDivisionError):
         raise InputError(f"not an exact rational: {s!r}") from None
-
-
-def q_matrix_to_json(rows: Iterable[Iterable[Fraction | int]]) -> list[list[str]]:
-    return [[q_to_str(v) for v in row] for row in rows]
-
-
-def q_matrix_from_json(rows: Any) -> list[list[Fraction]]:
-    if not isinstance(rows, list) or not all(isinstance(r, list) for r in rows):
-        raise InputError("expected a matrix as a list of rows")
-    if rows and len({len(r) for r in rows}) != 1:
-        raise InputError("ragged matrix")
-    return [[str_to_q(v) for v in row] for row in rows]
 
 
 def check_matrix(a: Any, what: str = "matrix") -> np.ndarray:

@@ -33,20 +33,21 @@ def notebook_progress(progress: bool | None = None) -> bool:
 
 
 class TimeBar:
-    """A progress bar over a time budget (stderr): elapsed, the budget, an ETA, and
-    a counter of steps (LPs) in the postfix. ``update``/``set_postfix`` as tqdm's."""
+    """A progress bar over a CPU-second budget (stderr, :mod:`certify.core.budget`):
+    the CPU seconds spent, the budget, an ETA, and a counter of steps (LPs) in the
+    postfix. ``update``/``set_postfix`` as tqdm's."""
 
     def __init__(self, desc: str, seconds: float, unit: str = "LP"):
-        import time
-
         from tqdm.auto import tqdm
 
-        self._time = time.perf_counter
+        from certify.core.budget import cpu_seconds
+
+        self._time = cpu_seconds
         self._t0 = self._time()
         self.steps, self.unit = 0, unit
         self.bar = tqdm(total=max(float(seconds), 0.01), desc=desc, file=sys.stderr, leave=False,
-                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed} of at most "
-                                   "{total:.0f} s, ETA {remaining}{postfix}")
+                        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f} of at most "
+                                   "{total:.0f} CPU s, ETA {remaining}{postfix}")
 
     def update(self, n: int = 1) -> None:
         self.steps += n

@@ -24,7 +24,14 @@ Verdicts, each re-checked exactly:
   (:mod:`certify.feasibility.model`); found by the one-feature-per-query
   construction when ``r >= #queries``, otherwise by alternating LPs
   (:mod:`solvers.factor`);
-* ``unknown``: no witness within the time limit and no bound excludes ``r``.
+* ``unknown``: no witness within the budget and no bound excludes ``r``.
+
+``time_limit`` is a budget of CPU seconds of the process running the search
+(:mod:`certify.core.budget`; in a parallel sweep, the worker's), checked between
+solves, so a verdict does not depend on the machine's load; ``iterations``
+replaces it by a count of LPs per rank step. Either is recorded in the claim's
+``info["budget"]``, and an ``unknown`` reason says "CPU-second budget of N s
+exhausted".
 
 A feasible witness at rank r pads with zero features to every larger rank, a
 nonnegative witness is also a real one, and a paper-class one is a used-pairs one.
@@ -37,6 +44,7 @@ from typing import Sequence
 
 import numpy as np
 
+from certify.core.budget import CpuBudget
 from certify.core.errors import InputError
 from certify.core.families import Family
 from certify.feasibility.chain_bounds import ChainBound, chain_bound
@@ -52,8 +60,9 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
            iterations: int | None = None, method: str = "lp") -> FeasibilityResult:
     """The verdict at one rank in ``model_class``. ``bound=True`` derives the chain
     bound here; pass a precomputed one (or None) to reuse it across ranks. A given
-    ``problem`` must be of ``model_class``. ``iterations``: an LP budget per rank
-    step instead of the wall clock (reproducible results). ``method``: ``lp``
+    ``problem`` must be of ``model_class``. ``time_limit``: CPU seconds of this
+    process for the witness search. ``iterations``: an LP budget per rank step
+    instead (reproducible results). ``method``: ``lp``
     (chain bounds, alternating LPs), ``sdp`` (convex dual certificates, PSD-lift
     proposals) or ``auto`` (both)."""
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
@@ -97,31 +106,38 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
                                  "g = <x,z>; exact re-check", margin=chk.margin, bound=bound,
                                  witness=w, timings=timings, model_class=model_class)
     t2 = time.perf_counter()
+    budget = CpuBudget(float("inf") if iterations is not None else time_limit)
     if method != "lp":                                       # PSD-lift proposals (solvers.sdp)
         from certify.feasibility.sdp_search import sdp_result
         out = sdp_result(problem, rank, features, bound, timings, time_limit=time_limit,
                          seed=seed, lp_fallback=(method == "auto"))
         if out is not None:
             return out
-    res, w, chk = descend(problem, rank, features, time_limit=time_limit, seed=seed,
-                          progress=progress, iterations=iterations)
+    # after the SDP proposals of ``auto`` (half the budget, which a solve may overrun)
+    # the LPs get what is left, never less than half
+    left = budget.left() if method == "lp" else max(budget.left(), budget.seconds / 2)
+    res, w, chk = descend(problem, rank, features, time_limit=left,
+                          seed=seed, progress=progress, iterations=iterations)
     timings["search_s"] = time.perf_counter() - t2
-    if w is not None and chk is not None and chk.ok:
+    lps, restarts = (res.iterations, res.restarts) if res is not None else (0, 0)
+    info = {"lps": lps, "restarts": restarts,
+            "budget": {"kind": "lp_iterations", "limit": iterations}
+            if iterations is not None else budget.record()}
+    if w is not None and chk is not None and chk.ok and w.rank == rank:
         return FeasibilityResult(Outcome.FEASIBLE, rank, features, family,
                                  f"alternating LPs from the truncated construction (last rank: "
-                                 f"{res.iterations} LPs, {res.restarts} restarts), dyadic "
+                                 f"{lps} LPs, {restarts} restarts), dyadic "
                                  "rounding, value LP, exact re-check",
                                  margin=chk.margin, bound=bound, witness=w, timings=timings,
-                                 search_info={"lps": res.iterations, "restarts": res.restarts},
-                                 model_class=model_class)
+                                 search_info=info, model_class=model_class)
     lb = "" if bound is None else f"; the chain bounds only exclude r <= {excluded}"
+    delta = res.delta if res is not None else float("-inf")
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, family, "alternating LPs",
-                             bound=bound, best_float_margin=res.delta,
-                             search_info={"lps": res.iterations, "restarts": res.restarts},
-                             reason="no exactly verified witness within "
-                                    + (f"{iterations} LPs per rank " if iterations else
-                                       f"{time_limit:g} s ")
-                                    + f"(best float LP margin {res.delta:.3g}){lb}",
+                             bound=bound, best_float_margin=delta, search_info=info,
+                             reason="no exactly verified witness: "
+                                    + (f"budget of {iterations} LPs per rank step used"
+                                       if iterations is not None else budget.spent())
+                                    + f" (best float LP margin {delta:.3g}){lb}",
                              timings=timings, model_class=model_class)
 
 
@@ -131,6 +147,31 @@ def _decide_task(family, r, feats, time_limit, seed, iterations, model_class, me
                   model_class=model_class, method=method)
 
 
+#: CPU seconds of one alternating LP on paper-5.1 (4404 rows, 826-1190 columns;
+#: 0.08-0.9 s measured), scaled by the problem's constraint rows for others
+_LP_S_PER_ROW = 0.3 / 4404
+
+
+def _predicted_costs(problem: FeasibilityProblem, bound: ChainBound | None,
+                     tasks: Sequence[tuple]) -> list[float] | None:
+    """CPU seconds each sweep task is predicted to take, for the engine's choice
+    between one process and Ray: next to nothing where a chain bound excludes the
+    rank or the construction reaches it; otherwise the search budget (its time
+    limit, or its LPs: ``iterations`` per rank step from the construction down)."""
+    Ga, _ = problem.constraint_matrices()
+    lp_s = _LP_S_PER_ROW * (Ga.shape[0] + problem.num_rows + 3 * len(problem.entries))
+    out = []
+    for _, r, feats, time_limit, _, iterations, _, method in tasks:
+        excluded = 0 if bound is None else bound.max_infeasible_rank_for(feats)
+        if (r <= excluded and method == "lp") or r >= problem.num_rows:
+            out.append(0.05)
+        elif iterations is not None:
+            out.append(lp_s * iterations * max(1, problem.num_rows - r))
+        else:
+            out.append(float(time_limit))
+    return out
+
+
 def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *,
           time_limit: float, seed: int, progress: bool = False,
           model_class: ModelClass | str = ModelClass.PAPER, engine=None,
@@ -138,20 +179,24 @@ def sweep(family: Family, lo: int, hi: int, features_list: Sequence[Features], *
     """Every rank in ``lo..hi`` for each feature class; returns ``(results, brackets)``
     with ``brackets[features] = (largest proved-infeasible + 1, smallest proved-feasible
     or None)`` for the rank on the family. :func:`cube_brackets` gives the
-    whole-cube head's. With an ``engine`` (:mod:`certify.core.engine`) the (features,
-    rank) tasks run as parallel tasks; results are merged in the same order."""
+    whole-cube head's. With an ``engine`` asked for more than one process
+    (:mod:`certify.core.engine`) the (features, rank) tasks go to it with their
+    predicted costs (it runs them here when a local Ray would not pay); results are
+    merged in the same order."""
     model_class = ModelClass(model_class)
     problem = build_problem(family, model_class)
     bound = chain_bound(family)
     results: list[FeasibilityResult] = []
     brackets = {}
-    if engine is not None and engine.uses_ray:
+    parallel = engine is not None and engine.parallel
+    if parallel:
         tasks = [(family, r, feats, time_limit, seed, iterations, model_class, method)
                  for feats in features_list for r in range(lo, hi + 1)]
-        done = iter(engine.map(_decide_task, tasks, label="feasibility"))
+        done = iter(engine.map(_decide_task, tasks, label="feasibility",
+                               cost_s=_predicted_costs(problem, bound, tasks)))
     for feats in features_list:
         for r in range(lo, hi + 1):
-            if engine is not None and engine.uses_ray:
+            if parallel:
                 results.append(next(done))
                 continue
             results.append(decide(family, r, feats, time_limit=time_limit, seed=seed,

@@ -1,14 +1,16 @@
 """Witness search by alternating LPs (:mod:`solvers.factor`): from the
 one-feature-per-query construction down to the asked rank, one rank at a
 time, every improving float candidate rounded and checked exactly.
+
+Every ``time_limit`` here is a CPU-second budget of this process
+(:mod:`certify.core.budget`), checked between LPs; no LP is stopped by a clock.
 """
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from certify.core.budget import CpuBudget
 from certify.core.progress import time_bar
 from certify.feasibility.model import FeasibilityProblem, Features, verify_factors
 
@@ -65,37 +67,38 @@ def _construction_factors(problem: FeasibilityProblem) -> tuple[np.ndarray, np.n
 def descend(problem: FeasibilityProblem, rank: int, features: Features, *, time_limit: float,
             seed: int = 0, progress: bool = False, iterations: int | None = None):
     """From the rank-#queries construction down to ``rank``, one rank at a time,
-    each start the truncation of the previous solution; the remaining time goes
-    to the target rank. Returns ``(FactorResult, witness, check)`` of the target."""
+    each start the truncation of the previous solution; each intermediate rank
+    gets an equal share of the CPU seconds left, the target rank the rest.
+    Returns ``(FactorResult, witness, check)`` of the target."""
     if iterations is not None:               # reproducible: LP budgets, no clock
         time_limit = float("inf")
-    t0 = time.perf_counter()
+    budget = CpuBudget(time_limit)
     cur = _construction_factors(problem)
     R = problem.num_rows
     # one bar for the whole descent, named by the rank asked for
     bar = time_bar(f"rank {rank} {features.value} search", time_limit, bool(progress))
     progress = bar if bar is not None else False
     try:
-        return _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R,
-                        iterations)
+        return _descend(problem, rank, features, budget, seed, progress, cur, R, iterations)
     finally:
         if bar is not None:
             bar.close()
 
 
-def _descend(problem, rank, features, time_limit, seed, progress, t0, cur, R, iterations=None):
+def _descend(problem, rank, features, budget: CpuBudget, seed, progress, cur, R,
+             iterations=None):
     res = w = chk = None
     for r in range(R - 1, rank - 1, -1):
-        left = time_limit - (time.perf_counter() - t0)
-        if left <= 0:
-            break
-        budget = left if r == rank else left / (r - rank + 1)
-        res, w, chk, fac = search_witness(problem, r, features, time_limit=budget,
+        left = budget.left()
+        if left <= 0:              # the budget ran out above the target: no witness of it
+            return res, None, None
+        share = left if r == rank else left / (r - rank + 1)
+        res, w, chk, fac = search_witness(problem, r, features, time_limit=share,
                                           seed=seed + r, progress=progress, init=cur,
                                           iterations=iterations)
         if fac is None:
             if r != rank:          # the chain broke: spend what is left at the target
-                left = time_limit - (time.perf_counter() - t0)
+                left = budget.left()
                 res, w, chk, fac = search_witness(problem, rank, features, time_limit=max(left, 0.01),
                                                   seed=seed, progress=progress, init=cur,
                                                   iterations=iterations)

@@ -12,7 +12,10 @@ The PSD lift of :mod:`solvers.sdp` proposes a kernel ``K`` on the family's
    (:func:`certify.feasibility.lp_search.search_witness`) started from it, whose
    candidates go through the same exact check.
 
-Only an exactly checked witness yields ``feasible`` (proved).
+Only an exactly checked witness yields ``feasible`` (proved). Every
+``time_limit`` here is a CPU-second budget of this process
+(:mod:`certify.core.budget`), checked between solves; Clarabel stops a solve at
+its own iteration limit, never at a clock.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from certify.core.budget import CpuBudget
 from certify.feasibility.lp_search import search_witness
 from certify.feasibility.model import FeasibilityProblem, Features, verify_factors
 from certify.feasibility.result import FeasibilityResult, Outcome
@@ -37,14 +41,14 @@ def sdp_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
     from solvers.factor import FactorProblem
     from solvers.sdp import reweighted_lift, round_to_rank
 
-    t0 = time.perf_counter()
+    budget = CpuBudget(time_limit)
     Ga, Gh = problem.constraint_matrices()
     fp = FactorProblem(problem.num_rows, problem.num_cols, problem.entries, Ga, Gh)
     nonneg = features is Features.NONNEGATIVE
     info: dict[str, Any] = {"sdp_solves": 0, "polish_lps": 0, "tail": None}
     gen = reweighted_lift(fp, nonneg=nonneg, fraction=fraction, iterations=iterations,
                           rank=rank, solver=solver, all_nonneg=all_pairs,
-                          time_limit=lambda: time_limit - (time.perf_counter() - t0))
+                          time_limit=budget.left)
     for res in gen:
         info["sdp_solves"] += 1
         sv = res.singular_values
@@ -59,7 +63,7 @@ def sdp_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
             return w, chk, info
         if all_pairs:
             continue
-        left = time_limit - (time.perf_counter() - t0)
+        left = budget.left()
         if left <= 0:
             break
         fr, w, chk, _ = search_witness(problem, rank, features, time_limit=min(polish_s, left),
@@ -68,7 +72,7 @@ def sdp_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
         if w is not None and chk is not None and chk.ok:
             info["found_by"] = "rounding + LP polish"
             return w, chk, info
-        if time.perf_counter() - t0 >= time_limit:
+        if budget.exhausted():
             break
     return None, None, info
 
@@ -92,21 +96,22 @@ def sdp_result(problem: FeasibilityProblem, rank: int, features: Features, bound
     proposal verifies; ``unknown`` when it does not and ``lp_fallback`` is False;
     None (let the alternating LPs run) when it does not and ``lp_fallback`` is True."""
     t0 = time.perf_counter()
-    budget = time_limit / 2 if lp_fallback else time_limit
+    budget = CpuBudget(time_limit / 2 if lp_fallback else time_limit)
     try:
         # real features: first with alpha >= 0 on every (query, token) pair (the
         # paper's class on the family), then on the used pairs only
         w, chk, info = sdp_witness(problem, rank, features, seed=seed,
-                                   time_limit=budget * (2 / 3 if features is Features.REAL else 1),
+                                   time_limit=budget.seconds * (2 / 3 if features is Features.REAL else 1),
                                    all_pairs=features is Features.REAL)
         if w is not None and features is Features.REAL:
             info["found_by"] += ", alpha >= 0 on all (query, token) pairs"
-        left = budget - (time.perf_counter() - t0)
+        left = budget.left()
         if w is None and features is Features.REAL and left > 0:
             w, chk, info = sdp_witness(problem, rank, features, seed=seed, time_limit=left)
     except ImportError as exc:                      # no cvxpy: not a proof of anything
         w, chk, info = None, None, {"error": str(exc)}
     timings = dict(timings, sdp_s=time.perf_counter() - t0)
+    info["budget"] = budget.record()
     if w is not None:
         return FeasibilityResult(Outcome.FEASIBLE, rank, features, problem.family,
                                  f"SDP: PSD lift of the kernel, truncated-nuclear-norm "
@@ -123,7 +128,8 @@ def sdp_result(problem: FeasibilityProblem, rank: int, features: Features, bound
     return FeasibilityResult(Outcome.UNKNOWN, rank, features, problem.family,
                              "SDP: PSD lift, truncated-nuclear-norm reweighting", bound=bound,
                              search_info=info, timings=timings, model_class=problem.model_class,
-                             reason=f"no exactly verified witness from the SDP proposals within "
-                                    f"{time_limit:g} s ({info.get('sdp_solves', 0)} solves, "
+                             reason=f"no exactly verified witness from the SDP proposals: "
+                                    f"{budget.spent()} ({info.get('sdp_solves', 0)} solves, "
                                     f"relative singular-value tail past r: "
                                     f"{'n/a' if tail is None else f'{tail:.3g}'}){lb}")
+

@@ -58,7 +58,7 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
                 ev.update(feature_evidence(summary, opt.embed_limit, trusted))
             else:
                 ev["trusted"] = trusted
-            if located is not None and "trusted" not in ev:
+            if located is not None and kernel.tokens is not None and "trusted" not in ev:
                 ev["tokens"] = ["".join(map(str, t)) for t in kernel.tokens.tolist()]
                 ev["word_rows"] = [[int(a), int(b)] for a, b in zip(*located)]
     else:
@@ -66,8 +66,10 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
         if kernel.rational is not None:
             B = [[kernel.rational[i][j] for j in cols] for i in rows]
         else:
-            B = [[Fraction(float(kernel.stored_matrix[i, j])) if kernel.stored_matrix.dtype.kind == "f"
-                  else Fraction(int(kernel.stored_matrix[i, j])) for j in cols] for i in rows]
+            S = kernel.stored_matrix
+            assert S is not None                # a matrix-form kernel stores one or the other
+            B = [[Fraction(float(S[i, j])) if S.dtype.kind == "f"
+                  else Fraction(int(S[i, j])) for j in cols] for i in rows]
         ev["B"] = [[q_to_str(v) for v in row] for row in B]
         ev["trusted"] = ["B"]
     b = sp.unit_diagonal_rank_bound(B)

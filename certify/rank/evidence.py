@@ -66,7 +66,7 @@ def source_params(kernel: Kernel) -> dict[str, Any]:
     """What every claim about a kernel names, so that verify binds it: the source
     (a file with its sha256, or a construction), the token set, the token count,
     and the hash of an explicit token list."""
-    out = {"token_set": kernel.token_set, "source": kernel.provenance.source,
+    out: dict[str, Any] = {"token_set": kernel.token_set, "source": kernel.provenance.source,
            "source_sha256": kernel.provenance.source_sha256, "adapter": kernel.provenance.adapter,
            "num_tokens": int(kernel.shape[0])}
     if kernel.tokens_sha256 is not None and not kernel.token_set.startswith("cube:"):
@@ -79,6 +79,10 @@ def source_params(kernel: Kernel) -> dict[str, Any]:
         # a third-party head's kernel arguments beyond the weights (config.json's, or assumed
         # defaults): always stated, empty when the weights alone fix the kernel
         out["stated"] = {k: {"value": v["value"], "from": v["from"]} for k, v in sorted((stated or {}).items())}
+        if d.get("normalized") is False:
+            # no normalizing denominator (fla's do_feature_map_norm=False): the sentence says so, and
+            # the replay re-derives it from the config
+            out["normalized"] = False
     return out
 
 
@@ -98,6 +102,7 @@ def token_evidence(kernel: Kernel) -> dict[str, Any]:
 def integer_matrix(kernel: Kernel) -> ex.IntMatrix:
     if kernel.stored_matrix is not None:
         return ex.dyadic(kernel.stored_matrix, "kernel matrix")
+    assert kernel.rational is not None      # a matrix-form kernel stores one or the other
     return ex.rational_rows([list(r) for r in kernel.rational], "kernel matrix")
 
 

@@ -57,7 +57,7 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
     fr_params = {**params, "upper_bound": "freivalds", "error_log2": opt.error_log2}
     tokens = token_evidence(kernel)
 
-    def evidence(p: int, rows, cols, witness: str, lower: int, upper: int) -> dict:
+    def evidence(p: int | None, rows, cols, witness: str, lower: int, upper: int) -> dict:
         return {"form": "matrix", "shape": list(N.shape), "scale": scale_evidence(N),
                 "matrix_sha256": sha, "prime": p, "minor_rows": list(rows), "minor_cols": list(cols),
                 "upper_witness": witness, "rank_lower": lower, "rank_upper": upper, **tokens}
@@ -81,12 +81,15 @@ def exact_rank_matrix_claim(kernel: Kernel, N: ex.IntMatrix, opt: RankOptions) -
     method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; "
               "upper: exact column-span (null-space) witness of that minor")
     if res.upper_witness == "freivalds":
+        assert res.prime is not None and res.freivalds is not None     # the test ran at that prime
         ev["freivalds"] = {"challenge": challenge(res.prime, res.minor_rows, res.minor_cols).hex(),
                            **res.freivalds}
         params = fr_params
         method = ("matrix form: lossless integer matrix; lower: minor nonsingular mod p; upper: "
                   "Freivalds test of the minor's column span (vectors and primes from the claim's "
                   f"sha256, Fiat-Shamir), error probability <= 2^-{opt.error_log2}")
+    if "upper_auto" in res.details:              # --upper-bound auto: which proof, and why
+        method += f"; {res.details['upper_auto']['why']}"
     if N.values.size <= opt.embed_limit:
         ev["matrix"] = N.rows()
     return Claim(ClaimKind.EXACT_RANK, None, res.verdict,

@@ -106,7 +106,7 @@ def _quadratic_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions, base, p
 def _box_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions, base, params) -> Claim | None:
     """Proved by the key box (two passes over the features), or None."""
     from certify.rank.structure import KeyBox, box_lower_bound
-    box = KeyBox(int(kernel.rank))
+    box = KeyBox(kernel.feature_rank)
     for _, k in kernel.feature_batches(opt.batch_size):
         box.add(k)
     low = min((box_lower_bound(q, box.lo, box.hi) for q, _ in kernel.feature_batches(opt.batch_size)),

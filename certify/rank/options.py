@@ -37,6 +37,6 @@ class RankOptions:
     progress: bool = False                  # a bar over the token pass (stderr)
     #: matrix form's upper bound: "exact" (the span check), "freivalds" (the
     #: Fiat-Shamir test, error <= 2^-error_log2, named in the claim), or "auto"
-    #: (exact when its work fits solvers.exact.rank.EXACT_WORK_BUDGET)
+    #: (the one predicted cheaper, solvers.exact.upper_cost; a tie goes to exact)
     upper_bound: str = "auto"
     error_log2: int = 128

@@ -96,7 +96,7 @@ def share_features(claims: list[Claim]) -> list[Claim]:
         feats = c.evidence.get("features")
         if feats is not None and first is None:
             first = (len(out), feats)
-        elif feats is not None and feats == first[1]:
+        elif feats is not None and first is not None and feats == first[1]:
             ev = {k: v for k, v in c.evidence.items() if k != "features"}
             ev["features_claim"] = first[0]
             c = dataclasses.replace(c, evidence=ev)

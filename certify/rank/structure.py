@@ -84,7 +84,7 @@ def quadratic_layout(kernel) -> QuadraticLayout | None:
     make = LAYOUTS.get(str(details.get("feature_map", "")))
     if make is None or kernel.rank is None:
         return None
-    return make(int(kernel.rank))
+    return make(kernel.feature_rank)
 
 
 def _dyadic_round(x: float, bits: int = 24) -> float:
@@ -111,8 +111,9 @@ class QuadraticSummary:
         self.min_const = np.inf
         self.v = self.w = self.e = 0.0
 
-    def fix_coefficients(self, X: np.ndarray) -> None:
-        """``g_diag``, ``g_off``: medians of ``w / (v_i v_j)`` on a batch, to 24 bits."""
+    def fix_coefficients(self, X: np.ndarray) -> tuple[float, float]:
+        """``g_diag``, ``g_off``: medians of ``w / (v_i v_j)`` on a batch, to 24 bits
+        (kept in ``self.g``)."""
         X = X.astype(np.float64)
         pp = X[:, self.pi] * X[:, self.pj]
         w = X[:, self.widx]
@@ -122,15 +123,15 @@ class QuadraticSummary:
             ok = np.abs(b) > 0
             out.append(_dyadic_round(float(np.median(a[ok] / b[ok]))) if ok.any() else 0.0)
         self.g = (out[0], out[1])
+        return self.g
 
     def add(self, X: np.ndarray) -> None:
-        if self.g is None:
-            self.fix_coefficients(X)
+        g = self.g if self.g is not None else self.fix_coefficients(X)
         X = X.astype(np.float64)
         self.min_const = min(self.min_const, float(X[:, self.layout.constant].min()))
         v = X[:, self.lin]
         w = X[:, self.widx]
-        gvec = np.where(self.diag, self.g[0], self.g[1])
+        gvec = np.where(self.diag, g[0], g[1])
         gp = gvec * (X[:, self.pi] * X[:, self.pj])           # v_i v_j: exact for float32 features
         e = w - gp
         # |e_true| <= |e| + 8u (|e| + |g p|): the rounding of v_i v_j, g (v_i v_j) and w - g p

@@ -43,7 +43,7 @@ class FactorSummary:
 
 def _gram_shard(kernel: Kernel, start: int, stop: int, batch_size: int):
     """Exact Grams of ``PhiQ, PhiK`` over tokens ``start..stop-1`` (one task)."""
-    accq, acck = ex.GramAccumulator(int(kernel.rank)), ex.GramAccumulator(int(kernel.rank))
+    accq, acck = ex.GramAccumulator(kernel.feature_rank), ex.GramAccumulator(kernel.feature_rank)
     for a in range(start, stop, batch_size):
         q, k = kernel.features_at(kernel.token_batch(a, min(stop, a + batch_size)))
         accq.add(q)
@@ -86,7 +86,7 @@ def summarize_features(kernel: Kernel, *, batch_size: int = 1 << 14, keep_limit:
     if _LAST is not None and _LAST[0]() is kernel and _LAST[1] == args:
         return _LAST[2]
     t0 = time.perf_counter()
-    if (engine is not None and engine.uses_ray) or shards:
+    if (engine is not None and engine.parallel) or shards:
         out = _summarize_sharded(kernel, batch_size, keep_limit, engine, shards, t0)
     else:
         out = _summarize_local(kernel, batch_size, keep_limit, progress, t0)
@@ -102,13 +102,13 @@ def feature_hashes(kernel: Kernel, batch_size: int = 1 << 14, keep: bool = False
     """``(dtype, sha_q, sha_k, q_rows, k_rows)``: the features' hashes of
     :func:`summarize_features` (the same pass), without the exact Grams: what a replay
     compares; the rows themselves (batches) when ``keep``, else empty lists."""
-    dtype, hq, hk, _, _, qs, ks = _feature_pass(kernel, int(kernel.rank), batch_size, keep)
+    dtype, hq, hk, _, _, qs, ks = _feature_pass(kernel, kernel.feature_rank, batch_size, keep)
     return dtype, hq.hexdigest(), hk.hexdigest(), qs, ks
 
 
 def _summarize_local(kernel: Kernel, batch_size: int, keep_limit: int, progress: bool, t0: float
                      ) -> FactorSummary:
-    r = int(kernel.rank)
+    r = kernel.feature_rank
     accq, acck = ex.GramAccumulator(r), ex.GramAccumulator(r)
     keep = kernel.num_tokens * r <= keep_limit
     bar = None
@@ -187,7 +187,7 @@ def _feature_pass(kernel: Kernel, r: int, batch_size: int, keep: bool, accs=None
 
 
 def _summarize_sharded(kernel, batch_size, keep_limit, engine, shards, t0) -> FactorSummary:
-    r, K = int(kernel.rank), kernel.num_tokens
+    r, K = kernel.feature_rank, kernel.num_tokens
     n = shards or 4 * max(engine.workers, 1)
     step = -(-K // n)
     step = -(-step // batch_size) * batch_size

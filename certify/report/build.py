@@ -143,8 +143,9 @@ def singular_value_series(certs: list[Loaded]) -> list[dict[str, Any]]:
                 continue
             pairs = []
             for e in encl:
-                if isinstance(e, list) and len(e) == 2 and _q(e[0]) is not None and _q(e[1]) is not None:
-                    pairs.append((_sqrt_down(_q(e[0])), _sqrt_down(_q(e[1]))))
+                lo, hi = (_q(e[0]), _q(e[1])) if isinstance(e, list) and len(e) == 2 else (None, None)
+                if lo is not None and hi is not None:
+                    pairs.append((_sqrt_down(lo), _sqrt_down(hi)))
             pairs.sort(key=lambda p: -p[1])
             eps = _q(ev.get("eps"))
             out.append({"label": _series_name(L), "intervals": pairs,
@@ -341,7 +342,7 @@ def _md_cell(s: Any) -> str:
 
 def _scalars(obj: Any, prefix: str = "", depth: int = 0) -> list[tuple[str, Any]]:
     """Scalar fields of an evidence / parameter object (short ones), one level deep."""
-    out = []
+    out: list[tuple[str, Any]] = []
     if not isinstance(obj, dict):
         return out
     for k, v in obj.items():
@@ -389,7 +390,7 @@ def markdown(certs: list[Loaded], checks: dict[str, Any] | None, figures: list[s
              "re-checked by `certify verify CERT.json` with exact arithmetic only; statements are "
              "rendered from each claim's parameters. \"holds, assuming: ...\" means the claim "
              "holds only under the named assumptions (`verify` exit 4).", ""]
-    counts = {}
+    counts: dict[str, int] = {}
     for _, _, c in _rows(certs):
         counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
     lines += [f"{sum(counts.values())} claims in {len(certs)} certificate(s): "

@@ -297,7 +297,9 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
     tab = lambda what: f"tab:certify-{key}-{what}"  # noqa: E731
     methods: dict[str, int] = {}
     exact: list[tuple[str, str, str]] = []
-    body, last, heights = [], None, []
+    body: list[tuple[bool, str, str]] = []
+    last: str | None = None
+    heights: list[float] = []
     for label, i, c in rows:
         meth = c.get("method") or ""
         mark = ""
@@ -310,8 +312,8 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
         ref = f"{label} \\#{i}"
         for v in long_numbers(stmt):
             exact.append((ref, "statement", v))
-        for k, v in _exact_params(c):
-            exact.append((ref, k.replace("_", " "), v))
+        for name, v in _exact_params(c):
+            exact.append((ref, name.replace("_", " "), v))
         new_cert = label != last
         last = label
         typeset = _breakable_tt(c.get("statement_latex") or tex_statement(stmt))  # the renderer's
@@ -337,12 +339,14 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
         "\\providecommand{\\mathbb}[1]{\\mathbf{#1}}",
     ]
     # a float never breaks across pages: long tables go into several floats
-    chunks, cur, used = [], [], 0.0
-    for row, h in zip(body, heights):
+    chunks: list[list[tuple[bool, str, str]]] = []
+    cur: list[tuple[bool, str, str]] = []
+    used = 0.0
+    for entry, h in zip(body, heights):
         if cur and used + h > PAGE_LINES:
             chunks.append(cur)
             cur, used = [], 0.0
-        cur.append(row)
+        cur.append(entry)
         used += h
     if cur:
         chunks.append(cur)
@@ -400,8 +404,8 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
               f"\\label{{{tab('exact')}}}",
               "\\begin{tabular}{" + _cols("0.3", "0.22", "0.48") + "}", "\\toprule",
               "Claim & Quantity & Exact value \\\\", "\\midrule"]
-    for ref, k, v in exact:
-        lines.append(f"{_breakable(ref.split(' ')[0])} {ref.split(' ', 1)[1]} & {tex_escape(k)} & "
+    for ref, quantity, v in exact:
+        lines.append(f"{_breakable(ref.split(' ')[0])} {ref.split(' ', 1)[1]} & {tex_escape(quantity)} & "
                      f"\\ensuremath{{{_exact_tex(v)}}} \\\\")
     if not exact:
         lines.append("-- & -- & every number is shown exactly \\\\")

@@ -32,10 +32,11 @@ import sys
 import threading
 import traceback
 from collections import OrderedDict
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import Any, AsyncIterator, Callable, overload
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, HTTPException, Request
@@ -57,7 +58,7 @@ from certify.service.health import RETRY_SECONDS, DatabaseUnavailable, is_outage
 from certify.service.launcher import Launcher
 from certify.service.options import check_options
 from certify.service.queue import Queue, Quota, Refused, Upload
-from certify.service.schema import aware
+from certify.service.schema import CertificateRow, JobRow, aware
 from certify.service.store import Filters, Store, as_dict
 from certify.service.uploads import check_zip, safe_name
 
@@ -137,6 +138,14 @@ def query(request: Request, allowed: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+@overload
+def int_param(q: dict[str, str], name: str, lo: int, hi: int, default: int) -> int: ...
+
+
+@overload
+def int_param(q: dict[str, str], name: str, lo: int, hi: int, default: None) -> int | None: ...
+
+
 def int_param(q: dict[str, str], name: str, lo: int, hi: int, default: int | None) -> int | None:
     v = q.get(name, "").strip()
     if not v:
@@ -189,40 +198,125 @@ def filters(q: dict[str, str]) -> Filters:
 # ---------------------------------------------------------------- the app
 
 def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
-    store = store or Store(cfg.db)
-    queue = Queue(store, max_attempts=cfg.limits.max_attempts, keep_uploads=cfg.keep_uploads,
-                  max_storage_bytes=cfg.max_storage_bytes)
-    quota = Quota(max_storage_bytes=cfg.max_storage_bytes,
-                  max_anonymous_queued=cfg.max_anonymous_queued,
-                  open_submit_rate=cfg.open_submit_rate)
-    dispatcher = Dispatcher(queue, Path(cfg.data) / "work", cfg.node, cfg.limits,
-                            workers=cfg.workers, lease=cfg.lease_seconds, keep_work=cfg.keep_work,
-                            launcher=Launcher(nice=cfg.job_nice),
-                            retention_days=cfg.retention_days)
-    templates = Jinja2Templates(directory=str(HERE / "templates"))
-    templates.env.filters["short"] = lambda s: (s or "")[:12]
-    templates.env.finalize = printable
-
-    @asynccontextmanager
-    async def lifespan(app):
-        import anyio.to_thread
-        # few request threads: under load they take turns instead of sharing the GIL
-        anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
-        if cfg.dispatch:
-            dispatcher.start()
-        yield
-        dispatcher.stop()
-        store.dispose()
-
-    app = FastAPI(title="certify-attention", lifespan=lifespan, docs_url="/api/docs",
+    """The service's application: its state, middleware and error handlers,
+    then its routes (the pages, the health check, the certificates API, the
+    jobs API and the favicon, in that order)."""
+    svc = _Service.open(cfg, store)
+    app = FastAPI(title="certify-attention", lifespan=_lifespan(svc), docs_url="/api/docs",
                   redoc_url=None, default_response_class=SafeJSON)
-    app.state.store, app.state.queue, app.state.dispatcher, app.state.cfg = store, queue, dispatcher, cfg
+    app.state.store, app.state.queue, app.state.dispatcher, app.state.cfg = (
+        svc.store, svc.queue, svc.dispatcher, cfg)
     # the request body is the upload plus a little multipart framing
     app.add_middleware(Guard, token=cfg.token, max_body=cfg.limits.upload_bytes + 64 * 1024,
                        open_submit_rate=cfg.open_submit_rate, read_rate=cfg.read_rate)
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
     app.add_middleware(Methods, routes=app.routes)        # outermost: 405 before 401
+    _serve_openapi(app)
+    _add_error_handlers(app, svc)
+    _add_pages(app, svc)
+    _add_health(app, svc)
+    _add_certificates_api(app, svc)
+    _add_jobs_api(app, svc)
+    _add_favicon(app)
+    return app
 
+
+@dataclass
+class _Service:
+    """What the routes of one app share: the configuration, the store, the
+    queue (and the quota it admits by), the dispatcher, the page templates, and
+    the rendered certificate pages (immutable per sha256, so kept)."""
+
+    cfg: ServiceConfig
+    store: Store
+    queue: Queue
+    quota: Quota
+    dispatcher: Dispatcher
+    templates: Jinja2Templates
+    pages: OrderedDict[str, bytes] = field(default_factory=OrderedDict)
+    pages_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def open(cls, cfg: ServiceConfig, store: Store | None = None) -> _Service:
+        store = store or Store(cfg.db)
+        queue = Queue(store, max_attempts=cfg.limits.max_attempts, keep_uploads=cfg.keep_uploads,
+                      max_storage_bytes=cfg.max_storage_bytes)
+        quota = Quota(max_storage_bytes=cfg.max_storage_bytes,
+                      max_anonymous_queued=cfg.max_anonymous_queued,
+                      open_submit_rate=cfg.open_submit_rate)
+        dispatcher = Dispatcher(queue, Path(cfg.data) / "work", cfg.node, cfg.limits,
+                                workers=cfg.workers, lease=cfg.lease_seconds, keep_work=cfg.keep_work,
+                                launcher=Launcher(nice=cfg.job_nice),
+                                retention_days=cfg.retention_days)
+        templates = Jinja2Templates(directory=str(HERE / "templates"))
+        templates.env.filters["short"] = lambda s: (s or "")[:12]
+        templates.env.finalize = printable
+        return cls(cfg, store, queue, quota, dispatcher, templates)
+
+    def page(self, request: Request, name: str, **ctx: Any) -> HTMLResponse:
+        return self.templates.TemplateResponse(request, name, {"limits": self.cfg.limits, **ctx})
+
+    def cert_or_404(self, sha: str) -> CertificateRow:
+        row = self.store.certificate(sha) if SHA.match(sha) else None
+        if row is None:
+            raise HTTPException(404, f"no certificate {sha[:64]}")
+        return row
+
+    def job_or_404(self, job_id: str) -> JobRow:
+        job = self.queue.job(job_id) if JOB_ID.match(job_id) else None
+        if job is None:
+            raise HTTPException(404, "no such job")
+        return job
+
+    def job_view(self, job: JobRow) -> dict[str, Any]:
+        """What a job's page shows, from its row: the server renders it (the
+        page, and the fragment the page's script refreshes) and the API
+        returns the same facts."""
+        prog = _progress_of(job)
+        try:
+            result = json.loads(job.result) if job.result else None
+        except ValueError:
+            result = None
+        result = result if isinstance(result, dict) else None
+        started, finished = aware(job.started_at), aware(job.finished_at)
+        as_of = dt.datetime.now(dt.timezone.utc)
+        end = finished or (as_of if job.status == "running" else None)
+        elapsed = (end - started).total_seconds() if started and end else None
+        live = job.status in ("queued", "running")
+        steps = prog["steps"] if prog else None
+        if not live:
+            percent = 100
+        else:
+            done_steps = (prog["step"] - 1 if prog else 0) if job.status == "running" else 0
+            percent = round(100 * done_steps / steps) if steps else 0
+        return {
+            "job": job, "progress": prog, "live": live, "started": started, "finished": finished,
+            "as_of": as_of,
+            "elapsed": elapsed, "position": self.queue.position(job.id) if job.status == "queued" else None,
+            "here": job.node_id == self.cfg.node, "percent": percent,
+            "exit_meaning": _exit_meaning(job), "result": result,
+            "verified": shown_verification(result.get("verification")) if result else None,
+            "cert": self.store.certificate_facts(job.cert_sha256) if job.cert_sha256 else None}
+
+
+def _lifespan(svc: _Service) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's life: the dispatcher runs while it serves (unless told not to)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        import anyio.to_thread
+        # few request threads: under load they take turns instead of sharing the GIL
+        anyio.to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
+        if svc.cfg.dispatch:
+            svc.dispatcher.start()
+        yield
+        svc.dispatcher.stop()
+        svc.store.dispose()
+    return lifespan
+
+
+def _serve_openapi(app: FastAPI) -> None:
+    """The app's OpenAPI document is :func:`certify.service.openapi.document`'s, made once."""
     schema: dict[str, Any] = {}
 
     def openapi() -> dict[str, Any]:
@@ -230,7 +324,13 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
             from certify.service.openapi import document
             schema.update(document(app))
         return schema
-    app.openapi = openapi
+    app.openapi = openapi  # type: ignore[method-assign]  # FastAPI's documented way to replace it
+
+
+def _add_error_handlers(app: FastAPI, svc: _Service) -> None:
+    """A bad request is a 422 naming the field; a refusal is a page for a page
+    and JSON elsewhere; a database outage is a 503; anything else a logged 500."""
+    cfg, store = svc.cfg, svc.store
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
@@ -242,7 +342,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     async def _http_error(request: Request, exc: StarletteHTTPException):
         """Pages answer a refusal with a page; the API (and downloads) with JSON."""
         if _is_page(request.url.path):
-            return templates.TemplateResponse(request, "error.html", {
+            return svc.templates.TemplateResponse(request, "error.html", {
                 "limits": cfg.limits, "status": exc.status_code, "detail": printable(str(exc.detail)),
                 "title": HTTPStatus(exc.status_code).phrase if exc.status_code in _PHRASES else "error"},
                 status_code=exc.status_code, headers=getattr(exc, "headers", None))
@@ -255,7 +355,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         detail = printable(store.health.refusing())
         headers = {"Retry-After": str(max(1, math.ceil(RETRY_SECONDS)) + 1)}
         if _is_page(request.url.path):
-            return templates.TemplateResponse(request, "error.html", {
+            return svc.templates.TemplateResponse(request, "error.html", {
                 "limits": cfg.limits, "status": 503, "title": "Service Unavailable",
                 "detail": detail, "retry": True}, status_code=503, headers=headers)
         return SafeJSON({"detail": detail}, 503, headers=headers)
@@ -276,22 +376,11 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
               + "".join(traceback.format_exception(exc)).rstrip(), file=sys.stderr, flush=True)
         return SafeJSON({"detail": "internal error (logged on the server)"}, 500)
 
-    def page(request: Request, name: str, **ctx) -> HTMLResponse:
-        return templates.TemplateResponse(request, name, {"limits": cfg.limits, **ctx})
 
-    def cert_or_404(sha: str):
-        row = store.certificate(sha) if SHA.match(sha) else None
-        if row is None:
-            raise HTTPException(404, f"no certificate {sha[:64]}")
-        return row
-
-    def job_or_404(job_id: str):
-        job = queue.job(job_id) if JOB_ID.match(job_id) else None
-        if job is None:
-            raise HTTPException(404, "no such job")
-        return job
-
-    # ------------------------------------------------------------ pages
+def _add_pages(app: FastAPI, svc: _Service) -> None:
+    """The HTML pages: the certificate list, a certificate (its JSON and report
+    files too), the submit and verify forms, a job, its state, the job list."""
+    store, queue = svc.store, svc.queue
 
     @app.get("/", response_class=HTMLResponse, operation_id="list_page")
     def index(request: Request):
@@ -303,61 +392,27 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         nav = {"prev": urlencode({**keep, "offset": max(0, offset - PAGE)}) if offset else None,
                "next": urlencode({**keep, "offset": offset + PAGE}) if len(rows) > PAGE else None,
                "first": offset + 1, "last": offset + min(PAGE, len(rows))}
-        return page(request, "list.html", rows=rows[:PAGE], f=f, kinds=KINDS, verdicts=VERDICTS,
-                    nav=nav)
-
-    pages: OrderedDict[str, bytes] = OrderedDict()    # certificate pages: immutable per sha256
-    pages_lock = threading.Lock()
+        return svc.page(request, "list.html", rows=rows[:PAGE], f=f, kinds=KINDS, verdicts=VERDICTS,
+                        nav=nav)
 
     @app.get("/certificates/{sha}", response_class=HTMLResponse, operation_id="certificate_page")
     def certificate_page(request: Request, sha: str):
         query(request, ())
-        with pages_lock:
-            cached = pages.get(sha)
+        with svc.pages_lock:
+            cached = svc.pages.get(sha)
         if cached is not None and store.exists(sha):
             return HTMLResponse(cached)
-        body = render_certificate(request, sha).body
-        with pages_lock:
-            pages[sha] = body
-            while len(pages) > PAGE_CACHE:
-                pages.popitem(last=False)
+        body = bytes(_render_certificate(svc, request, sha).body)
+        with svc.pages_lock:
+            svc.pages[sha] = body
+            while len(svc.pages) > PAGE_CACHE:
+                svc.pages.popitem(last=False)
         return HTMLResponse(body)
-
-    def render_certificate(request: Request, sha: str) -> HTMLResponse:
-        row = cert_or_404(sha)
-        cert = json.loads(row.json_text)
-        ver = json.loads(row.verification) if row.verification else None
-        files = [n for n, _ in store.files(sha)]
-        figures = [f for f in files if f.endswith(".png")]
-        shown = shown_verification(ver) if ver else None
-        checks = shown["claims"] if shown else []
-        claims = []
-        raw = cert.get("claims") if isinstance(cert.get("claims"), list) else []
-        for i, c in enumerate(x if isinstance(x, dict) else {} for x in raw):
-            verdict = c.get("verdict") if c.get("verdict") in VERDICTS else "unknown"
-            claims.append({"c": c, "rendered": _rendered(c, cert.get("renderer")),
-                           "check": checks[i] if i < len(checks) else None, "verdict": verdict,
-                           "kind_label": kind_label(c.get("kind")),
-                           "said": VERDICT_WORDS.get(c.get("verdict"), str(c.get("verdict")).upper()),
-                           "parameters": json.dumps(c.get("parameters", {}), indent=1)})
-        md = store.file(sha, "report.md") if "report.md" in files else None
-        report_md = md.decode("utf-8", errors="replace") if md is not None else None
-        command = cert.get("command")
-        inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
-        from certify.checkers.verify import release_refusal, remake_command
-        refused = release_refusal(cert)       # a version this release no longer reads (after an upgrade)
-        return page(request, "certificate.html", row=row, cert=cert, claims=claims, ver=shown,
-                    refused=refused, remake=remake_command(cert) if refused else None,
-                    files=files, figures=figures, report_md=report_md,
-                    command=" ".join(map(str, command)) if isinstance(command, list) else str(command or ""),
-                    created=str(cert.get("created", "")),
-                    named_inputs=[{"label": input_label(n), "sha256": str(h)} for n, h in inputs.items()],
-                    inputs=_shown_inputs(ver, row))
 
     @app.get("/certificates/{sha}/certificate.json", operation_id="certificate_download")
     def certificate_download(request: Request, sha: str):
         query(request, ())
-        row = cert_or_404(sha)
+        row = svc.cert_or_404(sha)
         return Response(row.json_text.encode("utf-8", "backslashreplace"),
                         media_type="application/json", headers={
                             "Content-Disposition": f'attachment; filename="certificate-{sha[:12]}.json"'})
@@ -365,7 +420,7 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     @app.get("/certificates/{sha}/files/{name}", operation_id="certificate_file")
     def certificate_file(request: Request, sha: str, name: str):
         query(request, ())
-        cert_or_404(sha)
+        svc.cert_or_404(sha)
         data = store.file(sha, name)              # only stored names: no path from the user
         if data is None:
             raise HTTPException(404, "no such file")
@@ -374,67 +429,83 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     @app.get("/submit", response_class=HTMLResponse, operation_id="submit_page")
     def submit_page(request: Request):
         query(request, ())
-        return page(request, "submit.html")
+        return svc.page(request, "submit.html")
 
     @app.get("/verify", response_class=HTMLResponse, operation_id="verify_page")
     def verify_page(request: Request):
         query(request, ())
-        return page(request, "verify.html")
-
-    def job_view(job) -> dict[str, Any]:
-        """What a job's page shows, from its row: the server renders it (the
-        page, and the fragment the page's script refreshes) and the API
-        returns the same facts."""
-        prog = _progress_of(job)
-        try:
-            result = json.loads(job.result) if job.result else None
-        except ValueError:
-            result = None
-        result = result if isinstance(result, dict) else None
-        started, finished = aware(job.started_at), aware(job.finished_at)
-        as_of = dt.datetime.now(dt.timezone.utc)
-        end = finished or (as_of if job.status == "running" else None)
-        elapsed = (end - started).total_seconds() if started and end else None
-        live = job.status in ("queued", "running")
-        steps = prog["steps"] if prog else None
-        done_steps = (prog["step"] - 1 if prog else 0) if job.status == "running" else \
-            (0 if job.status == "queued" else None)
-        return {
-            "job": job, "progress": prog, "live": live, "started": started, "finished": finished,
-            "as_of": as_of,
-            "elapsed": elapsed, "position": queue.position(job.id) if job.status == "queued" else None,
-            "here": job.node_id == cfg.node, "percent": (100 if not live else
-                                                        round(100 * done_steps / steps) if steps else 0),
-            "exit_meaning": _exit_meaning(job), "result": result,
-            "verified": shown_verification(result.get("verification")) if result else None,
-            "cert": store.certificate_facts(job.cert_sha256) if job.cert_sha256 else None}
+        return svc.page(request, "verify.html")
 
     @app.get("/jobs/{job_id}", response_class=HTMLResponse, operation_id="job_page")
     def job_page(request: Request, job_id: str):
         query(request, ())
-        return page(request, "job.html", **job_view(job_or_404(job_id)))
+        return svc.page(request, "job.html", **svc.job_view(svc.job_or_404(job_id)))
 
     @app.get("/jobs/{job_id}/state", response_class=HTMLResponse, operation_id="job_state")
     def job_state(request: Request, job_id: str):
         """The job's state as its page renders it (what the page's script
         refreshes: it never computes anything of its own)."""
         query(request, ())
-        return page(request, "job_state.html", **job_view(job_or_404(job_id)))
+        return svc.page(request, "job_state.html", **svc.job_view(svc.job_or_404(job_id)))
 
     @app.get("/jobs", response_class=HTMLResponse, operation_id="jobs_page")
     def jobs_page(request: Request):
         query(request, ())
-        return page(request, "jobs.html", jobs=queue.jobs(PAGE))
+        return svc.page(request, "jobs.html", jobs=queue.jobs(PAGE))
 
-    # ------------------------------------------------------------ API
+
+def _render_certificate(svc: _Service, request: Request, sha: str) -> HTMLResponse:
+    """A certificate's page: its claims (each rendered by the certificate's own
+    renderer), the server's verification, its inputs, figures and report."""
+    row = svc.cert_or_404(sha)
+    cert = json.loads(row.json_text)
+    ver = json.loads(row.verification) if row.verification else None
+    files = [n for n, _ in svc.store.files(sha)]
+    figures = [f for f in files if f.endswith(".png")]
+    shown = shown_verification(ver) if ver else None
+    checks = shown["claims"] if shown else []
+    claims = []
+    raw = cert.get("claims") if isinstance(cert.get("claims"), list) else []
+    for i, c in enumerate(x if isinstance(x, dict) else {} for x in raw):
+        said: Any = c.get("verdict")          # any JSON value
+        verdict = said if said in VERDICTS else "unknown"
+        claims.append({"c": c, "rendered": _rendered(c, cert.get("renderer")),
+                       "check": checks[i] if i < len(checks) else None, "verdict": verdict,
+                       "kind_label": kind_label(c.get("kind")),
+                       "said": VERDICT_WORDS.get(said, str(said).upper()),
+                       "parameters": json.dumps(c.get("parameters", {}), indent=1)})
+    md = svc.store.file(sha, "report.md") if "report.md" in files else None
+    report_md = md.decode("utf-8", errors="replace") if md is not None else None
+    command = cert.get("command")
+    inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
+    from certify.checkers.verify import release_refusal, remake_command
+    refused = release_refusal(cert)       # a version this release no longer reads (after an upgrade)
+    return svc.page(request, "certificate.html", row=row, cert=cert, claims=claims, ver=shown,
+                    refused=refused, remake=remake_command(cert) if refused else None,
+                    files=files, figures=figures, report_md=report_md,
+                    command=" ".join(map(str, command)) if isinstance(command, list) else str(command or ""),
+                    created=str(cert.get("created", "")),
+                    named_inputs=[{"label": input_label(n), "sha256": str(h)} for n, h in inputs.items()],
+                    inputs=_shown_inputs(ver, row))
+
+
+def _add_health(app: FastAPI, svc: _Service) -> None:
+    """``/api/health``: the queue's and the store's figures, as this node sees them."""
+    cfg, store, queue = svc.cfg, svc.store, svc.queue
 
     @app.get("/api/health", operation_id="health")
     def health(request: Request):
         query(request, ())
         return {"ok": True, "node": cfg.node, "queued": queue.count("queued"),
                 "queued_anonymous": queue.count("queued", anonymous=True),
-                "running": queue.count("running"), "running_here": len(dispatcher.running),
+                "running": queue.count("running"), "running_here": len(svc.dispatcher.running),
                 "storage_bytes": store.storage_used(1.0), "max_storage_bytes": cfg.max_storage_bytes}
+
+
+def _add_certificates_api(app: FastAPI, svc: _Service) -> None:
+    """The certificates API: the list (filters), one certificate's JSON, its
+    verification, and deleting one (which the token guards)."""
+    store = svc.store
 
     @app.get("/api/certificates", operation_id="list_certificates")
     def api_certificates(request: Request):
@@ -447,13 +518,13 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
     @app.get("/api/certificates/{sha}", operation_id="get_certificate")
     def api_certificate(request: Request, sha: str):
         query(request, ())
-        return Response(cert_or_404(sha).json_text.encode("utf-8", "backslashreplace"),
+        return Response(svc.cert_or_404(sha).json_text.encode("utf-8", "backslashreplace"),
                         media_type="application/json")
 
     @app.get("/api/certificates/{sha}/verification", operation_id="get_verification")
     def api_verification(request: Request, sha: str):
         query(request, ())
-        row = cert_or_404(sha)
+        row = svc.cert_or_404(sha)
         from certify.checkers.verify import release_refusal, remake_command
         cert = json.loads(row.json_text)
         refused = release_refusal(cert)
@@ -469,21 +540,26 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         query(request, ())
         if not SHA.match(sha) or not store.delete_certificate(sha):
             raise HTTPException(404, f"no certificate {sha[:64]}")
-        with pages_lock:
-            pages.pop(sha, None)
+        with svc.pages_lock:
+            svc.pages.pop(sha, None)
         return {"deleted": sha}
+
+
+def _add_jobs_api(app: FastAPI, svc: _Service) -> None:
+    """The jobs API: a job's state, and submitting a job (the token's) or a
+    certificate to verify (open to all, within the anonymous limits)."""
 
     @app.get("/api/jobs/{job_id}", operation_id="get_job")
     def api_job(request: Request, job_id: str):
         query(request, ())
-        job = job_or_404(job_id)
+        job = svc.job_or_404(job_id)
         doc = as_dict(job)
         doc["options"] = json.loads(job.options)
         doc["result"] = json.loads(job.result) if job.result else None
         for k in ("upload_storage", "claim_id", "lease_until", "client", "created_epoch",
                   "reserved_bytes", "result_bytes"):
             doc.pop(k, None)                  # internal: leases, accounting, the client's address
-        view = job_view(job)
+        view = svc.job_view(job)
         doc["progress"] = view["progress"]
         doc["stage"] = (view["progress"] or {}).get("stage", STARTING) \
             if job.status == "running" else None
@@ -493,99 +569,108 @@ def create_app(cfg: ServiceConfig, store: Store | None = None) -> FastAPI:
         doc["certificate_page"] = f"/certificates/{job.cert_sha256}" if job.cert_sha256 else None
         return doc
 
-    def admission(anonymous: bool) -> tuple[int, int]:
-        """(anonymous jobs waiting, bytes stored), a second old at most: an early
-        refusal that spares reading the body; the decision is :meth:`Queue.add`'s."""
-        waiting = queue.count("queued", anonymous=True) if anonymous else 0
-        return waiting, store.storage_used(1.0)
-
-    def enqueue(command: str, opts: dict, name: str | None, data: bytes | None,
-                anonymous: bool, client: str | None) -> str | SafeJSON:
-        """Hash and check the upload, then admit and queue the job in one
-        transaction: the blocking part of a submission, in one worker thread."""
-        up = None
-        if data is not None:
-            suffix = Path(name).suffix.lower()
-            if suffix == ".zip":
-                try:
-                    check_zip(io.BytesIO(data), cfg.limits.unpacked_bytes)
-                except InputError as exc:
-                    return SafeJSON({"detail": printable(f"file: {name}: {exc}")}, 422)
-            up = Upload(name=name, sha256=hashlib.sha256(data).hexdigest(), suffix=suffix, data=data)
-        try:
-            return queue.add(command, opts, upload=up, anonymous=anonymous, client=client,
-                             quota=quota)
-        except Refused as no:
-            return SafeJSON({"detail": no.detail}, no.status, headers=(
-                {"Retry-After": str(no.retry_after)} if no.retry_after else None))
-
-    async def _submit(request: Request, forced_command: str | None):
-        query(request, ())
-        anonymous = forced_command == "verify" and not _has_token(request, cfg.token)
-        client = request.client.host if request.client else None
-        waiting, used = await run_in_threadpool(admission, anonymous)
-        if anonymous and waiting >= cfg.max_anonymous_queued:
-            return SafeJSON({"detail": f"{cfg.max_anonymous_queued} jobs submitted without the "
-                                       f"token are waiting (--max-anonymous-queued); try again "
-                                       f"later"}, 429, headers={"Retry-After": "30"})
-        if used >= cfg.max_storage_bytes:
-            return _storage_full(used, cfg)
-        form = await request.form(max_files=2, max_fields=40)     # a second file: refused below, 422
-        try:
-            names = [k for k, _ in form.multi_items()]
-            twice = sorted({k for k in names if names.count(k) > 1})
-            if twice:
-                raise InputError(f"{twice[0][:40]}: the field is given {names.count(twice[0])} "
-                                 f"times; give it once")
-            raw = {k: v for k, v in form.multi_items() if isinstance(v, str)}
-            files = [v for k, v in form.multi_items() if not isinstance(v, str)]
-            if any(k != "file" for k, v in form.multi_items() if not isinstance(v, str)):
-                raise InputError("file: the upload's field must be named 'file'")
-            upload = files[0] if files and files[0].filename else None
-            command = forced_command or raw.get("command", "")
-            if forced_command is not None:
-                raw.pop("command", None)
-            name = safe_name(upload.filename) if upload else None
-            # before the body is read (off the event loop: a family's code is searched)
-            await run_in_threadpool(check_options, command, raw, name, cfg.limits.time_seconds)
-            data = None
-            if upload is not None:
-                data = await upload.read(cfg.limits.upload_bytes + 1)
-                if len(data) > cfg.limits.upload_bytes:
-                    return SafeJSON({"detail": f"upload larger than the limit of "
-                                               f"{cfg.limits.upload_bytes} bytes"}, 413)
-                if not data:
-                    raise InputError(f"file: {name} is empty")
-            # again with the upload: what depends on it (a family's code, a matrix's
-            # shape against the token set) is checked as the job would, off the event loop
-            opts = await run_in_threadpool(check_options, command, raw, name,
-                                           cfg.limits.time_seconds, data)
-        except InputError as exc:
-            return SafeJSON({"detail": printable(str(exc))}, 422)
-        finally:
-            await form.close()
-        job_id = await run_in_threadpool(enqueue, command, opts, name, data, anonymous, client)
-        if not isinstance(job_id, str):
-            return job_id                                    # a refusal
-        dispatcher.wake()
-        if _wants_page(request):             # a form sent by a browser without the script
-            return RedirectResponse(f"/jobs/{job_id}", 303)
-        return SafeJSON({"id": job_id, "status": "queued", "page": f"/jobs/{job_id}",
-                         "api": f"/api/jobs/{job_id}"}, 201)
-
     @app.post("/api/jobs", operation_id="submit_job")
     async def api_submit(request: Request):
-        return await _submit(request, None)
+        return await _submit(svc, request, None)
 
     @app.post("/api/verify", operation_id="submit_verify")
     async def api_verify(request: Request):
-        return await _submit(request, "verify")
+        return await _submit(svc, request, "verify")
+
+
+def _admission(svc: _Service, anonymous: bool) -> tuple[int, int]:
+    """(anonymous jobs waiting, bytes stored), a second old at most: an early
+    refusal that spares reading the body; the decision is :meth:`Queue.add`'s."""
+    waiting = svc.queue.count("queued", anonymous=True) if anonymous else 0
+    return waiting, svc.store.storage_used(1.0)
+
+
+def _enqueue(svc: _Service, command: str, opts: dict, name: str | None, data: bytes | None,
+             anonymous: bool, client: str | None) -> str | SafeJSON:
+    """Hash and check the upload, then admit and queue the job in one
+    transaction: the blocking part of a submission, in one worker thread."""
+    up = None
+    if data is not None:
+        assert name is not None             # the bytes come only with an upload, which is named
+        suffix = Path(name).suffix.lower()
+        if suffix == ".zip":
+            try:
+                check_zip(io.BytesIO(data), svc.cfg.limits.unpacked_bytes)
+            except InputError as exc:
+                return SafeJSON({"detail": printable(f"file: {name}: {exc}")}, 422)
+        up = Upload(name=name, sha256=hashlib.sha256(data).hexdigest(), suffix=suffix, data=data)
+    try:
+        return svc.queue.add(command, opts, upload=up, anonymous=anonymous, client=client,
+                             quota=svc.quota)
+    except Refused as no:
+        return SafeJSON({"detail": no.detail}, no.status, headers=(
+            {"Retry-After": str(no.retry_after)} if no.retry_after else None))
+
+
+async def _submit(svc: _Service, request: Request, forced_command: str | None) -> Response:
+    """A submission (``forced_command`` for ``/api/verify``): its form checked
+    field by field before the body is read, then queued (or refused)."""
+    cfg = svc.cfg
+    query(request, ())
+    anonymous = forced_command == "verify" and not _has_token(request, cfg.token)
+    client = request.client.host if request.client else None
+    waiting, used = await run_in_threadpool(_admission, svc, anonymous)
+    if anonymous and waiting >= cfg.max_anonymous_queued:
+        return SafeJSON({"detail": f"{cfg.max_anonymous_queued} jobs submitted without the "
+                                   f"token are waiting (--max-anonymous-queued); try again "
+                                   f"later"}, 429, headers={"Retry-After": "30"})
+    if used >= cfg.max_storage_bytes:
+        return _storage_full(used, cfg)
+    form = await request.form(max_files=2, max_fields=40)     # a second file: refused below, 422
+    try:
+        names = [k for k, _ in form.multi_items()]
+        twice = sorted({k for k in names if names.count(k) > 1})
+        if twice:
+            raise InputError(f"{twice[0][:40]}: the field is given {names.count(twice[0])} "
+                             f"times; give it once")
+        raw = {k: v for k, v in form.multi_items() if isinstance(v, str)}
+        files = [v for k, v in form.multi_items() if not isinstance(v, str)]
+        if any(k != "file" for k, v in form.multi_items() if not isinstance(v, str)):
+            raise InputError("file: the upload's field must be named 'file'")
+        upload = files[0] if files and files[0].filename else None
+        command = forced_command or raw.get("command", "")
+        if forced_command is not None:
+            raw.pop("command", None)
+        name = safe_name(upload.filename) if upload else None
+        # before the body is read (off the event loop: a family's code is searched)
+        await run_in_threadpool(check_options, command, raw, name, cfg.limits.time_seconds)
+        data = None
+        if upload is not None:
+            data = await upload.read(cfg.limits.upload_bytes + 1)
+            if len(data) > cfg.limits.upload_bytes:
+                return SafeJSON({"detail": f"upload larger than the limit of "
+                                           f"{cfg.limits.upload_bytes} bytes"}, 413)
+            if not data:
+                raise InputError(f"file: {name} is empty")
+        # again with the upload: what depends on it (a family's code, a matrix's
+        # shape against the token set) is checked as the job would, off the event loop
+        opts = await run_in_threadpool(check_options, command, raw, name,
+                                       cfg.limits.time_seconds, data)
+    except InputError as exc:
+        return SafeJSON({"detail": printable(str(exc))}, 422)
+    finally:
+        await form.close()
+    job_id = await run_in_threadpool(_enqueue, svc, command, opts, name, data, anonymous, client)
+    if not isinstance(job_id, str):
+        return job_id                                    # a refusal
+    svc.dispatcher.wake()
+    if _wants_page(request):             # a form sent by a browser without the script
+        return RedirectResponse(f"/jobs/{job_id}", 303)
+    return SafeJSON({"id": job_id, "status": "queued", "page": f"/jobs/{job_id}",
+                     "api": f"/api/jobs/{job_id}"}, 201)
+
+
+def _add_favicon(app: FastAPI) -> None:
+    """``/favicon.ico``: the static folder's icon (that folder is mounted at ``/static``)."""
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon():
         return RedirectResponse("/static/favicon.svg")
-
-    return app
 
 
 class Methods:
@@ -719,9 +804,10 @@ def shown_verification(ver: Any) -> dict[str, Any] | None:
     if not isinstance(ver, dict):
         return None
     num = lambda v: v if isinstance(v, int) and not isinstance(v, bool) else "?"  # noqa: E731
-    counts = ver.get("counts") if isinstance(ver.get("counts"), dict) else {}
+    given, listed = ver.get("counts"), ver.get("claims")
+    counts: dict[Any, Any] = given if isinstance(given, dict) else {}
     claims = []
-    for c in ver.get("claims") if isinstance(ver.get("claims"), list) else []:
+    for c in listed if isinstance(listed, list) else []:
         c = c if isinstance(c, dict) else {}
         claims.append({"holds": c.get("holds") is True, "line": str(c.get("line", "")),
                        "problems": [str(p) for p in c.get("problems") or []],
@@ -737,7 +823,8 @@ def _shown_inputs(ver: dict | None, row) -> list[dict]:
     own upload (``upload:NAME``, hashed by the server when it arrived, then
     unpacked or deleted) is said to be that, never "absent"."""
     out = []
-    inputs = (ver or {}).get("inputs") if isinstance((ver or {}).get("inputs"), list) else []
+    given = (ver or {}).get("inputs")
+    inputs: list[Any] = given if isinstance(given, list) else []
     for i in inputs:
         i = i if isinstance(i, dict) else {}
         name, status = str(i.get("name", "")), str(i.get("status", ""))

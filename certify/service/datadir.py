@@ -215,7 +215,8 @@ def clean_work(folder: DataFolder, recorded: set[str]) -> tuple[list[str], list[
     """Remove the work folders named by ``recorded`` (claim ids the store holds
     for this node, whose jobs are over or were interrupted); leave every other
     entry alone. ``(removed, left alone)``."""
-    removed, left = [], []
+    removed: list[str] = []
+    left: list[str] = []
     try:
         entries = sorted(os.listdir(folder.work))
     except OSError:

@@ -281,6 +281,8 @@ class Dispatcher:
         files = {p.name: p.read_bytes() for p in sorted(report.iterdir())
                  if p.is_file() and not p.name.startswith(".")} if report.is_dir() else {}
         job = self.queue.job(r.job_id)
+        if job is None:             # deleted: its claim is not live, as finish would find
+            return False
         return self.queue.finish(
             r.job_id, r.claim_id, exit_code=doc["exit_code"],
             result={"report_files": doc["report_files"]},

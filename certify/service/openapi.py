@@ -120,7 +120,7 @@ SCHEMAS: dict[str, Any] = {
                 ("tokens", "rank: cube:M"), ("code", "rank: paper-5.1"),
                 ("rank", "feasibility: the rank, 1..64"), ("features", "feasibility: real or "
                                                                        "nonnegative"),
-                ("time_limit", "feasibility, transcript: seconds"),
+                ("time_limit", "feasibility, transcript: CPU seconds of the search"),
                 ("M", "transcript"), ("s", "transcript"), ("h", "transcript"), ("q", "transcript"),
                 ("bits", "transcript: bits per coordinate (or format)"),
                 ("format", "transcript: fp8-e4m3, fp8-e5m2, bf16 or fp16 (or bits)"))}}},
@@ -183,7 +183,7 @@ FILTERS = [
 ]
 OFFSET = _q("offset", {"type": "integer", "minimum": 0, "maximum": 10**9}, "rows to skip")
 LIMIT = _q("limit", {"type": "integer", "minimum": 1, "maximum": 1000}, "rows (default 50)")
-BEARER = [{"bearer": []}]
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 
 
 def _page(summary: str, params: list | None = None, missing: bool = False, db: bool = True) -> dict:

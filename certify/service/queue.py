@@ -37,7 +37,17 @@ from typing import Any, Mapping
 
 from sqlalchemy import delete, func, select, update
 
-from certify.service.schema import DONE, FAILED, QUEUED, RUNNING, JobClaimRow, JobRow, UploadRow, now
+from certify.service.schema import (
+    DONE,
+    FAILED,
+    QUEUED,
+    RUNNING,
+    JobClaimRow,
+    JobRow,
+    UploadRow,
+    now,
+    rowcount,
+)
 from certify.service.store import Store, add_certificate, storage_used_in
 
 MB = 1 << 20
@@ -118,7 +128,7 @@ class Queue:
         opts = json.dumps(dict(options))
         size = len(upload.data) if upload else 0
         with self.store.write() as s:
-            t = float(s.scalar(select(self.clock)))
+            t = float(s.execute(select(self.clock)).scalar_one())
             if quota is not None:
                 self.store.lock_admission(s)
                 self._admit(s, quota, anonymous, client, t, size + RESULT_RESERVE + len(opts))
@@ -207,16 +217,16 @@ class Queue:
                 job_id = s.scalar(q)
                 if job_id is None:
                     return None
-                t = s.scalar(select(self.clock))
+                t = s.execute(select(self.clock)).scalar_one()
                 res = s.execute(update(JobRow).where(JobRow.id == job_id, JobRow.status == QUEUED)
                                 .values(status=RUNNING, claim_id=cid, node_id=node,
                                         lease_until=t + lease, started_at=now(),
                                         attempts=JobRow.attempts + 1))
-                if res.rowcount != 1:
+                if rowcount(res) != 1:
                     raise _Lost
                 s.add(JobClaimRow(claim_id=cid, job_id=job_id, node_id=node, claimed_at=t))
                 s.flush()
-                job = s.get(JobRow, job_id)
+                job = s.get_one(JobRow, job_id)
                 s.refresh(job)
         except _Lost:
             return None
@@ -237,9 +247,9 @@ class Queue:
         worker, see :mod:`certify.service.worker`), so every server's page shows
         it; only while ``claim_id`` is the job's live claim."""
         with self.store.write() as s:
-            return s.execute(update(JobRow).where(JobRow.claim_id == claim_id,
-                                                  JobRow.status == RUNNING)
-                             .values(progress=progress[:4000])).rowcount == 1
+            return rowcount(s.execute(update(JobRow).where(JobRow.claim_id == claim_id,
+                                                           JobRow.status == RUNNING)
+                                      .values(progress=progress[:4000]))) == 1
 
     def position(self, job_id: str) -> int | None:
         """How many queued jobs will be claimed before this queued one."""
@@ -263,7 +273,7 @@ class Queue:
                                 .values(status=QUEUED, claim_id=None, node_id=None, lease_until=None,
                                         started_at=None, attempts=JobRow.attempts - 1, progress=None,
                                         reason="re-queued: the server running it was stopped"))
-                if res.rowcount == 1:
+                if rowcount(res) == 1:
                     s.execute(update(JobClaimRow).where(JobClaimRow.claim_id == cid)
                               .values(ended_at=self.clock, outcome="released"))
 
@@ -274,12 +284,13 @@ class Queue:
         if node is not None:
             q = q.where(JobRow.node_id == node)
         with self.store.write() as s:
-            return s.execute(q.values(lease_until=0.0)).rowcount
+            return rowcount(s.execute(q.values(lease_until=0.0)))
 
     def requeue_expired(self) -> tuple[list[str], list[str]]:
         """Every running job whose lease ended: back to the queue while it has
         attempts left, else failed with the reason. ``(re-queued, failed)``."""
-        requeued, failed = [], []
+        requeued: list[str] = []
+        failed: list[str] = []
         with self.session() as s:              # a plain read first: no write when none expired
             if s.scalar(select(JobRow.id).where(JobRow.status == RUNNING,
                                                 JobRow.lease_until < self.clock).limit(1)) is None:
@@ -297,14 +308,14 @@ class Queue:
                         status=QUEUED, started_at=None, **common,
                         reason=f"re-queued after attempt {attempts} was interrupted (its lease "
                                f"expired: the server running it stopped or lost the database)"))
-                    (requeued if res.rowcount == 1 else []).append(job_id)
+                    (requeued if rowcount(res) == 1 else []).append(job_id)
                 else:
                     why = (f"not retried: {attempts} attempt(s) were interrupted "
                            f"(limit {self.max_attempts}, --job-attempts)")
                     res = s.execute(cond.values(
                         status=FAILED, finished_at=now(), **common, reason=why, reserved_bytes=0,
                         result_bytes=len(why.encode()) + func.length(JobRow.options)))
-                    if res.rowcount == 1:
+                    if rowcount(res) == 1:
                         failed.append(job_id)
                         self._drop_upload(s, job_id)
                 s.execute(update(JobClaimRow).where(JobClaimRow.claim_id == cid)
@@ -359,7 +370,7 @@ class Queue:
                                              JobRow.status == RUNNING)
                         .values(finished_at=now(), lease_until=None, reserved_bytes=0, progress=None,
                                 result_bytes=held + func.length(JobRow.options), **values))
-        if res.rowcount != 1:
+        if rowcount(res) != 1:
             raise _Lost
         s.execute(update(JobClaimRow).where(JobClaimRow.claim_id == claim_id)
                   .values(ended_at=self.clock, outcome=outcome))

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any, cast, overload
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
-    Column,
     DateTime,
     Float,
     ForeignKey,
@@ -41,8 +41,8 @@ from sqlalchemy import (
     literal_column,
     text,
 )
-from sqlalchemy.engine import Engine
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.engine import CursorResult, Engine, Result
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.sql.elements import ColumnElement
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -58,101 +58,116 @@ class Base(DeclarativeBase):
 
 class CertificateRow(Base):
     __tablename__ = "certificates"
-    sha256 = Column(String(64), primary_key=True)
-    kind = Column(String(200), nullable=False, index=True)       # distinct claim kinds, comma-separated
-    verdict = Column(String(16), nullable=False, index=True)     # refuted > unknown > proved
-    family_sha256 = Column(String(64), index=True)
-    model_sha256 = Column(String(64), index=True)
-    rank = Column(Integer, index=True)
-    created_at = Column(DateTime(timezone=True), index=True)     # the certificate's own date
-    stored_at = Column(DateTime(timezone=True), nullable=False, index=True)
-    source_name = Column(String(255))                            # the user's original file name
-    source_sha256 = Column(String(64))
-    command = Column(String(32), nullable=False)
-    job_id = Column(String(32))
-    json_text = Column(Text, nullable=False)                     # verbatim
-    verification = Column(Text)                                  # the server's verify result (JSON)
-    verify_exit = Column(Integer)
-    verify_mode = Column(String(200))
-    size = Column(BigInteger)                                    # bytes of json_text + files
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # distinct claim kinds, comma-separated
+    kind: Mapped[str] = mapped_column(String(200), nullable=False, index=True)
+    verdict: Mapped[str] = mapped_column(String(16), nullable=False, index=True)  # refuted > unknown > proved
+    family_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
+    model_sha256: Mapped[str | None] = mapped_column(String(64), index=True)
+    rank: Mapped[int | None] = mapped_column(Integer, index=True)
+    # the certificate's own date
+    created_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True), index=True)
+    stored_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
+    source_name: Mapped[str | None] = mapped_column(String(255))  # the user's original file name
+    source_sha256: Mapped[str | None] = mapped_column(String(64))
+    command: Mapped[str] = mapped_column(String(32), nullable=False)
+    job_id: Mapped[str | None] = mapped_column(String(32))
+    json_text: Mapped[str] = mapped_column(Text, nullable=False)  # verbatim
+    verification: Mapped[str | None] = mapped_column(Text)  # the server's verify result (JSON)
+    verify_exit: Mapped[int | None] = mapped_column(Integer)
+    verify_mode: Mapped[str | None] = mapped_column(String(200))
+    size: Mapped[int | None] = mapped_column(BigInteger)  # bytes of json_text + files
 
 
 class ClaimRow(Base):
     __tablename__ = "claims"
-    id = Column(Integer, primary_key=True, autoincrement=True)
-    cert_sha256 = Column(String(64), ForeignKey("certificates.sha256", ondelete="CASCADE"),
-                         nullable=False, index=True)
-    idx = Column(Integer, nullable=False)
-    kind = Column(String(32), nullable=False, index=True)
-    verdict = Column(String(16), nullable=False)
-    rank = Column(Integer)
-    family_sha256 = Column(String(64))
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    cert_sha256: Mapped[str] = mapped_column(String(64),
+                                             ForeignKey("certificates.sha256", ondelete="CASCADE"),
+                                             nullable=False, index=True)
+    idx: Mapped[int] = mapped_column(Integer, nullable=False)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False, index=True)
+    verdict: Mapped[str] = mapped_column(String(16), nullable=False)
+    rank: Mapped[int | None] = mapped_column(Integer)
+    family_sha256: Mapped[str | None] = mapped_column(String(64))
 
 
 class CertificateFileRow(Base):
     __tablename__ = "certificate_files"
-    cert_sha256 = Column(String(64), ForeignKey("certificates.sha256", ondelete="CASCADE"),
-                         primary_key=True)
-    name = Column(String(120), primary_key=True)
-    size = Column(BigInteger, nullable=False)
-    data = Column(LargeBinary, nullable=False)
+    cert_sha256: Mapped[str] = mapped_column(String(64),
+                                             ForeignKey("certificates.sha256", ondelete="CASCADE"),
+                                             primary_key=True)
+    name: Mapped[str] = mapped_column(String(120), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    data: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
 
 
 class JobRow(Base):
     __tablename__ = "jobs"
-    id = Column(String(32), primary_key=True)
-    command = Column(String(32), nullable=False)
-    options = Column(Text, nullable=False)                       # JSON
-    status = Column(String(16), nullable=False, index=True)
-    reason = Column(Text)
-    created_at = Column(DateTime(timezone=True), nullable=False, index=True)
-    started_at = Column(DateTime(timezone=True))
-    finished_at = Column(DateTime(timezone=True))
-    attempts = Column(Integer, nullable=False, default=0)
-    upload_name = Column(String(255))                            # original name (display only)
-    upload_sha256 = Column(String(64))
-    upload_storage = Column(String(80))                          # upload suffix (.zip, .json, ...)
-    exit_code = Column(Integer)
-    cert_sha256 = Column(String(64))
-    result = Column(Text)                                        # JSON (e.g. a verification)
-    claim_id = Column(String(32), index=True)                    # the live claim, while running
-    node_id = Column(String(32))                                 # the node holding it
-    lease_until = Column(Float, index=True)                      # database epoch seconds
-    anonymous = Column(Boolean, nullable=False, default=False)   # submitted without the token
-    upload_size = Column(BigInteger)
-    client = Column(String(64))                                  # the submitting client's address
-    created_epoch = Column(Float)                                # database epoch seconds
-    reserved_bytes = Column(BigInteger, nullable=False, default=0)   # held for the result while live
-    result_bytes = Column(BigInteger, nullable=False, default=0)     # its result, reason, options
-    progress = Column(Text)                                      # JSON: the running job's stage
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    command: Mapped[str] = mapped_column(String(32), nullable=False)
+    options: Mapped[str] = mapped_column(Text, nullable=False)  # JSON
+    status: Mapped[str] = mapped_column(String(16), nullable=False, index=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime(timezone=True), nullable=False, index=True)
+    started_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[dt.datetime | None] = mapped_column(DateTime(timezone=True))
+    attempts: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    upload_name: Mapped[str | None] = mapped_column(String(255))  # original name (display only)
+    upload_sha256: Mapped[str | None] = mapped_column(String(64))
+    upload_storage: Mapped[str | None] = mapped_column(String(80))  # upload suffix (.zip, .json, ...)
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    cert_sha256: Mapped[str | None] = mapped_column(String(64))
+    result: Mapped[str | None] = mapped_column(Text)  # JSON (e.g. a verification)
+    claim_id: Mapped[str | None] = mapped_column(String(32), index=True)  # the live claim, while running
+    node_id: Mapped[str | None] = mapped_column(String(32))  # the node holding it
+    lease_until: Mapped[float | None] = mapped_column(Float, index=True)  # database epoch seconds
+    # submitted without the token
+    anonymous: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    upload_size: Mapped[int | None] = mapped_column(BigInteger)
+    client: Mapped[str | None] = mapped_column(String(64))  # the submitting client's address
+    created_epoch: Mapped[float | None] = mapped_column(Float)  # database epoch seconds
+    # held for the result while live
+    reserved_bytes: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    # its result, reason, options
+    result_bytes: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    progress: Mapped[str | None] = mapped_column(Text)  # JSON: the running job's stage
 
 
 class AdmissionRow(Base):
     """One row, locked by every admission (see :meth:`Store.admit`)."""
     __tablename__ = "admission"
-    id = Column(Integer, primary_key=True)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
 
 
 class JobClaimRow(Base):
     __tablename__ = "job_claims"
-    claim_id = Column(String(32), primary_key=True)
-    job_id = Column(String(32), nullable=False, index=True)
-    node_id = Column(String(32), nullable=False, index=True)
-    claimed_at = Column(Float, nullable=False)                   # database epoch seconds
-    ended_at = Column(Float)
-    outcome = Column(String(16))                                 # done, failed, expired
+    claim_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(32), nullable=False, index=True)
+    node_id: Mapped[str] = mapped_column(String(32), nullable=False, index=True)
+    claimed_at: Mapped[float] = mapped_column(Float, nullable=False)  # database epoch seconds
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    outcome: Mapped[str | None] = mapped_column(String(16))  # done, failed, expired
 
 
 class UploadRow(Base):
     __tablename__ = "uploads"
-    job_id = Column(String(32), primary_key=True)
-    size = Column(BigInteger, nullable=False)
-    data = Column(LargeBinary, nullable=False)
+    job_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    data: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
 
 
 def now() -> dt.datetime:
     """This node's clock, for display dates only (never for leases)."""
     return dt.datetime.now(dt.timezone.utc)
+
+
+@overload
+def aware(t: dt.datetime) -> dt.datetime: ...
+
+
+@overload
+def aware(t: None) -> None: ...
 
 
 def aware(t: dt.datetime | None) -> dt.datetime | None:
@@ -162,7 +177,13 @@ def aware(t: dt.datetime | None) -> dt.datetime | None:
     return t.replace(tzinfo=dt.timezone.utc)
 
 
-def db_epoch(engine: Engine) -> ColumnElement:
+def rowcount(result: Result[Any]) -> int:
+    """The rows an UPDATE or DELETE matched. ``Session.execute`` is typed as
+    returning a :class:`Result`; for those statements it is a :class:`CursorResult`."""
+    return cast(CursorResult[Any], result).rowcount
+
+
+def db_epoch(engine: Engine) -> ColumnElement[float]:
     """The database's own clock in epoch seconds, as an SQL expression."""
     if engine.dialect.name == "postgresql":
         return literal_column("CAST(EXTRACT(EPOCH FROM now()) AS DOUBLE PRECISION)")

@@ -23,13 +23,14 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence
 
-from sqlalchemy import Row, delete, func, select
+from sqlalchemy import ColumnExpressionArgument, Insert, Row, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from certify.core.errors import InputError
 from certify.service.config import shown_url
 from certify.service.schema import (
     AdmissionRow,
+    Base,
     CertificateFileRow,
     CertificateRow,
     ClaimRow,
@@ -40,6 +41,7 @@ from certify.service.schema import (
     make_engine,
     migrate,
     now,
+    rowcount,
 )
 
 #: the columns a certificate list shows (not the JSON text, not the verification)
@@ -113,7 +115,7 @@ class Store:
     def db_time(self) -> float:
         """The database's clock, epoch seconds."""
         with self.session() as s:
-            return float(s.scalar(select(self.clock)))
+            return float(s.execute(select(self.clock)).scalar_one())
 
     # ------------------------------------------------------------ certificates
 
@@ -166,11 +168,7 @@ class Store:
         with self.write() as s:
             s.execute(delete(ClaimRow).where(ClaimRow.cert_sha256 == sha))
             s.execute(delete(CertificateFileRow).where(CertificateFileRow.cert_sha256 == sha))
-            return s.execute(delete(CertificateRow).where(CertificateRow.sha256 == sha)).rowcount == 1
-
-    def certificate_shas(self) -> Iterator[str]:
-        with self.session() as s:
-            yield from s.scalars(select(CertificateRow.sha256))
+            return rowcount(s.execute(delete(CertificateRow).where(CertificateRow.sha256 == sha))) == 1
 
     def files(self, sha: str) -> list[tuple[str, int]]:
         """``(name, size)`` of a certificate's report files."""
@@ -224,10 +222,14 @@ def storage_used_in(s: Session) -> int:
     """Bytes the store holds, read in session ``s``: uploads, certificates (JSON
     and report files), every job's result, reason and options, and the bytes
     reserved for the results of the jobs still queued or running."""
-    up = s.scalar(select(func.coalesce(func.sum(UploadRow.size), 0)))
-    certs = s.scalar(select(func.coalesce(func.sum(CertificateRow.size), 0)))
-    jobs = s.scalar(select(func.coalesce(func.sum(JobRow.result_bytes + JobRow.reserved_bytes), 0)))
-    return int(up) + int(certs) + int(jobs)
+    return (_total(s, UploadRow.size) + _total(s, CertificateRow.size)
+            + _total(s, JobRow.result_bytes + JobRow.reserved_bytes))
+
+
+def _total(s: Session, amount: ColumnExpressionArgument[Any]) -> int:
+    """The sum of ``amount`` over its table's rows, in session ``s`` (0 for none)."""
+    total = s.execute(select(func.sum(amount))).scalar_one()
+    return 0 if total is None else int(total)
 
 
 def add_certificate(s: Session, c: Mapping[str, Any], job_id: str,
@@ -239,10 +241,6 @@ def add_certificate(s: Session, c: Mapping[str, Any], job_id: str,
     inserted."""
     from certify.api import claim_index
 
-    if postgres:
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
     obj = json.loads(c["text"])
     claims = [{"kind": x["kind"][:32], "verdict": x["verdict"][:16],
                "rank": x["rank"] if x["rank"] is not None and 0 <= x["rank"] < 2**31 else None,
@@ -264,8 +262,7 @@ def add_certificate(s: Session, c: Mapping[str, Any], job_id: str,
         command=c["command"], job_id=job_id, json_text=c["text"],
         verification=json.dumps(c.get("verification")) if c.get("verification") else None,
         verify_exit=c.get("verify_exit"), verify_mode=c.get("verify_mode"), size=size)
-    inserted = s.execute(insert(CertificateRow).values(**row).on_conflict_do_nothing(
-        index_elements=["sha256"]).returning(CertificateRow.sha256)).first()
+    inserted = s.execute(_insert_new(row, postgres).returning(CertificateRow.sha256)).first()
     if inserted is None:
         return False
     for i, x in enumerate(claims):
@@ -276,13 +273,23 @@ def add_certificate(s: Session, c: Mapping[str, Any], job_id: str,
     return True
 
 
+def _insert_new(row: Mapping[str, Any], postgres: bool) -> Insert:
+    """``INSERT`` of certificate ``row`` that does nothing when its sha256 is stored."""
+    if postgres:
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+        return pg_insert(CertificateRow).values(**row).on_conflict_do_nothing(index_elements=["sha256"])
+    from sqlalchemy.dialects.sqlite import insert as lite_insert
+    return lite_insert(CertificateRow).values(**row).on_conflict_do_nothing(index_elements=["sha256"])
+
+
 def as_dict(row: CertificateRow | JobRow | Row) -> dict[str, Any]:
     """A row's columns (an ORM object's loaded ones), dates in ISO form."""
-    if isinstance(row, Row):
-        items = row._asdict().items()
-    else:
-        from sqlalchemy import inspect as sa_inspect
-        unloaded = sa_inspect(row).unloaded
-        items = ((c.name, getattr(row, c.name)) for c in row.__table__.columns
-                 if c.name not in unloaded)
+    items = row._asdict().items() if isinstance(row, Row) else _loaded_columns(row)
     return {k: aware(v).isoformat() if isinstance(v, dt.datetime) else v for k, v in items}
+
+
+def _loaded_columns(row: Base) -> list[tuple[str, Any]]:
+    """``(name, value)`` of the columns of ORM object ``row`` that are loaded."""
+    from sqlalchemy import inspect as sa_inspect
+    unloaded = sa_inspect(row).unloaded
+    return [(c.name, getattr(row, c.name)) for c in row.__table__.columns if c.name not in unloaded]

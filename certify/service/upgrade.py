@@ -36,9 +36,13 @@ import sqlite3
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from certify.core.errors import InputError
 from certify.service import datadir
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 #: the previous layout's entries (besides SQLite's -wal/-shm/-journal files)
 OLD_ENTRIES = {"certify.db", "certify.db-wal", "certify.db-shm", "certify.db-journal", "token",
@@ -134,10 +138,7 @@ def _sha(b: bytes) -> str:
 
 def migrate_folder(path: str | os.PathLike, db: str | None = None) -> Migrated:
     """Move the previous layout at ``path`` into the current one (see the module)."""
-    from sqlalchemy import select, update
-
     from certify.service.config import check_db_url
-    from certify.service.schema import QUEUED, RUNNING, CertificateFileRow, CertificateRow, JobRow, UploadRow
     from certify.service.store import open_store
 
     p = Path(path).resolve()
@@ -155,103 +156,159 @@ def migrate_folder(path: str | os.PathLike, db: str | None = None) -> Migrated:
     try:
         store = open_store(url)                     # Alembic: 0001 -> newest
         try:
-            copied_up, copied_files, certs, requeued = {}, {}, 0, 0
             with store.write() as s:
-                jobs = list(s.execute(select(JobRow.id, JobRow.upload_storage, JobRow.upload_sha256,
-                                             JobRow.upload_name, JobRow.status)))
-                have = set(s.scalars(select(UploadRow.job_id)))
-                for job_id, storage, sha, name, status in jobs:
-                    if not storage or storage.startswith("."):    # none, or already a suffix
-                        continue
-                    f = p / "uploads" / Path(storage).name
-                    if job_id in have:
-                        copied_up[job_id] = (f, sha)
-                        continue
-                    if not f.is_file():
-                        if status in (QUEUED, RUNNING):
-                            raise InputError(f"--data {path}: job {job_id} waits for its upload "
-                                             f"uploads/{f.name}, which is missing")
-                        continue
-                    data = f.read_bytes()
-                    if sha and _sha(data) != sha:
-                        raise InputError(f"--data {path}: uploads/{f.name} does not have the "
-                                         f"sha256 job {job_id} recorded; nothing was changed "
-                                         f"in the folder")
-                    s.add(UploadRow(job_id=job_id, size=len(data), data=data))
-                    s.execute(update(JobRow).where(JobRow.id == job_id).values(
-                        upload_storage=Path(name or storage).suffix.lower() or Path(storage).suffix,
-                        upload_size=len(data)))
-                    copied_up[job_id] = (f, _sha(data))
-                requeued = s.execute(update(JobRow).where(JobRow.status == RUNNING).values(
-                    status=QUEUED, started_at=None,
-                    reason="re-queued: moved from an earlier layout while running")).rowcount
-                for sha256, in s.execute(select(CertificateRow.sha256)):
-                    folder = p / "certificates" / sha256
-                    if not folder.is_dir():
-                        continue
-                    stored = {n for n, in s.execute(select(CertificateFileRow.name).where(
-                        CertificateFileRow.cert_sha256 == sha256))}
-                    size = 0
-                    for f in sorted(folder.iterdir()):
-                        if not f.is_file() or f.name.startswith("."):
-                            continue
-                        data = f.read_bytes()
-                        size += len(data)
-                        copied_files[(sha256, f.name)] = (f, _sha(data))
-                        if f.name not in stored:
-                            s.add(CertificateFileRow(cert_sha256=sha256, name=f.name,
-                                                     size=len(data), data=data))
-                    s.flush()
-                    text = s.scalar(select(CertificateRow.json_text).where(
-                        CertificateRow.sha256 == sha256))
-                    s.execute(update(CertificateRow).where(CertificateRow.sha256 == sha256)
-                              .values(size=len(text.encode()) + size))
-                    certs += 1
+                n_jobs, copied_up = _copy_uploads(s, p, path)
+                requeued = _requeue_running(s)
+                certs, copied_files = _copy_certificate_files(s, p)
             # 3: every copied byte read back and compared
             with store.session() as s:
-                for job_id, (f, sha) in copied_up.items():
-                    got = s.scalar(select(UploadRow.data).where(UploadRow.job_id == job_id))
-                    if got is None or _sha(got) != sha:
-                        raise InputError(f"--data {path}: the copy of uploads/{f.name} does not "
-                                         f"read back; the old files are kept")
-                for (sha256, name), (_f, sha) in copied_files.items():
-                    got = s.scalar(select(CertificateFileRow.data).where(
-                        CertificateFileRow.cert_sha256 == sha256, CertificateFileRow.name == name))
-                    if got is None or _sha(got) != sha:
-                        raise InputError(f"--data {path}: the copy of certificates/{sha256[:12]}"
-                                         f".../{name} does not read back; the old files are kept")
-            n_jobs = len(jobs)
+                _read_back(s, path, copied_up, copied_files)
         finally:
             store.dispose()
         # 4: the folder becomes the service's; the copied old files go
-        from certify.core.files import atomic_write_text
-        atomic_write_text(p / datadir.MANIFEST, json.dumps({
-            "format": datadir.FORMAT, "node": uuid.uuid4().hex,
-            "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
-            "layout": list(datadir.LAYOUT), "migrated_from": f"revision {OLD_REVISION}"},
-            indent=1) + "\n")
-        removed = []
-        for f, _ in copied_up.values():
-            f.unlink(missing_ok=True)
-        for (_sha256, _name), (f, _) in copied_files.items():
-            f.unlink(missing_ok=True)
-        for sub in ("uploads", "certificates"):
-            d = p / sub
-            if not d.is_dir():
-                continue
-            for child in sorted(d.iterdir()) if sub == "certificates" else []:
-                _drop_report_manifest(child)
-                try:
-                    child.rmdir()                  # a certificate folder emptied by the copy
-                except OSError:
-                    pass
-            try:
-                d.rmdir()
-                removed.append(sub)
-            except OSError:
-                pass                               # holds what was not copied: left alone
-        (p / datadir.WORK).mkdir(exist_ok=True)
+        removed = _become_current(p, [f for f, _ in copied_up.values()]
+                                  + [f for f, _ in copied_files.values()])
     finally:
         for lock in locks:
             lock.release()
     return Migrated(n_jobs, len(copied_up), certs, len(copied_files), requeued, tuple(removed))
+
+
+#: a copied file: where it was, and the sha256 of its bytes (an upload already in
+#: the database: the job's recorded sha256)
+_Copied = tuple[Path, str | None]
+
+
+def _copy_uploads(s: Session, p: Path, path: str | os.PathLike) -> tuple[int, dict[str, _Copied]]:
+    """Copy every job's upload file under ``p/uploads`` into its upload row (in
+    session ``s``). ``(jobs, copies by job id)``; :class:`InputError` when a live
+    job's upload is missing or an upload does not have its recorded sha256."""
+    from sqlalchemy import select, update
+
+    from certify.service.schema import QUEUED, RUNNING, JobRow, UploadRow
+
+    copied: dict[str, _Copied] = {}
+    jobs = list(s.execute(select(JobRow.id, JobRow.upload_storage, JobRow.upload_sha256,
+                                 JobRow.upload_name, JobRow.status)))
+    have = set(s.scalars(select(UploadRow.job_id)))
+    for job_id, storage, sha, name, status in jobs:
+        if not storage or storage.startswith("."):    # none, or already a suffix
+            continue
+        f = p / "uploads" / Path(storage).name
+        if job_id in have:
+            copied[job_id] = (f, sha)
+            continue
+        if not f.is_file():
+            if status in (QUEUED, RUNNING):
+                raise InputError(f"--data {path}: job {job_id} waits for its upload "
+                                 f"uploads/{f.name}, which is missing")
+            continue
+        data = f.read_bytes()
+        if sha and _sha(data) != sha:
+            raise InputError(f"--data {path}: uploads/{f.name} does not have the "
+                             f"sha256 job {job_id} recorded; nothing was changed "
+                             f"in the folder")
+        s.add(UploadRow(job_id=job_id, size=len(data), data=data))
+        s.execute(update(JobRow).where(JobRow.id == job_id).values(
+            upload_storage=Path(name or storage).suffix.lower() or Path(storage).suffix,
+            upload_size=len(data)))
+        copied[job_id] = (f, _sha(data))
+    return len(jobs), copied
+
+
+def _requeue_running(s: Session) -> int:
+    """Send the jobs that were running back to the queue (in session ``s``); how many."""
+    from sqlalchemy import update
+
+    from certify.service.schema import QUEUED, RUNNING, JobRow, rowcount
+
+    return rowcount(s.execute(update(JobRow).where(JobRow.status == RUNNING).values(
+        status=QUEUED, started_at=None,
+        reason="re-queued: moved from an earlier layout while running")))
+
+
+def _copy_certificate_files(s: Session, p: Path) -> tuple[int, dict[tuple[str, str], _Copied]]:
+    """Copy each stored certificate's report files under ``p/certificates/<sha256>``
+    into its file rows, and count them in its size (in session ``s``).
+    ``(certificates with a folder, copies by (sha256, name))``."""
+    from sqlalchemy import select, update
+
+    from certify.service.schema import CertificateFileRow, CertificateRow
+
+    certs = 0
+    copied: dict[tuple[str, str], _Copied] = {}
+    for sha256, in s.execute(select(CertificateRow.sha256)):
+        folder = p / "certificates" / sha256
+        if not folder.is_dir():
+            continue
+        stored = {n for n, in s.execute(select(CertificateFileRow.name).where(
+            CertificateFileRow.cert_sha256 == sha256))}
+        size = 0
+        for f in sorted(folder.iterdir()):
+            if not f.is_file() or f.name.startswith("."):
+                continue
+            data = f.read_bytes()
+            size += len(data)
+            copied[(sha256, f.name)] = (f, _sha(data))
+            if f.name not in stored:
+                s.add(CertificateFileRow(cert_sha256=sha256, name=f.name,
+                                         size=len(data), data=data))
+        s.flush()
+        text = s.execute(select(CertificateRow.json_text).where(
+            CertificateRow.sha256 == sha256)).scalar_one()
+        s.execute(update(CertificateRow).where(CertificateRow.sha256 == sha256)
+                  .values(size=len(text.encode()) + size))
+        certs += 1
+    return certs, copied
+
+
+def _read_back(s: Session, path: str | os.PathLike, uploads: dict[str, _Copied],
+               files: dict[tuple[str, str], _Copied]) -> None:
+    """Read every copy back (in session ``s``) and compare its sha256 with the
+    file's; :class:`InputError` (the old files kept) at the first that differs."""
+    from sqlalchemy import select
+
+    from certify.service.schema import CertificateFileRow, UploadRow
+
+    for job_id, (f, sha) in uploads.items():
+        got = s.scalar(select(UploadRow.data).where(UploadRow.job_id == job_id))
+        if got is None or _sha(got) != sha:
+            raise InputError(f"--data {path}: the copy of uploads/{f.name} does not "
+                             f"read back; the old files are kept")
+    for (sha256, name), (_f, sha) in files.items():
+        got = s.scalar(select(CertificateFileRow.data).where(
+            CertificateFileRow.cert_sha256 == sha256, CertificateFileRow.name == name))
+        if got is None or _sha(got) != sha:
+            raise InputError(f"--data {path}: the copy of certificates/{sha256[:12]}"
+                             f".../{name} does not read back; the old files are kept")
+
+
+def _become_current(p: Path, copied: list[Path]) -> list[str]:
+    """Make ``p`` the service's folder (its manifest, ``work/``) and remove the
+    ``copied`` files and the folders they leave empty; the folders removed."""
+    from certify.core.files import atomic_write_text
+    atomic_write_text(p / datadir.MANIFEST, json.dumps({
+        "format": datadir.FORMAT, "node": uuid.uuid4().hex,
+        "created": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat(),
+        "layout": list(datadir.LAYOUT), "migrated_from": f"revision {OLD_REVISION}"},
+        indent=1) + "\n")
+    removed = []
+    for f in copied:
+        f.unlink(missing_ok=True)
+    for sub in ("uploads", "certificates"):
+        d = p / sub
+        if not d.is_dir():
+            continue
+        for child in sorted(d.iterdir()) if sub == "certificates" else []:
+            _drop_report_manifest(child)
+            try:
+                child.rmdir()                  # a certificate folder emptied by the copy
+            except OSError:
+                pass
+        try:
+            d.rmdir()
+            removed.append(sub)
+        except OSError:
+            pass                               # holds what was not copied: left alone
+    (p / datadir.WORK).mkdir(exist_ok=True)
+    return removed

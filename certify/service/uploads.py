@@ -47,7 +47,8 @@ def check_zip(source: str | Path | BinaryIO, unpacked_limit: int) -> list[str]:
         raise InputError(f"not a readable zip file ({_one_line(exc)})") from None
     if len(infos) > MAX_ZIP_MEMBERS:
         raise InputError(f"the zip holds {len(infos)} members (limit {MAX_ZIP_MEMBERS})")
-    total, files, folders, seen = 0, [], set(), set()
+    total, files, seen = 0, [], set()
+    folders: set[str] = set()
     for info in infos:
         name = info.filename
         parts = PurePosixPath(name).parts
@@ -137,8 +138,8 @@ def matrix_shape(name: str, data: bytes) -> tuple[int, int] | None:
                 with z.open("matrix.npy" if "matrix.npy" in names else names[0]) as f:
                     return _npy_shape(f)
         if suffix == ".csv":
-            rows = [r for r in data.decode("utf-8").splitlines() if r.strip()]
-            return (len(rows), len(rows[0].split(","))) if rows else None
+            lines = [r for r in data.decode("utf-8").splitlines() if r.strip()]
+            return (len(lines), len(lines[0].split(","))) if lines else None
         if suffix == ".json":
             obj = json.loads(data)
             rows = obj.get("matrix") if isinstance(obj, dict) else obj

@@ -131,6 +131,7 @@ def run_job(workdir: Path) -> dict[str, Any]:
                                     time_limit=opts["time_limit"], command=tag + argv)
         status = cert.exit_code()
     elif command == "verify":
+        assert local is not None            # its upload is one .json file (options.UPLOAD_SUFFIXES)
         try:
             text = local.read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -143,6 +144,8 @@ def run_job(workdir: Path) -> dict[str, Any]:
                 "verification": api.verification_summary(res),
                 "verify_mode": "certificate only: its input files are not on the server; "
                                "extraction not replayed"}
+    else:
+        raise ValueError(f"unknown command {command!r}")
     if upload:
         cert.inputs[f"upload:{upload['name']}"] = upload["sha256"]
     text = cert.dumps()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from fractions import Fraction
+from typing import Any
 
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.files import sha256_json
@@ -52,9 +53,11 @@ def _first_error(spec, model, index, EW):
 def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
                     engine=None) -> TranscriptResult:
     from certify.checkers.transcript import integer_replayable
+    from certify.core.budget import CpuBudget
     from certify.transcript import enumerate as transcript_enum
 
     t0 = time.perf_counter()
+    budget = None if time_limit is None else CpuBudget(time_limit)
     cap = capacity(model, spec.s, spec.q)
     er, done, enum = transcript_enum.enumerate_all(spec, model, time_limit=time_limit,
                                                    progress=progress, engine=engine)
@@ -63,7 +66,8 @@ def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
     params = transcript_params(spec, model)
     verdict, reason, collision, ev = Verdict.UNKNOWN, None, None, None
     if er is None:
-        reason = f"time limit: {done} of {N} assignments certified, no decision"
+        reason = (f"{budget.describe() if budget else 'time limit'} exhausted: {done} of {N} "
+                  "assignments certified, no decision")
         res = SearchResult(N, done, False, None, (), 0, float("nan"), 0, t1 - t0)
     else:
         res = SearchResult(N, N, True, er.distinct, er.collisions, er.correct,
@@ -90,7 +94,7 @@ def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
         else:                        # not reachable: every assignment is decided exactly
             reason = f"{N - er.correct} assignments undecided"
     t2 = time.perf_counter()
-    evidence = {"capacity": cap.to_json()}
+    evidence: dict[str, Any] = {"capacity": cap.to_json()}
     evidence.update(ev if ev is not None else {"type": "none", "family": family_evidence(spec, n),
                                               "model": model.evidence()})
     info = {**cap.display(), "context_length": n, "assignments_certified": res.checked,
@@ -100,6 +104,8 @@ def check_certified(spec, model, n: int, *, time_limit=None, progress=True,
             "exact_accuracy": (er.correct / N) if er else None,
             "float64_max_error": er.float_max_error if er else None,
             "shards": er.shards if er else None}
+    if budget is not None:
+        info["budget"] = budget.record()
     method = ("certified float64 enumeration (ball arithmetic with a rigorous rounding bound, "
               "per-slot partial sums); assignments near a cell boundary replayed exactly with "
               "Fractions; collisions, errors and accuracy decided on integer transcripts")

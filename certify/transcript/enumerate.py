@@ -57,11 +57,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from certify.transcript.balls import ETA, INFL, U, _gamma  # noqa: F401 (the ball constants)
+
+if TYPE_CHECKING:
+    from certify.transcript.onelayer import OneLayer
 
 MAX_ERRORS = 8          # error indices kept per shard (the first ones)
 
@@ -228,7 +231,7 @@ class Enumerator:
         self.cfg = model.cfg
         self.w = _Weights.of(model)
         self._EW = None
-        self._one = None                    # the one-layer fast path's buffers, when it applies
+        self._one: OneLayer | None = None   # the one-layer fast path's buffers, when it applies
         self._prepare()
 
     # -- layer 1, per token (K tokens)
@@ -338,6 +341,7 @@ class Enumerator:
                     else:
                         phiq, rphiq = pqt[idx], rpqt[idx]                     # (B, N, r)
                 else:
+                    assert h is not None and rh is not None     # set but before a split layer 1
                     kk, rkk = _mm(h, rh, W[p + "k.weight"].T, None, d)
                     kk, rkk = _add(kk, rkk, W[p + "k.bias"], 0.0)
                     pk, rpk = _fmap(cfg.feature_map, kk, rkk)                 # (B, N, r)
@@ -365,8 +369,9 @@ class Enumerator:
                     dm, dr = upd, rupd
                 else:
                     dm, dr = _add(dm, dr, upd, rupd)
+            assert dm is not None and dr is not None            # every layer has a head
             if last:                                    # y = w.h + b, readout folded in
-                if h is None:
+                if h is None or rh is None:
                     base, rbase = self.y0[None, :q], self.ry0[None, :q]       # (1, q)
                 else:
                     base, rbase = _mm(h[:, :q], rh[:, :q], W["readout.weight"][:, None], None, d)
@@ -374,7 +379,7 @@ class Enumerator:
                 y, ry = _add(base, rbase, dm[..., 0], dr[..., 0])
                 y, ry = _add(y, ry, self.yb[0], self.yb[1])                   # (B, q)
                 break
-            if h is None:
+            if h is None or rh is None:
                 base, rbase = self.h0[idx[:, :rows]], self.rh0[idx[:, :rows]]
             else:
                 base, rbase = h[:, :rows], rh[:, :rows]
@@ -519,7 +524,7 @@ def merge(enum: Enumerator, shards: list[ShardResult], max_collisions: int = 8) 
     order = np.argsort(allh, kind="stable")
     sh = allh[order]
     dup = np.nonzero(sh[1:] == sh[:-1])[0]
-    collisions = []
+    collisions: list[tuple[int, int]] = []
     unresolved = 0
     for i in dup:
         a, b = sorted((int(order[i]), int(order[i + 1])))
@@ -554,12 +559,16 @@ def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float 
     on ``engine`` (a :class:`certify.core.engine.Engine`). Returns the merged result
     (None when the time limit stopped the in-process run), the number of
     assignments done and the enumerator. Shards are merged in index order, so the
-    result does not depend on how many workers ran them."""
+    result does not depend on how many workers ran them. ``time_limit``: CPU
+    seconds of this process (:mod:`certify.core.budget`), checked between shards
+    of an in-process run (an engine's run has none)."""
+    from certify.core.budget import CpuBudget
+
     N = spec.num_assignments
     ranges = [(a, min(N, a + shard)) for a in range(0, N, shard)]
     enum = Enumerator(spec, model)
-    t0 = time.perf_counter()
-    if engine is not None and engine.uses_ray:
+    budget = None if time_limit is None else CpuBudget(time_limit)
+    if engine is not None and engine.parallel:
         shards = engine.map(run_shard, [(spec, model, a, b) for a, b in ranges],
                             label="transcript shards")
         return merge(enum, shards), N, enum
@@ -569,7 +578,7 @@ def enumerate_all(spec, model, *, shard: int = DEFAULT_SHARD, time_limit: float 
     bar = tqdm(total=N, unit="asg", disable=not progress, leave=False)
     try:
         for a, b in ranges:
-            if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            if budget is not None and budget.exhausted():
                 return None, done, enum
             shards.append(enum.run(a, b, progress=bar.update))
             done = b

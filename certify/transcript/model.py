@@ -128,7 +128,7 @@ def build_model(req: ModelRequest, spec, p: int | None = None) -> tuple[Quantize
     """The model ``req`` names, with its quantizer (``p`` overrides ``req.bits``),
     the seeds it used and the input files it read (name -> sha256)."""
     from certify.core.files import sha256_file
-    from models.quantize import FloatFormatQuantizer, UniformQuantizer
+    from models.quantize import FloatFormatQuantizer, Quantizer, UniformQuantizer
     from models.sketch import (
         SketchConfig,
         builtin_uniform_quantizer,
@@ -138,8 +138,11 @@ def build_model(req: ModelRequest, spec, p: int | None = None) -> tuple[Quantize
     )
 
     bits = p if p is not None else req.bits
-    seeds, inputs = {}, {}
-    saved_q = None
+    seeds: dict[str, int] = {}
+    inputs: dict[str, str] = {}
+    saved_q: Quantizer | None = None
+    W: dict[str, Any]                   # name -> torch tensor or numpy array (exact dyadic values)
+    quant: Quantizer
     if req.checkpoint:
         cfg, W, saved_q = load_sketch_checkpoint(req.checkpoint)
         from models.sketch import _paths
@@ -174,7 +177,7 @@ def build_model(req: ModelRequest, spec, p: int | None = None) -> tuple[Quantize
         quant = calibrated_uniform(spec, cfg, W, bits, seed=req.seed)
     elif builtin:
         quant = builtin_uniform_quantizer(bits)
-    elif saved_q is not None and saved_q.kind == "uniform":
+    elif isinstance(saved_q, UniformQuantizer):
         quant = UniformQuantizer(bits=bits, lo=saved_q.lo, hi=saved_q.hi,
                                  calibrated=saved_q.calibrated)
     else:

@@ -50,7 +50,7 @@ def _kernel():
 
 def _rows_any(u: np.ndarray) -> np.ndarray:
     """Per assignment: any over the symbols of a (blocks, B, r) or (B, T) mask."""
-    return u.any(axis=(0, 2)) if u.ndim == 3 else u.any(1)
+    return np.any(u, axis=(0, 2) if u.ndim == 3 else 1)
 
 
 def applicable(enum) -> bool:
@@ -190,6 +190,7 @@ class OneLayer:
                 dr += U * np.abs(dm)
                 dr *= INFL
                 dr += ETA
+        assert dm is not None and dr is not None                    # the model has a head
         # y = y0 + sum_c upd_c + yb: the two ball adds of enumerate.batch, with y0 + yb
         # added first (its rounding u |c| in the constant radius), then
         # ry <= (dr + ry0 + ryb + u |c|) INFL^3 + 2u INFL^3 |y| + 2 ETA

@@ -95,6 +95,7 @@ def collision_refutation(spec, model, ra: Replay, rb: Replay, n: int
 
 def collision_evidence(spec, model, ra: Replay, rb: Replay, n: int) -> dict[str, Any]:
     """Everything the checker needs to replay the collision without torch."""
+    assert ra.transcript is not None and ra.outputs is not None     # an exact replay collided
     ev: dict[str, Any] = {
         "type": "collision",
         "family": family_evidence(spec, n),

@@ -69,7 +69,10 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
 
         return check_certified(spec, model, n, time_limit=time_limit, progress=progress,
                                engine=engine)
+    from certify.core.budget import CpuBudget
+
     t0 = time.perf_counter()
+    budget = None if time_limit is None else CpuBudget(time_limit)
     cap = capacity(model, spec.s, spec.q)
     res = search_collisions(spec, model, batch=batch, time_limit=time_limit, progress=progress)
     t1 = time.perf_counter()
@@ -80,6 +83,8 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
     info = {**cap.display(), "context_length": n, "assignments_checked_float64": res.checked,
             "distinct_float64_transcripts": res.distinct_transcripts,
             "float64_accuracy": res.float_accuracy if res.checked else None}
+    if budget is not None:
+        info["budget"] = budget.record()
 
     verdict, reason, collision, ev = Verdict.UNKNOWN, None, None, None
     exact_checked = exact_correct = 0
@@ -112,8 +117,9 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
                 ev, reason = error_refutation(spec, model, r, *bad, n)
         if verdict is not Verdict.REFUTED:
             if not res.complete:
-                reason = (f"time limit: {res.checked} of {res.assignments} "
-                          f"assignments checked, no certified collision")
+                reason = (f"{budget.describe() if budget else 'time limit'} exhausted: "
+                          f"{res.checked} of {res.assignments} assignments checked, no "
+                          "certified collision")
             elif res.candidates:
                 reason = (f"{len(res.candidates)} candidate collision(s) from float64, none "
                           f"certified ({undecided} straddle a quantizer boundary)")
@@ -128,7 +134,7 @@ def check_transcript(spec, model: QuantizedSketchModel, *, n: int | None = None,
                 verdict, reason, exact_checked, exact_correct, ev = _exact_all(
                     spec, model, EW, n, progress)
     t2 = time.perf_counter()
-    evidence = dict(base_ev)
+    evidence: dict[str, Any] = dict(base_ev)
     if ev is not None:
         evidence.update(ev)
     else:
@@ -203,7 +209,9 @@ def run_transcript(req: ModelRequest, M: int, s: int, h: int, q: int, *, n: int 
     if 2 * spec.q > n:
         raise InputError(f"2q = {2 * spec.q} exceeds the context length n = {n}")
     widths = [None] if bits_range is None else list(range(bits_range[0], bits_range[1] + 1))
-    rows, claims, results = [], [], []
+    rows: list[dict[str, Any]] = []
+    claims: list[Claim] = []
+    results: list[TranscriptResult] = []
     seeds: dict[str, int] = {}
     inputs: dict[str, str] = {}
     model = None
@@ -216,5 +224,6 @@ def run_transcript(req: ModelRequest, M: int, s: int, h: int, q: int, *, n: int 
         rows.append({"p": p, **js} if p is not None else js)
         claims.extend(r.claims)
         results.append(r)
+    assert model is not None                # one bit width at least
     cert = Certificate(claims=claims, command=list(command), inputs=inputs, seeds=seeds)
     return TranscriptRun(cert, tuple(rows), model, tuple(results))

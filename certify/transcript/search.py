@@ -58,21 +58,25 @@ def search_collisions(spec, model: QuantizedSketchModel, *, batch: int = DEFAULT
                       time_limit: float | None = None, progress: bool = True,
                       max_candidates: int = MAX_CANDIDATES) -> SearchResult:
     """Stream all assignments through the float64 model, hash the transcripts,
-    and return candidate collisions (pairs with equal transcript hashes)."""
+    and return candidate collisions (pairs with equal transcript hashes).
+    ``time_limit``: CPU seconds of this process (:mod:`certify.core.budget`),
+    checked between batches."""
     import torch
     from tqdm.auto import tqdm
 
+    from certify.core.budget import CpuBudget
     from models.sketch import forward_fast
 
     N = spec.num_assignments
     t0 = time.perf_counter()
+    budget = None if time_limit is None else CpuBudget(time_limit)     # CPU seconds
     tokens = torch.from_numpy(spec.tokens.astype(np.float64))
     hashes: list[np.ndarray] = []
     correct, worst, worst_i, done = 0, -1.0, 0, 0
     bar = tqdm(total=N, unit="asg", disable=not progress, file=sys.stderr, leave=False)
     with torch.inference_mode():
         for start in range(0, N, batch):
-            if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            if budget is not None and budget.exhausted():
                 break
             kap = spec.assignments(start, start + batch)                      # (B, q)
             run = forward_fast(model.cfg, model.weights, model.quantizer, tokens=tokens,

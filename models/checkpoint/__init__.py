@@ -32,6 +32,9 @@ from certify.core.files import atomic_write_bytes, atomic_write_text
 from models.feature_maps import MapKind, spec
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead, PositionalKernelHead
 
+#: the heads a checkpoint holds
+Head = KernelHead | LookupHead | DenseSoftmaxHead | PositionalKernelHead
+
 FORMAT = "certify-attention/checkpoint/1"
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".pth")
 
@@ -98,7 +101,7 @@ def validate_config(cfg: Any) -> dict[str, Any]:
     return dict(cfg)
 
 
-def model_config(model: torch.nn.Module, **extra: Any) -> dict[str, Any]:
+def model_config(model: Head, **extra: Any) -> dict[str, Any]:
     """The config of ``model`` merged with ``extra`` (seed, family, training, ...)."""
     dtype = next(model.parameters()).dtype
     name = {v: k for k, v in _DTYPES.items()}.get(dtype)
@@ -179,7 +182,7 @@ def _paths(path: str | Path) -> tuple[Path, Path | None]:
     return stem.with_name(stem.name + ".json"), None
 
 
-def save_checkpoint(model: torch.nn.Module, path: str | Path, config: Mapping[str, Any] | None = None
+def save_checkpoint(model: Head, path: str | Path, config: Mapping[str, Any] | None = None
                     ) -> tuple[Path, Path]:
     """Write ``X.safetensors`` and ``X.json`` atomically; ``config`` adds seed,
     family, training, metrics, notes. Returns the two paths."""

@@ -4,7 +4,12 @@ head with its reason, a layer, a detected model.
 A :class:`FeatureHead` is one head of one layer as the paper's head sees it:
 ``x -> pre(x) -> W x + b -> phi``, with ``alpha(x, z) = <phiQ(x), phiK(z)>``
 (the query scale folded into ``phiQ``, so the product is the number the
-library multiplies). ``pre`` is the model's own path from its input to the
+library multiplies). A head is *normalized* (the paper's head: the layer
+outputs ``sum_j alpha(x, z_j) v_j / sum_j alpha(x, z_j)``) or not (fla's
+``LinearAttention`` with ``do_feature_map_norm=False`` outputs the sum
+``sum_j alpha(x, z_j) v_j`` itself): the kernel, its rank, eps-rank and sign
+are the same objects either way; only the paper's normalized-head theorems
+need the denominator. ``pre`` is the model's own path from its input to the
 layer (embedding rows, pre-norms, input projections). Each step and map
 exists twice: in torch (float32, the library's arithmetic, used where the
 model is run as the library runs it) and canonically
@@ -35,7 +40,7 @@ CanonMap = Callable[[np.ndarray], np.ndarray]         # (B, d) -> (B, r), float6
 
 @dataclass(frozen=True)
 class Refusal:
-    """A head that is not a fixed normalized nonnegative kernel head."""
+    """A head that is not a fixed kernel head alpha(x, z) = <phiQ(x), phiK(z)>."""
 
     layer: int
     head: int | None            # None: every head of the layer
@@ -80,7 +85,7 @@ class FeatureHead:
                  nonnegative: bool, feature_map: str, bq: Any = None, bk: Any = None, Wv: Any = None,
                  bv: Any = None, steps: list[Step] | None = None, causal: bool = False,
                  notes: str = "", details: Mapping[str, Any] | None = None, canon_q: CanonMap | None = None,
-                 canon_k: CanonMap | None = None) -> None:
+                 canon_k: CanonMap | None = None, normalized: bool = True) -> None:
         self.m, self.rank = int(m), int(rank)
         self.Wq, self.Wk, self.bq, self.bk, self.Wv, self.bv = Wq, Wk, bq, bk, Wv, bv
         self.phi_q, self.phi_k = phi_q, phi_k
@@ -89,6 +94,7 @@ class FeatureHead:
         self.pre = compose(self.steps)
         self.guarantee = "features_nonnegative" if nonnegative else "signed"
         self.feature_map, self.causal, self.notes = feature_map, causal, notes
+        self.normalized = bool(normalized)          # False: no denominator (the output is sum_j alpha v_j)
         self.details = dict(details or {})
 
     @property
@@ -159,7 +165,7 @@ class FeatureHead:
 
     def describe(self) -> dict[str, Any]:
         return {"feature_map": self.feature_map, "rank": self.rank, "m": self.m, "causal": self.causal,
-                "guarantee": self.guarantee, "notes": self.notes,
+                "normalized": self.normalized, "guarantee": self.guarantee, "notes": self.notes,
                 "input_path": [s.name for s in self.steps], **self.details}
 
 

@@ -121,12 +121,12 @@ KERNEL_ARGS: Mapping[tuple[str, str], Mapping[str, str]] = {
         "feature_map": f"the feature map (a learned map's keys tell it; {', '.join(param_free('fla'))} do not)",
         "num_heads": "the head split (a learned map's shape tells it)",
         "norm_q": "queries' features divided by their sum", "norm_k": "keys' features divided by their sum",
-        "do_feature_map_norm": "the normalizing denominator (without it: refused)"},
+        "do_feature_map_norm": "the normalizing denominator (without it: unnormalized kernel attention)"},
     ("fla", "LinearAttentionConfig"): {
         "feature_map": "the feature map", "num_heads": "the head split",
         "num_kv_heads": "the grouped key heads", "norm_q": "queries' features divided by their sum",
         "norm_k": "keys' features divided by their sum",
-        "norm_feature_map": "the normalizing denominator (without it: refused)"},
+        "norm_feature_map": "the normalizing denominator (without it: unnormalized kernel attention)"},
     ("fla", "BasedLinearAttention"): {
         "feature_dim": "the head split (feature_dim x num_heads = the projection's rows)",
         "num_heads": "the head split (feature_dim x num_heads = the projection's rows)"},

@@ -26,8 +26,13 @@ head serves ``num_heads / num_kv_heads`` query heads):
   / ``feature_map_k.``); ``norm_q``/``norm_k`` divide by
   ``sum(phi) + 1e-4``; the query carries fla's scale ``r^-1/2`` (``r`` the
   feature size). The denominator exists only with ``do_feature_map_norm=True``
-  (``norm_feature_map`` in the model config); fla's default ``False`` is
-  attention without a normalizing denominator: refused.
+  (``norm_feature_map`` in the model config); with fla's default ``False``
+  the layer outputs ``sum_j alpha(x, z_j) v_j`` itself: the head is certified
+  as unnormalized kernel attention (``FeatureHead.normalized`` False; the
+  kernel's rank, eps-rank and sign are the same objects, the paper's
+  normalized-head theorems do not apply). Every map fla 0.6.0's
+  ``LinearAttention`` takes (``hedgehog``, ``t2r``, ``elementwise_product``,
+  ``dpfp``, ``elu``, ``relu``, ``identity``) has its canonical definition.
 * Based: the table's ``taylor`` (``feature_name="taylor_exp"``),
   ``phi(q).phi(k) = 1 + s + s^2/2`` with ``s = q.k / sqrt(d)``: a positive
   kernel with signed features.
@@ -178,13 +183,10 @@ def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, steps
                     "norm_eps": float(cfg.get("norm_eps", 1e-5)),
                     "key_dim": int(Wq.shape[0]), "value_dim": int(sd[p + "v_proj.weight"].shape[0]) * (H // Hkv)
                     if H % Hkv == 0 else 0}
-    if not cfg["do_feature_map_norm"]:
-        plan.heads.append(Refusal(
-            layer, None, plan.module, "no normalizing denominator",
-            "do_feature_map_norm=False (fla's default; norm_feature_map in the model config): the layer "
-            "outputs sum_j alpha(x, z_j) v_j without dividing by sum_j alpha(x, z_j), which is not the "
-            "paper's normalized head, so no claim about it is made"))
-        return plan
+    normalized = bool(cfg["do_feature_map_norm"])
+    plan.library = {**plan.library, "do_feature_map_norm": normalized}
+    note = ("denominator + 1e-10 in fla's reference op" if normalized else
+            "no denominator (do_feature_map_norm=False): the layer outputs sum_j alpha(x, z_j) v_j")
     Wv = sd.get(p + "v_proj.weight")
     if Wq.shape[0] % H or Wk.shape[0] % Hkv or H % Hkv or Wq.shape[0] // H != Wk.shape[0] // Hkv:
         raise InputError(f"{p}q_proj.weight: {Wq.shape[0]} rows do not split into {H} heads "
@@ -216,8 +218,9 @@ def linear_attention_heads(sd, p: str, cfg: Mapping[str, Any], layer: int, steps
             m=plan.m, Wq=rows_of_head(Wq, H, h, "q_proj"), Wk=rows_of_head(Wk, Hkv, hk, "k_proj"),
             Wv=rows_of_head(Wv, Hkv, hk, "v_proj") if Wv is not None else None, phi_q=fq, phi_k=fk,
             rank=r, nonnegative=nonneg, feature_map=f"fla-{kind}" + ("-tied" if tied else ""), steps=steps,
-            canon_q=cm.normalized(cq, nq, cm.inv_sqrt(r)), canon_k=cm.normalized(ck, nk), causal=True, notes="denominator + 1e-10 in fla's reference op; query scale r^-1/2 folded "
-            "into phiQ", details={"head": h, "kv_head": hk}))
+            canon_q=cm.normalized(cq, nq, cm.inv_sqrt(r)), canon_k=cm.normalized(ck, nk), causal=True,
+            notes=note + "; query scale r^-1/2 folded into phiQ", details={"head": h, "kv_head": hk},
+            normalized=normalized))
     return plan
 
 
@@ -575,12 +578,9 @@ def _layer(sd, p: str, cls: str, config, i: int, m: int, used: dict, unstated: d
         if len(maps) == 1:
             cfg["feature_map"] = maps[0]
             used["feature_map"] = f"{maps[0]} (the only map with {stored}{', '.join(sorted(fq))})"
-        elif cfg["do_feature_map_norm"]:
+        else:
             raise InputError(f"an fla LinearAttention at {p or 'the root'} with a parameter-free feature map: its "
                              f"keys fit {', '.join(maps)}; give \"feature_map\" in config.json, or " + SPEC_HINT)
-        else:
-            cfg["feature_map"] = "elu"        # refused below for want of a denominator; the map is not used
-            used["feature_map"] = f"one of {', '.join(maps)} (not needed: the layer is refused)"
     if "output_norm" not in config:
         cfg["output_norm"] = "rmsnorm" if "norm.weight" in local else "identity"
     if "do_feature_map_norm" not in config:

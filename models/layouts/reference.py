@@ -8,7 +8,9 @@ tokens, with random values in place of the value projection's output, and
 its attention output is compared with the one the extracted kernel gives
 (its canonical features, the ones a certificate binds: ``FeatureHead.canonical_features``),
 ``o_i = sum_j alpha(x_i, x_j) v_j / (sum_j alpha(x_i, x_j) + the library's
-epsilon)`` (prefix sums for causal layers). The comparison does not reuse the
+epsilon)`` (prefix sums for causal layers), or ``o_i = sum_j alpha(x_i, x_j) v_j``
+itself for an unnormalized head (fla's ``do_feature_map_norm=False``; the library's
+module is built normalized or not as its config writes it). The comparison does not reuse the
 extractor's path:
 
 * performer-pytorch and linear-attention-transformer: the library's module
@@ -29,7 +31,12 @@ extractor's path:
 
 The error of position ``i`` is scaled by the size of what is summed,
 ``e_i = max |o_lib - o_ext| |sum_j alpha_ij| / (sum_j |alpha_ij| max|v|)``
-(for a nonnegative kernel: the error relative to the values); positions whose
+(for a nonnegative kernel: the error relative to the values); for an unnormalized
+head ``e_i = max |o_lib - o_ext| / (sum_j <|phiQ_i|, |phiK_j|> max|v|)``, the size
+of the products float arithmetic rounds (``sum_j alpha_ij`` for nonnegative
+features; signed features cancel inside ``alpha_ij``, and at fla's default width
+scaling by ``|alpha_ij|`` would count that cancellation as error): every position
+compared, one whose every product is 0 by its absolute error; positions whose
 denominator cancels to below ``1e-3 sum_j |alpha_ij|`` (signed kernels) are
 ill-conditioned in both computations and left out, and counted. A head
 agrees when ``max_i e_i <= tolerance`` (:data:`TOLERANCE`, float32 arithmetic).
@@ -74,6 +81,7 @@ class LibraryCheck:
     length: int = 0
     errors: dict[int, float] = field(default_factory=dict)        # head -> max scaled error
     left_out: dict[int, int] = field(default_factory=dict)        # head -> ill-conditioned positions
+    unnormalized: set[int] = field(default_factory=set)           # heads compared without a denominator
 
     def head(self, h: int) -> dict[str, Any]:
         """This comparison as one head sees it (JSON)."""
@@ -85,6 +93,10 @@ class LibraryCheck:
         if h not in self.errors:
             return {**out, "status": "not run", "reason": "this head is not compared (refused or local)"}
         err = self.errors[h]
+        if h in self.unnormalized:            # o = sum_j alpha_ij v_j: no denominator on either side
+            return {**out, "status": "agrees" if err <= self.tolerance else "disagrees", "max_error": err,
+                    "positions_left_out": 0, "output": "A V (unnormalized)",
+                    "error": "max_i |o_lib - o_ext| / (sum_j <|phiQ_i|, |phiK_j|> max|v|)"}
         return {**out, "status": "agrees" if err <= self.tolerance else "disagrees", "max_error": err,
                 "positions_left_out": self.left_out.get(h, 0),
                 "error": "max_i |o_lib - o_ext| |sum_j alpha_ij| / (sum_j |alpha_ij| max|v|)"}
@@ -154,13 +166,28 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
         if h.causal:
             A = A * torch.tril(torch.ones(SEQ_LEN, SEQ_LEN, dtype=torch.float64))
         v = V[:, :, i, :dv[i]]
-        den = eps_rule(A.sum(-1), q)                                                # (B, N)
+        # a normalized head divides by sum_j alpha_ij (+ the library's epsilon); an unnormalized
+        # one outputs A V itself: nothing cancels, no position is ill-conditioned
+        den = eps_rule(A.sum(-1), q) if h.normalized else torch.ones(A.shape[:-1], dtype=A.dtype)   # (B, N)
         ours = (A @ v) / den[..., None]
         got = lib_out[:, :, i, :dv[i]].to(torch.float64)
         scale = A.abs().sum(-1) * v.abs().amax(dim=(1, 2))[:, None]
-        ill = (A.sum(-1).abs() < ILL * A.abs().sum(-1)) | (scale == 0)
+        if h.normalized:
+            ill = (A.sum(-1).abs() < ILL * A.abs().sum(-1)) | (scale == 0)
+        else:
+            # A V in float32 is rounded relative to the products it sums, sum_j <|phiQ_i|, |phiK_j|>
+            # (= sum_j alpha_ij for nonnegative features; signed ones cancel inside alpha_ij);
+            # a position where every product is 0 must give 0: its absolute error
+            Aabs = q.abs() @ k.abs().transpose(1, 2)
+            if h.causal:
+                Aabs = Aabs * torch.tril(torch.ones(SEQ_LEN, SEQ_LEN, dtype=torch.float64))
+            scale = Aabs.sum(-1) * v.abs().amax(dim=(1, 2))[:, None]
+            ill = torch.zeros_like(scale, dtype=torch.bool)
+            scale = torch.where(scale == 0, 1.0, scale)
         e = ((ours - got).abs().amax(-1) * den.abs() / torch.where(ill, 1.0, scale))
         e = torch.where(ill, 0.0, e)
+        if not h.normalized:
+            check.unnormalized.add(i)
         check.errors[i] = float(e.max()) if not bool(torch.isnan(e).any()) else float("inf")
         check.left_out[i] = int(ill.sum())
     check.status = "agrees" if all(v <= check.tolerance for v in check.errors.values()) else "disagrees"
@@ -364,15 +391,16 @@ def _fla_linear_attention(det: Detected, layer: LayerPlan, sd, inputs, V):
     if info.get("model"):
         from fla.models import LinearAttentionConfig
         mc = LinearAttentionConfig(**{k: v for k, v in det.config.items() if k not in ("library", "class")})
-        written = {"norm_q": mc.norm_q, "norm_k": mc.norm_k, "feature_map": mc.feature_map}
+        written = {"norm_q": mc.norm_q, "norm_k": mc.norm_k, "feature_map": mc.feature_map,
+                   "do_feature_map_norm": mc.norm_feature_map}
     else:
-        written = _written(det.config, ("norm_q", "norm_k", "feature_map"))
+        written = _written(det.config, ("norm_q", "norm_k", "feature_map", "do_feature_map_norm"))
     written.setdefault("feature_map", info["feature_map"])
     attn = LinearAttention(hidden_size=hidden, expand_k=int(Wq.shape[0]) / hidden,
                            expand_v=int(info["value_dim"]) / hidden, num_heads=H,
                            num_kv_heads=Hkv if Hkv != H else None,
                            tie_feature_map_qk=info["tie_feature_map_qk"], output_norm=info["output_norm"],
-                           do_feature_map_norm=True, elementwise_affine=info["elementwise_affine"],
+                           elementwise_affine=info["elementwise_affine"],
                            norm_eps=info["norm_eps"], **written)
     sub = _strip(sd, p)
     if info["tie_feature_map_qk"]:       # one stored copy of the shared map: fill the other, as load_model does
@@ -406,7 +434,9 @@ def _fla_linear_attention(det: Detected, layer: LayerPlan, sd, inputs, V):
     if attn.norm_k:
         k = k / (k.sum(-1, True) + 1e-4)
     v = V[..., :attn.head_v_dim]                                                    # (B, T, H, dv)
-    o, _ = naive_recurrent_linear_attn(q, k, v, normalize=True)
+    # normalized or not as the library's module is (the config as written): an extraction that
+    # reads the denominator wrongly disagrees here
+    o, _ = naive_recurrent_linear_attn(q, k, v, normalize=attn.do_feature_map_norm)
     return o, _add(1e-10)
 
 
@@ -490,7 +520,8 @@ _METHODS = {
     "LinearAttention": "fla's LinearAttention built from the config, loaded strictly; its q_proj, k_proj, "
                        "feature_map_q/k (and the model's embeddings and attn_norm through "
                        "fla.modules.norm.layernorm.rms_norm_ref) composed with "
-                       "fla.ops.linear_attn.naive.naive_recurrent_linear_attn(normalize=True)",
+                       "fla.ops.linear_attn.naive.naive_recurrent_linear_attn(normalize=do_feature_map_norm "
+                       "as the config writes it: (A V)/(A 1) or A V)",
     "BasedLinearAttention": "fla's BasedLinearAttention built from the config, loaded strictly; q_proj, k_proj "
                             "with fla.ops.based.naive.naive_parallel_based (non-causal: forward_reference)",
     "zoology-Based": "zoology is not installed: the mixer's weights in fla's port BasedLinearAttention, "

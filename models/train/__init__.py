@@ -42,7 +42,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from fractions import Fraction
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -194,8 +194,9 @@ def write_csv(path: Path, rows: Sequence) -> None:
 def read_csv(path: Path, cls):
     if not path.is_file():
         return []
-    types = {f.name: f.type for f in fields(cls)}
-    conv = {"int": int, "float": float, "str": str, "bool": lambda s: s == "True"}
+    types = {f.name: str(f.type) for f in fields(cls)}       # annotations are strings (PEP 563)
+    conv: dict[str, Callable[[str], object]] = {"int": int, "float": float, "str": str,
+                                                "bool": lambda s: s == "True"}
     with open(path, newline="") as f:
         return [cls(**{k: conv[types[k]](v) for k, v in row.items()}) for row in csv.DictReader(f)]
 
@@ -234,8 +235,10 @@ def evaluate_lookup(model: LookupHead, fam: Family) -> dict:
     ok_input = ((err < 0.5) | ~fam.scored).all(1)                          # (I,)
     e = err[fam.scored]
     J = fam.jumps
+    assert J is not None                    # a Sec. 5.1 family lists its jumps
     alpha = PQ @ PK.T                                                      # (K, K)
-    pairs, ratios = {}, []
+    pairs: dict[tuple[int, int], dict[str, Any]] = {}
+    ratios: list[dict[str, Any]] = []
     for row in J:
         s, u, step, x, y, z = (int(v) for v in row[:6])
         good = bool(ok_input[row[8]] and ok_input[row[9]] and ok_input[row[10]])
@@ -279,7 +282,7 @@ def sweep51(cfg: Sec51Config, out: Path, checkpoints: Path | None = None,
     ratio_rows: list[dict] = []
     t0, c0 = time.perf_counter(), time.process_time()
     jobs = [(r, s) for r in cfg.ranks for s in cfg.seeds]
-    if engine is not None and engine.uses_ray:
+    if engine is not None and engine.parallel:
         done = engine.map(_job51, [(fam, r, s, cfg) for r, s in jobs], label="sec51")
     else:
         done = None
@@ -358,6 +361,7 @@ def train_ood(train: Family, M: int, rank: int | None, seed: int, cfg: Sec52Conf
     a :class:`TrainLog` is appended to ``log`` when one is given."""
     g = torch.Generator().manual_seed(seed)
     m = M + 2
+    model: DenseSoftmaxHead | KernelHead
     if rank is None:
         model = DenseSoftmaxHead(m, m, cfg.dv, generator=g)
     else:
@@ -459,7 +463,7 @@ def sweep52(cfg: Sec52Config, out: Path, checkpoints: Path | None = None,
     jobs = [(sc, r, s) for sc in cfg.scales for r in models for s in cfg.seeds]
     pools = {sc: _pools52(sc, cfg) for sc in cfg.scales}
     done = None
-    if engine is not None and engine.uses_ray:
+    if engine is not None and engine.parallel:
         done = engine.map(_job52, [(*pools[sc][:2], sc, r, s, cfg, pools[sc][2]) for sc, r, s in jobs],
                           label="sec52")
     with one_thread(), tqdm(jobs, desc="sec52", file=sys.stderr,
@@ -770,7 +774,7 @@ def _sec52_section(runs52: Sequence[Run52], t52: dict) -> list[str]:
             tr = float(np.mean([r.train_exact_seq_acc for r in rs]))
             te = float(np.mean([r.test_exact_seq_acc for r in rs]))
             st = [r.steps for r in rs]
-            stops = {}
+            stops: dict[str, int] = {}
             for r in rs:
                 stops[r.stop or "fixed"] = stops.get(r.stop or "fixed", 0) + 1
             L.append(f"| {sc} | {'dense' if k is None else f'r={k}'} | {tr:.3f} | {te:.3f} | {tr - te:+.3f} | "

@@ -2,6 +2,11 @@
 certify them with ``certify checkpoint PATH`` (no spec): ``reports/gallery/``.
 
     .venv/bin/python reports/gallery/make_gallery.py          # from the repository root
+    .venv/bin/python reports/gallery/make_gallery.py --only fla-default-unnormalized   # one model
+
+``--only NAME`` builds and certifies that model alone (one of :data:`SINGLE`) and
+replaces its row of ``README.md``, leaving every other committed model and
+certificate as it is.
 
 Each model is seeded and a few kilobytes; ``models/`` holds the checkpoints,
 ``<name>/`` the certificate, its report and the head table (``heads.md``), and
@@ -75,6 +80,24 @@ def _pretrained(model, folder: Path, **kw) -> Path:
     return folder
 
 
+def fla_default_unnormalized() -> dict[str, tuple[str, Path, list[str]]]:
+    """fla's default linear_attn config (norm_feature_map=False: no normalizing denominator)
+    with the t2r map, fla's own initialisation, bf16 save_pretrained."""
+    from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
+    torch.manual_seed(13)
+    cfg = LinearAttentionConfig(hidden_size=16, num_hidden_layers=2, num_heads=4, vocab_size=32,
+                                intermediate_size=32, feature_map="t2r")
+    return {"fla-default-unnormalized": (
+        "fla LinearAttentionForCausalLM with fla's default norm_feature_map=False (no normalizing denominator: "
+        "unnormalized kernel attention), t2r map, fla's own initialisation, bfloat16 save_pretrained",
+        _pretrained(LinearAttentionForCausalLM(cfg).to(torch.bfloat16), MODELS / "fla-default-unnormalized"),
+        [])}
+
+
+#: models that ``--only NAME`` builds alone
+SINGLE = {"fla-default-unnormalized": fla_default_unnormalized}
+
+
 def build() -> dict[str, tuple[str, Path, list[str]]]:
     """name -> (what, path, extra arguments of ``certify checkpoint``)."""
     from fla.layers import BasedLinearAttention, LinearAttention
@@ -130,6 +153,7 @@ def build() -> dict[str, tuple[str, Path, list[str]]]:
                                "2 kB shards (model.safetensors.index.json)",
                                _pretrained(_big(LinearAttentionForCausalLM(cfg), seed=5).to(torch.bfloat16),
                                            MODELS / "fla-sharded-bf16", max_shard_size="2KB"), [])
+    out.update(fla_default_unnormalized())
     torch.manual_seed(5)
     elu = _big(LinearAttention(hidden_size=6, num_heads=2, feature_map="elu", output_norm="identity",
                                do_feature_map_norm=True), seed=6)
@@ -204,11 +228,18 @@ def _check(doc) -> str:
     return f"{checks[0]['status']} with {checks[0]['library']} {checks[0]['version']} (max error {worst:.1e})"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     warnings.filterwarnings("ignore")
-    if MODELS.exists():
+    argv = sys.argv[1:] if argv is None else argv
+    only = argv[1] if argv[:1] == ["--only"] and len(argv) == 2 else None
+    if argv and (only is None or only not in SINGLE):
+        print(f"usage: make_gallery.py [--only {'|'.join(SINGLE)}]", file=sys.stderr)
+        return 2
+    if only is None and MODELS.exists():
         shutil.rmtree(MODELS)
-    models = build()
+    if only is not None and (MODELS / only).exists():
+        shutil.rmtree(MODELS / only)
+    models = SINGLE[only]() if only is not None else build()
     rows = ["| model | what | `checkpoint` exit | `verify` exit | `verify --replay-extraction` exit | heads | "
             "library check | result |", "|---|---|---|---|---|---|---|---|"]
     for name, (what, path, extra) in models.items():
@@ -233,6 +264,18 @@ def main() -> int:
             reason = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
             rows.append(f"| `{rel}` | {what} | {r.returncode} | - | - | - | - | {reason.replace('|', '/')} |")
         print(rows[-1], file=sys.stderr)
+    if only is not None:                       # its row replaced (or added after the certified ones)
+        lines = (HERE / "README.md").read_text().split("\n")
+        mine = f"| `{models[only][1].relative_to(ROOT)}` |"
+        at = next((i for i, ln in enumerate(lines) if ln.startswith(mine)), None)
+        if at is None:
+            at = max(i for i, ln in enumerate(lines) if ln.startswith("| `reports/gallery/models/")
+                     and ln.split(" | ")[2] in ("0", "1")) + 1
+            lines.insert(at, rows[-1])
+        else:
+            lines[at] = rows[-1]
+        (HERE / "README.md").write_text("\n".join(lines))
+        return 0
     text = ["# Gallery: small models of each supported library, saved as people save them", "",
             "Built, saved and certified by `reports/gallery/make_gallery.py` with `certify checkpoint PATH` "
             "(no spec, except the custom model of the README's adapter-spec example). Exit codes: 0 every claim "
@@ -251,7 +294,11 @@ def main() -> int:
             "sequences of the certified tokens with random values (tolerance 1e-4, scaled error; the "
             "certified features are the canonical ones). None of "
             "these third-party heads has a scalar readout, so correctness on a family is out of reach; "
-            "Lemma 3's inequality is audited per jump in `heads.md` where a family applies (width 24).", ""]
+            "Lemma 3's inequality is audited per jump in `heads.md` where a family applies (width 24). A head "
+            "without a normalizing denominator (fla's default `norm_feature_map=False`) gets the same kernel "
+            "claims, its sentences naming it unnormalized kernel attention, and its library check compares "
+            "fla's unnormalized output `A V`; correctness and Lemma 3 are about the normalized head and are "
+            "listed once for the model as not applicable.", ""]
     (HERE / "README.md").write_text("\n".join(text))
     return 0
 

@@ -19,14 +19,8 @@ from solvers.exact.draws import Draws
 from solvers.exact.elimination import canonical_minor, elimination_prime, rows_left_test
 from solvers.exact.integers import IntMatrix, _obj, _zero, compact
 from solvers.exact.modular import minor_mod_p, random_prime, span_check
-from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
-
-#: ``upper="auto"`` runs the exact span check when its work ``n1 n2 r k`` (``k``
-#: primes, counted from the Hadamard bound the checker uses) is at most this many
-#: multiply-adds, else the Freivalds test: about half a minute of one core for the
-#: checker's span check that ``certify rank`` shares (n = 2048, rank 256, 12-bit
-#: factors is 2^38.4)
-EXACT_WORK_BUDGET = 1 << 38
+from solvers.exact.span import span_check_multimodular
+from solvers.exact.upper_cost import predict
 
 UPPER_MODES = ("auto", "exact", "freivalds")
 
@@ -39,17 +33,6 @@ FreivaldsTest = Callable[[np.ndarray, list, list, bytes, int, int, int], tuple[b
 #: ``more`` (:func:`solvers.exact.elimination.rows_left_test`) whether to go on after a block
 #: that adds no row; used instead of :func:`canonical_minor` (None: not applicable)
 MinorSearch = Callable[[np.ndarray, int, int, Callable], "tuple[list[int], list[int]] | None"]
-
-
-def span_work(V: np.ndarray, rows: Sequence[int], cols: Sequence[int]) -> int:
-    """Multiply-adds of the exact span check: ``n1 n2 r`` per prime, primes of
-    ``prime_limit`` bits until their product exceeds the bordered-minor bound."""
-    r = len(cols)
-    top = prime_limit(r, int(np.abs(V).max(initial=0)))
-    if top < 1 << 12:
-        return 1 << 62
-    bound_bits = (math.isqrt(bordered_minor_bound_sq(V, rows, cols)) + 1).bit_length()
-    return V.shape[0] * V.shape[1] * r * -(-bound_bits // (top.bit_length() - 1))
 
 
 def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str = "exact",
@@ -69,8 +52,9 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
     elimination). ``timings`` holds each step's seconds; ``details`` the span
     check's bound bits and prime count.
 
-    ``upper="freivalds"`` (or ``"auto"`` above :data:`EXACT_WORK_BUDGET`) tests the
-    upper bound by :func:`solvers.exact.freivalds.freivalds_span_test` instead,
+    ``upper="freivalds"`` (or ``"auto"`` when :func:`solvers.exact.upper_cost.predict`
+    finds it cheaper than the exact span check; ``details["upper_auto"]`` then holds
+    both predicted costs and the choice, for either outcome) tests the upper bound by :func:`solvers.exact.freivalds.freivalds_span_test` instead,
     its randomness read from ``challenge(p, rows, cols)``: error ``<= 2^-error_log2``
     (``upper_witness = "freivalds"``, ``freivalds`` holds its parameters).
     ``exact_span(V, rows, cols)``, when given, is the exact upper-bound check used
@@ -92,9 +76,13 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
     timings["modular"] = time.perf_counter() - t0
     t = time.perf_counter()
     stats: dict = {}
-    mode = upper
-    if mode == "auto" and 0 < rk < min(n1, n2):
-        mode = "exact" if span_work(N.values, rows, cols) <= EXACT_WORK_BUDGET else "freivalds"
+    mode, auto = upper, {}
+    if mode == "auto" and 0 < rk < min(n1, n2) and challenge is not None:
+        costs = predict(N.values, rows, cols, bound_sq, error_log2)
+        mode = costs.choice
+        auto = {"upper_auto": {**costs.to_json(), "why": costs.why()}}
+        timings["upper_choice"] = time.perf_counter() - t
+        t = time.perf_counter()
     if mode == "freivalds" and 0 < rk < min(n1, n2) and challenge is not None:
         from solvers.exact.freivalds import FreivaldsResult, freivalds_span_test, plan
         if freivalds_test is None:
@@ -112,7 +100,7 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
             return replace(res, freivalds={"vector_bits": fr.plan.vector_bits, "vectors": fr.plan.vectors,
                                            "primes": list(fr.primes)},
                            details={"freivalds_L": fr.plan.L, "freivalds_error_log2":
-                                    round(-math.log2(fr.plan.error), 2)})
+                                    round(-math.log2(fr.plan.error), 2), **auto})
     ok: bool | None
     if rk == min(n1, n2):
         ok = True
@@ -128,7 +116,7 @@ def exact_rank_fast(N: IntMatrix, *, seed: int = 0, bits: int = 60, upper: str =
         return None
     res = _result((p, rk, rows, cols), rk, "trivial" if rk == min(n1, n2) else "column_span",
                   (PrimeAttempt(p, rk),), timings, t0)
-    return replace(res, details={f"span_{key}": v for key, v in stats.items()})
+    return replace(res, details={**{f"span_{key}": v for key, v in stats.items()}, **auto})
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,9 @@ def _check_params(claim: Mapping[str, Any], cert: Mapping[str, Any], form: str,
     p = keys(claim["parameters"], "parameters",
              ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype")
              + (FREIVALDS_PARAMS if fast else ()),
-             ("num_tokens", "tokens_sha256", "layer", "head", "stated"))
+             ("num_tokens", "tokens_sha256", "layer", "head", "stated", "normalized"))
+    if "normalized" in p and p["normalized"] is not False:
+        raise Bad("parameters.normalized is present only as false (a head without a denominator)")
     if fast and p["upper_bound"] != "freivalds":
         raise Bad("parameters.upper_bound must be 'freivalds'")
     if p["form"] != form:

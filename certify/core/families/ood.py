@@ -12,20 +12,6 @@ from certify.core.errors import InputError
 from certify.core.families.family import Family
 
 
-def _weight_words(M: int, k: int) -> np.ndarray:
-    """Every weight-``k`` word of length ``M`` as a (C(M, k), M) uint8 array, in the
-    order of ``itertools.combinations(range(M), k)`` (vectorised: M = 24 in a
-    second instead of half a minute). Combinations in lexicographic order are the
-    words read as binary numbers (position 0 the top bit) in decreasing order."""
-    if M <= 26:
-        v = np.arange(1 << M, dtype=np.int64)
-        v = v[np.bitwise_count(v) == k][::-1]
-        return ((v[:, None] >> (M - 1 - np.arange(M))) & 1).astype(np.uint8)
-    import itertools
-    return np.array([[1 if i in c else 0 for i in range(M)]
-                     for c in itertools.combinations(range(M), k)], dtype=np.uint8)
-
-
 def ood_families(M: int, q: int, n: int | None = None, *, train_size: int = 2048,
                  test_size: int = 1024, seed: int = 0) -> tuple[Family, Family]:
     """The Sec. 5.2 train and joint-OOD test pools at scale ``(M, q, n = 2q)``.
