@@ -343,6 +343,8 @@ def _kernel_claim(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], li
         if not str(p.get("adapter")).endswith(f" layer {p.get('layer')} head {p.get('head')}"):
             problems.append(f"parameters layer {p.get('layer')!r:.10}, head {p.get('head')!r:.10} are not "
                             "the ones the adapter names ('... layer L head H')")
+    if "normalized" in p and p["normalized"] is not False:     # alpha is the same either way
+        problems.append("parameters.normalized is present only as false (a head without a denominator)")
     if "num_tokens" in p and p["num_tokens"] != K.rows:
         problems.append(f"parameters.num_tokens is {p['num_tokens']!r:.20}, the kernel has {K.rows} rows")
     if "num_tokens" in ev and ev["num_tokens"] != K.rows:

@@ -83,6 +83,11 @@ def run(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replays:
                           if f]
                 if str(p.get("adapter")).startswith("adapter:") else []})
             out.torch[key] = env.get("torch")
+            # whether a head has a denominator is re-derived by the replay from its config: every
+            # value its claims give (absent: normalized) is sent to be compared
+            norm = p.get("normalized", True)
+            if norm not in job.setdefault("normalized", []):
+                job["normalized"].append(norm)
             if feats:
                 job["want"].append([fs["phi_q"], fs.get("phi_k")])
             if isinstance(p.get("head_sha256"), str) and isinstance(p.get("family"), str):
