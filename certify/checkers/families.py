@@ -25,22 +25,27 @@ import re
 from typing import Any
 
 from certify.checkers.common import canonical_sha256
+from certify.checkers.names import (  # noqa: F401 (the format's names, used here and re-exported)
+    BUILTIN_CODES,
+    MULTILEVEL_NAME,
+    OOD_NAME,
+    PAPER51_CODE,
+    builtin_kind,
+)
 
 FAMILY_FORMAT = "certify-attention/family/1"
 
 #: canonical sha256 of the built-in paper-5.1 family (certify.core.families.paper51_family)
 PAPER51_SHA256 = "1b2c4b72ecccb293ceab58e0a6acbc5c4d4db81de962a9e677636741342ed8b0"
-#: its tokens (count, canonical sha256 of the list of bit strings) and its code's words
+#: its tokens (count, canonical sha256 of the list of bit strings); its code's words are
+#: pinned with the format's names (:mod:`certify.checkers.names`)
 PAPER51_TOKENS = (41, "3ea3997ccda439eb1397d7549a4aa7b30a5e2af6443e5fe96fed00520815c31d")
-PAPER51_CODE = (15, "fadcd14183f3fcd3d73a6911e929330e716bd786ba295baeb23e125e9ad590c7")
-#: built-in code names -> (words, canonical sha256 of the word list)
-BUILTIN_CODES = {"paper-5.1": PAPER51_CODE}
 
 #: largest number of inputs a built-in family is rebuilt with here
 REBUILD_LIMIT = 1 << 16
 
-_MULTILEVEL = re.compile(r"multilevel-M(\d+)-s(\d+)-h(\d+)-q(\d+)")
-_OOD = re.compile(r"ood-(\d+)-(\d+)-(\d+)-(train|test)")
+_MULTILEVEL = MULTILEVEL_NAME
+_OOD = OOD_NAME
 
 
 
@@ -50,19 +55,6 @@ def _match(pattern: "re.Pattern[str]", name: str) -> "re.Match[str]":
     if m is None:
         raise ValueError(f"{name!r} is not a built-in family name")
     return m
-
-def builtin_kind(name: Any) -> str | None:
-    """``"paper-5.1"``, ``"multilevel"``, ``"ood"`` or None (not a built-in name)."""
-    if not isinstance(name, str):
-        return None
-    if name == "paper-5.1":
-        return "paper-5.1"
-    if _MULTILEVEL.fullmatch(name):
-        return "multilevel"
-    if _OOD.fullmatch(name):
-        return "ood"
-    return None
-
 
 def _bits(mask: int, width: int) -> str:
     return "".join("1" if mask >> i & 1 else "0" for i in range(width))

@@ -52,6 +52,7 @@ from fractions import Fraction
 from typing import Any, Callable, Mapping
 
 from certify.checkers import kinds as _kinds
+from certify.checkers.names import BUILTIN_CODES, builtin_kind
 
 RENDERER = "certify-attention/statements/3"
 RENDERERS = (RENDERER,)
@@ -151,7 +152,6 @@ def _tt(s: str) -> str:
 
 
 def is_builtin_family_name(name: str) -> bool:
-    from certify.checkers.families import builtin_kind
     return builtin_kind(name) is not None
 
 
@@ -579,7 +579,6 @@ def _eps_rank2(p: Fields, e: Fields) -> Statement:
 def code_ref(p: Fields) -> tuple[str, str]:
     """A code: a built-in name (its words pinned by the checker), else the hash of
     its word list."""
-    from certify.checkers.families import BUILTIN_CODES
     nw = _p(p, "num_words", int)
     name = _opt(p, "code", str, "parameters")
     sha = _p(p, "code_sha256", str)

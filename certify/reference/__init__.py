@@ -1,13 +1,17 @@
 """The reviewer's slow path: ``certify verify --reference CERT.json...``.
 
 A second checker, written apart from the fast one (:mod:`certify.checkers`) to
-cross-check it. It imports nothing of the project but the certificate's JSON
-Schema (:mod:`certify.checkers.schema`) and the reading of a certificate file
-(:mod:`certify.checkers.reading`, shared so that both refuse the same files);
-an import-linter contract in ``pyproject.toml`` holds it to that. No compiled
+cross-check it. It imports of the project only the definition of the format:
+the certificate's JSON Schema (:mod:`certify.checkers.schema`), the reading of a
+certificate file (:mod:`certify.checkers.reading`, shared so that both refuse the
+same files) and the statement renderer with its field table
+(:mod:`certify.checkers.statements`, which reads :mod:`certify.checkers.kinds` and
+:mod:`certify.checkers.names`: what a claim means is defined once); an
+import-linter contract in ``pyproject.toml`` holds it to that. No compiled
 extension of the project, no cache, no float shortcut, no randomized test:
-every number it decides is an ``int``, a ``Fraction`` or a python-flint
-``fmpz``/``fmpq`` matrix or polynomial.
+every number it decides is an ``int``, a ``Fraction``, a python-flint
+``fmpz``/``fmpq`` matrix or polynomial, or an ``arb`` ball that decides only
+when the whole ball agrees (exp / elu1 transcripts).
 
 What it re-derives, per claim kind, by the most direct method it knows
 (``docs/trust.md``, "The reviewer's slow path", has the table):
@@ -32,20 +36,22 @@ What it re-derives, per claim kind, by the most direct method it knows
   certificate (its norm condition by an exact characteristic polynomial).
 * ``correctness`` / ``gap_domination`` -- the head's outputs on every scored
   position, and every jump's Lemma 3 inequality, in Fractions.
-* ``transcript`` -- the sketch model replayed in Fractions (identity and relu
-  feature maps) on every assignment or on the stated pair.
+* ``transcript`` -- the sketch model replayed in Fractions (identity, relu) or
+  arb balls (exp, elu1) on every assignment or on the stated pair
+  (:mod:`~certify.reference.transcript`);
 * ``bound`` -- the paper's closed forms, with ints and Fractions.
 
-Not re-derived here (documented, never passed silently): the claim's
-sentence (rendered and compared by the fast checker only: this path compares
-the parameters and evidence the sentence is rendered from), contradictions
-across claims (each claim here is re-derived on its own, so two claims that
-contradict each other cannot both hold), built-in families other than
-``paper-5.1`` (a claim about one fails), and transcripts through ``elu1`` or
-``exp`` feature maps (such a claim fails).
+Every claim's sentence is rendered again and compared (the format's renderer),
+and claims that contradict each other across the certificates of one call fail
+(:mod:`~certify.reference.contradictions`: needed where a claim holds only under
+an assumption). Built-in families are pinned (``paper-5.1``) or rebuilt
+(:mod:`~certify.reference.builtin`). Not read: rank witnesses (minors, null-space
+bases, column-span and Freivalds witnesses): the rank is computed.
 
-Sources are bound by content: every named input file present is re-read and
-its sha256 compared; matrix and feature files are read exactly or refused
+Sources are bound by content: every named input file present (found as
+``verify`` finds it, :func:`~certify.reference.files.locate`) is re-read and its
+sha256 compared; a head's ``.safetensors`` weights re-hashed into their canonical
+``weights_sha256`` by the reference's own header reader; matrix and feature files are read exactly or refused
 (:mod:`certify.reference.files`); an extraction (a checkpoint's weights ->
 features step) is replayed with ``--replay-extraction`` in a separate process
 (:mod:`certify.reference.replay`), its features written to a file, hashed

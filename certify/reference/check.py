@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from certify.checkers import schema as _schema
+from certify.checkers import statements as _statements
 from certify.reference import claims as _claims
+from certify.reference.contradictions import contradictions
 from certify.reference.exact import Fails, Refused
-from certify.reference.files import find, sha256_file
+from certify.reference.files import locate, sha256_file
 from certify.reference.replay import Replays
 from certify.reference.replay import run as run_replay
 
@@ -111,7 +113,7 @@ def _inputs(cert: Mapping[str, Any], base: Path | None) -> tuple[tuple[str, str]
         if name.startswith("family:"):
             out.append((name, "bound per claim"))
             continue
-        path = find(name, base)
+        path = locate(name, digest, base)
         if path is None:
             out.append((name, "absent"))
         else:
@@ -129,14 +131,18 @@ def check_certificate(label: str, cert: Mapping[str, Any], base: Path | None,
         problems: list[str] = list(bad.get(i, []))
         assumptions: list[str] = []
         if not problems:
+            # the sentence: rendered by the format's one renderer (what a claim means is
+            # defined once, in certify.checkers.statements), every field it must print read
+            problems = _statements.check_statement(c, cert.get("renderer"))
             try:
-                problems, assumptions = _claims.check(c, ctx)
+                found, assumptions = _claims.check(c, ctx)
+                problems += found
             except Refused:
                 raise
             except Fails as exc:
-                problems = [str(exc)]
+                problems.append(str(exc))
             except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError, AttributeError) as exc:
-                problems = [f"malformed evidence: {type(exc).__name__}: {exc}"[:300]]
+                problems.append(f"malformed evidence: {type(exc).__name__}: {exc}"[:300])
         out.append(ClaimResult(i, str(c.get("kind")), str(c.get("verdict")), str(c.get("statement", "")),
                                tuple(problems), tuple(dict.fromkeys(assumptions))))
     return Result(label, tuple(out), _inputs(cert, base), tuple(bad.get(None, [])), frozenset(assume))
@@ -148,10 +154,27 @@ def check_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *, a
     (:mod:`certify.reference.replay`)."""
     replays = run_replay(certs) if replay else None
     try:
-        return [check_certificate(label, cert, base, replays, assume) for label, cert, base in certs]
+        results = [check_certificate(label, cert, base, replays, assume) for label, cert, base in certs]
     finally:
         if replays is not None and replays.folder is not None:
             replays.folder.cleanup()
+    return with_contradictions(results, [cert for _, cert, _ in certs])
+
+
+def with_contradictions(results: list[Result], certs: Sequence[Mapping[str, Any]]) -> list[Result]:
+    """Each result with the contradictions between claims that hold alone, across every
+    certificate of the call (:mod:`certify.reference.contradictions`) added to both
+    claims' problems."""
+    items = [((k, r.path), c.index, cert["claims"][c.index])
+             for k, (r, cert) in enumerate(zip(results, certs)) for c in r.claims if c.holds]
+    found = contradictions(items)
+    out = []
+    for k, r in enumerate(results):
+        claims = tuple(ClaimResult(c.index, c.kind, c.verdict, c.statement,
+                                   c.problems + tuple(found.get(((k, r.path), c.index), ())), c.assumptions)
+                       for c in r.claims)
+        out.append(Result(r.path, claims, r.inputs, r.problems, r.accepted))
+    return out
 
 
 def combined_exit(results: Iterable[Result]) -> int:

@@ -25,9 +25,17 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from certify.reference import audit, bounds, feasibility, kernels, transcript
+from certify.reference.builtin import is_builtin
 from certify.reference.exact import Fails, canonical_sha256, int_rows, whole
-from certify.reference.families import PAPER51_TOKENS
-from certify.reference.files import features_sha256, find, read_features_file, read_source, sha256_file
+from certify.reference.families import PAPER51_TOKENS, bind_name, builtin_tokens
+from certify.reference.files import (
+    features_sha256,
+    locate,
+    read_features_file,
+    read_source,
+    safetensors_sha256,
+    sha256_file,
+)
 from certify.reference.kernels import Kernel
 from certify.reference.limits import MAX_FEATURE_ENTRIES
 from certify.reference.replay import Replays, job_key
@@ -71,27 +79,31 @@ def check(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], list[str]]
         assumptions += declared
     if kind == "bound":
         return bounds.check(claim), assumptions
-    if kind == "transcript":
-        return transcript.check(claim), assumptions
+    if kind == "transcript":              # its evidence's assumptions are the transcript check's
+        return transcript.check(claim)
     if kind in ("feasible", "infeasible"):
-        problems = _family_input(claim, ctx)
-        return problems + feasibility.check(claim), assumptions
+        problems, assume = _family_input(claim, ctx)
+        return problems + feasibility.check(claim), assumptions + assume
     if kind in AUDIT_KINDS:
-        problems = _family_input(claim, ctx)
-        bad, assume = _head_source(claim, ctx)
-        return problems + bad + audit.check(claim), assumptions + assume
+        problems, assume = _family_input(claim, ctx)
+        bad, assume2 = _head_source(claim, ctx)
+        return problems + bad + audit.check(claim), assumptions + assume + assume2
     if kind in KERNEL_KINDS:
         bad, assume = _kernel_claim(claim, ctx)
         return bad, assumptions + assume
     return [f"no re-derivation for claim kind {kind!r:.30} (fails: nothing is passed unchecked)"], []
 
 
-def _family_input(claim: Mapping[str, Any], ctx: Context) -> list[str]:
+def _family_input(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], list[str]]:
+    """(problems, assumptions): the family name bound to the claim's hash (a built-in
+    name to its content), and listed among the certificate's inputs."""
     p = claim["parameters"]
     name, sha = p.get("family"), p.get("family_sha256")
+    problems, assumptions = bind_name(name, sha)
     if ctx.inputs.get(f"family:{name}") != sha:
-        return [f"the certificate's inputs do not list family:{name} with the claim's family_sha256"]
-    return []
+        problems.append(f"the certificate's inputs do not list family:{name} with the claim's "
+                        "family_sha256")
+    return problems, assumptions
 
 
 def _source_input(p: Mapping[str, Any], ctx: Context) -> list[str]:
@@ -116,6 +128,12 @@ def _head_source(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], lis
     if label is not None and label not in (Path(src).stem, Path(src).name, Path(src).parent.name):
         return [f"the model label {label!r:.40} is not the weights file's name"], []
     problems = _source_input(p, ctx)
+    path = locate(src, p.get("source_sha256"), ctx.base)
+    if path is not None and path.suffix == ".safetensors":     # the weights' canonical hash, recomputed
+        got = safetensors_sha256(path)
+        if got != p["weights_sha256"]:
+            problems.append(f"the weights in {src} have canonical sha256 {got[:16]}..., the claim's "
+                            f"{p['weights_sha256'][:16]}...")
     if ctx.replays is None:
         return problems, [f"extraction:{src}"]
     r = ctx.replays.results.get(job_key(p, False, ctx.cert, ctx.base))
@@ -169,7 +187,7 @@ def _file(p: Mapping[str, Any], ctx: Context) -> tuple[dict[str, Any] | None, li
     src, sha = p.get("source"), p.get("source_sha256")
     if not isinstance(sha, str):
         raise Fails("a matrix file source needs its sha256")
-    path = find(src, ctx.base)
+    path = locate(src, sha, ctx.base)
     if path is None or not isinstance(src, str):
         return None, [f"source:{src}"]
     if src not in ctx.read:
@@ -292,9 +310,18 @@ def _tokens(claim: Mapping[str, Any], rows: int) -> tuple[list[list[int]] | None
         if toks is not None and canonical_sha256(ev["tokens"]) != PAPER51_TOKENS[1]:
             raise Fails("the embedded tokens are not paper-5.1's")
         return toks, None, []
-    if ts == "tokens" or (ts.startswith("family:") and ts != "family:paper-5.1"):
-        if ts.startswith("family:") and re.fullmatch(r"family:(multilevel|ood)-.*", ts):
-            raise Fails(f"token set {ts}: a built-in family the reference checker does not rebuild")
+    if ts.startswith("family:") and is_builtin(ts[7:]):        # multilevel-..., ood-...
+        built, problems, assume = builtin_tokens(ts[7:])
+        if problems:
+            raise Fails(problems[0])
+        if built is None:                                         # beyond the rebuild's limits
+            return toks, None, assume
+        if rows != len(built) or p.get("tokens_sha256") not in (None, canonical_sha256(built)):
+            raise Fails(f"the kernel's tokens are not {ts[7:]}'s {len(built)} tokens (rebuilt)")
+        if emb is not None and emb != built:
+            raise Fails(f"the embedded tokens are not {ts[7:]}'s")
+        return [[int(c) for c in t] for t in built], None, []
+    if ts == "tokens" or ts.startswith("family:"):
         if toks is None:
             sha = p.get("tokens_sha256")
             if rows > TRUSTED_MIN_ENTRIES and isinstance(sha, str):
@@ -316,6 +343,8 @@ def _kernel_claim(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], li
         if not str(p.get("adapter")).endswith(f" layer {p.get('layer')} head {p.get('head')}"):
             problems.append(f"parameters layer {p.get('layer')!r:.10}, head {p.get('head')!r:.10} are not "
                             "the ones the adapter names ('... layer L head H')")
+    if "normalized" in p and p["normalized"] is not False:     # alpha is the same either way
+        problems.append("parameters.normalized is present only as false (a head without a denominator)")
     if "num_tokens" in p and p["num_tokens"] != K.rows:
         problems.append(f"parameters.num_tokens is {p['num_tokens']!r:.20}, the kernel has {K.rows} rows")
     if "num_tokens" in ev and ev["num_tokens"] != K.rows:

@@ -1,17 +1,18 @@
 """A family of inputs, re-validated from the object a claim embeds: its content
 hash, its tokens and inputs, and every Min-IP target re-derived
 (``t_i = min_j <x_i, x_j>``, self term included). A built-in name binds the
-content too: ``paper-5.1`` by its pinned hash (the constant below, which
-``tests/test_reference_checker.py`` ties to the project's own builder); other
-built-in names (``multilevel-...``, ``ood-...``) are not rebuilt here, so a claim
-naming one fails."""
+content too (:func:`bind_name`): ``paper-5.1`` by its pinned hash (the constant
+below, which ``tests/test_reference_checker.py`` ties to the project's own
+builder); ``multilevel-...`` and ``ood-...`` by the hash of the family rebuilt
+here from its definition (:mod:`certify.reference.builtin`), or, beyond the
+rebuild's limits, the named assumption ``family:<name>``."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from certify.reference import builtin
 from certify.reference.exact import Fails, Refused, canonical_sha256, whole
 from certify.reference.limits import MAX_FAMILY_POSITIONS
 
@@ -21,7 +22,6 @@ KEYS = {"format", "name", "m", "n", "tokens", "inputs", "scored", "targets", "pa
 #: the canonical sha256 of the built-in family paper-5.1, and of its 41 tokens
 PAPER51_SHA256 = "1b2c4b72ecccb293ceab58e0a6acbc5c4d4db81de962a9e677636741342ed8b0"
 PAPER51_TOKENS = (41, "3ea3997ccda439eb1397d7549a4aa7b30a5e2af6443e5fe96fed00520815c31d")
-_OTHER_BUILTIN = re.compile(r"multilevel-M\d+-s\d+-h\d+-q\d+|ood-\d+-\d+-\d+-(train|test)")
 JUMP_COLUMNS = ["word_s", "word_u", "step", "x", "y", "z", "t", "u", "input_y", "input_z", "input_m"]
 
 
@@ -29,6 +29,40 @@ def bits(s: Any, what: str) -> list[int]:
     if not isinstance(s, str) or not s or set(s) - {"0", "1"}:
         raise Fails(f"{what} must be a non-empty 0/1 string")
     return [int(c) for c in s]
+
+
+def bind_name(name: Any, sha: Any) -> tuple[list[str], list[str]]:
+    """(problems, assumptions) of a family name and the claim's ``family_sha256``: a
+    built-in name must be the built-in family's content (pinned or rebuilt); any other
+    name is a label (the sentence prints the family's hash)."""
+    if not builtin.is_builtin(name):
+        return [], []
+    if name == "paper-5.1":
+        return ([] if sha == PAPER51_SHA256 else
+                ["the family named paper-5.1 is not the built-in paper-5.1 (pinned sha256)"]), []
+    try:
+        want = canonical_sha256(builtin.rebuild(name))
+    except builtin.TooLarge:
+        return [], [f"family:{name}"]
+    except Fails as exc:
+        return [str(exc)], []
+    if sha != want:
+        return [f"{name} is a built-in name; rebuilt here its sha256 is {want[:16]}..., not the "
+                f"claim's {str(sha)[:16]}..."], []
+    return [], []
+
+
+def builtin_tokens(name: str) -> tuple[list[str] | None, list[str], list[str]]:
+    """(the tokens of built-in family ``name`` as bit strings or None, problems,
+    assumptions)."""
+    if name == "paper-5.1":
+        return None, [], []
+    try:
+        return builtin.rebuild(name)["tokens"], [], []
+    except builtin.TooLarge:
+        return None, [], [f"family:{name}"]
+    except Fails as exc:
+        return None, [str(exc)], []
 
 
 def dot(a: list[int], b: list[int]) -> int:
@@ -65,8 +99,6 @@ def family(obj: Any, params: Mapping[str, Any]) -> Family:
         raise Fails(f"parameters.family {params.get('family')!r:.60} is not the embedded family's name")
     if name == "paper-5.1" and digest != PAPER51_SHA256:
         raise Fails("the family named paper-5.1 is not the built-in paper-5.1 (pinned sha256)")
-    if _OTHER_BUILTIN.fullmatch(name):
-        raise Fails(f"{name} is a built-in family the reference checker does not rebuild")
     tokens = [bits(t, "family token") for t in obj["tokens"]] if isinstance(obj["tokens"], list) else []
     m = whole(obj["m"], "family m", 1)
     if not tokens or any(len(t) != m for t in tokens) or len({tuple(t) for t in tokens}) != len(tokens):

@@ -58,6 +58,61 @@ def find(name: Any, base: Path | None) -> Path | None:
     return None
 
 
+_HUB = re.compile(r"hf://([A-Za-z0-9][\w.-]*/[\w.-]+)@([0-9a-f]{40})/([^\0]+)")
+
+
+def _hub_cache() -> Path:
+    """The local Hugging Face hub cache, from the environment as huggingface_hub reads it."""
+    for key in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(key):
+            return Path(os.path.expanduser(os.path.expandvars(os.environ[key])))
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "huggingface")
+    return Path(os.path.expanduser(os.path.expandvars(home))) / "hub"
+
+
+def _sha_of(path: Path) -> str | None:
+    try:
+        return sha256_file(path) if path.is_file() else None
+    except OSError:
+        return None
+
+
+def locate(name: Any, sha: Any, base: Path | None) -> Path | None:
+    """An input file the certificate names with its sha256: as named (:func:`find`)
+    when its sha256 is that one; else, with that sha256, beside the certificate (by
+    the path as named, then by its file name) or, for a hub name
+    ``hf://org/name@commit/file``, in the local Hugging Face cache's snapshot; else the
+    file as named, else the file of that name beside the certificate, whatever its
+    bytes (the caller reports the mismatch); None when there is none."""
+    named = find(name, base)
+    if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha):
+        return named
+    if named is not None and _sha_of(named) == sha:
+        return named
+    hub = _HUB.fullmatch(name) if isinstance(name, str) else None
+    if hub is not None and any(part in ("", ".", "..") for part in hub.group(3).split("/")):
+        hub = None
+    rel = hub.group(3) if hub else (name if isinstance(name, str) and not os.path.isabs(name) else
+                                    Path(str(name)).name)
+    if base is not None and isinstance(name, str):
+        for c in (base / rel, base / Path(rel).name):
+            if ".." not in c.parts and _sha_of(c) == sha:
+                return c
+    if hub is not None:
+        repo, commit = hub.group(1), hub.group(2)
+        snap = _hub_cache() / ("models--" + repo.replace("/", "--")) / "snapshots" / commit / rel
+        if _sha_of(snap) == sha:
+            return snap
+    if named is not None:
+        return named
+    if base is not None and hub is None and isinstance(name, str) and name and not os.path.isabs(name):
+        near = base / Path(name).name
+        if _sha_of(near) is not None:
+            return near
+    return None
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -216,3 +271,73 @@ def features_sha256(rows: list[list[Fraction]], dtype: str) -> str:
         except OverflowError:
             raise Fails(f"a feature value does not fit {dtype}") from None
     return hashlib.sha256(out.astype(dt.newbyteorder("<")).tobytes()).hexdigest()
+
+
+# ---------------------------------------------------------------- safetensors weights
+
+#: safetensors dtype codes -> (the canonical tensor-set name, bytes per element)
+SAFETENSORS = {"F64": ("float64", 8), "F32": ("float32", 4), "F16": ("float16", 2), "BF16": ("bfloat16", 2),
+               "I64": ("int64", 8), "I32": ("int32", 4), "I16": ("int16", 2), "I8": ("int8", 1),
+               "U8": ("uint8", 1), "BOOL": ("bool", 1)}
+TENSOR_SET = "certify-attention/tensor-set/1"
+#: the largest safetensors header read (the format allows up to 100 MB)
+MAX_HEADER_BYTES = 100 << 20
+
+
+def safetensors_sha256(path: Path) -> str:
+    """The canonical hash of the tensors of a safetensors file (the certificate's
+    ``weights_sha256``): sha256 of the line ``certify-attention/tensor-set/1``, then per
+    tensor in the order of its name the canonical JSON of ``{bytes, dtype, name, shape}``,
+    a newline and its bytes (as stored: little-endian, C order). The file is read
+    exactly or not at all (:class:`Fails`, naming what is wrong): an 8-byte little-endian
+    header length within the file, a JSON object header, each tensor a known dtype, a
+    shape of non-negative integers and data offsets ``[a, b]`` inside the data with
+    ``b - a`` its size -- all checked against the file's size before any tensor is read."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise Fails(f"{path.name}: {size} bytes, above the reference checker's limit of {MAX_FILE_BYTES}")
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise Fails(f"{path.name}: not a safetensors file (no header length)")
+        n = int.from_bytes(head, "little")
+        if not 2 <= n <= min(MAX_HEADER_BYTES, size - 8):
+            raise Fails(f"{path.name}: header length {n} is not within the file ({size} bytes)")
+        try:
+            meta = json.loads(f.read(n))
+        except (ValueError, UnicodeDecodeError):
+            raise Fails(f"{path.name}: the header is not JSON") from None
+        if not isinstance(meta, dict):
+            raise Fails(f"{path.name}: the header is not a JSON object")
+        data_len = size - 8 - n
+        entries = []
+        for name, info in meta.items():
+            if name == "__metadata__":
+                continue
+            if not isinstance(info, dict) or info.get("dtype") not in SAFETENSORS \
+                    or not isinstance(info.get("shape"), list) or not isinstance(info.get("data_offsets"), list):
+                raise Fails(f"{path.name}: tensor {name!r:.60} is not {{dtype, shape, data_offsets}} of a "
+                            "known dtype")
+            dtype, width = SAFETENSORS[info["dtype"]]
+            shape, offs = info["shape"], info["data_offsets"]
+            if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape) \
+                    or len(offs) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in offs):
+                raise Fails(f"{path.name}: tensor {name!r:.60} has a shape or offsets that are not integers")
+            count = 1
+            for d in shape:
+                count *= d
+            a, b = offs
+            if not 0 <= a <= b <= data_len or b - a != count * width:
+                raise Fails(f"{path.name}: tensor {name!r:.60}: offsets {offs} do not hold its "
+                            f"{count} x {width} bytes within the data")
+            entries.append((name, dtype, shape, a, b))
+        h = hashlib.sha256(TENSOR_SET.encode() + b"\n")
+        for name, dtype, shape, a, b in sorted(entries):
+            f.seek(8 + n + a)
+            data = f.read(b - a)
+            if len(data) != b - a:
+                raise Fails(f"{path.name}: tensor {name!r:.60} is cut short")
+            h.update(json.dumps({"name": name, "dtype": dtype, "shape": shape, "bytes": b - a},
+                                sort_keys=True, separators=(",", ":")).encode() + b"\n")
+            h.update(data)
+    return h.hexdigest()

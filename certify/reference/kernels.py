@@ -95,15 +95,20 @@ class Kernel:
 # ---------------------------------------------------------------- matrix hashes
 
 def matrix_sha256(rows: list[list[int]], scale: Any) -> str:
-    """A matrix claim's content hash: canonical JSON of the scale, a newline, then the
-    integer rows as int64 little-endian bytes (``int64:``) when every entry fits, else
-    their compact JSON (``json:``)."""
-    head = (json.dumps(scale, sort_keys=True, separators=(",", ":")) + "\n").encode()
+    """A matrix claim's content hash (certificate/3): a header line -- the canonical JSON
+    of ``{"encoding", "scale", "shape"}`` and a newline -- then the integer rows as int64
+    little-endian bytes, row-major (encoding ``int64``) when every entry fits, else their
+    compact JSON (``json``); the hash is prefixed by the encoding. The shape is in the
+    header: the same entries in another shape hash apart."""
     flat = [v for r in rows for v in r]
-    if all(-(1 << 63) <= v < (1 << 63) for v in flat):
+    enc = "int64" if all(-(1 << 63) <= v < (1 << 63) for v in flat) else "json"
+    head = (json.dumps({"encoding": enc, "scale": scale, "shape": [len(rows), len(rows[0]) if rows else 0]},
+                       sort_keys=True, separators=(",", ":")) + "\n").encode()
+    if enc == "int64":
         body = b"".join(v.to_bytes(8, "little", signed=True) for v in flat)
-        return "int64:" + hashlib.sha256(head + body).hexdigest()
-    return "json:" + hashlib.sha256(head + json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+    else:
+        body = json.dumps(rows, separators=(",", ":")).encode()
+    return enc + ":" + hashlib.sha256(head + body).hexdigest()
 
 
 def scaled(rows: list[list[int]], scale: Any) -> list[list[Fraction]]:

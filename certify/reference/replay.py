@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from certify.reference.files import find
+from certify.reference.files import locate
 
 #: adapters whose features are canonical or exact: the torch version does not decide them
 CANONICAL = ("layout:", "adapter:", "models.checkpoint", "construction")
@@ -44,7 +44,7 @@ def job_key(p: Mapping[str, Any], features: bool, cert: Mapping[str, Any], base:
     certificates whose models share a relative path are two replays."""
     import hashlib
     sha = p.get("source_sha256")
-    path = find(p["source"], base) if isinstance(sha, str) and isinstance(p.get("source"), str) else None
+    path = locate(p["source"], sha, base) if isinstance(sha, str) and isinstance(p.get("source"), str) else None
     inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
     ident = [sha if isinstance(sha, str) else None, None if isinstance(sha, str) else p.get("source"),
              os.path.realpath(path) if path is not None else None, sorted(str(v) for v in inputs.values()),
@@ -71,17 +71,23 @@ def run(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replays:
             fs: Any = ev.get("features_sha256") if isinstance(ev, dict) else None
             feats = isinstance(fs, dict) and isinstance(fs.get("phi_q"), str)
             key = job_key(p, feats, cert, base)
-            path = find(p["source"], base)
             sha = p.get("source_sha256")
+            path = locate(p["source"], sha, base)
             job = jobs.setdefault(key, {
                 "key": key, "source": p["source"], "path": str(path) if path else None,
                 "source_sha256": sha if isinstance(sha, str) else None,
                 "adapter": p.get("adapter"), "token_set": p.get("token_set") if feats else None,
                 "dtype": fs.get("dtype") if feats else None, "torch": env.get("torch"),
                 "stated": p.get("stated"), "want": [], "heads": [], "weights": [],
-                "specs": [str(f) for f in (find(n, base) for n in inputs if str(n).endswith(".json")) if f]
+                "specs": [str(f) for f in (locate(n, inputs[n], base) for n in inputs if str(n).endswith(".json"))
+                          if f]
                 if str(p.get("adapter")).startswith("adapter:") else []})
             out.torch[key] = env.get("torch")
+            # whether a head has a denominator is re-derived by the replay from its config: every
+            # value its claims give (absent: normalized) is sent to be compared
+            norm = p.get("normalized", True)
+            if norm not in job.setdefault("normalized", []):
+                job["normalized"].append(norm)
             if feats:
                 job["want"].append([fs["phi_q"], fs.get("phi_k")])
             if isinstance(p.get("head_sha256"), str) and isinstance(p.get("family"), str):
