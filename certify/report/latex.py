@@ -289,6 +289,44 @@ def _cols(*widths: str) -> str:
     return "@{}" + "".join(cols) + "@{}"
 
 
+def _preamble(key: str, tab: Callable[[str], str]) -> list[str]:
+    """The report's first lines: how to \\input it, where its figures are read, the macros."""
+    return [
+        f"% Made by certify.report (report {key}). \\input{{DIR/report.tex}} from any folder needs",
+        "% \\usepackage{booktabs} and \\usepackage{graphicx}, nothing else. The figures are read",
+        "% beside this file (LaTeX's \\CurrentFilePath); define \\certifyreportdir (this folder,",
+        "% with a trailing /) only to override that. Labels: " + f"{tab('claims')}, {tab('methods')}, "
+        f"{tab('exact')}, fig:certify-{key}-*.",
+        "\\makeatletter",
+        "\\@ifundefined{certifyreportdir}{%",
+        "  \\@ifundefined{CurrentFilePath}{\\def\\CertifyReportHere{}}{%",
+        "    \\edef\\CertifyReportHere{\\CurrentFilePath}%",
+        "    \\ifx\\CertifyReportHere\\@empty\\else\\edef\\CertifyReportHere{\\CertifyReportHere/}\\fi}}%",
+        "  {\\edef\\CertifyReportHere{\\certifyreportdir}}",
+        "\\makeatother",
+        "% statements use amsmath's \\tfrac and amssymb's \\mathbb; plain fallbacks otherwise",
+        "\\providecommand{\\tfrac}[2]{{\\textstyle\\frac{#1}{#2}}}",
+        "\\providecommand{\\mathbb}[1]{\\mathbf{#1}}",
+    ]
+
+
+def _pages(body: list, heights: list[float]) -> list[list]:
+    """The claims table's rows in chunks of at most a page: a float never breaks across
+    pages, so a long table goes into several floats."""
+    chunks: list[list[tuple[bool, str, str]]] = []
+    cur: list[tuple[bool, str, str]] = []
+    used = 0.0
+    for entry, h in zip(body, heights):
+        if cur and used + h > PAGE_LINES:
+            chunks.append(cur)
+            cur, used = [], 0.0
+        cur.append(entry)
+        used += h
+    if cur:
+        chunks.append(cur)
+    return chunks
+
+
 def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], bool],
           figures: Sequence[str] = (), name: str = "report") -> str:
     """``rows``: (certificate label, claim index, claim); ``fails(label, i)``: the
@@ -321,35 +359,8 @@ def latex(rows: Sequence[tuple[str, int, dict]], fails: Callable[[str, int], boo
                                f"{_cell(typeset)} & {_cell(tex_escape(verdict))} & {mark} \\\\", label))
         heights.append(max(1, -(-len(stmt) // STATEMENT_CHARS), -(-len(label) // LABEL_CHARS))
                        + (0.4 if new_cert else 0))
-    lines = [
-        f"% Made by certify.report (report {key}). \\input{{DIR/report.tex}} from any folder needs",
-        "% \\usepackage{booktabs} and \\usepackage{graphicx}, nothing else. The figures are read",
-        "% beside this file (LaTeX's \\CurrentFilePath); define \\certifyreportdir (this folder,",
-        "% with a trailing /) only to override that. Labels: " + f"{tab('claims')}, {tab('methods')}, "
-        f"{tab('exact')}, fig:certify-{key}-*.",
-        "\\makeatletter",
-        "\\@ifundefined{certifyreportdir}{%",
-        "  \\@ifundefined{CurrentFilePath}{\\def\\CertifyReportHere{}}{%",
-        "    \\edef\\CertifyReportHere{\\CurrentFilePath}%",
-        "    \\ifx\\CertifyReportHere\\@empty\\else\\edef\\CertifyReportHere{\\CertifyReportHere/}\\fi}}%",
-        "  {\\edef\\CertifyReportHere{\\certifyreportdir}}",
-        "\\makeatother",
-        "% statements use amsmath's \\tfrac and amssymb's \\mathbb; plain fallbacks otherwise",
-        "\\providecommand{\\tfrac}[2]{{\\textstyle\\frac{#1}{#2}}}",
-        "\\providecommand{\\mathbb}[1]{\\mathbf{#1}}",
-    ]
-    # a float never breaks across pages: long tables go into several floats
-    chunks: list[list[tuple[bool, str, str]]] = []
-    cur: list[tuple[bool, str, str]] = []
-    used = 0.0
-    for entry, h in zip(body, heights):
-        if cur and used + h > PAGE_LINES:
-            chunks.append(cur)
-            cur, used = [], 0.0
-        cur.append(entry)
-        used += h
-    if cur:
-        chunks.append(cur)
+    lines = _preamble(key, tab)
+    chunks = _pages(body, heights)
     for k, chunk in enumerate(chunks):
         lines += ["\\begin{table}[htbp]", "\\centering\\small", f"\\setlength{{\\tabcolsep}}{{{TABCOLSEP}}}"]
         if k == 0:
