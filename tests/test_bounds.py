@@ -464,5 +464,5 @@ def test_cli_subprocess_exit_2():
     proc = subprocess.run([sys.executable, "-m", "certify", "bounds", "--m", "0", "--json"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2
-    assert proc.stdout == ""
+    assert json.loads(proc.stdout) == {"error": "--m must be >= 1, got 0", "exit_code": 2}   # --json: one object
     assert len(proc.stderr.strip().splitlines()) == 1 and "m" in proc.stderr

@@ -242,7 +242,10 @@ def _snapshot(mods) -> dict:
     for m in mods:
         for name, v in vars(m).items():
             if isinstance(v, (dict, list, set, bytearray)) and not name.startswith("__"):
-                out[(m.__name__, name)] = copy.deepcopy(v)
+                try:
+                    out[(m.__name__, name)] = copy.deepcopy(v)
+                except TypeError:                   # holds objects that cannot be copied (flint's)
+                    out[(m.__name__, name)] = ("uncopyable", id(v), len(v), repr(v)[:10000])
     return out
 
 

@@ -94,9 +94,7 @@ def test_same_verdict_and_witness_at_load_and_under_four_busy_processes(tmp_path
     procs = _busy(4, 60.0)
     try:
         loaded = tmp_path / "loaded.json"
-        t0 = time.perf_counter()
         assert main([*argv, "--out", str(loaded)]) == 0
-        wall = time.perf_counter() - t0
     finally:
         for p in procs:
             p.kill()
@@ -111,7 +109,7 @@ def test_same_verdict_and_witness_at_load_and_under_four_busy_processes(tmp_path
         assert c.info["budget"]["kind"] == "cpu_seconds" and c.info["budget"]["limit_s"] == 2.0
         assert c.info["budget"]["used_s"] < 2.0
         assert checker.check(c.to_json(), Certificate(claims=[c]).to_json()) == []
-    print(f"loaded run: {wall:.1f} s wall for {b.info['budget']['used_s']} CPU s")
+    print(f"loaded run: {b.info['budget']['used_s']} CPU s")
 
 
 def test_a_budget_that_ends_above_the_target_rank_gives_no_witness(monkeypatch, paper):

@@ -158,9 +158,10 @@ def test_a_claim_is_discharged_only_by_its_own_comparison():
     claim = cert["claims"][i]
     keys = sources.replay_keys(claim, cert, REF)
     assert keys and keys[0].startswith("features\0")
-    # the comparison keys name the extraction by content: the same claim read from another
-    # folder (where its source does not resolve) is another replay
-    assert sources.replay_keys(claim, cert, REF.parent) != keys
+    # the comparison keys name the extraction by content: the same claim in a certificate whose
+    # inputs (the files read beside the source) differ is another replay
+    other_inputs = {**cert, "inputs": {**cert["inputs"], "extra.json": "0" * 64}}
+    assert sources.replay_keys(claim, other_inputs, REF) != keys
     other = {k.replace(claim["evidence"]["features_sha256"]["phi_q"], "0" * 64): "match" for k in keys}
     bad, assume, _, _ = sources.bind(claim, cert, REF, other)      # another kernel's match
     assert not bad and assume and assume[0].startswith("extraction:")

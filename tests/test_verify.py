@@ -193,19 +193,24 @@ def test_int_matrix_fast_path_accepts_and_refuses_as_the_entrywise_parse():
 
 
 def test_gram_conversion_reused_only_for_equal_rows(monkeypatch):
-    """The Grams of one head's claims are converted once: equal rows reuse the conversion
-    (as a copy: changing one result changes no other); rows differing in one entry, or
-    equal in value but of another size, get their own."""
+    """The Grams of one head's claims are converted once within a certificate's check:
+    equal rows reuse the conversion (as a copy: changing one result changes no other);
+    rows differing in one entry, or equal in value but of another size, get their own;
+    another check converts again."""
+    from certify.checkers import scratch
     from certify.checkers.rank import evidence
     calls = []
     real = evidence.fmpz_matrix
     monkeypatch.setattr(evidence, "fmpz_matrix", lambda rows: calls.append(rows) or real(rows))
-    monkeypatch.setattr(evidence, "_CONVERTED", [])
-    a = evidence._gram_matrix([[1, 2], [2, 5]])
-    b = evidence._gram_matrix([[1, 2], [2, 5]])
-    assert a == b and a is not b and len(calls) == 1
-    b[0, 0] = 9
-    assert evidence._gram_matrix([[1, 2], [2, 5]])[0, 0] == 1
-    c = evidence._gram_matrix([[1, 2], [2, 6]])
-    assert c[1, 1] == 6 and len(calls) == 2
-    assert evidence._gram_matrix([[1]]).nrows() == 1 and len(calls) == 3
+    with scratch.session():
+        a = evidence._gram_matrix([[1, 2], [2, 5]])
+        b = evidence._gram_matrix([[1, 2], [2, 5]])
+        assert a == b and a is not b and len(calls) == 1
+        b[0, 0] = 9
+        assert evidence._gram_matrix([[1, 2], [2, 5]])[0, 0] == 1
+        c = evidence._gram_matrix([[1, 2], [2, 6]])
+        assert c[1, 1] == 6 and len(calls) == 2
+        assert evidence._gram_matrix([[1]]).nrows() == 1 and len(calls) == 3
+    with scratch.session():
+        evidence._gram_matrix([[1, 2], [2, 5]])
+        assert len(calls) == 4

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from certify.checkers import scratch
 from certify.checkers.common import Bad, int_matrix, integer, keys
 from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
 from certify.checkers.kernel import (
@@ -225,19 +226,12 @@ def _check_params(claim: Mapping[str, Any], cert: Mapping[str, Any], form: str,
             raise Bad("parameters.source_sha256 is not among the certificate's input hashes")
 
 
-#: the last Gram rows converted, with their flint matrices: the claims of one head (exact
-#: and eps rank) state the same Grams; rows equal entry by entry reuse the conversion (a copy)
-_CONVERTED: list[tuple[list[list[int]], Any]] = []
-
-
 def _gram_matrix(rows: list[list[int]]) -> Any:
-    """``fmpz_matrix(rows)`` (integer rows already parsed), reused for equal rows."""
-    for seen, F in _CONVERTED:
-        if seen == rows:
-            return type(F)(F)
-    F = fmpz_matrix(rows)
-    _CONVERTED.append((rows, F))
-    del _CONVERTED[:-4]
+    """``fmpz_matrix(rows)`` (integer rows already parsed), converted once within one
+    certificate's check (:mod:`certify.checkers.scratch`, keyed by the rows themselves): the
+    claims of one head (exact and eps rank) state the same Grams. A copy is returned."""
+    import json
+    F = scratch.remember(("gram_rows", json.dumps(rows)), lambda: fmpz_matrix(rows))
     return type(F)(F)
 
 
