@@ -56,17 +56,23 @@ def families(which):
     return out
 
 
-def upper(fam, problem, feats: Features, lo: int, budget: float, log):
+def upper(fam, problem, feats: Features, lo: int, budget: float, log, at: int | None = None):
     """Smallest verified rank in ``[lo, #queries]`` by bisection (a witness at rank r
     pads to every larger rank). Real features: the SDP keeps ``alpha >= floor`` on
     every (query, token) pair first; then the alternating LPs (used pairs).
-    Returns ``((rank, how, seconds, witness), [ranks searched without success])``."""
+    Returns ``((rank, how, seconds, witness), [ranks searched without success])``.
+    ``at``: the upper end known from an earlier run: only that rank is searched (the
+    ranks below it are not searched again; none is reported as failed)."""
     R = problem.num_rows
     w, chk = lookup_witness(problem, R, feats)
     assert chk.ok
     best = (R, "construction", 0.0, w)
-    failed = []
+    failed: list[int] = []
     bad = lo - 1
+    if at is not None and at >= R:
+        bad = R - 1                                           # the construction itself
+    elif at is not None:
+        best, bad = (at + 1, "", 0.0, None), at - 1           # one step: r = at
     while best[0] - bad > 1:
         r = (best[0] + bad) // 2
         t0 = time.perf_counter()
@@ -86,6 +92,8 @@ def upper(fam, problem, feats: Features, lo: int, budget: float, log):
             bad = r
         else:
             best = (r, how, secs, w)
+    if best[3] is None:
+        raise SystemExit(f"{fam.name} {feats.value}: no witness at the given rank {at}")
     return best, failed
 
 
@@ -95,7 +103,11 @@ def main(argv=None) -> int:
     ap.add_argument("--families", default="g12,thm6,paper")
     ap.add_argument("--features", default="real,nonnegative")
     ap.add_argument("--table", default="brackets_table.md", help="table file under reports/feasibility")
+    ap.add_argument("--at", default="", metavar="FEATURES=RANK,...",
+                    help="re-make a bracket at upper ends known from an earlier run: search only that "
+                         "rank per feature class (e.g. real=15,nonnegative=21)")
     args = ap.parse_args(argv)
+    at = {k: int(v) for k, v in (item.split("=") for item in args.at.split(",") if item)}
     lines = []
 
     def log(s):
@@ -115,7 +127,7 @@ def main(argv=None) -> int:
             feats = Features(fv)
             low = decide(fam, lo - 1, feats, method="sdp", bound=b)
             assert low.outcome is Outcome.INFEASIBLE
-            (hi, how, secs, w), failed = upper(fam, problem, feats, lo, args.budget, log)
+            (hi, how, secs, w), failed = upper(fam, problem, feats, lo, args.budget, log, at.get(fv))
             high = decide(fam, hi, feats, bound=b) if how == "construction" else None
             from certify.feasibility.result import FeasibilityResult
             if high is None or high.outcome is not Outcome.FEASIBLE:
