@@ -103,12 +103,17 @@ def integer_matrix(kernel: Kernel) -> ex.IntMatrix:
 
 def matrix_sha256(N: ex.IntMatrix) -> str:
     """sha256 of the exact kernel matrix: the canonical JSON of its scale and a
-    newline, then the integer rows as int64 little-endian bytes when they fit,
-    else their compact JSON (the checker recomputes it the same way)."""
+    newline, then the integer rows as int64 little-endian bytes when every entry
+    fits int64 (whether held as int64 or as Python ints), else their compact JSON
+    (the checker recomputes it the same way)."""
     head = (json.dumps(scale_evidence(N), sort_keys=True, separators=(",", ":")) + "\n").encode()
-    if N.values.dtype != object:
+    values = N.values
+    if values.dtype == object and values.size and \
+            -(1 << 63) <= int(values.min()) and int(values.max()) < (1 << 63):
+        values = values.astype(np.int64)        # Python ints that fit int64 (e.g. -2^63): the same bytes
+    if values.dtype != object:
         h = hashlib.sha256(head)
-        h.update(np.ascontiguousarray(N.values, dtype="<i8").data)    # the bytes in place, no copy
+        h.update(np.ascontiguousarray(values, dtype="<i8").data)      # the bytes in place, no copy
         return "int64:" + h.hexdigest()
     return "json:" + sha256_bytes(head + json.dumps(N.rows(), separators=(",", ":")).encode())
 

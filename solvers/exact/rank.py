@@ -17,7 +17,7 @@ import numpy as np
 from certify.core.verdict import Verdict
 from solvers.exact.draws import Draws
 from solvers.exact.elimination import canonical_minor, elimination_prime, rows_left_test
-from solvers.exact.integers import IntMatrix, _obj, _zero, compact
+from solvers.exact.integers import IntMatrix, _obj, _zero, compact, int_max_abs
 from solvers.exact.modular import minor_mod_p, random_prime, span_check
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit, span_check_multimodular
 
@@ -45,7 +45,7 @@ def span_work(V: np.ndarray, rows: Sequence[int], cols: Sequence[int]) -> int:
     """Multiply-adds of the exact span check: ``n1 n2 r`` per prime, primes of
     ``prime_limit`` bits until their product exceeds the bordered-minor bound."""
     r = len(cols)
-    top = prime_limit(r, int(np.abs(V).max(initial=0)))
+    top = prime_limit(r, int_max_abs(V))
     if top < 1 << 12:
         return 1 << 62
     bound_bits = (math.isqrt(bordered_minor_bound_sq(V, rows, cols)) + 1).bit_length()
