@@ -118,13 +118,15 @@ EXACT_KINDS = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
 
 def exact_array(a: np.ndarray, what: str = "matrix") -> np.ndarray:
     """``a`` when every value of it is read exactly (its dtype in :data:`EXACT_KINDS`, in either
-    byte order, finite when it is a float array); else :class:`InexactSource`."""
+    byte order, finite when it is a float array) and it is not empty; else :class:`InexactSource`."""
     dt = a.dtype
     if dt.fields is not None or dt.subdtype is not None or dt.itemsize not in EXACT_KINDS.get(dt.kind, ()):
         raise InexactSource(f"the {what} has dtype {dt.name if dt.fields is None else dt.str}, which is not read exactly "
                             "(bool, (u)int8..64, float16/32/64 only)")
     if dt.kind == "f" and not np.all(np.isfinite(a)):
         raise InexactSource(f"the {what} has NaN or Inf entries")
+    if a.size == 0:
+        raise InexactSource(f"the {what} is empty")
     return a
 
 
