@@ -8,7 +8,10 @@ drawn from the results the benchmarks wrote into ``reports/bench/``
 from ``reports/suite-times.json`` (written by ``make suite-times``), so that the
 pages quote only what a file under ``reports/`` holds (a test compares them); and
 the feature-map table of ``docs/layouts.md``, rendered from
-:mod:`models.feature_table` (``tests/test_feature_table.py`` compares it).
+:mod:`models.feature_table` (``tests/test_feature_table.py`` compares it); and
+every figure of ``reports/feasibility/brackets.md`` and ``docs/paper.md``, read
+from the certificates and files it cites (:mod:`page_figures`,
+``tests/test_page_figures.py`` compares them).
 ``make bench`` runs the benchmarks and then this script; ``python
 benchmarks/report.py`` redraws the report from the files alone, and ``python
 benchmarks/report.py --pages`` only rewrites the pages' generated blocks.
@@ -403,13 +406,17 @@ def write_blocks(path: Path, blocks: dict[str, str], marks: dict[str, tuple[str,
 
 
 def write_pages() -> None:
-    """The generated blocks of ``docs/benchmarks.md`` and of the README."""
+    """The generated blocks of ``docs/benchmarks.md``, of the README and of
+    ``docs/layouts.md``, and the figures of ``brackets.md`` and ``docs/paper.md``."""
     write_blocks(BENCH_PAGE, page_blocks(), MARKS)
     print(f"wrote the benchmark tables of {BENCH_PAGE.relative_to(ROOT)}")
     write_blocks(README, readme_blocks(), README_MARKS)
     print(f"wrote the headline figures of {README.relative_to(ROOT)}")
     write_blocks(LAYOUTS_PAGE, layouts_blocks(), LAYOUTS_MARKS)
     print(f"wrote the feature-map table of {LAYOUTS_PAGE.relative_to(ROOT)}")
+    from page_figures import write_pages as write_figures
+    for page in write_figures():
+        print(f"wrote the figures of {page.relative_to(ROOT)}")
 
 
 def _short(assumption: str) -> str:

@@ -259,20 +259,26 @@ def test_claims_of_one_features_file_read_and_hash_it_once_and_each_still_checks
                                            "num_tokens": 60, "gram_q": gq, "gram_q_exponent": eq,
                                            "gram_k": Gk, "gram_k_exponent": ek}}
     bad = [[v + (i == j == 1) for j, v in enumerate(r)] for i, r in enumerate(Gq)]
-    assert gram.summary_problems(claim(Gq), str(path)) == []
-    assert gram.summary_problems(claim(bad, "eps_rank"), str(path)) == \
-        ["gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed features"]
-    assert gram.summary_problems(claim(Gq, sha={**fs, "phi_k": "0" * 64}), str(path)) == \
-        ["the replayed features file does not hash to features_sha256"]
-    assert len(reads) == 1
-    q2 = q.copy()
-    q2[0, 0] += 1.0
-    gram.write_features(str(path), [q2], [k])
-    import os
-    os.utime(path, ns=(1, 1))                                    # a new stamp even within one clock tick
-    assert gram.summary_problems(claim(Gq), str(path)) == \
-        ["the replayed features file does not hash to features_sha256"]
-    assert len(reads) == 2
+    from certify.checkers import scratch
+    with scratch.session():                                      # the claims of one certificate
+        assert gram.summary_problems(claim(Gq), str(path)) == []
+        assert gram.summary_problems(claim(bad, "eps_rank"), str(path)) == \
+            ["gram_q 2^gram_q_exponent is not PhiQ^T PhiQ of the replayed features"]
+        assert gram.summary_problems(claim(Gq, sha={**fs, "phi_k": "0" * 64}), str(path)) == \
+            ["the replayed features file does not hash to features_sha256"]
+        assert len(reads) == 1
+        q2 = q.copy()
+        q2[0, 0] += 1.0
+        gram.write_features(str(path), [q2], [k])
+        import os
+        os.utime(path, ns=(1, 1))                                # a new stamp even within one clock tick
+        assert gram.summary_problems(claim(Gq), str(path)) == \
+            ["the replayed features file does not hash to features_sha256"]
+        assert len(reads) == 2
+    # outside a check's scratch nothing is kept: every call reads the file again
+    gram.summary_problems(claim(Gq), str(path))
+    gram.summary_problems(claim(Gq), str(path))
+    assert len(reads) == 4
 
 
 def test_a_stated_gram_is_compared_by_value_at_any_exponent():

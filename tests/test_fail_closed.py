@@ -45,6 +45,8 @@ def test_published_schema_is_the_built_one_and_a_valid_2020_12_schema():
     import jsonschema
     built = schema.build()
     assert schema.published() == json.loads(json.dumps(built))
+    # byte for byte: `make schema` on a clean tree changes nothing (order included)
+    assert schema.SCHEMA_FILE.read_text() == schema.text()
     jsonschema.Draft202012Validator.check_schema(built)
     assert built["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert built["additionalProperties"] is False
@@ -138,7 +140,7 @@ def test_a_replay_with_nothing_to_compare_discharges_nothing(tmp_path):
     # strip every object a replay could compare: the features' hash and any head hash
     claim["evidence"].pop("features_sha256")
     claim["parameters"].pop("head_sha256", None)
-    assert sources.replay_keys(claim) == []
+    assert sources.replay_keys(claim, cert, REF) == []
     stripped = copy.deepcopy(cert)
     stripped["claims"] = [claim]
     # the replay builds no job for it (an empty comparison is no replay) ...
@@ -154,8 +156,11 @@ def test_a_claim_is_discharged_only_by_its_own_comparison():
     cert = _load(REF / "checkpoint-paper51-lookup-r8-s0.json")
     i = _first(cert, "exact_rank")
     claim = cert["claims"][i]
-    keys = sources.replay_keys(claim)
+    keys = sources.replay_keys(claim, cert, REF)
     assert keys and keys[0].startswith("features\0")
+    # the comparison keys name the extraction by content: the same claim read from another
+    # folder (where its source does not resolve) is another replay
+    assert sources.replay_keys(claim, cert, REF.parent) != keys
     other = {k.replace(claim["evidence"]["features_sha256"]["phi_q"], "0" * 64): "match" for k in keys}
     bad, assume, _, _ = sources.bind(claim, cert, REF, other)      # another kernel's match
     assert not bad and assume and assume[0].startswith("extraction:")

@@ -227,10 +227,16 @@ def test_the_checkers_row_elimination_is_the_pivot_minor():
     q = 1048573
     D = np.diag([1, 3, q, 5]).astype(np.int64)                        # rank 4 over Q, 3 mod q
     assert pivot_rows(D, q, 4) == ([0, 1, 3], [0, 1, 3])
-    # kept per process by the number of rows found: asked with the rank, the same answer
+    # kept within one check's scratch by the number of rows found: asked with the rank, the same
+    # answer; outside a scratch, and for another shape with the same digest, computed again
+    from certify.checkers import scratch
     A = _planted(30, 5, 0, 3)
-    got = pivot_rows_shared(A, p, 30, digest="t", more=lambda i, reduce: False)
-    assert pivot_rows_shared(A, p, 5, digest="t") is got and got == pivot_rows(A, p, 5)
+    with scratch.session():
+        got = pivot_rows_shared(A, p, 30, digest="t", more=lambda i, reduce: False)
+        assert pivot_rows_shared(A, p, 5, digest="t") is got and got == pivot_rows(A, p, 5)
+        other = np.ascontiguousarray(A).reshape(A.shape[1], A.shape[0])
+        assert pivot_rows_shared(other, p, 5, digest="t") == pivot_rows(other, p, 5)
+    assert pivot_rows_shared(A, p, 5, digest="t") is not got
 
 
 def test_a_rational_csv_source_too(tmp_path, capsys):

@@ -189,10 +189,11 @@ def test_the_producers_own_check_counts_from_the_denominator_and_falls_back(monk
     assert ps.span_check_multimodular(IntMatrix(bad), R, C) is False
 
 
-def test_the_shared_freivalds_test_runs_once_per_process_and_refutes_an_extra_rank():
+def test_the_shared_freivalds_test_runs_once_per_check_and_refutes_an_extra_rank():
     """certify rank takes the checker's Freivalds test (primes and test) as its own:
-    computed once for the same inputs, the plan the producer's; one entry off by one
-    fails it."""
+    computed once for the same inputs within one scratch (the producer's run and its own
+    check), the plan the producer's; one entry off by one fails it."""
+    from certify.checkers import scratch
     from certify.checkers.rank import freivalds as cf
     from solvers.exact import exact_rank
     from solvers.exact.integers import IntMatrix
@@ -203,14 +204,16 @@ def test_the_shared_freivalds_test_runs_once_per_process_and_refutes_an_extra_ra
         calls.append(a[3])
         return cf.shared_test(*a)
 
-    res = exact_rank(IntMatrix(A), upper="freivalds", challenge=lambda p, r, c: bytes(32), freivalds_test=counted)
-    assert (res.lower, res.upper, res.upper_witness) == (6, 6, "freivalds")
-    key_count = len(cf._MEMO)
-    again = cf.shared_test(A, list(res.minor_rows), list(res.minor_cols), bytes(32), res.freivalds["vector_bits"],
-                           res.freivalds["vectors"], len(res.freivalds["primes"]))
-    assert again == (True, list(res.freivalds["primes"])) and len(cf._MEMO) == key_count and len(calls) == 1
-    bad = A.copy()
-    bad[-1, -1] += 1                                              # rank 7: the rank-6 minor's test fails
-    got = cf.shared_test(bad, list(res.minor_rows), list(res.minor_cols), bytes(32), res.freivalds["vector_bits"],
-                         res.freivalds["vectors"], len(res.freivalds["primes"]))
-    assert got[0] is False
+    with scratch.session() as s:
+        res = exact_rank(IntMatrix(A), upper="freivalds", challenge=lambda p, r, c: bytes(32),
+                         freivalds_test=counted)
+        assert (res.lower, res.upper, res.upper_witness) == (6, 6, "freivalds")
+        key_count = len(s)
+        again = cf.shared_test(A, list(res.minor_rows), list(res.minor_cols), bytes(32),
+                               res.freivalds["vector_bits"], res.freivalds["vectors"], len(res.freivalds["primes"]))
+        assert again == (True, list(res.freivalds["primes"])) and len(s) == key_count and len(calls) == 1
+        bad = A.copy()
+        bad[-1, -1] += 1                                          # rank 7: the rank-6 minor's test fails
+        got = cf.shared_test(bad, list(res.minor_rows), list(res.minor_cols), bytes(32),
+                             res.freivalds["vector_bits"], res.freivalds["vectors"], len(res.freivalds["primes"]))
+        assert got[0] is False

@@ -10,6 +10,7 @@ the verification / report result) that the corresponding command writes.
 - :func:`feasibility_at_rank` -- :func:`certify.feasibility.decide` (one claim)
 - :func:`transcript_check` -- :func:`certify.transcript.run.run_transcript`
 - :func:`verify_text` -- :func:`certify.checkers.verify.parse` + :func:`~certify.checkers.verify.verify_certificate`
+- :func:`verify_in_fresh_process` -- ``certify verify --json`` in a new process (the service's own check)
 - :func:`report` -- :func:`certify.report.build_with_certificate`
 
 >>> cert = feasibility_at_rank("paper-5.1", 8, time_limit=5)   # doctest: +SKIP
@@ -134,6 +135,46 @@ def verify_text(text: str, base: str | os.PathLike | None = None, *,
     replayed = _sources.replay_extraction([("certificate", cert, folder)]) \
         if replay_extraction else {}
     return _verify.verify_certificate(cert, base=folder, replayed=replayed)
+
+
+def verify_in_fresh_process(text: str, base: str | os.PathLike | None = None, *,
+                            replay_extraction: bool = False, timeout: float = 3600) -> dict[str, Any]:
+    """``certify verify --json`` on a certificate's JSON text in a new process that shares no
+    memory with the caller (a producer that just made the certificate): the summary of
+    :func:`verification_summary`. The text is written to a private temporary file inside
+    ``base`` (where its input files are looked up; a temporary folder when None) and removed
+    after. A process that does not answer with a verification is exit 2, with its last line."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    folder = Path(base) if base is not None else None
+    with tempfile.TemporaryDirectory(prefix="certify-verify-") as tmp:
+        where = folder if folder is not None else Path(tmp)
+        fd, path = tempfile.mkstemp(prefix=".certificate-under-check-", suffix=".json", dir=where)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            argv = [sys.executable, "-m", "certify", "verify", "--json", path] + \
+                (["--replay-extraction"] if replay_extraction else [])
+            run = subprocess.run(argv, cwd=where, capture_output=True, text=True, timeout=timeout,
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+        finally:
+            os.unlink(path)
+    try:
+        doc = json.loads(run.stdout)
+    except json.JSONDecodeError:
+        line = (run.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"holds": False, "exit_code": EXIT_BAD_INPUT, "exit_meaning": line[:300], "claims": [],
+                "inputs": [], "problems": [line[:300]], "assumptions": [], "open_assumptions": []}
+    doc.pop("certificate", None)
+    doc["exit_code"] = int(run.returncode)
+    doc["exit_meaning"] = VERIFY_EXIT_MEANING.get(run.returncode, f"exit status {run.returncode}")
+    for i in doc.get("inputs", []):
+        if isinstance(i, dict) and i.get("path") and Path(str(i["path"])).name.startswith(".certificate-under"):
+            i["path"] = None
+    return doc
 
 
 def verification_summary(result) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from fractions import Fraction
 from typing import Any, Callable, Iterable, Mapping
 
 from certify.checkers.kernel.hashing import canonical_sha256  # noqa: F401  (re-exported)
+from certify.checkers.reading import NotACertificate  # noqa: F401  (re-exported: defined with the reading of certificates, shared with certify.reference)
 
 FAMILY_FORMAT = "certify-attention/family/1"
 FAMILY_KEYS = ("format", "name", "m", "n", "tokens", "inputs", "scored", "targets", "params",
@@ -32,11 +33,6 @@ JUMP_COLUMNS = ("word_s", "word_u", "step", "x", "y", "z", "t", "u", "input_y", 
 
 class Bad(Exception):
     """Malformed or inconsistent evidence (the message is the problem)."""
-
-
-class NotACertificate(ValueError):
-    """A file or text that is not a certificate at all (``certify verify`` exit 2).
-    The command layer maps it to its bad-input exit code like any input error."""
 
 
 #: ``certify verify`` exit codes (docs/design.md, "Exit codes"): 0 every verdict

@@ -11,9 +11,23 @@ from typing import Any, Mapping
 
 HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 RATIONAL = {"type": "string", "pattern": "^-?[0-9]{1,4000}(/[1-9][0-9]{0,3999})?$"}
-INT = {"type": "integer"}
-NAT = {"type": "integer", "minimum": 0}
-POS = {"type": "integer", "minimum": 1}
+#: the bounds every integer field of the format has, checked by the schema before any
+#: allocation or shift: a power-of-two exponent of float data is within +-4096 (float64's
+#: exponents span -1074..1023, a Gram's twice that), a count, size or index below 2^40, an
+#: integer that is neither (a seed, an entry) within int64 or, for a denominator, 2^1024
+MAX_EXPONENT = 1 << 12
+MAX_COUNT = 1 << 40
+INT = {"type": "integer", "minimum": -(1 << 63), "maximum": (1 << 63) - 1}
+EXPONENT = {"type": "integer", "minimum": -MAX_EXPONENT, "maximum": MAX_EXPONENT,
+            "$comment": "a power-of-two exponent: shifted by, so bounded before any shift"}
+NAT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+POS = {"type": "integer", "minimum": 1, "maximum": MAX_COUNT}
+DENOMINATOR = {"type": "integer", "minimum": 1, "maximum": 1 << 1024}
+#: an integer entry of float data written over a common power of two (53 bits of mantissa
+#: spread over float64's exponent range): below 2^2304 in absolute value
+ENTRY = {"type": "integer", "minimum": -(1 << 2304), "maximum": 1 << 2304}
+#: a prime modulus of a modular elimination: word-size
+PRIME = {"type": "integer", "minimum": 2, "maximum": (1 << 64) - 1}
 BOOL = {"type": "boolean"}
 STR = {"type": "string", "minLength": 1}
 INDEX_LIST = {"type": "array", "items": NAT}
@@ -48,10 +62,11 @@ def obj(required: Mapping[str, Any], optional: Mapping[str, Any] | None = None, 
 
 FEATURES_SHA256 = obj({"phi_q": HEX64, "phi_k": HEX64, "dtype": STR,
                         "layout": {"const": "row-major little-endian (K, r)"}})
-FEATURES = obj({"phi_q": INT_ROWS, "phi_q_exponent": INT, "phi_k": INT_ROWS, "phi_k_exponent": INT})
-SCALE = {"oneOf": [obj({"kind": {"const": "dyadic"}, "exponent": INT}),
+FEATURES = obj({"phi_q": INT_ROWS, "phi_q_exponent": EXPONENT, "phi_k": INT_ROWS,
+                "phi_k_exponent": EXPONENT})
+SCALE = {"oneOf": [obj({"kind": {"const": "dyadic"}, "exponent": EXPONENT}),
                    obj({"kind": {"const": "row_denominators"},
-                         "row_den": {"type": "array", "items": POS}})]}
+                         "row_den": {"type": "array", "items": DENOMINATOR}})]}
 MATRIX_SHA256 = {"type": "string", "pattern": "^(int64|json):[0-9a-f]{64}$"}
 SHAPE = {"type": "array", "items": NAT, "minItems": 2, "maxItems": 2}
 

@@ -11,7 +11,6 @@ implementation; the checker additionally re-derives every target and the hash.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 OOD_GENERATOR = "splitmix64-colex/1"
@@ -78,7 +77,6 @@ def _unrank(index: int, M: int, k: int) -> list[int]:
     return word
 
 
-@lru_cache(maxsize=8)
 def _binomials(M: int) -> tuple[tuple[int, ...], ...]:
     """``C(x, k)`` for ``0 <= x, k <= M`` (``_binomials(M)[x][k]``)."""
     from math import comb

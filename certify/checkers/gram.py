@@ -9,11 +9,13 @@ and every product's sign by the kernel's enclosed product
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
 
+from certify.checkers import scratch
 from certify.checkers.kernel.gram import GramError, gram_identity
 from certify.checkers.kernel.inertia import negative_pair, quadratic_summaries
 
@@ -55,31 +57,27 @@ def read_features(path: str, expect: tuple[int, int] | None = None) -> dict[str,
     return out
 
 
-#: stated Grams found equal to the Gram of features replayed in this process, by the
-#: features' dtype, shape and sha256 (the hash each claim's ``features_sha256`` was just
-#: compared with): a replay's features file serves every claim of its head (exact and eps
-#: rank) with one test per side
-_VERIFIED: dict[str, list[tuple[list[list[int]], int]]] = {}
-
-
-def _tag(arr: np.ndarray, sha: str | None = None) -> str:
-    """The key of ``arr`` in :data:`_VERIFIED`: ``sha`` is the sha256 of its bytes in its
-    dtype, little-endian, row-major (:func:`_features_sha`), computed here when not given."""
+def _tag(arr: np.ndarray, sha: str | None = None) -> tuple[str, tuple[int, ...], str]:
+    """The complete content of ``arr`` (dtype, shape, sha256 of its bytes in its dtype,
+    little-endian, row-major: :func:`_features_sha`), ``sha`` when the caller has it."""
     a = np.ascontiguousarray(arr)
-    return f"{a.dtype.str}{a.shape}:{sha if sha is not None else _features_sha(a, a.dtype.name)}"
+    return (a.dtype.newbyteorder("<").str, tuple(int(n) for n in a.shape),
+            sha if sha is not None else _features_sha(a, a.dtype.name))
 
 
 def _is_gram_of(arr: np.ndarray, W: list[list[int]], we: int, sha: str | None = None) -> bool:
     """``arr^T arr = W 2^we``, by the kernel's random-product test (error at most 2^-128,
-    :func:`certify.checkers.kernel.gram.gram_identity`), once per features and stated Gram."""
-    h = _tag(arr, sha)
-    if (W, we) in _VERIFIED.get(h, []):
+    :func:`certify.checkers.kernel.gram.gram_identity`), once per features and stated Gram
+    within one certificate's check (:mod:`certify.checkers.scratch`; the claims of one head,
+    its exact and eps rank, share the test)."""
+    key = ("gram_of", _tag(arr, sha), json.dumps([W, we]))
+    s = scratch.current()
+    if s is not None and s.lookup(key):
         return True
     if not gram_identity(np.ascontiguousarray(arr), W, we):
         return False
-    if h not in _VERIFIED and len(_VERIFIED) >= 8:
-        _VERIFIED.pop(next(iter(_VERIFIED)))
-    _VERIFIED.setdefault(h, []).append((W, we))
+    if s is not None:
+        s.put(key, True)
     return True
 
 
@@ -112,21 +110,24 @@ def gram_problems(claim: dict[str, Any], features: dict[str, np.ndarray]) -> lis
     return out
 
 
-def replayed_gram(fs: Any, side: str, W: Any, we: Any) -> bool:
-    """Whether ``W 2^we`` was found equal (:func:`_is_gram_of`) to the Gram ``Phi^T Phi``
-    of features replayed in this process whose sha256 in their dtype is
-    ``fs["phi_" + side]``, ``fs["dtype"]``: then it is positive semidefinite by
-    construction. False when no such features were replayed here (the caller tests
-    the stated Gram itself)."""
+def replayed_gram(fs: Any, side: str, W: Any, we: Any, shape: Any = None) -> bool:
+    """Whether ``W 2^we`` was found equal (:func:`_is_gram_of`), in this certificate's
+    check, to the Gram ``Phi^T Phi`` of replayed features of shape ``shape`` whose sha256 in
+    their dtype is ``fs["phi_" + side]``, ``fs["dtype"]``: then it is positive semidefinite
+    by construction. False when no such features were replayed in this check (the caller
+    tests the stated Gram itself)."""
     if not isinstance(fs, dict) or not isinstance(fs.get("dtype"), str) or not isinstance(we, int) \
-            or isinstance(we, bool) or not isinstance(W, list):
+            or isinstance(we, bool) or not isinstance(W, list) or not isinstance(fs.get("phi_" + side), str):
+        return False
+    s = scratch.current()
+    if s is None or shape is None:
         return False
     try:
-        tag = np.dtype(fs["dtype"]).str
-    except TypeError:
+        tag = np.dtype(fs["dtype"]).newbyteorder("<").str
+        dims = tuple(int(n) for n in shape)
+    except (TypeError, ValueError):
         return False
-    return any((W, we) in seen for h, seen in list(_VERIFIED.items())
-               if h.startswith(tag) and h.endswith(f":{fs.get('phi_' + side)}"))
+    return bool(s.lookup(("gram_of", (tag, dims, fs["phi_" + side]), json.dumps([W, we]))))
 
 
 # ---------------------------------------------------------------- the quadratic-kernel lemma's summaries
@@ -174,24 +175,23 @@ def _features_sha(a: np.ndarray, dtype: str) -> str:
     return hashlib.sha256(arr.data).hexdigest()            # C-contiguous: its bytes in order
 
 
-#: the last features file read: ``(path, arrays, {dtype: (sha_q, sha_k)})``. Each claim
-#: still compares the arrays' hashes with its own ``features_sha256`` and checks those
-#: arrays; the claims of one head (its exact rank, eps rank, nonnegativity) read its file once
-_LAST_READ: list = []
-
-
 def _read_hashed(path: str, dtype: str) -> tuple[dict[str, Any], tuple[str, str]]:
-    """The arrays of the features file ``path`` and their sha256 in ``dtype`` (read and
-    hashed once for the claims that follow, while the file is unchanged)."""
+    """The arrays of the features file ``path`` and their sha256 in ``dtype``, read and
+    hashed once within one certificate's check while the file is unchanged (the claims of
+    one head, its exact rank, eps rank and nonnegativity, read its file once). Each claim
+    still compares the hashes with its own ``features_sha256``."""
     import os
-    st = os.stat(path)
-    key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
-    if not (_LAST_READ and _LAST_READ[0][0] == key):
+
+    def read() -> tuple[dict[str, Any], dict[str, tuple[str, str]]]:
         feats = read_features(path)
         for a in feats.values():
             a.setflags(write=False)                      # shared by the claims that read it
-        _LAST_READ[:] = [(key, feats, {})]
-    _, feats, shas = _LAST_READ[0]
+        return feats, {}
+
+    st = os.stat(path)
+    key = ("features_file", os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+           st.st_ctime_ns)
+    feats, shas = scratch.remember(key, read)
     if dtype not in shas:
         shas[dtype] = (_features_sha(feats["phi_q"], dtype), _features_sha(feats["phi_k"], dtype))
     return feats, shas[dtype]

@@ -25,11 +25,12 @@ from typing import Any, Callable, Mapping
 from certify.checkers.fields import (
     BITS,
     BOOL,
+    ENTRY,
+    EXPONENT,
     FEATURE_OPTIONAL,
     FEATURES_SHA256,
     HEX64,
     INDEX_LIST,
-    INT,
     INT_ROWS,
     KERNEL_PARAMS_OPTIONAL,
     KERNEL_PARAMS_REQUIRED,
@@ -39,6 +40,7 @@ from certify.checkers.fields import (
     OBJ,
     ONE_FEATURE_SOURCE,
     POS,
+    PRIME,
     RATIONAL,
     SCALE,
     SHAPE,
@@ -81,12 +83,12 @@ NONNEGATIVE_QUADRATIC = ("r", "constant", "linear", "quadratic", "g_diag", "g_of
 
 def _exact_rank() -> dict[str, Any]:
     gram = {"num_tokens": POS, "r": POS, "features_sha256": FEATURES_SHA256, "gram_q": INT_ROWS,
-            "gram_q_exponent": INT, "gram_k": INT_ROWS, "gram_k_exponent": INT}
-    minor = {"prime": {"type": "integer", "minimum": 2}, "minor_rows": INDEX_LIST,
+            "gram_q_exponent": EXPONENT, "gram_k": INT_ROWS, "gram_k_exponent": EXPONENT}
+    minor = {"prime": PRIME, "minor_rows": INDEX_LIST,
              "minor_cols": INDEX_LIST, "rank_lower": NAT, "rank_upper": NAT}
     factor = obj({"form": {"const": "factor"}, **gram, **minor,
                    "null_basis": nullable(INT_ROWS, "null when the witness is trivial"),
-                   "null_prime": nullable({"type": "integer", "minimum": 2},
+                   "null_prime": nullable(PRIME,
                                            "null when the witness is trivial"),
                    "null_minor_rows": INDEX_LIST, "null_minor_cols": INDEX_LIST,
                    "upper_witness": {"enum": ["null_space", "trivial"]}},
@@ -114,7 +116,7 @@ def _exact_rank() -> dict[str, Any]:
         upper_bound={"const": "freivalds", "$comment": "present exactly with a Freivalds upper "
                                                        "bound (matrix form), which the sentence "
                                                        "names with its error probability"},
-        error_log2={"type": "integer", "minimum": 1,
+        error_log2={"type": "integer", "minimum": 1, "maximum": 1 << 16,
                     "$comment": "the error probability is <= 2^-error_log2; with upper_bound"})
     params["dependentRequired"] = {**params["dependentRequired"], "upper_bound": ["error_log2"],
                                    "error_log2": ["upper_bound"]}
@@ -125,7 +127,7 @@ def _exact_rank() -> dict[str, Any]:
 
 def _eps_rank() -> dict[str, Any]:
     gram = {"num_tokens": POS, "r": POS, "features_sha256": FEATURES_SHA256, "gram_q": INT_ROWS,
-            "gram_q_exponent": INT, "gram_k": INT_ROWS, "gram_k_exponent": INT}
+            "gram_q_exponent": EXPONENT, "gram_k": INT_ROWS, "gram_k_exponent": EXPONENT}
     common = {"eps": RATIONAL, "k": NAT, "exact": BOOL}
     factor = obj({"form": {"const": "factor"}, **gram, **common,
                    "sigma_sq_enclosures": {"type": "array"}}, FEATURE_OPTIONAL, **ONE_FEATURE_SOURCE)
@@ -136,7 +138,7 @@ def _eps_rank() -> dict[str, Any]:
     gram_m = obj({**mat, "method": {"const": "gram"}}, embedded)
     proj = obj({**mat, "method": {"const": "projection"}},
                 {**embedded, "witness_y": {**INT_ROWS, "$comment": "present exactly when k > 0"},
-                 "witness_y_exponent": {**INT, "$comment": "present exactly when k > 0"}},
+                 "witness_y_exponent": {**EXPONENT, "$comment": "present exactly when k > 0"}},
                 dependentRequired={"witness_y": ["witness_y_exponent"],
                                    "witness_y_exponent": ["witness_y"]})
     none = obj({**mat, "method": {"const": "none"}}, embedded)
@@ -151,8 +153,8 @@ def _code_rank() -> dict[str, Any]:
     lemma = {"words": {"type": "array", "items": BITS, "minItems": 1}, "t": NAT,
              "kept": INDEX_LIST, "frobenius_sq": RATIONAL, "bound": RATIONAL, "rank_lower": NAT,
              "min_lambda": nullable(RATIONAL, "null when no pair of kept words bounds |C_ij|")}
-    rows = {"query_features": INT_ROWS, "query_exponent": INT, "key_features": INT_ROWS,
-            "key_exponent": INT}
+    rows = {"query_features": INT_ROWS, "query_exponent": EXPONENT, "key_features": INT_ROWS,
+            "key_exponent": EXPONENT}
     factor = obj({**lemma, **rows},
                   if_={"required": ["trusted"]}, else_={"required": ["features_sha256"]},
                   optional={"features_sha256": {**FEATURES_SHA256, "$comment": "absent when the features "
@@ -184,8 +186,8 @@ def _nonnegative() -> dict[str, Any]:
         "features_nonnegative": {"min_phi_q": RATIONAL, "min_phi_k": RATIONAL},
         "all_products": {"num_checked": NAT},
         "counterexample": {"pair": {**INDEX_LIST, "minItems": 2, "maxItems": 2}, "value": RATIONAL,
-                           "phi_q_row": {"type": "array", "items": INT}, "phi_q_exponent": INT,
-                           "phi_k_row": {"type": "array", "items": INT}, "phi_k_exponent": INT},
+                           "phi_q_row": {"type": "array", "items": ENTRY}, "phi_q_exponent": EXPONENT,
+                           "phi_k_row": {"type": "array", "items": ENTRY}, "phi_k_exponent": EXPONENT},
         "quadratic_kernel": {k: {} for k in NONNEGATIVE_QUADRATIC},
         "key_box": {"key_lo": {"type": "array"}, "key_hi": {"type": "array"},
                     "min_query_bound": RATIONAL},
@@ -204,7 +206,7 @@ def _nonnegative() -> dict[str, Any]:
 def _audit(kind: str) -> dict[str, Any]:
     req = {"family": STR, "family_sha256": HEX64, "head_sha256": HEX64, "rank": POS, "eps": RATIONAL}
     if kind == "gap_domination":
-        req["n"] = {"type": "integer", "minimum": 3}
+        req["n"] = {**POS, "minimum": 3}
     why = ("a head read from weights names its file, the file's sha256, the adapter and the "
            "weights' canonical hash, all four; a head built in memory names none (its tables' "
            "hash binds it)")

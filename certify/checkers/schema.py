@@ -27,27 +27,30 @@ from __future__ import annotations
 import json
 import numbers
 import re
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from certify.checkers import kinds as _kinds
+from certify.checkers import scratch
 from certify.checkers.fields import HEX64, INT, OBJ, obj
 
 #: certificate versions this checker reads, newest last
-VERSIONS = ("certify-attention/certificate/2",)
+VERSIONS = ("certify-attention/certificate/3",)
 #: the statement renderer each version fixes (certify.checkers.statements)
-RENDERER_OF = {"certify-attention/certificate/2": "certify-attention/statements/2"}
+RENDERER_OF = {"certify-attention/certificate/3": "certify-attention/statements/3"}
 #: versions no longer read, with why: their rules let sentences say more than was checked
 #: (a producer-chosen Freivalds error, a renderer that printed only part of a claim, a
 #: third-party kernel without its stated arguments), so no branch of this checker keeps them
 RETIRED = {"certify-attention/certificate/1":
            "its rules are retired (a Freivalds error chosen by the producer, a renderer that "
-           "printed part of a claim, third-party kernels without stated arguments)"}
+           "printed part of a claim, third-party kernels without stated arguments)",
+           "certify-attention/certificate/2":
+           "its matrix hash (matrix_sha256) bound a matrix's entries but not its shape, so one hash "
+           "named two matrices"}
 SCHEMA_FILE = Path(__file__).with_name("certificate.schema.json")
 
 def build() -> dict[str, Any]:
-    """The certificate schema (version ``certify-attention/certificate/2``)."""
+    """The certificate schema (version ``certify-attention/certificate/3``)."""
     kinds = _kinds.schemas()
     claim = {"type": "object", "required": ["kind"],
              "properties": {"kind": {"enum": sorted(kinds)}},
@@ -75,10 +78,10 @@ def build() -> dict[str, Any]:
     }
 
 
-@lru_cache(maxsize=1)
 def published() -> dict[str, Any]:
-    """The published schema file (shipped in the package)."""
-    return json.loads(SCHEMA_FILE.read_text())
+    """The published schema file (shipped in the package), read once within one
+    certificate's check (:mod:`certify.checkers.scratch`), else at every call."""
+    return scratch.remember(("published_schema", str(SCHEMA_FILE)), lambda: json.loads(SCHEMA_FILE.read_text()))
 
 
 class _Unsupported(Exception):
@@ -208,7 +211,6 @@ def conforms(cert: Any) -> bool:
         return False
 
 
-@lru_cache(maxsize=1)
 def _validator() -> Any:
     """The validator of the published schema. The schema itself is not re-checked
     against the 2020-12 meta-schema here (0.2 CPU s in every process that verifies):
@@ -216,14 +218,14 @@ def _validator() -> Any:
     built schema and is a valid 2020-12 schema
     (``tests/test_fail_closed.py::test_published_schema_is_the_built_one_and_a_valid_2020_12_schema``)."""
     import jsonschema
-    return jsonschema.Draft202012Validator(published())
+    return scratch.remember("schema_validator", lambda: jsonschema.Draft202012Validator(published()))
 
 
-@lru_cache(maxsize=1)
 def _claim_validator() -> Any:
     import jsonschema
     schema = published()
-    return jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/claim"})
+    return scratch.remember("claim_validator", lambda: jsonschema.Draft202012Validator(
+        {"$defs": schema["$defs"], "$ref": "#/$defs/claim"}))
 
 
 def _path(parts: Iterable[Any]) -> str:

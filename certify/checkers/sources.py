@@ -42,6 +42,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from certify.checkers import scratch
+
 MATRIX_SUFFIXES = (".npy", ".npz", ".csv", ".json")
 #: largest source verify re-reads exactly (bytes on disk, entries); beyond: an assumption
 MAX_SOURCE_BYTES = 256 << 20
@@ -55,33 +57,28 @@ def zip_errors() -> tuple[type[Exception], ...]:
     return (zf.BadZipFile,) if zf is not None else ()
 
 
-#: digests of the files hashed in this process, by device, inode, size, and modification
-#: and change times in ns (a write changes the change time, which no call can set back)
-_DIGESTS: dict[tuple[int, ...], str] = {}
-
-
 def _stat_key(path: str | os.PathLike) -> tuple[int, ...]:
     st = os.stat(path)
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    """sha256 (hex) of a file's bytes, read once per process while the file is
-    unchanged (:data:`_DIGESTS`; kept only when the file's times and size are the same
-    after the read as before): ``certify rank``'s read of its source and its own
-    check, or a verify that binds a claim's source and compares the inputs, hash it
-    once."""
+    """sha256 (hex) of a file's bytes, read once within one certificate's check while the
+    file is unchanged (:mod:`certify.checkers.scratch`, keyed by device, inode, size, and
+    modification and change times in ns; kept only when they are the same after the read as
+    before: a write changes the change time, which no call can set back): ``certify rank``'s
+    read of its source and its own check, or a verify that binds a claim's source and
+    compares the inputs, hash it once."""
     key = _stat_key(path)
-    if key in _DIGESTS:
-        return _DIGESTS[key]
+    s = scratch.current()
+    if s is not None and (hit := s.lookup(("sha256_file", key))) is not None:
+        return hit  # type: ignore[no-any-return]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
-    if _stat_key(path) == key:
-        if len(_DIGESTS) >= 64:
-            _DIGESTS.pop(next(iter(_DIGESTS)))
-        _DIGESTS[key] = h.hexdigest()
+    if s is not None and _stat_key(path) == key:
+        s.put(("sha256_file", key), h.hexdigest())
     return h.hexdigest()
 
 
@@ -312,18 +309,41 @@ def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], 
     return ["the source file does not hold what the claim's evidence describes"], None
 
 
-def replay_keys(claim: Mapping[str, Any]) -> list[str]:
+def extraction_id(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None) -> str | None:
+    """The extraction a claim's replay must run, by content, never by name: the sha256 of
+    the canonical JSON of the source's sha256 (a construction, which has none, by its
+    spec: the spec is the content), where its file resolves from the certificate's folder
+    (the files beside it, such as a config, are read from there), the sha256 of every file
+    the certificate lists as an input, the adapter, the token set and the stated kernel
+    arguments. Two certificates whose sources share a relative name but not their bytes
+    get different replays; None when the claim names no source."""
+    p = claim.get("parameters") or {}
+    if not isinstance(p, Mapping) or not isinstance(p.get("source"), str):
+        return None
+    sha = p.get("source_sha256")
+    path = find(p["source"], base) if isinstance(sha, str) else None
+    raw_inputs = cert.get("inputs")
+    inputs = raw_inputs if isinstance(raw_inputs, Mapping) else {}
+    ident = {"source_sha256": sha if isinstance(sha, str) else None,
+             "spec": None if isinstance(sha, str) else p["source"],
+             "path": os.path.realpath(path) if path is not None else None,
+             "inputs": sorted(str(v) for v in inputs.values()),
+             "adapter": p.get("adapter"), "token_set": p.get("token_set"), "stated": p.get("stated")}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def replay_keys(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None,
+                base: Path | None = None) -> list[str]:
     """The objects an extraction replay must reproduce for this claim, each a key of
     :func:`replay_extraction`'s result: the features' hashes (a kernel claim), the
-    head tables' hash on its family and the weights' canonical hash (a head claim).
-    Empty when the claim's evidence names nothing a replay could compare."""
+    head tables' hash on its family and the weights' canonical hash (a head claim),
+    each prefixed by the extraction's content identity (:func:`extraction_id`), so that a
+    claim is discharged only by the replay of its own source. Empty when the claim's
+    evidence names nothing a replay could compare."""
     p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
     if not isinstance(p, Mapping) or not isinstance(ev, Mapping) or not isinstance(p.get("source"), str):
         return []
-    # the extraction a comparison is of: source, adapter, token set and the stated
-    # kernel arguments (claims stating different arguments are different replays)
-    src = "\0".join((p["source"], str(p.get("adapter")), str(p.get("token_set")),
-                     json.dumps(p.get("stated"), sort_keys=True)))
+    src = extraction_id(claim, cert if cert is not None else {}, base)
     out = []
     fs = ev.get("features_sha256")
     if isinstance(fs, Mapping) and isinstance(fs.get("phi_q"), str) and isinstance(fs.get("phi_k"), str):
@@ -385,7 +405,7 @@ def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
         except SourceError as exc:
             return problems, [f"source:{source} ({exc})"], None, None
         return problems + bad, [], matrix, measured_rows(path)
-    wanted = replay_keys(claim)
+    wanted = replay_keys(claim, cert, base)
     if not wanted:
         return problems + [f"nothing in the claim can be compared with an extraction of "
                            f"{source!r:.80} (no features, head or weights hash)"], [], None, None
@@ -423,11 +443,10 @@ class Replayed(dict):
         self.folder: Any = None                 # a TemporaryDirectory, removed with this object
 
 
-def features_key(p: Mapping[str, Any]) -> str:
-    """The extraction a factor-form claim's parameters name (the replay job's key):
-    source, adapter, token set and the stated kernel arguments."""
-    return "\0".join(map(str, (p.get("source"), p.get("adapter"), p.get("token_set"),
-                                json.dumps(p.get("stated"), sort_keys=True))))
+def features_key(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None) -> str | None:
+    """The replay job whose features a factor-form claim's summaries are re-derived from:
+    its extraction's content identity (:func:`extraction_id`)."""
+    return extraction_id(claim, cert, base)
 
 
 def _ask_features(jobs: Mapping[str, dict[str, Any]], wanted: set[str]) -> Any:
@@ -477,16 +496,20 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             p, ev = c.get("parameters") or {}, c.get("evidence") or {}
             if not isinstance(p, dict) or not isinstance(ev, dict) \
                     or not isinstance(p.get("source"), str) \
-                    or p.get("adapter") in (None, "matrix-file") or not replay_keys(c):
+                    or p.get("adapter") in (None, "matrix-file") or not replay_keys(c, cert, base):
                 continue
             fs, head = ev.get("features_sha256"), p.get("head_sha256")
             src = p["source"]
             path = find(src, base)
-            # one job per kernel: a source (a checkpoint's weights) may hold many heads
-            # (claims stating different kernel arguments of one head are different kernels)
-            key = "\0".join(map(str, (src, p.get("adapter"), p.get("token_set") if isinstance(fs, dict)
-                                       else None, json.dumps(p.get("stated"), sort_keys=True))))
+            # one job per extraction, by content (extraction_id): a source (a checkpoint's
+            # weights) may hold many heads; claims stating different kernel arguments of one
+            # head are different kernels; two sources that share a name are two jobs
+            key = extraction_id(c, cert, base)
+            assert key is not None
+            sha = p.get("source_sha256")
             job = jobs.setdefault(key, {"key": key, "source": src, "path": str(path) if path else None,
+                                        # the worker refuses a file whose bytes are not these
+                                        "source_sha256": sha if isinstance(sha, str) else None,
                                         "adapter": p.get("adapter"), "token_set": None,
                                         "dtype": None, "torch": env.get("torch"),
                                         # a third-party head's stated kernel arguments (re-derived)
@@ -499,13 +522,13 @@ def replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]
             if isinstance(fs, dict) and isinstance(fs.get("phi_q"), str):
                 job["token_set"], job["dtype"] = p.get("token_set"), fs.get("dtype")
                 job["want"].append([fs.get("phi_q"), fs.get("phi_k")])
-                if "trusted" in ev and features_key(p) == key:
+                if "trusted" in ev:
                     wanted.add(key)
             if isinstance(head, str) and isinstance(p.get("family"), str):
                 job["heads"].append([p["family"], head])
             if isinstance(p.get("weights_sha256"), str):
                 job["weights"].append(p["weights_sha256"])
-            job["compare"] += [k for k in replay_keys(c) if k not in job["compare"]]
+            job["compare"] += [k for k in replay_keys(c, cert, base) if k not in job["compare"]]
     jobs = {k: j for k, j in jobs.items() if j["compare"]}      # an empty comparison is no replay
     if not jobs:
         return Replayed()

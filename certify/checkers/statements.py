@@ -53,7 +53,7 @@ from typing import Any, Callable, Mapping
 
 from certify.checkers import kinds as _kinds
 
-RENDERER = "certify-attention/statements/2"
+RENDERER = "certify-attention/statements/3"
 RENDERERS = (RENDERER,)
 
 #: model classes of feasibility claims, from the widest to the narrowest:

@@ -61,14 +61,15 @@ from certify.checkers import binding as _binding_mod
 from certify.checkers import families as _families
 from certify.checkers import kinds as _kinds
 from certify.checkers import schema as _schema
+from certify.checkers import scratch as _scratch
 from certify.checkers import sources as _sources
 from certify.checkers.common import (
     EXIT_ASSUMED,
     EXIT_BAD_INPUT,
     EXIT_NOT_PROVED,
     EXIT_PROVED,
-    NotACertificate,
 )
+from certify.checkers.reading import NotACertificate, parse, read_certificate  # noqa: F401 (public names)
 from certify.checkers.statements import check_statement
 
 if TYPE_CHECKING:
@@ -171,39 +172,7 @@ def accepted(assumption: str, names: Iterable[str]) -> bool:
 
 # ---------------------------------------------------------------- parsing
 
-def parse(text: str) -> dict[str, Any]:
-    """JSON text -> certificate object; :class:`NotACertificate` when it is not one."""
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise NotACertificate(f"not JSON: {exc.msg} at line {exc.lineno}") from None
-    except (ValueError, RecursionError) as exc:      # over-long integers, nesting too deep
-        raise NotACertificate(f"not a usable JSON document ({type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:80]})") from None
-    if isinstance(obj, dict) and obj.get("schema") in _schema.RETIRED:
-        cmd = obj.get("command")
-        how = (" ".join(cmd) if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd)
-               else "the command that made it")
-        raise NotACertificate(f"{obj['schema']} is no longer read: "
-                              f"{_schema.RETIRED[obj['schema']]}; re-make it with this release: "
-                              f"{how[:200]}")
-    if not isinstance(obj, dict) or obj.get("schema") not in _schema.VERSIONS:
-        raise NotACertificate(f"not a certificate this checker reads (schema must be one of "
-                              f"{', '.join(map(repr, _schema.VERSIONS))})")
-    claims = obj.get("claims")
-    if not isinstance(claims, list) or not claims:
-        raise NotACertificate("certificate has no claims")
-    for i, c in enumerate(claims):
-        if not isinstance(c, dict):             # its fields are the schema's to check (exit 1)
-            raise NotACertificate(f"claim {i} is not a JSON object")
-    inputs = obj.get("inputs", {})
-    if not isinstance(inputs, dict) or not all(isinstance(v, str) for v in inputs.values()):
-        raise NotACertificate("certificate inputs must map names to sha256 strings")
-    renderer = obj.get("renderer")
-    if renderer != _schema.RENDERER_OF[obj["schema"]]:
-        raise NotACertificate(f"{obj['schema']} is rendered by {_schema.RENDERER_OF[obj['schema']]}, "
-                              f"not {str(renderer)[:60]!r}")
-    return obj
+# parse and read_certificate live in certify.checkers.reading (shared with certify.reference)
 
 
 # ---------------------------------------------------------------- claims
@@ -313,16 +282,15 @@ def _trusted_problems(claim: Mapping[str, Any], cert: Mapping[str, Any],
     return [], [f"trusted:{claim.get('kind')}:{','.join(f.split(' ')[0] for f in fields)}"]
 
 
-def _replayed_summaries(claim: Mapping[str, Any], replayed: Any,
-                        trusted: list[str]) -> tuple[list[str], list[str]]:
+def _replayed_summaries(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
+                        replayed: Any, trusted: list[str]) -> tuple[list[str], list[str]]:
     """``(problems, fields still trusted)``: summaries of data too large to embed
     are re-derived from the features ``--replay-extraction`` wrote to a file
     (:func:`certify.checkers.gram.summary_problems`: a stated Gram by the kernel's
     exact random-product test at the 2^-128 floor, the rest recomputed); re-derived,
     they are no longer trusted."""
     from certify.checkers import gram
-    path = (getattr(replayed, "features", None) or {}).get(
-        _sources.features_key(claim.get("parameters") or {}))
+    path = (getattr(replayed, "features", None) or {}).get(_sources.features_key(claim, cert, base))
     if path is None:
         return [], trusted
     found = gram.summary_problems(dict(claim), path)
@@ -371,7 +339,7 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
                 except Exception as exc:                # never hide a trusted field
                     problems.append(f"cannot list trusted fields: {exc!r}")
             if trusted:
-                bad, trusted = _replayed_summaries(claim, replayed, trusted)
+                bad, trusted = _replayed_summaries(claim, cert, base, replayed, trusted)
                 problems += bad
             bad, assume = _trusted_problems(claim, cert, trusted, rows)
             problems += bad
@@ -622,46 +590,37 @@ def _transcript_key(p: Mapping[str, Any], ev: Mapping[str, Any]) -> tuple | None
 
 def verify_certificate(cert: Mapping[str, Any], base: Path | None = None, *,
                        assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
-                       label: str = "the certificate") -> Verification:
-    """Check every claim of a parsed certificate (see :func:`parse`)."""
-    return verify_many([(label, cert, base)], assume=assume, replayed=replayed)[0]
+                       label: str = "the certificate", share: _scratch.Scratch | None = None) -> Verification:
+    """Check every claim of a parsed certificate (see :func:`parse`). ``share``: the
+    scratch of a producer checking the certificate it just computed in the same process
+    (:func:`certify.checkers.scratch.session`); by default the check starts a new one."""
+    return verify_many([(label, cert, base)], assume=assume, replayed=replayed, share=share)[0]
 
 
 def verify_many(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]], *,
-                assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None
-                ) -> list[Verification]:
-    """Check several certificates, including contradictions between their claims."""
+                assume: Iterable[str] = (), replayed: Mapping[str, str] | None = None,
+                share: _scratch.Scratch | None = None) -> list[Verification]:
+    """Check several certificates, including contradictions between their claims. Each
+    certificate is checked in a scratch of its own (:mod:`certify.checkers.scratch`):
+    nothing computed for one can change the answer for another."""
     checked = []
     for label, cert, base in certs:
-        bad = _schema.violations(cert)
-        checks = [check_claim(i, c, cert, base, replayed, schema_problems=bad.get(i, []))
-                  for i, c in enumerate(cert["claims"])]
-        checked.append((label, cert, base, checks, tuple(bad.get(None, []))))
-    items = [(label, c.index, cert["claims"][c.index]) for label, cert, _, checks, _ in checked
+        with _scratch.session(share):
+            bad = _schema.violations(cert)
+            checks = [check_claim(i, c, cert, base, replayed, schema_problems=bad.get(i, []))
+                      for i, c in enumerate(cert["claims"])]
+            inputs = check_inputs(cert.get("inputs", {}), base)
+        checked.append((label, cert, base, checks, tuple(bad.get(None, [])), inputs))
+    items = [(label, c.index, cert["claims"][c.index]) for label, cert, _, checks, _, _ in checked
              for c in checks if c.holds]
     conflicts = contradictions(items)
     out = []
-    for label, cert, base, checks, cert_problems in checked:
+    for label, _cert, _base, checks, cert_problems, inputs in checked:
         final = tuple(ClaimCheck(c.index, c.kind, c.verdict, c.statement,
                                  c.problems + tuple(conflicts.get((label, c.index), ())),
                                  c.trusted, c.has_info, c.assumptions, label) for c in checks)
-        out.append(Verification(claims=final, inputs=check_inputs(cert.get("inputs", {}), base),
-                                accepted=frozenset(assume), problems=cert_problems))
+        out.append(Verification(claims=final, inputs=inputs, accepted=frozenset(assume), problems=cert_problems))
     return out
-
-
-def read_certificate(path: str | os.PathLike) -> dict[str, Any]:
-    path = Path(path)
-    if path.exists() and not path.is_file():
-        raise NotACertificate(f"{path} is not a regular file")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NotACertificate(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        return parse(text)
-    except NotACertificate as exc:
-        raise NotACertificate(f"{path}: {exc}") from None
 
 
 def verify_file(path: str | os.PathLike, *, assume: Iterable[str] = ()) -> Verification:

@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from certify.core.files import sha256_file
+
 #: how a claim names a library default the user accepted (models.layouts.FROM_DEFAULT)
 FROM_DEFAULT = "library default, assumed"
 
@@ -205,6 +207,11 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
         key = str(job.get("key", job.get("source")))
         try:
             rec: dict[str, Any] = {"torch": torch_version, "versions": vers}
+            want_sha, path = job.get("source_sha256"), job.get("path")
+            if isinstance(want_sha, str) and isinstance(path, str) and sha256_file(path) != want_sha:
+                # the job is keyed by content (certify.checkers.sources.extraction_id): never
+                # replay another file than the one whose bytes the certificate names
+                raise ValueError(f"{path} is not the certificate's source (its sha256 differs)")
             if job.get("want"):
                 try:
                     kernel = _kernel(job, models)

@@ -12,6 +12,7 @@ import sys
 from fractions import Fraction
 from typing import Sequence
 
+from certify.checkers import scratch
 from certify.cli import common as cli
 from certify.core import limits, outputs
 from certify.core.errors import InputError
@@ -80,12 +81,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                       code=code, code_name=code_name, require_nonnegative=a.require_nonnegative,
                       batch_size=a.batch_size, progress=show_progress(a.no_progress),
                       upper_bound=a.upper_bound)
-    with cli.engine_from_args(a, progress=False) as engine:
+    # the producer's computation and its own check before writing share one scratch: the span
+    # check, minor and Freivalds test it computed with the checker's functions are found there
+    with scratch.session(), cli.engine_from_args(a, progress=False) as engine:
         rep = certify_rank(kernel, opt, engine=engine)
-    cert = annotate(rep.certificate, kernel)
-    cert.command = ["certify", "rank", *(sys.argv[1:] if argv is None else list(argv))]
-    if a.out:
-        outputs.write_file(a.out, cert.dumps())
+        cert = annotate(rep.certificate, kernel)
+        cert.command = ["certify", "rank", *(sys.argv[1:] if argv is None else list(argv))]
+        text = cert.dumps() if a.out or a.json else None     # checked before it leaves
+    if a.out and text is not None:
+        outputs.write_file(a.out, text)
     for c in cert.claims:
         print(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
     if a.json:

@@ -21,6 +21,7 @@ from models.train import (
     figure2,
     sweep51,
     sweep52,
+    write_certified,
     write_readme,
 )
 
@@ -65,10 +66,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             s.add_argument("--budget", choices=("plateau", "fixed"), default=None,
                            help="plateau: until the train exact-sequence accuracy stops improving, "
                                 "--steps is the cap (default); fixed: exactly --steps steps, cosine decay")
+            s.add_argument("--feature-map", default=None, metavar="NAME",
+                           help="the kernel heads' feature map over the learned projection "
+                                "(default elu1; e.g. exp, softplus: any projection map of docs/layouts.md)")
+            s.add_argument("--lr", type=float, default=None, help="initial learning rate (default 0.01)")
+            s.add_argument("--lr-dense", type=float, default=None,
+                           help="the dense control's own initial learning rate (default: --lr)")
+            s.add_argument("--unseen-pool", action="store_true",
+                           help="train without the held-out words and score each run on the unseen-token "
+                                "pool too (models.train.unseen)")
     r = sub.add_parser("report", help="redraw figures and README from the CSV files")
     r.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = p.parse_args(argv)
     if args.cmd == "report":
+        write_certified(args.out)
         figure1(args.out)
         figure2(args.out)
         write_readme(args.out)
@@ -96,6 +107,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         over["dense"] = False
     if args.budget is not None:
         over["budget"] = args.budget
+    if args.feature_map is not None:
+        from models.feature_maps import spec
+        spec(args.feature_map)                      # InputError for an unknown name
+        over["feature_map"] = args.feature_map
+    for name, v in (("--lr", args.lr), ("--lr-dense", args.lr_dense)):
+        if v is not None and not (v > 0 and v < float("inf")):
+            raise InputError(f"{name} must be a positive number, got {v}")
+    if args.lr is not None:
+        over["lr"] = args.lr
+    if args.lr_dense is not None:
+        over["lr_by_rank"] = ((0, args.lr_dense),)
+    if args.unseen_pool:
+        over["unseen"] = True
     cfg = replace(SMOKE_52 if args.smoke else Sec52Config(), **over)
     if min(cfg.ranks) < 1:
         raise InputError("ranks must be >= 1")

@@ -1,12 +1,13 @@
-"""``certify verify CERT.json... [--json] [--assume NAME] [--replay-extraction]``:
-re-check certificates with exact arithmetic only (:mod:`certify.checkers.verify`)."""
+"""``certify verify CERT.json... [--json] [--assume NAME] [--replay-extraction] [--reference]``:
+re-check certificates with exact arithmetic only (:mod:`certify.checkers.verify`; with
+``--reference`` the independent slow path :mod:`certify.reference`)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from certify.checkers.common import NotACertificate
 from certify.checkers.sources import replay_extraction
@@ -38,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--replay-extraction", action="store_true",
                    help="re-run each checkpoint's weights -> features step in a separate process "
                         "(one thread) and compare bit for bit, instead of assuming it")
+    p.add_argument("--reference", action="store_true",
+                   help="the reviewer's slow path: re-derive every claim with the independent "
+                        "reference checker (whole-matrix exact ranks, exact characteristic "
+                        "polynomials, Fractions; no fast path, cache or randomized test); the "
+                        "exit codes mean the same")
     args = p.parse_args(argv)
     if args.schema:
         from certify.checkers.schema import published
@@ -53,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                  for path in args.certificates]
     except NotACertificate as exc:
         raise InputError(str(exc)) from None
+    if args.reference:
+        return _reference(args, certs)
     replayed: dict[str, str] = {}
     if args.replay_extraction:
         replayed = replay_extraction(certs)
@@ -74,3 +82,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path, r in results:
             print(format_text(r, path), file=sys.stderr)
     return combined_exit(r for _, r in results)
+
+
+def _reference(args: Any, certs: list) -> int:
+    """``verify --reference``: the same arguments, exit codes and output shape, checked by
+    :mod:`certify.reference` (a refused input is one line, exit 2)."""
+    from certify.reference.check import accepted as ref_accepted
+    from certify.reference.check import check_many
+    from certify.reference.check import combined_exit as ref_exit
+    from certify.reference.exact import Refused
+    try:
+        results = check_many(certs, assume=args.assume, replay=args.replay_extraction)
+    except Refused as exc:
+        raise InputError(f"--reference: {exc}") from None
+    named = sorted({a for r in results for a in r.assumptions})
+    unknown = [n for n in args.assume if not any(ref_accepted(a, [n]) for a in named)]
+    if unknown:
+        raise InputError(f"--assume {unknown[0]!r} matches no assumption of "
+                         + ("these certificates" if len(results) > 1 else "the certificate")
+                         + (f"; they hold under: {', '.join(named)}" if named else "; it names none"))
+    if args.json:
+        doc = [r.to_json() for r in results]
+        print(json.dumps(doc[0] if len(doc) == 1 else {
+            "holds": all(r.holds for r in results), "exit_code": ref_exit(results),
+            "certificates": doc}, indent=1))
+    else:
+        for r in results:
+            print(r.text(), file=sys.stderr)
+    return ref_exit(results)

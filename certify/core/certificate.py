@@ -30,7 +30,7 @@ from certify.core.jsontext import dumps_indent1
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 
-SCHEMA = "certify-attention/certificate/2"
+SCHEMA = "certify-attention/certificate/3"
 
 
 class ClaimKind(str, enum.Enum):
@@ -189,9 +189,13 @@ class Certificate:
         """Run the independent checker on this certificate before it leaves the
         producer: a claim the checker rejects is a producer bug, never written.
         Returns the checker's result (:class:`certify.checkers.verify.Verification`)."""
+        from certify.checkers import scratch
         from certify.checkers.verify import verify_certificate
+        # a producer that computed with the checker's functions in a scratch of its own
+        # (certify rank) shares it with this check; certify verify never does
         result = verify_certificate(json.loads(text if text is not None else self._text()),
-                                    base=Path(base) if base is not None else Path.cwd())
+                                    base=Path(base) if base is not None else Path.cwd(),
+                                    share=scratch.current())
         bad = [c for c in result.claims if not c.holds]
         if bad:
             c = bad[0]

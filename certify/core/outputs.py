@@ -45,7 +45,8 @@ OLD_MANIFEST_FORMATS = ("certify-attention/output-folder/1",)
 #: the commands that write an output folder, as their manifests name them
 COMMANDS = ("report", "checkpoint", "checkpoint --batch", "demo")
 LOCK = "lock.json"
-OUR_FORMATS = ("certify-attention/certificate/2", "certify-attention/certificate/1",
+OUR_FORMATS = ("certify-attention/certificate/3", "certify-attention/certificate/2",
+               "certify-attention/certificate/1",
                "certify-attention/kernel/1",
                "certify-attention/family/1")
 

@@ -5,12 +5,12 @@ kernel and its hash, and the parameters that bind a claim to its source.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from certify.checkers.kernel.hashing import array_sha256, rows_sha256
 from certify.core.files import sha256_bytes
 from certify.core.kernel import Kernel
 from certify.rank.options import RankOptions
@@ -102,20 +102,12 @@ def integer_matrix(kernel: Kernel) -> ex.IntMatrix:
 
 
 def matrix_sha256(N: ex.IntMatrix) -> str:
-    """sha256 of the exact kernel matrix: the canonical JSON of its scale and a
-    newline, then the integer rows as int64 little-endian bytes when every entry
-    fits int64 (whether held as int64 or as Python ints), else their compact JSON
-    (the checker recomputes it the same way)."""
-    head = (json.dumps(scale_evidence(N), sort_keys=True, separators=(",", ":")) + "\n").encode()
-    values = N.values
-    if values.dtype == object and values.size and \
-            -(1 << 63) <= int(values.min()) and int(values.max()) < (1 << 63):
-        values = values.astype(np.int64)        # Python ints that fit int64 (e.g. -2^63): the same bytes
-    if values.dtype != object:
-        h = hashlib.sha256(head)
-        h.update(np.ascontiguousarray(values, dtype="<i8").data)      # the bytes in place, no copy
-        return "int64:" + h.hexdigest()
-    return "json:" + sha256_bytes(head + json.dumps(N.rows(), separators=(",", ":")).encode())
+    """sha256 of the exact kernel matrix, binding its encoding, scale, shape and entries: the
+    checker's own definition (:func:`certify.checkers.kernel.hashing.array_sha256` of int64
+    values, :func:`~certify.checkers.kernel.hashing.rows_sha256` of Python integers)."""
+    if N.values.dtype != object:
+        return array_sha256(np.ascontiguousarray(N.values, dtype="<i8"), scale_evidence(N))
+    return rows_sha256(N.rows(), scale_evidence(N))
 
 
 #: domain separation of the Freivalds challenge (certify.checkers.rank.freivalds re-derives it)

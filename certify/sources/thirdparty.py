@@ -121,6 +121,9 @@ def _token_set(model: LoadedModel, L, tokens: str | None) -> tuple[str, int | No
     """``(token set name, m, token rows or None)``; ``m`` None for the vocabulary."""
     det = model.detected
     emb = det.embedding if L.reads_tokens and L.index == model.layer(None).index else None
+    if emb is not None and emb.shape[0] == 0:
+        raise InputError("the model's embedding has no rows: its vocabulary is empty, no token to "
+                         "certify the kernel on")
     if tokens is None:
         if emb is not None:
             return f"vocab:{emb.shape[0]}", None, None

@@ -32,6 +32,7 @@ from typing import Callable
 
 import numpy as np
 
+from certify.core.errors import InputError
 from models.canonical.rounding import MAX_PREC, START_PREC, correctly_rounded, round_ball  # noqa: F401
 from models.canonical.rounding import nearest as _nearest  # noqa: F401
 
@@ -54,7 +55,8 @@ def decode(data: bytes | np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.n
         sign = np.where(h >> 15, -1.0, 1.0)
         e, m = (h >> 10) & 0x1F, h & 0x3FF
         if np.any(e == 0x1F):
-            raise ValueError("an fp16 weight is Inf or NaN")
+            raise InputError("a float16 weight is Inf or NaN: the model computes no finite kernel, "
+                             "nothing can be certified")
         mant = np.where(e == 0, m, m | 0x400).astype(np.float64)       # exact integers < 2^11
         a = sign * np.ldexp(mant, np.where(e == 0, 1, e) - 25)          # ldexp: exact scaling
     elif dtype in ("int64", "int32", "int16", "int8", "uint8", "bool"):
@@ -62,6 +64,9 @@ def decode(data: bytes | np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.n
         a = a.astype(np.float64)
     else:
         raise ValueError(f"dtype {dtype} has no canonical decoding")
+    if not np.isfinite(a).all():
+        raise InputError(f"a {dtype} weight is Inf or NaN: the model computes no finite kernel, "
+                         "nothing can be certified")
     return np.array(a, dtype=np.float64).reshape(shape)
 
 

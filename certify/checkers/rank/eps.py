@@ -73,11 +73,12 @@ def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: An
              _FEATURE_OPTIONAL)
         GQ, GK, eq, ek, F = _check_grams(ev, cert, "eps_rank")
         gq, gk = ev["gram_q"], ev["gram_k"]                     # the integer rows just checked
-        # re-derived from embedded features, or found equal to the Gram of features this
-        # process replayed (same sha256), the Grams are PSD by construction; taken as
-        # stated, they are tested (the real-rooted count needs it)
+        # re-derived from embedded features, or found equal to the Gram of features replayed
+        # in this certificate's check (same dtype, shape and sha256), the Grams are PSD by
+        # construction; taken as stated, they are tested (the real-rooted count needs it)
         fs = ev["features_sha256"]
-        if not F.have and not all(replayed_gram(fs, s, g, ev[f"gram_{s}_exponent"]) or _psd(g, G)
+        if not F.have and not all(replayed_gram(fs, s, g, ev[f"gram_{s}_exponent"], (ev["num_tokens"], len(g)))
+                                  or _psd(g, G)
                                   for s, g, G in (("q", gq, GQ), ("k", gk, GK))):
             return ["Gram matrices are not PSD: the real-rooted count does not apply"]
         memo: list = []

@@ -6,7 +6,6 @@ bind a claim to its source, Gram matrices, integer matrices and their scale.
 from __future__ import annotations
 
 import hashlib
-import json
 from fractions import Fraction
 from typing import Any, Iterable, Mapping
 
@@ -14,7 +13,13 @@ import numpy as np
 
 from certify.checkers.common import Bad, int_matrix, integer, keys
 from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
-from certify.checkers.kernel import fmpz_matrix, minor_nonzero_mod_p, pivot_minor_mod_p, product_identity
+from certify.checkers.kernel import (
+    fmpz_matrix,
+    minor_nonzero_mod_p,
+    pivot_minor_mod_p,
+    product_identity,
+    rows_sha256,
+)
 from certify.checkers.kinds import trusted_table
 
 KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
@@ -258,15 +263,9 @@ def _check_grams(ev: Mapping[str, Any], cert: Mapping[str, Any],
 
 
 def matrix_sha256(rows: list[list[int]], scale: Any) -> str:
-    """sha256 of the exact kernel matrix: canonical JSON of ``scale``, a newline,
-    then the rows as int64 little-endian bytes (``int64:`` prefix) when every
-    entry fits, else their compact JSON (``json:``)."""
-    head = (json.dumps(scale, sort_keys=True, separators=(",", ":")) + "\n").encode()
-    flat = [v for r in rows for v in r]
-    if all(-(1 << 63) <= v < (1 << 63) for v in flat):
-        body = np.array(flat, dtype="<i8").tobytes()
-        return "int64:" + hashlib.sha256(head + body).hexdigest()
-    return "json:" + hashlib.sha256(head + json.dumps(rows, separators=(",", ":")).encode()).hexdigest()
+    """sha256 of the exact kernel matrix, binding its encoding, scale, shape and entries
+    (:func:`certify.checkers.kernel.hashing.rows_sha256`)."""
+    return rows_sha256(rows, scale)
 
 
 def _scale(scale: Any, n1: int) -> Any:

@@ -42,9 +42,10 @@ assumption ``randomized:freivalds-error-2^-k`` (exit 4), whatever the producer
 asked for (:func:`assumptions`).
 
 Shared with the producer. :func:`shared_test` (the primes and the kernel's test
-for given inputs) is computed once per process: ``certify rank`` takes it as its
-own Freivalds test and its check before writing (``Certificate.self_check``) finds
-it; ``certify verify`` runs in its own process and recomputes it.
+for given inputs) is computed once within one certificate's check
+(:mod:`certify.checkers.scratch`): ``certify rank`` takes it as its own Freivalds test
+and its check before writing (``Certificate.self_check``), run in the same scratch,
+finds it; ``certify verify`` starts a new scratch for every certificate.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
+from certify.checkers import scratch
 from certify.checkers.common import Bad, int_max_abs, integer, keys
 from certify.checkers.kernel import canonical_sha256, det_nonzero_mod_p, freivalds, is_prime
 from certify.checkers.kernel.span import sq_norms
@@ -167,28 +169,22 @@ def check(claim: Mapping[str, Any], A: np.ndarray, R: list[int], C: list[int],
     return []
 
 
-#: results of :func:`shared_test` in this process, by the sha256 of their inputs
-_MEMO: dict[str, tuple[bool, list[int]]] = {}
-
-
 def shared_test(A: np.ndarray, R: list[int], C: list[int], ch: bytes, s: int, t: int,
                 m: int, *, digest: str | None = None) -> tuple[bool, list[int]]:
     """``(passed, primes)``: the first ``m`` primes the challenge ``ch`` draws at which
     ``A[R, C]`` is invertible, and the kernel's test with the vectors it draws (``s``
-    bits, ``t`` of them), computed once per process for the same inputs (the key:
-    sha256 of the content of ``A`` (``digest``: the caller's ``matrix_sha256`` of this very
-    array, else its int64 bytes hashed here), its shape, ``R``, ``C``, ``ch``, ``s``, ``t``, ``m``)."""
+    bits, ``t`` of them), computed once within one certificate's check
+    (:mod:`certify.checkers.scratch`) for the same complete content of ``A`` (its dtype,
+    shape and ``digest``, the caller's ``matrix_sha256`` of this very array, else the
+    sha256 of its bytes), ``R``, ``C``, ``ch``, ``s``, ``t`` and ``m``."""
     A = np.ascontiguousarray(A, dtype="<i8")
-    h = hashlib.sha256(repr((A.shape, [int(i) for i in R], [int(j) for j in C], ch.hex(), s, t, m,
-                             digest)).encode())
-    if digest is None:
-        h.update(A.data.cast("B"))
-    key = h.hexdigest()
-    if key not in _MEMO:
-        if len(_MEMO) >= 8:
-            _MEMO.pop(next(iter(_MEMO)))
+    content = (A.dtype.str, tuple(int(n) for n in A.shape), digest) if digest is not None \
+        else scratch.array_key(A)
+    key = ("freivalds", content, tuple(int(i) for i in R), tuple(int(j) for j in C), ch.hex(), s, t, m)
+
+    def run() -> tuple[bool, list[int]]:
         passed, qs = freivalds.test(A, R, C, vectors(ch, A.shape[1], t, s), candidates(ch), m)
         if len(qs) < m:
             raise Bad("no prime found for the Freivalds check")
-        _MEMO[key] = (passed, qs)
-    return _MEMO[key]
+        return passed, qs
+    return scratch.remember(key, run)

@@ -23,20 +23,20 @@ python-flint decides both (:func:`certify.checkers.kernel.minor_nonzero_mod_p`,
 :func:`certify.checkers.kernel.pivot_minor_mod_p`).
 
 Shared with the producer. The span check, the elimination and the bordered-minor
-bound are kept per process (by the matrix's hash), so ``certify rank``, which takes
-them as its upper bound, its minor and its Freivalds plan, and its own check before
-writing compute each once; ``certify verify`` computes them in its own process.
+bound are kept within one certificate's check (:mod:`certify.checkers.scratch`, keyed
+by the matrix's complete content), so ``certify rank``, which takes them as its upper
+bound, its minor and its Freivalds plan, and its own check before writing compute each
+once in one scratch; ``certify verify`` starts a new scratch for every certificate.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from certify.checkers import scratch
 from certify.checkers.common import int_max_abs
 from certify.checkers.kernel.hashing import array_sha256
 from certify.checkers.kernel.matrices import fmpz_matrix, is_prime
@@ -94,73 +94,50 @@ def column_span(A: np.ndarray, R: list[int], C: list[int], *, stats: dict | None
     return None
 
 
-#: results of :func:`column_span` in this process, by the sha256 of their inputs
-_MEMO: dict[str, bool | None] = {}
-_MEMO_SIZE = 8
+def _content(A: np.ndarray, digest: str | None) -> tuple:
+    """The complete content of ``A`` as a scratch key: its dtype and shape, and ``digest``
+    (the caller's ``matrix_sha256`` of this very array, :func:`array_sha256`, which binds
+    dtype, shape, scale and bytes) or else the sha256 of its bytes
+    (:func:`certify.checkers.scratch.array_key`)."""
+    return (A.dtype.str, tuple(int(n) for n in A.shape), digest) if digest is not None else scratch.array_key(A)
 
 
 def column_span_shared(A: np.ndarray, R: list[int], C: list[int], *, digest: str | None = None) -> bool | None:
-    """:func:`column_span`, computed once per process for the same inputs: the key
-    is the sha256 of the shape, ``R``, ``C`` and the content of ``A``: ``digest``, the
-    caller's ``matrix_sha256`` of this very array (:func:`array_sha256`, which the
-    checker has just re-derived from ``A`` and the producer computed from it), else
-    the int64 bytes of ``A``, hashed here. A producer that takes this exact check
-    as its upper bound (``certify.rank.exact``) and its own check run before
-    writing (``Certificate.self_check``, which re-reads the source file) share one
-    computation; ``certify verify`` runs in its own process and recomputes it."""
+    """:func:`column_span`, computed once within one certificate's check
+    (:mod:`certify.checkers.scratch`) for the same complete content, ``R`` and ``C``: a
+    producer that takes this exact check as its upper bound (``certify.rank.exact``) and its
+    own check before writing (``Certificate.self_check``) share one scratch and one
+    computation; ``certify verify`` starts a new scratch for every certificate."""
     A = np.ascontiguousarray(A, dtype="<i8")
-    h = hashlib.sha256(json.dumps([list(A.shape), [int(i) for i in R], [int(j) for j in C], digest]).encode())
-    if digest is None:
-        h.update(A.data.cast("B"))
-    key = h.hexdigest()
-    if key not in _MEMO:
-        if len(_MEMO) >= _MEMO_SIZE:
-            _MEMO.pop(next(iter(_MEMO)))
-        _MEMO[key] = column_span(A, R, C)
-    return _MEMO[key]
-
-
-#: the bordered-minor bounds computed in this process: (content key, R, C) -> bound squared
-_BOUNDS: dict[tuple[str, tuple[int, ...], tuple[int, ...]], int] = {}
+    key = ("column_span", _content(A, digest), tuple(int(i) for i in R), tuple(int(j) for j in C))
+    return scratch.remember(key, lambda: column_span(A, R, C))
 
 
 def bound_sq_shared(A: np.ndarray, R: list[int], C: list[int], *, digest: str) -> int:
-    """The kernel's :func:`certify.checkers.kernel.span.bound_sq`, kept per process by
-    ``digest`` (as in :func:`column_span_shared`, here always the caller's), ``R`` and
-    ``C``: ``certify rank``'s Freivalds plan and its own check before writing use one."""
-    key = (digest, tuple(int(i) for i in R), tuple(int(j) for j in C))
-    if key not in _BOUNDS:
-        if len(_BOUNDS) >= _MEMO_SIZE:
-            _BOUNDS.pop(next(iter(_BOUNDS)))
-        _BOUNDS[key] = bound_sq(A, R, C)
-    return _BOUNDS[key]
-
-
-#: results of :func:`pivot_rows` in this process: (content key, p, number of rows found) -> (R, C)
-_PIVOTS: dict[tuple[str, int, int], tuple[list[int], list[int]]] = {}
+    """The kernel's :func:`certify.checkers.kernel.span.bound_sq`, kept within one check by
+    complete content (as in :func:`column_span_shared`), ``R`` and ``C``: ``certify rank``'s
+    Freivalds plan and its own check before writing use one."""
+    key = ("bound_sq", _content(A, digest), tuple(int(i) for i in R), tuple(int(j) for j in C))
+    return scratch.remember(key, lambda: bound_sq(A, R, C))
 
 
 def pivot_rows_shared(A: np.ndarray, p: int, r: int, *, digest: str | None = None,
                       more: Callable[[int, Callable], bool] | None = None) -> tuple[list[int], list[int]] | None:
-    """The kernel's :func:`certify.checkers.kernel.span.pivot_rows`, kept per process by the
-    content of ``A`` (``digest`` as in :func:`column_span_shared`), ``p`` and the number of
+    """The kernel's :func:`certify.checkers.kernel.span.pivot_rows`, kept within one check by
+    the complete content of ``A`` (as in :func:`column_span_shared`), ``p`` and the number of
     rows found. The first ``k`` rows outside the span of those before them and their pivot
     columns do not depend on where the elimination stopped after them, so a result with
     ``k`` rows is the answer for ``r = k`` whatever ``r`` and ``more`` produced it:
     ``certify rank`` finds its minor by this elimination (``r`` the smaller dimension,
     ``more`` its test of the rows left), and its own check before writing asks for the
-    recorded rank and finds it; ``certify verify`` runs in its own process and computes it."""
-    if digest is None:
-        h = hashlib.sha256(repr(A.shape).encode())
-        h.update(np.ascontiguousarray(A, dtype="<i8").data)
-        digest = h.hexdigest()
-    if (digest, p, r) in _PIVOTS:
-        return _PIVOTS[(digest, p, r)]
+    recorded rank and finds it."""
+    content = _content(A, digest)
+    s = scratch.current()
+    if s is not None and (hit := s.lookup(("pivot_rows", content, int(p), int(r)))) is not None:
+        return hit  # type: ignore[no-any-return]
     found = pivot_rows(A, p, r, more)
-    if found is not None:
-        if len(_PIVOTS) >= _MEMO_SIZE:
-            _PIVOTS.pop(next(iter(_PIVOTS)))
-        _PIVOTS[(digest, p, len(found[0]))] = found
+    if found is not None and s is not None:
+        s.put(("pivot_rows", content, int(p), len(found[0])), found)
     return found
 
 

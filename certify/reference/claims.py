@@ -1,0 +1,373 @@
+"""One claim, checked by the reference path: its shape, what binds it to content,
+and its kind's re-derivation (:mod:`~certify.reference.kernels`,
+:mod:`~certify.reference.feasibility`, :mod:`~certify.reference.audit`,
+:mod:`~certify.reference.transcript`, :mod:`~certify.reference.bounds`).
+
+Binding. A family (feasibility, audit claims) is the embedded object, whose
+content hash must be the claim's ``family_sha256`` and the certificate's input
+``family:NAME``. A kernel's data is, in this order of preference: the
+features an extraction replay wrote (hashed here against ``features_sha256``);
+the source file re-read exactly (its sha256 first, which must be the claim's and
+the certificate's input); the evidence's embedded integers (features, or
+another claim's by ``features_claim``, hashed against ``features_sha256``; a
+matrix hashed against ``matrix_sha256``). An extraction not replayed is the
+assumption ``extraction:<source>``, a matrix file that is absent
+``source:<name>``, as in the fast checker. The token set is bound by its count
+(``cube:m``: ``2^m`` rows; ``vocab:N``: N; ``paper-5.1``'s 41 tokens by their
+pinned hash; an explicit list by the hash of the embedded tokens).
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Mapping
+
+from certify.reference import audit, bounds, feasibility, kernels, transcript
+from certify.reference.exact import Fails, canonical_sha256, int_rows, whole
+from certify.reference.families import PAPER51_TOKENS
+from certify.reference.files import features_sha256, find, read_features_file, read_source, sha256_file
+from certify.reference.kernels import Kernel
+from certify.reference.limits import MAX_FEATURE_ENTRIES
+from certify.reference.replay import Replays, job_key
+
+KERNEL_KINDS = ("exact_rank", "eps_rank", "nonnegative", "code_rank")
+AUDIT_KINDS = ("correctness", "gap_domination")
+VERDICTS = ("proved", "refuted", "unknown")
+#: below this many entries, data a claim summarises must be embedded (as in the fast checker)
+TRUSTED_MIN_ENTRIES = 1 << 16
+LAYOUT = "row-major little-endian (K, r)"
+
+
+class Context:
+    """A certificate being checked: its object, folder, the replays, and the source
+    files read so far (each read once per certificate)."""
+
+    def __init__(self, cert: Mapping[str, Any], base: Path | None, replays: Replays | None) -> None:
+        self.cert, self.base, self.replays = cert, base, replays
+        self.read: dict[str, Any] = {}
+
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        i = self.cert.get("inputs")
+        return i if isinstance(i, dict) else {}
+
+
+def check(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], list[str]]:
+    """``(problems, assumptions)`` of one claim that conforms to the schema."""
+    kind, verdict = claim.get("kind"), claim.get("verdict")
+    if verdict not in VERDICTS:
+        return [f"verdict {verdict!r:.20} is not proved, refuted or unknown"], []
+    if verdict != "proved" and not (isinstance(claim.get("reason"), str) and claim["reason"].strip()):
+        return [f"a {verdict} claim needs a reason"], []
+    if not isinstance(claim.get("parameters"), dict) or not isinstance(claim.get("evidence"), dict):
+        return ["parameters and evidence must be objects"], []
+    assumptions: list[str] = []
+    declared = claim["evidence"].get("assumptions")
+    if declared is not None and kind != "transcript":
+        if not isinstance(declared, list) or not all(isinstance(a, str) and a for a in declared):
+            return ["evidence.assumptions must be a list of names"], []
+        assumptions += declared
+    if kind == "bound":
+        return bounds.check(claim), assumptions
+    if kind == "transcript":
+        return transcript.check(claim), assumptions
+    if kind in ("feasible", "infeasible"):
+        problems = _family_input(claim, ctx)
+        return problems + feasibility.check(claim), assumptions
+    if kind in AUDIT_KINDS:
+        problems = _family_input(claim, ctx)
+        bad, assume = _head_source(claim, ctx)
+        return problems + bad + audit.check(claim), assumptions + assume
+    if kind in KERNEL_KINDS:
+        bad, assume = _kernel_claim(claim, ctx)
+        return bad, assumptions + assume
+    return [f"no re-derivation for claim kind {kind!r:.30} (fails: nothing is passed unchecked)"], []
+
+
+def _family_input(claim: Mapping[str, Any], ctx: Context) -> list[str]:
+    p = claim["parameters"]
+    name, sha = p.get("family"), p.get("family_sha256")
+    if ctx.inputs.get(f"family:{name}") != sha:
+        return [f"the certificate's inputs do not list family:{name} with the claim's family_sha256"]
+    return []
+
+
+def _source_input(p: Mapping[str, Any], ctx: Context) -> list[str]:
+    sha = p.get("source_sha256")
+    if sha is not None and ctx.inputs.get(str(p.get("source"))) != sha:
+        return [f"the certificate's inputs do not list the source {p.get('source')!r:.80} with the "
+                "claim's sha256"]
+    return []
+
+
+def _head_source(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], list[str]]:
+    """A head read from weights: its file, and the replay of its tables and weights' hash."""
+    p = claim["parameters"]
+    src = p.get("source")
+    if src is None:
+        if any(k in p for k in ("source_sha256", "adapter", "weights_sha256", "model")):
+            return ["a head built in memory names no source, adapter or weights"], []
+        return [], []
+    if not all(isinstance(p.get(k), str) for k in ("source", "source_sha256", "adapter", "weights_sha256")):
+        return ["a head read from weights names its file, sha256, adapter and weights' hash"], []
+    label = p.get("model")
+    if label is not None and label not in (Path(src).stem, Path(src).name, Path(src).parent.name):
+        return [f"the model label {label!r:.40} is not the weights file's name"], []
+    problems = _source_input(p, ctx)
+    if ctx.replays is None:
+        return problems, [f"extraction:{src}"]
+    r = ctx.replays.results.get(job_key(p, False, ctx.cert, ctx.base))
+    if r is None or "error" in r:
+        why = (r or {}).get("error", "not replayed")
+        return problems, [f"extraction:{src} ({why})"]
+    if (r.get("heads") or {}).get(p.get("family")) != p.get("head_sha256"):
+        problems.append("the replayed head's tables hash is not the claim's head_sha256")
+    if r.get("weights_sha256") != p.get("weights_sha256"):
+        problems.append("the replayed weights' canonical hash is not the claim's weights_sha256")
+    return problems, []
+
+
+# ---------------------------------------------------------------- kernels
+
+def _embedded_features(ev: Mapping[str, Any], ctx: Context) -> tuple[Any, Any] | None:
+    """The features the evidence embeds (or another claim's, by ``features_claim``)."""
+    f = ev.get("features")
+    if f is None and "features_claim" in ev:
+        i = whole(ev["features_claim"], "features_claim", 0)
+        claims = ctx.cert.get("claims") or []
+        other = claims[i].get("evidence") if i < len(claims) and isinstance(claims[i], dict) else None
+        f = other.get("features") if isinstance(other, dict) else None
+        if f is None:
+            raise Fails(f"features_claim {i} is not a claim with embedded features")
+    if f is None:
+        return None
+    if not isinstance(f, dict) or set(f) != {"phi_q", "phi_q_exponent", "phi_k", "phi_k_exponent"}:
+        raise Fails("features must be {phi_q, phi_q_exponent, phi_k, phi_k_exponent}")
+    q, k = int_rows(f["phi_q"], "features.phi_q"), int_rows(f["phi_k"], "features.phi_k")
+    for rows in (q, k):
+        if len(rows) * len(rows[0]) > MAX_FEATURE_ENTRIES:
+            from certify.reference.exact import Refused
+            raise Refused(f"embedded features of {len(rows)} x {len(rows[0])} entries, above the "
+                          f"reference checker's limit of {MAX_FEATURE_ENTRIES}")
+    return (kernels.fq(q, whole(f["phi_q_exponent"], "phi_q_exponent")),
+            kernels.fq(k, whole(f["phi_k_exponent"], "phi_k_exponent")))
+
+
+def _check_hash(fs: Any, q: list[list[Fraction]], k: list[list[Fraction]], what: str) -> None:
+    if not isinstance(fs, dict) or set(fs) != {"phi_q", "phi_k", "dtype", "layout"} or fs["layout"] != LAYOUT:
+        raise Fails(f"features_sha256 must be {{phi_q, phi_k, dtype, layout: {LAYOUT!r}}}")
+    if len(q) != len(k) or len(q[0]) != len(k[0]):
+        raise Fails(f"{what}: PhiQ and PhiK have different shapes")
+    if features_sha256(q, fs["dtype"]) != fs["phi_q"] or features_sha256(k, fs["dtype"]) != fs["phi_k"]:
+        raise Fails(f"features_sha256 is not the hash of {what}")
+
+
+def _file(p: Mapping[str, Any], ctx: Context) -> tuple[dict[str, Any] | None, list[str]]:
+    """A matrix file source: ``(data or None, assumptions)``; its sha256 checked."""
+    src, sha = p.get("source"), p.get("source_sha256")
+    if not isinstance(sha, str):
+        raise Fails("a matrix file source needs its sha256")
+    path = find(src, ctx.base)
+    if path is None or not isinstance(src, str):
+        return None, [f"source:{src}"]
+    if src not in ctx.read:
+        if sha256_file(path) != sha:
+            raise Fails(f"the source file {path} is not the one certified (sha256 differs)")
+        ctx.read[src] = read_source(path, str(src))
+    return ctx.read[src], []
+
+
+def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
+    """The claim's kernel as exact data, bound to its hashes, and the assumptions left."""
+    p, ev = claim["parameters"], claim["evidence"]
+    adapter, src, sha = p.get("adapter"), p.get("source"), p.get("source_sha256")
+    if not isinstance(src, str) or not isinstance(adapter, str) or "source_sha256" not in p:
+        raise Fails("a kernel claim names its source, source_sha256 and adapter")
+    problems = _source_input(p, ctx)
+    if problems:
+        raise Fails(problems[0])
+    assumptions: list[str] = []
+    matrix_form = ev.get("form") == "matrix" or "B" in ev
+    file_data = None
+    replayed = None
+    if adapter == "matrix-file":
+        file_data, assumptions = _file(p, ctx)
+    elif adapter == "memory":
+        if src != "memory" or sha is not None:
+            raise Fails("a kernel built in memory is named 'memory', with no sha256")
+    else:
+        if sha is None and adapter != "construction":
+            raise Fails("only a construction or data in memory is named without a sha256")
+        fs = ev.get("features_sha256")
+        if not isinstance(fs, dict):
+            raise Fails("an extraction's claim carries its features' sha256")
+        if ctx.replays is None:
+            assumptions = [f"extraction:{src}"]
+        else:
+            r = ctx.replays.results.get(job_key(p, True, ctx.cert, ctx.base))
+            if r is None or "error" in r or not r.get("features_file"):
+                why = (r or {}).get("error", "not replayed")
+                assumptions = [f"extraction:{src} ({why})"]
+            else:
+                replayed = read_features_file(r["features_file"])
+                _check_hash(fs, *replayed, "the replayed features")
+    if matrix_form:
+        if "B" in ev:
+            raise Fails("a code_rank claim with a stated B (trusted) is not re-derived here")
+        scale, shape = ev.get("scale"), ev.get("shape")
+        embedded = int_rows(ev["matrix"], "evidence.matrix") if "matrix" in ev else None
+        if file_data is not None:
+            if "matrix" not in file_data:
+                raise Fails("the source holds features, the claim a matrix")
+            N = kernels.unscaled(file_data["matrix"], scale)
+            if embedded is not None and embedded != N:
+                raise Fails("the embedded matrix is not the source file's matrix")
+        elif embedded is not None:
+            N = embedded
+        else:
+            raise Fails("the matrix is neither embedded nor present as its source file")
+        if shape != [len(N), len(N[0])]:
+            raise Fails(f"evidence.shape {shape!r:.30} is not the matrix's {len(N)} x {len(N[0])}")
+        if kernels.matrix_sha256(N, scale) != ev.get("matrix_sha256"):
+            raise Fails("matrix_sha256 is not the hash of the scale and the matrix")
+        return Kernel(matrix=kernels.scaled(N, scale)), assumptions
+    fs = ev.get("features_sha256")
+    embedded_f = _embedded_features(ev, ctx)
+    if embedded_f is not None:
+        _check_hash(fs, *embedded_f, "the embedded features")
+    if file_data is not None:
+        if "phi_q" not in file_data:
+            raise Fails("the source holds a matrix, the claim features")
+        fq_, fk_ = ([[Fraction(x) for x in r] for r in file_data[s]] for s in ("phi_q", "phi_k"))
+        _check_hash(fs, fq_, fk_, "the source file's features")
+        return Kernel(phi_q=fq_, phi_k=fk_), assumptions
+    data = replayed or embedded_f
+    if data is None:
+        trusted = ev.get("trusted")
+        if isinstance(trusted, list) and trusted:
+            return Kernel(), assumptions + [f"trusted:{claim['kind']}:{','.join(map(str, trusted))}"]
+        raise Fails("the features are neither embedded, nor in a source file, nor replayed")
+    return Kernel(phi_q=data[0], phi_k=data[1]), assumptions
+
+
+_CUBE = re.compile(r"cube:(\d{1,3})")
+_VOCAB = re.compile(r"vocab:(\d{1,12})")
+
+
+def _tokens(claim: Mapping[str, Any], rows: int) -> tuple[list[list[int]] | None, int | None, list[str]]:
+    """``(token list or None, cube m or None, assumptions)``; the token set bound to the
+    kernel's ``rows``."""
+    p, ev = claim["parameters"], claim["evidence"]
+    ts = p.get("token_set")
+    if not isinstance(ts, str):
+        raise Fails("parameters.token_set must be a string")
+    emb = ev.get("tokens")
+    toks = None
+    if emb is not None:
+        if not isinstance(emb, list) or not all(isinstance(t, str) and t and not set(t) - {"0", "1"}
+                                                for t in emb) or len({len(t) for t in emb}) > 1:
+            raise Fails("evidence.tokens must be 0/1 strings of one length")
+        if len(emb) != rows:
+            raise Fails(f"{len(emb)} tokens are embedded for a kernel of {rows} rows")
+        if p.get("tokens_sha256") is not None and canonical_sha256(emb) != p.get("tokens_sha256"):
+            raise Fails("parameters.tokens_sha256 is not the hash of the embedded tokens")
+        toks = [[int(c) for c in t] for t in emb]
+    m = _CUBE.fullmatch(ts)
+    if m:
+        if rows != 1 << int(m.group(1)):
+            raise Fails(f"token set {ts} has {1 << int(m.group(1))} tokens, the kernel {rows} rows")
+        return toks, int(m.group(1)), []
+    v = _VOCAB.fullmatch(ts)
+    if v:
+        if rows != int(v.group(1)):
+            raise Fails(f"token set {ts}, but the kernel has {rows} rows")
+        return toks, None, []
+    if ts == "index":
+        return toks, None, []
+    if ts == "family:paper-5.1":
+        if rows != PAPER51_TOKENS[0] or p.get("tokens_sha256") not in (None, PAPER51_TOKENS[1]):
+            raise Fails("the kernel's tokens are not paper-5.1's 41 tokens (pinned hash)")
+        if toks is not None and canonical_sha256(ev["tokens"]) != PAPER51_TOKENS[1]:
+            raise Fails("the embedded tokens are not paper-5.1's")
+        return toks, None, []
+    if ts == "tokens" or (ts.startswith("family:") and ts != "family:paper-5.1"):
+        if ts.startswith("family:") and re.fullmatch(r"family:(multilevel|ood)-.*", ts):
+            raise Fails(f"token set {ts}: a built-in family the reference checker does not rebuild")
+        if toks is None:
+            sha = p.get("tokens_sha256")
+            if rows > TRUSTED_MIN_ENTRIES and isinstance(sha, str):
+                return None, None, [f"tokens:{sha[:16]}"]
+            raise Fails("the explicit token list is not embedded")
+        return toks, None, []
+    raise Fails(f"token set {ts!r:.40} is not cube:M, family:NAME, vocab:N, tokens or index")
+
+
+def _kernel_claim(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], list[str]]:
+    K, assumptions = _kernel(claim, ctx)
+    kind, p, ev = claim["kind"], claim["parameters"], claim["evidence"]
+    if K.phi_q is None and K.matrix is None:          # trusted summaries of data not at hand
+        return _trusted(claim, ctx), assumptions
+    toks, cube_m, assume = _tokens(claim, K.rows)
+    assumptions += assume
+    problems = []
+    if "layer" in p or "head" in p:          # one head of a model: the adapter (replayed) names it
+        if not str(p.get("adapter")).endswith(f" layer {p.get('layer')} head {p.get('head')}"):
+            problems.append(f"parameters layer {p.get('layer')!r:.10}, head {p.get('head')!r:.10} are not "
+                            "the ones the adapter names ('... layer L head H')")
+    if "num_tokens" in p and p["num_tokens"] != K.rows:
+        problems.append(f"parameters.num_tokens is {p['num_tokens']!r:.20}, the kernel has {K.rows} rows")
+    if "num_tokens" in ev and ev["num_tokens"] != K.rows:
+        problems.append(f"evidence.num_tokens is {ev['num_tokens']!r:.20}, the kernel has {K.rows} rows")
+    if K.phi_q is not None:
+        r = len(K.phi_q[0])
+        if "r" in ev and ev["r"] != r:
+            problems.append(f"evidence.r is {ev['r']!r:.20}, the features have {r} columns")
+        if kind == "exact_rank" and (p.get("shape") != [K.rows, K.rows] or p.get("form") != "factor"
+                                     or p.get("dtype") != ev["features_sha256"].get("dtype")):
+            problems.append("parameters shape, form and dtype are not the features' [K, K], factor, dtype")
+        if "gram_q" in ev:
+            problems += _grams(ev, K)
+    elif kind == "exact_rank" and (p.get("shape") != [K.rows, K.cols] or p.get("form") != "matrix"):
+        problems.append("parameters shape and form are not the matrix's")
+    if problems:
+        return problems, assumptions
+    if kind == "exact_rank":
+        return kernels.exact_rank(claim, K), assumptions
+    if kind == "eps_rank":
+        return kernels.eps_rank(claim, K), assumptions
+    if kind == "nonnegative":
+        return kernels.nonnegative(claim, K), assumptions
+    return kernels.code_rank(claim, K, toks, cube_m), assumptions
+
+
+def _grams(ev: Mapping[str, Any], K: Kernel) -> list[str]:
+    """The stated feature Grams ``gram_s 2^e = Phi_s^T Phi_s``, recomputed exactly."""
+    from certify.reference.exact import fmpz, integer_form
+    for side, rows in (("q", K.phi_q), ("k", K.phi_k)):
+        N, s = integer_form(rows or [])
+        A = fmpz(N)
+        G = A.transpose() * A
+        stated = int_rows(ev[f"gram_{side}"], f"gram_{side}")
+        e = Fraction(2) ** whole(ev[f"gram_{side}_exponent"], f"gram_{side}_exponent")
+        if len(stated) != G.nrows() or any(
+                Fraction(stated[i][j]) * e != int(G[i, j]) * s * s
+                for i in range(G.nrows()) for j in range(G.ncols())):
+            return [f"gram_{side} 2^exponent is not the Gram matrix of the features"]
+    return []
+
+
+def _trusted(claim: Mapping[str, Any], ctx: Context) -> list[str]:
+    """Summaries taken as stated: only for data too large to embed (token count x width
+    from the token set and the stated Grams)."""
+    p, ev = claim["parameters"], claim["evidence"]
+    ts = p.get("token_set")
+    m = _CUBE.fullmatch(ts) if isinstance(ts, str) else None
+    k = (1 << int(m.group(1))) if m else (p.get("num_tokens") if isinstance(p.get("num_tokens"), int) else None)
+    g = ev.get("gram_q")
+    width = len(g) if isinstance(g, list) and g else 1
+    if k is None or k * width < TRUSTED_MIN_ENTRIES:
+        return [f"trusted summaries of data with {k} x {width} entries: below {TRUSTED_MIN_ENTRIES} "
+                "entries the data must be embedded"]
+    return []
