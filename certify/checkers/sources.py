@@ -108,6 +108,11 @@ class InexactSource(SourceError):
     its exact values can hold, so the claim fails (not an assumption)."""
 
 
+class NotTheMatrix(SourceError):
+    """The source file is present and is the one certified, but its exact entries are not the
+    evidence's matrix under the evidence's scale: the claim fails (not an assumption)."""
+
+
 #: array kinds and item sizes read exactly here (each value a Python int, or a float64 taken
 #: as the dyadic rational it is); longdouble, complex, object, datetime, strings, void: refused
 EXACT_KINDS = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
@@ -224,7 +229,7 @@ def _integer_array(a: np.ndarray, scale: Mapping[str, Any]) -> np.ndarray | None
             return None
         N = X.astype(np.int64)
         if not (N == X).all() or np.count_nonzero(N) != np.count_nonzero(x):
-            raise SourceError("the source's entries are not the evidence's matrix (scale differs)")
+            raise NotTheMatrix("the source's entries are not the evidence's matrix (scale differs)")
         return N
     # the bounds in Python integers (np.abs(-2^63) is negative in int64; a uint64 above 2^63 - 1
     # wraps): beyond 2^62 in magnitude (after the shift) the exact reader decides, never int64
@@ -235,7 +240,7 @@ def _integer_array(a: np.ndarray, scale: Mapping[str, Any]) -> np.ndarray | None
     if e <= 0:
         return ai << -e
     if np.any(ai & ((1 << e) - 1)):
-        raise SourceError("the source's entries are not the evidence's matrix (scale differs)")
+        raise NotTheMatrix("the source's entries are not the evidence's matrix (scale differs)")
     return ai >> e
 
 
@@ -249,13 +254,13 @@ def _integer_rows(values: list[list[Fraction]], scale: Mapping[str, Any]) -> lis
     elif scale.get("kind") == "row_denominators":
         dens = scale["row_den"]
         if len(dens) != len(values):
-            raise SourceError("the source has a different number of rows")
+            raise NotTheMatrix("the source has a different number of rows")
         for r, d in zip(values, dens):
             out.append([v * int(d) for v in r])
     else:
-        raise SourceError("unknown scale")
+        raise NotTheMatrix("unknown scale")
     if any(x.denominator != 1 for r in out for x in r):
-        raise SourceError("the source's entries are not the evidence's matrix (scale differs)")
+        raise NotTheMatrix("the source's entries are not the evidence's matrix (scale differs)")
     return [[int(x) for x in r] for r in out]
 
 
@@ -332,6 +337,29 @@ def extraction_id(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path 
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def refused_source(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> str | None:
+    """The one line ``certify verify`` refuses with (exit 2, before any claim is checked) when a
+    claim's matrix file is present, is the one certified (its sha256 is the claim's) and holds
+    numbers not read exactly here (:class:`InexactSource`: longdouble, complex, object,
+    datetime, strings, structured, NaN or Inf, empty); None when there is none."""
+    for name, cert, base in certs:
+        for c in cert.get("claims") or []:
+            p = c.get("parameters") if isinstance(c, Mapping) else None
+            if not isinstance(p, Mapping) or p.get("adapter") != "matrix-file" \
+                    or not isinstance(p.get("source"), str) or not str(p["source"]).lower().endswith(MATRIX_SUFFIXES):
+                continue
+            path = find(p["source"], base)
+            try:
+                if path is None or path.stat().st_size > MAX_SOURCE_BYTES or sha256_file(path) != p.get("source_sha256"):
+                    continue
+                read_source(path)
+            except InexactSource as exc:
+                return f"{name}: the source {p['source']} is refused: {exc}"
+            except (SourceError, OSError):
+                continue
+    return None
+
+
 def replay_keys(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None,
                 base: Path | None = None) -> list[str]:
     """The objects an extraction replay must reproduce for this claim, each a key of
@@ -402,6 +430,8 @@ def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: Path | None,
             bad, matrix = _bind_matrix_file(claim, path)
         except InexactSource as exc:               # the certified file, holding what no claim binds
             return problems + [f"the source file {path} cannot hold the certified matrix: {exc}"], [], None, None
+        except NotTheMatrix as exc:                # the certified file, holding another matrix
+            return problems + [f"the source file {path}: {exc}"], [], None, None
         except SourceError as exc:
             return problems, [f"source:{source} ({exc})"], None, None
         return problems + bad, [], matrix, measured_rows(path)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from certify.checkers.common import NotACertificate
-from certify.checkers.sources import replay_extraction
+from certify.checkers.sources import refused_source, replay_extraction
 from certify.checkers.verify import accepted, combined_exit, format_text, read_certificate, verify_many
 from certify.cli import common as cli
 from certify.core.errors import InputError
@@ -61,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise InputError(str(exc)) from None
     if args.reference:
         return _reference(args, certs)
+    refused = refused_source(certs)             # numbers not read exactly: one line, exit 2
+    if refused is not None:
+        raise InputError(refused)
     replayed: dict[str, str] = {}
     if args.replay_extraction:
         replayed = replay_extraction(certs)

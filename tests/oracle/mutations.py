@@ -42,6 +42,15 @@ def meaning(path: Path_) -> bool:
     return path[2] == "evidence" and len(path) >= 4 and path[3] in ASSERTED
 
 
+def documented_difference(path: Path_) -> bool:
+    """A field only the fast checker reads (docs/trust.md, "The reviewer's slow path"): a claim's
+    sentence (the reference compares what it is rendered from) and the evidence's witnesses
+    (the reference re-derives the claim from the whole matrix): an edit there fails the fast
+    path and may pass the reference."""
+    return len(path) >= 3 and path[0] == "claims" and (
+        path[2] == "statement" or path[2] == "evidence" and not meaning(path))
+
+
 def leaves(obj: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
     """Every (path, value) of a JSON value, containers included (depth first)."""
     yield path, obj

@@ -21,9 +21,31 @@ from typing import Sequence
 HAS_REFERENCE = (Path(__file__).resolve().parents[2] / "certify" / "reference" / "__init__.py").is_file()
 
 
+#: reference-checker bugs found by this oracle and reported, each worked around here (in this
+#: process only) so that the comparison can find the next one; each is pinned by an
+#: ``xfail(strict=True)`` example in tests/test_oracle.py, which fails once it is fixed
+KNOWN_REFERENCE_BUGS = {
+    "matrix_sha256": "certify.reference.kernels.matrix_sha256 hashes certificate/2's header (the "
+                     "scale only), not this release's (encoding, scale and shape: "
+                     "certify.checkers.kernel.hashing.matrix_header): every matrix-form claim fails",
+}
+ORIGINAL_REFERENCE: dict[str, object] = {}
+
+
+def _patch_reference() -> None:
+    if not HAS_REFERENCE or ORIGINAL_REFERENCE:
+        return
+    from certify.checkers.kernel.hashing import rows_sha256
+    from certify.reference import kernels
+    ORIGINAL_REFERENCE["matrix_sha256"] = kernels.matrix_sha256
+    kernels.matrix_sha256 = rows_sha256
+
+
 def verify_exit(paths: Sequence[Path], reference: bool = False) -> int:
     """The exit code of ``certify verify [--reference] PATHS`` run in this process."""
     from certify.cli import run
+    if reference:
+        _patch_reference()
     args = (["--reference"] if reference else []) + [str(p) for p in paths]
     with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
         return run("verify", args)
@@ -48,6 +70,7 @@ class Tally:
 
     def __init__(self) -> None:
         self.cases: Counter[str] = Counter()
+        self.documented: Counter[str] = Counter()
         self.disagreements: list[tuple[str, str, int, int]] = []
 
     def record(self, kind: str, case: str, fast: int, other: int, agree: bool) -> None:
@@ -56,13 +79,16 @@ class Tally:
             self.disagreements.append((kind, case, fast, other))
 
     def check(self, kind: str, case: str, paths: Sequence[Path], expected: int | None = None,
-              nonzero: bool = False) -> int:
+              nonzero: bool = False, documented: bool = False) -> int:
         """Run the fast checker on ``paths``; compare it with the reference when there is one,
         else with ``expected`` (an exact code) or ``nonzero``; returns the fast exit code."""
         fast = verify_exit(paths)
         if HAS_REFERENCE:
             ref = verify_exit(paths, reference=True)
-            self.record(kind, case, fast, ref, fast == ref)
+            if documented and fast == 1 and ref == 0:      # trust.md: the reference reads no witness, no sentence
+                self.documented[kind] += 1
+            else:
+                self.record(kind, case, fast, ref, fast == ref)
             if expected is not None or nonzero:       # and both must be right where it is known
                 ok = (fast == expected) if expected is not None else fast != 0
                 if not ok:
@@ -77,6 +103,8 @@ class Tally:
 
     def summary(self) -> str:
         lines = [f"{k}: {n}" for k, n in sorted(self.cases.items())]
-        lines.append(f"total: {sum(self.cases.values())}, disagreements: {len(self.disagreements)}")
+        lines.append(f"total: {sum(self.cases.values())}, disagreements: {len(self.disagreements)}, "
+                     f"documented differences (a sentence or witness edit only the fast path reads): "
+                     f"{sum(self.documented.values())}")
         lines += [f"  {k} | {c} | fast {f} other {o}" for k, c, f, o in self.disagreements[:40]]
         return "\n".join(lines)
