@@ -11,8 +11,15 @@ A rank-type claim names its source (``parameters.source``, ``source_sha256``,
   and handed to the checker, which hashes it against ``matrix_sha256``; a numpy
   array (``.npy``, ``.npz``) under a dyadic scale is made integral exactly in
   numpy (an int64 array, up to ``MAX_SOURCE_BYTES`` on disk) for the claim kinds
-  whose checker reads arrays (``ARRAY_KINDS``), everything else through Fractions
-  (up to ``MAX_SOURCE_ENTRIES``).
+  whose checker reads arrays (``ARRAY_KINDS``) when every entry stays below 2^62
+  in magnitude (bounds in Python integers: ``np.abs`` leaves int64 -2^63
+  negative), everything else through Fractions (up to ``MAX_SOURCE_ENTRIES``).
+  Every number is read exactly or refused (:func:`exact_array`: bool, (u)int8..64,
+  float16/32/64; longdouble, complex, object, datetime, strings, structured, NaN,
+  Inf and empty arrays are refused, and :func:`refused_source` makes ``certify
+  verify`` refuse such a certified file with one line, exit 2); a certified file
+  whose exact entries are not the evidence's matrix fails the claim
+  (:class:`NotTheMatrix`).
 * a matrix file that is **absent**: assumption ``source:<name>``.
 * a **checkpoint or construction** (any other adapter): the weights -> features
   step is not re-derived here, so it is assumption ``extraction:<source>``
