@@ -104,11 +104,12 @@ def slow(base: Path, everything: bool = True) -> list[Genuine]:
     (base / "feasibility").mkdir(parents=True, exist_ok=True)
     assert _run("feasibility", ["--rank", "8", "--no-progress", "--out", "c.json"], base / "feasibility") in (0, 1)
     out.append(Genuine("feasibility", base / "feasibility" / "c.json", 0))
-    for model in ("lat", "performer", "fla-gla", "zoology")[:4 if everything else 1]:
+    for model in ("lat", "performer", "zoology", "fast-transformers", "fla-linear-attn")[:5 if everything else 1]:
         folder = base / f"checkpoint-{model}"
         rc = _run("checkpoint", [str(ROOT / "reports/gallery/models" / model), "--no-progress", "--out", str(folder)], base)
-        assert rc in (0, 1), (model, rc)
-        out.append(Genuine(f"checkpoint-{model}", folder / "certificate.json", 4))
+        assert rc in (0, 1, 3), (model, rc)       # 3: a head outside what can be certified (signed)
+        if (folder / "certificate.json").is_file():
+            out.append(Genuine(f"checkpoint-{model}", folder / "certificate.json", 4))
     from certify.api.demo import cube_kernel_certificate
     (base / "construction").mkdir(parents=True, exist_ok=True)
     cube_kernel_certificate(4).write(base / "construction" / "c.json")
