@@ -94,18 +94,36 @@ def test_mutated_claims_agree(made, tally, data):
 
 @pytest.mark.slow
 def test_every_mutation_site_of_every_certificate(made, tally):
+    """Every site of every certificate; of the heavy kinds (a 260 x 260 matrix re-read and
+    ranked by both checkers per case, seconds under load) 160 sites evenly spread."""
     for g in made:
-        for site in _sites(g.path):
+        sites = _sites(g.path)
+        if g.kind in HEAVY:
+            sites = sites[::max(1, len(sites) // 160)]
+        for site in sites:
             _check_site(tally, g, site)
     assert not tally.disagreements, tally.summary()
 
 
 @pytest.mark.slow
-@settings(max_examples=5000, derandomize=True, deadline=None, database=None,
+@settings(max_examples=3000, derandomize=True, deadline=None, database=None,
           suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_mutated_claims_agree_large(made, tally, data):
-    test_mutated_claims_agree.hypothesis.inner_test(made, tally, data)
+    """Pairs of mutations (two sites of one certificate, the heavy kinds left out)."""
+    g = data.draw(st.sampled_from([g for g in made if g.kind not in HEAVY]), label="certificate")
+    first, second = (data.draw(st.sampled_from(_sites(g.path)), label="site") for _ in range(2))
+    m = mu.apply(g.cert(), first.path, first.op)
+    try:
+        m = mu.apply(m, second.path, second.op) or m
+    except (KeyError, IndexError, TypeError):       # the first mutation removed the second's field
+        pass
+    cert = g.cert()
+    if mu.canonical(m) == mu.canonical(cert):        # the second undid the first
+        return
+    tally.check(f"mutation-pair:{g.kind}", f"{first} + {second}", [write(m, g.path.parent / "mutant.json")],
+                nonzero=first.changes_meaning(cert) or second.changes_meaning(cert),
+                documented=mu.documented_difference(first.path) or mu.documented_difference(second.path))
 
 
 # ---------------------------------------------------------------- adversarial source numbers
