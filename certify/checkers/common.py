@@ -259,3 +259,9 @@ def guarded(fn: Callable[..., list[str]]) -> Callable[..., list[str]]:
             return [f"malformed evidence: {type(exc).__name__}: {exc}"]
     run.__name__, run.__doc__ = fn.__name__, fn.__doc__
     return run
+
+
+def int_max_abs(a: Any) -> int:
+    """``max |a|`` of an integer numpy array as a Python int (0 when empty), exactly: never
+    ``np.abs`` on int64, which leaves ``-2^63`` negative."""
+    return max(int(a.max()), -int(a.min())) if a.size else 0

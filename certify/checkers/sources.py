@@ -11,8 +11,15 @@ A rank-type claim names its source (``parameters.source``, ``source_sha256``,
   and handed to the checker, which hashes it against ``matrix_sha256``; a numpy
   array (``.npy``, ``.npz``) under a dyadic scale is made integral exactly in
   numpy (an int64 array, up to ``MAX_SOURCE_BYTES`` on disk) for the claim kinds
-  whose checker reads arrays (``ARRAY_KINDS``), everything else through Fractions
-  (up to ``MAX_SOURCE_ENTRIES``).
+  whose checker reads arrays (``ARRAY_KINDS``) when every entry stays below 2^62
+  in magnitude (bounds in Python integers: ``np.abs`` leaves int64 -2^63
+  negative), everything else through Fractions (up to ``MAX_SOURCE_ENTRIES``).
+  Every number is read exactly or refused (:func:`exact_array`: bool, (u)int8..64,
+  float16/32/64; longdouble, complex, object, datetime, strings, structured, NaN,
+  Inf and empty arrays are refused, and :func:`refused_source` makes ``certify
+  verify`` refuse such a certified file with one line, exit 2); a certified file
+  whose exact entries are not the evidence's matrix fails the claim
+  (:class:`NotTheMatrix`).
 * a matrix file that is **absent**: assumption ``source:<name>``.
 * a **checkpoint or construction** (any other adapter): the weights -> features
   step is not re-derived here, so it is assumption ``extraction:<source>``
@@ -306,6 +313,36 @@ class SourceError(Exception):
     pass
 
 
+class InexactSource(SourceError):
+    """The source file is present and is the one certified, but holds numbers this reader
+    does not take exactly (a dtype outside :data:`EXACT_KINDS`, NaN or Inf): no claim about
+    its exact values can hold, so the claim fails (not an assumption)."""
+
+
+class NotTheMatrix(SourceError):
+    """The source file is present and is the one certified, but its exact entries are not the
+    evidence's matrix under the evidence's scale: the claim fails (not an assumption)."""
+
+
+#: array kinds and item sizes read exactly here (each value a Python int, or a float64 taken
+#: as the dyadic rational it is); longdouble, complex, object, datetime, strings, void: refused
+EXACT_KINDS = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8)}
+
+
+def exact_array(a: np.ndarray, what: str = "matrix") -> np.ndarray:
+    """``a`` when every value of it is read exactly (its dtype in :data:`EXACT_KINDS`, in either
+    byte order, finite when it is a float array) and it is not empty; else :class:`InexactSource`."""
+    dt = a.dtype
+    if dt.fields is not None or dt.subdtype is not None or dt.itemsize not in EXACT_KINDS.get(dt.kind, ()):
+        raise InexactSource(f"the {what} has dtype {dt.name if dt.fields is None else dt.str}, which is not read exactly "
+                            "(bool, (u)int8..64, float16/32/64 only)")
+    if dt.kind == "f" and not np.all(np.isfinite(a)):
+        raise InexactSource(f"the {what} has NaN or Inf entries")
+    if a.size == 0:
+        raise InexactSource(f"the {what} is empty")
+    return a
+
+
 _EXPONENT = re.compile(r"[eE]([+-]?\d+)")
 
 
@@ -322,10 +359,10 @@ def _number(text: str) -> Fraction:
 def _exact_array(a: np.ndarray) -> list[list[Fraction]]:
     if a.size > MAX_SOURCE_ENTRIES:
         raise SourceError(f"{a.size} entries: too large to re-read exactly here")
-    if a.ndim != 2 or a.dtype.kind not in "biuf":
+    exact_array(a)
+    if a.ndim != 2:
         raise SourceError(f"expected a 2-d numeric array, got {a.dtype} of shape {a.shape}")
-    if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
-        raise SourceError("the matrix has NaN or Inf entries")
+    # tolist(): Python ints, or Python floats (float16/32 widen to float64 exactly)
     return [[Fraction(v) for v in row] for row in a.tolist()]
 
 
@@ -335,19 +372,19 @@ def read_source(path: Path) -> dict[str, Any]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
-            return {"matrix": np.load(path, allow_pickle=False)}
+            return {"matrix": exact_array(np.load(path, allow_pickle=False))}
         if suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 arrays = {k: z[k] for k in z.files}
             if "kernel_meta" in arrays:
                 raise SourceError("a kernel file from `certify extract`: bound by its provenance")
             if "phi_q" in arrays and "phi_k" in arrays:
-                return {"phi_q": arrays["phi_q"], "phi_k": arrays["phi_k"]}
+                return {"phi_q": exact_array(arrays["phi_q"], "phi_q"), "phi_k": exact_array(arrays["phi_k"], "phi_k")}
             keys = [k for k in arrays if k != "tokens"]
             key = "matrix" if "matrix" in arrays else (keys[0] if len(keys) == 1 else None)
             if key is None:
                 raise SourceError(f"no single matrix among {sorted(arrays)}")
-            return {"matrix": arrays[key]}
+            return {"matrix": exact_array(arrays[key])}
         if suffix == ".csv":
             rows = [r for r in csv.reader(io.StringIO(path.read_text()))
                     if r and any(c.strip() for c in r)]
@@ -390,12 +427,11 @@ def _integer_array(a: np.ndarray, scale: Mapping[str, Any]) -> np.ndarray | None
     computed exactly with numpy (a power-of-two scaling, then ``trunc == value``
     and the count of nonzeros, which an underflow would change); None when ``N``
     does not fit int64 or the scale is not dyadic (the exact reader decides)."""
-    if scale.get("kind") != "dyadic" or a.ndim != 2 or a.dtype.kind not in "biuf" or a.size == 0:
+    if scale.get("kind") != "dyadic" or a.ndim != 2 or a.size == 0:
         return None
+    exact_array(a)
     e = int(scale["exponent"])
     if a.dtype.kind == "f":
-        if not np.all(np.isfinite(a)):
-            raise SourceError("the matrix has NaN or Inf entries")
         x = a.astype(np.float64)
         if abs(e) > 2200:
             return None
@@ -404,17 +440,18 @@ def _integer_array(a: np.ndarray, scale: Mapping[str, Any]) -> np.ndarray | None
             return None
         N = X.astype(np.int64)
         if not (N == X).all() or np.count_nonzero(N) != np.count_nonzero(x):
-            raise SourceError("the source's entries are not the evidence's matrix (scale differs)")
+            raise NotTheMatrix("the source's entries are not the evidence's matrix (scale differs)")
         return N
-    if a.dtype.kind == "u" and a.dtype.itemsize == 8 and int(a.max()) >= 1 << 63:
+    # the bounds in Python integers (np.abs(-2^63) is negative in int64; a uint64 above 2^63 - 1
+    # wraps): beyond 2^62 in magnitude (after the shift) the exact reader decides, never int64
+    lo, hi = int(a.min()), int(a.max())
+    if e > 62 or max(hi, -lo) >= 1 << (62 + min(e, 0)):
         return None
     ai = a.astype(np.int64)
     if e <= 0:
-        if int(np.abs(ai).max()) >= 1 << (62 + e):
-            return None
         return ai << -e
     if np.any(ai & ((1 << e) - 1)):
-        raise SourceError("the source's entries are not the evidence's matrix (scale differs)")
+        raise NotTheMatrix("the source's entries are not the evidence's matrix (scale differs)")
     return ai >> e
 
 
@@ -428,13 +465,13 @@ def _integer_rows(values: list[list[Fraction]], scale: Mapping[str, Any]) -> lis
     elif scale.get("kind") == "row_denominators":
         dens = scale["row_den"]
         if len(dens) != len(values):
-            raise SourceError("the source has a different number of rows")
+            raise NotTheMatrix("the source has a different number of rows")
         for r, d in zip(values, dens):
             out.append([v * int(d) for v in r])
     else:
-        raise SourceError("unknown scale")
+        raise NotTheMatrix("unknown scale")
     if any(x.denominator != 1 for r in out for x in r):
-        raise SourceError("the source's entries are not the evidence's matrix (scale differs)")
+        raise NotTheMatrix("the source's entries are not the evidence's matrix (scale differs)")
     return [[int(x) for x in r] for r in out]
 
 
@@ -511,6 +548,29 @@ def extraction_id(claim: Mapping[str, Any], cert: Mapping[str, Any], base: "Base
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def refused_source(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> str | None:
+    """The one line ``certify verify`` refuses with (exit 2, before any claim is checked) when a
+    claim's matrix file is present, is the one certified (its sha256 is the claim's) and holds
+    numbers not read exactly here (:class:`InexactSource`: longdouble, complex, object,
+    datetime, strings, structured, NaN or Inf, empty); None when there is none."""
+    for name, cert, base in certs:
+        for c in cert.get("claims") or []:
+            p = c.get("parameters") if isinstance(c, Mapping) else None
+            if not isinstance(p, Mapping) or p.get("adapter") != "matrix-file" \
+                    or not isinstance(p.get("source"), str) or not str(p["source"]).lower().endswith(MATRIX_SUFFIXES):
+                continue
+            path = find(p["source"], base)
+            try:
+                if path is None or path.stat().st_size > MAX_SOURCE_BYTES or sha256_file(path) != p.get("source_sha256"):
+                    continue
+                read_source(path)
+            except InexactSource as exc:
+                return f"{name}: the source {p['source']} is refused: {exc}"
+            except (SourceError, OSError):
+                continue
+    return None
+
+
 def replay_keys(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None,
                 base: "Base" = None) -> list[str]:
     """The objects an extraction replay must reproduce for this claim, each a key of
@@ -580,6 +640,10 @@ def bind(claim: Mapping[str, Any], cert: Mapping[str, Any], base: "Base",
                                "differs)"], [], None, None
         try:
             bad, matrix = _bind_matrix_file(claim, path)
+        except InexactSource as exc:               # the certified file, holding what no claim binds
+            return problems + [f"the source file {path} cannot hold the certified matrix: {exc}"], [], None, None
+        except NotTheMatrix as exc:                # the certified file, holding another matrix
+            return problems + [f"the source file {path}: {exc}"], [], None, None
         except SourceError as exc:
             return problems, [f"source:{source} ({exc})"], None, None
         return problems + bad, [], matrix, measured_rows(path)

@@ -80,7 +80,16 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from certify.checkers.common import Bad as _Bad
-from certify.checkers.common import bits, canonical_sha256, guarded, integer, keys, min_ip_targets, rational
+from certify.checkers.common import (
+    bits,
+    canonical_sha256,
+    guarded,
+    int_max_abs,
+    integer,
+    keys,
+    min_ip_targets,
+    rational,
+)
 from certify.checkers.families import multilevel_database, multilevel_input, multilevel_query
 from certify.checkers.fields import MAX_EXPONENT
 from certify.checkers.kernel.replay import Numbers, Undecided, cells, sum_at_least
@@ -511,7 +520,7 @@ def _check_all(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: dict[st
 
 def _fit(*arrays: np.ndarray) -> bool:
     """All entries below 2^26: gathered as int64 (the kernel's :func:`cells` decides its sums' type)."""
-    return all(int(np.abs(a).max(initial=0)) < (1 << 26) for a in arrays)
+    return all(int_max_abs(a) < (1 << 26) for a in arrays)
 
 
 def _ints(fracs: list, den: int) -> list[int]:

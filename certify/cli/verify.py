@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from certify.checkers.common import NotACertificate
-from certify.checkers.sources import Places, Replayed, replay_extraction
+from certify.checkers.sources import Places, Replayed, refused_source, replay_extraction
 from certify.checkers.verify import accepted, combined_exit, format_text, read_certificate, verify_many
 from certify.cli import common as cli
 from certify.cli import log
@@ -73,6 +73,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise InputError("--weights is read by the fast path only: --reference reads the input "
                              "files as named or beside the certificate")
         return _reference(args, [(path, cert, Path(path).resolve().parent) for path, cert, _ in certs])
+    refused = refused_source(certs)             # numbers not read exactly: one line, exit 2
+    if refused is not None:
+        raise InputError(refused)
     replayed: dict[str, str] = {}
     if args.replay_extraction:
         replayed = replay_extraction(certs)

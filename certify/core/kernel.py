@@ -34,7 +34,7 @@ from certify.checkers.binding import token_list_sha256
 from certify.core.errors import InputError
 from certify.core.files import atomic_write_bytes, atomic_write_text
 from certify.core.limits import check_matrix_shape, limit
-from certify.core.numbers import check_matrix, q_to_str, str_to_q
+from certify.core.numbers import check_matrix, exact_dtype_problem, q_to_str, str_to_q
 
 KERNEL_FORMAT = "certify-attention/kernel/1"
 MAX_SAVE_BYTES = 1 << 31
@@ -262,6 +262,8 @@ def _features(a: Any, what: str) -> np.ndarray:
     a = np.asarray(a)
     if a.ndim != 2 or a.dtype.kind != "f":
         raise InputError(f"{what}: expected a 2-D float array, got {a.dtype} {a.shape}")
+    if (why := exact_dtype_problem(a.dtype)) is not None:      # float16/32/64 only (no longdouble)
+        raise InputError(f"{what}: {why}")
     if not np.all(np.isfinite(a)):
         raise InputError(f"{what}: features contain NaN or Inf")
     return a

@@ -47,6 +47,7 @@ import numpy as np
 
 from solvers.exact import modkernel as mk
 from solvers.exact.draws import IntegerDraws
+from solvers.exact.integers import int_max_abs
 
 #: rows per block of the elimination and of the projection
 BLOCK = 64
@@ -133,7 +134,7 @@ def _projection_blocks(N: np.ndarray, Nf: np.ndarray | None, p: int, rng: Intege
     uniform on ``[0, 2^s)`` per entry (``s >= 20``, ``G N`` exact in float64) or
     uniform mod ``p`` on the residues of ``N``."""
     n1 = N.shape[0]
-    max_abs = int(np.abs(N).max(initial=0))
+    max_abs = int_max_abs(N)
     s = 52 - max(max_abs, 1).bit_length() - max(n1, 1).bit_length()
     if Nf is not None and s >= 20:
         s = min(s, 30)

@@ -48,6 +48,7 @@ from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
+from solvers.exact.integers import int_max_abs
 from solvers.exact.span import bordered_minor_bound_sq, row_sq
 
 #: primes are drawn from [2^(QBITS-1), 2^QBITS): word size for nmod_mat
@@ -110,7 +111,7 @@ def plan(V: np.ndarray, rows: Sequence[int], cols: Sequence[int], k: int,
     ``bound_sq(V, rows, cols)``: the bordered-minor bound squared, when the caller has one
     (default :func:`solvers.exact.span.bordered_minor_bound_sq`)."""
     n2 = V.shape[1]
-    s = vector_bits(int(np.abs(V).max(initial=0)), n2)
+    s = vector_bits(int_max_abs(V), n2)
     t = -(-(k + 1) // s)
     H = math.isqrt((bound_sq or bordered_minor_bound_sq)(V, list(rows), list(cols))) + 1
     L = (n2 * ((1 << s) - 1) * H).bit_length()
@@ -151,11 +152,11 @@ def exact_product(V: np.ndarray, X: np.ndarray, s: int) -> np.ndarray:
     float64 product exact."""
     n2 = V.shape[1]
     h = 52 - n2.bit_length() - s
-    if int(np.abs(V).max(initial=0)) < 1 << h:
+    if int_max_abs(V) < 1 << h:
         return (V.astype(np.float64) @ X).astype(np.int64).astype(object)
     out, rest, shift = 0, V.copy(), 0
     while True:
-        if int(np.abs(rest).max(initial=0)) < 1 << h:
+        if int_max_abs(rest) < 1 << h:
             return out + ((rest.astype(np.float64) @ X).astype(np.int64).astype(object) << shift)
         low = rest & ((1 << h) - 1)                          # the low h bits, >= 0
         out = out + ((low.astype(np.float64) @ X).astype(np.int64).astype(object) << shift)
@@ -166,7 +167,7 @@ def exact_product(V: np.ndarray, X: np.ndarray, s: int) -> np.ndarray:
 def _planes(A: np.ndarray, h: int) -> list[tuple[np.ndarray, int]]:
     """``A = sum_d P_d 2^(h d)`` (int64 ``A``): float64 planes with ``|P_d| < 2^h``."""
     out, rest, shift = [], A, 0
-    while int(np.abs(rest).max(initial=0)) >= 1 << h:
+    while int_max_abs(rest) >= 1 << h:
         out.append(((rest & ((1 << h) - 1)).astype(np.float64), shift))   # the low h bits, >= 0
         rest = rest >> h                                                  # arithmetic shift
         shift += h
@@ -196,7 +197,7 @@ def freivalds_span_test(V: np.ndarray, rows: Sequence[int], cols: Sequence[int],
     (then ``rank V > len(cols)``, exactly). None when ``V[rows, cols]`` is
     singular or ``V`` is not int64 below 2^51."""
     import flint
-    if V.dtype != np.int64 or int(np.abs(V).max(initial=0)) > 1 << 51 or not len(cols):
+    if V.dtype != np.int64 or int_max_abs(V) > 1 << 51 or not len(cols):
         return None
     R = np.asarray(rows, dtype=np.int64)
     C = np.asarray(cols, dtype=np.int64)
@@ -204,7 +205,7 @@ def freivalds_span_test(V: np.ndarray, rows: Sequence[int], cols: Sequence[int],
     n1, n2 = V.shape
     MZ = flint.fmpz_mat(len(R), len(C), V[np.ix_(R, C)].ravel().tolist())
     X = challenge_vectors(challenge, n2, pl.vectors, pl.vector_bits)
-    if Vf is not None and int(np.abs(V).max(initial=0)) < 1 << (52 - n2.bit_length() - pl.vector_bits):
+    if Vf is not None and int_max_abs(V) < 1 << (52 - n2.bit_length() - pl.vector_bits):
         Y = (Vf @ X).astype(np.int64).astype(object)          # (n1, t), exact
     else:
         Y = exact_product(V, X, pl.vector_bits)

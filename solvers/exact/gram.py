@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from certify.core.errors import InputError
-from solvers.exact.integers import IntMatrix, _mantissas, _obj, fmpz_matrix
+from solvers.exact.integers import IntMatrix, _mantissas, _obj, fmpz_matrix, int_max_abs
 
 _LIMB = 20                 # bits per limb where 20 suffice (then 2^12 rows per product)
 _MIN_ROWS_LOG2 = 6         # shortest row chunk a plan uses (2^6 rows per product)
@@ -137,7 +137,7 @@ def batch_gram(X: np.ndarray) -> tuple[np.ndarray | None, int]:
     X = np.asarray(X)
     B, r = X.shape
     if X.dtype.kind in "biu":
-        if np.abs(X).max(initial=0) >= (1 << 53):
+        if int_max_abs(X) >= (1 << 53):
             F = fmpz_matrix(X.astype(object))
             return _obj(F.transpose() * F), 0
         X = X.astype(np.float64)

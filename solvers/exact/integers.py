@@ -48,9 +48,20 @@ class IntMatrix:
     def max_bits(self) -> int:
         if self.values.size == 0:
             return 0
-        if self.values.dtype == object:
-            return max(int(v).bit_length() for v in self.values.ravel())
-        return int(np.abs(self.values).max()).bit_length()
+        return int_max_abs(self.values).bit_length()
+
+
+def int_max_abs(a: np.ndarray) -> int:
+    """``max |a|`` of an integer array (int64 or object) as a Python int, exactly: never
+    ``np.abs`` on int64, which leaves ``-2^63`` negative. 0 for an empty array."""
+    if a.size == 0:
+        return 0
+    return max(int(a.max()), -int(a.min()))
+
+
+def int_max_abs_along(a: np.ndarray, axis: int) -> list[int]:
+    """``max |a|`` along ``axis`` of a 2-D integer array, exactly, as Python ints."""
+    return [max(int(h), -int(lo)) for h, lo in zip(a.max(axis).tolist(), a.min(axis).tolist())]
 
 
 def _take(a: np.ndarray, rows: Sequence[int] | None, cols: Sequence[int] | None) -> np.ndarray:
@@ -136,9 +147,11 @@ def dyadic(a: Any, what: str = "matrix") -> IntMatrix:
     """
     arr = check_matrix(a, what)
     if arr.dtype.kind in "biu":
-        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.max() >= (1 << 63):
-            return IntMatrix(np.array([[int(v) for v in row] for row in arr.tolist()], dtype=object))
-        return IntMatrix(arr.astype(np.int64))
+        # bounds in Python integers (np.abs(-2^63) is -2^63 in int64, and a uint64 above
+        # 2^63 - 1 wraps in int64): int64 only below 2^62 in magnitude, as compact() keeps it
+        if -(1 << 62) <= int(arr.min()) and int(arr.max()) < (1 << 62):
+            return IntMatrix(arr.astype(np.int64))
+        return IntMatrix(np.array([[int(v) for v in row] for row in arr.tolist()], dtype=object))
     fast = _dyadic_int64(arr)
     if fast is not None:
         return fast

@@ -76,6 +76,7 @@ import numpy as np
 
 from solvers.exact import modkernel as mk
 from solvers.exact.draws import Draws
+from solvers.exact.integers import int_max_abs, int_max_abs_along
 
 if TYPE_CHECKING:
     from solvers.exact.integers import IntMatrix
@@ -92,9 +93,8 @@ def bordered_minor_bound_sq(V: np.ndarray, rows: Sequence[int], cols: Sequence[i
     bound of the bordered minors (module docstring)."""
     R = np.asarray(rows, dtype=np.int64)
     C = np.asarray(cols, dtype=np.int64)
-    A = np.abs(V)
-    m = [int(v) ** 2 for v in A.max(1).tolist()]                     # m_k = max_j N_kj^2
-    w = [int(v) ** 2 for v in A.max(0).tolist()]                     # w_j = max_i N_ij^2
+    m = [v * v for v in int_max_abs_along(V, 1)]                         # m_k = max_j N_kj^2
+    w = [v * v for v in int_max_abs_along(V, 0)]                         # w_j = max_i N_ij^2
     a = row_sq(V[:, C])                                             # a_k = ||N[k, C]||^2
     b = row_sq(V[R].T)                                              # b_j = ||N[R, j]||^2
     by_rows = math.prod(a[k] + m[k] for k in rows) * max(x + y for x, y in zip(a, m))
@@ -106,7 +106,7 @@ def row_sq(X: np.ndarray) -> list[int]:
     """Exact squared Euclidean norms of the rows of an int64 array (Python ints)."""
     if X.shape[1] == 0:
         return [0] * X.shape[0]
-    big = int(np.abs(X).max(initial=0))
+    big = int_max_abs(X)
     if big < (1 << 26):                                          # squares and sums fit int64
         if X.shape[1] * (1 << 52) < (1 << 63):
             return [int(v) for v in (X * X).sum(1).tolist()]
@@ -183,7 +183,7 @@ def schur_bound_sq(V: np.ndarray, rows: Sequence[int], cols: Sequence[int], D: i
     xF = _isqrt_up(int(sum(int(v) * int(v) for v in Xi.ravel().tolist())))
     a = _isqrt_up(max(row_sq(V[:, C])))                       # max_i ||N[i, C]||
     b = _isqrt_up(max(row_sq(np.ascontiguousarray(V[R].T))))  # max_j ||N[R, j]||
-    m = int(np.abs(V).max())
+    m = int_max_abs(V)
     # |beta| <= |D| (m + a b xF / (one - eF)) = |D| (m (one - eF) + a b xF) / (one - eF)
     num, den = abs(D) * (m * (one - eF) + a * b * xF), one - eF
     B = -(-num // den)
@@ -277,7 +277,7 @@ def span_check_multimodular(N: IntMatrix, rows: Sequence[int], cols: Sequence[in
         return not np.any(V)
     if r == n2 or r == n1:
         return True
-    max_abs = int(np.abs(V).max())
+    max_abs = int_max_abs(V)
     if max_abs > 1 << 51:
         return None
     R = np.asarray(rows, dtype=np.int64)
@@ -331,7 +331,7 @@ def denominator_guess(MZ: object, V: np.ndarray, R: np.ndarray, C: np.ndarray,
     if not (math.isfinite(y) and y > 0):
         return None
     G = Draws(1).integers(-1 << 10, 1 << 10, (V.shape[1], 8))
-    B = V[R] @ G if int(np.abs(V).max()) * V.shape[1] < 1 << 52 else V[R].astype(object) @ G.astype(object)
+    B = V[R] @ G if int_max_abs(V) * V.shape[1] < 1 << 52 else V[R].astype(object) @ G.astype(object)
     Y = MZ.solve(flint.fmpz_mat(len(R), 8, [int(v) for v in B.ravel().tolist()]))  # type: ignore[attr-defined]
     return int(Y.numer_denom()[1]), y
 
@@ -345,7 +345,7 @@ def _span_over_primes(V: np.ndarray, Nf: np.ndarray, R: np.ndarray, C: np.ndarra
     after each term); None when that size test fails."""
     n1, n2 = V.shape
     r = len(C)
-    max_abs = int(np.abs(V).max())
+    max_abs = int_max_abs(V)
     keep_r = np.ones(n1, dtype=bool)
     keep_r[R] = False
     keep_c = np.ones(n2, dtype=bool)

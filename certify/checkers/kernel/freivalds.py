@@ -55,7 +55,7 @@ def product(A: np.ndarray, X: np.ndarray) -> np.ndarray:
     both split into digits small enough that each float64 product is exact
     (``k 2^a 2^b <= 2^52`` for inner dimension ``k``)."""
     room = 52 - max(A.shape[1], 1).bit_length()                         # k 2^room <= 2^52
-    abits, xbits = int(np.abs(A).max(initial=0)).bit_length(), int(X.max(initial=0)).bit_length()
+    abits, xbits = max(int(A.max(initial=0)), -int(A.min(initial=0))).bit_length(), int(X.max(initial=0)).bit_length()
     if abits + xbits <= room:                                            # one exact product
         return (A.astype(np.float64) @ X.astype(np.float64)).astype(np.int64).astype(object)
     b = min(xbits, max(room - abits, room // 2))

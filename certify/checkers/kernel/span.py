@@ -63,7 +63,7 @@ def _others(n: int, idx: list[int]) -> np.ndarray:
 
 def sq_norms(X: np.ndarray) -> list[int]:
     """Exact squared norms of the rows of an int64 array (Python ints)."""
-    if X.shape[1] and (m := int(np.abs(X).max())) ** 2 * X.shape[1] < 1 << 63:      # int64 sums exact
+    if X.shape[1] and (m := max(int(X.max(initial=0)), -int(X.min(initial=0)))) ** 2 * X.shape[1] < 1 << 63:      # int64 sums exact
         return [int(v) for v in np.einsum("ij,ij->i", X, X).tolist()]
     if X.shape[1] and 2 * (w := max(16, -(-m.bit_length() // 2))) + X.shape[1].bit_length() <= 62:
         lo, hi = X & ((1 << w) - 1), X >> w       # X = 2^w h + l, 0 <= l < 2^w, |h| <= 2^w: sums below 2^62
@@ -74,8 +74,7 @@ def sq_norms(X: np.ndarray) -> list[int]:
 
 def bound_sq(A: np.ndarray, R: list[int], C: list[int]) -> int:
     """The square of the bordered-minor bound (module docstring), exactly."""
-    absA = np.abs(A)
-    m, w = [int(v) ** 2 for v in absA.max(1).tolist()], [int(v) ** 2 for v in absA.max(0).tolist()]
+    m, w = ([max(int(h), -int(lo)) ** 2 for h, lo in zip(A.max(k).tolist(), A.min(k).tolist())] for k in (1, 0))
     a, b = sq_norms(A[:, C]), sq_norms(A[R].T)
     rows = math.prod(a[k] + m[k] for k in R) * max(x + y for x, y in zip(a, m))
     return min(rows, math.prod(b[c] + w[c] for c in C) * max(x + y for x, y in zip(b, w)))
@@ -102,7 +101,7 @@ def minor_denominators(A: np.ndarray, R: list[int], C: list[int], k: int) -> tup
     if D == 0 or not k:
         return D, D, y
     G = (np.frombuffer(random.Random(0).randbytes(2 * A.shape[1] * k), "<u2") & 2047).astype(np.int64).reshape(-1, k) - 1024
-    B = A[R] @ G if int(np.abs(A).max()) * A.shape[1] < 1 << 52 else A[R].astype(object) @ G.astype(object)
+    B = A[R] @ G if max(int(A.max(initial=0)), -int(A.min(initial=0))) * A.shape[1] < 1 << 52 else A[R].astype(object) @ G.astype(object)
     Y = MZ.solve(flint.fmpz_mat(len(R), k, [int(v) for v in B.ravel().tolist()]))
     return D, int(Y.numer_denom()[1]), y  # type: ignore[attr-defined]  # fmpq_mat
 
@@ -112,7 +111,7 @@ def span_mod_primes(A: np.ndarray, R: list[int], C: list[int], primes: list[int]
     """Steps 1-4 (module docstring) for the int64 ``A`` (``|A| < 2^51``) over ``primes``: False proves
     a column outside the span of ``A[:, C]``, True that all lie in it; None when steps 1 or 4 fail,
     a condition on ``primes`` or ``d`` does not hold (no ``d``: ``P^2 > bound_sq``), or no ``_K``."""
-    r, max_abs = len(C), int(np.abs(A).max())
+    r, max_abs = len(C), max(int(A.max(initial=0)), -int(A.min(initial=0)))
     top, raw, s = span_limits(r, max_abs)
     P = math.prod(primes)
     if _K is None or len(set(primes)) < len(primes) or not all(5 <= p <= top and is_prime(p) for p in primes) \
@@ -154,7 +153,7 @@ def pivot_rows(A: np.ndarray, p: int, r: int, more: Callable[[int, Callable], bo
     None). ``more(i, reduce)``, asked after a block that adds no row (``reduce``: a block against the
     basis), False stops before row ``i``: the rows and pivots found before ``i`` do not depend on later rows."""
     n, h, fp = A.shape[1], (p - 1) // 2, float(p)
-    if _K is None or not 5 <= p < 1 << 26 or n * h * h + p > LIMIT or int(np.abs(A).max(initial=0)) > LIMIT:
+    if _K is None or not 5 <= p < 1 << 26 or n * h * h + p > LIMIT or max(int(A.max(initial=0)), -int(A.min(initial=0))) > LIMIT:
         return None
     B, piv, R, a = np.empty((min(r, *A.shape), n)), list[int](), list[int](), 0
 

@@ -59,7 +59,7 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from certify.checkers import scratch
-from certify.checkers.common import Bad, integer, keys
+from certify.checkers.common import Bad, int_max_abs, integer, keys
 from certify.checkers.kernel import canonical_sha256, det_nonzero_mod_p, freivalds, is_prime
 from certify.checkers.kernel.span import sq_norms
 
@@ -118,7 +118,7 @@ def plan(A: np.ndarray, R: list[int], C: list[int], s: int, t: int, k: int,
     ``error(s, t, m, L, L_D) <= 2^-k`` holds for those ``s``, ``t`` (the kernel's docstring).
     ``bound_sq(A, R, C)`` is the square of the bordered-minor bound."""
     n2 = A.shape[1]
-    want_s = 52 - max(int(np.abs(A).max()), 1).bit_length() - n2.bit_length()
+    want_s = 52 - max(int_max_abs(A), 1).bit_length() - n2.bit_length()
     want_s = min(want_s, 20) if want_s >= 8 else 16
     H = math.isqrt(bound_sq(A, R, C)) + 1
     L = (n2 * ((1 << s) - 1) * H).bit_length()
@@ -149,7 +149,7 @@ def check(claim: Mapping[str, Any], A: np.ndarray, R: list[int], C: list[int],
     if s > 32 or t > 4096 or not isinstance(fr["primes"], list) or not 1 <= len(fr["primes"]) <= 64:
         raise Bad("freivalds: vector_bits <= 32, vectors <= 4096, 1..64 primes")
     n1, n2 = A.shape
-    if int(np.abs(A).max(initial=0)) >= 1 << 62:
+    if int_max_abs(A) >= 1 << 62:
         raise Bad("matrix entries too large for the Freivalds check")
     r = len(C)
     if not 0 < r < min(n1, n2):

@@ -1,0 +1,110 @@
+"""The two checkers side by side: ``certify verify`` (the fast checker) and, where the
+build has it, ``certify verify --reference`` (``certify.reference``), both run in this
+process on certificate files, their exit codes compared.
+
+Without the reference the fast checker's exit is compared with the exit a case must have
+(:func:`expected_ok`): a genuine certificate its documented code (0 or 4), a mutation of what
+a claim asserts anything but 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Sequence
+
+#: the reference checker of this checkout (its own folder: an editable install elsewhere may
+#: resolve ``certify.reference`` to another tree)
+HAS_REFERENCE = (Path(__file__).resolve().parents[2] / "certify" / "reference" / "__init__.py").is_file()
+
+
+#: reference-checker bugs found by this oracle and reported, each worked around here (in this
+#: process only) so that the comparison can find the next one; each is pinned by an
+#: ``xfail(strict=True)`` example in tests/test_oracle.py, which fails once it is fixed
+KNOWN_REFERENCE_BUGS = {
+    "matrix_sha256": "certify.reference.kernels.matrix_sha256 hashes certificate/2's header (the "
+                     "scale only), not this release's (encoding, scale and shape: "
+                     "certify.checkers.kernel.hashing.matrix_header): every matrix-form claim fails",
+}
+ORIGINAL_REFERENCE: dict[str, object] = {}
+
+
+def _patch_reference() -> None:
+    if not HAS_REFERENCE or ORIGINAL_REFERENCE:
+        return
+    from certify.checkers.kernel.hashing import rows_sha256
+    from certify.reference import kernels
+    ORIGINAL_REFERENCE["matrix_sha256"] = kernels.matrix_sha256
+    kernels.matrix_sha256 = rows_sha256
+
+
+def verify_exit(paths: Sequence[Path], reference: bool = False) -> int:
+    """The exit code of ``certify verify [--reference] PATHS`` run in this process."""
+    from certify.cli import run
+    if reference:
+        _patch_reference()
+    args = (["--reference"] if reference else []) + [str(p) for p in paths]
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        return run("verify", args)
+
+
+def write(cert: dict, path: Path) -> Path:
+    path.write_text(json.dumps(cert))
+    return path
+
+
+def combined(exits: Sequence[int]) -> int:
+    """verify's exit for a batch: 2 if any is not a certificate, else 1 if any claim fails
+    (1 outranks 4), else 4 if any holds under assumptions, else 0."""
+    for code in (2, 1, 4):
+        if code in exits:
+            return code
+    return 0
+
+
+class Tally:
+    """Cases run per kind, and the disagreements found (kind, case, fast, other)."""
+
+    def __init__(self) -> None:
+        self.cases: Counter[str] = Counter()
+        self.documented: Counter[str] = Counter()
+        self.disagreements: list[tuple[str, str, int, int]] = []
+
+    def record(self, kind: str, case: str, fast: int, other: int, agree: bool) -> None:
+        self.cases[kind] += 1
+        if not agree:
+            self.disagreements.append((kind, case, fast, other))
+
+    def check(self, kind: str, case: str, paths: Sequence[Path], expected: int | None = None,
+              nonzero: bool = False, documented: bool = False) -> int:
+        """Run the fast checker on ``paths``; compare it with the reference when there is one,
+        else with ``expected`` (an exact code) or ``nonzero``; returns the fast exit code."""
+        fast = verify_exit(paths)
+        if HAS_REFERENCE:
+            ref = verify_exit(paths, reference=True)
+            if documented and fast == 1 and ref == 0:      # trust.md: the reference reads no witness, no sentence
+                self.documented[kind] += 1
+            else:
+                self.record(kind, case, fast, ref, fast == ref)
+            if expected is not None or nonzero:       # and both must be right where it is known
+                ok = (fast == expected) if expected is not None else fast != 0
+                if not ok:
+                    self.record(kind + " (expected)", case, fast, -1 if expected is None else expected, False)
+        elif expected is not None:
+            self.record(kind, case, fast, expected, fast == expected)
+        elif nonzero:
+            self.record(kind, case, fast, -1, fast != 0)
+        else:
+            self.record(kind, case, fast, fast, True)
+        return fast
+
+    def summary(self) -> str:
+        lines = [f"{k}: {n}" for k, n in sorted(self.cases.items())]
+        lines.append(f"total: {sum(self.cases.values())}, disagreements: {len(self.disagreements)}, "
+                     f"documented differences (a sentence or witness edit only the fast path reads): "
+                     f"{sum(self.documented.values())}")
+        lines += [f"  {k} | {c} | fast {f} other {o}" for k, c, f, o in self.disagreements[:40]]
+        return "\n".join(lines)
