@@ -38,6 +38,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from solvers.exact.freivalds import plan
+from solvers.exact.integers import int_max_abs
 from solvers.exact.span import bordered_minor_bound_sq, prime_limit
 
 # CPU seconds per unit of work, fitted by benchmarks/calibrate_rank_upper.py (one
@@ -92,7 +93,7 @@ def span_work(V: np.ndarray, rows: Sequence[int], cols: Sequence[int],
     ``prime_limit`` bits until their product exceeds the bordered-minor bound
     (``bound_sq(V, rows, cols)``, default :func:`bordered_minor_bound_sq`)."""
     r = len(cols)
-    top = prime_limit(r, int(np.abs(V).max(initial=0)))
+    top = prime_limit(r, int_max_abs(V))
     if top < 1 << 12:
         return 1 << 62
     bsq = (bound_sq or bordered_minor_bound_sq)(V, list(rows), list(cols))
@@ -118,7 +119,7 @@ def exact_units(V: np.ndarray, rows: Sequence[int], cols: Sequence[int],
     is ``2^62`` when it cannot run: no word-size primes)."""
     n1, n2 = V.shape
     r = max(len(cols), 1)
-    bits = max(int(np.abs(V).max(initial=0)), 1).bit_length()
+    bits = max(int_max_abs(V), 1).bit_length()
     work = float(span_work(V, rows, cols, bound_sq))
     return work, work / r, float(n1) * n2, float(r) ** 3 * bits
 
@@ -132,7 +133,7 @@ def freivalds_units(V: np.ndarray, rows: Sequence[int], cols: Sequence[int],
     r = len(cols)
     pl = plan(V, rows, cols, error_log2, bound_sq)
     s, t, m = pl.vector_bits, pl.vectors, pl.num_primes
-    abits = max(int(np.abs(V).max(initial=0)), 1).bit_length()
+    abits = max(int_max_abs(V), 1).bit_length()
     py, pw = _planes(n2, abits, s), _planes(r, abits, 62)
     madds = float(n1) * n2 * t * py + float(n1) * r * m * t * pw
     objs = float(n1) * t * py + float(n1) * m * t * (pw + 2) + float(r) * t * m
