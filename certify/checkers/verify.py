@@ -183,21 +183,6 @@ def accepted(assumption: str, names: Iterable[str]) -> bool:
 # parse and read_certificate live in certify.checkers.reading (shared with certify.reference)
 
 
-def _unexpected_root_keys(obj: Mapping[str, Any]) -> str:
-    """``; unexpected key 'claim' (did you mean 'claims'?)`` for the keys of a
-    certificate's root the schema does not have, or nothing."""
-    import difflib
-    known = list((_schema.published().get("properties") or {}))
-    extra = [k for k in obj if k not in known]
-    if not extra:
-        return ""
-    parts = []
-    for k in extra[:5]:
-        close = difflib.get_close_matches(str(k), [n for n in known if n not in obj], n=1)
-        parts.append(f"{str(k)[:40]!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-    return f"; unexpected key{'s' if len(extra) > 1 else ''} " + ", ".join(parts)
-
-
 # ---------------------------------------------------------------- claims
 
 def _shape_problems(claim: Mapping[str, Any]) -> list[str]:
