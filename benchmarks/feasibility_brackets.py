@@ -56,7 +56,8 @@ def families(which):
     return out
 
 
-def upper(fam, problem, feats: Features, lo: int, budget: float, log, at: int | None = None):
+def upper(fam, problem, feats: Features, lo: int, budget: float, log, at: int | None = None,
+          sdp: bool = True):
     """Smallest verified rank in ``[lo, #queries]`` by bisection (a witness at rank r
     pads to every larger rank). Real features: the SDP keeps ``alpha >= floor`` on
     every (query, token) pair first; then the alternating LPs (used pairs).
@@ -77,7 +78,7 @@ def upper(fam, problem, feats: Features, lo: int, budget: float, log, at: int | 
         r = (best[0] + bad) // 2
         t0 = time.perf_counter()
         w, chk, info = sdp_witness(problem, r, feats, time_limit=budget,
-                                   all_pairs=feats is Features.REAL)
+                                   all_pairs=feats is Features.REAL) if sdp else (None, None, {})
         how = "SDP (all pairs)" if feats is Features.REAL else "SDP"
         if w is None:
             _, w, chk = descend(problem, r, feats, time_limit=budget, seed=0)
@@ -103,6 +104,8 @@ def main(argv=None) -> int:
     ap.add_argument("--families", default="g12,thm6,paper")
     ap.add_argument("--features", default="real,nonnegative")
     ap.add_argument("--table", default="brackets_table.md", help="table file under reports/feasibility")
+    ap.add_argument("--no-sdp", action="store_true",
+                    help="search the upper end by the alternating LPs only (no SDP first)")
     ap.add_argument("--at", default="", metavar="FEATURES=RANK,...",
                     help="re-make a bracket at upper ends known from an earlier run: search only that "
                          "rank per feature class (e.g. real=15,nonnegative=21)")
@@ -127,7 +130,8 @@ def main(argv=None) -> int:
             feats = Features(fv)
             low = decide(fam, lo - 1, feats, method="sdp", bound=b)
             assert low.outcome is Outcome.INFEASIBLE
-            (hi, how, secs, w), failed = upper(fam, problem, feats, lo, args.budget, log, at.get(fv))
+            (hi, how, secs, w), failed = upper(fam, problem, feats, lo, args.budget, log, at.get(fv),
+                                               sdp=not args.no_sdp)
             high = decide(fam, hi, feats, bound=b) if how == "construction" else None
             from certify.feasibility.result import FeasibilityResult
             if high is None or high.outcome is not Outcome.FEASIBLE:
