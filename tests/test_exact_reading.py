@@ -164,7 +164,7 @@ def test_factor_files_of_inexact_dtypes_are_refused(tmp_path):
 
 def _certify(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "certify", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+                          cwd=ROOT, timeout=600)
 
 
 def test_rank_refuses_a_longdouble_matrix_with_one_line(tmp_path):

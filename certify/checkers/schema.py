@@ -95,9 +95,10 @@ _TYPES: dict[str, Any] = {
     "string": lambda x: isinstance(x, str), "boolean": lambda x: isinstance(x, bool),
     "null": lambda x: x is None,
     "number": lambda x: isinstance(x, numbers.Number) and not isinstance(x, bool),
-    # draft 6 and later: an integral float is an integer
-    "integer": lambda x: not isinstance(x, bool) and (isinstance(x, int) or (isinstance(x, float)
-                                                                              and x.is_integer())),
+    # the format's integers are JSON integers: an integral float such as 64.0 is not one (draft 6
+    # and later would accept it; both checkers read the same number as an int, so this format
+    # refuses it, and _validator() tells jsonschema the same)
+    "integer": lambda x: isinstance(x, int) and not isinstance(x, bool),
 }
 
 
@@ -211,20 +212,27 @@ def conforms(cert: Any) -> bool:
         return False
 
 
+def _strict_validator() -> Any:
+    """jsonschema's 2020-12 validator with the format's integers: JSON integers only (an
+    integral float is not one), as :data:`_TYPES` reads them."""
+    import jsonschema
+    checker = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, x: isinstance(x, int) and not isinstance(x, bool))
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=checker)
+
+
 def _validator() -> Any:
     """The validator of the published schema. The schema itself is not re-checked
     against the 2020-12 meta-schema here (0.2 CPU s in every process that verifies):
     it is the file ``make schema`` generates, and the suite checks that it equals the
     built schema and is a valid 2020-12 schema
     (``tests/test_fail_closed.py::test_published_schema_is_the_built_one_and_a_valid_2020_12_schema``)."""
-    import jsonschema
-    return scratch.remember("schema_validator", lambda: jsonschema.Draft202012Validator(published()))
+    return scratch.remember("schema_validator", lambda: _strict_validator()(published()))
 
 
 def _claim_validator() -> Any:
-    import jsonschema
     schema = published()
-    return scratch.remember("claim_validator", lambda: jsonschema.Draft202012Validator(
+    return scratch.remember("claim_validator", lambda: _strict_validator()(
         {"$defs": schema["$defs"], "$ref": "#/$defs/claim"}))
 
 
