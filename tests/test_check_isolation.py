@@ -215,8 +215,8 @@ def test_each_committed_certificate_gets_its_alone_exit_in_any_order_and_pair():
     assert len(certs) >= 30
     alone = {label: verify.verify_many([(label, c, b)])[0].exit_code() for label, c, b in certs}
     rng = random.Random(50)
-    orders = [rng.sample(certs, len(certs)) for _ in range(2)]
-    orders += [rng.sample(certs, 2) for _ in range(6)]
+    orders = [rng.sample(certs, len(certs))]
+    orders += [rng.sample(certs, 2) for _ in range(4)]
     for order in orders:
         got = verify.verify_many(order)
         assert {label: v.exit_code() for (label, _, _), v in zip(order, got)} == \

@@ -230,7 +230,17 @@ def _top_level_mutations(cert: dict) -> Iterator[dict]:
     yield {**cert, "inputs": {"m": "AB" * 32}}
 
 
-def test_the_validator_without_jsonschema_decides_as_jsonschema_does():
+@pytest.fixture
+def scratch_session():
+    """One checker scratch for the test: the published schema and its validators are read and
+    built once (outside a check they are made afresh at every call, as the checker keeps no
+    state between checks)."""
+    from certify.checkers import scratch
+    with scratch.session() as s:
+        yield s
+
+
+def test_the_validator_without_jsonschema_decides_as_jsonschema_does(scratch_session):
     """``schema.conforms`` (no jsonschema import; what ``certify verify`` and the producer's
     own check run first) against jsonschema's Draft 2020-12 validator of the published
     schema: the same answer on every committed certificate, every top-level mutation of
@@ -310,7 +320,7 @@ def _deep_mutation(cert: dict, rng: Any) -> dict:
     return c
 
 
-def test_the_validator_without_jsonschema_decides_as_jsonschema_does_at_any_depth(request):
+def test_the_validator_without_jsonschema_decides_as_jsonschema_does_at_any_depth(request, scratch_session):
     """Random mutations at any depth of the committed certificates (seeded): ``conforms`` and
     jsonschema give the same answer on each (400 by default, 4,000 with ``--runslow``)."""
     import random
