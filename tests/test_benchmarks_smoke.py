@@ -1,6 +1,7 @@
 """Benchmarks cannot rot: every ``benchmarks/bench_*.py`` (found by the glob, so a new
 one is covered without listing it) runs at its ``--smoke`` size, exits 0, prints its
-ratio line and leaves ``reports/bench`` untouched; and the benchmark tables of
+ratio line and leaves ``reports/bench`` untouched (the heavy ones, :data:`HEAVY_SMOKE`,
+with ``--runslow``); and the benchmark tables of
 ``docs/benchmarks.md`` and the README's headline figures are the ones
 ``benchmarks/report.py`` renders from the files in ``reports/`` (the suite's time from
 ``reports/suite-times.json``, which ``make suite-times`` writes)."""
@@ -49,9 +50,23 @@ def _smoke(bench: Path, tmp_path: Path, extra: list[str]) -> None:
     assert _snapshot(ROOT / "reports" / "bench") == before, "the smoke run wrote into reports/bench"
 
 
-@pytest.mark.parametrize("bench", BENCHES, ids=[p.stem for p in BENCHES])
+#: benchmarks whose smoke run builds a library model or runs a solver sweep (4-9 s each, a fresh
+#: process importing torch or fla): run with ``--runslow``; the default suite runs every other
+#: benchmark's smoke size (the pipelines these exercise have their own tests in the default suite)
+HEAVY_SMOKE = {"bench_based", "bench_canonical", "bench_realsize", "bench_feasibility", "bench_transcript"}
+
+
+def _marked(bench: Path):
+    return pytest.param(bench, id=bench.stem, marks=[pytest.mark.slow] if bench.stem in HEAVY_SMOKE else [])
+
+
+@pytest.mark.parametrize("bench", [_marked(b) for b in BENCHES])
 def test_benchmark_smoke_run(bench, tmp_path):
     _smoke(bench, tmp_path, EXTRA.get(bench.stem, []))
+
+
+def test_the_heavy_smoke_runs_are_benchmarks_that_exist():
+    assert HEAVY_SMOKE <= {p.stem for p in BENCHES}
 
 
 @pytest.mark.slow

@@ -210,6 +210,7 @@ def test_the_replay_worker_refuses_a_file_that_is_not_the_named_source(two_model
 
 # ---------------------------------------------------------------- batches: each its own exit
 
+@pytest.mark.slow  # every committed certificate verified twice (8 CPU s); the crafted pairs run by default
 def test_each_committed_certificate_gets_its_alone_exit_in_any_order_and_pair():
     certs = [(str(p), verify.read_certificate(p), p.parent) for p in _committed()]
     assert len(certs) >= 30

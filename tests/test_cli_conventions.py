@@ -181,7 +181,13 @@ CLOSED_CASES = {       # name -> (arguments, exit code)
 }
 
 
-@pytest.mark.parametrize("case", sorted(CLOSED_CASES))
+#: a case that writes a report (2 CPU s, three runs): with ``--runslow``; the closed-stream
+#: handling it goes through is the one every other case runs through
+HEAVY_CLOSED = {"report"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in HEAVY_CLOSED else c
+                                  for c in sorted(CLOSED_CASES)])
 def test_closed_stdout_or_stderr_no_traceback_and_the_same_exit(case, matrix, tmp_path):
     args, code = CLOSED_CASES[case]
     args = [a.format(x=matrix) for a in args]

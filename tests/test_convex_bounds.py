@@ -239,6 +239,7 @@ def test_model_class_parameter(r11_cert):
     _fails(bad, "is not one of ['paper', 'used-pairs']")     # the schema names the classes
 
 
+@pytest.mark.slow  # the module run in a subprocess (5 CPU s)
 def test_module_entry_point_prints_the_proof_line(tmp_path):
     """`python -m certify.feasibility` runs the library's own module (one copy of the
     result classes), so results of the lazily imported searches are printed as

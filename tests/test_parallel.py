@@ -1,6 +1,11 @@
-"""Parallel engine (certify/parallel.py): in process and on a local Ray with two
+"""Parallel engine (certify/core/engine.py): in process and on a local Ray with two
 workers. The merged results do not depend on the worker count; a worker killed
-mid-run has its task retried, nothing lost or counted twice."""
+mid-run has its task retried, nothing lost or counted twice.
+
+The default suite starts one local Ray and runs the retry, a feasibility sweep and a
+transcript range on it; the Sec. 5.1/5.2 training sweeps, the checkpoint batch and the
+factor Gram pass on two workers run with ``--runslow`` (each is seconds of Ray start-up and
+scheduling for an equality the three above already show)."""
 
 import csv
 import json
@@ -106,6 +111,7 @@ def test_feasibility_sweep_with_two_workers_equals_one_process(tmp_path, ray2):
     assert len(one) == 2 and one == two
 
 
+@pytest.mark.slow
 def test_sec51_reduced_sweep_with_two_workers_equals_one_process(tmp_path, ray2):
     from certify.cli.train import main
     base = ["sec51", "--smoke", "--seeds", "0,1", "--no-progress"]
@@ -130,6 +136,7 @@ def test_transcript_shards_on_two_workers_give_the_same_claims(tmp_path, ray2):
     assert one == two and one[-1][0]["verdict"] == "proved"
 
 
+@pytest.mark.slow
 def test_checkpoint_batch_on_two_workers_equals_one_process(tmp_path, ray2):
     import shutil
 
@@ -147,6 +154,7 @@ def test_checkpoint_batch_on_two_workers_equals_one_process(tmp_path, ray2):
     assert one == two and len(one) > 3
 
 
+@pytest.mark.slow
 def test_factor_gram_pass_on_two_workers_equals_one_process(ray2):
     from test_rank_fast import _cube_kernel
 
@@ -159,6 +167,7 @@ def test_factor_gram_pass_on_two_workers_equals_one_process(ray2):
     assert (a.gram_q == b.gram_q).all() and (a.gram_k == b.gram_k).all()
 
 
+@pytest.mark.slow
 def test_sec52_reduced_sweep_with_two_workers_equals_one_process(tmp_path, ray2):
     """Sec. 5.2 on the engine: per-task seeds and one torch thread per task, so the
     rows (timings aside) are the same with one process and with two workers."""

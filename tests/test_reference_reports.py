@@ -63,6 +63,7 @@ def _feasible_claims():
                 yield path, c
 
 
+@pytest.mark.slow  # every committed witness re-evaluated (4.5 CPU s)
 def test_every_committed_witness_is_in_the_papers_class(monkeypatch):
     """Every feasible witness in reports/ is a head of the paper's class: verify
     re-derives alpha >= 0 on all (query, token) pairs, alpha(q, q) > 0 and its

@@ -83,6 +83,7 @@ def _engine():
     return shutil.which("latexmk") or shutil.which("pdflatex")
 
 
+@pytest.mark.slow  # a second LaTeX run; the two-report compile runs by default
 @pytest.mark.skipif(_engine() is None, reason="no LaTeX engine: `make test` installs "
                     "texlive-latex-recommended and latexmk (as root or with passwordless sudo; "
                     "otherwise: sudo apt-get install texlive-latex-recommended latexmk)")

@@ -240,6 +240,7 @@ def scratch_session():
         yield s
 
 
+@pytest.mark.slow  # every committed certificate through jsonschema (8 CPU s); the any-depth comparison runs by default
 def test_the_validator_without_jsonschema_decides_as_jsonschema_does(scratch_session):
     """``schema.conforms`` (no jsonschema import; what ``certify verify`` and the producer's
     own check run first) against jsonschema's Draft 2020-12 validator of the published

@@ -113,6 +113,7 @@ def test_g12_bracket_pinned_by_sdp_both_sides(g12, g12_rank6, tmp_path):
     assert doc["claims"][0]["evidence"]["derivation"]["method"] == "convex-dual"
 
 
+@pytest.mark.slow  # two SDP commands end to end (2.6 CPU s)
 def test_command_method_choice_and_bad_method(g12, tmp_path, capsys):
     from certify.core.errors import InputError
     fam = tmp_path / "g12.json"

@@ -490,6 +490,7 @@ def test_an_internal_failure_says_internal_error_and_logs_the_traceback(tmp_path
     assert "Traceback" in doc["traceback"] and "a bug" in doc["traceback"]
 
 
+@pytest.mark.slow  # a load run (7 s); the full one in test_service_load.py
 def test_load_small(server):
     """A small load run against this module's server: 8 submissions from 4
     clients and 60 reads; every job done exactly once (the full run:

@@ -220,6 +220,7 @@ def test_submit_progress_certificate_verify_in_chromium(browser, tmp_path):
         assert colours > 20 and std > 5
 
 
+@pytest.mark.slow  # a second server and browser (6 s)
 def test_job_page_keeps_its_status_through_rate_limited_polls(browser, tmp_path):
     """Polls refused with 429 leave the last status shown and are retried after
     Retry-After; the page never shows a status it was not given.
