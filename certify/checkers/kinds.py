@@ -91,10 +91,11 @@ _EMBEDDED = {"matrix": Field({**INT_ROWS, "$comment": "absent only when the matr
              "tokens": Field(TOKENS, HASH)}
 
 
-def _nested_rank_parts() -> dict[str, Shape]:
-    """The nested objects every rank kind's checker closes (shared pieces)."""
+def _nested_rank_parts(scale: bool = True) -> dict[str, Shape]:
+    """The nested objects a rank kind's checker closes (shared pieces): the features'
+    hashes, the embedded features and (with a matrix form) the matrix's scale."""
     return {"features_sha256": FEATURE_HASHES, "features": EMBEDDED_FEATURES,
-            **{f"scale:{k}": s for k, s in SCALES.items()}}
+            **({f"scale:{k}": s for k, s in SCALES.items()} if scale else {})}
 
 
 # ---------------------------------------------------------------- exact_rank
@@ -290,10 +291,12 @@ def _audit_params(kind: str) -> Shape:
 _RECORD = shape({"input": Field(ANY, WITNESS), "position": Field(ANY, WITNESS),
                  **{k: Field(ANY, RECOMPUTED) for k in ("sequence", "numerator", "denominator", "t_hat",
                                                         "target")}}, published=False)
-_AUDIT_PARTS = {
+#: the audited head's tables, bound by the claim's head_sha256
+_HEAD_TABLES = shape({k: Field(ANY, HASH) for k in ("query_tokens", "phi_q", "phi_k", "g")}, published=False)
+_CORRECTNESS_PARTS = {"family": FAMILY_FILE, "head": _HEAD_TABLES, "counterexample": _RECORD}
+_GAP_PARTS = {
     "family": FAMILY_FILE,
-    "head": shape({k: Field(ANY, HASH) for k in ("query_tokens", "phi_q", "phi_k", "g")}, published=False),
-    "counterexample": _RECORD,
+    "head": _HEAD_TABLES,
     "violation": shape({"jump": Field(ANY, WITNESS), "factor": Field(ANY, RECOMPUTED),
                         "alpha_xy": Field(ANY, RECOMPUTED), "alpha_xz": Field(ANY, RECOMPUTED),
                         "role": Field(ANY, WITNESS), "failing_input": Field(ANY, WITNESS)}, published=False),
@@ -517,16 +520,16 @@ KINDS: tuple[Kind, ...] = (
          {**_nested_rank_parts(), "freivalds": _FREIVALDS}),
     Kind("eps_rank", "rank", _KERNEL, {"": kernel_params({"eps": Field(RATIONAL, STATED, VALUE)})},
          EPS_RANK, _eps_rank, _nested_rank_parts()),
-    Kind("code_rank", "rank", _KERNEL, {"": _CODE_PARAMS}, CODE_RANK, _code_rank, _nested_rank_parts()),
+    Kind("code_rank", "rank", _KERNEL, {"": _CODE_PARAMS}, CODE_RANK, _code_rank, _nested_rank_parts(scale=False)),
     Kind("nonnegative", "rank", _KERNEL, {"": kernel_params()}, NONNEGATIVE, _nonnegative,
          _nested_rank_parts()),
     Kind("feasible", "feasibility", _FAMILY, {"": _FEASIBILITY_PARAMS}, FEASIBLE, _feasible, _FEASIBLE_PARTS),
     Kind("infeasible", "feasibility", _FAMILY, {"": _FEASIBILITY_PARAMS}, {"": INFEASIBLE}, _infeasible,
          _INFEASIBLE_PARTS),
     Kind("correctness", "audit", _HEAD, {"": _audit_params("correctness")}, {"": CORRECTNESS}, _audit,
-         _AUDIT_PARTS),
+         _CORRECTNESS_PARTS),
     Kind("gap_domination", "audit", _HEAD, {"": _audit_params("gap_domination")}, {"": GAP_DOMINATION},
-         _audit, _AUDIT_PARTS),
+         _audit, _GAP_PARTS),
     Kind("transcript", "transcript", "a model: the hash of its exact weights, embedded",
          {"": _TRANSCRIPT_PARAMS}, TRANSCRIPT, _transcript, _TRANSCRIPT_PARTS),
 )

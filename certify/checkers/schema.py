@@ -19,7 +19,7 @@ runs the writer and compares the bytes).
 
 Deeply nested objects (a feasibility witness or derivation, an audited head's
 tables, a transcript model) are typed as objects here; they are declared too
-(:attr:`certify.checkers.kinds.Kind.parts`, every field with how it is
+(the ``parts`` of :class:`certify.checkers.kinds.Kind`, every field with how it is
 re-derived), and their keys are checked, closed, by the kind's checker through
 that declaration.
 """
