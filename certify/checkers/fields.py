@@ -199,8 +199,10 @@ def shape(required: Mapping[str, Field], optional: Mapping[str, Field] | None = 
     ``then_``, ``else_`` stand for the keywords ``if``, ``then``, ``else``)."""
     fields = {**{k: Field(f.schema, f.how, f.printed, False) for k, f in required.items()},
               **{k: Field(f.schema, f.how, f.printed, True) for k, f in (optional or {}).items()}}
-    bad = [k for k in trusted if k not in fields]
-    if bad and trusted != ("all_products",):            # the products themselves: no field
+    # a trusted name is a field, or the form's own name (all_products: the products themselves)
+    own = {f.schema.get("const") for f in fields.values()}
+    bad = [k for k in trusted if k not in fields and k not in own]
+    if bad:
         raise ValueError(f"trusted fields {bad} are not declared")
     return Shape(fields, {k.rstrip("_"): v for k, v in rules.items()}, trusted, published)
 
