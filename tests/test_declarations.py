@@ -57,10 +57,13 @@ def key_lists(source: str, names: frozenset[str]) -> list[tuple[int, str]]:
     tree = ast.parse(source)
     unpacked: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
-                and isinstance(node.value, (ast.GeneratorExp, ast.ListComp)) and len(node.value.generators) == 1:
-            it = node.value.generators[0].iter
-            if isinstance(it, (ast.Tuple, ast.List)) and len(it.elts) == len(node.targets[0].elts):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Tuple) and isinstance(value, (ast.GeneratorExp, ast.ListComp)) \
+                and len(value.generators) == 1:
+            it = value.generators[0].iter
+            if isinstance(it, (ast.Tuple, ast.List)) and len(it.elts) == len(target.elts):
                 unpacked.add(id(it))
     found = []
     for node in ast.walk(tree):
@@ -142,7 +145,8 @@ def test_each_kind_s_declared_fields_are_the_published_schema_s_properties():
     published = schema.published()["$defs"]
     for k in kinds.KINDS:
         s = published[k.name]
-        assert set(_properties(s, "parameters")) == {f for p in k.parameters.values() for f in p.fields}, k.name
+        params = {f for p in k.parameters.values() for f in p.fields}
+        assert set(_properties(s, "parameters")) == params, k.name
         assert set(_properties(s, "evidence")) == {f for e in k.evidence.values() for f in e.fields}, k.name
         # every published shape is one object of the kind's schema, as declared (fields, order,
         # rules; a field holding it may say why beside it)

@@ -429,7 +429,8 @@ def _transcript(k: Kind) -> dict[str, Any]:
 
 def _bound_params(name: str, *keys: str) -> Shape:
     """A closed form's parameters: its name and its inputs (each printed by its sentence)."""
-    return shape({"bound": Field({"const": name}, STATED, VALUE), **{k: Field(ANY, STATED, VALUE) for k in keys}})
+    return shape({"bound": Field({"const": name}, STATED, VALUE),
+                  **{k: Field(ANY, STATED, VALUE) for k in keys}})
 
 
 #: bound name -> its parameters
@@ -520,7 +521,8 @@ KINDS: tuple[Kind, ...] = (
          {**_nested_rank_parts(), "freivalds": _FREIVALDS}),
     Kind("eps_rank", "rank", _KERNEL, {"": kernel_params({"eps": Field(RATIONAL, STATED, VALUE)})},
          EPS_RANK, _eps_rank, _nested_rank_parts()),
-    Kind("code_rank", "rank", _KERNEL, {"": _CODE_PARAMS}, CODE_RANK, _code_rank, _nested_rank_parts(scale=False)),
+    Kind("code_rank", "rank", _KERNEL, {"": _CODE_PARAMS}, CODE_RANK, _code_rank,
+         _nested_rank_parts(scale=False)),
     Kind("nonnegative", "rank", _KERNEL, {"": kernel_params()}, NONNEGATIVE, _nonnegative,
          _nested_rank_parts()),
     Kind("feasible", "feasibility", _FAMILY, {"": _FEASIBILITY_PARAMS}, FEASIBLE, _feasible, _FEASIBLE_PARTS),

@@ -103,7 +103,7 @@ def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: An
             problems.append("the Gram count is exact: exact must be true")
     elif ev.get("form") == "matrix" and ev.get("method") == "projection":
         projection = _DECLARED.form("projection")
-        wit = tuple(f for f, d in projection.fields.items() if d.optional and f.startswith("witness_"))
+        wit = tuple(f for f in projection.optional if f.startswith("witness_"))     # present iff k > 0
         _matrix_keys(ev, projection, matrix, require=wit if k else (), forbid=() if k else wit)
         rows = _get_matrix(ev, matrix)
         if ev["scale"]["kind"] != "dyadic":
