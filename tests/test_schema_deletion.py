@@ -14,7 +14,7 @@ Besides those, mutations generated from the kind's declaration
 the evidence and every nested object the kind declares (it must fail, whether
 the schema or the checker closes that object), and every declared field of each
 nested object the claim carries, deleted. Every declared evidence form has a
-representative, in the committed certificates or in a matrix certificate made
+representative, in the committed certificates or in the matrix certificates made
 here, except the forms listed in :data:`UNREPRESENTED`.
 
 The default profile runs every mutation on one claim of every distinct shape
@@ -228,9 +228,9 @@ def _mutate_and_check(path: Path, only: set[int] | None = None, semantic: bool =
 
 
 #: declared evidence forms of which neither the committed certificates nor the matrix
-#: certificate made here hold a claim: the deletion test cannot mutate them (their checkers'
+#: certificates made here hold a claim: the deletion test cannot mutate them (their checkers'
 #: own tests exercise them: tests/test_rank.py, tests/test_nonnegative_structure.py, ...)
-UNREPRESENTED = {("eps_rank", "projection"), ("eps_rank", "none"), ("code_rank", "matrix"),
+UNREPRESENTED = {("eps_rank", "none"), ("code_rank", "matrix"),
                  ("nonnegative", "none"), ("nonnegative", "counterexample"),
                  ("nonnegative", "quadratic_kernel"), ("nonnegative", "key_box"), ("transcript", "none")}
 
@@ -244,29 +244,37 @@ def _forms(claim: dict) -> list[tuple[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def matrix_cert(tmp_path_factory) -> Path:
-    """A certificate of a small nonnegative rank-4 matrix by the producer (``certify rank``):
-    the matrix forms of exact_rank, eps_rank (gram) and nonnegative (entries)."""
+def matrix_certs(tmp_path_factory) -> dict[str, Path]:
+    """Certificates of a small nonnegative rank-4 matrix by the producer (``certify rank``):
+    the matrix forms of exact_rank, eps_rank (gram) and nonnegative (entries); and, with the
+    producer's exact-spectrum limit below the matrix's side (as for a matrix above 160),
+    eps_rank by a projection witness (k = 4, eps 1/2) and by none (k = 0, eps 1000)."""
     import contextlib
     import io
 
     import numpy as np
 
+    import certify.rank.eps
     from certify.cli.rank import main as rank_main
     folder = tmp_path_factory.mktemp("matrix")
     rng = np.random.default_rng(7)
     np.save(folder / "N.npy", (rng.integers(0, 4, (6, 4)) @ rng.integers(0, 4, (4, 6))).astype(np.float64))
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        assert rank_main([str(folder / "N.npy"), "--out", str(folder / "N.cert.json"), "--eps", "1/2",
-                          "--require-nonnegative"]) == 0
-    return folder / "N.cert.json"
+    runs = {"entries": ["--eps", "1/2", "--require-nonnegative"], "projection": ["--eps", "1/2"],
+            "projection-k0": ["--eps", "1000"]}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            pytest.MonkeyPatch.context() as mp:
+        for name, args in runs.items():
+            if name.startswith("projection"):
+                mp.setattr(certify.rank.eps, "SPECTRAL_EXACT_LIMIT", 2)
+            assert rank_main([str(folder / "N.npy"), "--out", str(folder / f"{name}.json"), *args]) == 0
+    return {name: folder / f"{name}.json" for name in runs}
 
 
-def test_every_declared_kind_and_form_is_represented(matrix_cert):
+def test_every_declared_kind_and_form_is_represented(matrix_certs):
     assert {k[0] for k in REPRESENTATIVES} == {k.name for k in kinds.KINDS}
     covered = set()
-    for path, i in [*REPRESENTATIVES.values(),
-                    *((matrix_cert, j) for j in range(len(json.loads(matrix_cert.read_text())["claims"])))]:
+    made = [(p, j) for p in matrix_certs.values() for j in range(len(json.loads(p.read_text())["claims"]))]
+    for path, i in [*REPRESENTATIVES.values(), *made]:
         claim = json.loads(path.read_text())["claims"][i]
         forms = _forms(claim)
         assert len(forms) == (1 if claim["kind"] != "bound" else 0), (path, i, forms)
@@ -275,10 +283,16 @@ def test_every_declared_kind_and_form_is_represented(matrix_cert):
     assert declared - covered == UNREPRESENTED
 
 
-def test_every_matrix_form_made_here_fails_closed(matrix_cert):
-    assert {f for c in json.loads(matrix_cert.read_text())["claims"] for f in _forms(c)} == \
+def test_every_matrix_form_made_here_fails_closed(matrix_certs):
+    claims = {name: json.loads(p.read_text())["claims"] for name, p in matrix_certs.items()}
+    assert {f for c in claims["entries"] for f in _forms(c)} == \
         {("exact_rank", "matrix"), ("eps_rank", "gram"), ("nonnegative", "matrix")}
-    _mutate_and_check(matrix_cert)
+    _mutate_and_check(matrix_certs["entries"])
+    for name in ("projection", "projection-k0"):             # its eps_rank claim (k > 0, k = 0)
+        i = next(j for j, c in enumerate(claims[name]) if c["kind"] == "eps_rank")
+        assert _forms(claims[name][i]) == [("eps_rank", "projection")]
+        assert ("witness_y" in claims[name][i]["evidence"]) == (claims[name][i]["evidence"]["k"] > 0)
+        _mutate_and_check(matrix_certs[name], only={i})
 
 
 @pytest.mark.parametrize("shape", list(REPRESENTATIVES), ids=lambda k: f"{k[0]}-{'-'.join(x for x in k[1] if x != 'None')}")
