@@ -56,10 +56,10 @@ latex-tools:
 # are printed. `make test-all` adds the slow profile (--runslow).
 PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15
 
-# the published certificate schema, written from its definition (certify.checkers.schema);
-# tests/test_fail_closed.py keeps the committed file equal to it
+# the published certificate schema, written from the kinds' declarations (certify.checkers.schema);
+# tests/test_declarations.py runs the writer and keeps the committed file equal to it, byte for byte
 schema: $(VENV)/.installed
-	$(PY) -c "from certify.checkers import schema; open(schema.SCHEMA_FILE, 'w').write(schema.text())"
+	$(PY) -c "from certify.checkers import schema; schema.write()"
 
 # ruff on the whole tree (packages, tests, benchmarks, the research scripts under reports/); mypy on the checker (the part a reviewer
 # trusts), the core and the solvers (strict), then on the other packages typed so far; that second run reports errors in the

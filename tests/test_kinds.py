@@ -1,7 +1,8 @@
 """Each claim kind is declared once (certify/checkers/kinds.py), and every table
 that used to be kept by hand is generated from the declaration: the published
 schema, the renderer's field table, the checker table, the trusted table and
-the checkers' key lists."""
+the checkers' key lists (tests/test_declarations.py: no checker keeps a list of
+its own)."""
 
 from __future__ import annotations
 
@@ -72,15 +73,14 @@ def test_the_trusted_table_names_declared_evidence_fields():
             assert f in ev or f == "all_products", (name, f)
 
 
-def test_the_checkers_close_their_objects_with_the_declared_key_lists():
-    assert bounds_checker.PARAMETERS is kinds.BOUND_PARAMETERS
-    assert transcript_checker._TYPE_KEYS is kinds.TRANSCRIPT_EVIDENCE
-    assert transcript_checker._PARAM_KEYS is kinds.TRANSCRIPT_PARAMETERS
-    assert nonneg_checker._QUADRATIC is kinds.NONNEGATIVE_QUADRATIC
-    from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
-    assert set(evidence.SOURCE_KEYS) == set(KERNEL_PARAMS_REQUIRED) | set(KERNEL_PARAMS_OPTIONAL)
+def test_the_checkers_close_their_objects_with_the_declared_shapes():
+    assert bounds_checker.PARAMETERS is kinds.BOUNDS
+    assert transcript_checker._DECLARED is kinds.BY_NAME["transcript"]
+    assert nonneg_checker._DECLARED is kinds.BY_NAME["nonnegative"]
+    assert evidence._EXACT_PARAMS is kinds.BY_NAME["exact_rank"].params()
+    assert evidence.FREIVALDS_PARAMS == ("upper_bound", "error_log2")
     # a bound's schema variant per declared bound, with exactly its parameters
     variants = schema.build()["$defs"]["bound"]["allOf"][0]["oneOf"]
     got = {v["properties"]["parameters"]["properties"]["bound"]["const"]:
-           set(v["properties"]["parameters"]["properties"]) - {"bound"} for v in variants}
-    assert got == {b: set(p) for b, p in kinds.BOUND_PARAMETERS.items()}
+           set(v["properties"]["parameters"]["properties"]) for v in variants}
+    assert got == {b: set(p.fields) for b, p in kinds.BOUNDS.items()}

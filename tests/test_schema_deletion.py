@@ -9,6 +9,14 @@ value from another claim. The rules (docs/design.md, "What a certificate means")
 * nothing reaches exit 4 through a mutation unless the printed assumption names
   the change (an assumption the original did not have fails this test).
 
+Besides those, mutations generated from the kind's declaration
+(certify/checkers/kinds.py): a key no declaration has, added to the parameters,
+the evidence and every nested object the kind declares (it must fail, whether
+the schema or the checker closes that object), and every declared field of each
+nested object the claim carries, deleted. Every declared evidence form has a
+representative, in the committed certificates or in the matrix certificates made
+here, except the forms listed in :data:`UNREPRESENTED`.
+
 The default profile runs every mutation on one claim of every distinct shape
 (kind, evidence form and field set), each in its smallest certificate: a
 mutation the schema refuses must fail naming its path, one it accepts is
@@ -28,7 +36,7 @@ from typing import Any, Iterator
 import pytest
 from committed import report_json
 
-from certify.checkers import schema, verify
+from certify.checkers import kinds, schema, verify
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -90,6 +98,40 @@ def _mutations(claim: dict, others: list[dict]) -> Iterator[tuple[tuple, str, An
 
 
 DELETE = object()
+UNDECLARED = "undeclared"
+
+
+def _nested(obj: Any, path: str) -> Iterator[tuple[tuple, dict]]:
+    """The objects at a declared part's path below the evidence (``a.b``; ``:variant``
+    ignored; ``*``: the first value of a map), with their key paths."""
+    objs: list[tuple[tuple, Any]] = [((), obj)]
+    for step in path.split(":")[0].split("."):
+        nxt = []
+        for where, o in objs:
+            if isinstance(o, dict) and o:
+                key = next(iter(o)) if step == "*" else step
+                if key in o:
+                    nxt.append((where + (key,), o[key]))
+        objs = nxt
+    return ((w, o) for w, o in objs if isinstance(o, dict))
+
+
+def _declared_mutations(claim: dict) -> Iterator[tuple[tuple, str, Any]]:
+    """Mutations generated from the claim kind's declaration (module docstring)."""
+    kind = kinds.BY_NAME.get(claim.get("kind"))
+    if kind is None:
+        return
+    for section in ("parameters", "evidence"):
+        if isinstance(claim.get(section), dict):
+            yield (section, UNDECLARED), "an undeclared key", 1
+    for path, shape in kind.parts.items():
+        for where, obj in _nested(claim.get("evidence"), path):
+            if not set(shape.required) <= set(obj) <= set(shape.fields):
+                continue                                   # another variant of that object
+            base = ("evidence",) + where
+            yield base + (UNDECLARED,), f"an undeclared key in {path}", 1
+            for key in obj:
+                yield base + (key,), f"{path}.{key} deleted", DELETE
 
 
 def _apply(claim: dict, path: tuple, value: Any) -> dict:
@@ -154,7 +196,7 @@ def _mutate_and_check(path: Path, only: set[int] | None = None, semantic: bool =
         original = verify.check_claim(i, claim, cert, base)
         assert original.holds, (path, i, original.problems)
         others = [c for j, c in enumerate(cert["claims"]) if j != i]
-        for fpath, what, value in _mutations(claim, others):
+        for fpath, what, value in [*_mutations(claim, others), *_declared_mutations(claim)]:
             mutated = _apply(claim, fpath, value)
             bad = schema.claim_violations(mutated, i)
             if not bad and not semantic:
@@ -172,6 +214,9 @@ def _mutate_and_check(path: Path, only: set[int] | None = None, semantic: bool =
                 continue
             if not r.holds:
                 continue                       # failed by the checker: fine
+            if fpath[-1] == UNDECLARED:
+                failures.append(f"{where}: an undeclared key is accepted")
+                continue
             if r.verdict != original.verdict:
                 failures.append(f"{where}: holds with verdict {r.verdict}, was {original.verdict}")
             new = set(r.assumptions) - set(original.assumptions)
@@ -182,10 +227,72 @@ def _mutate_and_check(path: Path, only: set[int] | None = None, semantic: bool =
         "\n".join(failures[:40])
 
 
-def test_every_claim_kind_is_represented():
-    kinds = {k[0] for k in REPRESENTATIVES}
-    assert kinds == {"bound", "exact_rank", "eps_rank", "code_rank", "nonnegative", "correctness",
-                     "gap_domination", "feasible", "infeasible", "transcript"}
+#: declared evidence forms of which neither the committed certificates nor the matrix
+#: certificates made here hold a claim: the deletion test cannot mutate them (their checkers'
+#: own tests exercise them: tests/test_rank.py, tests/test_nonnegative_structure.py, ...)
+UNREPRESENTED = {("eps_rank", "none"), ("code_rank", "matrix"),
+                 ("nonnegative", "none"), ("nonnegative", "counterexample"),
+                 ("nonnegative", "quadratic_kernel"), ("nonnegative", "key_box"), ("transcript", "none")}
+
+
+def _forms(claim: dict) -> list[tuple[str, str]]:
+    """The declared evidence forms whose published schema the claim's evidence meets."""
+    root = schema.published()
+    kind = kinds.BY_NAME[claim["kind"]]
+    return [(kind.name, f) for f, s in kind.evidence.items()
+            if schema._valid(s.schema(), claim["evidence"], root)]
+
+
+@pytest.fixture(scope="module")
+def matrix_certs(tmp_path_factory) -> dict[str, Path]:
+    """Certificates of a small nonnegative rank-4 matrix by the producer (``certify rank``):
+    the matrix forms of exact_rank, eps_rank (gram) and nonnegative (entries); and, with the
+    producer's exact-spectrum limit below the matrix's side (as for a matrix above 160),
+    eps_rank by a projection witness (k = 4, eps 1/2) and by none (k = 0, eps 1000)."""
+    import contextlib
+    import io
+
+    import numpy as np
+
+    import certify.rank.eps
+    from certify.cli.rank import main as rank_main
+    folder = tmp_path_factory.mktemp("matrix")
+    rng = np.random.default_rng(7)
+    np.save(folder / "N.npy", (rng.integers(0, 4, (6, 4)) @ rng.integers(0, 4, (4, 6))).astype(np.float64))
+    runs = {"entries": ["--eps", "1/2", "--require-nonnegative"], "projection": ["--eps", "1/2"],
+            "projection-k0": ["--eps", "1000"]}
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+            pytest.MonkeyPatch.context() as mp:
+        for name, args in runs.items():
+            if name.startswith("projection"):
+                mp.setattr(certify.rank.eps, "SPECTRAL_EXACT_LIMIT", 2)
+            assert rank_main([str(folder / "N.npy"), "--out", str(folder / f"{name}.json"), *args]) == 0
+    return {name: folder / f"{name}.json" for name in runs}
+
+
+def test_every_declared_kind_and_form_is_represented(matrix_certs):
+    assert {k[0] for k in REPRESENTATIVES} == {k.name for k in kinds.KINDS}
+    covered = set()
+    made = [(p, j) for p in matrix_certs.values() for j in range(len(json.loads(p.read_text())["claims"]))]
+    for path, i in [*REPRESENTATIVES.values(), *made]:
+        claim = json.loads(path.read_text())["claims"][i]
+        forms = _forms(claim)
+        assert len(forms) == (1 if claim["kind"] != "bound" else 0), (path, i, forms)
+        covered.update(forms)
+    declared = {(k.name, f) for k in kinds.KINDS for f in k.evidence}
+    assert declared - covered == UNREPRESENTED
+
+
+def test_every_matrix_form_made_here_fails_closed(matrix_certs):
+    claims = {name: json.loads(p.read_text())["claims"] for name, p in matrix_certs.items()}
+    assert {f for c in claims["entries"] for f in _forms(c)} == \
+        {("exact_rank", "matrix"), ("eps_rank", "gram"), ("nonnegative", "matrix")}
+    _mutate_and_check(matrix_certs["entries"])
+    for name in ("projection", "projection-k0"):             # its eps_rank claim (k > 0, k = 0)
+        i = next(j for j, c in enumerate(claims[name]) if c["kind"] == "eps_rank")
+        assert _forms(claims[name][i]) == [("eps_rank", "projection")]
+        assert ("witness_y" in claims[name][i]["evidence"]) == (claims[name][i]["evidence"]["k"] > 0)
+        _mutate_and_check(matrix_certs[name], only={i})
 
 
 @pytest.mark.parametrize("shape", list(REPRESENTATIVES), ids=lambda k: f"{k[0]}-{'-'.join(x for x in k[1] if x != 'None')}")
@@ -260,7 +367,7 @@ def test_the_validator_without_jsonschema_decides_as_jsonschema_does(scratch_ses
         cert = json.loads(path.read_text())
         claim = cert["claims"][i]
         others = [c for j, c in enumerate(cert["claims"]) if j != i]
-        for fpath, what, value in _mutations(claim, others):
+        for fpath, what, value in [*_mutations(claim, others), *_declared_mutations(claim)]:
             mutated = _apply(claim, fpath, value)
             theirs = not any(True for _ in schema._claim_validator().iter_errors(mutated))
             ours = schema._valid({"$ref": "#/$defs/claim"}, mutated, schema.published())

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from committed import report_json
 
-from certify.checkers import contradictions, statements, verify
+from certify.checkers import contradictions, kinds, statements, verify
 from certify.checkers import transcript as transcript_checker
 from certify.checkers.binding import token_list_sha256
 from certify.checkers.common import canonical_sha256
@@ -136,10 +136,9 @@ def bound_cert():
 
 # ---------------------------------------------------------------- every field, every kind
 
-#: fields a sentence prints as names: any edit that changes the sentence must fail
-NAME_FIELDS = {"token_set", "num_tokens", "tokens_sha256", "source", "source_sha256", "layer",
-               "head", "code", "code_sha256", "num_words", "weights_sha256", "head_sha256",
-               "family", "family_sha256", "shape", "M", "s", "h", "q", "quantizer", "bound"}
+#: the parameters a sentence prints as names (declared so in certify/checkers/kinds.py): any
+#: edit that changes the sentence must fail
+NAME_FIELDS = kinds.name_fields()
 
 
 def _lies(kind: str, where: str, key: str, value, claim):

@@ -56,14 +56,18 @@ from certify.checkers.common import JUMP_COLUMNS as _JUMP_COLS
 from certify.checkers.common import Bad as _Bad
 from certify.checkers.common import canonical_sha256 as _canonical_sha
 from certify.checkers.common import family as _family
-from certify.checkers.common import guarded, integer, keys, rational, rational_matrix
+from certify.checkers.common import guarded, integer, rational, rational_matrix
 from certify.checkers.kernel import attention as head
 from certify.checkers.kernel import fmpz_matrix, product
 from certify.checkers.kernel.attention import lemma3
+from certify.checkers.kinds import BY_NAME
 
 KINDS = ("correctness", "gap_domination")
 ROLES = ("Y", "Z", "M")
-_RECORD = ("input", "position", "sequence", "numerator", "denominator", "t_hat", "target")
+#: the claims' parameters, evidence and nested objects (declared in certify.checkers.kinds)
+_CORRECTNESS, _GAP = BY_NAME["correctness"], BY_NAME["gap_domination"]
+#: an output record (a counterexample, a violation's failing input)
+_RECORD = _CORRECTNESS.part("counterexample")
 
 
 def _scaled(M: list[list[Fraction]]) -> tuple[Any, int]:
@@ -86,9 +90,9 @@ class _Setting:
         self.eps = rational(params.get("eps"), "eps")
         if not 0 < self.eps <= Fraction(1, 2):
             raise _Bad(f"eps must lie in (0, 1/2], got {self.eps}")
-        keys(params, "parameters", ("family", "family_sha256", "head_sha256", "rank", "eps")
-             + (("n",) if claim.get("kind") == "gap_domination" else ()),
-             ("model", "source", "source_sha256", "adapter", "weights_sha256"))  # bound by verify
+        # the head's source fields are bound by verify (certify.checkers.binding)
+        (_GAP if claim.get("kind") == "gap_domination" else _CORRECTNESS).params().check_keys(
+            params, "parameters")
         if "model" in params and not isinstance(params["model"], str):
             raise _Bad("parameters.model must be a string (the weights file's name)")
         fam = _family(ev.get("family"), params)
@@ -101,7 +105,7 @@ class _Setting:
         self.jumps = fam.jumps
         self.min_ip = fam.targets
 
-        head = keys(ev.get("head"), "head", ("query_tokens", "phi_q", "phi_k", "g"))
+        head = _CORRECTNESS.part("head").check_keys(ev.get("head"), "head")
         if _canonical_sha(head) != params.get("head_sha256"):
             raise _Bad("parameters.head_sha256 is not the hash of the evidence's head")
         qt = head.get("query_tokens")
@@ -155,7 +159,7 @@ class _Setting:
         """Check an output record against the exact evaluation; it must fail."""
         if not isinstance(rec, dict):
             return [f"{what} is missing"]
-        keys(rec, what, _RECORD)
+        _RECORD.check_keys(rec, what)
         i, p = integer(rec.get("input"), f"{what}.input"), integer(rec.get("position"), f"{what}.position")
         if not 0 <= i < len(self.inputs) or not 0 <= p < self.n or not self.scored[i][p]:
             return [f"{what}: input {i} position {p} is not a scored position of the family"]
@@ -185,7 +189,7 @@ class _Setting:
 
 def _check_correctness(claim: dict, s: _Setting) -> list[str]:
     ev, verdict = claim["evidence"], claim.get("verdict")
-    keys(ev, "evidence", ("family", "head", "scored_positions", "failures", "max_error", "counterexample"))
+    _CORRECTNESS.form().check_keys(ev, "evidence")
     positions = [(i, p) for i in range(len(s.inputs)) for p in range(s.n) if s.scored[i][p]]
     if not positions:
         return ["the family has no scored position"]
@@ -223,7 +227,7 @@ def _check_gap(claim: dict, s: _Setting) -> list[str]:
         return [f"Lemma 3 needs the family's exact length n >= 3 in parameters.n (n = {n})"]
     if not isinstance(s.jumps, list):
         return ["the family has no jumps"]
-    keys(ev, "evidence", ("family", "head", "jumps", "applicable", "violated_jumps", "violation"))
+    _GAP.form().check_keys(ev, "evidence")
     c = {name: k for k, name in enumerate(_JUMP_COLS)}
     applicable, violated, factors = 0, [], {}
     for j, row in enumerate(s.jumps):
@@ -281,7 +285,7 @@ def _check_gap(claim: dict, s: _Setting) -> list[str]:
         return probs + [f"unknown verdict {verdict!r}"]
     if not isinstance(v, dict):
         return probs + ["a refuted claim needs a violation"]
-    keys(v, "violation", ("jump", "factor", "alpha_xy", "alpha_xz", "role", "failing_input"))
+    _GAP.part("violation").check_keys(v, "violation")
     j = integer(v.get("jump"), "violation.jump")
     if j not in violated:
         return probs + [f"violation.jump {j} is not a violated jump"]

@@ -1,7 +1,8 @@
 """Independent re-check of ``bound`` claims (closed-form bounds of the paper).
 
-Imports only the standard library and :mod:`certify.checkers.common`. The
-parameters must be exactly the bound's (listed in :data:`PARAMETERS`); every
+Imports only the standard library, :mod:`certify.checkers.common` and the kinds'
+declarations. The parameters must be exactly the bound's (declared in
+:data:`PARAMETERS`); every
 number is recomputed from the claim's ``parameters`` with ints and ``Fraction`` and compared with its
 ``evidence``; a ``proved`` claim also needs every hypothesis to hold exactly.
 
@@ -54,16 +55,16 @@ from fractions import Fraction
 from typing import Any, Callable
 
 from certify.checkers.common import Bad as _Bad
-from certify.checkers.common import boolean, integer, keys, q_str, rational
+from certify.checkers.common import boolean, integer, q_str, rational
 from certify.checkers.kernel.attention import lemma3, lemma4_rank
-from certify.checkers.kinds import BOUND_PARAMETERS
+from certify.checkers.kinds import BOUNDS
 
 _MAX_M = 1 << 13          # larger parameters are not re-derived here
 _MAX_POWER_BITS = 1 << 24
 
-#: bound name -> its parameters (besides ``bound``); exactly these are allowed (declared
-#: in :mod:`certify.checkers.kinds`)
-PARAMETERS = BOUND_PARAMETERS
+#: bound name -> its parameters (declared in :mod:`certify.checkers.kinds`); exactly
+#: these are allowed
+PARAMETERS = BOUNDS
 
 
 def _int(p: dict, key: str, lo: int | None = None) -> int:
@@ -287,7 +288,7 @@ def check(claim: dict, cert: dict | None = None) -> list[str]:
     if verdict not in ("proved", "unknown"):
         return [f"unknown verdict {verdict!r}"]
     try:
-        keys(params, f"{name} parameters", ("bound",) + PARAMETERS[str(name)])
+        PARAMETERS[str(name)].check_keys(params, f"{name} parameters")
         expected, holds = fn(params)
     except _Bad as exc:
         return [f"{name}: {exc}"]

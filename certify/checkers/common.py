@@ -19,20 +19,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
+from certify.checkers.fields import (
+    FAMILY_FILE,
+    Bad,  # re-exported: a declaration's closed-key check raises it too
+)
 from certify.checkers.kernel.hashing import canonical_sha256  # noqa: F401  (re-exported)
 from certify.checkers.reading import NotACertificate, path_problem  # noqa: F401  (re-exported: defined with the reading of certificates, shared with certify.reference)
 
 FAMILY_FORMAT = "certify-attention/family/1"
-FAMILY_KEYS = ("format", "name", "m", "n", "tokens", "inputs", "scored", "targets", "params",
-               "words", "jumps", "sha256")
 JUMP_COLUMNS = ("word_s", "word_u", "step", "x", "y", "z", "t", "u", "input_y", "input_z",
                 "input_m")
-
-
-class Bad(Exception):
-    """Malformed or inconsistent evidence (the message is the problem)."""
 
 
 #: ``certify verify`` exit codes (docs/design.md, "Exit codes"): 0 every verdict
@@ -117,20 +115,6 @@ def _shape(rows: list, what: str, shape: tuple[int | None, int | None]) -> None:
 
 # ---------------------------------------------------------------- objects
 
-def keys(obj: Any, what: str, required: Iterable[str], optional: Iterable[str] = ()) -> Mapping[str, Any]:
-    """``obj`` is a JSON object whose keys are all of ``required`` and some of
-    ``optional``, nothing else."""
-    if not isinstance(obj, dict):
-        raise Bad(f"{what} must be a JSON object")
-    required, optional = set(required), set(optional)
-    missing = sorted(required - set(obj))
-    extra = sorted(set(obj) - required - optional)
-    if missing or extra:
-        raise Bad(f"{what}: " + "; ".join(
-            ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])))
-    return obj
-
-
 def without_negative_zeros(a: Any) -> Any:
     """A float array with every ``-0.0`` made ``+0.0`` (``a + 0.0`` does exactly that in
     IEEE arithmetic and changes nothing else), so that the features' hash, which
@@ -197,7 +181,7 @@ class Family:
 def family(fam: Any, params: Mapping[str, Any] | None = None) -> Family:
     """Re-validate an embedded family file object; ``params`` (the claim's) must
     name it (``family``) and carry its hash (``family_sha256``)."""
-    keys(fam, "family", FAMILY_KEYS)
+    FAMILY_FILE.check_keys(fam, "family")
     if fam["format"] != FAMILY_FORMAT:
         raise Bad(f"family format must be {FAMILY_FORMAT!r}")
     body = {k: v for k, v in fam.items() if k != "sha256"}

@@ -10,6 +10,12 @@ from fractions import Fraction
 from typing import Any, Callable, Mapping, Sequence
 
 from certify.checkers import binding as _binding_mod
+from certify.checkers.kinds import BY_NAME
+
+_TRANSCRIPT = BY_NAME["transcript"]
+#: the parameters that name a transcript claim's family (M, s, h, q): those its embedded
+#: family also carries (declared in certify.checkers.kinds)
+_FAMILY_PARAMETERS = tuple(k for k in _TRANSCRIPT.params().fields if k in _TRANSCRIPT.part("family").fields)
 
 _FEATURE_ORDER = {"nonnegative": 0, "real": 1}
 _CLASS_ORDER = {"paper": 0, "used-pairs": 1}
@@ -257,5 +263,5 @@ def _transcript_key(p: Mapping[str, Any], ev: Mapping[str, Any]) -> tuple | None
     w = model.get("weights_sha256") if isinstance(model, Mapping) else None
     if not isinstance(w, str):
         return None
-    fam = tuple(p.get(k) for k in ("M", "s", "h", "q"))
+    fam = tuple(p.get(k) for k in _FAMILY_PARAMETERS)
     return (w, json.dumps(p.get("quantizer"), sort_keys=True), fam)

@@ -1,7 +1,8 @@
 """Independent checker for ``infeasible`` claims proved by a convex dual certificate.
 
-Imports only the standard library and :mod:`certify.checkers.common` (no cvxpy,
-no solver). The claim's ``parameters`` are those of every feasibility claim
+Imports only the standard library, :mod:`certify.checkers.common` and the kinds'
+declarations (:mod:`certify.checkers.kinds`, whose key lists close every object
+below): no cvxpy, no solver. The claim's ``parameters`` are those of every feasibility claim
 (``rank``, ``features``, ``family``, ``family_sha256``, ``error`` = ``"1/2"``, and
 ``class`` in ``paper`` | ``used-pairs`` (the bound holds for both) and ``scope``
 ``family``).
@@ -42,13 +43,15 @@ import math
 from fractions import Fraction
 from typing import Any, Mapping, Sequence
 
-from certify.checkers.common import Bad, Family, family, integer, keys, rational
+from certify.checkers.common import Bad, Family, family, integer, rational
 from certify.checkers.kernel import box_minimum, gram_matrix, is_psd, scaled_matrix
 from certify.checkers.kernel.attention import kernel_value
+from certify.checkers.kinds import BY_NAME
 
 METHOD = "convex-dual"
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
-_PARAMS = ("rank", "features", "family", "family_sha256", "error")
+#: the claim's parameters, evidence and nested objects (declared in certify.checkers.kinds)
+_INFEASIBLE = BY_NAME["infeasible"]
 
 
 def is_convex_dual(claim: Any) -> bool:
@@ -61,8 +64,7 @@ def is_convex_dual(claim: Any) -> bool:
 def _chains(ch: Any, fam: Family) -> tuple[int, dict]:
     """Re-derive the Lemma 3 chains; returns ``(t, {(i, j): Lambda_ij})``."""
     n = fam.n
-    ch = keys(ch, "derivation.chains", ("lemma3", "edges", "edge_columns", "queries", "diagonal",
-                                          "pairs"))
+    ch = _INFEASIBLE.part("derivation.chains").check_keys(ch, "derivation.chains")
     if n < 3:
         raise Bad(f"Lemma 3 needs length n >= 3, family has n = {n}")
     if ch["lemma3"] != {"eps": "1/2", "n": n, "mu": "(n-2)(d-1)"}:
@@ -139,7 +141,7 @@ def margin(rho: Sequence[Sequence[Fraction]], R: int, W: Sequence[Sequence[Fract
 
 def check_infeasible(claim: Mapping[str, Any]) -> list[str]:
     """Problems found re-deriving a convex-dual ``infeasible`` claim ([] = confirmed)."""
-    p = keys(claim["parameters"], "parameters", _PARAMS + ("class", "scope"))
+    p = _INFEASIBLE.params().check_keys(claim["parameters"], "parameters")
     if p["scope"] != "family":
         raise Bad("a lower bound from the family's chains is about the rank on the family: "
                   "scope must be 'family'")
@@ -150,13 +152,13 @@ def check_infeasible(claim: Mapping[str, Any]) -> list[str]:
     if p["class"] not in ("paper", "used-pairs"):
         raise Bad(f"unknown model class {p['class']!r}")
     rank = integer(p["rank"], "parameters.rank", 1)
-    ev = keys(claim["evidence"], "evidence", ("family", "derivation"))
+    ev = _INFEASIBLE.form().check_keys(claim["evidence"], "evidence")
     fam = family(ev["family"], claim["parameters"])
-    d = keys(ev["derivation"], "derivation", ("method", "chains", "dual"))
+    d = _INFEASIBLE.part("derivation:convex-dual").check_keys(ev["derivation"], "derivation")
     if d["method"] != METHOD:
         raise Bad(f"derivation.method must be {METHOD!r}")
     t, lam_ij = _chains(d["chains"], fam)
-    du = keys(d["dual"], "derivation.dual", ("rank", "W", "x", "y", "lambda", "mu", "margin"))
+    du = _INFEASIBLE.part("derivation.dual").check_keys(d["dual"], "derivation.dual")
     R = integer(du["rank"], "dual.rank", 2)
     W = du["W"]
     if not isinstance(W, list) or len(W) != t or any(not isinstance(r, list) or len(r) != t

@@ -1,7 +1,8 @@
 """Independent checker for ``feasible`` and ``infeasible`` claims (certify.feasibility).
 
-Imports only the standard library and :mod:`certify.checkers.common`. Every
-object must have exactly the keys listed (missing or unexpected keys fail).
+Imports only the standard library, :mod:`certify.checkers.common` and the
+kinds' declarations (:mod:`certify.checkers.kinds`). Every object must have
+exactly the keys its declaration lists (missing or unexpected keys fail).
 
 ``parameters``: ``rank`` (r >= 1), ``features`` (``real`` | ``nonnegative``),
 ``class`` (``paper`` | ``used-pairs``: the model class), ``scope`` (``family`` |
@@ -83,9 +84,10 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from certify.checkers.common import Bad, Family, family, guarded, integer, keys, rational, same_rational
+from certify.checkers.common import Bad, Family, family, guarded, integer, rational, same_rational
 from certify.checkers.kernel import attention as head
 from certify.checkers.kernel.attention import chain_ranks, lemma3
+from certify.checkers.kinds import BY_NAME
 
 _HALF = Fraction(1, 2)
 EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
@@ -93,11 +95,12 @@ EDGE_COLUMNS = ["x", "y", "z", "t", "u", "mu", "input_y", "input_z", "input_m"]
 
 CLASSES = ("paper", "used-pairs")
 SCOPES = ("family", "cube")
+#: the claims' parameters, evidence forms and nested objects (declared in certify.checkers.kinds)
+_FEASIBLE, _INFEASIBLE = BY_NAME["feasible"], BY_NAME["infeasible"]
 
 
 def _params(claim: dict[str, Any]) -> tuple[int, str]:
-    p = keys(claim["parameters"], "parameters", ("rank", "features", "class", "scope", "family",
-                                                 "family_sha256", "error"))
+    p = BY_NAME[claim["kind"]].params().check_keys(claim["parameters"], "parameters")
     if p["error"] != "1/2":
         raise Bad("only error 1/2 is decided (parameters.error must be '1/2')")
     if p["features"] not in ("real", "nonnegative"):
@@ -132,12 +135,12 @@ def _paper_class(fam: Family, phi_q: dict, phi_k: dict, ext: Any, scope: str) ->
     if not isinstance(ext, dict):
         return ["witness.extension must be a rule object in the paper class"]
     if ext.get("rule") == "plus-one":
-        keys(ext, "witness.extension", ("rule",))
+        _FEASIBLE.part("witness.extension:plus-one").check_keys(ext, "witness.extension")
         if scope == "cube":
             return ["the plus-one rule extends to the cube at rank + 1: scope must be 'family'"]
         return []
     if ext.get("rule") == "copy-query":
-        keys(ext, "witness.extension", ("rule", "query"))
+        _FEASIBLE.part("witness.extension:copy-query").check_keys(ext, "witness.extension")
         q = integer(ext["query"], "witness.extension.query")
         if q not in Q:
             return [f"copy-query rule: {q} is not a query token"]
@@ -152,10 +155,9 @@ def _paper_class(fam: Family, phi_q: dict, phi_k: dict, ext: Any, scope: str) ->
 def _check_feasible(claim: dict[str, Any]) -> list[str]:
     r, feats = _params(claim)
     cls, scope = claim["parameters"]["class"], claim["parameters"]["scope"]
-    ev = keys(claim["evidence"], "evidence", ("family", "witness", "margin"))
+    ev = _FEASIBLE.form("witness").check_keys(claim["evidence"], "evidence")
     fam = family(ev["family"], claim["parameters"])
-    w = keys(ev["witness"], "witness", ("features", "rank", "class", "phi_q", "phi_k", "g",
-                                        "extension"))
+    w = _FEASIBLE.part("witness").check_keys(ev["witness"], "witness")
     if w["features"] != feats or integer(w["rank"], "witness.rank") != r or w["class"] != cls:
         raise Bad("witness rank/features/class differ from the claim's parameters")
     if cls == "used-pairs" and w["extension"] is not None:
@@ -214,14 +216,12 @@ def _check_feasible(claim: dict[str, Any]) -> list[str]:
 
 def _check_infeasible(claim: dict[str, Any]) -> list[str]:
     rank, _ = _params(claim)
-    ev = keys(claim["evidence"], "evidence", ("family", "derivation"))
+    ev = _INFEASIBLE.form().check_keys(claim["evidence"], "evidence")
     fam = family(ev["family"], claim["parameters"])
     n = fam.n
     if n < 3:
         return [f"Lemma 3 needs length n >= 3, family has n = {n}"]
-    d = keys(ev["derivation"], "derivation", ("lemma3", "edges", "edge_columns", "queries", "diagonal",
-                                               "pairs", "sum_inverse_lambda_sq", "bound",
-                                               "perron", "max_infeasible_rank"), ("packing",))
+    d = _INFEASIBLE.part("derivation").check_keys(ev["derivation"], "derivation")
     if d["lemma3"] != {"eps": "1/2", "n": n, "mu": "(n-2)(d-1)"}:
         raise Bad(f"derivation.lemma3 must be {{'eps': '1/2', 'n': {n}, 'mu': '(n-2)(d-1)'}}")
     if d["edge_columns"] != EDGE_COLUMNS:
@@ -277,7 +277,7 @@ def _check_infeasible(claim: dict[str, Any]) -> list[str]:
     same_rational(d["bound"], cr["bound"], "bound")
     if not cr["rho"] < 1:
         return [f"rho = {cr['rho']} is not < 1: no chain gives a factor above 1"]
-    p = keys(d["perron"], "derivation.perron", ("rho", "rank", "discriminant"))
+    p = _INFEASIBLE.part("derivation.perron").check_keys(d["perron"], "derivation.perron")
     same_rational(p["rho"], cr["rho"], "perron.rho")
     if integer(p["rank"], "perron.rank") != cr["perron"]:
         return [f"perron.rank is {p['rank']}, re-derived {cr['perron']}"]
@@ -291,7 +291,7 @@ def _check_infeasible(claim: dict[str, Any]) -> list[str]:
                 f"(Lemma 4: {cr['lemma4']}, refinement: {cr['perron']})"]
     excluded = best
     if "packing" in d:                  # nonnegative features: the packing lemma
-        pk = keys(d["packing"], "derivation.packing", ("kappa_sq", "rank"))
+        pk = _INFEASIBLE.part("derivation.packing").check_keys(d["packing"], "derivation.packing")
         same_rational(pk["kappa_sq"], cr["kappa_sq"], "packing.kappa_sq")
         if integer(pk["rank"], "packing.rank") != cr["packing"]:
             return [f"packing.rank is {pk['rank']}, re-derived {cr['packing']}"]
@@ -312,7 +312,7 @@ def check(claim: dict, cert: dict | None = None) -> list[str]:
         return [f"a {kind} claim is never refuted (its negation is the other kind, with evidence)"]
     if verdict == "unknown":
         _params(claim)
-        keys(claim["evidence"], "evidence", ())
+        _FEASIBLE.form("none").check_keys(claim["evidence"], "evidence")
         if kind != "feasible":
             return ["an infeasible claim is made only when proved"]
         return [] if claim.get("reason") else ["an unknown claim lacks a reason"]

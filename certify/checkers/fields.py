@@ -1,13 +1,24 @@
-"""The JSON Schema vocabulary the claim kinds are declared in
-(:mod:`certify.checkers.kinds`): field types (hashes, exact rationals, integer
-rows, token lists), closed objects (every key required unless it is listed as
-optional with the reason in its ``$comment``), and the pieces several kinds
-share (features, scales, the parameters that bind a kernel to its source).
+"""The vocabulary the claim kinds are declared in (:mod:`certify.checkers.kinds`).
+
+* **Field types** as JSON Schema: hashes, exact rationals, bounded integers,
+  integer rows, token lists.
+* **Declarations**: a :class:`Field` is one key of a JSON object, with its type
+  (its JSON Schema), how the checker re-derives it (:data:`HOWS`: recomputed,
+  a witness checked exactly, bound by hash, stated by the claim, or taken as
+  stated under a named assumption) and how a sentence prints it; a
+  :class:`Shape` is a closed object of fields (every key required unless it is
+  declared optional, with the reason in its ``$comment``). A shape writes its
+  JSON Schema (:meth:`Shape.schema`) and closes a checker's object with the same
+  key lists (:meth:`Shape.check_keys`), so the published schema and the checkers
+  read one declaration.
+* **Shared pieces**: features, scales, the parameters that bind a kernel to its
+  source, the embedded family file.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
 
 HEX64 = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 RATIONAL = {"type": "string", "pattern": "^-?[0-9]{1,4000}(/[1-9][0-9]{0,3999})?$"}
@@ -58,71 +69,232 @@ def obj(required: Mapping[str, Any], optional: Mapping[str, Any] | None = None, 
     return out
 
 
+# ---------------------------------------------------------------- declarations
+
+#: How the checker re-derives a field (every declared field names one):
+#:
+#: * ``recomputed``: the checker computes the value itself, from the claim's other
+#:   fields or the data they bind, and compares it exactly;
+#: * ``witness``: chosen by the producer and verified exactly (a minor, a null basis,
+#:   a dual solution, a counterexample): any value that passes proves the verdict;
+#: * ``bound by hash``: a content hash, or data a hash names: the data is hashed and
+#:   compared (by the kind's checker, or by verify's binding against the files the
+#:   certificate names);
+#: * ``stated``: what the claim says or asks for (a parameter, the form of its
+#:   evidence): the verdict is decided for this value, nothing re-derives it;
+#: * ``assumption:NAME``: taken as stated; the claim then holds only under the named
+#:   assumption (exit 4) unless a replay re-derives it.
+RECOMPUTED = "recomputed"
+WITNESS = "witness"
+HASH = "bound by hash"
+STATED = "stated"
+ASSUMPTION = "assumption:"
+HOWS = (RECOMPUTED, WITNESS, HASH, STATED)
+
+#: how a sentence prints a field: as a name (any other value names another object:
+#: a source, a token set, a hash, a count) or as a value (a rank, an eps, a flag)
+NAME = "name"
+VALUE = "value"
+
+class Bad(Exception):
+    """Malformed or inconsistent evidence (the message is the problem): raised by the
+    checkers (:mod:`certify.checkers.common` re-exports it), and by a declaration whose
+    object lacks a required key or has an undeclared one (:meth:`Shape.check_keys`)."""
+
+
+def keys(obj: Any, what: str, required: Iterable[str], optional: Iterable[str] = ()) -> Mapping[str, Any]:
+    """``obj`` is a JSON object whose keys are all of ``required`` and some of
+    ``optional``, nothing else (a checker calls it through a declaration,
+    :meth:`Shape.check_keys`, never with a list of its own)."""
+    if not isinstance(obj, dict):
+        raise Bad(f"{what} must be a JSON object")
+    required, optional = set(required), set(optional)
+    missing = sorted(required - set(obj))
+    extra = sorted(set(obj) - required - optional)
+    if missing or extra:
+        raise Bad(f"{what}: " + "; ".join(
+            ([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else [])))
+    return obj
+
+
+#: the type of a field of a nested object that its checker closes and types itself
+#: (:class:`Shape` with ``published=False``)
+ANY: dict[str, Any] = {}
+
+
+def assumption(name: str) -> str:
+    """How a field taken as stated under the assumption ``name`` is re-derived."""
+    return ASSUMPTION + name
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of a JSON object: its JSON Schema, how the checker re-derives it
+    (:data:`HOWS`, or ``assumption:NAME``), how a sentence prints it (:data:`NAME`,
+    :data:`VALUE`, or None: not printed), and whether it may be absent (set by
+    :func:`shape` from the side it is declared on)."""
+
+    schema: Mapping[str, Any]
+    how: str
+    printed: str | None = None
+    optional: bool = False
+
+    def __post_init__(self) -> None:
+        if self.how not in HOWS and not (self.how.startswith(ASSUMPTION)
+                                         and len(self.how) > len(ASSUMPTION)):
+            raise ValueError(f"a field is re-derived as one of {HOWS} or assumption:NAME, "
+                             f"not {self.how!r}")
+        if self.printed not in (None, NAME, VALUE):
+            raise ValueError(f"a field is printed as {NAME!r}, {VALUE!r} or not at all")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A closed JSON object: its fields in the order the schema lists them, the
+    schema keywords that relate them (``rules``: ``dependentRequired``, ``allOf``,
+    ``oneOf``, ``if``/``then``/``else``), the fields that may be taken as stated
+    when the data is too large to embed (``trusted``, in the order a claim lists
+    them), and whether the published schema spells it out (``published=False``: a
+    nested object that the field holding it types as an object only, closed and
+    typed by its checker)."""
+
+    fields: Mapping[str, Field]
+    rules: Mapping[str, Any] = field(default_factory=dict)
+    trusted: tuple[str, ...] = ()
+    published: bool = True
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        return tuple(k for k, f in self.fields.items() if not f.optional)
+
+    @property
+    def optional(self) -> tuple[str, ...]:
+        return tuple(k for k, f in self.fields.items() if f.optional)
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON Schema of this object (as :func:`obj` writes one)."""
+        out: dict[str, Any] = {"type": "object",
+                               "properties": {k: f.schema for k, f in self.fields.items()},
+                               "required": sorted(self.required), "additionalProperties": False}
+        out.update(self.rules)
+        return out
+
+    def check_keys(self, obj: Any, what: str, *, require: Iterable[str] = (),
+                   forbid: Iterable[str] = ()) -> Mapping[str, Any]:
+        """``obj`` is a JSON object with every required field of this shape, some of its
+        optional ones, nothing else (:func:`keys`, which names ``what`` in the problem);
+        ``require`` and ``forbid`` name optional fields that the claim's other fields
+        make required or forbidden here."""
+        require, forbid = tuple(require), tuple(forbid)
+        odd = [k for k in require + forbid if k not in self.optional]
+        if odd:
+            raise ValueError(f"{what}: {odd} are not optional fields of this shape")
+        return keys(obj, what, self.required + require,
+                    tuple(k for k in self.optional if k not in forbid))
+
+
+def shape(required: Mapping[str, Field], optional: Mapping[str, Field] | None = None, *,
+          trusted: tuple[str, ...] = (), published: bool = True, **rules: Any) -> Shape:
+    """A :class:`Shape` whose fields are ``required`` then ``optional`` (``if_``,
+    ``then_``, ``else_`` stand for the keywords ``if``, ``then``, ``else``)."""
+    fields = {**{k: Field(f.schema, f.how, f.printed, False) for k, f in required.items()},
+              **{k: Field(f.schema, f.how, f.printed, True) for k, f in (optional or {}).items()}}
+    # a trusted name is a field, or the form's own name (all_products: the products themselves)
+    own = {f.schema.get("const") for f in fields.values()}
+    bad = [k for k in trusted if k not in fields and k not in own]
+    if bad:
+        raise ValueError(f"trusted fields {bad} are not declared")
+    return Shape(fields, {k.rstrip("_"): v for k, v in rules.items()}, trusted, published)
+
+
 # ---------------------------------------------------------------- shared pieces
 
-FEATURES_SHA256 = obj({"phi_q": HEX64, "phi_k": HEX64, "dtype": STR,
-                        "layout": {"const": "row-major little-endian (K, r)"}})
-FEATURES = obj({"phi_q": INT_ROWS, "phi_q_exponent": EXPONENT, "phi_k": INT_ROWS,
-                "phi_k_exponent": EXPONENT})
-SCALE = {"oneOf": [obj({"kind": {"const": "dyadic"}, "exponent": EXPONENT}),
-                   obj({"kind": {"const": "row_denominators"},
-                         "row_den": {"type": "array", "items": DENOMINATOR}})]}
+FEATURE_HASHES = shape({"phi_q": Field(HEX64, HASH), "phi_k": Field(HEX64, HASH),
+                        "dtype": Field(STR, HASH),
+                        "layout": Field({"const": "row-major little-endian (K, r)"}, RECOMPUTED)})
+FEATURES_SHA256 = FEATURE_HASHES.schema()
+EMBEDDED_FEATURES = shape({"phi_q": Field(INT_ROWS, HASH), "phi_q_exponent": Field(EXPONENT, HASH),
+                           "phi_k": Field(INT_ROWS, HASH), "phi_k_exponent": Field(EXPONENT, HASH)})
+FEATURES = EMBEDDED_FEATURES.schema()
+#: the exact scale of an integer matrix, one shape per kind of scale
+SCALES = {"dyadic": shape({"kind": Field({"const": "dyadic"}, STATED),
+                           "exponent": Field(EXPONENT, HASH)}),
+          "row_denominators": shape({"kind": Field({"const": "row_denominators"}, STATED),
+                                     "row_den": Field({"type": "array", "items": DENOMINATOR}, HASH)})}
+SCALE = {"oneOf": [s.schema() for s in SCALES.values()]}
 MATRIX_SHA256 = {"type": "string", "pattern": "^(int64|json):[0-9a-f]{64}$"}
 SHAPE = {"type": "array", "items": NAT, "minItems": 2, "maxItems": 2}
 
 #: where a factor-form claim's features come from: exactly one of these
 FEATURE_SOURCES = {
-    "features": FEATURES,
-    "features_claim": {**NAT, "$comment": "the index of the claim of this certificate that embeds "
-                                         "the same features (they are embedded once)"},
-    "trusted": {"type": "array", "items": STR, "minItems": 1,
-                "$comment": "summaries taken as stated: only for data too large to embed, by a size "
-                            "verify measures (a named trusted: assumption)"},
+    "features": Field(FEATURES, HASH),
+    "features_claim": Field({**NAT, "$comment": "the index of the claim of this certificate that "
+                                                "embeds the same features (they are embedded once)"},
+                            HASH),
+    "trusted": Field({"type": "array", "items": STR, "minItems": 1,
+                      "$comment": "summaries taken as stated: only for data too large to embed, by a "
+                                  "size verify measures (a named trusted: assumption)"},
+                     assumption("trusted")),
 }
-ONE_FEATURE_SOURCE = {"oneOf": [{"required": [k]} for k in FEATURE_SOURCES]}
+ONE_FEATURE_SOURCE: dict[str, Any] = {"oneOf": [{"required": [k]} for k in FEATURE_SOURCES]}
 FEATURE_OPTIONAL = {
     **FEATURE_SOURCES,
-    "trusted_entries": {**NAT, "$comment": "the size of trusted summaries, when there are some"},
-    "tokens": TOKENS,
+    "trusted_entries": Field({**NAT, "$comment": "the size of trusted summaries, when there are some"},
+                             assumption("trusted")),
+    "tokens": Field(TOKENS, HASH),
 }
+
+#: the embedded family file (format certify-attention/family/1) of the feasibility and
+#: audit kinds, closed by :func:`certify.checkers.common.family`: every field is bound by
+#: the file's own ``sha256``, recomputed over the rest, and the claim's ``family_sha256``
+FAMILY_FILE = shape({**{k: Field(ANY, HASH) for k in ("format", "name", "m", "n", "tokens", "inputs",
+                                                       "scored", "targets", "params", "words",
+                                                       "jumps")},
+                     "sha256": Field(ANY, RECOMPUTED)}, published=False)
 
 # ---------------------------------------------------------------- parameters
 
 #: what binds a kernel claim to its source and token set (certify.checkers.binding)
 KERNEL_PARAMS_REQUIRED = {
-    "token_set": {"type": "string",
-                  "pattern": "^(cube:[0-9]{1,3}|family:.+|vocab:[0-9]{1,12}|tokens|index)$"},
-    "source": STR,
-    "source_sha256": nullable(HEX64, "null only for a kernel built in memory: a named "
-                                      "construction (adapter 'construction'), which "
-                                      "--replay-extraction rebuilds, or data embedded in the "
-                                      "evidence (adapter and source 'memory'), bound by its hash"),
-    "adapter": STR,
-    "num_tokens": POS,
+    "token_set": Field({"type": "string",
+                        "pattern": "^(cube:[0-9]{1,3}|family:.+|vocab:[0-9]{1,12}|tokens|index)$"},
+                       STATED, NAME),
+    "source": Field(STR, HASH, NAME),
+    "source_sha256": Field(nullable(HEX64, "null only for a kernel built in memory: a named "
+                                           "construction (adapter 'construction'), which "
+                                           "--replay-extraction rebuilds, or data embedded in the "
+                                           "evidence (adapter and source 'memory'), bound by its "
+                                           "hash"), HASH, NAME),
+    "adapter": Field(STR, STATED),
+    "num_tokens": Field(POS, RECOMPUTED, NAME),
 }
 KERNEL_PARAMS_OPTIONAL = {
-    "tokens_sha256": {**HEX64, "$comment": "the hash of an explicit token list: required for the "
-                                           "token sets 'tokens' and 'family:NAME', absent for "
-                                           "cube:M, vocab:N and index (their tokens are implied)"},
-    "stated": {"type": "object",
-               "additionalProperties": obj({"value": {"type": ["string", "number", "boolean",
-                                                                "null", "array"]},
-                                             "from": {"enum": ["config.json",
-                                                               "library default, assumed"]}}),
-               "$comment": "a third-party head's kernel arguments, each stated by the config or "
-                           "assumed by name (--assume-default): present exactly for third-party "
-                           "layouts (adapter 'layout:...'; empty when the weights fix the kernel), "
-                           "printed by the sentence and re-derived by the extraction replay"},
-    "layer": {**NAT, "$comment": "one head of a model: layer and head come together"},
-    "head": {**NAT, "$comment": "one head of a model: layer and head come together"},
-    "normalized": {"const": False,
-                   "$comment": "present exactly for a third-party head without a normalizing "
-                               "denominator (its layer outputs sum_j alpha(x, z_j) v_j; fla's "
-                               "do_feature_map_norm=False): the sentence names it unnormalized and "
-                               "the extraction replay re-derives it from the config; absent for a "
-                               "normalized head"},
+    "tokens_sha256": Field({**HEX64, "$comment": "the hash of an explicit token list: required for "
+                                                 "the token sets 'tokens' and 'family:NAME', absent "
+                                                 "for cube:M, vocab:N and index (their tokens are "
+                                                 "implied)"}, HASH, NAME),
+    "stated": Field({"type": "object",
+                     "additionalProperties": obj({"value": {"type": ["string", "number", "boolean",
+                                                                     "null", "array"]},
+                                                  "from": {"enum": ["config.json",
+                                                                    "library default, assumed"]}}),
+                     "$comment": "a third-party head's kernel arguments, each stated by the config "
+                                 "or assumed by name (--assume-default): present exactly for "
+                                 "third-party layouts (adapter 'layout:...'; empty when the weights "
+                                 "fix the kernel), printed by the sentence and re-derived by the "
+                                 "extraction replay"}, assumption("extraction"), VALUE),
+    "layer": Field({**NAT, "$comment": "one head of a model: layer and head come together"},
+                   STATED, NAME),
+    "head": Field({**NAT, "$comment": "one head of a model: layer and head come together"},
+                  STATED, NAME),
+    "normalized": Field({"const": False,
+                         "$comment": "present exactly for a third-party head without a normalizing "
+                                     "denominator (its layer outputs sum_j alpha(x, z_j) v_j; fla's "
+                                     "do_feature_map_norm=False): the sentence names it unnormalized "
+                                     "and the extraction replay re-derives it from the config; "
+                                     "absent for a normalized head"}, assumption("extraction"), VALUE),
 }
-KERNEL_PARAMS_RULES = {
+KERNEL_PARAMS_RULES: dict[str, Any] = {
     "dependentRequired": {"layer": ["head"], "head": ["layer"]},
     "allOf": [
         {"if": {"properties": {"token_set": {"pattern": "^(tokens|family:.+)$"}}},
@@ -148,8 +320,12 @@ KERNEL_PARAMS_RULES = {
 }
 
 
-def kernel_params(**more: Any) -> dict[str, Any]:
-    return obj({**KERNEL_PARAMS_REQUIRED, **more}, KERNEL_PARAMS_OPTIONAL, **KERNEL_PARAMS_RULES)
+def kernel_params(more: Mapping[str, Field] | None = None, optional: Mapping[str, Field] | None = None,
+                  **rules: Any) -> Shape:
+    """The parameters of a kernel claim: the binding ones, then the kind's own (``more``
+    required, ``optional``), with the binding rules and the kind's own ``rules``."""
+    return shape({**KERNEL_PARAMS_REQUIRED, **(more or {})}, {**KERNEL_PARAMS_OPTIONAL, **(optional or {})},
+                 **{**KERNEL_PARAMS_RULES, **rules})
 
 
 # ---------------------------------------------------------------- claim kinds

@@ -18,6 +18,7 @@ import numpy as np
 from certify.checkers import scratch
 from certify.checkers.kernel.gram import GramError, gram_identity
 from certify.checkers.kernel.inertia import negative_pair, quadratic_summaries
+from certify.checkers.kinds import trusted_table
 
 __all__ = ["GramError", "gram_identity", "gram_problems", "read_features", "replayed_gram", "summary_problems",
            "write_features"]
@@ -206,16 +207,16 @@ def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
     fs = ev.get("features_sha256")
     if not isinstance(fs, dict) or not isinstance(fs.get("dtype"), str):
         return None
-    kind, trusted = claim.get("kind"), ev.get("trusted")
+    kind, trusted, method = claim.get("kind"), ev.get("trusted"), ev.get("method")
+    table = trusted_table()             # (kind, form or method) -> the fields it may trust
     check: Callable[..., list[str] | None]
-    if kind in ("exact_rank", "eps_rank") and trusted == ["gram_q", "gram_k", "num_tokens"]:
+    if kind in ("exact_rank", "eps_rank") and trusted == table[str(kind), "factor"]:
         check = gram_problems
-    elif kind == "nonnegative" and ev.get("method") == "quadratic_kernel":
+    elif kind == "nonnegative" and method == "quadratic_kernel":
         check = quadratic_problems
-    elif kind == "nonnegative" and ev.get("method") == "all_products" and trusted == ["all_products"]:
+    elif kind == "nonnegative" and method == "all_products" and trusted == table[kind, method]:
         check = all_products_problems
-    elif kind == "nonnegative" and ev.get("method") == "features_nonnegative" \
-            and trusted == ["min_phi_q", "min_phi_k"]:
+    elif kind == "nonnegative" and method == "features_nonnegative" and trusted == table[kind, method]:
         check = min_phi_problems
     else:
         return None

@@ -10,16 +10,18 @@ everything the checker relies on is *there* and has its shape.
 Every field is required unless its definition says why it may be absent (the
 ``$comment`` beside it). One definition per claim kind, and per evidence form
 (``form`` / ``method`` / ``type`` / the bound's name), generated from the kinds'
-declarations (:mod:`certify.checkers.kinds`), whose key lists the checkers also
-close their objects with, so the schema and the checkers cannot drift apart;
-the published copy, ``certificate.schema.json`` beside this module, is this
-dictionary written out by ``make schema`` (``certify verify --schema`` prints
-it; a test keeps the two equal).
+declarations (:mod:`certify.checkers.kinds`), through which the checkers also
+close their objects (:meth:`certify.checkers.fields.Shape.check_keys`), so the
+schema and the checkers cannot drift apart; the published copy,
+``certificate.schema.json`` beside this module, is this dictionary written out
+by ``make schema`` (:func:`write`; ``certify verify --schema`` prints it; a test
+runs the writer and compares the bytes).
 
-Deeply nested objects whose every key the kind's checker lists and closes
-itself (a feasibility witness or derivation, an audited head's tables, a
-transcript model) are typed as objects here; their keys are checked, closed,
-by that checker (:func:`certify.checkers.common.keys`).
+Deeply nested objects (a feasibility witness or derivation, an audited head's
+tables, a transcript model) are typed as objects here; they are declared too
+(the ``parts`` of :class:`certify.checkers.kinds.Kind`, every field with how it is
+re-derived), and their keys are checked, closed, by the kind's checker through
+that declaration.
 """
 
 from __future__ import annotations
@@ -297,3 +299,9 @@ def _messages(errors: Iterable[Any], prefix: list) -> dict[int | None, list[str]
 def text() -> str:
     """The schema as published (``certify verify --schema``)."""
     return json.dumps(build(), indent=1) + "\n"
+
+
+def write(path: str | Path = SCHEMA_FILE) -> None:
+    """Write the schema as published to ``path`` (``make schema``: the committed file).
+    The bytes depend on the declarations only, so writing twice changes nothing."""
+    Path(path).write_bytes(text().encode())

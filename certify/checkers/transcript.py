@@ -86,7 +86,6 @@ from certify.checkers.common import (
     guarded,
     int_max_abs,
     integer,
-    keys,
     min_ip_targets,
     rational,
 )
@@ -94,7 +93,7 @@ from certify.checkers.families import multilevel_database, multilevel_input, mul
 from certify.checkers.fields import MAX_EXPONENT
 from certify.checkers.kernel.replay import Numbers, Undecided, cells, sum_at_least
 from certify.checkers.kernel.replay import product as int_product
-from certify.checkers.kinds import TRANSCRIPT_COMMON, TRANSCRIPT_EVIDENCE, TRANSCRIPT_PARAMETERS
+from certify.checkers.kinds import BY_NAME
 
 HALF = Fraction(1, 2)
 MAX_ALL = 1 << 16
@@ -107,11 +106,9 @@ _FLOATS = {  # mantissa bits, emin, max, finite values (-0 == +0)
     "bf16": (7, -126, Fraction(255 * 2 ** 120), 65279),
     "fp16": (10, -14, Fraction(65504), 63487),
 }
-_CONFIG_KEYS = {"m", "d", "layers", "heads", "rank", "dv", "feature_map", "positions"}
-#: the claim's parameters and evidence keys, declared in certify.checkers.kinds
-_PARAM_KEYS = TRANSCRIPT_PARAMETERS
-_COMMON = TRANSCRIPT_COMMON
-_TYPE_KEYS = TRANSCRIPT_EVIDENCE
+#: the claim's parameters, evidence types and nested objects (declared in certify.checkers.kinds)
+_DECLARED = BY_NAME["transcript"]
+_CONFIG_KEYS = frozenset(_DECLARED.part("model.config").fields)
 _EXACT_MAPS = ("identity", "relu")
 
 
@@ -125,7 +122,7 @@ class _Quant:
     def __init__(self, obj: dict) -> None:
         self.kind = obj.get("kind") if isinstance(obj, dict) else None
         if self.kind == "uniform":
-            keys(obj, "quantizer", ("kind", "bits", "lo", "hi"), ("calibrated",))
+            _DECLARED.part("model.quantizer:uniform").check_keys(obj, "quantizer")
             if not isinstance(obj.get("calibrated", ""), str):
                 raise _Bad("quantizer.calibrated must be a string (how the range was chosen)")
             self.p = obj["bits"]
@@ -138,7 +135,7 @@ class _Quant:
             self.step = (self.hi - self.lo) / self.top
             self.alphabet = 2 ** self.p
         elif self.kind == "float":
-            keys(obj, "quantizer", ("kind", "format"))
+            _DECLARED.part("model.quantizer:float").check_keys(obj, "quantizer")
             if obj.get("format") not in _FLOATS:
                 raise _Bad(f"unknown float format {obj.get('format')!r}")
             self.man, self.emin, self.max, self.alphabet = _FLOATS[obj["format"]]
@@ -200,7 +197,7 @@ def _weights(model: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, list
         raise _Bad("weights_sha256 does not match the weights")
     out = {}
     for name, shape in shapes.items():
-        e = keys(W[name], f"tensor {name}", ("shape", "exp", "ints"))
+        e = _DECLARED.part("model.weights.*").check_keys(W[name], f"tensor {name}")
         if abs(integer(e["exp"], f"tensor {name} exp")) > MAX_EXPONENT:
             raise _Bad(f"tensor {name} exp is beyond +-{MAX_EXPONENT}")
         if list(e["shape"]) != shape or len(e["ints"]) != math.prod(shape):
@@ -281,7 +278,7 @@ def replay(cfg: dict, W: dict, quant: _Quant,
 # ---------------------------------------------------------------- family
 
 def _family(fam: dict) -> tuple[int, int, int, list[list[int]]]:
-    keys(fam, "family", ("M", "s", "h", "q", "words"))
+    _DECLARED.part("family").check_keys(fam, "family")
     M, s, h, q = (integer(fam[k], f"family {k}", 1 if k != "h" else 0) for k in ("M", "s", "h", "q"))
     if not isinstance(fam["words"], list):
         raise _Bad("family words must be a list of bit strings")
@@ -350,17 +347,17 @@ def _check(claim: dict) -> list[str]:
         return [f"not a transcript claim: {claim.get('kind')!r}"]
     ev, verdict = claim["evidence"], claim["verdict"]
     typ = ev.get("type")
-    if typ not in _TYPE_KEYS:
+    if typ not in _DECLARED.evidence:
         return [f"unknown evidence type {typ!r}"]
-    optional: tuple[str, ...] = ()
-    if typ == "collision" and ev.get("model", {}).get("config", {}).get("feature_map") in _EXACT_MAPS:
-        optional = ("query_outputs", "failing")
-    keys(ev, f"{typ} evidence", _COMMON + _TYPE_KEYS[typ],
-         optional + (("assumptions",) if typ == "all" else ()))
-    if optional and not all(k in ev for k in optional):
+    declared = _DECLARED.form(typ)
+    # a collision records its failing output (query_outputs, failing) exactly when it is exact
+    exact = typ == "collision" and ev.get("model", {}).get("config", {}).get("feature_map") in _EXACT_MAPS
+    declared.check_keys(ev, f"{typ} evidence", forbid=declared.optional if typ == "collision" and not exact
+                        else ())
+    if exact and not all(k in ev for k in declared.optional):
         raise _Bad("an exact collision records query_outputs and failing")
     M, s, q, words = _family(ev["family"])
-    model = keys(ev["model"], "model", ("config", "weights", "weights_sha256", "quantizer", "source"))
+    model = _DECLARED.part("model").check_keys(ev["model"], "model")
     if not isinstance(model["source"], str):
         raise _Bad("model source must be a string (a label)")
     cfg = model["config"]
@@ -370,9 +367,9 @@ def _check(claim: dict) -> list[str]:
     if cfg["m"] != 2 + M + s:
         return ["model token dimension differs from 2 + M + s"]
     quant = _Quant(model["quantizer"])
-    p = keys(claim["parameters"], "parameters", _PARAM_KEYS, ("weights_sha256",))
+    p = _DECLARED.params().check_keys(claim["parameters"], "parameters")
     fam = ev["family"]
-    names = _PARAM_KEYS + (("weights_sha256",) if "weights_sha256" in p else ())
+    names = tuple(_DECLARED.params().fields)
     stated = {k: p[k] for k in names}
     derived = {"M": M, "s": s, "h": fam["h"], "q": q, "layers": cfg["layers"], "heads": cfg["heads"],
                "rank": cfg["rank"], "dv": cfg["dv"], "feature_map": cfg["feature_map"],
@@ -380,8 +377,7 @@ def _check(claim: dict) -> list[str]:
     for k in names:
         if stated[k] != derived[k] or isinstance(stated[k], bool):
             probs.append(f"parameters.{k} is {stated[k]!r:.40}, the evidence's is {derived[k]!r:.40}")
-    cap = keys(ev["capacity"], "capacity", ("coordinates", "alphabet", "assignments", "holds",
-                                            "bits_available", "bits_needed"))
+    cap = _DECLARED.part("capacity").check_keys(ev["capacity"], "capacity")
     T = cfg["layers"] * cfg["heads"] * cfg["rank"] * (cfg["dv"] + 1)
     A, N = quant.alphabet, (s + 1) ** q
     want = {"coordinates": T, "alphabet": A, "assignments": N, "holds": A ** T >= N,
@@ -443,7 +439,7 @@ def _check_collision(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: d
         t = ka[i] if which == "a" else kb[i]
         y = ya[i]           # the transcripts are equal, so are the query outputs
         want = {"input": which, "position": i, "target": t, "output": _q(ev["failing"]["output"])}
-        f = keys(ev["failing"], "failing", ("input", "position", "target", "output"))
+        f = _DECLARED.part("failing").check_keys(ev["failing"], "failing")
         if {**f, "output": _q(f["output"])} != want or y != want["output"] or abs(y - t) < HALF:
             probs.append("the recorded failing output does not replay")
     return probs

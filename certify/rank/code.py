@@ -18,7 +18,7 @@ from certify.core.errors import InputError
 from certify.core.kernel import Form, Kernel
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
-from certify.rank.evidence import feature_evidence, gram_evidence, source_params, token_evidence
+from certify.rank.evidence import TRUSTED, feature_evidence, gram_evidence, source_params, token_evidence
 from certify.rank.options import RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
@@ -43,7 +43,7 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
         B = [[Fraction(int(v)) * scale for v in row] for row in prod]
         ev.update({"query_features": dq.rows(), "query_exponent": dq.exponent,
                    "key_features": dk.rows(), "key_exponent": dk.exponent})
-        trusted = ["query_features", "key_features"]
+        trusted = list(TRUSTED["code_rank", "factor"])
         located = None                  # where the word rows sit among the embedded features
         if summary is not None and kernel.tokens is not None and kernel.token_set != f"cube:{W.shape[1]}":
             try:
@@ -71,7 +71,7 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
             B = [[Fraction(float(S[i, j])) if S.dtype.kind == "f"
                   else Fraction(int(S[i, j])) for j in cols] for i in rows]
         ev["B"] = [[q_to_str(v) for v in row] for row in B]
-        ev["trusted"] = ["B"]
+        ev["trusted"] = list(TRUSTED["code_rank", "matrix"])
     b = sp.unit_diagonal_rank_bound(B)
     ev.update({"t": b.t, "kept": list(b.kept), "frobenius_sq": q_to_str(b.frobenius_sq),
                "bound": q_to_str(b.bound), "rank_lower": b.rank_lower,

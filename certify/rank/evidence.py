@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from certify.checkers.kernel.hashing import array_sha256, rows_sha256
+from certify.checkers.kinds import trusted_table
 from certify.core.files import sha256_bytes
 from certify.core.kernel import Kernel
 from certify.rank.options import RankOptions
@@ -32,9 +33,10 @@ def gram_evidence(s: FactorSummary) -> dict[str, Any]:
             "gram_k": int_rows(s.gram_k), "gram_k_exponent": s.ek}
 
 
-#: what a claim takes as stated when the features are too large to embed
-#: (certify.checkers.rank documents and prints these as trusted)
-TRUSTED_GRAMS = ["gram_q", "gram_k", "num_tokens"]
+#: what a claim takes as stated when the features are too large to embed, per (kind, form or
+#: method): the checker's own table (declared in certify.checkers.kinds, printed as trusted)
+TRUSTED = trusted_table()
+TRUSTED_GRAMS = TRUSTED["exact_rank", "factor"]
 
 
 def feature_evidence(s: FactorSummary, embed_limit: int, trusted: list[str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from certify.core.kernel import Kernel
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
 from certify.rank.evidence import (
+    TRUSTED,
     feature_evidence,
     gram_evidence,
     matrix_sha256,
@@ -36,7 +37,7 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
     params = source_params(kernel)
     if s.min_q >= 0 and s.min_k >= 0:
         return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params,
-                     evidence={**base, **feature_evidence(s, opt.embed_limit, ["min_phi_q", "min_phi_k"]),
+                     evidence={**base, **feature_evidence(s, opt.embed_limit, TRUSTED["nonnegative", "features_nonnegative"]),
                                **token_evidence(kernel),
                                "method": "features_nonnegative",
                                "min_phi_q": q_to_str(s.min_q), "min_phi_k": q_to_str(s.min_k)},
@@ -57,7 +58,7 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
     neg, exact_checked = _find_negative(q, k)
     if neg is None:
         return Claim(ClaimKind.NONNEGATIVE, stmt, Verdict.PROVED, parameters=params,
-                     evidence={**base, **feature_evidence(s, opt.embed_limit, ["all_products"]),
+                     evidence={**base, **feature_evidence(s, opt.embed_limit, TRUSTED["nonnegative", "all_products"]),
                                **token_evidence(kernel),
                                "method": "all_products", "num_checked": K * K},
                      info={"pairs_summed_exactly": exact_checked},
@@ -65,7 +66,7 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
                             "pairs the bound does not decide summed exactly")
     i, j, val = neg
     dq, dk = ex.dyadic(q[i:i + 1]), ex.dyadic(k[j:j + 1])
-    ev = {**base, **feature_evidence(s, opt.embed_limit, ["phi_q_row", "phi_k_row"]),
+    ev = {**base, **feature_evidence(s, opt.embed_limit, TRUSTED["nonnegative", "counterexample"]),
           "method": "counterexample", "pair": [int(i), int(j)], "value": q_to_str(val),
           "phi_q_row": dq.rows()[0], "phi_q_exponent": dq.exponent,
           "phi_k_row": dk.rows()[0], "phi_k_exponent": dk.exponent}
@@ -74,9 +75,8 @@ def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions)
 
 
 #: the summaries a structure claim takes as stated when the features are not embedded
-TRUSTED_QUADRATIC = ["r", "min_const_q", "min_const_k", "max_linear_sq_q", "max_linear_sq_k",
-                     "max_quadratic_sq_q", "max_quadratic_sq_k", "max_residual_sq_q", "max_residual_sq_k"]
-TRUSTED_BOX = ["key_lo", "key_hi", "min_query_bound"]
+TRUSTED_QUADRATIC = TRUSTED["nonnegative", "quadratic_kernel"]
+TRUSTED_BOX = TRUSTED["nonnegative", "key_box"]
 
 
 def _quadratic_claim(kernel: Kernel, s: FactorSummary, opt: RankOptions, base, params) -> Claim | None:

@@ -13,14 +13,19 @@ from certify.checkers.common import (
     bits,
     int_matrix,
     integer,
-    keys,
     rational,
     rational_matrix,
     same_rational,
 )
 from certify.checkers.kernel import fmpz_matrix, product
 from certify.checkers.kernel.attention import trace_rank_bound
-from certify.checkers.rank.evidence import _FEATURE_SOURCES, _TRUSTED, SOURCE_KEYS, _Features, _indices
+from certify.checkers.kinds import BY_NAME
+from certify.checkers.rank.evidence import _FEATURE_SOURCES, _TRUSTED, _Features, _indices
+
+#: a code_rank claim's parameters and evidence forms (declared in certify.checkers.kinds)
+_DECLARED = BY_NAME["code_rank"]
+#: the feature sources other than trusted summaries (the features at hand)
+_AT_HAND = tuple(k for k in _FEATURE_SOURCES if k != "trusted")
 
 
 def _cube_index(bitrow: list[int]) -> int:
@@ -29,9 +34,7 @@ def _cube_index(bitrow: list[int]) -> int:
 
 def check_code_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any = None) -> list[str]:
     ev = claim["evidence"]
-    p = keys(claim["parameters"], "parameters", ("code", "num_words", "M", "token_set"),
-             SOURCE_KEYS + ("code_sha256",))
-    lemma = ("words", "t", "kept", "frobenius_sq", "bound", "rank_lower", "min_lambda")
+    p = _DECLARED.params().check_keys(claim["parameters"], "parameters")
     if not isinstance(ev.get("words"), list) or not ev["words"]:
         raise Bad("words must be a non-empty list of bit strings")
     words = [bits(w, "code word") for w in ev["words"]]
@@ -41,20 +44,20 @@ def check_code_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: A
     if (integer(p["num_words"], "num_words"), integer(p["M"], "M")) != (W, M):
         raise Bad(f"parameters num_words, M are not the code's {W}, {M}")
     if "B" in ev:
-        keys(ev, "code_rank evidence", lemma + ("B", "trusted"), ("trusted_entries", "tokens"))
+        _DECLARED.form("matrix").check_keys(ev, "code_rank evidence")
         if ev["trusted"] != _TRUSTED["code_rank", "matrix"]:
             raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'matrix']}")
         B = rational_matrix(ev["B"], "B", (W, W))
     else:
-        rows = ("query_features", "query_exponent", "key_features", "key_exponent")
-        if "trusted" in ev:     # features not at hand: their hash is optional
-            keys(ev, "code_rank evidence", lemma + rows + ("trusted",),
-                 ("features_sha256", "trusted_entries", "tokens"))
+        factor = _DECLARED.form("factor")
+        if "trusted" in ev:     # features not at hand: their hash is optional, no word is located
+            factor.check_keys(ev, "code_rank evidence", require=("trusted",),
+                              forbid=_AT_HAND + ("word_rows",))
             if ev["trusted"] != _TRUSTED["code_rank", "factor"]:
                 raise Bad(f"trusted must be exactly {_TRUSTED['code_rank', 'factor']}")
-        else:
-            keys(ev, "code_rank evidence", lemma + rows + ("features_sha256",),
-                 _FEATURE_SOURCES + ("tokens", "word_rows"))
+        else:                   # the features at hand: no trusted summary and no size of one
+            factor.check_keys(ev, "code_rank evidence", require=("features_sha256",),
+                              forbid=("trusted_entries",))
         qf = int_matrix(ev["query_features"], "query_features", (W, None))
         kf = int_matrix(ev["key_features"], "key_features", (W, len(qf[0])))
         qe, ke = integer(ev["query_exponent"], "query_exponent"), integer(ev["key_exponent"], "key_exponent")

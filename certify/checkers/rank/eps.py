@@ -10,19 +10,15 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any, Callable, Mapping
 
-from certify.checkers.common import Bad, boolean, int_matrix, integer, keys, rational
+from certify.checkers.common import Bad, boolean, int_matrix, integer, rational
 from certify.checkers.gram import replayed_gram
 from certify.checkers.kernel import fmpz_matrix, gram_matrix, inertia, is_psd, product, roots, scaled_matrix
 from certify.checkers.kernel.psd import is_psd_by_rank
-from certify.checkers.rank.evidence import (
-    _FEATURE_OPTIONAL,
-    _GRAM,
-    ENCLOSURE_WIDTH_LOG2,
-    SOURCE_KEYS,
-    _check_grams,
-    _get_matrix,
-    _matrix_keys,
-)
+from certify.checkers.kinds import BY_NAME
+from certify.checkers.rank.evidence import ENCLOSURE_WIDTH_LOG2, _check_grams, _get_matrix, _matrix_keys
+
+#: an eps_rank claim's parameters and evidence forms (declared in certify.checkers.kinds)
+_DECLARED = BY_NAME["eps_rank"]
 
 
 def _check_enclosures(P: Callable[[], Any], r: int, scale_exp: int, enc: Any,
@@ -61,7 +57,7 @@ def _psd(g: list[list[int]], G: Any) -> bool:
 
 def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any = None) -> list[str]:
     ev = claim["evidence"]
-    keys(claim["parameters"], "parameters", ("eps",), SOURCE_KEYS)
+    _DECLARED.params().check_keys(claim["parameters"], "parameters")
     eps = rational(ev["eps"], "eps")
     if eps != rational(claim["parameters"]["eps"], "parameters.eps") or eps <= 0:
         raise Bad("evidence eps must equal parameters.eps and be > 0")
@@ -69,8 +65,7 @@ def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: An
     exact = boolean(ev.get("exact", False), "exact")
     problems: list[str] = []
     if ev.get("form") == "factor":
-        keys(ev, "factor evidence", ("form",) + _GRAM + ("eps", "k", "exact", "sigma_sq_enclosures"),
-             _FEATURE_OPTIONAL)
+        _DECLARED.form("factor").check_keys(ev, "factor evidence")
         GQ, GK, eq, ek, F = _check_grams(ev, cert, "eps_rank")
         gq, gk = ev["gram_q"], ev["gram_k"]                     # the integer rows just checked
         # re-derived from embedded features, or found equal to the Gram of features replayed
@@ -99,7 +94,7 @@ def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: An
             _check_enclosures(P, GQ.nrows(), eq + ek, ev["sigma_sq_enclosures"],
                               inertia.enclosures(gq, eq, gk, ek))
     elif ev.get("form") == "matrix" and ev.get("method") == "gram":
-        _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "eps", "k", "exact", "method"), matrix)
+        _matrix_keys(ev, _DECLARED.form("gram"), matrix)
         A = scaled_matrix(_get_matrix(ev, matrix), ev["scale"])
         got = roots.count_above(roots.charpoly(gram_matrix(A)), eps * eps)
         if got != k:
@@ -107,9 +102,9 @@ def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: An
         if not exact:
             problems.append("the Gram count is exact: exact must be true")
     elif ev.get("form") == "matrix" and ev.get("method") == "projection":
-        wit = ("witness_y", "witness_y_exponent") if k else ()
-        _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "eps", "k", "exact", "method") + wit,
-                     matrix)
+        projection = _DECLARED.form("projection")
+        wit = tuple(f for f in projection.optional if f.startswith("witness_"))     # present iff k > 0
+        _matrix_keys(ev, projection, matrix, require=wit if k else (), forbid=() if k else wit)
         rows = _get_matrix(ev, matrix)
         if ev["scale"]["kind"] != "dyadic":
             return ["projection needs a dyadic matrix"]
@@ -123,8 +118,7 @@ def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: An
                     return problems
                 problems.append("projection check fails: H - eps^2 b I is not positive definite")
     elif ev.get("form") == "matrix" and ev.get("method") == "none":
-        keys(ev, "matrix evidence", ("form", "shape", "scale", "matrix_sha256", "eps", "method", "k",
-                                     "exact"), ("matrix", "tokens"))
+        _DECLARED.form("none").check_keys(ev, "matrix evidence")
         if k != 0 or exact:
             return ["without a method nothing is counted: k must be 0 and exact false"]
         return [] if claim["verdict"] == "unknown" else ["without a method the verdict must be unknown"]

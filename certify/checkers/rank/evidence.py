@@ -12,8 +12,15 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from certify.checkers import scratch
-from certify.checkers.common import Bad, int_matrix, integer, keys
-from certify.checkers.fields import KERNEL_PARAMS_OPTIONAL, KERNEL_PARAMS_REQUIRED
+from certify.checkers.common import Bad, int_matrix, integer
+from certify.checkers.fields import (
+    EMBEDDED_FEATURES,
+    FEATURE_HASHES,
+    FEATURE_SOURCES,
+    KERNEL_PARAMS_OPTIONAL,
+    SCALES,
+    Shape,
+)
 from certify.checkers.kernel import (
     fmpz_matrix,
     minor_nonzero_mod_p,
@@ -21,26 +28,20 @@ from certify.checkers.kernel import (
     product_identity,
     rows_sha256,
 )
-from certify.checkers.kinds import trusted_table
+from certify.checkers.kinds import BY_NAME, trusted_table
 
 KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
 
 
-LAYOUT = "row-major little-endian (K, r)"
+#: the layout the features' hashes are taken over (declared: certify.checkers.fields)
+LAYOUT = FEATURE_HASHES.fields["layout"].schema["const"]
 
 
 ENCLOSURE_WIDTH_LOG2 = 20
 
 
-_FEATURE_SOURCES = ("features", "features_claim", "trusted")
-
-
-#: evidence keys that may accompany the features: the size of trusted summaries
-_FEATURE_OPTIONAL = _FEATURE_SOURCES + ("trusted_entries", "tokens")
-
-
-_GRAM = ("num_tokens", "r", "features_sha256", "gram_q", "gram_q_exponent", "gram_k",
-         "gram_k_exponent")
+#: where a factor-form claim's features come from: exactly one of these (declared)
+_FEATURE_SOURCES = tuple(FEATURE_SOURCES)
 
 
 #: (kind, form or method) -> the fields that may be trusted, from the kinds' declarations
@@ -117,7 +118,7 @@ class _Features:
     """The kernel's features, or None when the claim declares them trusted."""
 
     def __init__(self, ev: Mapping[str, Any], cert: Mapping[str, Any], kind: str, key: str) -> None:
-        fs = keys(ev["features_sha256"], "features_sha256", ("phi_q", "phi_k", "dtype", "layout"))
+        fs = FEATURE_HASHES.check_keys(ev["features_sha256"], "features_sha256")
         if fs["layout"] != LAYOUT:
             raise Bad(f"features_sha256.layout must be {LAYOUT!r}")
         present = [k for k in _FEATURE_SOURCES if k in ev]
@@ -143,7 +144,7 @@ class _Features:
                     or "features" not in claims[idx]["evidence"]:
                 raise Bad(f"features_claim {idx} is not a claim with embedded features")
             feats = claims[idx]["evidence"]["features"]
-        keys(feats, "features", ("phi_q", "phi_q_exponent", "phi_k", "phi_k_exponent"))
+        EMBEDDED_FEATURES.check_keys(feats, "features")
         q = int_matrix(feats["phi_q"], "features.phi_q")
         k = int_matrix(feats["phi_k"], "features.phi_k", (len(q), len(q[0]) if q else None))
         eq = integer(feats["phi_q_exponent"], "features.phi_q_exponent")
@@ -179,24 +180,19 @@ class _Features:
         return Fraction(rows[i][j]) * Fraction(2) ** e
 
 
-#: what binds a kernel claim to its source and token set (certify.checkers.binding);
-#: the parameters that bind a kernel claim to its source and token set (the kinds'
-#: declarations: certify.checkers.fields.KERNEL_PARAMS_*)
-SOURCE_KEYS = tuple(KERNEL_PARAMS_REQUIRED) + tuple(KERNEL_PARAMS_OPTIONAL)
-
-
-#: parameters of a matrix-form exact_rank claim whose upper bound is the Freivalds test
-FREIVALDS_PARAMS = ("upper_bound", "error_log2")
+#: an exact_rank claim's parameters (declared in certify.checkers.kinds)
+_EXACT_PARAMS = BY_NAME["exact_rank"].params()
+#: the parameters exact_rank adds as optional to a kernel's: those of a matrix-form claim
+#: whose upper bound is the Freivalds test (present exactly then)
+FREIVALDS_PARAMS = tuple(k for k in _EXACT_PARAMS.optional if k not in KERNEL_PARAMS_OPTIONAL)
 
 
 def _check_params(claim: Mapping[str, Any], cert: Mapping[str, Any], form: str,
                  num_tokens: int | None, dtype: str | None) -> None:
     fast = claim.get("kind") == "exact_rank" and form == "matrix" \
         and claim["evidence"].get("upper_witness") == "freivalds"
-    p = keys(claim["parameters"], "parameters",
-             ("token_set", "shape", "form", "source", "source_sha256", "adapter", "dtype")
-             + (FREIVALDS_PARAMS if fast else ()),
-             ("num_tokens", "tokens_sha256", "layer", "head", "stated", "normalized"))
+    p = _EXACT_PARAMS.check_keys(claim["parameters"], "parameters", require=FREIVALDS_PARAMS if fast else (),
+                                 forbid=() if fast else FREIVALDS_PARAMS)
     if "normalized" in p and p["normalized"] is not False:
         raise Bad("parameters.normalized is present only as false (a head without a denominator)")
     if fast and p["upper_bound"] != "freivalds":
@@ -267,16 +263,16 @@ def matrix_sha256(rows: list[list[int]], scale: Any) -> str:
 def _scale(scale: Any, n1: int) -> Any:
     if not isinstance(scale, dict):
         raise Bad("scale must be an object")
-    if scale.get("kind") == "dyadic":
-        keys(scale, "scale", ("kind", "exponent"))
-        integer(scale["exponent"], "scale.exponent")
-    elif scale.get("kind") == "row_denominators":
-        keys(scale, "scale", ("kind", "row_den"))
-        if not isinstance(scale["row_den"], list) or len(scale["row_den"]) != n1 or \
-                any(integer(d, "row_den", 1) < 1 for d in scale["row_den"]):
-            raise Bad("scale.row_den must list one positive integer per row")
-    else:
+    kind = scale.get("kind")
+    declared = SCALES.get(kind) if isinstance(kind, str) else None
+    if declared is None:
         raise Bad(f"unknown scale kind {scale.get('kind')!r}")
+    declared.check_keys(scale, "scale")
+    if kind == "dyadic":
+        integer(scale["exponent"], "scale.exponent")
+    elif not isinstance(scale["row_den"], list) or len(scale["row_den"]) != n1 or \
+            any(integer(d, "row_den", 1) < 1 for d in scale["row_den"]):
+        raise Bad("scale.row_den must list one positive integer per row")
     return scale
 
 
@@ -298,10 +294,13 @@ def _get_matrix(ev: Mapping[str, Any], matrix: Any) -> list[list[int]]:
     return rows
 
 
-def _matrix_keys(ev: Mapping[str, Any], required: Iterable[str], matrix: Any,
-                 optional: Iterable[str] = ()) -> None:
-    keys(ev, f"{ev.get('form')} evidence", required,
-         ("tokens",) + tuple(optional) + (() if matrix is not None else ("matrix",)))
+def _matrix_keys(ev: Mapping[str, Any], declared: Shape, matrix: Any, require: Iterable[str] = (),
+                 forbid: Iterable[str] = ()) -> None:
+    """The keys of a matrix-form evidence are those of its declaration (``require`` and
+    ``forbid``: optional fields the claim makes required or forbidden); the matrix is
+    embedded exactly when it is not passed (re-read from its source)."""
+    declared.check_keys(ev, f"{ev.get('form')} evidence", require=require,
+                        forbid=tuple(forbid) + (() if matrix is None else ("matrix",)))
     if matrix is None and "matrix" not in ev:
         raise Bad("matrix not embedded (pass matrix= to re-check)")
 

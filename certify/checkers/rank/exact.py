@@ -9,11 +9,10 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from certify.checkers.common import Bad, int_matrix, integer, keys
+from certify.checkers.common import Bad, int_matrix, integer
 from certify.checkers.kernel import column_span_rational, fmpz_matrix, product, product_identity
+from certify.checkers.kinds import BY_NAME
 from certify.checkers.rank.evidence import (
-    _FEATURE_OPTIONAL,
-    _GRAM,
     _check_grams,
     _check_minor,
     _check_params,
@@ -24,13 +23,14 @@ from certify.checkers.rank.evidence import (
 )
 from certify.checkers.rank.span import check_matrix_rank_array
 
+#: an exact_rank claim's evidence forms (declared in certify.checkers.kinds)
+_DECLARED = BY_NAME["exact_rank"]
+
 
 def check_exact_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any = None) -> list[str]:
     ev = claim["evidence"]
     if ev.get("form") == "factor":
-        keys(ev, "factor evidence", ("form",) + _GRAM + (
-            "prime", "minor_rows", "minor_cols", "null_basis", "null_prime", "null_minor_rows",
-            "null_minor_cols", "upper_witness", "rank_lower", "rank_upper"), _FEATURE_OPTIONAL)
+        _DECLARED.form("factor").check_keys(ev, "factor evidence")
         GQ, GK, _, _, F = _check_grams(ev, cert, "exact_rank")
         _check_params(claim, cert, "factor", integer(ev["num_tokens"], "num_tokens"), F.dtype)
         core = product(GQ, GK)
@@ -58,8 +58,7 @@ def check_exact_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: 
         return problems + _verdict_from_bounds(claim, lower, upper)
     if ev.get("form") != "matrix":
         return [f"unknown form {ev.get('form')!r}"]
-    _matrix_keys(ev, ("form", "shape", "scale", "matrix_sha256", "prime", "minor_rows", "minor_cols",
-                      "upper_witness", "rank_lower", "rank_upper"), matrix, ("freivalds",))
+    _matrix_keys(ev, _DECLARED.form("matrix"), matrix)
     fast = ev["upper_witness"] == "freivalds"
     if fast != ("freivalds" in ev) or fast != ("upper_bound" in claim["parameters"]):
         raise Bad("evidence.freivalds and parameters.upper_bound go with upper_witness 'freivalds' only")

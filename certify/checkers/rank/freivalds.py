@@ -59,9 +59,10 @@ from typing import Any, Callable, Iterator, Mapping
 import numpy as np
 
 from certify.checkers import scratch
-from certify.checkers.common import Bad, int_max_abs, integer, keys
+from certify.checkers.common import Bad, int_max_abs, integer
 from certify.checkers.kernel import canonical_sha256, det_nonzero_mod_p, freivalds, is_prime
 from certify.checkers.kernel.span import sq_norms
+from certify.checkers.kinds import BY_NAME
 
 DOMAIN = "certify-attention/freivalds-rank/2"
 #: the least error_log2 that verifies without an assumption (module docstring)
@@ -140,7 +141,7 @@ def check(claim: Mapping[str, Any], A: np.ndarray, R: list[int], C: list[int],
     if p.get("upper_bound") != "freivalds":
         raise Bad("a freivalds upper witness needs parameters.upper_bound = 'freivalds'")
     k = integer(p.get("error_log2"), "parameters.error_log2", 1)
-    fr = keys(ev.get("freivalds"), "freivalds", ("challenge", "vector_bits", "vectors", "primes"))
+    fr = BY_NAME["exact_rank"].part("freivalds").check_keys(ev.get("freivalds"), "freivalds")
     ch = challenge(claim)
     if fr["challenge"] != ch:
         raise Bad("freivalds.challenge is not the sha256 of the claim's content")

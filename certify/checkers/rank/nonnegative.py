@@ -25,14 +25,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from certify.checkers.common import Bad, int_matrix, integer, keys, q_str, rational
+from certify.checkers.common import Bad, int_matrix, integer, q_str, rational
 from certify.checkers.kernel import array_sha256, box_minimum, product_min
 from certify.checkers.kernel.attention import kernel_value, quadratic_margin
 from certify.checkers.kernel.inertia import quadratic_summaries
-from certify.checkers.kinds import NONNEGATIVE_QUADRATIC, NONNEGATIVE_SUMMARIES
+from certify.checkers.kinds import BY_NAME, NONNEGATIVE_SUMMARIES
 from certify.checkers.rank.evidence import (
-    _FEATURE_OPTIONAL,
-    SOURCE_KEYS,
     _Features,
     _get_matrix,
     _indices,
@@ -40,15 +38,20 @@ from certify.checkers.rank.evidence import (
     _scale,
 )
 
+#: a nonnegative claim's parameters and evidence forms (declared in certify.checkers.kinds): the
+#: matrix form, the factor form without evidence ("none"), and one factor form per method
+_DECLARED = BY_NAME["nonnegative"]
+_METHODS = tuple(m for m in _DECLARED.evidence if m not in ("matrix", "none"))
+
 
 def check_nonnegative(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any = None) -> list[str]:
     ev = claim["evidence"]
-    keys(claim["parameters"], "parameters", (), SOURCE_KEYS)
+    _DECLARED.params().check_keys(claim["parameters"], "parameters")
     verdict, method = claim["verdict"], ev.get("method")
     if ev.get("form") == "matrix":
         if method != "entries":
             raise Bad(f"matrix form needs method 'entries', got {method!r}")
-        _matrix_keys(ev, ("form", "method", "shape", "scale", "matrix_sha256", "argmin", "min_sign"), matrix)
+        _matrix_keys(ev, _DECLARED.form("matrix"), matrix)
         if isinstance(matrix, np.ndarray) and matrix.dtype == np.int64 and matrix.ndim == 2:
             if [*matrix.shape] != _indices(ev["shape"], "shape") or \
                     array_sha256(matrix, _scale(ev["scale"], matrix.shape[0])) != ev["matrix_sha256"]:
@@ -72,17 +75,12 @@ def check_nonnegative(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix:
         return problems
     if ev.get("form") != "factor":
         raise Bad(f"unknown form {ev.get('form')!r}")
-    base = ("form", "features_sha256", "method")
     if method == "none":
-        keys(ev, "nonnegative evidence", base, ("tokens",))
+        _DECLARED.form("none").check_keys(ev, "nonnegative evidence")
         return [] if verdict == "unknown" else ["without evidence the verdict must be unknown"]
-    fields = {"features_nonnegative": ("min_phi_q", "min_phi_k"), "all_products": ("num_checked",),
-              "counterexample": ("pair", "value", "phi_q_row", "phi_q_exponent", "phi_k_row",
-                                 "phi_k_exponent"),
-              "quadratic_kernel": _QUADRATIC, "key_box": ("key_lo", "key_hi", "min_query_bound")}.get(method)
-    if fields is None:
+    if method not in _METHODS:
         raise Bad(f"unknown nonnegative method {method!r}")
-    keys(ev, "nonnegative evidence", base + fields, _FEATURE_OPTIONAL)
+    _DECLARED.form(method).check_keys(ev, "nonnegative evidence")
     F = _Features(ev, cert, "nonnegative", method)
     problems = []
     if method == "quadratic_kernel":
@@ -133,9 +131,8 @@ def check_nonnegative(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix:
     return problems
 
 
-#: the quadratic-kernel lemma's evidence keys, declared in certify.checkers.kinds
+#: the quadratic-kernel lemma's summaries, declared in certify.checkers.kinds
 _SUMMARIES = NONNEGATIVE_SUMMARIES
-_QUADRATIC = NONNEGATIVE_QUADRATIC
 
 
 def _check_quadratic(ev: Mapping[str, Any], F: _Features, verdict: str) -> list[str]:
