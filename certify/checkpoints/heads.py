@@ -179,12 +179,13 @@ def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
                          "spec states its layout in full")
     from certify.sources.checkpoint import lazy_state_dict
     from certify.sources.weights import read_weights, weights_file
-    from models.adapters import adapt, read_spec
+    from models.adapters import AdaptedHead, adapt, read_spec
     from models.layouts import Detected, LayerPlan, Refusal
     from models.optional_torch import TorchView
     s = read_spec(spec)
     ws = read_weights(path)
     sd, stored = lazy_state_dict(path)
+    h: AdaptedHead | Refusal
     try:
         h = adapt(sd, s)
     except UncertifiableError as exc:
