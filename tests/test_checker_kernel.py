@@ -99,6 +99,22 @@ def test_the_kernel_is_small_and_documented():
         assert f"`{name}" in readme, name
 
 
+def _long_lines(text: str, limit: int = 110) -> list[int]:
+    """The numbers of the lines of ``text`` longer than ``limit`` columns."""
+    return [i for i, line in enumerate(text.splitlines(), 1) if len(line) > limit]
+
+
+def test_every_kernel_line_is_within_110_columns():
+    """The kernel is written to be read, not packed to a line count: every line of its Python and
+    C is within the house's 110 columns (ruff's line-length; E501 is not enforced elsewhere)."""
+    folder = ROOT / "certify/checkers/kernel"
+    files = sorted(folder.glob("*.py")) + sorted(folder.glob("*.c"))
+    assert {"span.py", "gram.py", "_spankernel.c"} <= {f.name for f in files}
+    over = {f.name: _long_lines(f.read_text()) for f in files}
+    assert {name: lines for name, lines in over.items() if lines} == {}
+    assert _long_lines("x = 1\n" + "y" * 111 + "\n" + "z" * 110 + "\n") == [2]     # a planted long line
+
+
 def test_exact_products_catch_a_residue_that_floats_would_round_away():
     from certify.checkers.kernel import product_identity, product_min
     big = 2 ** 60

@@ -548,7 +548,7 @@ def extraction_id(claim: Mapping[str, Any], cert: Mapping[str, Any], base: "Base
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def refused_source(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> str | None:
+def refused_source(certs: Sequence[tuple[str, Mapping[str, Any], Base]]) -> str | None:
     """The one line ``certify verify`` refuses with (exit 2, before any claim is checked) when a
     claim's matrix file is present, is the one certified (its sha256 is the claim's) and holds
     numbers not read exactly here (:class:`InexactSource`: longdouble, complex, object,

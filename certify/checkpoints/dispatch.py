@@ -21,7 +21,7 @@ from certify.core.errors import InputError
 
 def resolve_checkpoint(path: str, spec: str | None) -> tuple[str, str]:
     """``(resolved path, kind)``: kind ``models`` or ``weights`` (a hub id or cache
-    folder is resolved by the caller, :func:`certify.sources.hub.resolve_model`)."""
+    folder is resolved by the caller, :func:`certify.sources.hub.resolve`)."""
     from certify.sources.load import kind_of
     from certify.sources.paths import precheck_checkpoint, resolve_source
     if spec is not None:

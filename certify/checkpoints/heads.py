@@ -179,12 +179,13 @@ def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
                          "spec states its layout in full")
     from certify.sources.checkpoint import lazy_state_dict
     from certify.sources.weights import read_weights, weights_file
-    from models.adapters import adapt, read_spec
+    from models.adapters import AdaptedHead, adapt, read_spec
     from models.layouts import Detected, LayerPlan, Refusal
     from models.optional_torch import TorchView
     s = read_spec(spec)
     ws = read_weights(path)
     sd, stored = lazy_state_dict(path)
+    h: AdaptedHead | Refusal
     try:
         h = adapt(sd, s)
     except UncertifiableError as exc:
@@ -251,36 +252,73 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     one bar on stderr over the heads, its postfix naming the head and the stage
     (extraction, rank, nonnegativity, audit); the caller decides (a terminal, no
     ``--json``, no ``--no-progress``)."""
-    from certify import audit
-    from certify.core.families import load_family
-    from certify.core.kernel import Provenance
-    from certify.rank import run as rank_mod
-    from certify.rank.nonnegative import nonnegative_claim_factor
-    from certify.rank.summary import summarize_features
-    from certify.sources.checkpoint import SPEC_CHECK, from_model
-    from certify.sources.load import extraction_info
-    from certify.sources.thirdparty import ExtractionMismatch, head_kernel
-    from models.layouts import Refusal
-
     t0 = time.perf_counter()
     model = load_detected(path, spec, assume)
     det = model.detected
-    layers = det.layers
-    if layer is not None:
-        layers = [L for L in layers if L.index == layer]
-        if not layers:
-            raise InputError(f"--layer {layer}: the model has layers {[L.index for L in det.layers]}")
+    layers = _chosen_layers(det, layer)
     inputs = model.inputs
     if spec is not None:
         inputs[model.spec[0]] = model.spec[1]
     cert = Certificate(claims=[], command=list(command), inputs=dict(inputs), seeds={"primes": seed})
-    rows: list[HeadRow] = []
-    unnormalized: list[str] = []            # "layer.head" of certified heads without a denominator
-    fams = []
     first = model.layer(None)
+    fams = _families(det, first, families, cert)
+    run = _HeadsRun(model, spec, first, fams, cert, eps, seed, Path(path).name)
+    rows: list[HeadRow] = []
+    if progress:
+        from tqdm.auto import tqdm
+        run.bar = tqdm(total=0, desc="heads", unit="head", file=sys.stderr, leave=False)
+    for L in layers:
+        heads = _chosen_heads(L, head)
+        if run.bar is not None:
+            run.bar.total += len(heads)
+            run.bar.refresh()
+        for h in heads:
+            rows.append(run.certify_head(L, h))
+    if run.bar is not None:
+        run.bar.close()
+    _require_a_certified_head(rows, cert, det, layer, first)
+    na = {claim: {"reason": why, "heads": run.unnormalized} for claim, why in NOT_APPLICABLE.items()} \
+        if run.unnormalized else {}
+    cert.environment.setdefault("seconds", round(time.perf_counter() - t0, 3))
+    cert.environment["layout"] = {**det.describe(), "weights": model.weights.describe(),
+                                  "config": str(model.config_path) if model.config_path else None,
+                                  "heads": [r.to_json() for r in rows],
+                                  **({"not_applicable": na} if na else {})}
+    return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe(), na)
+
+
+def _chosen_layers(det: Any, layer: int | None) -> list[Any]:
+    """The detected layers, or the one ``--layer`` names (InputError when there is none)."""
+    if layer is None:
+        return list(det.layers)
+    layers = [L for L in det.layers if L.index == layer]
+    if not layers:
+        raise InputError(f"--layer {layer}: the model has layers {[L.index for L in det.layers]}")
+    return layers
+
+
+def _chosen_heads(L: Any, head: int | None) -> list[Any]:
+    """The heads of layer ``L``, or the one ``--head`` names with the layer's refusals that
+    name no head (InputError when there is none)."""
+    from models.layouts import Refusal
+    if head is None:
+        return list(L.heads)
+    heads = [h for h in L.heads if isinstance(h, Refusal) and h.head is None or _head_index(h) == head]
+    if not heads:
+        raise InputError(f"--head {head}: layer {L.index} has heads 0..{len(L.heads) - 1}")
+    return heads
+
+
+def _families(det: Any, first: Any, families: Sequence[str], cert: Certificate) -> list[tuple[str, Any]]:
+    """``(name, family)`` of the named and built-in families the model reads (its first
+    layer's width, no embedding); a named family's file goes into ``cert.inputs``; a named
+    family of another width is an InputError. A model of a vocabulary reads no family:
+    the built-in ones are not built for it."""
+    from certify.core.families import load_family
+    fams = []
     for name in dict.fromkeys([*families, *BUILTIN_FAMILIES]):
         if det.embedding is not None and name not in families:
-            continue                       # a model of a vocabulary reads no family: not built
+            continue
         fam = load_family(name)
         if fam.m == first.m and det.embedding is None:
             fams.append((name, fam))
@@ -290,115 +328,12 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
             raise InputError(f"family {name}: token dimension {fam.m}, the model reads "
                              + (f"vocabulary rows (width {det.m})" if det.embedding is not None
                                 else f"{first.m}-dimensional vectors"))
-    label = Path(path).name
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=0, desc="heads", unit="head", file=sys.stderr, leave=False)
-    for L in layers:
-        heads = L.heads
-        if head is not None:
-            heads = [h for h in heads if isinstance(h, Refusal) and h.head is None or _head_index(h) == head]
-            if not heads:
-                raise InputError(f"--head {head}: layer {L.index} has heads 0..{len(L.heads) - 1}")
-        if bar is not None:
-            bar.total += len(heads)
-            bar.refresh()
-        for h in heads:
-            if bar is not None:
-                bar.update(1)       # counted as it starts: the postfix names what it is doing
-                bar.set_postfix_str(f"layer {L.index} head {_head_index(h) if not isinstance(h, Refusal) else '-'}: "
-                                    "extraction")
-            if isinstance(h, Refusal):
-                rows.append(HeadRow(L.index, h.head, "refused", reason=f"{h.module}: {h.mechanism}: {h.reason}"))
-                continue
-            hi = _head_index(h)
-            row = HeadRow(L.index, hi, "certified", feature_map=str(getattr(h, "feature_map", "")))
-            rows.append(row)
-            if not L.reads_tokens:
-                row.status = "out of reach"
-                row.reason = (f"its inputs are the outputs of layer {L.index - 1}, not a finite known token set; "
-                              f"only layer {first.index} reads the tokens")
-                continue
-            if det.embedding is not None and L.index == first.index:
-                tokens = "vocab"
-            elif L.m <= MAX_CUBE:
-                tokens = f"cube:{L.m}"
-            elif fams and fams[0][1].m == L.m:
-                tokens = fams[0][0]
-            else:
-                row.status = "out of reach"
-                row.reason = (f"width {L.m} > {MAX_CUBE} and no family of that width: no finite token set"
-                              + (f"; {det.fix}" if det.fix and L.index == first.index else ""))
-                continue
-            if spec is not None:
-                prov = Provenance(str(model.source), model.sha256(model.source), f"adapter:{h.spec.layout}",
-                                  "float64",
-                                  details={**h.describe(), "spec": model.spec[0], "spec_sha256": model.spec[1],
-                                           "library_check": SPEC_CHECK})
-                kernel = from_model(h, tokens, prov)
-            else:
-                try:
-                    kernel = head_kernel(model, layer=L.index, head=hi, tokens=tokens, seed=seed)
-                except ExtractionMismatch as exc:
-                    row.status, row.reason = "refused", f"{det.library}: extraction check: {exc}"
-                    continue
-            row.token_set = kernel.token_set
-            row.library_check = dict(kernel.provenance.details.get("library_check") or {})
-            if bar is not None:
-                bar.set_postfix_str(f"layer {L.index} head {hi}: exact rank, eps-rank, nonnegativity")
-            code = next((f.words for n, f in fams if n == "paper-5.1" and f.words is not None), None)
-            opt = rank_mod.RankOptions(seed=seed, eps=eps, code=code, code_name="paper-5.1" if code is not None else None)
-            claims = list(rank_mod.certify_rank(kernel, opt).certificate.claims)
-            s = summarize_features(kernel)
-            claims.append(nonnegative_claim_factor(kernel, s, opt))
-            tag = {"layer": L.index, "head": hi, "library": det.library, **extraction_info(kernel)}
-            claims = [_shift(replace(c, info={**dict(c.info), **tag}), len(cert.claims))
-                      for c in rank_mod.share_features(claims)]
-            for c in claims:
-                kind = c.kind.value
-                val = _short(c)
-                if kind == "exact_rank":
-                    row.rank = val
-                elif kind == "eps_rank":
-                    row.eps_rank = val
-                elif kind == "nonnegative":
-                    row.nonnegative = val
-                row.claims_made.append(kind)
-            readout = (hasattr(h, "readout") and hasattr(h, "values")) or hasattr(h, "g")
-            if getattr(h, "normalized", True) is False:
-                # the kernel claims above are made; those about the normalized head are not
-                # applicable (listed once for the model, below), so no family is audited
-                unnormalized.append(f"{L.index}.{hi}")
-                cert.claims += claims
-                continue
-            if bar is not None and fams:
-                bar.set_postfix_str(f"layer {L.index} head {hi}: families")
-            for _name, fam in fams:
-                if fam.m != L.m:
-                    continue
-                if readout:
-                    fc = audit.audit_claims(audit.head_from_model(h, fam), fam, f"{label} layer {L.index} head {hi}")
-                    claims += [replace(c, info={**dict(c.info), **tag}) for c in fc]
-                    row.claims_made += [f"{c.kind.value} on {fam.name}" for c in fc]
-                elif fam.jumps is not None and fam.n >= 3:
-                    a = kernel_lemma3(h, fam)
-                    row.lemma3[fam.name] = (f"{a['violated']} of {a['applicable']} jumps violated"
-                                            if a["violated"] else f"holds on all {a['applicable']} jumps")
-            if fams and not readout:
-                row.out_of_reach["correctness"] = (
-                    "no scalar readout: the head's outputs are vectors fed to the layer's output projection, "
-                    "so t_hat on a family is not defined by the head")
-                row.out_of_reach["gap_domination claim"] = (
-                    "audited exactly per jump for this report (Lemma 3 concerns alpha alone), but its "
-                    "certificate claim carries the value table, which this head does not have")
-            elif not fams:
-                row.out_of_reach["families"] = ("the model reads vocabulary rows, not Boolean tokens"
-                                                if det.embedding is not None else
-                                                f"no family has the model's width {L.m}")
-            cert.claims += claims
-    if bar is not None:
-        bar.close()
+    return fams
+
+
+def _require_a_certified_head(rows: list[HeadRow], cert: Certificate, det: Any, layer: int | None,
+                              first: Any) -> None:
+    """UncertifiableError when no head is a fixed kernel head, or none gave a claim."""
     if not any(r.status in ("certified", "out of reach") for r in rows):
         raise UncertifiableError(f"{det.library} ({det.layout}): no head is a fixed kernel head: "
                                  + _reasons(rows))
@@ -406,17 +341,160 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
         which = f"layer {layer}" if layer is not None else "the model"
         fix = ""
         if layer is not None and layer != first.index:
-            fix = f"; layer {first.index} reads the tokens: certify it with --layer {first.index}, or give no --layer"
+            fix = (f"; layer {first.index} reads the tokens: certify it with --layer {first.index}, "
+                   "or give no --layer")
         raise UncertifiableError(f"{det.library} ({det.layout}): no head of {which} can be certified: "
                                  + _reasons(rows) + fix)
-    na = {claim: {"reason": why, "heads": unnormalized} for claim, why in NOT_APPLICABLE.items()} \
-        if unnormalized else {}
-    cert.environment.setdefault("seconds", round(time.perf_counter() - t0, 3))
-    cert.environment["layout"] = {**det.describe(), "weights": model.weights.describe(),
-                                  "config": str(model.config_path) if model.config_path else None,
-                                  "heads": [r.to_json() for r in rows],
-                                  **({"not_applicable": na} if na else {})}
-    return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe(), na)
+
+
+@dataclass
+class _HeadsRun:
+    """What the heads of one :func:`certify_heads` run share: the model, the families it
+    reads, the certificate being filled, the options and the progress bar."""
+
+    model: Any                              # certify.sources.thirdparty.LoadedModel
+    spec: str | None
+    first: Any                              # the layer that reads the tokens
+    fams: list[tuple[str, Any]]
+    cert: Certificate
+    eps: Fraction
+    seed: int
+    label: str                              # the checkpoint's file name
+    bar: Any = None
+    unnormalized: list[str] = field(default_factory=list)   # "layer.head" without a denominator
+
+    def certify_head(self, L: Any, h: Any) -> HeadRow:
+        """One head's row: refused, out of reach, or certified, its claims added to the
+        certificate (the kernel's, then the families')."""
+        from models.layouts import Refusal
+        if self.bar is not None:
+            self.bar.update(1)          # counted as it starts: the postfix names what it is doing
+            which = _head_index(h) if not isinstance(h, Refusal) else "-"
+            self.bar.set_postfix_str(f"layer {L.index} head {which}: extraction")
+        if isinstance(h, Refusal):
+            return HeadRow(L.index, h.head, "refused", reason=f"{h.module}: {h.mechanism}: {h.reason}")
+        hi = _head_index(h)
+        row = HeadRow(L.index, hi, "certified", feature_map=str(getattr(h, "feature_map", "")))
+        tokens = self._tokens(L, row)
+        kernel = None if tokens is None else self._kernel(L, h, hi, tokens, row)
+        if kernel is None:
+            return row
+        row.token_set = kernel.token_set
+        row.library_check = dict(kernel.provenance.details.get("library_check") or {})
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"layer {L.index} head {hi}: exact rank, eps-rank, nonnegativity")
+        claims, tag = self._kernel_claims(kernel, L, hi, row)
+        if getattr(h, "normalized", True) is False:
+            # the kernel claims above are made; those about the normalized head are not
+            # applicable (listed once for the model), so no family is audited
+            self.unnormalized.append(f"{L.index}.{hi}")
+            self.cert.claims += claims
+            return row
+        if self.bar is not None and self.fams:
+            self.bar.set_postfix_str(f"layer {L.index} head {hi}: families")
+        self.cert.claims += claims + self._family_claims(L, h, hi, tag, row)
+        return row
+
+    def _tokens(self, L: Any, row: HeadRow) -> str | None:
+        """The token set head claims of layer ``L`` are made on; None (the row says why) when
+        the layer is out of reach."""
+        det, first = self.model.detected, self.first
+        if not L.reads_tokens:
+            row.status = "out of reach"
+            row.reason = (f"its inputs are the outputs of layer {L.index - 1}, not a finite known token set; "
+                          f"only layer {first.index} reads the tokens")
+            return None
+        if det.embedding is not None and L.index == first.index:
+            return "vocab"
+        if L.m <= MAX_CUBE:
+            return f"cube:{L.m}"
+        if self.fams and self.fams[0][1].m == L.m:
+            return self.fams[0][0]
+        row.status = "out of reach"
+        row.reason = (f"width {L.m} > {MAX_CUBE} and no family of that width: no finite token set"
+                      + (f"; {det.fix}" if det.fix and L.index == first.index else ""))
+        return None
+
+    def _kernel(self, L: Any, h: Any, hi: int | None, tokens: str, row: HeadRow) -> Any:
+        """The head's kernel on ``tokens`` (through its adapter spec, else the detected layout);
+        None when the library's own computation disagrees (the row says so)."""
+        from certify.core.kernel import Provenance
+        from certify.sources.checkpoint import SPEC_CHECK, from_model
+        from certify.sources.thirdparty import ExtractionMismatch, head_kernel
+        model = self.model
+        if self.spec is not None:
+            prov = Provenance(str(model.source), model.sha256(model.source), f"adapter:{h.spec.layout}",
+                              "float64",
+                              details={**h.describe(), "spec": model.spec[0], "spec_sha256": model.spec[1],
+                                       "library_check": SPEC_CHECK})
+            return from_model(h, tokens, prov)
+        try:
+            return head_kernel(model, layer=L.index, head=hi, tokens=tokens, seed=self.seed)
+        except ExtractionMismatch as exc:
+            row.status, row.reason = "refused", f"{model.detected.library}: extraction check: {exc}"
+            return None
+
+    def _kernel_claims(self, kernel: Any, L: Any, hi: int | None,
+                       row: HeadRow) -> tuple[list[Claim], dict[str, Any]]:
+        """``(claims, tag)``: the kernel's exact rank, eps-rank (and code rank on paper-5.1) and
+        nonnegativity claims, tagged with the head (``tag``, their ``info``) and numbered after
+        the certificate's claims so far."""
+        from certify.rank import run as rank_mod
+        from certify.rank.nonnegative import nonnegative_claim_factor
+        from certify.rank.summary import summarize_features
+        from certify.sources.load import extraction_info
+        code = next((f.words for n, f in self.fams if n == "paper-5.1" and f.words is not None), None)
+        opt = rank_mod.RankOptions(seed=self.seed, eps=self.eps, code=code,
+                                   code_name="paper-5.1" if code is not None else None)
+        claims = list(rank_mod.certify_rank(kernel, opt).certificate.claims)
+        claims.append(nonnegative_claim_factor(kernel, summarize_features(kernel), opt))
+        tag = {"layer": L.index, "head": hi, "library": self.model.detected.library,
+               **extraction_info(kernel)}
+        claims = [_shift(replace(c, info={**dict(c.info), **tag}), len(self.cert.claims))
+                  for c in rank_mod.share_features(claims)]
+        for c in claims:
+            kind = c.kind.value
+            val = _short(c)
+            if kind == "exact_rank":
+                row.rank = val
+            elif kind == "eps_rank":
+                row.eps_rank = val
+            elif kind == "nonnegative":
+                row.nonnegative = val
+            row.claims_made.append(kind)
+        return claims, tag
+
+    def _family_claims(self, L: Any, h: Any, hi: int | None, tag: dict[str, Any],
+                       row: HeadRow) -> list[Claim]:
+        """The audit's claims on each family of the head's width when the head has a scalar
+        readout; else Lemma 3 on alpha alone, for the report (the row notes what is out of reach)."""
+        from certify import audit
+        readout = (hasattr(h, "readout") and hasattr(h, "values")) or hasattr(h, "g")
+        out: list[Claim] = []
+        for _name, fam in self.fams:
+            if fam.m != L.m:
+                continue
+            if readout:
+                name = f"{self.label} layer {L.index} head {hi}"
+                fc = audit.audit_claims(audit.head_from_model(h, fam), fam, name)
+                out += [replace(c, info={**dict(c.info), **tag}) for c in fc]
+                row.claims_made += [f"{c.kind.value} on {fam.name}" for c in fc]
+            elif fam.jumps is not None and fam.n >= 3:
+                a = kernel_lemma3(h, fam)
+                row.lemma3[fam.name] = (f"{a['violated']} of {a['applicable']} jumps violated"
+                                        if a["violated"] else f"holds on all {a['applicable']} jumps")
+        if self.fams and not readout:
+            row.out_of_reach["correctness"] = (
+                "no scalar readout: the head's outputs are vectors fed to the layer's output projection, "
+                "so t_hat on a family is not defined by the head")
+            row.out_of_reach["gap_domination claim"] = (
+                "audited exactly per jump for this report (Lemma 3 concerns alpha alone), but its "
+                "certificate claim carries the value table, which this head does not have")
+        elif not self.fams:
+            row.out_of_reach["families"] = ("the model reads vocabulary rows, not Boolean tokens"
+                                            if self.model.detected.embedding is not None else
+                                            f"no family has the model's width {L.m}")
+        return out
 
 
 def _reasons(rows: list[HeadRow]) -> str:

@@ -70,8 +70,8 @@ def load_head(ckpt: str, spec: str | None):
         from certify.sources.checkpoint import read_state_dict
         from models.adapters import adapt, read_spec
         sd = read_state_dict(path)
-        model = adapt(sd, read_spec(spec))
-        return model, {"architecture": f"adapter:{model.spec.layout}"}, \
+        head = adapt(sd, read_spec(spec))
+        return head, {"architecture": f"adapter:{head.spec.layout}"}, \
             {str(path): sha256_file(path), str(spec): sha256_file(spec)}, weights_sha256(sd)
     from certify.sources.checkpoint import load_checkpoint
     from models.checkpoint import _paths, build_model
@@ -83,6 +83,8 @@ def load_head(ckpt: str, spec: str | None):
     if getattr(model, "position_dependent", False):
         raise UncertifiableError("position-dependent key maps have no single kernel alpha(x, z)")
     cfg_path, weights = _paths(path)
+    if weights is None:                     # load_checkpoint found them: not reached
+        raise InputError(f"no checkpoint weights at {path}")
     return model, config, {str(weights): sha256_file(weights), str(cfg_path): sha256_file(cfg_path)}, \
         weights_sha256(tensors)
 

@@ -161,7 +161,7 @@ def exit_now(code: int) -> None:
     if threads is not None:
         try:
             if threads.current_thread() is threads.main_thread():
-                threads._shutdown()         # type: ignore[attr-defined]  # what the interpreter runs first at exit
+                threads._shutdown()         # what the interpreter runs first at exit
         except Exception:                   # noqa: BLE001 - a hook failed: the usual exit reports it
             sys.exit(code)
         if threads.active_count() > 1:

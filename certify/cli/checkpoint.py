@@ -40,8 +40,8 @@ def _print(res: CheckpointResult, ckpt: str) -> None:
         p(f"  [{c.verdict.value}] {c.kind.value}: {c.statement}")
         if c.reason and c.verdict is not Verdict.PROVED:
             p(f"      {c.reason}")
-    for f, why in res.skipped.items():
-        p(f"  skipped {f}: {why}")
+    for family, why in res.skipped.items():
+        p(f"  skipped {family}: {why}")
     for f in res.failing:
         p(f"  FAILING INPUT ({f['family']}, {f['claim']}"
           + (f", jump {f['jump']} input {f['role']}" if "jump" in f else "")

@@ -46,7 +46,7 @@ class Parser(argparse.ArgumentParser):
         g.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                        help="also say what was resolved and how long it took")
 
-    def error(self, message: str):              # type: ignore[override]
+    def error(self, message: str):
         self.print_usage(sys.stderr)
         line = f"{self.prog}: error: {message}"
         print(line, file=sys.stderr)

@@ -71,16 +71,16 @@ def _line(res: FeasibilityResult) -> str:
             f"[class {res.model_class.value}]: {res.outcome.value}")
     if hasattr(res, "line_detail"):                          # convex dual / SDP results
         detail = res.line_detail()
-    elif res.outcome is Outcome.INFEASIBLE:
+    elif res.outcome is Outcome.INFEASIBLE and res.bound is not None:
         b = res.bound
         detail = (f"(proved) ranks <= {b.max_infeasible_rank_for(res.features)} excluded (Lemma 4 bound "
                   f"{q_to_str(b.bound)} ~ {float(b.bound):.4f}; nonnegative refinement with "
                   f"rho = {q_to_str(b.rho)}: r <= {b.perron_rank}) [{res.method}]")
-    elif res.outcome is Outcome.FEASIBLE:
+    elif res.outcome is Outcome.FEASIBLE and res.margin is not None:
         detail = f"(proved) exact margin {float(res.margin):.6g} [{res.method}]"
-        if res.cube_rank is not None:
-            detail += (f"; whole cube: rank {res.cube_rank} "
-                       f"({res.witness.extension['rule']} rule)")
+        ext = None if res.witness is None else res.witness.extension
+        if res.cube_rank is not None and ext is not None:
+            detail += f"; whole cube: rank {res.cube_rank} ({ext['rule']} rule)"
     else:
         detail = f"- {res.reason}"
     secs = sum(res.timings.values())

@@ -22,7 +22,7 @@ class _Stderr(logging.StreamHandler):
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property                                   # type: ignore[override]
+    @property
     def stream(self):
         return sys.stderr
 

@@ -23,7 +23,8 @@ def main() -> int:
         extra = extra_for(exc)
         if extra is None:
             raise
-        print(f"the replay of extraction needs the [{extra}] extra (no module {exc.name.split('.')[0]}): "
+        missing = (exc.name or "?").split(".")[0]
+        print(f"the replay of extraction needs the [{extra}] extra (no module {missing}): "
               f"pip install 'certify-attention[{extra}]'", file=sys.stderr)
         return 2
     jobs = json.loads(sys.stdin.read())

@@ -178,7 +178,7 @@ def gd_edges(family: Family) -> list[GDEdge]:
 def _best_paths(edges: list[GDEdge], x: int, source: int):
     """Max-product paths from ``source`` among query ``x``'s edges (a DAG: the
     overlap ``<x, .>`` increases along every edge). Returns key -> (Lambda, path)."""
-    best = {source: (1, ())}
+    best: dict[int, tuple[int, tuple[int, ...]]] = {source: (1, ())}
     mine = sorted((k for k, e in enumerate(edges) if e.x == x), key=lambda k: edges[k].t)
     for k in mine:                      # sources sorted by overlap: a valid topological order
         e = edges[k]
@@ -218,7 +218,7 @@ def chain_bound(family: Family, *, max_exhaustive: int = 12) -> ChainBound | Non
         lam = [[None if a == b else reach[a][diag[b]][0] for b in sel] for a in sel]
         return rank_bound_per_pair(lam, strict=True).bound
 
-    best_sel = None
+    best_sel: tuple[int, ...] | None = None
     if len(cand_q) <= max_exhaustive:
         for size in range(len(cand_q), 1, -1):
             for sel in itertools.combinations(cand_q, size):
@@ -226,11 +226,11 @@ def chain_bound(family: Family, *, max_exhaustive: int = 12) -> ChainBound | Non
                     if best_sel is None or value(sel) > value(best_sel):
                         best_sel = sel
     else:
-        sel: list[int] = []
+        greedy: list[int] = []
         for x in sorted(cand_q, key=lambda q: -sum(ok(q, b) and ok(b, q) for b in cand_q)):
-            if all(ok(x, b) and ok(b, x) for b in sel):
-                sel.append(x)
-        best_sel = tuple(sel) if len(sel) >= 2 else None
+            if all(ok(x, b) and ok(b, x) for b in greedy):
+                greedy.append(x)
+        best_sel = tuple(greedy) if len(greedy) >= 2 else None
     if best_sel is None or len(best_sel) < 2:
         return None
     paths, lambdas = {}, {}

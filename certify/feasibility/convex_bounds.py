@@ -67,6 +67,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -185,7 +186,7 @@ def _best_multipliers(rho, r, W, x, y) -> tuple[float, float, float]:
     def neg(z):
         return -_float_margin(rho, r, W, x, y, float(np.exp(z[0])), float(z[1] ** 2))
 
-    best = None
+    best: Any = None                    # scipy's OptimizeResult (untyped)
     t = rho.shape[0]
     for lam0 in (np.sqrt(t * (r - 1)), 1.0, float(t)):
         for mu0 in (0.0, 0.5, 1.0):
@@ -265,7 +266,7 @@ def max_certified_rank(bound: ChainBound, *, solver: str = "CLARABEL", hi: int |
     first failure."""
     t = len(bound.queries)
     hi = t if hi is None else hi
-    best = (None, None)
+    best: tuple[int, ConvexCertificate] | tuple[None, None] = (None, None)
     for r in range(max(2, bound.max_infeasible_rank), hi + 1):
         cert, _ = certify_rank(bound, r, solver=solver)
         if cert is None:
@@ -316,19 +317,28 @@ class ConvexInfeasible(FeasibilityResult):
 
     convex: ConvexCertificate | None = None
 
+    def _evidence(self) -> tuple[ChainBound, ConvexCertificate]:
+        """The chains and the dual certificate, which every such result carries (the field
+        defaults to None only because a dataclass field after defaulted ones must)."""
+        if self.bound is None or self.convex is None:
+            raise ValueError("a convex-dual infeasibility result carries its chains and certificate")
+        return self.bound, self.convex
+
     def to_claim(self) -> Claim:
+        bound, convex = self._evidence()
         params = {"rank": self.rank, "features": self.features.value,
                   "class": self.model_class.value, "scope": "family",
                   "family": self.family.name, "family_sha256": self.family.sha256,
                   "error": "1/2"}
         return Claim(ClaimKind.INFEASIBLE, None, Verdict.PROVED, params,
                      {"family": self.family.to_json(),
-                      "derivation": derivation_json(self.bound, self.convex)},
+                      "derivation": derivation_json(bound, convex)},
                      self.method, None, self.timings,
-                     info={"margin_float": float(self.convex.margin),
-                           "program_value": self.convex.program_value})
+                     info={"margin_float": float(convex.margin),
+                           "program_value": convex.program_value})
 
     def line_detail(self) -> str:
-        return (f"(proved) every rank <= {self.convex.rank} excluded by a convex dual "
-                f"certificate, exact margin {q_to_str(self.convex.margin)} ~ "
-                f"{float(self.convex.margin):.4g} [{self.method}]")
+        _, convex = self._evidence()
+        return (f"(proved) every rank <= {convex.rank} excluded by a convex dual "
+                f"certificate, exact margin {q_to_str(convex.margin)} ~ "
+                f"{float(convex.margin):.4g} [{self.method}]")

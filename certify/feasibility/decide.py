@@ -40,7 +40,7 @@ nonnegative witness is also a real one, and a paper-class one is a used-pairs on
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 
@@ -55,7 +55,7 @@ from certify.feasibility.result import FeasibilityResult, Outcome
 
 def decide(family: Family, rank: int, features: Features, *, time_limit: float = 60.0,
            seed: int = 0, progress: bool = False, problem: FeasibilityProblem | None = None,
-           bound: ChainBound | None | bool = True,
+           bound: ChainBound | None | Literal[True] = True,
            model_class: ModelClass | str = ModelClass.PAPER,
            iterations: int | None = None, method: str = "lp") -> FeasibilityResult:
     """The verdict at one rank in ``model_class``. ``bound=True`` derives the chain
@@ -100,7 +100,7 @@ def decide(family: Family, rank: int, features: Features, *, time_limit: float =
     t1 = time.perf_counter()
     w, chk = lookup_witness(problem, rank, features)
     timings["construction_s"] = time.perf_counter() - t1
-    if w is not None and chk.ok:
+    if w is not None and chk is not None and chk.ok:
         return FeasibilityResult(Outcome.FEASIBLE, rank, features, family,
                                  "one feature per query token: PhiQ = I, PhiK = (2n)^-<x,z>, "
                                  "g = <x,z>; exact re-check", margin=chk.margin, bound=bound,

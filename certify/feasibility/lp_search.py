@@ -11,16 +11,17 @@ from __future__ import annotations
 import numpy as np
 
 from certify.core.budget import CpuBudget
-from certify.core.progress import time_bar
+from certify.core.progress import TimeBar, time_bar
 from certify.feasibility.model import FeasibilityProblem, Features, verify_factors
 
 
 def search_witness(problem: FeasibilityProblem, rank: int, features: Features, *,
-                   time_limit: float, seed: int = 0, progress: bool = False,
+                   time_limit: float, seed: int = 0, progress: bool | TimeBar = False,
                    init: tuple[np.ndarray, np.ndarray] | None = None,
                    iterations: int | None = None):
     """Alternating-LP search; every improving float candidate is rounded and
-    checked exactly. Starts from ``init`` (float factors of a higher rank,
+    checked exactly. ``progress``: True for a bar of its own, or a bar shared by the
+    caller. Starts from ``init`` (float factors of a higher rank,
     truncated) when given, then random restarts. Returns
     ``(FactorResult, witness or None, check or None, float factors or None)``."""
     from solvers.factor import FactorProblem, alternating_search, truncate
@@ -40,18 +41,17 @@ def search_witness(problem: FeasibilityProblem, rank: int, features: Features, *
     start = None
     if init is not None:
         start = truncate(fp, init[0], init[1], rank, nonneg=nonneg)
-    bar = time_bar(f"rank {rank} {features.value}", time_limit, progress is True)
-    own_bar = bar is not None
-    if progress not in (True, False):        # a bar shared by the caller (descend)
-        bar = progress
+    own_bar = time_bar(f"rank {rank} {features.value}", time_limit, progress is True)
+    # a bar shared by the caller (descend), else this search's own
+    bar = progress if isinstance(progress, TimeBar) else own_bar
     try:
         budget = {} if iterations is None else {"max_iterations": iterations}
         res = alternating_search(fp, rank, nonneg=nonneg, rng=np.random.default_rng(seed),
                                  time_limit=time_limit, accept=accept, progress=bar,
                                  init=start, **budget)
     finally:
-        if own_bar:
-            bar.close()
+        if own_bar is not None:
+            own_bar.close()
     if found:
         return res, found[-1][0], found[-1][1], found[-1][2]
     return res, None, None, None
@@ -77,9 +77,9 @@ def descend(problem: FeasibilityProblem, rank: int, features: Features, *, time_
     R = problem.num_rows
     # one bar for the whole descent, named by the rank asked for
     bar = time_bar(f"rank {rank} {features.value} search", time_limit, bool(progress))
-    progress = bar if bar is not None else False
+    shared: bool | TimeBar = bar if bar is not None else False
     try:
-        return _descend(problem, rank, features, budget, seed, progress, cur, R, iterations)
+        return _descend(problem, rank, features, budget, seed, shared, cur, R, iterations)
     finally:
         if bar is not None:
             bar.close()

@@ -138,7 +138,7 @@ def build_problem(family: Family,
         for a in range(len(queries)):
             for b in range(len(keys)):
                 entry_of.setdefault((a, b), len(entry_of))
-    entries = np.array(sorted(entry_of, key=entry_of.get), dtype=np.int64).reshape(-1, 2)
+    entries = np.array(sorted(entry_of, key=lambda k: entry_of[k]), dtype=np.int64).reshape(-1, 2)
     counts = sp.csr_matrix((np.array(vals, dtype=np.float64), (rows, cols)),
                            shape=(len(pos), len(entries)))
     targets = family.targets[pos[:, 0], pos[:, 1]]
@@ -325,7 +325,8 @@ def exact_check(problem: FeasibilityProblem, w: Witness) -> ExactCheck:
         if probs:
             return ExactCheck(False, None, tuple(probs), None)
     alpha: dict[tuple[int, int], Fraction] = {}
-    margin, worst = None, None
+    margin: Fraction | None = None
+    worst: tuple[int, int] | None = None
     for (i, j), t in zip(problem.positions, problem.targets):
         x = int(fam.inputs[i, j])
         num = den = Fraction(0)
@@ -352,7 +353,9 @@ def exact_check(problem: FeasibilityProblem, w: Witness) -> ExactCheck:
         mrg = HALF - abs(num / den - int(t))
         if margin is None or mrg < margin:
             margin, worst = mrg, (int(i), int(j))
-    ok = margin is not None and margin > 0
+    if margin is None or worst is None:
+        return ExactCheck(False, None, ("the family scores no position",), None)
+    ok = margin > 0
     if not ok:
         probs.append(f"input {worst[0]} position {worst[1]}: |t_hat - t| = {HALF - margin} "
                      f">= 1/2")
@@ -387,7 +390,7 @@ def fit_values(problem: FeasibilityProblem, alpha: np.ndarray, *, g_box: float |
     cost[-1] = 1.0
     res = solve_lp(cost, A, lo, hi, np.r_[np.full(E, -box), -1.0], np.r_[np.full(E, box), 0.5],
                    maximize=True, time_limit=time_limit)
-    if res.status is not LPStatus.OPTIMAL:
+    if res.status is not LPStatus.OPTIMAL or res.x is None:
         return None, None
     return res.x[:E], float(res.x[-1])
 

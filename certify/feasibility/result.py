@@ -74,19 +74,23 @@ class FeasibilityResult:
                   "error": "1/2"}
         fam = self.family.to_json()
         if self.outcome is Outcome.INFEASIBLE:      # statements: certify.checkers.statements
+            if self.bound is None:
+                raise ValueError("a proved-infeasible result carries the chain bound it rests on")
             return Claim(ClaimKind.INFEASIBLE, None, Verdict.PROVED, params,
                          {"family": fam, "derivation": self.bound.to_json()},
                          self.method, None, self.timings)
         statement = None
         if self.outcome is Outcome.FEASIBLE:
-            info = {"margin_float": float(self.margin), **self.search_info}
+            if self.witness is None or self.margin is None:
+                raise ValueError("a proved-feasible result carries its witness and exact margin")
+            info: dict[str, Any] = {"margin_float": float(self.margin), **self.search_info}
             if self.cube_rank is not None:
                 info["cube_rank"] = self.cube_rank
             return Claim(ClaimKind.FEASIBLE, statement, Verdict.PROVED, params,
                          {"family": fam, "witness": self.witness.to_json(),
                           "margin": q_to_str(self.margin)}, self.method, None, self.timings,
                          info=info)
-        info: dict[str, Any] = dict(self.search_info)
+        info = dict(self.search_info)
         if self.bound is not None:
             info["chain_bound"] = q_to_str(self.bound.bound)
         if self.best_float_margin is not None and np.isfinite(self.best_float_margin):

@@ -248,8 +248,8 @@ def contradictions(items: Sequence[Item]) -> dict[tuple[Hashable, int], list[str
         for b in proved.get("nonnegative", []):
             if a[2] != "proved" or b[2] != "refuted":
                 continue
-            ka = kernel_key({"parameters": a[3], "evidence": a[4]})
-            if ka is not None and ka == kernel_key({"parameters": b[3], "evidence": b[4]}):
+            kernel_a = kernel_key({"parameters": a[3], "evidence": a[4]})
+            if kernel_a is not None and kernel_a == kernel_key({"parameters": b[3], "evidence": b[4]}):
                 both(a, b, f"contradiction: {at(a)} proves and {at(b)} refutes nonnegativity of one kernel")
                 continue
             if _source_key(a[3]) is None or _source_key(a[3]) != _source_key(b[3]):

@@ -45,7 +45,8 @@ def job_key(p: Mapping[str, Any], features: bool, cert: Mapping[str, Any], base:
     import hashlib
     sha = p.get("source_sha256")
     path = locate(p["source"], sha, base) if isinstance(sha, str) and isinstance(p.get("source"), str) else None
-    inputs = cert.get("inputs") if isinstance(cert.get("inputs"), dict) else {}
+    stated = cert.get("inputs")
+    inputs = stated if isinstance(stated, dict) else {}
     ident = [sha if isinstance(sha, str) else None, None if isinstance(sha, str) else p.get("source"),
              os.path.realpath(path) if path is not None else None, sorted(str(v) for v in inputs.values()),
              p.get("adapter"), p.get("token_set") if features else None, p.get("stated")]

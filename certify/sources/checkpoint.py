@@ -95,11 +95,11 @@ def from_model(model, tokens: str | None, provenance: Provenance) -> Kernel:
     guarantee = getattr(getattr(model, "guarantee", None), "value", getattr(model, "guarantee", None))
 
     if hasattr(model, "canonical_features"):            # third-party heads: the canonical features
-        def fn(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        def canonical_fn(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             return model.canonical_features(batch)
         return Kernel(form=Form.FACTOR, provenance=provenance, token_set=token_set,
                       num_tokens=(1 << m) if toks is None else len(toks), m=m, tokens=toks, rank=int(model.rank),
-                      feature_fn=fn, guarantee=str(guarantee) if guarantee is not None else None)
+                      feature_fn=canonical_fn, guarantee=str(guarantee) if guarantee is not None else None)
 
     import torch
 

@@ -186,17 +186,6 @@ def resolve(source: str | os.PathLike) -> HubSnapshot | None:
     return None
 
 
-def resolve_model(source: str | os.PathLike) -> tuple[str, HubSnapshot | None]:
-    """``(path to read, hub snapshot or None)`` of a source argument: a hub id or
-    cache folder (:func:`resolve`), else the path in the documented order
-    (:func:`certify.sources.paths.resolve_source`)."""
-    from certify.sources.paths import resolve_source
-    hub = resolve(source)
-    if hub is not None:
-        return str(hub.path), hub
-    return str(resolve_source(source)), None
-
-
 def hub_lines(record: Any) -> list[str]:
     """For people, from a certificate's ``environment.hub``: repo id, commit, files by sha256."""
     if not isinstance(record, dict):

@@ -57,6 +57,7 @@ class LoadedModel:
     tensors: Mapping[str, Any]              # the state dict as torch tensors (half precision as float32), read on lookup
     checks: dict[tuple[int, str], Any] = field(default_factory=dict)
     hashes: dict[str, str] = field(default_factory=dict)   # path -> sha256, each file hashed once
+    spec: tuple[str, str] | None = None     # (adapter spec file, its sha256) when read through one
 
     def sha256(self, f: str | Path) -> str:
         """The sha256 of a file of this model, computed once (not once per head)."""
@@ -298,8 +299,9 @@ def head_kernel(model: LoadedModel, *, layer: int | None = None, head: int | Non
     if m is None:
         q, k = h.canonical_features(det.embedding)
         return from_features(q, k, prov, token_set=ts, guarantee=h.guarantee)
-    return from_model(h, ts if toks is None else (tokens[len("family:"):] if tokens.startswith("family:")
-                                                  else tokens), prov)
+    if toks is None or tokens is None:      # token rows come only from a named token set
+        return from_model(h, ts, prov)
+    return from_model(h, tokens[len("family:"):] if tokens.startswith("family:") else tokens, prov)
 
 
 def load_head_kernel(path: str | Path, *, layer: int | None = None, head: int | None = None,

@@ -194,13 +194,6 @@ def read_weights(path: str | Path) -> WeightSet:
                      f"or a *.safetensors.index.json of shards)")
 
 
-def is_weights_path(path: str | Path) -> bool:
-    """Whether ``path`` names weights by its form alone (a torch file, a shard
-    index, a folder); a ``.safetensors`` file may also be a kernel matrix."""
-    p = Path(path)
-    return p.is_dir() or p.suffix in TORCH_SUFFIXES or p.name.endswith(".index.json")
-
-
 # ---------------------------------------------------------------- safetensors (no torch)
 
 def safetensors_header(path: Path) -> tuple[dict[str, Any], int]:
@@ -386,7 +379,3 @@ def read_config(weights: Path) -> tuple[dict[str, Any], Path | None]:
             return cfg, c
     return {}, None
 
-
-def files_of(ws: WeightSet, config_path: Path | None) -> list[Path]:
-    """Every file a certificate names (weights, shards, config)."""
-    return [*ws.files, *([config_path] if config_path is not None else [])]

@@ -178,7 +178,8 @@ def _taylor(fn, first, count, fmin_at, rem_closed=None, odd_at_zero=False) -> np
                 raise ArithmeticError(f"crtables: no positive lower bound at node {i}")
             p = 1 if zero else 0
             for N in range(1, NMAX + 1):
-                rem = rem_closed(a0, H, N) if rem_closed is not None else abs(cb[N + 1]) * H ** (N + 1 - p)
+                # cb is None exactly when a closed-form remainder is given
+                rem = abs(cb[N + 1]) * H ** (N + 1 - p) if cb is not None else rem_closed(a0, H, N)
                 if rem / fmin < target:
                     break
             else:

@@ -94,11 +94,13 @@ def _detect(sd: Mapping[str, Any], config: Mapping[str, Any], name: str) -> Dete
     if lib is not None and lib not in LIBRARIES:
         raise InputError(f"{name}: config library {lib!r} is not one of {LIBRARIES}")
     if lib in (None, "fla") and (mt is not None or fla.model_root(sd) is not None):
-        found = fla.detect_model(sd, config)
-        if found is not None:
-            return found
+        model = fla.detect_model(sd, config)
+        if model is not None:
+            return model
     if lib is None and mt in softmax.SOFTMAX_MODEL_TYPES:
-        return softmax.detect(sd, config)
+        refused = softmax.detect(sd, config)        # a softmax model_type is always refused
+        if refused is not None:
+            return refused
     if mt is not None and lib is None and mt not in fla.REFUSED_MODELS and mt != "linear_attn":
         config = {k: v for k, v in config.items() if k != "model_type"}
     order = [(k, f) for k, f in DETECTORS.items() if lib is None or k == lib]

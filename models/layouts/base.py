@@ -127,14 +127,16 @@ class FeatureHead:
         the same bits on every machine. ``tokens`` (K, m): 0/1 vectors or
         embedding rows (any float or integer array; read exactly)."""
         from models.canonical.arith import f64, linear, positive_zero
-        if self.canon_q is None or self.canon_k is None or any(s.canon is None for s in self.steps):
+        canon_q, canon_k = self.canon_q, self.canon_k
+        if canon_q is None or canon_k is None or any(s.canon is None for s in self.steps):
             raise InputError(f"feature map {self.feature_map}: no canonical definition")
         x = self._inputs(tokens, f64)
         if not hasattr(self, "_w64"):
-            self._w64 = tuple(None if t is None else f64(t) for t in (self.Wq, self.bq, self.Wk, self.bk))
+            self._w64 = (f64(self.Wq), None if self.bq is None else f64(self.bq),
+                         f64(self.Wk), None if self.bk is None else f64(self.bk))
         wq, bq, wk, bk = self._w64
-        q = self.canon_q(linear(x, wq, bq))                                   # (K, r)
-        k = self.canon_k(linear(x, wk, bk))
+        q = canon_q(linear(x, wq, bq))                                        # (K, r)
+        k = canon_k(linear(x, wk, bk))
         return positive_zero(q), positive_zero(k)
 
     def _inputs(self, tokens, f64) -> np.ndarray:
@@ -149,6 +151,8 @@ class FeatureHead:
         if x.ndim != 2 or x.shape[1] != self.m:
             raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
         for s in self.steps:
+            if s.canon is None:                 # refused by canonical_features before it gets here
+                raise InputError(f"step {s.name}: no canonical definition")
             x = s.canon(x)
         if derived is not None:
             x.setflags(write=False)

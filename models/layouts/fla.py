@@ -350,7 +350,7 @@ def detect_model(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected |
             w = sd.get(f"{R}model.layers.0.attn_norm.weight")
             eps = float(cfg["norm_eps"])
             steps = [Step(f"RMSNorm {R}model.layers.0.attn_norm (eps {cfg['norm_eps']})",
-                          rms_norm(w, eps), deferred(lambda w=w, eps=eps: cm.rms_norm(_opt(w), eps)))]
+                          rms_norm(w, eps), deferred(lambda: cm.rms_norm(_opt(w), eps)))]
         plan = linear_attention_heads(sd, p, lay, i, steps=steps, m=width, reads_tokens=i == 0)
         plan.library = {**plan.library, "model": True, "root": R, "fuse_norm": bool(cfg.get("fuse_norm", True)),
                         "attn_norm_eps": float(cfg["norm_eps"])}
@@ -501,9 +501,9 @@ def detect_layer(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected |
     elif len(ps) > 1 or ps[0]:
         det.notes.append("layers found under key prefixes " + ", ".join(repr(p) for p in ps)
                          + ": each is read on its own inputs (the module around it is not read)")
-        cands = _embedding_candidates(sd, ps, det.m) if len(ps) == 1 else []
-        if len(cands) == 1:
-            key, shape = cands[0]
+        rows = _embedding_candidates(sd, ps, det.m) if len(ps) == 1 else []
+        if len(rows) == 1:
+            key, shape = rows[0]
             det.fix = (f"if {key!r} ({shape[0]} x {shape[1]}) is an embedding whose rows feed the layer directly, "
                        f"add \"embedding\": \"{key}\" to config.json: the layer is then read on its {shape[0]} "
                        f"vocabulary rows (docs/layouts.md, The model's own path)")
@@ -514,7 +514,7 @@ def detect_layer(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected |
 def _embedding_candidates(sd: Mapping[str, Any], ps: list[str], m: int) -> list[tuple[str, tuple[int, ...]]]:
     """The 2-D tensors outside the layer whose rows have the layer's width ``m`` (names
     and shapes only, no value read): what ``"embedding"`` could name."""
-    out = []
+    out: list[tuple[str, tuple[int, ...]]] = []
     for key, t in sd.items():
         shape = tuple(int(n) for n in t.shape)
         if not any(key.startswith(p) for p in ps if p) and len(shape) == 2 and shape[1] == m and shape[0] > 1:

@@ -277,8 +277,8 @@ def _build(sd, config, ps, library) -> Detected:
         if lm_root + "transformer.project_in.weight" in sd:
             W, b = sd[lm_root + "transformer.project_in.weight"], sd.get(lm_root + "transformer.project_in.bias")
             steps.append(Step(f"Linear {lm_root}transformer.project_in",
-                              lambda x, W=W, b=b: F.linear(x, tt(W).to(x.dtype),
-                                                           None if b is None else tt(b).to(x.dtype)),
+                              lambda x: F.linear(x, tt(W).to(x.dtype),
+                                                 None if b is None else tt(b).to(x.dtype)),
                               deferred(lambda: cm.affine(f64(W), None if b is None else f64(b)))))
         det.reason = f"{cfg_cls} language model (token_emb.weight, {layers_found[0][1]}...)"
     if root:

@@ -110,7 +110,8 @@ def detect_fast_transformers(sd: Mapping[str, Any], config: Mapping[str, Any]) -
                 m=m, Wq=Wq[sl], Wk=Wk[sl], bq=bq[sl] if bq is not None else None,
                 bk=bk[sl] if bk is not None else None,
                 Wv=rows_of_head(Wv, H, h, "value_projection") if Wv is not None else None,
-                bv=bv[Wv.shape[0] // H * h:Wv.shape[0] // H * (h + 1)] if bv is not None else None,
+                bv=bv[Wv.shape[0] // H * h:Wv.shape[0] // H * (h + 1)] if bv is not None and Wv is not None
+                else None,
                 phi_q=phi, phi_k=phi, canon_q=e.canonical, canon_k=e.canonical, rank=e.rank(d),
                 nonnegative=e.nonnegative, feature_map=e.name,
                 causal=at == "causal-linear", notes="denominator + 1e-6 (eps of LinearAttention)",

@@ -48,7 +48,7 @@ import contextlib
 import io
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import torch
 
@@ -218,7 +218,11 @@ def _strip(sd: Mapping[str, torch.Tensor], prefix: str) -> dict[str, torch.Tenso
     return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
 
 
-def _load(module: torch.nn.Module, sd: Mapping[str, torch.Tensor]) -> torch.nn.Module:
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
+
+
+def _load(module: ModuleT, sd: Mapping[str, torch.Tensor]) -> ModuleT:
+    """``module`` (the library's own class) with the checkpoint's tensors loaded, strictly, in eval mode."""
     res = module.load_state_dict(dict(sd), strict=False)
     # performer's proj_updater.instance is a second name of the same layers (loaded through net.*)
     missing = [k for k in res.missing_keys if not k.startswith("proj_updater.")]

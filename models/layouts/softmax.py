@@ -47,8 +47,8 @@ REASON = ("attention normalizes exp(q.k) over the sequence (softmax): exp of a b
 
 def _layer_prefixes(sd: Mapping[str, Any]) -> tuple[list[str], str]:
     for pat, what in SOFTMAX_KEYS:
-        ps = sorted({k[:pat.search(k).start() + (1 if pat.search(k).group(1) else 0)]
-                     for k in sd if pat.search(k)}, key=natural)
+        hits = [hit for hit in map(pat.search, sd) if hit is not None]
+        ps = sorted({hit.string[:hit.start() + (1 if hit.group(1) else 0)] for hit in hits}, key=natural)
         if ps:
             return ps, what
     outp = sorted({k[:-len("out_proj.weight")] for k in sd if k.endswith("out_proj.weight")

@@ -291,7 +291,8 @@ static PyObject *crt_add(PyObject *self, PyObject *args)
     PyObject *yo, *fo;
     double w, p;
     Py_buffer yb, fb;
-    if (!PyArg_ParseTuple(args, "OOdd", &yo, &fo, &w, &p) || !prime_ok(p) || !f64_array(yo, &yb, 0, "crt_add: Y"))
+    if (!PyArg_ParseTuple(args, "OOdd", &yo, &fo, &w, &p) || !prime_ok(p) ||
+        !f64_array(yo, &yb, 0, "crt_add: Y"))
         return NULL;
     if (!f64_array(fo, &fb, 1, "crt_add: F")) {
         PyBuffer_Release(&yb);
@@ -359,10 +360,12 @@ static PyObject *nonzero(PyObject *self, PyObject *args)
     }
     Py_ssize_t rows = tb.shape[0], cols = tb.shape[1], ld = nb.shape[1];
     int bad = 0, range = 0;
+    const double *t = (const double *)tb.buf;
+    Py_ssize_t first = row0 * ld + col0; /* N's entry at the tile's (0, 0) */
     if (is_f64(&nb))
-        tile_f64((const double *)tb.buf, (const double *)nb.buf + row0 * ld + col0, rows, cols, ld, p, &bad, &range);
+        tile_f64(t, (const double *)nb.buf + first, rows, cols, ld, p, &bad, &range);
     else
-        tile_i32((const double *)tb.buf, (const int32_t *)nb.buf + row0 * ld + col0, rows, cols, ld, p, &bad, &range);
+        tile_i32(t, (const int32_t *)nb.buf + first, rows, cols, ld, p, &bad, &range);
     if (range)
         PyErr_SetString(PyExc_ValueError, "nonzero: a difference beyond 2^53 - 2^27");
     else
@@ -375,7 +378,8 @@ done:
 
 static PyMethodDef methods[] = {
     {"reduce", reduce, METH_VARARGS, "reduce(X, p) -> X: X replaced by its balanced residues mod p"},
-    {"inverse", inverse, METH_VARARGS, "inverse(M, p) -> bool: M replaced by its inverse mod p; False if singular"},
+    {"inverse", inverse, METH_VARARGS,
+     "inverse(M, p) -> bool: M replaced by its inverse mod p; False if singular"},
     {"rref", rref, METH_VARARGS, "rref(V, p) -> pivots: V replaced by its reduced row echelon form mod p"},
     {"crt_add", crt_add, METH_VARARGS, "crt_add(Y, F, w, p): F += red(w Y) / p, reduced to [-1/2, 1/2]"},
     {"nonzero", nonzero, METH_VARARGS, "nonzero(T, N, row0, col0, p): some T - N[tile] not divisible by p"},

@@ -45,27 +45,33 @@ def kernel_value(u: Sequence[Any], v: Sequence[Any]) -> Fraction:
     """``alpha = <u, v> = sum_i u_i v_i`` of two rational (or float) feature rows, exactly."""
     return sum((Fraction(a) * Fraction(b) for a, b in zip(u, v, strict=True)), Fraction(0))
 
+
 def output(alpha: Any, g: Any, seq: Sequence[int]) -> tuple[Any, Any]:
     """``(N, D) = (sum_j alpha[z_j] g[z_j], sum_j alpha[z_j])`` over the sequence ``seq`` (``alpha``, ``g``:
     the query's row, indexed by token)."""
     return sum(alpha[z] * g[z] for z in seq), sum(alpha[z] for z in seq)
 
+
 def error(N: Any, D: Any, t: Any, b: int = 1) -> Fraction | None:
     """``|t_hat - t|`` with ``t_hat = N / (b D)``; ``None`` when ``D <= 0`` (no output)."""
     return None if D <= 0 else abs(Fraction(N) / (b * Fraction(D)) - t)
+
 
 def within(N: Any, D: Any, t: Any, eps: Fraction, b: int = 1) -> bool:
     """``D > 0`` and ``|N / (b D) - t| < eps``, decided exactly (module docstring)."""
     return D > 0 and eps.denominator * abs(N - t * b * D) < eps.numerator * b * D
 
+
 def lemma3(n: int, eps: Fraction, d: Any) -> tuple[Fraction, Fraction]:
     """``(2 eps (n-1)/(n-2), (n-2)(d - 2 eps)/(2 eps))``: Lemma 3's gap threshold and factor."""
     return Fraction(2 * (n - 1), n - 2) * eps, (n - 2) * (d - 2 * eps) / (2 * eps)
+
 
 def lemma4_rank(t: int, frob_sq: Fraction, strict: bool) -> tuple[Fraction, int]:
     """``(t^2 / F, the least rank Lemma 4 allows)``: ``floor + 1`` when strict, else ``ceil``."""
     b = Fraction(t * t) / frob_sq
     return b, (b.numerator // b.denominator + 1 if strict else -(-b.numerator // b.denominator))
+
 
 def trace_rank_bound(B: list[list[Any]]) -> tuple[list[int], Fraction, Fraction | None, Fraction]:
     """``(kept, ||C||_F^2, lambda or None, t^2 / ||C||_F^2)`` of ``B`` (Lemma 4 above; ``lambda = min |1 /
@@ -78,6 +84,7 @@ def trace_rank_bound(B: list[list[Any]]) -> tuple[list[int], Fraction, Fraction 
         return kept, Fraction(0), None, Fraction(0)
     frob = len(kept) + sum((c * c for c in cs), Fraction(0))
     return kept, frob, min((1 / abs(c) for c in cs), default=None), lemma4_rank(len(kept), frob, False)[0]
+
 
 def chain_ranks(t: int, lam: dict[tuple[int, int], int]) -> dict[str, Any]:
     """The rank bounds of ``t`` queries from their chain factors ``lam[i, j] >= 1`` (every ordered pair;
@@ -94,16 +101,22 @@ def chain_ranks(t: int, lam: dict[tuple[int, int], int]) -> dict[str, Any]:
             "discriminant": delta(perron) if perron else None, "kappa_sq": k,
             "packing": min(t - 1, k.denominator // k.numerator)}
 
+
 def quadratic_margin(gd: Fraction, go: Fraction, S: dict[str, Fraction]) -> Fraction:
     """The lemma's lower bound of every ``alpha`` from the summaries ``S`` (``min_const_q``, ...,
     ``max_residual_sq_k``), exactly; ValueError unless ``g_off != 0`` and ``A_q, A_k > 0``."""
     if go == 0 or not (S["min_const_q"] > 0 and S["min_const_k"] > 0):
         raise ValueError("the quadratic-kernel lemma needs g_off != 0 and positive constant features")
     c2 = go * go / 2
-    # ceil(sqrt(n d 4^64)) / (d 2^64) >= sqrt(n / d), with ceil(sqrt(N)) = isqrt(N - 1) + 1 for N >= 1
-    sqrt_up = lambda x: Fraction(math.isqrt((x.numerator * x.denominator << 128) - 1) + 1 if x else 0,
-                                 x.denominator << 64)
     return (S["min_const_q"] * S["min_const_k"] - 1 / (4 * c2)
             - max(c2 - gd * gd, Fraction(0)) * S["max_linear_sq_q"] * S["max_linear_sq_k"]
-            - sqrt_up(max(gd * gd, c2) * S["max_linear_sq_q"] ** 2 * S["max_residual_sq_k"])
-            - sqrt_up(S["max_residual_sq_q"] * S["max_quadratic_sq_k"]))
+            - _sqrt_up(max(gd * gd, c2) * S["max_linear_sq_q"] ** 2 * S["max_residual_sq_k"])
+            - _sqrt_up(S["max_residual_sq_q"] * S["max_quadratic_sq_k"]))
+
+
+def _sqrt_up(x: Fraction) -> Fraction:
+    """A rational ``>= sqrt(x)`` for ``x = n / d >= 0``: ``ceil(sqrt(n d 4^64)) / (d 2^64)``,
+    with ``ceil(sqrt(N)) = isqrt(N - 1) + 1`` for ``N >= 1`` (0 for ``x = 0``)."""
+    if not x:
+        return Fraction(0, x.denominator << 64)
+    return Fraction(math.isqrt((x.numerator * x.denominator << 128) - 1) + 1, x.denominator << 64)

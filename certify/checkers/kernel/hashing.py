@@ -16,6 +16,7 @@ def canonical_sha256(obj: Any) -> str:
     """SHA-256 (hex) of the canonical JSON of ``obj`` (module docstring)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
+
 def matrix_header(scale: Any, shape: Any, encoding: str) -> bytes:
     """The first line hashed into a matrix claim's ``matrix_sha256``: the canonical JSON of the
     encoding of the entries (``"int64"``: little-endian int64 bytes, row-major; ``"json"``: the

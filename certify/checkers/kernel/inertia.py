@@ -87,6 +87,7 @@ MAX_N = 1 << 20
 
 _up = lambda x: np.nextafter(x, np.inf)                 # the next float up
 
+
 def _constants(n: int) -> tuple[float, float]:
     """The least floats ``>= gamma_n / (1 - gamma_n)`` and ``>= 1 / (1 - gamma_n)``."""
     if not 1 <= n <= MAX_N:
@@ -95,13 +96,17 @@ def _constants(n: int) -> tuple[float, float]:
     ceil = lambda q: float(q) if Fraction(float(q)) >= q else float(np.nextafter(float(q), np.inf))
     return ceil(g / (1 - g)), ceil(1 / (1 - g))
 
+
 def _flush(M: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """No subnormal operand: tiny midpoints become 0 (their size moves into the radius)."""
-    return np.where(small := np.abs(M) < TINY, 0.0, M), np.where(small, _up(R + TINY), np.maximum(R, TINY))
+    small = np.abs(M) < TINY
+    return np.where(small, 0.0, M), np.where(small, _up(R + TINY), np.maximum(R, TINY))
+
 
 def _upper_product(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
     """An entrywise upper bound of the exact ``P Q`` for nonnegative float ``P, Q``."""
     return _up(_up(P @ Q + TINY) * _constants(P.shape[1])[1])
+
 
 def _mul(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """``(A, RA) (B, RB)``: the midpoint ``fl(A B)`` and a rigorous radius."""
@@ -112,20 +117,24 @@ def _mul(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> 
     R = _up(R + _upper_product(absA, RB))
     return _flush(A @ B, _up(R + TINY))
 
+
 def _exact(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A float matrix taken as exact (radius: only what flushing adds)."""
     return _flush(np.asarray(X, dtype=np.float64), np.zeros_like(X, dtype=np.float64))
+
 
 def product_enclosure(P: np.ndarray, Q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(C, R)`` with the exact ``P Q^T`` within ``R`` of ``C`` entrywise, for float ``P`` and ``Q`` taken
     as exact (the product bound of the module docstring)."""
     return _mul(_exact(P), _exact(np.ascontiguousarray(Q.T)))
 
-def negative_pair(Q: np.ndarray, K: np.ndarray, rows: int = 256, limit: int = 4096) -> tuple[int, ...] | None:
-    """``(i, j)`` with ``<Q_i, K_j> < 0``, ``()`` when every product is ``>= 0``, or None when more than
-    ``limit`` pairs are left to Fractions (float64 rows taken as exact): an entry of ``Q K^T`` enclosed by
-    ``C +- R`` (:func:`product_enclosure`) is negative if ``C < -R``, nonnegative if ``C >= R`` (exact float
-    comparisons), else decided exactly."""
+
+def negative_pair(Q: np.ndarray, K: np.ndarray, rows: int = 256,
+                  limit: int = 4096) -> tuple[int, ...] | None:
+    """``(i, j)`` with ``<Q_i, K_j> < 0``, ``()`` when every product is ``>= 0``, or None when
+    more than ``limit`` pairs are left to Fractions (float64 rows taken as exact): an entry of
+    ``Q K^T`` enclosed by ``C +- R`` (:func:`product_enclosure`) is negative if ``C < -R``,
+    nonnegative if ``C >= R`` (exact float comparisons), else decided exactly."""
     unsure: list[tuple[int, int]] = []
     for a in range(0, Q.shape[0], rows):
         C, R = product_enclosure(Q[a:a + rows], K)
@@ -134,7 +143,11 @@ def negative_pair(Q: np.ndarray, K: np.ndarray, rows: int = 256, limit: int = 40
         unsure += [(a + int(i), int(j)) for i, j in np.argwhere(C < R)]
         if len(unsure) > limit:
             return None
-    return next(((i, j) for i, j in unsure if kernel_value(Q[i].tolist(), K[j].tolist()) < 0), ())
+    for i, j in unsure:
+        if kernel_value(Q[i].tolist(), K[j].tolist()) < 0:
+            return i, j
+    return ()
+
 
 def quadratic_summaries(X: np.ndarray, e: int, c: int, lin: list[int], quad: list, gd: Fraction,
                         go: Fraction) -> dict[str, Fraction]:
@@ -146,22 +159,38 @@ def quadratic_summaries(X: np.ndarray, e: int, c: int, lin: list[int], quad: lis
     (|fl(r)| + |fl(g fl(xi xj))|) + 2^-1000`` (``r = w - g xi xj``: the product, the scaling and the
     subtraction each round by at most ``u`` relative and ``2^-1075`` absolute, times ``|g|`` for the product,
     so the exact residual is at most ``|fl(r)| (1 + 2u) + 3u |fl(g p)| + 2^-1050``)."""
-    f, pi, pj = [q[0] for q in quad], [lin[q[1]] for q in quad], [lin[q[2]] for q in quad]
+    f = [q[0] for q in quad]                            # the quadratic feature of each pair
+    pi, pj = [lin[q[1]] for q in quad], [lin[q[2]] for q in quad]     # its two linear features
     g = np.array([gd if i == j else go for _, i, j in quad], dtype=object)
     if X.dtype.kind != "f":
         Y = X.astype(object) * Fraction(2) ** e
-        sq = lambda X: Fraction(max((X * X).sum(axis=1)))
         res = Y[:, f] - g * Y[:, pi] * Y[:, pj]
+        sq = _max_sq_exact
     else:
         if any(Fraction(float(v)) != v or abs(v) > 2 ** 20 for v in (gd, go)):
             raise ValueError("g_diag and g_off must be doubles of magnitude <= 2^20")
         Y = X.astype(np.float64, copy=False)                                  # read only
-        r = Y[:, f] - (gp := g.astype(np.float64)[None, :] * (Y[:, pi] * Y[:, pj]))
+        gp = g.astype(np.float64)[None, :] * (Y[:, pi] * Y[:, pj])
+        r = Y[:, f] - gp
         res = np.abs(r) + 2.0 ** -50 * (np.abs(r) + np.abs(gp)) + TINY
-        sq = lambda X: (Fraction(float(sum(X[:, j] * X[:, j] for j in range(X.shape[1])).max(initial=0.0)))
-                        * (1 + 2 * (X.shape[1] + 1) * U) + Fraction(X.shape[1] + 1, 1 << 1074))   # 0 + x = x
+        sq = _max_sq_upper
     return {"min_const": Fraction(Y[:, c].min()), "max_linear_sq": sq(Y[:, lin]),
             "max_quadratic_sq": sq(Y[:, f]), "max_residual_sq": sq(res)}
+
+
+def _max_sq_exact(X: np.ndarray) -> Fraction:
+    """The largest squared norm of a row of an exact (object) array."""
+    return Fraction(max((X * X).sum(axis=1)))
+
+
+def _max_sq_upper(X: np.ndarray) -> Fraction:
+    """An upper bound of the largest exact squared norm of a row of a float64 array: the
+    squares and their sum in this order, times ``1 + 2 (n + 1) u``, plus ``(n + 1) 2^-1074``
+    (:func:`quadratic_summaries`)."""
+    n = X.shape[1]
+    computed = sum(X[:, j] * X[:, j] for j in range(n)).max(initial=0.0)    # 0 + x = x
+    return Fraction(float(computed)) * (1 + 2 * (n + 1) * U) + Fraction(n + 1, 1 << 1074)
+
 
 def _inertia(Z: tuple[np.ndarray, np.ndarray]) -> tuple[int, int] | None:
     """``(n_+, n_-)`` of the exact symmetric matrix within ``Z = (M, R)``, when a weighted diagonal dominance
@@ -187,19 +216,25 @@ def _inertia(Z: tuple[np.ndarray, np.ndarray]) -> tuple[int, int] | None:
         return None
     return int(np.sum(np.diag(B) > 0)), int(np.sum(np.diag(B) < 0))
 
+
 def _scaled_floats(rows: list[list[int]], e: int, rs: list, cs: list, num: int = 1,
                    den: int = 1) -> tuple | None:
-    """``(M, R)`` for the exact ``rows[i][j] num / den 2^(e + rs[i] + cs[j])``: each entry to about 62 bits
-    by integer floor division (error below one unit of its last place), then correctly rounded to a float
-    (``spacing`` covers it); None outside the exponent range. Python ints, elementwise in object arrays."""
+    """``(M, R)`` for the exact ``rows[i][j] num / den 2^(e + rs[i] + cs[j])``: each entry to
+    about 62 bits by integer floor division (error below one unit of its last place), then
+    correctly rounded to a float (``spacing`` covers it); None outside the exponent range.
+    Python ints, elementwise in object arrays."""
     n = np.frompyfunc(int, 1, 1)(np.array(rows, dtype=object).reshape(len(rows), -1)) * num
     t = 62 - (np.frompyfunc(int.bit_length, 1, 1)(n).astype(np.int64) - den.bit_length())
-    y = np.where(t >= 0, (n << np.maximum(t, 0).astype(object)) // den, n // (den << np.maximum(-t, 0).astype(object)))
-    ex = np.where(n != 0, e + np.add.outer(np.array(rs, dtype=np.int64), np.array(cs, dtype=np.int64)) - t, -1074)
+    up = (n << np.maximum(t, 0).astype(object)) // den            # t >= 0: shift n up
+    down = n // (den << np.maximum(-t, 0).astype(object))         # t < 0: shift the divisor up
+    y = np.where(t >= 0, up, down)
+    scales = np.add.outer(np.array(rs, dtype=np.int64), np.array(cs, dtype=np.int64))
+    ex = np.where(n != 0, e + scales - t, -1074)
     if ex.size and (ex.max() > 900 or ex.min() < -2000):     # an exact zero (-1074): the radius stays TINY
         return None
     M = np.ldexp(y.astype(np.float64), ex)
     return _flush(M, _up(np.ldexp(1.0, np.maximum(ex, -1074)) + np.spacing(np.abs(M))))
+
 
 def _equilibrated(G: list[list[int]], e: int, num: int = 1, den: int = 1,
                   lg: int = 0) -> tuple[list[int], tuple | None]:
@@ -209,6 +244,7 @@ def _equilibrated(G: list[list[int]], e: int, num: int = 1, den: int = 1,
         if not all(G[i][i] for i in range(len(G))) else 1     # used only for a zero diagonal entry
     s = [-((abs(int(G[i][i])).bit_length() if G[i][i] else top) + e - lg) // 2 for i in range(len(G))]
     return s, _scaled_floats(G, e, s, s, num, den)
+
 
 def count_above(GQ: list[list[int]], eq: int, GK: list[list[int]], ek: int, eps_sq: Fraction) -> int | None:
     """``#{lambda_i(GQ 2^eq GK 2^ek) > eps_sq}`` by the inertia of ``Z(eps_sq)`` (module docstring), or None
@@ -224,14 +260,19 @@ def count_above(GQ: list[list[int]], eq: int, GK: list[list[int]], ek: int, eps_
     if Zk is None or Zq is None or cpl.min() < TINY or cpl.max() > 2.0 ** 900:
         return None
     off, zero = np.diag(cpl), np.zeros((r, r))
-    signs = _inertia(_flush(np.block([[Zk[0], off], [off, Zq[0]]]), np.block([[Zk[1], zero], [zero, Zq[1]]])))
-    return signs[0] - r if signs is not None and sum(signs) == 2 * r and 0 <= signs[0] - r <= r else None
+    Z = _flush(np.block([[Zk[0], off], [off, Zq[0]]]), np.block([[Zk[1], zero], [zero, Zq[1]]]))
+    signs = _inertia(Z)
+    if signs is None or sum(signs) != 2 * r or not 0 <= signs[0] - r <= r:
+        return None                                     # not decided, or Z singular
+    return signs[0] - r
+
 
 def positive_definite(G: list[list[int]]) -> bool:
     """True when ``G`` (symmetric integer rows; a positive scale does not matter) is proved positive
     definite; False means only that floats did not prove it."""
     Z = _equilibrated(G, 0)[1] if 0 < len(G) <= MAX_N else None
     return not G or (Z is not None and _inertia(Z) == (len(G), 0))
+
 
 def _enclosures_pd(GB: list, eb: int, GA: list, ea: int) -> list[tuple[Fraction, Fraction]] | None:
     """Enclosures of the eigenvalues of ``GA 2^ea GB 2^eb``, largest first, with ``GB`` positive definite
@@ -247,7 +288,8 @@ def _enclosures_pd(GB: list, eb: int, GA: list, ea: int) -> list[tuple[Fraction,
         kappa, Uv = np.linalg.eigh(Bm[0])
         if not kappa.min() > 0:
             return None
-        Y1 = Bm[0] @ (X1 := Uv / np.sqrt(kappa))
+        X1 = Uv / np.sqrt(kappa)
+        Y1 = Bm[0] @ X1
         A1 = Y1.T @ (Am[0] @ Y1)
         X = _exact(X1 @ np.linalg.eigh((A1 + A1.T) / 2)[1])
     except np.linalg.LinAlgError:
@@ -267,6 +309,7 @@ def _enclosures_pd(GB: list, eb: int, GA: list, ea: int) -> list[tuple[Fraction,
     end = lambda v, up: v * th[(v >= 0) == up] * Fraction(2) ** m      # the lower / upper end of v theta
     return [(end(d - rho_a, False), end(d + rho_a, True))
             for d in sorted((Fraction(float(v)) for v in np.diag(A[0])), reverse=True)]
+
 
 def enclosures(GQ: list, eq: int, GK: list, ek: int) -> list[tuple[Fraction, Fraction]] | None:
     """Rigorous ``[lo, hi]`` for every eigenvalue of ``GQ 2^eq GK 2^ek``, largest first with multiplicity

@@ -16,12 +16,14 @@ def fmpz_matrix(rows: Any, ncols: int | None = None) -> Any:
     if getattr(rows, "ndim", 0) == 2 and rows.dtype.kind in "iu":                  # an integer numpy array
         return flint.fmpz_mat(rows.shape[0], rows.shape[1], rows.ravel().tolist())
     rows = [list(r) for r in rows]
-    return flint.fmpz_mat(len(rows), len(rows[0]) if rows else (ncols or 0), [int(v) for r in rows for v in r])
+    width = len(rows[0]) if rows else (ncols or 0)
+    return flint.fmpz_mat(len(rows), width, [int(v) for r in rows for v in r])
+
 
 def scaled_matrix(rows: Any, scale: Any) -> Any:
-    """The exact rational matrix of integer rows and a ``scale`` (``{"kind": "row_denominators", "row_den":
-    [...]}``: row ``i`` divided by ``row_den[i]``; otherwise ``{"exponent": e}``: every entry times
-    ``2^e``)."""
+    """The exact rational matrix of integer rows and a ``scale``:
+    ``{"kind": "row_denominators", "row_den": [...]}`` divides row ``i`` by ``row_den[i]``;
+    otherwise ``{"exponent": e}`` multiplies every entry by ``2^e``."""
     import flint
     A = flint.fmpq_mat(fmpz_matrix(rows))
     if scale["kind"] == "row_denominators":
@@ -32,13 +34,17 @@ def scaled_matrix(rows: Any, scale: Any) -> Any:
         A = A * flint.fmpq(2) ** int(scale["exponent"])
     return A
 
+
 def product(A: Any, B: Any) -> Any:
     """``A B`` exactly (python-flint matrices, integer or rational)."""
     return A * B
 
+
 def gram_matrix(A: Any) -> Any:
-    """``A^T A`` when ``A`` has at most as many columns as rows, else ``A A^T`` (same nonzero eigenvalues)."""
+    """``A^T A`` when ``A`` has at most as many columns as rows, else ``A A^T`` (the same
+    nonzero eigenvalues)."""
     return A.transpose() * A if A.ncols() <= A.nrows() else A * A.transpose()
+
 
 def is_prime(p: int) -> bool:
     """``p`` is a prime (an int >= 2; bool is not an int here)."""

@@ -29,6 +29,7 @@ def product_identity(A: Any, B: Any, C: Any, d: int = 1, c: int = 1) -> bool:
         return False
     return bool(A * B * int(c) == C * int(d))
 
+
 def product_min(Q: Any, K: Any) -> int | None:
     """The least entry of ``Q K^T`` (``None`` when it is empty), exactly."""
     Q, K = fmpz_matrix(Q), fmpz_matrix(K)
@@ -37,6 +38,7 @@ def product_min(Q: Any, K: Any) -> int | None:
     if Q.ncols() != K.ncols():
         raise ValueError("Q and K need the same number of columns")
     return min(int(v) for v in (Q * K.transpose()).entries())
+
 
 def column_span_rational(F: Any, R: list[int], C: list[int], block: int = 256) -> bool:
     """Every column of the integer matrix ``F`` lies in the span of its columns ``C`` over Q (so ``rank_Q F
@@ -58,6 +60,7 @@ def column_span_rational(F: Any, R: list[int], C: list[int], block: int = 256) -
                                 int(den)):
             return False
     return True
+
 
 def box_minimum(c: Iterable, lo: Iterable, hi: Iterable) -> Fraction:
     """``sum_i min(c_i lo_i, c_i hi_i)`` exactly (equal lengths required)."""

@@ -25,6 +25,7 @@ def _rows(M: Any) -> list[list[Any]]:
         *Fraction(v).as_integer_ratio())
     return [[q(v) for v in row] for row in (M.tolist() if hasattr(M, "nrows") else M)]
 
+
 def _pivots(A: list[list[Any]], strict: bool) -> bool:
     n = len(A)                                          # square and symmetric (the callers' check)
     for k in range(n):
@@ -37,6 +38,7 @@ def _pivots(A: list[list[Any]], strict: bool) -> bool:
                 A[i][k:] = [a - f * b for a, b in zip(A[i][k:], A[k][k:])]
     return True
 
+
 def _blocks(A: list[list[Any]], strict: bool) -> bool:
     n, h = len(A), len(A) // 2
     if n <= 32:
@@ -47,16 +49,23 @@ def _blocks(A: list[list[Any]], strict: bool) -> bool:
     B, C = flint.fmpq_mat([r[h:] for r in A[:h]]), flint.fmpq_mat([r[h:] for r in A[h:]])
     return _blocks((C - B.transpose() * flint.fmpq_mat([r[:h] for r in A[:h]]).solve(B)).tolist(), strict)
 
+
 def is_psd(M: Sequence[Sequence[Any]] | Any, strict: bool = False) -> bool:
     """Is the square matrix ``M`` symmetric and positive semidefinite (definite when ``strict``)? (a
     non-symmetric one is not)"""
-    n = len(A := _rows(M))
-    return all(len(r) == n for r in A) and all(A[i][j] == A[j][i] for i in range(n) for j in range(i)) \
-        and _blocks(A, strict)
+    A = _rows(M)
+    n = len(A)
+    if not all(len(r) == n for r in A):
+        return False                                    # not square
+    if not all(A[i][j] == A[j][i] for i in range(n) for j in range(i)):
+        return False                                    # not symmetric
+    return _blocks(A, strict)
+
 
 def is_positive_definite(M: Sequence[Sequence[Any]] | Any) -> bool:
     """Is the square matrix ``M`` symmetric and positive definite (every pivot > 0)?"""
     return is_psd(M, True)
+
 
 def is_psd_by_rank(G: Any, part_is_pd: Any, p: int = (1 << 61) - 1) -> bool:
     """True when a symmetric integer ``fmpz_mat`` ``G`` is proved PSD through a principal part: with ``S``

@@ -23,8 +23,10 @@ import numpy as np
 
 _LIM = 1 << 63
 
+
 class Undecided(Exception):
     """A ball meets a cell boundary, a threshold or 0: the exact value is not decided."""
+
 
 class Numbers:
     """Fractions (feature maps ``identity``, ``relu``) or arb balls (``exp``, ``elu1``)."""
@@ -71,18 +73,21 @@ class Numbers:
         return bool(x.is_zero() if self.balls else x == 0)
 
     def at_least(self, x: Any, c: Fraction) -> bool:
-        """``v >= c`` for the exact value ``v`` (an arb comparison holds only if it holds on the whole ball)."""
+        """``v >= c`` for the exact value ``v`` (an arb comparison holds only if it holds on the
+        whole ball)."""
         if not self.balls:
             return bool(x >= c)
         if not (x >= self.num(c) or x < self.num(c)):
             raise Undecided("output ball touches the threshold")
         return bool(x >= self.num(c))
 
+
 def _mx(A: np.ndarray) -> int:
     """``max |A|`` of an integer array (int dtypes, or objects that are Python ints: the callers' part)."""
     if A.dtype.kind not in "iuO":
         raise ValueError(f"an integer array is required, not {A.dtype}")
     return max(int(A.max()), -int(A.min())) if A.size else 0
+
 
 def product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """``A B`` (``np.matmul``, broadcasting) of integer arrays, exactly: int64 when ``max|A|``, ``max|B|``
@@ -94,6 +99,7 @@ def product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
                          A.astype(np.int64, copy=False), B.astype(np.int64, copy=False))
     return np.matmul(A.astype(object), B.astype(object))
 
+
 def cells(A: np.ndarray, B: np.ndarray, g: int, top: int, a: int, b: int) -> np.ndarray:
     """``a + b clamp(floor((A + B) / g), 0, top)`` of integer arrays, ``g > 0`` (a uniform quantizer's
     dequantized values), exactly: int64 when ``max|A| + max|B|``, ``g``, ``|a| + top |b|`` are below 2^63."""
@@ -101,6 +107,7 @@ def cells(A: np.ndarray, B: np.ndarray, g: int, top: int, a: int, b: int) -> np.
         raise ValueError("cells: the divisor must be positive")
     dt = np.int64 if max(_mx(A) + _mx(B), g, abs(a) + top * abs(b)) < _LIM else object
     return a + np.clip((A.astype(dt, copy=False) + B.astype(dt, copy=False)) // g, 0, top) * b
+
 
 def sum_at_least(terms: Sequence[tuple[int, np.ndarray, Any]], c: Fraction) -> np.ndarray:
     """Elementwise ``|sum_k a_k N_k / D_k| >= c >= 0`` (integers ``a_k``, integer arrays ``N_k``, ``D_k !=

@@ -20,9 +20,11 @@ def charpoly(M: Any) -> Any:
     import flint
     return M.charpoly() if isinstance(M, flint.fmpz_mat) else flint.fmpq_mat(M).charpoly()
 
+
 def _sign_changes(coeffs: Any) -> int:
     s = [1 if c > 0 else -1 for c in coeffs if c != 0]
     return sum(1 for a, b in zip(s, s[1:]) if a != b)
+
 
 def _shift(P: Any, c: Fraction, sign: int = 1) -> Any:
     """``P(c + sign mu)`` up to a positive factor (module docstring)."""
@@ -33,9 +35,11 @@ def _shift(P: Any, c: Fraction, sign: int = 1) -> Any:
         return R(flint.fmpz_poly([c.numerator, sign]))
     return flint.fmpq_poly(P)(flint.fmpq_poly([flint.fmpq(c.numerator, c.denominator), sign]))
 
+
 def count_above(P: Any, c: Fraction) -> int:
     """Roots ``> c`` of the real-rooted ``P``, with multiplicity (module docstring)."""
     return _sign_changes(_shift(P, c).coeffs())
+
 
 def enclosures_hold(P: Callable[[], Any], r: int, scale: Fraction,
                     pairs: list[tuple[Fraction, Fraction]]) -> int | None:
@@ -48,6 +52,7 @@ def enclosures_hold(P: Callable[[], Any], r: int, scale: Fraction,
         if count_above(Q, hi / scale) > i or r - below < i + 1:
             return i
     return None
+
 
 def projection_margin_definite(rows: Any, Y: Any, eps_sq: Fraction, exponent: int) -> bool:
     """With ``A = rows 2^exponent`` (integer rows) and an integer ``n x k`` matrix ``Y``: ``H - eps^2 b I``
