@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
+from waits import HANG_GUARD_S
+
 from certify.checkers import kinds, schema
 from certify.checkers.fields import ASSUMPTION, HASH, HOWS, RECOMPUTED, Shape
 
@@ -262,7 +264,7 @@ def test_a_field_added_to_a_declaration_reaches_the_schema_and_the_checker_toget
     (copy / "certify/checkers/kinds.py").write_text(text.replace(_ANCHOR, _ADDED + _ANCHOR))
     run = subprocess.run([sys.executable, "-c", _TRIAL, str(path), str(copy), str(i)], cwd=copy,
                          env={**os.environ, "PYTHONPATH": str(copy)},
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout)
     assert out["required"] and out["property"] == {"type": "string", "minLength": 1}
@@ -278,5 +280,5 @@ def test_make_schema_writes_the_committed_bytes_and_twice_changes_nothing(tmp_pa
     for _ in range(2):
         subprocess.run([sys.executable, "-c", "import sys; from certify.checkers import schema; "
                                               "schema.write(sys.argv[1])", str(target)],
-                       cwd=ROOT, check=True, timeout=120)
+                       cwd=ROOT, check=True, timeout=HANG_GUARD_S)
         assert target.read_bytes() == schema.SCHEMA_FILE.read_bytes()
