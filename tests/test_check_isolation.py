@@ -183,13 +183,17 @@ def _verify(root: Path, *files: str, reference: bool = False) -> subprocess.Comp
                           + (["--reference"] if reference else []), cwd=root, capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("reference", [False, True], ids=["fast", "reference"])
+#: the reference checker's replay of the same batches (two subprocess replays each) with ``--runslow``
+BOTH_PATHS = [pytest.param(False, id="fast"), pytest.param(True, id="reference", marks=pytest.mark.slow)]
+
+
+@pytest.mark.parametrize("reference", BOTH_PATHS)
 def test_two_honest_models_at_one_relative_path_both_replay(two_models, reference):
     out = _verify(two_models, "d1/c.json", "d2/c.json", reference=reference)
     assert out.returncode == 0, out.stdout[-800:]
 
 
-@pytest.mark.parametrize("reference", [False, True], ids=["fast", "reference"])
+@pytest.mark.parametrize("reference", BOTH_PATHS)
 def test_a_replay_compares_each_certificate_with_its_own_model(two_models, reference):
     out = _verify(two_models, "d1/c.json", "d2/forged.json", reference=reference)
     assert out.returncode == 1

@@ -274,6 +274,7 @@ def test_fla_untied_layer_missing_a_copy_is_named_missing(tmp_path):
 
 # ---------------------------------------------------------------- the table of kernel arguments
 
+@pytest.mark.slow  # every supported library class introspected (4.6 CPU s)
 def test_every_kernel_argument_is_a_constructor_argument_of_its_class():
     """KERNEL_ARGS names real constructor arguments (a typo would never be asked
     for), each with a pinned default where the library has one."""

@@ -96,6 +96,7 @@ def test_reference_checkpoints_replay_to_exit_0(monkeypatch):
     assert p.returncode == 0, p.stderr[-2000:]
 
 
+@pytest.mark.slow  # a torch-free replay in a subprocess; tests/test_replay_without_torch.py runs that path by default
 @pytest.mark.skipif(not CERTS, reason="no committed reference certificates yet")
 def test_reference_checkpoint_replay_does_not_depend_on_torch(tmp_path):
     """A models/ checkpoint's features are canonical (float64, models.canonical):
