@@ -30,6 +30,7 @@ from waits import HANG_GUARD_S
 
 from certify.checkers import kinds, schema
 from certify.checkers.fields import ASSUMPTION, HASH, HOWS, RECOMPUTED, Shape
+from tests.test_kinds import _properties  # the schema's property names under a key
 
 ROOT = Path(__file__).resolve().parent.parent
 CHECKERS = ROOT / "certify" / "checkers"
@@ -115,22 +116,6 @@ def test_the_scan_finds_a_key_list_planted_in_a_checker():
 
 # ---------------------------------------------------------------- the declarations are the schema
 
-def _properties(node: Any, under: str) -> Iterator[str]:
-    """Every property name that appears under key ``under`` anywhere in a schema."""
-    if isinstance(node, dict):
-        for k, v in node.items():
-            if k == under and isinstance(v, dict):
-                yield from v.get("properties", {})
-                for sub in ("oneOf", "anyOf", "allOf"):
-                    for alt in v.get(sub, []):
-                        yield from _properties({under: alt}, under)
-                for sub in ("then", "else"):
-                    if isinstance(v.get(sub), dict):
-                        yield from _properties({under: v[sub]}, under)
-            yield from _properties(v, under)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _properties(v, under)
 
 
 def _subschemas(node: Any) -> Iterator[Any]:

@@ -15,11 +15,8 @@ it plants that too. ``certify/checkers/kernel/README.md`` names, per primitive, 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
-import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -47,6 +44,7 @@ from certify.checkers.kernel import (
     roots,
     span,
 )
+from tests.oracle.genuine import _run  # certify <command> in this process, output swallowed
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "certify/checkers/kernel/README.md"
@@ -54,16 +52,6 @@ README = ROOT / "certify/checkers/kernel/README.md"
 
 # ---------------------------------------------------------------- genuine certificates
 
-def _run(command: str, args: list[str], cwd: Path) -> int:
-    """``certify <command> args`` in this process, from ``cwd``, output swallowed."""
-    from certify.cli import run
-    old = Path.cwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-            return run(command, args)
-    finally:
-        os.chdir(old)
 
 
 def _rank(folder: Path, name: str, save: Callable[[Path], None], *args: str) -> Path:
