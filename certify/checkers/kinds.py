@@ -510,11 +510,15 @@ _THEOREM_PARTS = {
 
 
 def _theorem(k: Kind) -> dict[str, Any]:
-    out = claim(k.name, {"type": "object", "required": ["theorem"]},
-                {**OBJ, "$comment": "the form the theorem's object takes (the pairs below)"})
-    out["allOf"] = [{"oneOf": [{"properties": {"parameters": p.schema(),
-                                               "evidence": k.form(THEOREM_FORM[name]).schema()}}
-                               for name, p in k.parameters.items()]}]
+    out = claim(k.name, {"type": "object", "required": ["theorem"],
+                         "properties": {"theorem": {"enum": list(k.parameters)}}},
+                {**OBJ, "$comment": "the form the theorem's object takes (by the theorem, below)"})
+    out["allOf"] = [{"if": {"properties": {"parameters": {"properties": {"theorem": {"const": name}},
+                                                          "required": ["theorem"]}},
+                            "required": ["parameters"]},
+                     "then": {"properties": {"parameters": p.schema(),
+                                             "evidence": k.form(THEOREM_FORM[name]).schema()}}}
+                    for name, p in k.parameters.items()]
     return out
 
 
