@@ -1,7 +1,6 @@
 """Independent re-check of ``theorem`` claims: a paper theorem on a concrete object.
 
-Imports only the standard library, python-flint (the working precision of the
-balls), :mod:`certify.checkers.common`, the kernel and the kinds' declarations
+Imports only the standard library, :mod:`certify.checkers.common`, the kernel and the kinds' declarations
 (:data:`certify.checkers.kinds.THEOREMS`: the parameters of each theorem and
 the evidence form it takes). Every object must have exactly the declared keys.
 
@@ -82,7 +81,6 @@ inconsistent (decided exactly).
 
 from __future__ import annotations
 
-import contextlib
 import math
 from fractions import Fraction
 from itertools import combinations_with_replacement
@@ -102,7 +100,7 @@ from certify.checkers.common import (
 from certify.checkers.kernel import attention, fmpz_matrix, product
 from certify.checkers.kernel.modular import minor_nonzero_mod_p, pivot_minor_mod_p
 from certify.checkers.kernel.products import column_span_rational
-from certify.checkers.kernel.replay import Numbers, Undecided
+from certify.checkers.kernel.replay import Numbers, Undecided, working_precision
 from certify.checkers.kinds import BY_NAME, THEOREM_FORM
 
 _KIND = BY_NAME["theorem"]
@@ -195,18 +193,6 @@ def _sums(name: str, c: Fraction | None, tau: Fraction | None, w: int, others: t
     return N, D, t
 
 
-@contextlib.contextmanager
-def _precision(bits_: int) -> Iterator[None]:
-    """The balls' working precision (python-flint's, global) for the block, restored after."""
-    import flint
-    old = flint.ctx.prec
-    flint.ctx.prec = bits_
-    try:
-        yield
-    finally:
-        flint.ctx.prec = old
-
-
 def _decide_keys(name: str, c: Fraction | None, tau: Fraction | None, eps: Fraction,
                  keys: set[tuple[int, tuple[int, ...]]]) -> dict[tuple, tuple[str, Fraction | None]]:
     """key ``(w, overlaps)`` -> ``("ok" | "fails" | "undecided", exact error or None)``."""
@@ -219,7 +205,7 @@ def _decide_keys(name: str, c: Fraction | None, tau: Fraction | None, eps: Fract
         return out
     ops, pending = Numbers("exp"), set(keys)
     for prec in PRECISIONS:
-        with _precision(prec):
+        with working_precision(prec):
             for w, ov in sorted(pending):
                 N, D, t = _sums(name, None, tau, w, ov, ops)
                 x = N / D - t
