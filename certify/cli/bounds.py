@@ -27,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--constructions", action="store_true",
                    help="also decide the paper's constructions exactly at every position of every "
                         "sequence over {0,1}^m: Thm 1's dense softmin head (lengths <= n, temperature "
-                        "--tau) and Thm 6's rank-1 head (lengths <= 2); m up to about 6")
+                        "--tau) and Thm 6's rank-1 head (lengths <= 2); m <= 5 at n = 3")
     p.add_argument("--tau", metavar="TAU",
                    help="Thm 1's temperature with --constructions: log(q) (exact weights 1/q^<x,z>) or "
                         "a rational (weights e^(-tau <x,z>) decided with arb balls); default log(n/eps)")
