@@ -694,16 +694,18 @@ def _theorem(p: Fields, e: Fields) -> Statement:
     fam, lfam = family_ref(p)
     k, rk, lo = _e(e, "scored_positions", int), _e(e, "effective_rank", int), _e(e, "rank_bound", int)
     return Statement(f"Thm 8 (position-dependent key maps, final query): the head with tables sha256 "
-                     f"{_short(h)}, r = {r} shared features and key maps phiK_j per source position, "
+                     f"{_short(h)}, r = {r} shared features and a key map phiK_j per position j, "
                      f"every alpha_j(x, z) = <phiQ(x), phiK_j(z)> >= 0, solves {fam} (length {n}) with "
-                     f"error < {eps} at all {k} scored positions; its effective kernel sum_j alpha_j "
-                     f"has rank exactly {rk} over Q, at least the bound r >= {lo} that Thm 8 with "
+                     f"error < {eps} at all {k} scored positions; its effective kernel, sum_j alpha_j "
+                     f"over the source positions, has rank exactly {rk} over Q, at least the bound "
+                     f"r >= {lo} that Thm 8 with "
                      f"Lemma 3 and Lemma 4 on the family's chains gives every such head",
                      rf"Thm 8 (position-dependent key maps, final query): the head with tables sha256 "
-                     rf"\texttt{{{h[:16]}}}\ldots, $r = {r}$ shared features and key maps $\phi_{{K,j}}$ "
-                     rf"per source position, every $\alpha_j(x, z) = \langle \phi_Q(x), \phi_{{K,j}}(z)"
+                     rf"\texttt{{{h[:16]}}}\ldots, $r = {r}$ shared features and a key map $\phi_{{K,j}}$ "
+                     rf"per position $j$, every $\alpha_j(x, z) = \langle \phi_Q(x), \phi_{{K,j}}(z)"
                      rf"\rangle \ge 0$, solves {lfam} (length ${n}$) with error $< {_tq(eps)}$ at all "
-                     rf"${k}$ scored positions; its effective kernel $\sum_j \alpha_j$ has rank exactly "
+                     rf"${k}$ scored positions; its effective kernel, $\sum_j \alpha_j$ over the source "
+                     rf"positions, has rank exactly "
                      rf"${rk}$ over $\mathbb{{Q}}$, at least the bound $r \ge {lo}$ that Thm 8 with "
                      rf"Lemma 3 and Lemma 4 on the family's chains gives every such head")
 
