@@ -291,6 +291,61 @@ def lookup_construction(family, eps: Fraction = Fraction(1, 2), *,
                                       "rank": r, "base": str(c), "eps": str(Fraction(eps))})
 
 
+@dataclass(frozen=True, eq=False)
+class PositionalConstruction:
+    """Exact tables of a head with position-dependent key maps (Thm 8) over a family's tokens:
+    ``phi_q (Q, r)`` for the query tokens ``query_tokens``, one ``phi_k[j] (K, r)`` and one
+    ``g[j] (Q, K)`` per position ``j`` (``Fraction``); an input ``(z_0..z_(n-1))`` queried at its
+    final token ``x`` outputs ``sum_j alpha_j(x, z_j) g[j][x, z_j] / sum_j alpha_j(x, z_j)``,
+    ``alpha_j = phi_q phi_k[j]^T``."""
+
+    name: str
+    tokens: np.ndarray              # (K, m) uint8
+    query_tokens: np.ndarray        # (Q,) token indices
+    phi_q: np.ndarray               # (Q, r) object, Fraction
+    phi_k: tuple[np.ndarray, ...]   # n x (K, r) object, Fraction
+    g: tuple[np.ndarray, ...]       # n x (Q, K) object, Fraction
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def rank(self) -> int:
+        return int(self.phi_q.shape[1])
+
+
+def thm8_positional_lookup(family, eps: Fraction = Fraction(1, 2), *,
+                           base: Fraction | None = None) -> PositionalConstruction:
+    """A head with position-dependent key maps that solves a family with positions (query at the
+    final position): the lookup construction with position weights ``w_j = j + 1``. Query token
+    ``q_a`` gets ``e_a``; ``phiK_j(z)_a = w_j c^<q_a, z>``; ``g_j(x, z) = <x, z>``. Its error is
+    ``sum_j w_j d_j c^d_j / sum_j w_j c^d_j`` (``d_j = <x, z_j> - t >= 0``), at most
+    ``(W - 1) c`` for ``c <= 1/2`` (``d c^d <= c``; ``W = sum_j w_j``; a minimizer has weight
+    ``>= 1``), so ``c`` defaults to the largest ``2^-k`` with ``(W - 1) c < eps``. Every
+    contribution ``alpha_j >= 0``; rank = number of query tokens (Thm 8's effective kernel
+    ``sum_j alpha_j`` is ``W' c^<q_a, z>`` on query rows)."""
+    eps = Fraction(eps)
+    n = family.n
+    w = [Fraction(j + 1) for j in range(n)]
+    W = sum(w)
+    if base is None:
+        base = Fraction(1, 2)
+        while (W - 1) * base >= eps:
+            base /= 2
+    c = Fraction(base)
+    if not 0 < c <= 1:
+        raise InputError(f"base c must lie in (0, 1], got {c}")
+    Q = np.unique(family.inputs[family.scored])
+    O = _overlaps(family.tokens)
+    r = len(Q)
+    phi_q = np.array([[Fraction(int(a == b)) for b in range(r)] for a in range(r)], dtype=object)
+    phi_k = tuple(_powers(c, O[:, Q]) * wj for wj in w)
+    g = tuple(_obj(O[Q]) for _ in w)
+    return PositionalConstruction(name="thm8-positional-lookup", tokens=family.tokens.copy(),
+                                  query_tokens=Q, phi_q=phi_q, phi_k=phi_k, g=g,
+                                  params={"family": family.name, "family_sha256": family.sha256,
+                                          "rank": r, "base": str(c), "position_weights": [int(v) for v in w],
+                                          "eps": str(eps)})
+
+
 # ---------------------------------------------------------------- torch models
 
 def thm1_softmin_head(m: int, n: int, eps: Fraction = Fraction(1, 2), *, tau: float | None = None,

@@ -122,6 +122,19 @@ def _nonnegative(folder: Path, fq: np.ndarray, fk: np.ndarray, tokens: str, meth
     return folder / "c.json"
 
 
+def _near_log2(folder: Path) -> Path:
+    """Thm 1 at m = 1, lengths <= 3, tau within 10^-39 above ln 2: the class (1; 0, 1) has error
+    2q / (1 + 2q) < 1/2 (q = e^-tau) by about 10^-39, decided by balls only above 128 bits."""
+    from certify.audit.theorems import cube_claim
+    from certify.core.certificate import Certificate
+    tau = "693147180559945309417232121458176568076/1000000000000000000000000000000000000000"
+    claim = cube_claim("thm1", 1, 3, tau=tau)
+    assert claim.verdict.value == "proved"
+    folder.mkdir()
+    Certificate(claims=[claim], command=["test"]).write(folder / "c.json")
+    return folder / "c.json"
+
+
 def _taylor(u: np.ndarray) -> np.ndarray:
     """Based's Taylor features ``[1, u / d^1/4, u_i^2 / (sqrt 2 sqrt d), u_i u_j / sqrt d]`` (float64)."""
     d = u.shape[1]
@@ -178,6 +191,7 @@ def _build(base: Path) -> dict[str, Path]:
     out["quadratic"] = _nonnegative(base / "quadratic", _taylor(cube @ W[0].T), _taylor(cube @ W[1].T),
                                     "cube:6", "quadratic_kernel", structure=True,
                                     feature_map="based-taylor_exp")
+    out["theorem-near-log2"] = _near_log2(base / "theorem-near-log2")
     box = [np.concatenate([np.ones((64, 1)), rng.uniform(-0.1, 0.1, (64, 5))], 1) for _ in range(2)]
     out["key-box"] = _nonnegative(base / "key-box", box[0], box[1], "cube:6", "key_box", structure=True)
     return out
@@ -270,7 +284,8 @@ def _forged_enclosure_is_refused(g: dict[str, Path]) -> bool:
 CHECKS: dict[str, Callable[[dict[str, Path]], bool]] = {
     **{name: _holds(name) for name in ("bounds", "matrix", "scaled", "factor", "large", "freivalds",
                                        "projection", "transcript", "transcript-exp", "audit", "infeasible",
-                                       "feasible", "all-products", "pair", "quadratic", "key-box")},
+                                       "feasible", "all-products", "pair", "quadratic", "key-box",
+                                       "theorem-near-log2")},
     "singular-gram-psd": _singular_gram_is_psd, "indefinite-gram-refused": _indefinite_gram_is_refused,
     "replayed-grams": _replayed_grams_hold, "replayed-products": _replayed_products_hold,
     "freivalds-primes": _freivalds_primes_redrawn, "forged-enclosure-refused": _forged_enclosure_is_refused,
@@ -453,6 +468,8 @@ PLANTS = [
           _unless_none(lambda v: v - Fraction(1, 2)), "quadratic"),
     Plant("feature-map-doubled", replay.Numbers, "f", lambda real: lambda self, x: real(self, x) * 2,
           "transcript-exp"),
+    Plant("precision-ignored", replay, "working_precision",
+          lambda real: lambda bits: contextlib.nullcontext(), "theorem-near-log2"),
     Plant("replay-product-plus-one", replay, "product", _unless_none(lambda v: v + 1), "transcript"),
     Plant("cells-offset", replay, "cells",
           lambda real: lambda A, B, g, top, a, b: real(A, B, g, top, a + 1, b), "transcript"),

@@ -101,6 +101,22 @@ def _audit_certs(tmp) -> list[dict]:
     return out
 
 
+def _theorem_certs(tmp) -> list[dict]:
+    """Thm 1 (exact weights, arb balls, refuted below its temperature), Thm 6 part 1 (proved at
+    n = 2, refuted at n = 3) and Thm 8 on a chain family with positions (6 words, every pair
+    chained)."""
+    from certify.audit.theorems import cube_claim, positional_claim
+    from certify.core.families.positional import causal_family
+    from models.constructions import thm8_positional_lookup
+    claims = [cube_claim("thm1", 2, 3), cube_claim("thm1", 2, 3, tau="2"),
+              cube_claim("thm1", 2, 3, tau="1/2"), cube_claim("thm6", 2, 2), cube_claim("thm6", 2, 3)]
+    from certify.core.codes import greedy_packing
+    from certify.core.families import chain_family
+    fam = causal_family(chain_family(greedy_packing(10, 5, 3), name="greedy-10-5-3"))
+    claims.append(positional_claim(fam, thm8_positional_lookup(fam)))
+    return [Certificate(claims=claims, command=["test"], inputs={f"family:{fam.name}": fam.sha256}).to_json()]
+
+
 def _transcript_certs(tmp) -> list[dict]:
     out = []
     for i, args in enumerate((["--bits", "4"], ["--model", "builtin-planted", "--bits", "4"])):
@@ -163,6 +179,7 @@ BUILDERS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "eps_rank": (_rank_certs, ("certify.rank", "certify.checkers.rank")),
     "code_rank": (_rank_certs, ("certify.rank", "certify.checkers.rank")),
     "nonnegative": (_rank_certs, ("certify.rank", "certify.checkers.rank")),
+    "theorem": (_theorem_certs, ("certify.audit.theorems", "certify.checkers.theorems")),
 }
 
 

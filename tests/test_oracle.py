@@ -65,7 +65,7 @@ def test_genuine_certificates_verify_with_their_documented_code(made, tally):
     kinds = {g.kind for g in made}
     assert {"rank-npy-int", "rank-npy-float", "rank-npz", "rank-csv", "rank-json", "rank-factor-npz",
             "rank-large-npy", "rank-freivalds", "bounds", "transcript", "feasibility", "checkpoint-lat",
-            "construction"} <= kinds
+            "construction", "theorems"} <= kinds
     for g in made:
         assert tally.check("genuine", g.kind, [g.path], expected=g.exit) == g.exit, g.kind
 

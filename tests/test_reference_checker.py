@@ -98,6 +98,7 @@ SUBSET = ["reference/bounds.json",                                  # bound (Lem
           "reference/feasibility-r12-real.json",                    # feasible unknown
           "feasibility/bracket-greedy-12-6-3-nonnegative.json",     # infeasible: convex dual
           "reference/cube-kernel.json",                             # construction (exit 4 unreplayed)
+          "reference/theorems.json",                                # theorem: Thm 1 (balls), Thm 6, Thm 8
           "transcript/random-M12-s3-h6-q4.cert.json",               # transcript collisions, an error
           "gallery/fla-linear-attn/certificate.json"]               # third-party head (exit 4)
 
@@ -134,7 +135,7 @@ def test_every_committed_certificate(path):
 
 
 def test_committed_set_is_the_expected_one():
-    assert len(COMMITTED) == 35
+    assert len(COMMITTED) == 36
     assert sum(CURRENT in p.read_text() for p in COMMITTED) >= 14
 
 

@@ -151,7 +151,7 @@ def _lies(kind: str, where: str, key: str, value, claim):
     if where == "evidence" or key in NAME_FIELDS:
         yield from _edits(key, value)
         return
-    if key == "rank":
+    if key == "rank" and isinstance(value, int):                # (a theorem on the cube has none)
         yield value + 30 if kind == "infeasible" else value - 1
     elif key == "eps" and kind == "eps_rank":
         yield str(Fraction(value) * 10 ** 9)
@@ -202,9 +202,23 @@ def _edits(key: str, value):
             yield fam
 
 
+@pytest.fixture(scope="module")
+def theorem_cert():
+    """Thm 1 (exact and balls), Thm 6 part 1 and Thm 8 on a small chain family with positions."""
+    from certify.audit.theorems import cube_claim, positional_claim
+    from certify.core.families import chain_family
+    from certify.core.families.positional import causal_family
+    from models.constructions import thm8_positional_lookup
+    from tests.oracle.genuine import small_chain_code
+    fam = causal_family(chain_family(small_chain_code(), name="greedy-10-5-3"))
+    claims = [cube_claim("thm1", 2, 3), cube_claim("thm1", 2, 3, tau="2"), cube_claim("thm6", 2, 2),
+              positional_claim(fam, thm8_positional_lookup(fam))]
+    return Certificate(claims=claims, inputs={f"family:{fam.name}": fam.sha256}).to_json()
+
+
 def _cases(request):
     certs = [request.getfixturevalue(n) for n in
-             ("rank_cert", "feasibility_cert", "transcript_small", "bound_cert")]
+             ("rank_cert", "feasibility_cert", "transcript_small", "bound_cert", "theorem_cert")]
     ck = request.getfixturevalue("checkpoint_certs")
     certs += list(ck.values())
     return certs
@@ -268,7 +282,8 @@ def test_every_printed_field_of_every_kind_is_bound(request, work, capsys, commi
         for kind in sorted(covered):
             print(f"\n  {kind}: {', '.join(sorted(covered[kind]))}", end="")
     assert set(covered) >= {"exact_rank", "eps_rank", "code_rank", "nonnegative", "feasible",
-                            "infeasible", "correctness", "gap_domination", "transcript", "bound"}
+                            "infeasible", "correctness", "gap_domination", "transcript", "bound",
+                            "theorem"}
     kernel = {"parameters.source", "parameters.source_sha256", "parameters.token_set",
               "parameters.num_tokens", "parameters.tokens_sha256"}
     for kind in ("exact_rank", "eps_rank", "code_rank", "nonnegative"):
@@ -277,6 +292,8 @@ def test_every_printed_field_of_every_kind_is_bound(request, work, capsys, commi
     assert {"parameters.source", "parameters.weights_sha256", "parameters.family"} \
         <= covered["correctness"]
     assert {"parameters.weights_sha256", "parameters.quantizer"} <= covered["transcript"]
+    assert {"parameters.family", "parameters.head_sha256", "parameters.rank", "parameters.eps",
+            "evidence.sequences", "evidence.effective_rank", "evidence.rank_bound"} <= covered["theorem"]
 
 
 # ---------------------------------------------------------------- the forgeries of the issue

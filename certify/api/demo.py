@@ -15,7 +15,11 @@ Certifies, each claim re-checkable with ``python -m certify verify``:
    failing model gets wrong (``checkpoint-*.json``);
 4. the Thm 2 cube kernel ``[[1,1],[1,c]]^{kron m}`` at m = 6: exact rank
    2^6 = 64 and its eps-rank with certified singular-value enclosures
-   (``cube-kernel.json``).
+   (``cube-kernel.json``);
+5. the theorems about concrete objects (``theorems.json``): Thm 1's dense
+   softmin head and Thm 6's rank-1 head decided at every position of every
+   sequence over {0,1}^3, and Thm 8 on a head with position-dependent key
+   maps on ``paper-5.1`` with positions.
 
 Writes the certificates and their report into ``--out`` (default
 ``reports/demo``) in one atomic step and prints where the report is. Exit 0
@@ -140,6 +144,25 @@ def cube_kernel_certificate(m: int = 6) -> Certificate:
     return cert
 
 
+def theorem_certificate(m: int = 3) -> Certificate:
+    """The paper's theorems on concrete objects (``theorem`` claims): Thm 1's dense softmin head at
+    ``tau = log 6`` (exact weights) and ``tau = 2`` (arb balls) and Thm 6's rank-1 head, each at
+    every position of every sequence over ``{0,1}^m`` (lengths <= 3 and <= 2), and Thm 8 on
+    ``paper-5.1`` with positions (``certify bounds --m 3 --constructions --positional paper-5.1``
+    makes the same claims beside the closed-form bounds)."""
+    from certify.audit.theorems import cube_claim, positional_claim
+    from certify.core.families import load_family
+    from certify.core.families.positional import causal_family
+    from models.constructions import thm8_positional_lookup
+
+    fam = causal_family(load_family("paper-5.1"))
+    claims = [cube_claim("thm1", m, 3), cube_claim("thm1", m, 3, tau="2"), cube_claim("thm6", m, 2),
+              positional_claim(fam, thm8_positional_lookup(fam))]
+    return Certificate(claims=claims, inputs={f"family:{fam.name}": fam.sha256},
+                       command=["python", "-m", "certify", "demo",
+                                f"(Thm 1 and Thm 6 part 1 at m = {m}, Thm 8 on paper-5.1 with positions)"])
+
+
 def readme(out: Path, notes: list[str]) -> str:
     try:
         where = out.resolve().relative_to(ROOT)
@@ -174,6 +197,9 @@ def run(out: Path, *, time_limit: float = 20.0, seed: int = 0, cube_m: int = 6,
         _log(f"Thm 2 cube kernel at m = {cube_m}")
         cube_kernel_certificate(cube_m).write(stage / "cube-kernel.json")
         paths.append(stage / "cube-kernel.json")
+        _log("Thm 1, Thm 6 part 1 and Thm 8 on concrete objects")
+        theorem_certificate().write(stage / "theorems.json")
+        paths.append(stage / "theorems.json")
         _log("report")
         for p in paths:     # commands name the user's folder, never the stage
             text = p.read_text()

@@ -4,7 +4,9 @@ its chains (the ``correctness`` and ``gap_domination`` claims).
 * :mod:`.head` -- the head as exact rational tables, evaluated exactly;
 * :mod:`.correctness` -- every scored position decided in rationals;
 * :mod:`.lemma3` -- Lemma 3's inequality per jump, the failing input named;
-* :mod:`.run` -- both as certificate claims (checked by :mod:`certify.checkers.audit`).
+* :mod:`.run` -- both as certificate claims (checked by :mod:`certify.checkers.audit`);
+* :mod:`.theorems` -- the paper's theorems on concrete objects as ``theorem`` claims (Thm 1, Thm 6
+  part 1, Thm 8; checked by :mod:`certify.checkers.theorems`).
 
 This package namespace re-exports the public names of its modules.
 """

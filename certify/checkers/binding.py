@@ -187,8 +187,8 @@ class Referent:
     memory, by the hash of its exact tables, which its checker re-derives),
     ``embedded`` (data the evidence embeds, by its hash, re-derived by the
     kind's checker), ``family`` (a built-in or hashed family), ``model`` (a transcript model's
-    weights, embedded and re-hashed by its checker) or ``closed-form`` (a bound:
-    nothing but its parameters)."""
+    weights, embedded and re-hashed by its checker) or ``closed-form`` (a bound, or a
+    theorem's construction decided on the cube: nothing but its parameters)."""
 
     how: str
     name: str
@@ -232,6 +232,11 @@ def referent(claim: Mapping[str, Any]) -> Referent | None:
     if kind == "bound":
         b = p.get("bound")
         return Referent("closed-form", b, None) if isinstance(b, str) else None
+    if kind == "theorem":          # a construction by its parameters; a head by its tables' hash
+        t, h = p.get("theorem"), p.get("head_sha256")
+        if t in ("thm1", "thm6"):
+            return Referent("closed-form", t, None)
+        return Referent("tables", "head", h) if t == "thm8" and isinstance(h, str) else None
     return None
 
 

@@ -454,6 +454,74 @@ def _bound(k: Kind) -> dict[str, Any]:
     return out
 
 
+# ---------------------------------------------------------------- theorem
+
+#: Thm 1's temperature: a rational ``tau >= 0`` (``e^-tau`` decided with arb balls) or
+#: ``log(q)`` with a rational ``q >= 1`` (``e^-tau = 1/q``: every weight rational, exact)
+TAU = {"type": "string",
+       "pattern": r"^([0-9]{1,40}(/[1-9][0-9]{0,39})?|log\([1-9][0-9]{0,39}(/[1-9][0-9]{0,39})?\))$"}
+_CUBE_PARAMS = {"m": Field({**POS, "maximum": 16}, STATED, VALUE),
+                "n": Field({**POS, "maximum": 8}, STATED, VALUE), "eps": Field(RATIONAL, STATED, VALUE)}
+#: theorem -> its parameters (the object it is about: a construction by its parameters, or
+#: a head by the hash of its tables on an embedded family)
+THEOREMS = {
+    "thm1": shape({"theorem": Field({"const": "thm1"}, STATED, VALUE), **_CUBE_PARAMS,
+                   "tau": Field(TAU, STATED, VALUE)}),
+    "thm6": shape({"theorem": Field({"const": "thm6"}, STATED, VALUE), **_CUBE_PARAMS}),
+    "thm8": shape({"theorem": Field({"const": "thm8"}, STATED, VALUE),
+                   "family": Field(STR, HASH, NAME), "family_sha256": Field(HEX64, HASH, NAME),
+                   "head_sha256": Field(HEX64, HASH, NAME), "rank": Field(POS, RECOMPUTED, VALUE),
+                   "eps": Field(RATIONAL, STATED, VALUE),
+                   "n": Field({**POS, "minimum": 3}, RECOMPUTED, VALUE)}),
+}
+_CUBE_WHY = ("the exact largest |t_hat - t| when every weight is rational (tau = log(q)); null when "
+             "the weights e^(-tau <x,z>) are irrational (each error is then decided against eps "
+             "with arb balls, not stated)")
+#: the evidence of a construction decided on every input over the cube, and of a head with
+#: position-dependent key maps on a family with positions
+THEOREM_EVIDENCE = {
+    "cube": shape({"sequences": Field(NAT, RECOMPUTED, VALUE), "positions": Field(NAT, RECOMPUTED),
+                   "classes": Field(NAT, RECOMPUTED), "failures": Field(NAT, RECOMPUTED),
+                   "max_error": Field(nullable(RATIONAL, _CUBE_WHY), RECOMPUTED),
+                   "counterexample": Field(nullable(OBJ, "null exactly when no class fails; else the "
+                                                         "first failing class"), WITNESS)}),
+    "positional": shape({"family": Field(OBJ, HASH), "head": Field(OBJ, HASH),
+                         "scored_positions": Field(NAT, RECOMPUTED, VALUE),
+                         "failures": Field(NAT, RECOMPUTED),
+                         "max_error": Field(nullable(RATIONAL, "null when a denominator is <= 0"),
+                                            RECOMPUTED),
+                         "counterexample": Field(nullable(OBJ, "null exactly when no input fails; else "
+                                                               "the first failing input"), WITNESS),
+                         "min_contribution": Field(RATIONAL, RECOMPUTED),
+                         "jumps": Field(NAT, RECOMPUTED), "dominated": Field(NAT, RECOMPUTED),
+                         "effective_rank": Field(NAT, RECOMPUTED, VALUE),
+                         "lemma4_bound": Field(RATIONAL, RECOMPUTED),
+                         "rank_bound": Field(NAT, RECOMPUTED, VALUE)}),
+}
+#: theorem -> its evidence form
+THEOREM_FORM = {"thm1": "cube", "thm6": "cube", "thm8": "positional"}
+_THEOREM_PARTS = {
+    "family": FAMILY_FILE,
+    "head": shape({k: Field(ANY, HASH) for k in ("query_tokens", "phi_q", "phi_k", "g")}, published=False),
+    "counterexample:cube": shape({"query": Field(ANY, WITNESS), "others": Field(ANY, WITNESS)},
+                                 published=False),
+    "counterexample:positional": _RECORD,
+}
+
+
+def _theorem(k: Kind) -> dict[str, Any]:
+    out = claim(k.name, {"type": "object", "required": ["theorem"],
+                         "properties": {"theorem": {"enum": list(k.parameters)}}},
+                {**OBJ, "$comment": "the form the theorem's object takes (by the theorem, below)"})
+    out["allOf"] = [{"if": {"properties": {"parameters": {"properties": {"theorem": {"const": name}},
+                                                          "required": ["theorem"]}},
+                            "required": ["parameters"]},
+                     "then": {"properties": {"parameters": p.schema(),
+                                             "evidence": k.form(THEOREM_FORM[name]).schema()}}}
+                    for name, p in k.parameters.items()]
+    return out
+
+
 # ---------------------------------------------------------------- the declarations
 
 @dataclass(frozen=True)
@@ -534,6 +602,9 @@ KINDS: tuple[Kind, ...] = (
          _audit, _GAP_PARTS),
     Kind("transcript", "transcript", "a model: the hash of its exact weights, embedded",
          {"": _TRANSCRIPT_PARAMS}, TRANSCRIPT, _transcript, _TRANSCRIPT_PARTS),
+    Kind("theorem", "theorems", "a construction: nothing but its parameters; or a head: its tables' hash "
+         "on a family (built-in name pinned or rebuilt, else its hash)", THEOREMS, THEOREM_EVIDENCE,
+         _theorem, _THEOREM_PARTS),
 )
 
 BY_NAME: dict[str, Kind] = {k.name: k for k in KINDS}

@@ -650,6 +650,66 @@ def _transcript2(p: Fields, e: Fields) -> Statement:
                                 rf"with weights sha256 \texttt{{{w[:16]}}}\ldots ", p)
 
 
+# ---------------------------------------------------------------- theorems
+
+def _tau_text(tau: Any) -> tuple[str, str]:
+    """Thm 1's temperature as given: ``log(q)`` or a rational."""
+    if not isinstance(tau, str):
+        raise RenderError("parameters.tau must be a string")
+    if tau.startswith("log(") and tau.endswith(")"):
+        q = _q(tau[4:-1])
+        return f"log({q})", rf"\log({_tq(q)})"
+    q = _q(tau)
+    return q, _tq(q)
+
+
+def _cube_inputs(p: Fields, e: Fields) -> tuple[str, str]:
+    m, n, eps = _p(p, "m", int), _p(p, "n", int), _q(_p(p, "eps"))
+    k = _e(e, "sequences", int)
+    return (f"solves Min-IP with error < {eps} at every position of all {k} sequences of length "
+            f"<= {n} over {{0,1}}^{m}",
+            rf"solves Min-IP with error $< {_tq(eps)}$ at every position of all ${k}$ sequences of "
+            rf"length $\le {n}$ over $\{{0,1\}}^{{{m}}}$")
+
+
+def _theorem(p: Fields, e: Fields) -> Statement:
+    name = _p(p, "theorem", str)
+    if name == "thm1":
+        tau, ltau = _tau_text(_p(p, "tau", str))
+        rest, lrest = _cube_inputs(p, e)
+        return Statement(f"Thm 1 (dense softmin): the head with scores s_ij = -tau <x_i, x_j>, tau = {tau}, "
+                         f"values v(x) = x and readout <x_i, y_i> {rest}",
+                         rf"Thm 1 (dense softmin): the head with scores $s_{{ij}} = -\tau\langle x_i, "
+                         rf"x_j\rangle$, $\tau = {ltau}$, values $v(x) = x$ and readout $\langle x_i, "
+                         rf"y_i\rangle$ {lrest}")
+    if name == "thm6":
+        rest, lrest = _cube_inputs(p, e)
+        return Statement(f"Thm 6 (first part): the rank-1 head alpha = 1, v(z) = z with readout "
+                         f"2 <x_i, a_i> - |x_i|_1 {rest}",
+                         rf"Thm 6 (first part): the rank-1 head $\alpha = 1$, $v(z) = z$ with readout "
+                         rf"$2\langle x_i, a_i\rangle - \|x_i\|_1$ {lrest}")
+    if name != "thm8":
+        raise RenderError(f"unknown theorem {name!r:.20}")
+    h, r, n, eps = _p(p, "head_sha256", str), _p(p, "rank", int), _p(p, "n", int), _q(_p(p, "eps"))
+    fam, lfam = family_ref(p)
+    k, rk, lo = _e(e, "scored_positions", int), _e(e, "effective_rank", int), _e(e, "rank_bound", int)
+    return Statement(f"Thm 8 (position-dependent key maps, final query): the head with tables sha256 "
+                     f"{_short(h)}, r = {r} shared features and a key map phiK_j per position j, "
+                     f"every alpha_j(x, z) = <phiQ(x), phiK_j(z)> >= 0, solves {fam} (length {n}) with "
+                     f"error < {eps} at all {k} scored positions; its effective kernel, sum_j alpha_j "
+                     f"over the source positions, has rank exactly {rk} over Q, at least the bound "
+                     f"r >= {lo} that Thm 8 with "
+                     f"Lemma 3 and Lemma 4 on the family's chains gives every such head",
+                     rf"Thm 8 (position-dependent key maps, final query): the head with tables sha256 "
+                     rf"\texttt{{{h[:16]}}}\ldots, $r = {r}$ shared features and a key map $\phi_{{K,j}}$ "
+                     rf"per position $j$, every $\alpha_j(x, z) = \langle \phi_Q(x), \phi_{{K,j}}(z)"
+                     rf"\rangle \ge 0$, solves {lfam} (length ${n}$) with error $< {_tq(eps)}$ at all "
+                     rf"${k}$ scored positions; its effective kernel, $\sum_j \alpha_j$ over the source "
+                     rf"positions, has rank exactly "
+                     rf"${rk}$ over $\mathbb{{Q}}$, at least the bound $r \ge {lo}$ that Thm 8 with "
+                     rf"Lemma 3 and Lemma 4 on the family's chains gives every such head")
+
+
 _BOUNDS = {"lemma3": _b_lemma3, "lemma4": _b_lemma4, "lemma4_per_pair": _b_lemma4_pp,
            "thm5": _b_thm5, "thm6": _b_thm6, "cor7": _b_cor7, "eq8": _b_eq8, "prop10": _b_prop10}
 
@@ -657,7 +717,7 @@ _KINDS: dict[str, Renderer] = {
     "bound": _bound, "exact_rank": _exact_rank2, "eps_rank": _eps_rank2,
     "code_rank": _code_rank2, "nonnegative": _nonnegative2, "feasible": _feasibility("feasible"),
     "infeasible": _feasibility("infeasible"), "correctness": _correctness2,
-    "gap_domination": _gap_domination2, "transcript": _transcript2,
+    "gap_domination": _gap_domination2, "transcript": _transcript2, "theorem": _theorem,
 }
 
 #: What each kind's sentence reads, as ``(where, key)``, from the kinds' declarations

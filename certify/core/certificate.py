@@ -49,6 +49,7 @@ class ClaimKind(str, enum.Enum):
     GAP_DOMINATION = "gap_domination"        # Lemma 3 audit of a model's kernel
     TRANSCRIPT = "transcript"                # Thm 9 on a quantized sketch model
     NONNEGATIVE = "nonnegative"              # kernel >= 0 on a token set
+    THEOREM = "theorem"                      # a paper theorem on a concrete object (Thm 1, 6, 8)
 
 
 @dataclass(frozen=True)

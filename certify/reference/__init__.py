@@ -39,7 +39,11 @@ What it re-derives, per claim kind, by the most direct method it knows
 * ``transcript`` -- the sketch model replayed in Fractions (identity, relu) or
   arb balls (exp, elu1) on every assignment or on the stated pair
   (:mod:`~certify.reference.transcript`);
-* ``bound`` -- the paper's closed forms, with ints and Fractions.
+* ``bound`` -- the paper's closed forms, with ints and Fractions;
+* ``theorem`` -- Thm 1 and Thm 6 part 1 at every position of every sequence
+  over the cube (Fractions, or ``arb`` balls at a doubling precision), Thm 8's
+  positional head on its family in Fractions with the chains' Lemma 4 bound
+  and the effective kernel's rank by flint (:mod:`~certify.reference.theorems`).
 
 Every claim's sentence is rendered again and compared (the format's renderer),
 and claims that contradict each other across the certificates of one call fail

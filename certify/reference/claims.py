@@ -1,7 +1,8 @@
 """One claim, checked by the reference path: its shape, what binds it to content,
 and its kind's re-derivation (:mod:`~certify.reference.kernels`,
 :mod:`~certify.reference.feasibility`, :mod:`~certify.reference.audit`,
-:mod:`~certify.reference.transcript`, :mod:`~certify.reference.bounds`).
+:mod:`~certify.reference.transcript`, :mod:`~certify.reference.bounds`,
+:mod:`~certify.reference.theorems`).
 
 Binding. A family (feasibility, audit claims) is the embedded object, whose
 content hash must be the claim's ``family_sha256`` and the certificate's input
@@ -24,7 +25,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any, Mapping
 
-from certify.reference import audit, bounds, feasibility, kernels, transcript
+from certify.reference import audit, bounds, feasibility, kernels, theorems, transcript
 from certify.reference.builtin import is_builtin
 from certify.reference.exact import Fails, canonical_sha256, int_rows, whole
 from certify.reference.families import PAPER51_TOKENS, bind_name, builtin_tokens
@@ -91,6 +92,9 @@ def check(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], list[str]]
     if kind in KERNEL_KINDS:
         bad, assume = _kernel_claim(claim, ctx)
         return bad, assumptions + assume
+    if kind == "theorem":                 # a construction by its parameters, or a head on a family
+        problems, assume = _family_input(claim, ctx) if "family" in claim["parameters"] else ([], [])
+        return problems + theorems.check(claim), assumptions + assume
     return [f"no re-derivation for claim kind {kind!r:.30} (fails: nothing is passed unchecked)"], []
 
 

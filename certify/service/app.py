@@ -65,7 +65,7 @@ from certify.service.uploads import check_zip, safe_name
 HERE = Path(__file__).resolve().parent
 VERDICTS = ("proved", "refuted", "unknown")
 KINDS = ("bound", "exact_rank", "eps_rank", "code_rank", "feasible", "infeasible", "correctness",
-         "gap_domination", "transcript", "nonnegative")
+         "gap_domination", "transcript", "nonnegative", "theorem")
 SHA = re.compile(r"^[0-9a-f]{64}$")
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 FILTER_PARAMS = ("kind", "verdict", "rank", "family", "model", "since", "until")
@@ -769,7 +769,7 @@ KIND_LABELS = {"bound": "closed-form bound", "exact_rank": "exact rank", "eps_ra
                "code_rank": "rank on a code", "feasible": "feasibility (a head exists)",
                "infeasible": "infeasibility (no head exists)", "correctness": "correctness on the family",
                "gap_domination": "gap domination", "transcript": "transcript bound (Theorem 9)",
-               "nonnegative": "nonnegative features"}
+               "nonnegative": "nonnegative features", "theorem": "a theorem on a concrete object"}
 
 #: what ``certify verify`` found for an input, in words
 INPUT_STATUS = {

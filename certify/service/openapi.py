@@ -24,7 +24,7 @@ from typing import Any
 SHA = {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "a sha256, 64 lowercase hex digits"}
 JOB_ID = {"type": "string", "pattern": "^[0-9a-f]{32}$", "description": "a job id, 32 hex digits"}
 KINDS = ["bound", "exact_rank", "eps_rank", "code_rank", "feasible", "infeasible", "correctness",
-         "gap_domination", "transcript", "nonnegative"]
+         "gap_domination", "transcript", "nonnegative", "theorem"]
 VERDICTS = ["proved", "refuted", "unknown"]
 STATUSES = ["queued", "running", "done", "failed"]
 

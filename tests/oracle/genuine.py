@@ -63,6 +63,25 @@ def _rank(folder: Path, kind: str, name: str, write: Callable[[Path], None], *ex
     return Genuine(kind, folder / "c.json", want, (name,))
 
 
+def small_chain_code() -> np.ndarray:
+    """A 6-word code of weight 5 in 10 coordinates at directed distance >= 3 (the greedy packing):
+    every ordered pair has a Lemma 3 chain, so Thm 8's bound on its family with positions exists."""
+    from certify.core.codes import greedy_packing
+    return greedy_packing(10, 5, 3)
+
+
+def _theorems(folder: Path) -> Genuine:
+    """``certify bounds --constructions --positional``: the bounds at m = 2, Thm 1 at tau = 2 (arb
+    balls) and Thm 6 part 1 on {0,1}^2, Thm 8 on a chain family file with positions."""
+    from certify.core.families import chain_family
+    folder.mkdir(parents=True, exist_ok=True)
+    chain_family(small_chain_code(), name="greedy-10-5-3").save(folder / "chain.json")
+    rc = _run("bounds", ["--m", "2", "--constructions", "--tau", "2", "--positional", "chain.json",
+                         "--out", "c.json"], folder)
+    assert rc == 0, rc
+    return Genuine("theorems", folder / "c.json", 0)
+
+
 def quick(base: Path) -> list[Genuine]:
     """The certificates made in the default suite (a few CPU seconds in all)."""
     rng = np.random.default_rng(20260)
@@ -90,6 +109,7 @@ def quick(base: Path) -> list[Genuine]:
     (base / "bounds").mkdir(parents=True, exist_ok=True)
     assert _run("bounds", ["--m", "6", "--out", "c.json"], base / "bounds") == 0
     out.append(Genuine("bounds", base / "bounds" / "c.json", 0))
+    out.append(_theorems(base / "theorems"))
     (base / "transcript").mkdir(parents=True, exist_ok=True)
     assert _run("transcript", ["--M", "12", "--s", "3", "--h", "6", "--q", "4", "--bits", "1",
                                "--no-progress", "--out", "c.json"], base / "transcript") in (0, 1)

@@ -86,7 +86,7 @@ def trace_rank_bound(B: list[list[Any]]) -> tuple[list[int], Fraction, Fraction 
     return kept, frob, min((1 / abs(c) for c in cs), default=None), lemma4_rank(len(kept), frob, False)[0]
 
 
-def chain_ranks(t: int, lam: dict[tuple[int, int], int]) -> dict[str, Any]:
+def chain_ranks(t: int, lam: dict[tuple[int, int], Any]) -> dict[str, Any]:
     """The rank bounds of ``t`` queries from their chain factors ``lam[i, j] >= 1`` (every ordered pair;
     module docstring): ``s = sum Lambda^-2``, Lemma 4's strict ``bound = t^2 / (t + s)`` and the largest
     rank it excludes, ``rho``, the largest ``r <= t`` with ``Delta(r) < 0`` (0 when none or ``rho >= 1``)

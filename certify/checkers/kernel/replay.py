@@ -6,7 +6,8 @@ every point of its operands' balls, so a ball computed from exact inputs contain
 dyadic ends. So a nondecreasing step function (a quantizer's cell, rounding to a float format) equal at
 both ends has that value at ``v`` (:meth:`Numbers.cell`); ``v >= c`` is decided when both ends agree
 (:meth:`Numbers.at_least`); a ball meeting a cell boundary, the threshold or 0 (a denominator) decides
-nothing (:class:`Undecided`, never a pass). ``elu(x) + 1`` is nondecreasing: on a ball, the union of its
+nothing (:class:`Undecided`, never a pass); a caller may then retry at a higher working precision
+(:func:`working_precision`). ``elu(x) + 1`` is nondecreasing: on a ball, the union of its
 values at the two ends. With ``Fraction`` (feature maps identity, relu) every step is exact.
 
 Integer arrays. numpy's int64 ``matmul`` and ``+ - * //`` are exact while no intermediate reaches ``2^63``;
@@ -16,8 +17,9 @@ before using int64, and use Python integers otherwise.
 
 from __future__ import annotations
 
+import contextlib
 from fractions import Fraction
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -80,6 +82,20 @@ class Numbers:
         if not (x >= self.num(c) or x < self.num(c)):
             raise Undecided("output ball touches the threshold")
         return bool(x >= self.num(c))
+
+
+@contextlib.contextmanager
+def working_precision(bits: int) -> Iterator[None]:
+    """python-flint's working precision (global) set to ``bits`` for the block, restored after. A ball
+    contains the exact value at any precision (the containment guarantee); more bits only narrow it, so
+    a checker that doubles the precision until a comparison is decided decides more, never wrongly."""
+    import flint
+    old = flint.ctx.prec
+    flint.ctx.prec = int(bits)
+    try:
+        yield
+    finally:
+        flint.ctx.prec = old
 
 
 def _mx(A: np.ndarray) -> int:
