@@ -221,6 +221,7 @@ def test_lat_without_heads_or_local_heads_is_refused_naming_them(tmp_path):
 
 # ---------------------------------------------------------------- fla tied feature maps
 
+@pytest.mark.slow  # an fla LM built and saved (4.6 CPU s); fla's layouts run by default in test_fla_embedding and test_fla_unnormalized
 def test_fla_tied_hedgehog_saved_with_save_model(tmp_path):
     """tie_feature_map_qk=True makes feature_map_q and feature_map_k one module;
     safetensors' save_model keeps one name of the shared tensors (feature_map_k.*).

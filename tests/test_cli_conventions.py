@@ -181,9 +181,9 @@ CLOSED_CASES = {       # name -> (arguments, exit code)
 }
 
 
-#: a case that writes a report (2 CPU s, three runs): with ``--runslow``; the closed-stream
-#: handling it goes through is the one every other case runs through
-HEAVY_CLOSED = {"report"}
+#: the cases that import torch or write a report (2-4 CPU s each, three runs): with ``--runslow``;
+#: the closed-stream handling they go through is the one every other case runs through
+HEAVY_CLOSED = {"checkpoint-torch", "report"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c in HEAVY_CLOSED else c

@@ -15,6 +15,7 @@ it plants that too. ``certify/checkers/kernel/README.md`` names, per primitive, 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re

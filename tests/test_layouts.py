@@ -177,6 +177,7 @@ def test_default_performer_is_favor_and_exits_3(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # a width-24 performer built and refused (3 CPU s)
 def test_width_24_third_party_head_says_what_is_out_of_reach(tmp_path):
     torch.manual_seed(3)
     att = performer.SelfAttention(dim=24, heads=2, dim_head=4, nb_features=8, generalized_attention=True)

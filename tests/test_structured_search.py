@@ -21,7 +21,8 @@ def small():
     return chain_family(w, n=3, g=3, name="small-3")
 
 
-@pytest.mark.parametrize("feats", list(Features))
+@pytest.mark.parametrize("feats", [f if f is Features.REAL else pytest.param(f, marks=pytest.mark.slow)
+                                   for f in Features])     # the other class with --runslow (2 CPU s)
 def test_smooth_search_solves_small_family_exactly(small, feats):
     problem = build_problem(small)
     res = smooth_search(problem, 3, feats, time_limit=30, seed=0)
