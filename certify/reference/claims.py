@@ -194,7 +194,11 @@ def _file(p: Mapping[str, Any], ctx: Context) -> tuple[dict[str, Any] | None, li
         if sha256_file(path) != sha:
             raise Fails(f"the source file {path} is not the one certified (sha256 differs)")
         ctx.read[src] = read_source(path, str(src))
-    return ctx.read[src], []
+    data = ctx.read[src]
+    # the dtype is not printed, but it is a field: it must be what the file holds
+    if "dtype" in p and p["dtype"] != data["dtype"]:
+        raise Fails(f"parameters.dtype {p['dtype']!r:.20} is not the source file's {data['dtype']}")
+    return data, []
 
 
 def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
@@ -260,6 +264,9 @@ def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
             raise Fails("the source holds a matrix, the claim features")
         fq_, fk_ = ([[Fraction(x) for x in r] for r in file_data[s]] for s in ("phi_q", "phi_k"))
         _check_hash(fs, fq_, fk_, "the source file's features")
+        if fs["dtype"] != file_data["dtype"]:           # hashed as what the file holds, not as stated
+            raise Fails(f"features_sha256.dtype {fs['dtype']!r:.20} is not the source file's "
+                        f"{file_data['dtype'] or 'two dtypes'}")
         return Kernel(phi_q=fq_, phi_k=fk_), assumptions
     data = replayed or embedded_f
     if data is None:
