@@ -229,6 +229,11 @@ def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
             assumptions = [f"extraction:{src}"]
         else:
             r = ctx.replays.results.get(job_key(p, True, ctx.cert, ctx.base))
+            said = str((r or {}).get("phi_q", ""))
+            if r is not None and "error" not in r and said.startswith("differs"):
+                # the replay built the head the config gives and it is not the sentence's
+                # (stated arguments, normalization, dtype): a failure, not an assumption
+                raise Fails(f"extraction replay of {src}: {said[:200]}")
             if r is None or "error" in r or not r.get("features_file"):
                 why = (r or {}).get("error", "not replayed")
                 assumptions = [f"extraction:{src} ({why})"]
