@@ -112,6 +112,10 @@ def _run(tmp_path: Path, sample: int, every_value: bool = False) -> list[dict]:
 
 def _judge(results: list[dict]) -> None:
     assert results
+    worst = max(results, key=lambda r: r["cpu"])
+    print(f"\nbounded work: {len(results)} cases, {sum(1 for r in results if r['crash'])} crashes, "
+          f"the largest {worst['cpu']:.2f} CPU s ({worst['cert']} {'.'.join(worst['spot'])} = "
+          f"{worst['value']})")
     crashes = [r for r in results if r["crash"]]
     assert not crashes, crashes[:5]
     slow = [r for r in results if r["cpu"] >= 5]

@@ -276,3 +276,41 @@ def test_a_weights_hash_that_is_not_the_files_fails(tmp_path):
     assert exits(("c", cert, tmp_path)) == (1, 1)
     problems = check_many([("c", cert, tmp_path)])[0].claims[i].problems
     assert any("canonical sha256" in p for p in problems)
+
+
+# ---------------------------------------------------------------- 7. what a replay finds
+
+def test_a_replay_that_finds_other_stated_arguments_fails_both(tmp_path, monkeypatch):
+    """Found by the oracle: a checkpoint certificate whose stated kernel argument is edited (its
+    sentences re-rendered) holds under ``extraction:`` on both paths (exit 4, nothing replayed);
+    with ``--replay-extraction`` the replay builds the head the config gives and answers
+    "differs": fast verify failed the claim (exit 1), the reference took that answer for a
+    replay that could not run and named the assumption (exit 4). Both fail it now."""
+    from certify.cli import run
+    monkeypatch.chdir(ROOT)                        # the certificate names its inputs from the root
+    cert = json.loads((ROOT / "reports" / "gallery" / "lat" / "certificate.json").read_text())
+    for c in cert["claims"]:
+        c["parameters"]["stated"]["blindspot_size"]["value"] = 2
+        rerender(c, cert)
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(cert))
+
+    def verify(*args: str) -> int:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return run("verify", [*args, str(path)])
+    assert (verify(), verify("--reference")) == (4, 4)
+    assert (verify("--replay-extraction"), verify("--reference", "--replay-extraction")) == (1, 1)
+
+
+def test_a_replay_of_features_in_another_dtype_answers_differs():
+    """A claim whose features are said to be float32 where the extraction gives float64 is a
+    claim about other features: the replay answers "differs" (both checkers fail the claim),
+    not an error (which both would name as an assumption left open, exit 4)."""
+    from certify.checkpoints.replay import replay
+    job = {"key": "k", "source": "models.constructions.thm2_exact_features(4, 3)", "path": None,
+           "source_sha256": None, "adapter": "construction", "token_set": "cube:4", "stated": None,
+           "want": [["0" * 64, "0" * 64]]}
+    same = replay([{**job, "dtype": "float64"}])["k"]["phi_q"]
+    assert len(same) == 64 and set(same) <= set("0123456789abcdef")        # a hash: the features
+    got = replay([{**job, "dtype": "float32"}])["k"]
+    assert "error" not in got and got["phi_q"].startswith("differs: the features come out as float64")

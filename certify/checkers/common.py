@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, Mapping
@@ -81,6 +82,17 @@ def same_rational(stated: Any, value: Fraction, what: str) -> None:
     """``stated`` (JSON) must be exactly ``value``."""
     if rational(stated, what) != value:
         raise Bad(f"{what} is {stated!r:.60}, re-derived {q_str(value):.60}")
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two JSON values are the same value as JSON: ``1``, ``1.0`` and ``true`` are three
+    values (Python's ``==`` makes them one), ``"1"`` another; object keys in any order."""
+    def canon(v: Any) -> str:
+        return json.dumps(v, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    try:
+        return canon(a) == canon(b)
+    except (TypeError, ValueError, RecursionError):
+        return False
 
 
 def int_matrix(rows: Any, what: str, shape: tuple[int | None, int | None] = (None, None)) -> list[list[int]]:

@@ -15,7 +15,11 @@ close their objects (:meth:`certify.checkers.fields.Shape.check_keys`), so the
 schema and the checkers cannot drift apart; the published copy,
 ``certificate.schema.json`` beside this module, is this dictionary written out
 by ``make schema`` (:func:`write`; ``certify verify --schema`` prints it; a test
-runs the writer and compares the bytes).
+runs the writer and compares the bytes). One rule stands beside the schema, for
+every depth of a claim's parameters and evidence (objects the schema types only
+as objects included): no JSON float, only integers, strings, booleans and null
+(:func:`inexact_values`; in the schema it would make jsonschema walk every
+embedded matrix).
 
 Deeply nested objects (a feasibility witness or derivation, an audited head's
 tables, a transcript model) are typed as objects here; they are declared too
@@ -55,6 +59,8 @@ def build() -> dict[str, Any]:
     """The certificate schema (version ``certify-attention/certificate/3``)."""
     kinds = _kinds.schemas()
     claim = {"type": "object", "required": ["kind"],
+             "$comment": "beside this schema (certify.checkers.schema.inexact_values): a claim's parameters "
+                         "and evidence hold no float at any depth: JSON integers and 'p/q' strings only",
              "properties": {"kind": {"enum": sorted(kinds)}},
              "allOf": [{"if": {"properties": {"kind": {"const": k}}},
                         "then": {"$ref": f"#/$defs/{k}"}} for k in sorted(kinds)]}
@@ -260,22 +266,64 @@ def claim_violations(claim: Any, index: int) -> list[str]:
     """The schema violations of one claim, at position ``index`` of its certificate
     (the same messages :func:`violations` gives it, without validating the rest)."""
     schema = published()
+    floats = inexact_values(claim, index)
     try:
         if _valid({"$ref": "#/$defs/claim"}, claim, schema):
-            return []
+            return floats
     except (_Unsupported, KeyError, TypeError, re.error):
         pass
-    return _messages(_claim_validator().iter_errors(claim), ["claims", index]).get(index, []) or \
-        [f"schema: $.claims[{index}]: does not match the published schema"]
+    return (_messages(_claim_validator().iter_errors(claim), ["claims", index]).get(index, []) or
+            [f"schema: $.claims[{index}]: does not match the published schema"]) + floats
 
 
 def violations(cert: Mapping[str, Any]) -> dict[int | None, list[str]]:
-    """Schema violations, by claim index (``None``: outside any claim). Each names
-    its JSON path, e.g. ``$.claims[3].parameters: 'source_sha256' is a required property``."""
+    """Schema violations, by claim index (``None``: outside any claim), and the floats of
+    :func:`inexact_values`. Each names its JSON path, e.g. ``$.claims[3].parameters:
+    'source_sha256' is a required property``."""
+    claims = cert.get("claims") if isinstance(cert, Mapping) else None
+    floats: dict[int | None, list[str]] = {
+        i: v for i, c in enumerate(claims if isinstance(claims, list) else []) if (v := inexact_values(c, i))}
     if conforms(cert):
-        return {}
-    return _messages(_validator().iter_errors(cert), []) or \
+        return floats
+    out = _messages(_validator().iter_errors(cert), []) or \
         {None: ["schema: $: does not match the published schema"]}
+    for i, v in floats.items():
+        out[i] = out.get(i, []) + v
+    return out
+
+
+def inexact_values(claim: Any, index: int) -> list[str]:
+    """The first float in a claim's parameters or evidence, at any depth, as a violation
+    (``[]`` when there is none). The format's numbers are exact: JSON integers and ``"p/q"``
+    strings (docs/trust.md, "Verdicts and the certificate file"); an integral float such as
+    ``11.0`` is not the integer 11 (Python's ``==`` would make it one), a fractional one is
+    not exact. The schema's integer fields refuse floats already; this reaches the objects
+    it types only as objects (a derivation, a witness, a transcript's model)."""
+    if not isinstance(claim, Mapping):
+        return []
+    plain = [claim[k] for k in ("evidence", "parameters") if k in claim]
+    while plain:                              # the common case: no float, no path kept
+        v = plain.pop()
+        if isinstance(v, dict):
+            plain.extend(v.values())
+        elif isinstance(v, list):
+            plain.extend(v)
+        elif isinstance(v, float):
+            break
+    else:
+        return []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(claim[k], (k,)) for k in ("evidence", "parameters")
+                                                if k in claim]
+    while stack:
+        v, where = stack.pop()
+        if isinstance(v, dict):
+            stack.extend((x, where + (k,)) for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, where + (i,)) for i, x in enumerate(v))
+        elif isinstance(v, float):
+            return [f"schema: {_path(['claims', index, *where])}: {v!r:.30} is a float: a claim's "
+                    "parameters and evidence hold JSON integers and 'p/q' strings, never floats"]
+    return []
 
 
 def _messages(errors: Iterable[Any], prefix: list) -> dict[int | None, list[str]]:

@@ -482,9 +482,38 @@ def _feature_sha(arr: np.ndarray, dtype: str) -> str:
     return hashlib.sha256(a.tobytes()).hexdigest()
 
 
+def _file_dtype(value: Any) -> str:
+    """The dtype a re-read file holds, named as the producer names it
+    (:class:`certify.core.kernel.Provenance`): an array's dtype name, ``rational`` for the
+    exact numbers of a CSV or JSON text."""
+    return value.dtype.name if isinstance(value, np.ndarray) else "rational"
+
+
+def _dtype_problems(claim: Mapping[str, Any], data: Mapping[str, Any]) -> list[str]:
+    """The claim's ``parameters.dtype`` (and a features file's ``features_sha256.dtype``) must
+    be what the file holds: a field the sentence does not print is still bound, never
+    passed as stated."""
+    p, ev = claim.get("parameters") or {}, claim.get("evidence") or {}
+    if "phi_q" in data:
+        held = _file_dtype(data["phi_q"])
+        if _file_dtype(data["phi_k"]) != held:
+            return [f"the source file's phi_q is {held}, its phi_k {_file_dtype(data['phi_k'])}"]
+        fs = ev.get("features_sha256")
+        if isinstance(fs, Mapping) and fs.get("dtype") != held:
+            return [f"features_sha256.dtype {fs.get('dtype')!r:.20} is not the source file's {held}"]
+    else:
+        held = _file_dtype(data.get("matrix"))
+    if "dtype" in p and p["dtype"] != held:
+        return [f"parameters.dtype {p['dtype']!r:.20} is not the source file's {held}"]
+    return []
+
+
 def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], Any]:
     ev = claim.get("evidence") or {}
     data = read_source(path)
+    wrong = _dtype_problems(claim, data)
+    if wrong:
+        return wrong, None
     if ev.get("form") == "matrix" or "matrix_sha256" in ev:
         if "matrix" not in data:
             return ["the source holds features, the claim a matrix"], None

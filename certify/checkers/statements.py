@@ -476,6 +476,7 @@ def source_ref(p: Mapping[str, Any], e: Mapping[str, Any] | None = None) -> tupl
     st, lst = un + ("," if un and st else "") + st, lun + ("," if lun and lst else "") + lst
     if p.get("adapter") in ("memory", "matrix-file") and "dtype" in p:
         # the values' type is read but not printed: the content hash names the exact values
+        # (verify binds it to the dtype of the re-read file)
         _opt(p, "dtype", str, "parameters")
     if p.get("adapter") == "memory":                  # named by the content it embeds
         h = memory_sha256(e if isinstance(e, Mapping) else {})

@@ -88,6 +88,7 @@ from certify.checkers.common import (
     integer,
     min_ip_targets,
     rational,
+    same_json,
 )
 from certify.checkers.families import multilevel_database, multilevel_input, multilevel_query
 from certify.checkers.fields import MAX_EXPONENT
@@ -125,9 +126,7 @@ class _Quant:
             _DECLARED.part("model.quantizer:uniform").check_keys(obj, "quantizer")
             if not isinstance(obj.get("calibrated", ""), str):
                 raise _Bad("quantizer.calibrated must be a string (how the range was chosen)")
-            self.p = obj["bits"]
-            if not isinstance(self.p, int) or self.p < 1:
-                raise _Bad("uniform quantizer bits must be an integer >= 1")
+            self.p = integer(obj["bits"], "uniform quantizer bits", 1)
             self.lo, self.hi = _q(obj["lo"]), _q(obj["hi"])
             if not self.lo < self.hi:
                 raise _Bad("uniform quantizer needs lo < hi")
@@ -172,8 +171,7 @@ def _weights(model: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, list
     if set(cfg) != _CONFIG_KEYS:
         raise _Bad(f"model config keys {sorted(cfg)} differ from {sorted(_CONFIG_KEYS)}")
     for k in _CONFIG_KEYS - {"feature_map", "positions"}:
-        if not isinstance(cfg[k], int) or cfg[k] < 1:
-            raise _Bad(f"model config {k} must be a positive integer")
+        integer(cfg[k], f"model config {k}", 1)        # a JSON integer: not true, not 1.0
     d, m, r, dv, P = cfg["d"], cfg["m"], cfg["rank"], cfg["dv"], cfg["positions"]
     W = model["weights"]
     # the architecture's tensors are embedded: their count bounds the loops below before any
@@ -200,7 +198,7 @@ def _weights(model: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, list
         e = _DECLARED.part("model.weights.*").check_keys(W[name], f"tensor {name}")
         if abs(integer(e["exp"], f"tensor {name} exp")) > MAX_EXPONENT:
             raise _Bad(f"tensor {name} exp is beyond +-{MAX_EXPONENT}")
-        if list(e["shape"]) != shape or len(e["ints"]) != math.prod(shape):
+        if not same_json(e["shape"], shape) or len(e["ints"]) != math.prod(shape):
             raise _Bad(f"tensor {name} has the wrong shape")
         if not all(isinstance(i, int) and not isinstance(i, bool) for i in e["ints"]):
             raise _Bad(f"tensor {name} entries must be integers")
@@ -374,8 +372,8 @@ def _check(claim: dict) -> list[str]:
     derived = {"M": M, "s": s, "h": fam["h"], "q": q, "layers": cfg["layers"], "heads": cfg["heads"],
                "rank": cfg["rank"], "dv": cfg["dv"], "feature_map": cfg["feature_map"],
                "quantizer": model["quantizer"], "weights_sha256": canonical_sha256(model["weights"])}
-    for k in names:
-        if stated[k] != derived[k] or isinstance(stated[k], bool):
+    for k in names:                          # as JSON values: 1, 1.0 and true are three
+        if not same_json(stated[k], derived[k]):
             probs.append(f"parameters.{k} is {stated[k]!r:.40}, the evidence's is {derived[k]!r:.40}")
     cap = _DECLARED.part("capacity").check_keys(ev["capacity"], "capacity")
     T = cfg["layers"] * cfg["heads"] * cfg["rank"] * (cfg["dv"] + 1)
@@ -407,7 +405,7 @@ def _check_collision(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: d
     if verdict != "refuted":
         probs.append("a certified collision must refute the claim")
     ka, kb = _kappa(ev["kappa_a"], "kappa_a", s, q), _kappa(ev["kappa_b"], "kappa_b", s, q)
-    if (ev["index_a"], ev["index_b"]) != (_index(ka, s), _index(kb, s)):
+    if not same_json([ev["index_a"], ev["index_b"]], [_index(ka, s), _index(kb, s)]):
         probs.append("index_a / index_b are not the assignments' lexicographic positions")
     if ka == kb:
         probs.append("the two assignments are equal")
@@ -415,7 +413,7 @@ def _check_collision(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: d
     for nm, toks, kap, tg in (("a", ta, ka, ev["targets_a"]), ("b", tb, kb, ev["targets_b"])):
         if not _is_input(toks, kap, words, M, s, q):
             probs.append(f"input_{nm} is not the multilevel input of kappa_{nm}")
-        if _min_ip(toks)[:q] != list(tg) or list(tg) != kap:
+        if not same_json(tg, _min_ip(toks)[:q]) or not same_json(tg, kap):
             probs.append(f"targets_{nm} are not the Min-IP targets of input_{nm}")
     if ev["targets_a"] == ev["targets_b"]:
         probs.append("the targets do not differ")
@@ -424,7 +422,7 @@ def _check_collision(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: d
     tra, ya, ops = replay(cfg, W, quant, ta)
     trb, yb, _ = replay(cfg, W, quant, tb)
     claimed = [_q(x) if quant.kind == "float" else x for x in ev["transcript"]]
-    if quant.kind == "uniform" and not all(isinstance(x, int) for x in ev["transcript"]):
+    if quant.kind == "uniform" and not all(type(x) is int for x in ev["transcript"]):
         probs.append("uniform transcript symbols must be integers")
     if tra != trb:
         probs.append("the two inputs' exact transcripts differ")
@@ -440,7 +438,8 @@ def _check_collision(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: d
         y = ya[i]           # the transcripts are equal, so are the query outputs
         want = {"input": which, "position": i, "target": t, "output": _q(ev["failing"]["output"])}
         f = _DECLARED.part("failing").check_keys(ev["failing"], "failing")
-        if {**f, "output": _q(f["output"])} != want or y != want["output"] or abs(y - t) < HALF:
+        if not same_json({**f, "output": None}, {**want, "output": None}) or _q(f["output"]) != y \
+                or y != want["output"] or abs(y - t) < HALF:
             probs.append("the recorded failing output does not replay")
     return probs
 
@@ -451,14 +450,14 @@ def _check_error(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: dict[
         return ["an exact error >= 1/2 must refute the claim"]
     toks, kap = _tokens(ev["input"]), _kappa(ev["kappa"], "kappa", s, q)
     pos = integer(ev["position"], "position")
-    if ev["index"] != _index(kap, s):
+    if not same_json(ev["index"], _index(kap, s)):
         return ["index is not the assignment's lexicographic position"]
     if not _is_input(toks, kap, words, M, s, q) or not 0 <= pos < q:
         return ["the input is not a multilevel input at a query position"]
     t = _min_ip(toks)[pos]
     _, ys, ops = replay(cfg, W, quant, toks)
     y = ys[pos]
-    if t != ev["target"] or not isinstance(y, Fraction) or y != _q(ev["output"]) \
+    if not same_json(ev["target"], t) or not isinstance(y, Fraction) or y != _q(ev["output"]) \
             or abs(y - t) < HALF:
         return ["the recorded error does not replay exactly"]
     return []
@@ -480,7 +479,7 @@ def _check_all(ev: dict[str, Any], verdict: str, cfg: dict[str, Any], W: dict[st
     if verdict != "proved":
         return ["an exhaustive exact check supports only a proved verdict"]
     N = (s + 1) ** q
-    if ev.get("exact_checked") != N:
+    if not same_json(ev.get("exact_checked"), N):
         return ["exact_checked differs from (s+1)^q"]
     assumptions = ev.get("assumptions", [])
     if not isinstance(assumptions, list) or not all(isinstance(a, str) for a in assumptions):

@@ -9,7 +9,9 @@ which (:func:`needs_extra`). Reads a JSON list of jobs on stdin (``key``, ``sour
 ``adapter``, ``token_set``, ``dtype``, ``stated``, ``normalized``: every value the
 claims of that kernel give, compared with the head the config builds) and prints one JSON object: key ->
 ``{"phi_q": sha256, "phi_k": sha256, "torch": version, "versions": {...}}`` or
-``{"error": reason}``; a job with ``features_out`` (a path) also gets its
+``{"error": reason}``; ``"phi_q": "differs: ..."`` when the head the config builds is not the one
+the claims state (stated arguments, normalization, a dtype other than the extraction's), a
+failure for the checker rather than an error; a job with ``features_out`` (a path) also gets its
 features written there (``features_file``), for the checker to recompute
 summaries too large to embed. The hashes are those of
 :func:`certify.rank.summary.feature_hashes` (the features in their dtype,
@@ -235,9 +237,11 @@ def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
                     rec.update({"phi_q": f"differs: {exc}"[:300], "phi_k": "differs"})
                     out[key] = rec
                     continue
-                if job.get("dtype") not in (None, dtype):
-                    raise ValueError(f"features come out as {dtype}, the certificate has "
-                                     f"{job['dtype']}")
+                if job.get("dtype") not in (None, dtype):      # features of another precision
+                    rec.update({"phi_q": f"differs: the features come out as {dtype}, the certificate "
+                                         f"has {job['dtype']}"[:300], "phi_k": "differs"})
+                    out[key] = rec
+                    continue
                 rec.update({"phi_q": sha_q, "phi_k": sha_k})
                 if job.get("features_out"):
                     rec["features_file"] = write_features(kernel, job["features_out"], (qs, ks))

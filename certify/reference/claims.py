@@ -198,7 +198,11 @@ def _file(p: Mapping[str, Any], ctx: Context) -> tuple[dict[str, Any] | None, li
         if sha256_file(path) != sha:
             raise Fails(f"the source file {path} is not the one certified (sha256 differs)")
         ctx.read[src] = read_source(path, str(src))
-    return ctx.read[src], []
+    data = ctx.read[src]
+    # the dtype is not printed, but it is a field: it must be what the file holds
+    if "dtype" in p and p["dtype"] != data["dtype"]:
+        raise Fails(f"parameters.dtype {p['dtype']!r:.20} is not the source file's {data['dtype']}")
+    return data, []
 
 
 def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
@@ -229,6 +233,11 @@ def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
             assumptions = [f"extraction:{src}"]
         else:
             r = ctx.replays.results.get(job_key(p, True, ctx.cert, ctx.base))
+            said = str((r or {}).get("phi_q", ""))
+            if r is not None and "error" not in r and said.startswith("differs"):
+                # the replay built the head the config gives and it is not the sentence's
+                # (stated arguments, normalization, dtype): a failure, not an assumption
+                raise Fails(f"extraction replay of {src}: {said[:200]}")
             if r is None or "error" in r or not r.get("features_file"):
                 why = (r or {}).get("error", "not replayed")
                 assumptions = [f"extraction:{src} ({why})"]
@@ -264,6 +273,9 @@ def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
             raise Fails("the source holds a matrix, the claim features")
         fq_, fk_ = ([[Fraction(x) for x in r] for r in file_data[s]] for s in ("phi_q", "phi_k"))
         _check_hash(fs, fq_, fk_, "the source file's features")
+        if fs["dtype"] != file_data["dtype"]:           # hashed as what the file holds, not as stated
+            raise Fails(f"features_sha256.dtype {fs['dtype']!r:.20} is not the source file's "
+                        f"{file_data['dtype'] or 'two dtypes'}")
         return Kernel(phi_q=fq_, phi_k=fk_), assumptions
     data = replayed or embedded_f
     if data is None:

@@ -31,6 +31,15 @@ def canonical_sha256(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two JSON values are one value as JSON (``1``, ``1.0`` and ``true`` are three;
+    Python's ``==`` would make them one)."""
+    try:
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
 def num(v: Any, what: str) -> Fraction:
     """An exact rational from a JSON int or a ``"p"`` / ``"p/q"`` string (q > 0)."""
     if isinstance(v, bool) or not isinstance(v, (int, str)):

@@ -165,8 +165,10 @@ def _number(text: str, what: str) -> Fraction:
 
 
 def read_source(path: Path, label: str) -> dict[str, Any]:
-    """``{"matrix": rows}`` or ``{"phi_q": rows, "phi_k": rows}`` (exact values) of a
-    matrix or features file, or :class:`Refused`."""
+    """``{"matrix": rows, "dtype": name}`` or ``{"phi_q": rows, "phi_k": rows, "dtype": name}``
+    (exact values) of a matrix or features file, or :class:`Refused`. ``dtype`` is what the
+    file holds: the array's dtype name (``None`` when a features file's two arrays differ),
+    ``rational`` for a CSV or JSON text."""
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise Refused(f"{label}: {size} bytes, above the reference checker's limit of "
@@ -174,7 +176,8 @@ def read_source(path: Path, label: str) -> dict[str, Any]:
     suffix = path.suffix.lower()
     try:
         if suffix == ".npy":
-            return {"matrix": exact_rows(np.load(path, allow_pickle=False), label)}
+            a = np.load(path, allow_pickle=False)
+            return {"matrix": exact_rows(a, label), "dtype": a.dtype.name}
         if suffix == ".npz":
             with np.load(path, allow_pickle=False) as z:
                 names = list(z.files)
@@ -182,13 +185,16 @@ def read_source(path: Path, label: str) -> dict[str, Any]:
                     raise Refused(f"{label}: a kernel file of `certify extract` (bound by its "
                                   "provenance, not read as a matrix here)")
                 if "phi_q" in names and "phi_k" in names:
-                    return {"phi_q": exact_rows(z["phi_q"], f"{label} phi_q"),
-                            "phi_k": exact_rows(z["phi_k"], f"{label} phi_k")}
+                    q, k = z["phi_q"], z["phi_k"]
+                    return {"phi_q": exact_rows(q, f"{label} phi_q"),
+                            "phi_k": exact_rows(k, f"{label} phi_k"),
+                            "dtype": q.dtype.name if q.dtype.name == k.dtype.name else None}
                 rest = [k for k in names if k != "tokens"]
                 key = "matrix" if "matrix" in names else (rest[0] if len(rest) == 1 else None)
                 if key is None:
                     raise Refused(f"{label}: no single matrix among {sorted(names)}")
-                return {"matrix": exact_rows(z[key], label)}
+                a = z[key]
+                return {"matrix": exact_rows(a, label), "dtype": a.dtype.name}
         if suffix == ".csv":
             rows = [r for r in csv.reader(io.StringIO(path.read_text()))
                     if r and any(c.strip() for c in r)]
@@ -223,7 +229,7 @@ def read_source(path: Path, label: str) -> dict[str, Any]:
     if len(out) * len(out[0]) > MAX_FEATURE_ENTRIES:
         raise Refused(f"{label}: {len(out)} x {len(out[0])} entries, above the reference checker's "
                       f"limit of {MAX_FEATURE_ENTRIES}")
-    return {"matrix": out}
+    return {"matrix": out, "dtype": "rational"}
 
 
 def read_features_file(path: str) -> tuple[list[list[Fraction]], list[list[Fraction]]]:

@@ -49,8 +49,12 @@ from itertools import product
 from typing import Any, Mapping
 
 from certify.reference.builtin import MAX_M, TooLarge, greedy_code
-from certify.reference.exact import Fails, Refused, canonical_sha256, num, whole
+from certify.reference.exact import Fails, Refused, canonical_sha256, num, same_json, whole
 from certify.reference.limits import MAX_TRANSCRIPT_ASSIGNMENTS
+
+#: the format's bound on a power-of-two exponent (docs/trust.md, "Bounded work before any check"):
+#: a tensor's exponent beyond it fails the claim, before any power is formed
+MAX_EXPONENT = 4096
 
 HALF = Fraction(1, 2)
 #: bits of the arb balls of the exp / elu1 replay (python-flint's default working precision)
@@ -214,10 +218,12 @@ def _weights(model: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, Any]
     out: dict[str, Any] = {}
     for name, shape in shapes.items():
         t = W[name]
-        if not isinstance(t, dict) or set(t) != {"shape", "exp", "ints"} or t["shape"] != shape \
+        if not isinstance(t, dict) or set(t) != {"shape", "exp", "ints"} or not same_json(t["shape"], shape) \
                 or not isinstance(t["ints"], list) or len(t["ints"]) != math.prod(shape):
             raise Fails(f"tensor {name} is not {{shape {shape}, exp, ints}}")
-        f = Fraction(2) ** whole(t["exp"], f"{name} exp")
+        if abs(whole(t["exp"], f"{name} exp")) > MAX_EXPONENT:
+            raise Fails(f"tensor {name}: exponent beyond +-{MAX_EXPONENT}")
+        f = Fraction(2) ** t["exp"]
         flat = [whole(v, name) * f for v in t["ints"]]
         out[name] = [flat[i * shape[1]:(i + 1) * shape[1]] for i in range(shape[0])] \
             if len(shape) == 2 else flat
@@ -382,8 +388,8 @@ def _check(claim: Mapping[str, Any]) -> tuple[list[str], list[str]]:
                "quantizer": model["quantizer"], "weights_sha256": model["weights_sha256"]}
     if not set(PARAMS) - {"weights_sha256"} <= set(p) <= set(PARAMS):
         return problems + [f"transcript parameters are {sorted(PARAMS)} (weights_sha256 optional)"], []
-    problems += [f"parameters.{k} is not the evidence's" for k in PARAMS
-                 if k in p and (p[k] != derived[k] or isinstance(p[k], bool))]
+    problems += [f"parameters.{k} is not the evidence's" for k in PARAMS      # as JSON values
+                 if k in p and not same_json(p[k], derived[k])]
     T = cfg["layers"] * cfg["heads"] * cfg["rank"] * (cfg["dv"] + 1)
     A, N = quant.alphabet, (s + 1) ** q
     want = {"coordinates": T, "alphabet": A, "assignments": N, "holds": A ** T >= N,
@@ -398,7 +404,7 @@ def _check(claim: Mapping[str, Any]) -> tuple[list[str], list[str]]:
             assumptions
     W = _in(ops, W)
     if typ == "all":
-        if verdict != "proved" or ev["exact_checked"] != N:
+        if verdict != "proved" or not same_json(ev["exact_checked"], N):
             return problems + ["an exhaustive check is proved with exact_checked = (s+1)^q"], assumptions
         named = ev.get("assumptions", [])
         if not isinstance(named, list) or named not in ([], [ENUMERATION]):
@@ -437,12 +443,14 @@ def _check(claim: Mapping[str, Any]) -> tuple[list[str], list[str]]:
         kap = _kappa(ev["kappa"], s, q, "kappa")
         given = [_bits(t) for t in ev["input"]] if isinstance(ev["input"], list) else None
         pos = ev["position"]
-        if given is None or given != family_input(kap, words, s) or ev["index"] != _index(kap, s) \
+        if given is None or given != family_input(kap, words, s) \
+                or not same_json(ev["index"], _index(kap, s)) \
                 or not (isinstance(pos, int) and not isinstance(pos, bool) and 0 <= pos < q):
             return problems + ["the input is not the family's input of kappa at a query position"], assumptions
         t = min_ip(given)[pos]
         _, ys = replay(cfg, W, quant, given, ops)
-        if ev["target"] != t or num(ev["output"], "output") != ys[pos] or abs(ys[pos] - t) < HALF:
+        if not same_json(ev["target"], t) or num(ev["output"], "output") != ys[pos] \
+                or abs(ys[pos] - t) < HALF:
             return problems + ["the recorded error does not replay exactly"], assumptions
         return problems, assumptions
     return problems + _collision(ev, cfg, W, quant, ops, words, s, q), assumptions
@@ -453,10 +461,10 @@ def _collision(ev: Mapping[str, Any], cfg: Mapping[str, Any], W: Mapping[str, An
     ka, kb = _kappa(ev["kappa_a"], s, q, "kappa_a"), _kappa(ev["kappa_b"], s, q, "kappa_b")
     ta = [_bits(t) for t in ev["input_a"]] if isinstance(ev["input_a"], list) else None
     tb = [_bits(t) for t in ev["input_b"]] if isinstance(ev["input_b"], list) else None
-    if ka == kb or (ev["index_a"], ev["index_b"]) != (_index(ka, s), _index(kb, s)) \
+    if ka == kb or not same_json([ev["index_a"], ev["index_b"]], [_index(ka, s), _index(kb, s)]) \
             or ta != family_input(ka, words, s) or tb != family_input(kb, words, s):
         return ["the collision's inputs are not two different inputs of the family"]
-    if ev["targets_a"] != min_ip(ta)[:q] or ev["targets_b"] != min_ip(tb)[:q]:
+    if not same_json(ev["targets_a"], min_ip(ta)[:q]) or not same_json(ev["targets_b"], min_ip(tb)[:q]):
         return ["the targets are not the Min-IP targets of the inputs"]
     tra, ya = replay(cfg, W, quant, ta, ops)
     trb, _ = replay(cfg, W, quant, tb, ops)
@@ -476,7 +484,7 @@ def _collision(ev: Mapping[str, Any], cfg: Mapping[str, Any], W: Mapping[str, An
         which = "a" if abs(ya[i] - ka[i]) >= HALF else "b"
         t = ka[i] if which == "a" else kb[i]
         if not isinstance(fail, dict) or set(fail) != {"input", "position", "target", "output"} \
-                or (fail["input"], fail["position"], fail["target"]) != (which, i, t) \
+                or not same_json([fail["input"], fail["position"], fail["target"]], [which, i, t]) \
                 or num(fail["output"], "output") != ya[i] or abs(ya[i] - t) < HALF:
             return ["the recorded failing output does not replay"]
     return []

@@ -28,6 +28,7 @@ class Genuine:
     path: Path                   # the certificate
     exit: int                    # what verify must answer for it (0 or 4)
     sources: tuple[str, ...] = field(default=())   # matrix files it names (relative to its folder)
+    command: tuple[str, ...] = field(default=())   # the producer's command and arguments, run in its folder
 
     def cert(self) -> dict:
         return json.loads(self.path.read_text())
@@ -58,9 +59,18 @@ def _rank(folder: Path, kind: str, name: str, write: Callable[[Path], None], *ex
           want: int = 0) -> Genuine:
     folder.mkdir(parents=True, exist_ok=True)
     write(folder / name)
-    rc = _run("rank", [name, "--eps", "1/100", *extra, "--out", "c.json", "--no-progress"], folder)
+    args = (name, "--eps", "1/100", *extra)
+    rc = _run("rank", [*args, "--out", "c.json", "--no-progress"], folder)
     assert rc in (0, 1), (kind, rc)
-    return Genuine(kind, folder / "c.json", want, (name,))
+    return Genuine(kind, folder / "c.json", want, (name,), ("rank", *args))
+
+
+def remake(g: Genuine, folder: Path) -> dict | None:
+    """``g``'s producer run again in ``folder`` (on the files there), its certificate; None when
+    the producer refuses them."""
+    rc = _run(g.command[0], [*g.command[1:], "--out", "remade.json", "--no-progress"], folder)
+    out = folder / "remade.json"
+    return json.loads(out.read_text()) if rc in (0, 1) and out.is_file() else None
 
 
 def small_chain_code() -> np.ndarray:

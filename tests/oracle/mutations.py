@@ -1,6 +1,6 @@
 """Mutations of a certificate: every field of every claim (and of the certificate around
-them) deleted, nulled, retyped, moved by +-1, swapped with a sibling or edited; and
-adversarial numbers written into a claim's source file.
+them) deleted, nulled, retyped, moved by +-1, written as a float or (0 and 1) as a boolean,
+swapped with a sibling or edited; and adversarial numbers written into a claim's source file.
 
 A mutation is a pure function of the certificate (the containers along the changed path are
 copied, the rest shared); one that leaves the certificate's JSON unchanged is dropped
@@ -94,7 +94,7 @@ def _retype(v: Any) -> Any:
     return 0                                  # None -> 0
 
 
-OPS = ("delete", "null", "retype", "plus1", "minus1", "swap", "edit", "float")
+OPS = ("delete", "null", "retype", "plus1", "minus1", "swap", "edit", "float", "bool")
 
 
 def apply(cert: dict, path: Path_, op: str) -> dict | None:
@@ -123,6 +123,10 @@ def apply(cert: dict, path: Path_, op: str) -> dict | None:
         if abs(v) >= 2 ** 1000:
             return None
         parent[key] = float(v) if abs(v) < 2 ** 53 else float(v) * (1 + 2 ** -52)
+    elif op == "bool":                         # 0 / 1 written as false / true (Python: equal)
+        if isinstance(v, bool) or v not in (0, 1) or not isinstance(v, int):
+            return None
+        parent[key] = bool(v)
     elif op == "swap":
         keys = list(parent) if isinstance(parent, dict) else list(range(len(parent)))
         others = [k for k in keys if k != key and parent[k] != v]

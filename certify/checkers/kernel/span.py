@@ -214,7 +214,7 @@ def pivot_rows(A: np.ndarray, p: int, r: int, more: Callable[[int, Callable], bo
     a = 0
 
     def reduce(V: np.ndarray) -> np.ndarray:
-        V = _K.reduce(np.array(V, dtype=np.float64), fp)
+        V = _K.reduce(np.array(V, dtype=np.float64, order="C"), fp)      # the compiled steps read rows
         if piv:
             V = _K.reduce(V - V[:, piv] @ B[:len(piv)], fp)
             V[:, piv] = 0.0

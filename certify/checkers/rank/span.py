@@ -157,6 +157,7 @@ def check_matrix_rank_array(claim: Mapping[str, Any], cert: Mapping[str, Any],
     ev = claim["evidence"]
     if A.dtype != np.int64 or int_max_abs(A) >= 1 << 62:     # exact bounds: the kernel's steps never see -2^63
         return None
+    A = np.ascontiguousarray(A)              # a Fortran-order file holds the same matrix: rows in place
     shape = _indices(ev["shape"], "shape")
     if len(shape) != 2 or list(A.shape) != shape:
         raise Bad("matrix shape does not match")
