@@ -314,3 +314,15 @@ def test_a_replay_of_features_in_another_dtype_answers_differs():
     assert len(same) == 64 and set(same) <= set("0123456789abcdef")        # a hash: the features
     got = replay([{**job, "dtype": "float32"}])["k"]
     assert "error" not in got and got["phi_q"].startswith("differs: the features come out as float64")
+
+
+def test_a_closed_form_power_too_large_to_form_ends_at_once_on_both():
+    """Found by the bounded-work test: Thm 5's ``lam = mu^floor(delta/g)`` at ``delta = 4e9`` (a
+    count the schema allows) took 15 CPU s of fast verify before failing, and the reference
+    formed the same power. Both now refuse before forming it: verify fails the claim (exit 1),
+    the reference refuses the size (exit 2, its convention for its limits, docs/trust.md)."""
+    cert = json.loads((ROOT / "reports" / "reference" / "bounds.json").read_text())
+    i = next(i for i, c in enumerate(cert["claims"]) if c["parameters"].get("bound") == "thm5")
+    cert["claims"][i]["parameters"]["delta"] = 4 * 10 ** 9
+    rerender(cert["claims"][i], cert)
+    assert exits(("c.json", cert, None)) == (1, 2)

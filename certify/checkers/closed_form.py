@@ -150,6 +150,8 @@ def _thm5_core(G: int, delta: int, g: int, n: int, e: Fraction) -> Recomputed:
     thr, mu = lemma3(n, e, g)
     ok = g <= delta and g > thr and mu > 1 and G >= 1
     steps = delta // g
+    if steps * max(mu.numerator.bit_length(), mu.denominator.bit_length()) > _MAX_POWER_BITS:
+        raise _Bad("mu^floor(delta/g) is larger than this checker re-derives")     # before forming it
     lam = mu ** steps
     lam2 = lam * lam
     # lam = 0 (mu = 0): no bound, G lam^2 / (lam^2 + G - 1) = 0

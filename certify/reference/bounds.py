@@ -98,6 +98,9 @@ def _thm5_of(G: int, delta: int, g: int, n: int, e: Fraction) -> tuple[dict, boo
     thr = 2 * e * (n - 1) / (n - 2)
     mu = (n - 2) * (g - 2 * e) / (2 * e)
     steps = delta // g
+    if steps * max(mu.numerator.bit_length(), mu.denominator.bit_length()) > 1 << 24:
+        raise Refused(f"mu^floor(delta/g) with floor(delta/g) = {steps} is above the reference checker's "
+                      "limit of 2^(2^24)")
     lam = mu ** steps
     lam2 = lam * lam
     if lam2 == 0 and G > 1:
