@@ -54,7 +54,7 @@ latex-tools:
 # The default suite: the import contracts, then
 # every test except those marked slow, on two pytest workers; the 15 slowest
 # are printed. `make test-all` adds the slow profile (--runslow).
-PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup --durations=15
+PYTEST = $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --durations=15
 
 # the published certificate schema, written from the kinds' declarations (certify.checkers.schema);
 # tests/test_declarations.py runs the writer and keeps the committed file equal to it, byte for byte

@@ -103,7 +103,7 @@ def _commit() -> str:
 
 def main(argv: list[str]) -> int:
     tests = argv or ["tests"]
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadfile",
            f"--durations={SLOWEST}", "--durations-min=0", f"--cpu-report={SLOWEST}", *tests]
     load0 = list(os.getloadavg())
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -9,10 +9,11 @@ import pytest
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-#: test files whose tests are spread over the xdist workers one by one (each test runs its own
-#: subprocess and shares no module fixture); every other file keeps its tests on one worker, so a
-#: module-scoped fixture (a Ray cluster, a server, a browser) is built once (``--dist loadgroup``)
-SPREAD = {"test_benchmarks_smoke.py"}
+# The suite runs with ``--dist loadfile`` (Makefile, benchmarks/suite_times.py): every test of a
+# file on one worker, so a module-scoped fixture (a Ray cluster, a server, a browser) is built
+# once. (``--dist loadgroup`` with a group per file did not group: pytest 9 reads a node's id
+# from a field xdist 3.8 does not set, so the groups never reached the scheduler and each module
+# fixture was built on both workers.)
 
 
 def pytest_addoption(parser):
@@ -23,9 +24,6 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.path.name
-        item.add_marker(pytest.mark.xdist_group(item.nodeid if name in SPREAD else name))
     if config.getoption("--runslow") or "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: opt in with --runslow")

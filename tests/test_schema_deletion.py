@@ -36,7 +36,7 @@ from typing import Any, Iterator
 import pytest
 from committed import report_json
 
-from certify.checkers import kinds, schema, verify
+from certify.checkers import kinds, schema, scratch, verify
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -181,7 +181,14 @@ def _mutate_and_check(path: Path, only: set[int] | None = None, semantic: bool =
     """Mutate the claims of one certificate (``only``: those indices; else the first
     claim of each kind). ``semantic=False`` checks only the mutations the schema
     refuses (each must fail naming its path); the ones it accepts are re-checked
-    by the kind's checker only with ``semantic``."""
+    by the kind's checker only with ``semantic``. The checks share one checker scratch, as
+    the claims of one certificate do in ``verify`` (its keys are complete content, so a
+    mutated claim never meets a value computed for another content)."""
+    with scratch.session():
+        _mutate_and_check_in_session(path, only, semantic)
+
+
+def _mutate_and_check_in_session(path: Path, only: set[int] | None, semantic: bool) -> None:
     cert = json.loads(path.read_text())
     base = path.parent
     seen: set[str] = set()

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from committed import report_json
 
-from certify.checkers import contradictions, kinds, statements, verify
+from certify.checkers import contradictions, kinds, scratch, statements, verify
 from certify.checkers import transcript as transcript_checker
 from certify.checkers.binding import token_list_sha256
 from certify.checkers.common import canonical_sha256
@@ -236,6 +236,32 @@ def test_the_field_table_covers_what_each_sentence_reads(request):
             assert not missing, f"{c['kind']} reads {missing} outside its field table"
 
 
+def _forge_every_field(cert: dict, base: Path, covered: dict[str, set]) -> None:
+    """Every lie of :func:`_lies` in every printed field of every claim of ``cert``: each
+    one that changes the sentence must fail ``verify``; ``covered`` collects the fields."""
+    for i, c in enumerate(cert["claims"]):
+        kind = c["kind"]
+        fields = statements.FIELDS.get(kind)
+        if fields is None:                                   # bound: every input
+            fields = [("parameters", k) for k in c["parameters"]] + \
+                     [("evidence", k) for k in c["evidence"]]
+        for where, key in fields:
+            value = c[where].get(key)
+            for new in _lies(kind, where, key, value, c):
+                # the claim with the one field changed (the rest shared, never written)
+                fc = {**c, where: {**c[where], key: new}}
+                forged = {**cert, "claims": [*cert["claims"][:i], fc, *cert["claims"][i + 1:]]}
+                before = c["statement"]
+                _rerender(fc)
+                if fc["statement"] == before:
+                    continue                       # the sentence says the same thing
+                r = verify.check_claim(i, fc, forged, base)
+                assert not r.holds, \
+                    f"{kind}: {where}.{key} = {new!r:.60} changed the sentence and verify " \
+                    f"accepted it: {fc['statement'][:200]}"
+                covered.setdefault(kind, set()).add(f"{where}.{key}")
+
+
 @pytest.mark.parametrize("committed", [False, pytest.param(True, marks=pytest.mark.slow)],
                          ids=["every-edit", "every-edit-committed"])
 def test_every_printed_field_of_every_kind_is_bound(request, work, capsys, committed):
@@ -256,27 +282,8 @@ def test_every_printed_field_of_every_kind_is_bound(request, work, capsys, commi
                 cases.append((doc, path.parent))
     for cert, base in cases:
         untouched = json.dumps(cert, sort_keys=True)        # the forgeries share its parts
-        for i, c in enumerate(cert["claims"]):
-            kind = c["kind"]
-            fields = statements.FIELDS.get(kind)
-            if fields is None:                                   # bound: every input
-                fields = [("parameters", k) for k in c["parameters"]] + \
-                         [("evidence", k) for k in c["evidence"]]
-            for where, key in fields:
-                value = c[where].get(key)
-                for new in _lies(kind, where, key, value, c):
-                    # the claim with the one field changed (the rest shared, never written)
-                    fc = {**c, where: {**c[where], key: new}}
-                    forged = {**cert, "claims": [*cert["claims"][:i], fc, *cert["claims"][i + 1:]]}
-                    before = c["statement"]
-                    _rerender(fc)
-                    if fc["statement"] == before:
-                        continue                       # the sentence says the same thing
-                    r = verify.check_claim(i, fc, forged, base)
-                    assert not r.holds, \
-                        f"{kind}: {where}.{key} = {new!r:.60} changed the sentence and verify " \
-                        f"accepted it: {fc['statement'][:200]}"
-                    covered.setdefault(kind, set()).add(f"{where}.{key}")
+        with scratch.session():      # one scratch for a certificate's forgeries, as verify shares
+            _forge_every_field(cert, base, covered)   # one for its claims (keys: complete content)
         assert json.dumps(cert, sort_keys=True) == untouched, "verify wrote into a certificate"
     with capsys.disabled():
         for kind in sorted(covered):
