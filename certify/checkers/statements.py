@@ -577,6 +577,59 @@ def _eps_rank2(p: Fields, e: Fields) -> Statement:
     return _eps_sentence(*_kernel_ref(p, e), p, e)
 
 
+def _dec(v: Any) -> str:
+    """An exact number as a decimal when its denominator divides a power of ten (the producer's
+    rounding of an enclosure), else as ``p/q``."""
+    s = _q(v)
+    if "/" not in s:
+        return s
+    x = Fraction(s)
+    den, twos, fives = x.denominator, 0, 0
+    while den % 2 == 0:
+        den, twos = den // 2, twos + 1
+    while den % 5 == 0:
+        den, fives = den // 5, fives + 1
+    if den != 1:
+        return s
+    d = max(twos, fives)
+    digits = str(abs(x.numerator) * 10 ** d // x.denominator).rjust(d + 1, "0")
+    return ("-" if x < 0 else "") + digits[:-d] + "." + digits[-d:]
+
+
+def _numerical_rank2(p: Fields, e: Fields) -> Statement:
+    k_, lk_ = _kernel_ref(p, e)
+    shape = _e(e, "shape", list)
+    if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
+        raise RenderError("evidence.shape must be two integers")
+    lo, hi, tol = _e(e, "k_lower", int), _e(e, "k_upper", int), _p(p, "tol", str)
+    sig = _opt(e, "sigma_max", list, "evidence")
+    what, lwhat = f"{k_} ({shape[0]} x {shape[1]})", rf"{lk_} (${shape[0]} \times {shape[1]}$)"
+    if tol == "default":
+        if sig is None or len(sig) != 2:
+            raise RenderError("evidence.sigma_max must be [lo, hi] for the default tolerance")
+        a, b, N = _dec(sig[0]), _dec(sig[1]), max(shape)
+        at = (f"numpy's default tolerance tol = sigma_1 x {N} x 2^-52 (numpy.linalg.matrix_rank's; "
+              f"sigma_1 in [{a}, {b}])")
+        lat = (rf"numpy's default tolerance $\mathrm{{tol}} = \sigma_1 \cdot {N} \cdot 2^{{-52}}$ "
+               rf"(\texttt{{numpy.linalg.matrix\_rank}}'s; $\sigma_1 \in [{a}, {b}]$)")
+    else:
+        at, lat = f"tol = {_q(tol)}", rf"$\mathrm{{tol}} = {_tq(tol)}$"
+    rest = min(shape) - hi
+    if lo == hi:
+        text = (f"{what} has numerical rank exactly {lo} at {at}: {lo} singular values > tol, the other "
+                f"{rest} <= tol")
+        latex = (rf"{lwhat} has numerical rank exactly ${lo}$ at {lat}: ${lo}$ singular values "
+                 rf"$> \mathrm{{tol}}$, the other ${rest}$ $\le \mathrm{{tol}}$")
+    else:
+        text = (f"{what} has numerical rank in [{lo}, {hi}] at {at}: {lo} singular values > tol, "
+                f"at most {hi} (the count is undecided at this tolerance)")
+        latex = (rf"{lwhat} has numerical rank in $[{lo}, {hi}]$ at {lat}: ${lo}$ singular values "
+                 rf"$> \mathrm{{tol}}$, at most ${hi}$ (the count is undecided at this tolerance)")
+    note = "; the exact rank over Q of the stored float values is a different question"
+    lnote = r"; the exact rank over $\mathbb{Q}$ of the stored float values is a different question"
+    return Statement(text + note, latex + lnote)
+
+
 def code_ref(p: Fields) -> tuple[str, str]:
     """A code: a built-in name (its words pinned by the checker), else the hash of
     its word list."""
@@ -715,7 +768,7 @@ _BOUNDS = {"lemma3": _b_lemma3, "lemma4": _b_lemma4, "lemma4_per_pair": _b_lemma
            "thm5": _b_thm5, "thm6": _b_thm6, "cor7": _b_cor7, "eq8": _b_eq8, "prop10": _b_prop10}
 
 _KINDS: dict[str, Renderer] = {
-    "bound": _bound, "exact_rank": _exact_rank2, "eps_rank": _eps_rank2,
+    "bound": _bound, "exact_rank": _exact_rank2, "eps_rank": _eps_rank2, "numerical_rank": _numerical_rank2,
     "code_rank": _code_rank2, "nonnegative": _nonnegative2, "feasible": _feasibility("feasible"),
     "infeasible": _feasibility("infeasible"), "correctness": _correctness2,
     "gap_domination": _gap_domination2, "transcript": _transcript2, "theorem": _theorem,
