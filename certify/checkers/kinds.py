@@ -189,7 +189,7 @@ NUMERICAL_RANK = {
                      "values_sha256": Field({"type": "string", "pattern": "^float64:[0-9a-f]{64}$"}, HASH),
                      "sigma_max": Field(nullable(_SIGMA_MAX, "null exactly when the tolerance is a stated "
                                                              "rational; else [lo, hi] holds sigma_1"),
-                                        WITNESS, VALUE),
+                                        WITNESS),
                      "tol_lower": Field(RATIONAL, RECOMPUTED), "tol_upper": Field(RATIONAL, RECOMPUTED),
                      "k_lower": Field(NAT, RECOMPUTED, VALUE), "k_upper": Field(NAT, RECOMPUTED, VALUE)},
                     {"matrix": Field({**INT_ROWS, "$comment": "absent only when the matrix is re-read "

@@ -577,41 +577,18 @@ def _eps_rank2(p: Fields, e: Fields) -> Statement:
     return _eps_sentence(*_kernel_ref(p, e), p, e)
 
 
-def _dec(v: Any) -> str:
-    """An exact number as a decimal when its denominator divides a power of ten (the producer's
-    rounding of an enclosure), else as ``p/q``."""
-    s = _q(v)
-    if "/" not in s:
-        return s
-    x = Fraction(s)
-    den, twos, fives = x.denominator, 0, 0
-    while den % 2 == 0:
-        den, twos = den // 2, twos + 1
-    while den % 5 == 0:
-        den, fives = den // 5, fives + 1
-    if den != 1:
-        return s
-    d = max(twos, fives)
-    digits = str(abs(x.numerator) * 10 ** d // x.denominator).rjust(d + 1, "0")
-    return ("-" if x < 0 else "") + digits[:-d] + "." + digits[-d:]
-
-
 def _numerical_rank2(p: Fields, e: Fields) -> Statement:
     k_, lk_ = _kernel_ref(p, e)
     shape = _e(e, "shape", list)
     if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
         raise RenderError("evidence.shape must be two integers")
     lo, hi, tol = _e(e, "k_lower", int), _e(e, "k_upper", int), _p(p, "tol", str)
-    sig = _opt(e, "sigma_max", list, "evidence")
     what, lwhat = f"{k_} ({shape[0]} x {shape[1]})", rf"{lk_} (${shape[0]} \times {shape[1]}$)"
     if tol == "default":
-        if sig is None or len(sig) != 2:
-            raise RenderError("evidence.sigma_max must be [lo, hi] for the default tolerance")
-        a, b, N = _dec(sig[0]), _dec(sig[1]), max(shape)
-        at = (f"numpy's default tolerance tol = sigma_1 x {N} x 2^-52 (numpy.linalg.matrix_rank's; "
-              f"sigma_1 in [{a}, {b}])")
+        N = max(shape)
+        at = f"numpy's default tolerance tol = sigma_1 x {N} x 2^-52 (numpy.linalg.matrix_rank's)"
         lat = (rf"numpy's default tolerance $\mathrm{{tol}} = \sigma_1 \cdot {N} \cdot 2^{{-52}}$ "
-               rf"(\texttt{{numpy.linalg.matrix\_rank}}'s; $\sigma_1 \in [{a}, {b}]$)")
+               rf"(\texttt{{numpy.linalg.matrix\_rank}}'s)")
     else:
         at, lat = f"tol = {_q(tol)}", rf"$\mathrm{{tol}} = {_tq(tol)}$"
     rest = min(shape) - hi

@@ -114,6 +114,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         outputs.write_file(a.out, text)
     for c in cert.claims:
         log.info(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""))
+        if c.kind.value == "numerical_rank" and c.evidence.get("sigma_max"):
+            lo, hi = (float(Fraction(v)) for v in c.evidence["sigma_max"])
+            log.info(f"  sigma_1 in [{lo:.12g}, {hi:.12g}], tol in [{float(Fraction(c.evidence['tol_lower'])):.6g}, "
+                     f"{float(Fraction(c.evidence['tol_upper'])):.6g}] (certified)")
     if any(c.kind.value == "numerical_rank" for c in cert.claims) and not a.numerical_only \
             and a.tol is None:
         log.info("note: the entries are not all integers: the numerical rank above is the count "
