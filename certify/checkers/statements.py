@@ -454,6 +454,8 @@ def memory_sha256(e: Mapping[str, Any]) -> str | None:
         ident = f"features:{q}:{k}"
     else:
         m = _opt(e, "matrix_sha256", str, "evidence")
+        if m is None and "values_sha256" in e:              # float values (numerical_rank)
+            m = _opt(e, "values_sha256", str, "evidence")
         if m is None:               # nothing embedded: verify cannot bind it and fails the claim
             return None
         ident = f"matrix:{m}"

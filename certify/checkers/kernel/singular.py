@@ -121,14 +121,14 @@ def _frobenius_sq(T: np.ndarray) -> Fraction:
 def _norm_sq_upper(P: np.ndarray, R: np.ndarray) -> float:
     """An upper bound of ``lambda_max`` of the exact symmetric matrix within ``R`` of ``P``."""
     rows = np.sum(_up(np.abs(P) + R), axis=1)                           # any order: gamma bound
-    return float(_up(_up(rows.max(initial=0.0)) * _ceil(1 + 2 * _gamma(P.shape[1] + 1))))
+    return float(_up(_up(rows.max(initial=0.0)) * _ceil(1 + 2 * Fraction(_gamma(P.shape[1] + 1)))))
 
 
 def _gershgorin_lower(P: np.ndarray, R: np.ndarray) -> float:
     """A lower bound of ``lambda_min`` of the exact symmetric matrix within ``R`` of ``P``."""
     off = _up(np.abs(P) + R)
     np.fill_diagonal(off, 0.0)
-    radius = _up(np.sum(off, axis=1) * _ceil(1 + 2 * _gamma(P.shape[1] + 1)))
+    radius = _up(np.sum(off, axis=1) * _ceil(1 + 2 * Fraction(_gamma(P.shape[1] + 1))))
     low = _down(_down(np.diag(P) - np.diag(R)) - radius)
     return float(low.min(initial=np.inf))
 
