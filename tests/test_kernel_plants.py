@@ -43,6 +43,7 @@ from certify.checkers.kernel import (
     psd,
     replay,
     roots,
+    singular,
     span,
 )
 from tests.oracle.genuine import _run  # certify <command> in this process, output swallowed
@@ -193,6 +194,11 @@ def _build(base: Path) -> dict[str, Path]:
                                     "cube:6", "quadratic_kernel", structure=True,
                                     feature_map="based-taylor_exp")
     out["theorem-near-log2"] = _near_log2(base / "theorem-near-log2")
+    gauss = rng.standard_normal((70, 4)) @ rng.standard_normal((4, 70))
+    out["numerical"] = _rank(base / "numerical", "m.npy", lambda p: np.save(p, gauss), "--numerical-only")
+    out["numerical-tol"] = _rank(base / "numerical-tol", "m.npy",
+                                 lambda p: np.save(p, np.diag([10.0, 1.0] + [0.0] * 8)),
+                                 "--numerical-only", "--tol", "1/2")
     box = [np.concatenate([np.ones((64, 1)), rng.uniform(-0.1, 0.1, (64, 5))], 1) for _ in range(2)]
     out["key-box"] = _nonnegative(base / "key-box", box[0], box[1], "cube:6", "key_box", structure=True)
     return out
@@ -268,6 +274,18 @@ def _freivalds_primes_redrawn(g: dict[str, Path]) -> bool:
         return False
 
 
+def _forged_numerical_count_is_refused(g: dict[str, Path]) -> bool:
+    """diag(10, 1, 0, ...) at tol = 1/2 (two singular values above it) forged to a count of one:
+    the rank-1 residual is 1 > 1/2, so verify must refuse it."""
+    from certify.checkers.statements import render
+    cert = json.loads(g["numerical-tol"].read_text())
+    c = cert["claims"][0]
+    assert c["evidence"]["k_lower"] == c["evidence"]["k_upper"] == 2
+    c["evidence"]["k_lower"] = c["evidence"]["k_upper"] = 1
+    c["statement"] = render(c["kind"], c["parameters"], c["evidence"]).text
+    return not verify.verify_certificate(cert, g["numerical-tol"].parent).holds
+
+
 def _forged_enclosure(g: dict[str, Path]) -> dict:
     """The factor certificate with every eigenvalue's enclosure replaced by the first's."""
     cert = json.loads(g["factor"].read_text())
@@ -286,7 +304,8 @@ CHECKS: dict[str, Callable[[dict[str, Path]], bool]] = {
     **{name: _holds(name) for name in ("bounds", "matrix", "scaled", "factor", "large", "freivalds",
                                        "projection", "transcript", "transcript-exp", "audit", "infeasible",
                                        "feasible", "all-products", "pair", "quadratic", "key-box",
-                                       "theorem-near-log2")},
+                                       "theorem-near-log2", "numerical")},
+    "forged-numerical-count-refused": _forged_numerical_count_is_refused,
     "singular-gram-psd": _singular_gram_is_psd, "indefinite-gram-refused": _indefinite_gram_is_refused,
     "replayed-grams": _replayed_grams_hold, "replayed-products": _replayed_products_hold,
     "freivalds-primes": _freivalds_primes_redrawn, "forged-enclosure-refused": _forged_enclosure_is_refused,
@@ -450,6 +469,12 @@ PLANTS = [
     Plant("undecided-products-as-negative", inertia, "negative_pair", _uncertain_as_negative,
           "replayed-products"),
     Plant("summaries-doubled", inertia, "quadratic_summaries", _summaries_doubled, "quadratic"),
+    Plant("residual-quartered", singular, "singular_bounds",
+          _unless_none(lambda b: b._replace(delta_sq=b.delta_sq / 16)), "forged-numerical-count-refused"),
+    Plant("float64-bytes-big-endian", hashing, "float64_sha256",
+          lambda real: lambda A: "float64:" + hashlib.sha256(hashing.matrix_header(None, A.shape, "float64")
+                                                             + A.astype(">f8").tobytes()).hexdigest(),
+          "numerical"),
     Plant("gram-exponent-off-by-one", gram, "gram_identity",
           lambda real: lambda X, W, we, bits=128: real(X, W, we + 1, bits), "replayed-grams"),
     Plant("kernel-value-plus-one", attention, "kernel_value", _unless_none(lambda v: v + 1), "feasible"),

@@ -167,6 +167,18 @@ def _rank_certs(tmp) -> list[dict]:
     return out
 
 
+def _numerical_certs(tmp) -> list[dict]:
+    """A Gaussian product of rank 3 (20 x 16, float64): the numerical rank at numpy's default
+    tolerance (with the exact rank of the stored values), and alone at a stated tolerance."""
+    rng = np.random.default_rng(4)
+    np.save(tmp / "gauss.npy", rng.standard_normal((20, 3)) @ rng.standard_normal((3, 16)))
+    out = []
+    for name, args in (("n1", []), ("n2", ["--numerical-only", "--tol", "1/1000"])):
+        rank_cli.main([str(tmp / "gauss.npy"), *args, "--out", str(tmp / f"{name}.json")])
+        out.append(json.loads((tmp / f"{name}.json").read_text()))
+    return out
+
+
 #: kind -> (builder, modules it needs)
 BUILDERS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "bound": (_bound_certs, ("certify.core.bounds", "certify.checkers.closed_form")),
@@ -177,6 +189,7 @@ BUILDERS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "infeasible": (_feasibility_certs, ("certify.feasibility", "certify.checkers.feasibility")),
     "exact_rank": (_rank_certs, ("certify.rank", "certify.checkers.rank")),
     "eps_rank": (_rank_certs, ("certify.rank", "certify.checkers.rank")),
+    "numerical_rank": (_numerical_certs, ("certify.rank", "certify.checkers.rank")),
     "code_rank": (_rank_certs, ("certify.rank", "certify.checkers.rank")),
     "nonnegative": (_rank_certs, ("certify.rank", "certify.checkers.rank")),
     "theorem": (_theorem_certs, ("certify.audit.theorems", "certify.checkers.theorems")),
@@ -512,6 +525,7 @@ STILL_TRUE: dict[str, Callable[[dict], bool]] = {"bound": _bound_still_true,
                                                  "feasible": _feasible_still_true,
                                                  "exact_rank": _matrix_from_source,
                                                  "eps_rank": _matrix_from_source,
+                                                 "numerical_rank": _matrix_from_source,
                                                  "nonnegative": _matrix_from_source}
 
 

@@ -63,7 +63,7 @@ def _sites(path: Path) -> tuple[mu.Site, ...]:
 
 def test_genuine_certificates_verify_with_their_documented_code(made, tally):
     kinds = {g.kind for g in made}
-    assert {"rank-npy-int", "rank-npy-float", "rank-npz", "rank-csv", "rank-json", "rank-factor-npz",
+    assert {"rank-npy-int", "rank-npy-float", "rank-npy-gauss", "rank-npz", "rank-csv", "rank-json", "rank-factor-npz",
             "rank-large-npy", "rank-freivalds", "bounds", "transcript", "feasibility", "checkpoint-lat",
             "construction", "theorems"} <= kinds
     for g in made:

@@ -38,7 +38,7 @@ from typing import Any, Mapping
 from certify.checkers.common import canonical_sha256, embedded_kernel_sha
 from certify.checkers.families import BUILTIN_CODES, builtin_kind, builtin_tokens
 
-KERNEL_KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
+KERNEL_KINDS = ("exact_rank", "eps_rank", "numerical_rank", "code_rank", "nonnegative")
 MODEL_KINDS = ("correctness", "gap_domination")
 _CUBE = re.compile(r"cube:(\d{1,3})")
 _VOCAB = re.compile(r"vocab:(\d{1,12})")

@@ -151,6 +151,8 @@ def embedded_kernel_sha(claim: Mapping[str, Any]) -> str | None:
         return f"features:{fs['phi_q']}:{fs['phi_k']}"
     if isinstance(ev.get("matrix"), list) and isinstance(ev.get("matrix_sha256"), str):
         return f"matrix:{ev['matrix_sha256']}"
+    if isinstance(ev.get("matrix"), list) and isinstance(ev.get("values_sha256"), str):
+        return f"matrix:{ev['values_sha256']}"               # float values (numerical_rank)
     return None
 
 

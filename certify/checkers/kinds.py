@@ -179,6 +179,32 @@ def _eps_rank(k: Kind) -> dict[str, Any]:
                          for m in ("gram", "projection", "none"))))
 
 
+# ---------------------------------------------------------------- numerical_rank
+
+#: numpy's default (``S.max() * max(M, N) * eps`` of float64) or a stated rational
+TOL = {"type": "string", "pattern": "^(default|[0-9]{1,4000}(/[1-9][0-9]{0,3999})?)$"}
+_SIGMA_MAX = {"type": "array", "items": RATIONAL, "minItems": 2, "maxItems": 2}
+NUMERICAL_RANK = {
+    "matrix": shape({**_FORM_MATRIX, "shape": Field(SHAPE, RECOMPUTED),
+                     "values_sha256": Field({"type": "string", "pattern": "^float64:[0-9a-f]{64}$"}, HASH),
+                     "sigma_max": Field(nullable(_SIGMA_MAX, "null exactly when the tolerance is a stated "
+                                                             "rational; else [lo, hi] holds sigma_1"),
+                                        WITNESS),
+                     "tol_lower": Field(RATIONAL, RECOMPUTED), "tol_upper": Field(RATIONAL, RECOMPUTED),
+                     "k_lower": Field(NAT, RECOMPUTED, VALUE), "k_upper": Field(NAT, RECOMPUTED, VALUE)},
+                    {"matrix": Field({**INT_ROWS, "$comment": "absent only when the matrix is re-read "
+                                                              "from its present source file"}, HASH),
+                     "matrix_exponent": Field({**EXPONENT, "$comment": "with matrix: its entries are "
+                                                                       "matrix 2^matrix_exponent"}, HASH),
+                     "tokens": Field(TOKENS, HASH)},
+                    dependentRequired={"matrix": ["matrix_exponent"], "matrix_exponent": ["matrix"]}),
+}
+
+
+def _numerical_rank(k: Kind) -> dict[str, Any]:
+    return claim(k.name, k.params().schema(), k.form("matrix").schema())
+
+
 # ---------------------------------------------------------------- code_rank
 
 _LEMMA4 = {"words": Field({"type": "array", "items": BITS, "minItems": 1}, HASH),
@@ -589,6 +615,8 @@ KINDS: tuple[Kind, ...] = (
          {**_nested_rank_parts(), "freivalds": _FREIVALDS}),
     Kind("eps_rank", "rank", _KERNEL, {"": kernel_params({"eps": Field(RATIONAL, STATED, VALUE)})},
          EPS_RANK, _eps_rank, _nested_rank_parts()),
+    Kind("numerical_rank", "rank", _KERNEL, {"": kernel_params({"tol": Field(TOL, STATED, VALUE)})},
+         NUMERICAL_RANK, _numerical_rank),
     Kind("code_rank", "rank", _KERNEL, {"": _CODE_PARAMS}, CODE_RANK, _code_rank,
          _nested_rank_parts(scale=False)),
     Kind("nonnegative", "rank", _KERNEL, {"": kernel_params()}, NONNEGATIVE, _nonnegative,

@@ -508,12 +508,35 @@ def _dtype_problems(claim: Mapping[str, Any], data: Mapping[str, Any]) -> list[s
     return []
 
 
+def _bind_float_matrix(claim: Mapping[str, Any], data: Mapping[str, Any]) -> tuple[list[str], Any]:
+    """A ``numerical_rank`` claim's source: the float64 values of an array file (float16/32/64 as
+    they are, integers of at most 53 bits), hashed as :func:`certify.checkers.kernel.hashing.
+    float64_sha256` hashes them; passed to the checker unless the evidence embeds them."""
+    from certify.checkers.kernel.hashing import float64_sha256
+    ev = claim.get("evidence") or {}
+    raw = data.get("matrix")
+    if not isinstance(raw, np.ndarray):
+        return ["a numerical_rank claim is about an array of floats: the source holds "
+                + ("features" if raw is None else "text numbers")], None
+    exact_array(raw)
+    if raw.dtype.kind in "biu" and raw.size and (int(raw.max()) > 1 << 53 or int(raw.min()) < -(1 << 53)):
+        return ["the source's integers are not all float64 values"], None
+    A = np.ascontiguousarray(raw, dtype=np.float64)
+    if A.ndim != 2 or [int(v) for v in A.shape] != ev.get("shape"):
+        return [f"the source matrix has shape {list(A.shape)}, the evidence's {ev.get('shape')}"], None
+    if float64_sha256(A) != ev.get("values_sha256"):
+        return ["the source's values are not the evidence's matrix (values_sha256 differs)"], None
+    return [], (None if "matrix" in ev else A)
+
+
 def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], Any]:
     ev = claim.get("evidence") or {}
     data = read_source(path)
     wrong = _dtype_problems(claim, data)
     if wrong:
         return wrong, None
+    if claim.get("kind") == "numerical_rank":
+        return _bind_float_matrix(claim, data)
     if ev.get("form") == "matrix" or "matrix_sha256" in ev:
         if "matrix" not in data:
             return ["the source holds features, the claim a matrix"], None

@@ -454,6 +454,8 @@ def memory_sha256(e: Mapping[str, Any]) -> str | None:
         ident = f"features:{q}:{k}"
     else:
         m = _opt(e, "matrix_sha256", str, "evidence")
+        if m is None and "values_sha256" in e:              # float values (numerical_rank)
+            m = _opt(e, "values_sha256", str, "evidence")
         if m is None:               # nothing embedded: verify cannot bind it and fails the claim
             return None
         ident = f"matrix:{m}"
@@ -575,6 +577,36 @@ def _exact_rank2(p: Fields, e: Fields) -> Statement:
 
 def _eps_rank2(p: Fields, e: Fields) -> Statement:
     return _eps_sentence(*_kernel_ref(p, e), p, e)
+
+
+def _numerical_rank2(p: Fields, e: Fields) -> Statement:
+    k_, lk_ = _kernel_ref(p, e)
+    shape = _e(e, "shape", list)
+    if len(shape) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in shape):
+        raise RenderError("evidence.shape must be two integers")
+    lo, hi, tol = _e(e, "k_lower", int), _e(e, "k_upper", int), _p(p, "tol", str)
+    what, lwhat = f"{k_} ({shape[0]} x {shape[1]})", rf"{lk_} (${shape[0]} \times {shape[1]}$)"
+    if tol == "default":
+        N = max(shape)
+        at = f"numpy's default tolerance tol = sigma_1 x {N} x 2^-52 (numpy.linalg.matrix_rank's)"
+        lat = (rf"numpy's default tolerance $\mathrm{{tol}} = \sigma_1 \cdot {N} \cdot 2^{{-52}}$ "
+               rf"(\texttt{{numpy.linalg.matrix\_rank}}'s)")
+    else:
+        at, lat = f"tol = {_q(tol)}", rf"$\mathrm{{tol}} = {_tq(tol)}$"
+    rest = min(shape) - hi
+    if lo == hi:
+        text = (f"{what} has numerical rank exactly {lo} at {at}: {lo} singular values > tol, the other "
+                f"{rest} <= tol")
+        latex = (rf"{lwhat} has numerical rank exactly ${lo}$ at {lat}: ${lo}$ singular values "
+                 rf"$> \mathrm{{tol}}$, the other ${rest}$ $\le \mathrm{{tol}}$")
+    else:
+        text = (f"{what} has numerical rank in [{lo}, {hi}] at {at}: {lo} singular values > tol, "
+                f"at most {hi} (the count is undecided at this tolerance)")
+        latex = (rf"{lwhat} has numerical rank in $[{lo}, {hi}]$ at {lat}: ${lo}$ singular values "
+                 rf"$> \mathrm{{tol}}$, at most ${hi}$ (the count is undecided at this tolerance)")
+    note = "; the exact rank over Q of the stored float values is a different question"
+    lnote = r"; the exact rank over $\mathbb{Q}$ of the stored float values is a different question"
+    return Statement(text + note, latex + lnote)
 
 
 def code_ref(p: Fields) -> tuple[str, str]:
@@ -715,7 +747,7 @@ _BOUNDS = {"lemma3": _b_lemma3, "lemma4": _b_lemma4, "lemma4_per_pair": _b_lemma
            "thm5": _b_thm5, "thm6": _b_thm6, "cor7": _b_cor7, "eq8": _b_eq8, "prop10": _b_prop10}
 
 _KINDS: dict[str, Renderer] = {
-    "bound": _bound, "exact_rank": _exact_rank2, "eps_rank": _eps_rank2,
+    "bound": _bound, "exact_rank": _exact_rank2, "eps_rank": _eps_rank2, "numerical_rank": _numerical_rank2,
     "code_rank": _code_rank2, "nonnegative": _nonnegative2, "feasible": _feasibility("feasible"),
     "infeasible": _feasibility("infeasible"), "correctness": _correctness2,
     "gap_domination": _gap_domination2, "transcript": _transcript2, "theorem": _theorem,

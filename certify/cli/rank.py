@@ -1,5 +1,5 @@
-"""``certify rank SOURCE``: exact two-sided rank, certified eps-rank, code rank and
-nonnegativity of a kernel (:func:`certify.rank.run.certify_rank`).
+"""``certify rank SOURCE``: exact two-sided rank, certified eps-rank, numerical rank (a float
+matrix, or ``--tol``), code rank and nonnegativity of a kernel (:func:`certify.rank.run.certify_rank`).
 
 ``--json`` prints one object with ``rank_lower``, ``rank_upper``, ``verdict``
 and the certificate."""
@@ -38,6 +38,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
     p.add_argument("--out", metavar="CERT", help="write the certificate here; " + cli.OUT_FILE_HELP)
     p.add_argument("--eps", help="eps-rank threshold (exact: '1/1000', '0.001'; > 0)")
+    p.add_argument("--tol", help="numerical rank at this tolerance (exact: '1/10^9', '1e-9'; > 0): how many "
+                   "singular values exceed it, certified from both sides. Without --tol, a float matrix "
+                   "whose entries are not all integers gets it at numpy's default tolerance, sigma_1 x "
+                   "max(m, n) x 2^-52 (the number numpy.linalg.matrix_rank returns, here proved, with "
+                   "sigma_1 enclosed); the exact rank over Q of the stored float values is a different "
+                   "question, answered by the exact_rank claim. A singular value too close to the "
+                   "tolerance leaves the count undecided (verdict unknown, the bracket proved)")
+    p.add_argument("--numerical-only", action="store_true",
+                   help="certify the numerical rank alone (no exact rank over Q of the stored values, "
+                        "which costs far more on float data); --json's rank_lower, rank_upper are then "
+                        "the numerical rank's bracket")
     p.add_argument("--seed", type=int, default=0, help="seed of the random primes (and of a third-party "
                    "model's library comparison)")
     p.add_argument("--max-primes", type=int, default=4,
@@ -70,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= a.max_primes <= 64 or not 1 <= a.batch_size <= 1 << 20:
         raise InputError("--max-primes must be in 1..64, --batch-size in 1..2^20")
     eps = parse_eps(a.eps) if a.eps else None
+    tol = limits.parse_eps(a.tol, "--tol") if a.tol else None
     if a.out:
         outputs.check_out_file(a.out)
     tokens = a.tokens or a.family
@@ -86,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     opt = RankOptions(seed=a.seed, max_primes=a.max_primes, eps=eps,
                       code=code, code_name=code_name, require_nonnegative=a.require_nonnegative,
                       batch_size=a.batch_size, progress=show_progress(a.no_progress),
-                      upper_bound=a.upper_bound)
+                      upper_bound=a.upper_bound, tol=tol, numerical_only=a.numerical_only)
     # the producer's computation and its own check before writing share one scratch: the span
     # check, minor and Freivalds test it computed with the checker's functions are found there
     with scratch.session(), cli.engine_from_args(a, progress=False) as engine:
@@ -102,6 +114,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         outputs.write_file(a.out, text)
     for c in cert.claims:
         log.info(f"[{c.verdict.value}] {c.statement}" + (f" ({c.reason})" if c.reason else ""))
+        if c.kind.value == "numerical_rank" and c.evidence.get("sigma_max"):
+            lo, hi = (float(Fraction(v)) for v in c.evidence["sigma_max"])
+            log.info(f"  sigma_1 in [{lo:.12g}, {hi:.12g}], tol in [{float(Fraction(c.evidence['tol_lower'])):.6g}, "
+                     f"{float(Fraction(c.evidence['tol_upper'])):.6g}] (certified)")
+    if any(c.kind.value == "numerical_rank" for c in cert.claims) and not a.numerical_only \
+            and a.tol is None:
+        log.info("note: the entries are not all integers: the numerical rank above is the count "
+                 "numpy.linalg.matrix_rank makes; the exact rank over Q of the stored float values is a "
+                 "different question (--numerical-only skips it)")
     if a.json:
         print(json.dumps({"rank_lower": rep.rank_lower, "rank_upper": rep.rank_upper,
                           "verdict": rep.verdict.value, "form": kernel.form.value,

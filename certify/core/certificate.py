@@ -42,6 +42,7 @@ class ClaimKind(str, enum.Enum):
     BOUND = "bound"                          # closed-form bound, hypotheses checked exactly
     EXACT_RANK = "exact_rank"                # rank over Q, two-sided
     EPS_RANK = "eps_rank"                    # every matrix within eps has rank >= k
+    NUMERICAL_RANK = "numerical_rank"        # singular values above a tolerance, counted two-sided
     CODE_RANK = "code_rank"                  # Lemma 4 / Thm 5 on B[S,U] of a kernel on a code
     FEASIBLE = "feasible"                    # a rank-r head solves the family (witness)
     INFEASIBLE = "infeasible"                # no rank-r head solves the family (derivation)

@@ -40,3 +40,7 @@ class RankOptions:
     #: (the one predicted cheaper, solvers.exact.upper_cost; a tie goes to exact)
     upper_bound: str = "auto"
     error_log2: int = 128
+    #: the numerical rank's tolerance (None: numpy's default, when the claim is made: see
+    #: certify.rank.numerical.wanted); numerical_only: that claim alone, no exact rank
+    tol: Fraction | None = None
+    numerical_only: bool = False

@@ -7,6 +7,10 @@ Claims (evidence fields: :mod:`certify.checkers.rank`):
   minor and an exact column-span witness); ``proved`` only when the bounds meet.
 * ``eps_rank`` (``--eps``) -- ``k`` singular values ``> eps``: every matrix
   within ``eps`` in spectral norm has rank ``>= k`` (exact count on the core).
+* ``numerical_rank`` (a float matrix whose entries are not all integers, or ``--tol``) -- how
+  many singular values exceed numpy's default tolerance ``sigma_1 max(m, n) 2^-52`` (the count
+  ``numpy.linalg.matrix_rank`` makes) or a stated one, two-sided (:mod:`.numerical`); with
+  ``numerical_only`` it is the only claim (the exact rank of the stored values is another question).
 * ``code_rank`` (``--code``) -- Lemma 4 / Thm 5: the row-normalized
   ``B[S, U] = alpha(x_S, x_{U^c})`` over a constant-weight code has rank
   ``>= ceil(t^2 / ||C||_F^2)`` (per-pair Lambda).
@@ -25,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from certify.core.certificate import Certificate, Claim
+from certify.core.certificate import Certificate, Claim, ClaimKind
 from certify.core.errors import InputError, UncertifiableError
 from certify.core.kernel import Form, Kernel
 from certify.core.verdict import Verdict
@@ -51,6 +55,9 @@ def certify_rank(kernel: Kernel, opt: RankOptions = _DEFAULT, engine=None) -> Ra
     ``require_nonnegative`` raises :class:`UncertifiableError`. ``engine``
     (:mod:`certify.core.engine`) shards the factor-form Gram pass."""
     claims: list[Claim] = []
+    if kernel.form is Form.FACTOR and (opt.tol is not None or opt.numerical_only):
+        raise InputError("the numerical rank (--tol, --numerical-only) is certified for a matrix file, "
+                         "not for features")
     if kernel.form is Form.FACTOR:                # the modules a run needs, imported when needed
         from certify.rank.summary import summarize_features
         s = summarize_features(kernel, batch_size=opt.batch_size,
@@ -65,15 +72,24 @@ def certify_rank(kernel: Kernel, opt: RankOptions = _DEFAULT, engine=None) -> Ra
             from certify.rank.eps import eps_rank_factor_claim
             claims.append(eps_rank_factor_claim(kernel, s, opt.eps, opt))
     else:
-        N = integer_matrix(kernel)
-        if opt.require_nonnegative:
-            from certify.rank.nonnegative import nonnegative_claim_matrix
-            claims.append(_require(nonnegative_claim_matrix(kernel, N, opt)))
-        rank_claim = exact_rank_matrix_claim(kernel, N, opt)
-        claims.insert(0, rank_claim)
-        if opt.eps is not None:
-            from certify.rank.eps import eps_rank_matrix_claim
-            claims.append(eps_rank_matrix_claim(kernel, N, opt.eps, opt))
+        from certify.rank.numerical import numerical_rank_claim, wanted
+        numerical = numerical_rank_claim(kernel, opt) if wanted(kernel, opt) else None
+        if opt.numerical_only:
+            assert numerical is not None
+            rank_claim = numerical
+            claims.append(numerical)
+        else:
+            N = integer_matrix(kernel)
+            if opt.require_nonnegative:
+                from certify.rank.nonnegative import nonnegative_claim_matrix
+                claims.append(_require(nonnegative_claim_matrix(kernel, N, opt)))
+            rank_claim = exact_rank_matrix_claim(kernel, N, opt)
+            claims.insert(0, rank_claim)
+            if opt.eps is not None:
+                from certify.rank.eps import eps_rank_matrix_claim
+                claims.append(eps_rank_matrix_claim(kernel, N, opt.eps, opt))
+            if numerical is not None:
+                claims.append(numerical)
     if opt.code is not None:                    # the claims a run asks for, imported when asked
         from certify.rank.code import code_rank_claim
         claims.append(code_rank_claim(kernel, opt.code, opt.code_name, opt,
@@ -83,7 +99,8 @@ def certify_rank(kernel: Kernel, opt: RankOptions = _DEFAULT, engine=None) -> Ra
     inputs = {prov.source: prov.source_sha256} if prov.source_sha256 else {}
     cert = Certificate(claims=claims, inputs=inputs, seeds={"primes": opt.seed})
     ev = rank_claim.evidence
-    return RankReport(cert, int(ev["rank_lower"]), int(ev["rank_upper"]), rank_claim.verdict)
+    lo, hi = ("k_lower", "k_upper") if rank_claim.kind is ClaimKind.NUMERICAL_RANK else ("rank_lower", "rank_upper")
+    return RankReport(cert, int(ev[lo]), int(ev[hi]), rank_claim.verdict)
 
 
 def share_features(claims: list[Claim]) -> list[Claim]:

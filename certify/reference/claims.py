@@ -41,7 +41,7 @@ from certify.reference.kernels import Kernel
 from certify.reference.limits import MAX_FEATURE_ENTRIES
 from certify.reference.replay import Replays, job_key
 
-KERNEL_KINDS = ("exact_rank", "eps_rank", "nonnegative", "code_rank")
+KERNEL_KINDS = ("exact_rank", "eps_rank", "numerical_rank", "nonnegative", "code_rank")
 AUDIT_KINDS = ("correctness", "gap_domination")
 VERDICTS = ("proved", "refuted", "unknown")
 #: below this many entries, data a claim summarises must be embedded (as in the fast checker)
@@ -205,6 +205,30 @@ def _file(p: Mapping[str, Any], ctx: Context) -> tuple[dict[str, Any] | None, li
     return data, []
 
 
+def _float_matrix(ev: Mapping[str, Any], file_data: dict[str, Any] | None) -> Kernel:
+    """A numerical_rank claim's matrix: the source file's values, else the embedded ``matrix
+    2^matrix_exponent``, every one a float64, bound by ``values_sha256``."""
+    embedded = None
+    if "matrix" in ev:
+        e = Fraction(2) ** whole(ev.get("matrix_exponent"), "evidence.matrix_exponent")
+        embedded = [[Fraction(v) * e for v in row] for row in int_rows(ev["matrix"], "evidence.matrix")]
+    if file_data is not None:
+        rows = file_data.get("matrix")
+        if rows is None or file_data.get("dtype") == "rational":
+            raise Fails("a numerical_rank claim is about an array of floats, which the source is not")
+        if embedded is not None and embedded != rows:
+            raise Fails("the embedded matrix is not the source file's matrix")
+    elif embedded is not None:
+        rows = embedded
+    else:
+        raise Fails("the matrix is neither embedded nor present as its source file")
+    if ev.get("shape") != [len(rows), len(rows[0]) if rows else 0]:
+        raise Fails(f"evidence.shape {ev.get('shape')!r:.30} is not the matrix's shape")
+    if kernels.float64_sha256(rows) != ev.get("values_sha256"):
+        raise Fails("values_sha256 is not the hash of the matrix's float64 values")
+    return Kernel(matrix=rows)
+
+
 def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
     """The claim's kernel as exact data, bound to its hashes, and the assumptions left."""
     p, ev = claim["parameters"], claim["evidence"]
@@ -244,6 +268,8 @@ def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
             else:
                 replayed = read_features_file(r["features_file"])
                 _check_hash(fs, *replayed, "the replayed features")
+    if claim["kind"] == "numerical_rank":
+        return _float_matrix(ev, file_data), assumptions
     if matrix_form:
         if "B" in ev:
             raise Fails("a code_rank claim with a stated B (trusted) is not re-derived here")
@@ -382,6 +408,8 @@ def _kernel_claim(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], li
         return kernels.exact_rank(claim, K), assumptions
     if kind == "eps_rank":
         return kernels.eps_rank(claim, K), assumptions
+    if kind == "numerical_rank":
+        return kernels.numerical_rank(claim, K), assumptions
     if kind == "nonnegative":
         return kernels.nonnegative(claim, K), assumptions
     return kernels.code_rank(claim, K, toks, cube_m), assumptions

@@ -78,6 +78,8 @@ def kernel_key(claim: Mapping[str, Any]) -> tuple | None:
             return ("memory", "features", fs["phi_q"], fs["phi_k"])
         if "features_sha256" not in ev and isinstance(ev.get("matrix_sha256"), str):
             return ("memory", "matrix", ev["matrix_sha256"])
+        if "features_sha256" not in ev and isinstance(ev.get("values_sha256"), str):
+            return ("memory", "matrix", ev["values_sha256"])
         return None
     if sha is None and adapter != "construction":
         return None

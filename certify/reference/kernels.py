@@ -1,4 +1,4 @@
-"""``exact_rank``, ``eps_rank``, ``nonnegative`` and ``code_rank``, re-derived from
+"""``exact_rank``, ``eps_rank``, ``numerical_rank``, ``nonnegative`` and ``code_rank``, re-derived from
 the whole kernel matrix.
 
 A kernel comes to these checks as exact data (:class:`Kernel`): its features
@@ -227,6 +227,67 @@ def _enclosures(poly: Any, s2: Fraction, n: int, enc: Any) -> list[str]:
     return []
 
 
+# ---------------------------------------------------------------- numerical_rank
+
+def float64_sha256(rows: list[list[Fraction]]) -> str:
+    """A numerical_rank claim's ``values_sha256``: a header line (the canonical JSON of
+    ``{"encoding": "float64", "scale": null, "shape"}`` and a newline), then every value as a
+    little-endian IEEE double, row-major; each value must be one exactly."""
+    import struct
+    flat = [v for r in rows for v in r]
+    if any(Fraction(float(v)) != v for v in flat):
+        raise Fails("a value of the matrix is not a float64")
+    head = (json.dumps({"encoding": "float64", "scale": None, "shape": [len(rows), len(rows[0]) if rows else 0]},
+                       sort_keys=True, separators=(",", ":")) + "\n").encode()
+    body = struct.pack(f"<{len(flat)}d", *(float(v) for v in flat))
+    return "float64:" + hashlib.sha256(head + body).hexdigest()
+
+
+#: float64's machine epsilon, numpy's finfo(float64).eps
+_EPS64 = Fraction(1, 1 << 52)
+
+
+def numerical_rank(claim: Mapping[str, Any], K: Kernel) -> list[str]:
+    """``k_lower`` singular values above ``tol_upper``, at most ``k_upper`` above ``tol_lower``,
+    the tolerance's enclosure re-derived (numpy's default ``sigma_1 max(m, n) 2^-52`` from the
+    stated ``sigma_max``, which must hold sigma_1, or the stated rational), every count exact on
+    the characteristic polynomial of the Gram; proved exactly when the counts meet."""
+    ev, p, verdict = claim["evidence"], claim["parameters"], claim["verdict"]
+    m, n = K.rows, K.cols
+    sig, tol = ev.get("sigma_max"), p.get("tol")
+    poly, s2, _ = K.eigen_polynomial()
+    problems = []
+    if tol == "default":
+        if not isinstance(sig, list) or len(sig) != 2:
+            return ["the default tolerance needs sigma_max = [lo, hi]"]
+        lo, hi = num(sig[0], "sigma_max[0]"), num(sig[1], "sigma_max[1]")
+        if not 0 <= lo <= hi:
+            return ["sigma_max must be [lo, hi] with 0 <= lo <= hi"]
+        if roots_above(poly, hi * hi / s2) > 0 or (lo > 0 and degree(poly) - roots_below(poly, lo * lo / s2) < 1):
+            problems.append(f"sigma_1 is not in sigma_max = [{q_text(lo)}, {q_text(hi)}]")
+        t_lo, t_hi = lo * max(m, n) * _EPS64, hi * max(m, n) * _EPS64
+    else:
+        if sig is not None:
+            return ["sigma_max is null exactly when the tolerance is stated"]
+        t_lo = t_hi = num(tol, "parameters.tol")
+        if t_lo <= 0:
+            return ["a stated tolerance must be > 0"]
+    if (num(ev.get("tol_lower"), "tol_lower"), num(ev.get("tol_upper"), "tol_upper")) != (t_lo, t_hi):
+        problems.append("tol_lower, tol_upper are not the tolerance's enclosure")
+    k_lo, k_hi = whole(ev.get("k_lower"), "k_lower", 0), whole(ev.get("k_upper"), "k_upper", 0)
+    if not k_lo <= k_hi <= min(m, n):
+        return problems + [f"need k_lower <= k_upper <= {min(m, n)}"]
+    above_hi, above_lo = roots_above(poly, t_hi * t_hi / s2), roots_above(poly, t_lo * t_lo / s2)
+    if k_lo > above_hi:
+        problems.append(f"{above_hi} singular values exceed tol_upper, the claim says {k_lo}")
+    if above_lo > k_hi:
+        problems.append(f"{above_lo} singular values exceed tol_lower, the claim says at most {k_hi}")
+    if verdict != ("proved" if k_lo == k_hi else "unknown"):
+        problems.append(f"verdict {verdict}, but the counts {k_lo}, {k_hi} make it "
+                        f"{'proved' if k_lo == k_hi else 'unknown'}")
+    return problems
+
+
 # ---------------------------------------------------------------- nonnegative
 
 def nonnegative(claim: Mapping[str, Any], K: Kernel) -> list[str]:
@@ -382,5 +443,6 @@ def fq(rows: list[list[int]], e: int) -> list[list[Fraction]]:
     return [[x * f for x in r] for r in rows]
 
 
-__all__ = ["Kernel", "matrix_sha256", "scaled", "unscaled", "exact_rank", "eps_rank", "nonnegative",
+__all__ = ["Kernel", "matrix_sha256", "scaled", "unscaled", "exact_rank", "eps_rank", "numerical_rank",
+           "float64_sha256", "nonnegative",
            "code_rank", "fq", "fmpq"]

@@ -100,6 +100,9 @@ def quick(base: Path) -> list[Genuine]:
     out.append(_rank(base / "npy-int", "rank-npy-int", "m.npy", lambda p: np.save(p, A)))
     F = (low_rank(rng, 5, 5, 2) / 8.0).astype(np.float64)
     out.append(_rank(base / "npy-float", "rank-npy-float", "m.npy", lambda p: np.save(p, F)))
+    g = np.random.default_rng(7)
+    out.append(_rank(base / "npy-gauss", "rank-npy-gauss", "m.npy",
+                     lambda p: np.save(p, g.standard_normal((9, 3)) @ g.standard_normal((3, 8)))))
     B = low_rank(rng, 5, 6, 4)
     out.append(_rank(base / "npz", "rank-npz", "m.npz", lambda p: np.savez(p, matrix=B)))
     C = low_rank(rng, 4, 4, 2)

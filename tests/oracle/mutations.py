@@ -27,7 +27,8 @@ Path_ = tuple[Any, ...]
 #: be replaced by another valid witness: a slightly moved ``witness_y`` still proves the claim,
 #: and an embedded matrix may be dropped where its source file is present and re-read)
 ASSERTED = ("rank_lower", "rank_upper", "k", "exact", "eps", "shape", "scale", "matrix_sha256",
-            "features_sha256", "num_tokens", "r", "upper_witness", "form", "method")
+            "features_sha256", "num_tokens", "r", "upper_witness", "form", "method",
+            "k_lower", "k_upper", "tol_lower", "tol_upper", "values_sha256")
 
 
 def meaning(path: Path_) -> bool:

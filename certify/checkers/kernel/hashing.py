@@ -49,3 +49,15 @@ def rows_sha256(rows: list[list[int]], scale: Any) -> str:
         return array_sha256(np.array(rows, dtype="<i8").reshape(shape), scale)
     body = json.dumps(rows, separators=(",", ":")).encode()
     return "json:" + hashlib.sha256(matrix_header(scale, shape, "json") + body).hexdigest()
+
+
+def float64_sha256(A: Any) -> str:
+    """The ``values_sha256`` of a float64 matrix: ``"float64:"`` + SHA-256 of :func:`matrix_header`
+    (encoding ``"float64"``, no scale: the values are the floats themselves) and ``A``'s little-endian
+    float64 bytes (row-major). ``A`` must be a two-dimensional float64 array (never cast)."""
+    import numpy as np
+    if not isinstance(A, np.ndarray) or A.dtype != np.float64 or A.ndim != 2:
+        raise TypeError("float64_sha256 takes a two-dimensional float64 array")
+    h = hashlib.sha256(matrix_header(None, A.shape, "float64"))
+    h.update(np.ascontiguousarray(A, dtype="<f8").data)
+    return "float64:" + h.hexdigest()

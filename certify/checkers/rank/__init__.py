@@ -1,4 +1,5 @@
-"""Independent checker for ``exact_rank``, ``eps_rank``, ``code_rank`` and ``nonnegative``.
+"""Independent checker for ``exact_rank``, ``eps_rank``, ``numerical_rank``, ``code_rank`` and
+``nonnegative``.
 
 Imports only the standard library, numpy and python-flint
 (:mod:`certify.checkers.common`). ``check(claim, cert)`` returns the problems
@@ -65,6 +66,14 @@ eps_rank, matrix form
   ``gram`` (count on ``A^T A`` or ``A A^T``; ``exact`` true) or ``projection``
   (``witness_y, witness_y_exponent``: ``H - eps^2 b I > 0`` exactly with
   ``H = (A Y)^T (A Y)``, ``b = ||Y^T Y||_inf``; ``exact`` false).
+numerical_rank (matrix form, float64 values)
+  ``shape, values_sha256`` (the float64 values, :func:`certify.checkers.kernel.hashing.float64_sha256`;
+  embedded as ``matrix 2^matrix_exponent`` when small, else re-read from the source), ``sigma_max``
+  (``[lo, hi]`` holding sigma_1 for ``tol = "default"``, else null), ``tol_lower, tol_upper``
+  (``N 2^-52 [lo, hi]`` with ``N = max(shape)``, or the stated tol twice), ``k_lower`` (the count
+  the kernel's bounds prove above ``tol_upper``) and ``k_upper`` (at most that many above
+  ``tol_lower``: ``sigma_{k_upper + 1} <= tol_lower`` proved, or ``min(shape)``); proved exactly
+  when they meet (:mod:`certify.checkers.rank.numerical`).
 code_rank
   ``words`` (0/1 strings of one length and weight), ``query_features,
   query_exponent`` (rows ``phiQ(x_S)``), ``key_features, key_exponent`` (rows
@@ -105,6 +114,7 @@ from certify.checkers.rank.evidence import KINDS, matrix_sha256  # noqa: F401 (t
 
 #: kind -> (module, function); a kind's module is loaded when a claim of that kind is checked
 _CHECKS = {"exact_rank": ("exact", "check_exact_rank"), "eps_rank": ("eps", "check_eps_rank"),
+           "numerical_rank": ("numerical", "check_numerical_rank"),
            "code_rank": ("code", "check_code_rank"), "nonnegative": ("nonnegative", "check_nonnegative")}
 
 

@@ -30,7 +30,7 @@ from certify.checkers.kernel import (
 )
 from certify.checkers.kinds import BY_NAME, trusted_table
 
-KINDS = ("exact_rank", "eps_rank", "code_rank", "nonnegative")
+KINDS = ("exact_rank", "eps_rank", "numerical_rank", "code_rank", "nonnegative")
 
 
 #: the layout the features' hashes are taken over (declared: certify.checkers.fields)
