@@ -84,3 +84,12 @@ def test_the_checkers_close_their_objects_with_the_declared_shapes():
     got = {v["properties"]["parameters"]["properties"]["bound"]["const"]:
            set(v["properties"]["parameters"]["properties"]) for v in variants}
     assert got == {b: set(p.fields) for b, p in kinds.BOUNDS.items()}
+
+
+def test_the_service_offers_every_declared_kind_and_names_it_in_words():
+    """The service's kind filter (pages and API schema) is the declared list, and every kind
+    has its words on the pages (a new kind cannot be left out of either)."""
+    from certify.service import app, openapi
+    names = [k.name for k in kinds.KINDS]
+    assert list(app.KINDS) == names and openapi.KINDS == names
+    assert set(app.KIND_LABELS) == set(names)

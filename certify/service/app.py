@@ -49,6 +49,7 @@ from sqlalchemy import exc as sa_exc
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from certify.checkers import kinds as _declared_kinds
 from certify.checkers.verify import VERDICT_WORDS
 from certify.core.errors import EXIT_BAD_INPUT, InputError
 from certify.service.config import ServiceConfig
@@ -64,8 +65,8 @@ from certify.service.uploads import check_zip, safe_name
 
 HERE = Path(__file__).resolve().parent
 VERDICTS = ("proved", "refuted", "unknown")
-KINDS = ("bound", "exact_rank", "eps_rank", "code_rank", "feasible", "infeasible", "correctness",
-         "gap_domination", "transcript", "nonnegative", "theorem")
+#: the claim kinds, as declared (certify.checkers.kinds)
+KINDS = tuple(_declared_kinds.BY_NAME)
 SHA = re.compile(r"^[0-9a-f]{64}$")
 JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 FILTER_PARAMS = ("kind", "verdict", "rank", "family", "model", "since", "until")
@@ -766,6 +767,7 @@ def _progress_of(job) -> dict[str, Any] | None:
 
 #: the claim kinds in words (the kind's own name follows in parentheses)
 KIND_LABELS = {"bound": "closed-form bound", "exact_rank": "exact rank", "eps_rank": "eps-rank",
+               "numerical_rank": "numerical rank of a float matrix",
                "code_rank": "rank on a code", "feasible": "feasibility (a head exists)",
                "infeasible": "infeasibility (no head exists)", "correctness": "correctness on the family",
                "gap_domination": "gap domination", "transcript": "transcript bound (Theorem 9)",

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from certify.checkers import kinds as _declared_kinds
+
 SHA = {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "a sha256, 64 lowercase hex digits"}
 JOB_ID = {"type": "string", "pattern": "^[0-9a-f]{32}$", "description": "a job id, 32 hex digits"}
-KINDS = ["bound", "exact_rank", "eps_rank", "code_rank", "feasible", "infeasible", "correctness",
-         "gap_domination", "transcript", "nonnegative", "theorem"]
+KINDS = list(_declared_kinds.BY_NAME)         # the claim kinds, as declared
 VERDICTS = ["proved", "refuted", "unknown"]
 STATUSES = ["queued", "running", "done", "failed"]
 
