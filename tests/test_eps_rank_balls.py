@@ -154,3 +154,37 @@ def test_ball_counts_never_differ_from_the_exact_count(seed):
             assert (got[0] is None) == (got[1] is None), (r, n, c, got)
             decided += got[0] is not None
     assert decided >= 30
+
+
+def test_a_present_factor_file_discharges_the_trusted_grams(tmp_path):
+    """A factor file too large to embed: with the file present, verify re-derives the stated Grams
+    from it (the kernel's random-product identity) and exits 0 with no ``trusted:`` assumption; a
+    stated Gram one unit off fails; without the file nothing re-derives them, nor the size that
+    would allow them as an assumption (exit 1)."""
+    import json
+    import shutil
+
+    from certify.checkers import verify
+    from certify.cli import rank as rank_cli
+    rng = np.random.default_rng(11)
+    E = rng.integers(-3, 4, (3000, 8))                             # exact features of rank 8
+    q, k = E @ rng.integers(-2, 3, (8, 24)), E @ rng.integers(-2, 3, (8, 24))
+    np.savez(tmp_path / "f.npz", phi_q=q.astype(np.float32), phi_k=k.astype(np.float32))
+    assert rank_cli.main([str(tmp_path / "f.npz"), "--eps", "1/1000", "--out", str(tmp_path / "c.json")]) == 0
+    cert = json.loads((tmp_path / "c.json").read_text())
+    claims = {c["kind"]: c for c in cert["claims"]}
+    assert claims["eps_rank"]["evidence"]["trusted"] == ["gram_q", "gram_k", "num_tokens"]
+    assert claims["eps_rank"]["evidence"]["k"] == 8                 # rank 8: 16 zero singular values
+    got = verify.verify_certificate(cert, tmp_path)
+    assert got.exit_code() == 0, got
+    assert not any(c.trusted or c.assumptions for c in got.claims)
+    bad = copy.deepcopy(cert)
+    for c in bad["claims"]:
+        c["evidence"]["gram_q"][0][0] += 1
+    assert verify.verify_certificate(bad, tmp_path).exit_code() == 1
+    away = tmp_path / "away"
+    away.mkdir()
+    shutil.move(str(tmp_path / "c.json"), away / "c.json")
+    (tmp_path / "f.npz").unlink()
+    got = verify.verify_certificate(cert, away)                    # nothing re-derives the Grams
+    assert got.exit_code() == 1 and all("trusted summaries" in c.problems[0] for c in got.claims)
