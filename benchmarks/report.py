@@ -225,7 +225,8 @@ def factor_files_section(res: dict) -> list[str]:
          "factors, SVD of the r x r product; unverified). `performer`: `relu(E W) + 1e-3`, full rank, "
          "the float congruence decides; `low-rank`: `E W` (64-dim `E`) rounded to float32, whose r - 64 "
          "rounding-scale singular values sit near eps: binary64 cannot decide, the arb-ball congruence "
-         "does. The eps-rank claim's producer time is read from the certificate; the commands' CPU "
+         "does. The eps-rank claim's producer time is read from the certificate (wall clock, so it "
+         "includes waiting for a loaded machine); the commands' CPU "
          "seconds include reading, hashing, the exact Grams, the exact rank claim, the producer's own "
          "check and Python's start. `verify` re-derives the stated Grams from the present file "
          "(no `trusted:` left). One BLAS thread; a shared 2-core machine.", "",
