@@ -217,6 +217,30 @@ def eps_rank_section(res: dict) -> list[str]:
     return L
 
 
+def factor_files_section(res: dict) -> list[str]:
+    """The table of ``factor_files.json`` (benchmarks/bench_factor_files.py)."""
+    L = ["## Factor files end to end (`bench_factor_files.py`)", "",
+         "`certify rank F.npz --eps 1/1000` and `certify verify` on float32 factor files (`phi_q`, "
+         "`phi_k`, 20,000 tokens x r) against numpy's SVD of the product in factored form (QR of both "
+         "factors, SVD of the r x r product; unverified). `performer`: `relu(E W) + 1e-3`, full rank, "
+         "the float congruence decides; `low-rank`: `E W` (64-dim `E`) rounded to float32, whose r - 64 "
+         "rounding-scale singular values sit near eps: binary64 cannot decide, the arb-ball congruence "
+         "does. The eps-rank claim's producer time is read from the certificate (wall clock, so it "
+         "includes waiting for a loaded machine); the commands' CPU "
+         "seconds include reading, hashing, the exact Grams, the exact rank claim, the producer's own "
+         "check and Python's start. `verify` re-derives the stated Grams from the present file "
+         "(no `trusted:` left). One BLAS thread; a shared 2-core machine.", "",
+         "| kind | r | k (numpy) | method | numpy SVD s | eps-rank claim s (/ SVD) | `certify rank` s (/ SVD), "
+         "exit | `verify` s (/ SVD), exit |", "|---|---|---|---|---|---|---|---|"]
+    for r in res["rows"]:
+        L.append(f"| {r['kind']} | {r['r']} | {r['k']} ({r['numpy_k']}) | {r['method']} | {r['numpy_svd_s']:.2f} | "
+                 f"{r['eps_rank_claim_s']:.2f} (**{r['eps_rank_over_svd']:.1f}**) | {r['rank_cmd']['cpu_s']:.1f} "
+                 f"({r['rank_cmd_over_svd']:.1f}), {r['rank_cmd']['rc']} | {r['verify_cmd']['cpu_s']:.1f} "
+                 f"({r['verify_over_svd']:.1f}), {r['verify_cmd']['rc']} |")
+    note = f" Run: {res['command']}." if res.get("command") else ""
+    return L + ["", f"Load average at the end of the run: {_load_str(res['load_average'])}.{note}", ""]
+
+
 def page_sweep_table(sweep: dict) -> list[str]:
     """The rank sweep's table for ``docs/benchmarks.md`` (a subset of the columns)."""
     unit = "CPU s" if _cpu(sweep) else "s"
@@ -533,6 +557,9 @@ def write_report() -> Path:
     eps = _load("eps_rank.json")
     if eps:
         L += eps_rank_section(eps)
+    ff = _load("factor_files.json")
+    if ff:
+        L += factor_files_section(ff)
     if par:
         L += ["## Sweeps with --workers vs one process", "",
               "| task | 1 process s | --workers s | workers | engine | identical |",

@@ -33,6 +33,12 @@ operation at a time and then moved one ulp up (``nextafter``). Midpoints below
 ``2^-1000`` are flushed to zero into the radius, so no operand is subnormal.
 The independent checker (``certify.checkers.kernel.inertia``) implements the
 same criterion on its own.
+
+Where binary64 cannot decide (a singular value too close to ``eps`` for the
+spectrum's range), :func:`count_above_balls` proves the same criterion in
+python-flint ``arb`` balls at 106, 212 and 424 bits, refining ``X`` step by
+step; the checker's own ball implementation is
+``certify.checkers.kernel.balls``, which shares no code with this one.
 """
 
 from __future__ import annotations
@@ -250,3 +256,116 @@ def enclosures(gram_q: IntRows, eq: int, gram_k: IntRows, ek: int) -> list[tuple
     if not len(gram_q) or 2 * len(gram_q) > LARGEST_N:
         return None
     return _pencil_enclosures(gram_k, ek, gram_q, eq) or _pencil_enclosures(gram_q, eq, gram_k, ek)
+
+
+# ---------------------------------------------------------------- the same test in arb balls
+
+#: working precisions (bits) of the ball rung, tried in this order
+BALL_PRECISIONS = (106, 212, 424)
+
+
+def _exact_arb(x: int, shift: int, num: int = 1, den: int = 1) -> Any:
+    """The ball of ``x num / den 2^shift`` at the working precision (exact when it fits)."""
+    import flint
+    q = flint.fmpq(x * num << shift, den) if shift >= 0 else flint.fmpq(x * num, den << -shift)
+    return flint.arb(q)
+
+
+def _z_in_balls(gram_q: IntRows, eq: int, gram_k: IntRows, ek: int, threshold: Fraction) -> Any:
+    """``[[GK 2^ek, I], [I, GQ 2^eq / threshold]]`` as an ``arb_mat``, entry by entry from the exact
+    rationals (python-flint rounds each into a ball that contains it)."""
+    import flint
+    r = len(gram_q)
+    rows = []
+    for i in range(r):
+        rows.append([_exact_arb(int(v), ek) for v in gram_k[i]] + [flint.arb(int(i == j)) for j in range(r)])
+    for i in range(r):
+        rows.append([flint.arb(int(i == j)) for j in range(r)]
+                    + [_exact_arb(int(v), eq, threshold.denominator, threshold.numerator) for v in gram_q[i]])
+    return flint.arb_mat(rows)
+
+
+def _ball_inertia(B: Any) -> tuple[int, int] | None:
+    """``(n_+, n_-)`` of every symmetric matrix inside the ``arb_mat`` ``B`` when ``W B W`` is
+    strictly diagonally dominant for ``w_i = 2^-round(log2 |b_ii| / 2)``, proved on the balls
+    (``|b_ii| >= abs_lower``, ``|b_ij| <= abs_upper``, the weighted sums in balls), else None."""
+    import flint
+    n = B.nrows()
+    entries = B.tolist()
+    weights, margins = [], []
+    for i in range(n):
+        d = entries[i][i]
+        if d.contains(0):
+            return None
+        m, e = d.mid().man_exp()
+        k = (int(e) + int(m).bit_length()) // 2
+        weights.append(flint.arb(flint.fmpq(1, 1 << k) if k >= 0 else flint.fmpz(1) << -k))
+        margins.append(d.abs_lower())
+    zero = flint.arb(0)
+    bound = flint.arb_mat([[zero if i == j else entries[i][j].abs_upper() for j in range(n)]
+                           for i in range(n)]) * flint.arb_mat([[w] for w in weights])
+    for i in range(n):
+        if not margins[i] * weights[i] > bound[i, 0]:
+            return None
+    positive = sum(1 for i in range(n) if entries[i][i] > 0)
+    return positive, n - positive
+
+
+def _refined(B: Any) -> Any | None:
+    """One congruence step ``V^T B V``: ``V`` scales by ``2^-round(log2 |b_ii| / 2)`` and then
+    rotates by numpy's eigenvectors of the scaled midpoints (any ``V`` is sound: only the ball
+    test decides); None when the midpoints leave the float range."""
+    import flint
+    mids = np.array(B.mid().tolist(), dtype=np.float64)
+    diag = np.abs(np.diag(mids))
+    if not np.all(np.isfinite(mids)):
+        return None
+    scale = np.where(diag > 0, -np.round(np.log2(np.where(diag > 0, diag, 1.0)) / 2), 0.0).astype(np.int64)
+    S = np.ldexp(mids, scale[:, None] + scale[None, :])
+    V = np.ldexp(np.linalg.eigh((S + S.T) / 2)[1], scale[:, None])
+    Vb = flint.arb_mat(V.tolist())
+    return Vb.transpose() * (B * Vb)
+
+
+def count_above_balls(gram_q: IntRows, eq: int, gram_k: IntRows, ek: int, threshold: Fraction) -> int | None:
+    """``#{lambda(GQ 2^eq GK 2^ek) > threshold}`` from the inertia of ``Z(threshold)`` proved in
+    python-flint balls at :data:`BALL_PRECISIONS`: ``B = X^T Z X`` is formed in balls, so it holds
+    the exact congruent matrix for the exact dyadic ``X`` (a product of float matrices), and the
+    weighted dominance of :func:`_ball_inertia` on the balls gives its inertia, hence ``Z``'s; ``X``
+    starts from numpy's eigenvectors of the equilibrated float ``Z`` and is refined by
+    :func:`_refined` (a poor ``X`` only fails). None when no precision decides (``threshold`` may
+    be an eigenvalue: the caller takes the exact characteristic polynomial)."""
+    import flint
+    r = len(gram_q)
+    threshold = Fraction(threshold)
+    if not r or threshold <= 0 or 2 * r > LARGEST_N:
+        return None
+    lt = threshold.numerator.bit_length() - threshold.denominator.bit_length()
+    s = np.array(equilibrating_exponents(gram_k, ek) + equilibrating_exponents(gram_q, eq - lt))
+    Zk = rational_ball(gram_k, 1, 1, ek, s[:r].tolist(), s[:r].tolist())
+    Zq = rational_ball(gram_q, threshold.denominator, threshold.numerator, eq, s[r:].tolist(), s[r:].tolist())
+    if Zk is None or Zq is None or s.min() < -1000 or s.max() > 1000:
+        return None
+    link = np.diag(np.ldexp(1.0, s[:r] + s[r:]))
+    try:
+        X0 = np.ldexp(np.linalg.eigh(np.block([[Zk.mid, link], [link, Zq.mid]]))[1], s[:, None])
+    except np.linalg.LinAlgError:
+        return None
+    saved = flint.ctx.prec
+    try:
+        for bits in BALL_PRECISIONS:
+            flint.ctx.prec = bits
+            X = flint.arb_mat(X0.tolist())
+            B: Any = X.transpose() * (_z_in_balls(gram_q, eq, gram_k, ek, threshold) * X)
+            for _ in range(1 + bits // 53):
+                got = _ball_inertia(B)
+                if got is not None:
+                    return got[0] - r if r <= got[0] <= 2 * r else None
+                if any(B[i, i].contains(0) for i in range(2 * r)):
+                    break                              # this precision cannot separate a diagonal from 0
+                B = _refined(B)
+                if B is None:
+                    break
+    finally:
+        flint.ctx.prec = saved
+    return None

@@ -26,9 +26,10 @@ Factor form at r in the hundreds (:func:`eps_rank_grams`): the count and the
 enclosures are first decided in floating point with rigorous rounding-error
 bounds (:mod:`solvers.congruence`: the inertia of ``[[GK, I], [I, GQ / eps^2]]``
 by a verified congruence, and pencil bounds for the eigenvalues), an
-``O(r^3)`` float computation; the exact characteristic polynomial (``O(r^4)``
-and more in the size of the entries) runs only where floats cannot decide,
-i.e. when a singular value lies too close to ``eps``.
+``O(r^3)`` float computation; where floats cannot decide, the same congruence
+in arb balls at 106, 212 and 424 bits; the exact characteristic polynomial
+(``O(r^4)`` and more in the size of the entries) runs only where no precision
+decides, i.e. when a singular value lies within about 2^-400 of ``eps``.
 
 Lemma 4 (unit-diagonal bound): for ``C = D^-1 B`` with ``D = diag(B)`` nonzero,
 ``t = tr C <= ||C||_* <= sqrt(rank C) ||C||_F``, so
@@ -212,7 +213,9 @@ def eps_rank_grams(gram_q: Any, eq: int, gram_k: Any, ek: int, eps: Fraction, *,
                    prec: int = 64) -> EpsRank:
     """Exact eps-rank of ``A = PhiQ PhiK^T`` from its exact Grams ``GQ 2^eq``, ``GK 2^ek``
     (integer rows; PSD, as Grams of real features): the count by a verified float
-    congruence when it decides (method ``inertia_congruence_core``), else by
+    congruence when it decides (method ``inertia_congruence_core``), else by the
+    same congruence proved in arb balls at 106 to 424 bits
+    (:func:`solvers.congruence.count_above_balls`, method ``inertia_balls_core``), else by
     Descartes' rule on the exact characteristic polynomial of the core
     (``descartes_charpoly_core``); enclosures likewise (float pencil bounds, widened
     and rounded outward, else Arb roots of the characteristic polynomial)."""
@@ -234,6 +237,9 @@ def eps_rank_grams(gram_q: Any, eq: int, gram_k: Any, ek: int, eps: Fraction, *,
 
     k = congruence.count_above(gq, eq, gk, ek, eps * eps) if eps > 0 else None
     method = "inertia_congruence_core"
+    if k is None and eps > 0:
+        k = congruence.count_above_balls(gq, eq, gk, ek, eps * eps)
+        method = "inertia_balls_core"
     if k is None:
         k = count_eigenvalues_above(None, eps * eps / Fraction(2) ** (eq + ek), charpoly=charpoly())
         method = "descartes_charpoly_core"

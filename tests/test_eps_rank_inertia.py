@@ -15,7 +15,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from certify.checkers.kernel import inertia
+from certify.checkers.kernel import balls, inertia
 from certify.checkers.rank import check
 from certify.checkers.rank import eps as checker_eps
 from certify.core.kernel import Provenance, from_features
@@ -97,7 +97,8 @@ def test_zero_singular_values_float_count_and_its_limit():
     assert congruence.count_above(gq, eq, gk, ek, tiny * tiny) is None
     assert inertia.count_above(gq, eq, gk, ek, tiny * tiny) is None
     res = sp.eps_rank_grams(np.array(gq, dtype=object), eq, np.array(gk, dtype=object), ek, tiny)
-    assert (res.k, res.method) == (13, "descartes_charpoly_core")
+    assert (res.k, res.method) == (13, "inertia_balls_core")           # the ball rung decides
+    assert balls.count_above(gq, eq, gk, ek, tiny * tiny) == 13 == _exact_count(gq, eq, gk, ek, tiny)
     assert not inertia.positive_definite(gq) and inertia.positive_definite(gk)
 
 
@@ -107,8 +108,8 @@ def test_zero_singular_values_float_count_and_its_limit():
                                       (Fraction(1) + Fraction(1, 10 ** 13), 10)])
 def test_threshold_within_1e12_of_a_singular_value_is_decided_exactly(eps, want):
     """sigma = 1 is a singular value (once); eps within 1e-12 of it: floats cannot
-    separate them (eps = 1 exactly makes Z singular), the exact path decides, on
-    both sides, and the checker refutes the neighbouring counts."""
+    separate them, arb balls do (eps = 1 exactly makes Z singular: there the exact path
+    decides), on both sides, and the checker refutes the neighbouring counts."""
     sq = np.array([8, 6, 5, 4, 3.5, 1, 3, 2.5, 2, 1.75, 1.5, 0.75, 0.5, 0.25, 0.125, 0.0625])
     sk = np.ones(16)                                           # one singular value is exactly 1
     assert want == int(sum(Fraction(float(s)) > eps for s in sq))
@@ -122,8 +123,12 @@ def test_threshold_within_1e12_of_a_singular_value_is_decided_exactly(eps, want)
     opt = RankOptions(eps=eps, embed_limit=0)
     claim = eps_rank_factor_claim(kern, s, eps, opt).to_json()
     assert claim["evidence"]["k"] == want and claim["verdict"] == "proved"
-    if eps.denominator != 10 ** 13:
+    if eps == 1:                                               # Z singular: only the exact path decides
         assert claim["method"] == "descartes_charpoly_core"
+        assert balls.count_above(gq, eq, gk, ek, eps * eps) is None
+    elif eps.denominator != 10 ** 13:                          # within 2^-60: arb balls decide
+        assert claim["method"] == "inertia_balls_core"
+        assert balls.count_above(gq, eq, gk, ek, eps * eps) == want
     assert check(claim, {"claims": [claim]}) == []
     for wrong in (want - 1, want + 1):
         bad = copy.deepcopy(claim)

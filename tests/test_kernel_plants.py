@@ -33,6 +33,7 @@ from certify.checkers import verify
 from certify.checkers.common import Bad
 from certify.checkers.kernel import (
     attention,
+    balls,
     freivalds,
     gram,
     hashing,
@@ -460,6 +461,8 @@ PLANTS = [
           ((inertia, "enclosures", _NONE),)),
     Plant("projection-margin-never", roots, "projection_margin_definite", _NEVER, "projection"),
     Plant("float-count-plus-one", inertia, "count_above", _unless_none(lambda v: v + 1), "factor"),
+    Plant("ball-count-plus-one", balls, "count_above", _unless_none(lambda v: v + 1), "factor",
+          ((inertia, "count_above", _NONE),)),
     Plant("enclosures-first-repeated", inertia, "enclosures", _first_enclosure_repeated,
           "forged-enclosure-refused"),
     Plant("definite-by-positive-diagonal", inertia, "positive_definite",

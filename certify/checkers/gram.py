@@ -198,6 +198,41 @@ def _read_hashed(path: str, dtype: str) -> tuple[dict[str, Any], tuple[str, str]
     return feats, shas[dtype]
 
 
+def _summary_check(claim: dict[str, Any]) -> Callable[..., list[str] | None] | None:
+    """The recomputation of ``claim``'s trusted summaries from features, or None (none here)."""
+    ev = claim.get("evidence") or {}
+    kind, trusted, method = claim.get("kind"), ev.get("trusted"), ev.get("method")
+    table = trusted_table()             # (kind, form or method) -> the fields it may trust
+    if kind in ("exact_rank", "eps_rank") and trusted == table[str(kind), "factor"]:
+        return gram_problems
+    if kind == "nonnegative" and method == "quadratic_kernel":
+        return quadratic_problems
+    if kind == "nonnegative" and method == "all_products" and trusted == table[kind, method]:
+        return all_products_problems
+    if kind == "nonnegative" and method == "features_nonnegative" and trusted == table[kind, method]:
+        return min_phi_problems
+    return None
+
+
+def source_summary_problems(claim: dict[str, Any]) -> list[str] | None:
+    """The trusted summaries of ``claim`` re-derived, as :func:`summary_problems` does, from the
+    features of its present factor file, which binding read and found to hash to the claim's
+    ``features_sha256`` in this certificate's check
+    (:func:`certify.checkers.sources.source_features_key`); None when no such features were read
+    or the summaries have no recomputation here (they stay trusted)."""
+    from certify.checkers.sources import source_features_key
+    ev = claim.get("evidence") or {}
+    fs, s, check = ev.get("features_sha256"), scratch.current(), _summary_check(claim)
+    if s is None or check is None or not isinstance(fs, dict) or not isinstance(fs.get("dtype"), str) \
+            or not isinstance(fs.get("phi_q"), str) or not isinstance(fs.get("phi_k"), str):
+        return None
+    feats = s.lookup(source_features_key(fs["dtype"], fs["phi_q"], fs["phi_k"]))
+    if feats is None:
+        return None
+    feats = {**feats, "sha256": {"phi_q": fs["phi_q"], "phi_k": fs["phi_k"], "dtype": fs["dtype"]}}
+    return check(claim if check is gram_problems else ev, feats)
+
+
 def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
     """The trusted summaries of ``claim`` re-derived from the replayed features in
     ``path``: ``[]`` (discharged), the problems found, or None when this claim's
@@ -205,20 +240,8 @@ def summary_problems(claim: dict[str, Any], path: str) -> list[str] | None:
     must hash to the claim's ``features_sha256`` (recomputed here)."""
     ev = claim.get("evidence") or {}
     fs = ev.get("features_sha256")
-    if not isinstance(fs, dict) or not isinstance(fs.get("dtype"), str):
-        return None
-    kind, trusted, method = claim.get("kind"), ev.get("trusted"), ev.get("method")
-    table = trusted_table()             # (kind, form or method) -> the fields it may trust
-    check: Callable[..., list[str] | None]
-    if kind in ("exact_rank", "eps_rank") and trusted == table[str(kind), "factor"]:
-        check = gram_problems
-    elif kind == "nonnegative" and method == "quadratic_kernel":
-        check = quadratic_problems
-    elif kind == "nonnegative" and method == "all_products" and trusted == table[kind, method]:
-        check = all_products_problems
-    elif kind == "nonnegative" and method == "features_nonnegative" and trusted == table[kind, method]:
-        check = min_phi_problems
-    else:
+    check = _summary_check(claim)
+    if check is None or not isinstance(fs, dict) or not isinstance(fs.get("dtype"), str):
         return None
     try:
         feats, got = _read_hashed(path, fs["dtype"])

@@ -529,9 +529,32 @@ def _bind_float_matrix(claim: Mapping[str, Any], data: Mapping[str, Any]) -> tup
     return [], (None if "matrix" in ev else A)
 
 
+def _read_once(path: Path) -> dict[str, Any]:
+    """:func:`read_source`, read once within one certificate's check while the file is unchanged
+    (the same stat key as :func:`sha256_file`; the arrays are made read-only, shared by the
+    claims that bind the file)."""
+    key = _stat_key(path)
+    s = scratch.current()
+    if s is not None and (hit := s.lookup(("read_source", key))) is not None:
+        return hit
+    data = read_source(path)
+    for a in data.values():
+        if isinstance(a, np.ndarray):
+            a.setflags(write=False)
+    if s is not None and _stat_key(path) == key:
+        s.put(("read_source", key), data)
+    return data
+
+
+def source_features_key(dtype: str, sha_q: str, sha_k: str) -> tuple[str, ...]:
+    """The scratch key of a present factor file's features whose sha256 in ``dtype`` were found
+    to be ``sha_q``, ``sha_k`` (their complete content: :func:`_bind_matrix_file` puts them)."""
+    return ("source_features", dtype, sha_q, sha_k)
+
+
 def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], Any]:
     ev = claim.get("evidence") or {}
-    data = read_source(path)
+    data = _read_once(path)
     wrong = _dtype_problems(claim, data)
     if wrong:
         return wrong, None
@@ -570,9 +593,13 @@ def _bind_matrix_file(claim: Mapping[str, Any], path: Path) -> tuple[list[str], 
         dtype = fs.get("dtype")
         if not isinstance(dtype, str):
             return ["features_sha256 has no dtype"], None
-        if (_feature_sha(data["phi_q"], dtype), _feature_sha(data["phi_k"], dtype)) != \
-                (fs.get("phi_q"), fs.get("phi_k")):
+        shas = scratch.remember(("source_features_sha", _stat_key(path), dtype), lambda: (
+            _feature_sha(data["phi_q"], dtype), _feature_sha(data["phi_k"], dtype)))
+        if shas != (fs.get("phi_q"), fs.get("phi_k")):
             return ["the embedded features are not the source file's features"], None
+        cur = scratch.current()
+        if cur is not None:                     # for the Gram summaries' re-derivation (verify)
+            cur.put(source_features_key(dtype, *shas), {"phi_q": data["phi_q"], "phi_k": data["phi_k"]})
         return [], None
     return ["the source file does not hold what the claim's evidence describes"], None
 
@@ -649,7 +676,7 @@ def replay_keys(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None,
 def measured_rows(path: Path) -> int | None:
     """The token (row) count of a present matrix or features file, as read."""
     try:
-        data = read_source(path)
+        data = _read_once(path)
     except SourceError:
         return None
     a = data.get("phi_q", data.get("matrix"))

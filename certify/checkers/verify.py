@@ -37,7 +37,9 @@ too large to rebuild here), ``randomized:freivalds-error-2^-k`` (a randomized
 test whose error bound 2^-k is above the fixed floor 2^-128,
 :data:`certify.checkers.rank.freivalds.FLOOR`), ``trusted:<kind>:<fields>`` (summaries of data too
 large to embed -- only above :data:`TRUSTED_MIN_ENTRIES` entries; below it the
-data must be embedded), and any ``assumptions`` a claim's evidence declares.
+data must be embedded; none is left when the summaries are re-derived from a present factor
+file's features, :func:`certify.checkers.gram.source_summary_problems`, or from the features
+``--replay-extraction`` wrote), and any ``assumptions`` a claim's evidence declares.
 ``--assume NAME`` accepts one (``--assume extraction`` accepts every
 ``extraction:...``).
 
@@ -244,6 +246,10 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
         if module is None and not any("failed to load" in p for p in problems):
             problems.append(f"no checker for claim kind {kind!r}")
         elif module is not None:
+            from certify.checkers import gram
+            # summaries of a present factor file's features re-derived before the check, so that
+            # its stated Grams are PSD by construction there (gram.replayed_gram)
+            derived = gram.source_summary_problems(dict(claim)) if not problems else None
             try:
                 found = module.check(dict(claim), dict(cert), **({"matrix": matrix}
                                                                 if matrix is not None else {}))
@@ -258,6 +264,9 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
                     trusted = [str(t) for t in lister(dict(claim), dict(cert))]
                 except Exception as exc:                # never hide a trusted field
                     problems.append(f"cannot list trusted fields: {exc!r}")
+            if trusted and derived is not None and not _trusted_problems(claim, cert, trusted, rows)[0]:
+                problems += derived                     # re-derived from the source file: not trusted
+                trusted = []
             if trusted:
                 bad, trusted = _replayed_summaries(claim, cert, base, replayed, trusted)
                 problems += bad

@@ -1,7 +1,8 @@
 """The ``eps_rank`` claim: ``k`` singular values ``> eps``, so every matrix within
 ``eps`` in spectral norm has rank ``>= k`` (factor form: the exact count on the
-Grams, by a verified float congruence or, near the threshold, Descartes' rule on
-the characteristic polynomial; certified enclosures for people).
+Grams, by a verified float congruence, the same congruence in arb balls at up to
+424 bits, or, within about 2^-400 of the threshold, Descartes' rule on the
+characteristic polynomial; certified enclosures for people).
 """
 
 from __future__ import annotations

@@ -43,6 +43,9 @@ METHODS: list[tuple[str, str]] = [
      "floating-point congruence: the inertia of [[GK, I], [I, GQ/eps^2]] read off a diagonally "
      "dominant X^T Z X with rigorous rounding-error bounds (Sylvester's law of inertia); the exact "
      "characteristic polynomial runs only where floats cannot decide"),
+    ("inertia_balls_core", "singular values above eps counted exactly by the same congruence "
+     "proved in arb ball arithmetic at 106 to 424 bits (a singular value too close to eps for "
+     "binary64); the exact characteristic polynomial runs only where no precision decides"),
     ("closed form", "the paper's closed-form bound evaluated in exact integer and rational arithmetic"),
     ("Gram core", "rank over Q of PhiQ PhiK^T computed exactly as the rank of the small Gram "
      "product GQ GK"),

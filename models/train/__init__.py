@@ -834,6 +834,46 @@ def _certified_rows(cz: dict, runs51: Sequence[Run51]) -> list[str]:
             f"(certified), {did_not} did not succeed (optimisation: a witness at their rank is certified) |"]
 
 
+def _transitions(runs: Sequence[Run52], scales, ranks, pool: str) -> tuple[str, str]:
+    """The 90% transitions at ``scales`` by the seed mean and by the whole 95% interval."""
+    return tuple(" -> ".join(str(t) if t is not None else f"> {max(ranks)}"      # type: ignore[return-value]
+                             for t in (transition_rank(runs, sc, interval=iv, pool=pool) for sc in scales))
+                 for iv in (False, True))
+
+
+def _unseen_maps_section(out: Path) -> list[str]:
+    """The unseen-token sweeps of ``out/unseen-<map>/`` side by side: each map's transitions on
+    both test pools against the paper's, read from their CSV files."""
+    folders = sorted(p for p in out.glob("unseen-*") if (p / "sec52_runs.csv").is_file())
+    if not folders:
+        return []
+    L = ["## Sec. 5.2 with an unseen-token pool: three strictly positive feature maps", "",
+         "One sweep per map (`unseen-<map>/`, each with its own README: tables, figure, budget). "
+         "90% transitions of the test exact-sequence accuracy at (M,q,n) = (6,4,8), (8,6,12), "
+         "(10,8,16), by the five-seed mean and by the whole 95% Student-t interval; the paper has "
+         "8 -> 16 -> 64:", "",
+         "| feature map | label-disjoint pool, mean | label-disjoint pool, interval | unseen-token pool, "
+         "mean | unseen-token pool, interval | dense exact (label-disjoint / unseen) |",
+         "|---|---|---|---|---|---|"]
+    matches = []
+    for f in folders:
+        runs = read_csv(f / "sec52_runs.csv", Run52)
+        scales = sorted({(r.M, r.q, r.n) for r in runs})
+        ranks = sorted({r.rank for r in runs if r.model == "kernel"})
+        paper = " -> ".join(str(PAPER_TRANSITIONS.get(sc, "?")) for sc in scales)
+        cells = [*_transitions(runs, scales, ranks, "test"), *_transitions(runs, scales, ranks, "unseen")]
+        dense = [r for r in runs if r.model == "dense"]
+        ex = (sum(r.test_exact_seq_acc == 1.0 for r in dense), sum(r.unseen_test_exact_seq_acc == 1.0 for r in dense))
+        fmap = f.name.removeprefix("unseen-")
+        L.append(f"| [`{fmap}`]({f.name}/README.md) | " + " | ".join(f"**{c}**" if c == paper else c for c in cells)
+                 + f" | {ex[0]}/{len(dense)} / {ex[1]}/{len(dense)} |")
+        names = ("label-disjoint pool by the mean", "label-disjoint pool by the interval",
+                 "unseen-token pool by the mean", "unseen-token pool by the interval")
+        matches += [f"`{fmap}`, {n}" for n, c in zip(names, cells) if c == paper]
+    L += ["", "Transitions equal to the paper's (bold): " + ("; ".join(matches) if matches else "none") + ".", ""]
+    return L
+
+
 def write_readme(out: Path) -> None:
     """README.md: protocol, our numbers beside the paper's, wall-clock times."""
     runs51 = read_csv(out / "sec51_runs.csv", Run51)
@@ -889,6 +929,7 @@ def write_readme(out: Path) -> None:
               "heads' class; dark: real features) and marks the paper's bound r < 8 (dotted).", ""]
     if runs52:
         L += _sec52_section(runs52, timing.get("sec52", {}))
+    L += _unseen_maps_section(out)
     if timing:
         L += ["## Wall-clock (one torch thread; the 2-core machine was shared with other jobs, "
               "so CPU time is the steadier figure)", ""]

@@ -1,6 +1,7 @@
 """Checker of ``eps_rank`` claims: the count of eigenvalues above ``eps^2`` and the
 enclosures by verified float congruences (:mod:`certify.checkers.kernel.inertia`) where they decide,
-else by Descartes' rule on the exact characteristic polynomial (exact root
+the count else by the same congruences in arb balls at 106 to 424 bits
+(:mod:`certify.checkers.kernel.balls`), else by Descartes' rule on the exact characteristic polynomial (exact root
 counting, :mod:`certify.checkers.kernel.roots`); the projection witness by an
 exact definiteness test. The arithmetic is the kernel's; this module routes.
 """
@@ -12,7 +13,7 @@ from typing import Any, Callable, Mapping
 
 from certify.checkers.common import Bad, boolean, int_matrix, integer, rational
 from certify.checkers.gram import replayed_gram
-from certify.checkers.kernel import fmpz_matrix, gram_matrix, inertia, is_psd, product, roots, scaled_matrix
+from certify.checkers.kernel import balls, fmpz_matrix, gram_matrix, inertia, is_psd, product, roots, scaled_matrix
 from certify.checkers.kernel.psd import is_psd_by_rank
 from certify.checkers.kinds import BY_NAME
 from certify.checkers.rank.evidence import ENCLOSURE_WIDTH_LOG2, _check_grams, _get_matrix, _matrix_keys
@@ -84,6 +85,8 @@ def check_eps_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: An
             return memo[0]
 
         got = inertia.count_above(gq, eq, gk, ek, eps * eps)
+        if got is None:                                               # near eps for binary64: balls
+            got = balls.count_above(gq, eq, gk, ek, eps * eps)
         if got is None:
             got = roots.count_above(P(), eps * eps / Fraction(2) ** (eq + ek))
         if got != k:
