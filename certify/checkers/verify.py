@@ -246,10 +246,13 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
         if module is None and not any("failed to load" in p for p in problems):
             problems.append(f"no checker for claim kind {kind!r}")
         elif module is not None:
-            from certify.checkers import gram
             # summaries of a present factor file's features re-derived before the check, so that
-            # its stated Grams are PSD by construction there (gram.replayed_gram)
-            derived = gram.source_summary_problems(dict(claim)) if not problems else None
+            # its stated Grams are PSD by construction there (gram.replayed_gram); only a claim
+            # with features loads that module
+            derived = None
+            if not problems and isinstance((claim.get("evidence") or {}).get("features_sha256"), dict):
+                from certify.checkers import gram
+                derived = gram.source_summary_problems(dict(claim))
             try:
                 found = module.check(dict(claim), dict(cert), **({"matrix": matrix}
                                                                 if matrix is not None else {}))
