@@ -13,7 +13,16 @@ from typing import Any, Callable, Mapping
 
 from certify.checkers.common import Bad, boolean, int_matrix, integer, rational
 from certify.checkers.gram import replayed_gram
-from certify.checkers.kernel import balls, fmpz_matrix, gram_matrix, inertia, is_psd, product, roots, scaled_matrix
+from certify.checkers.kernel import (
+    balls,
+    fmpz_matrix,
+    gram_matrix,
+    inertia,
+    is_psd,
+    product,
+    roots,
+    scaled_matrix,
+)
 from certify.checkers.kernel.psd import is_psd_by_rank
 from certify.checkers.kinds import BY_NAME
 from certify.checkers.rank.evidence import ENCLOSURE_WIDTH_LOG2, _check_grams, _get_matrix, _matrix_keys
