@@ -898,8 +898,9 @@ def _replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], "Base"]]) -
             assert key is not None
             sha = p.get("source_sha256")
             seq_path, seq_why = _sequences_file(p, inputs, base)
-            if why is not None or seq_why is not None:
-                absent[key] = why or seq_why
+            missing = why if why is not None else seq_why
+            if missing is not None:
+                absent[key] = missing
             job = jobs.setdefault(key, {"key": key, "source": src, "path": path,
                                         # the worker refuses a file whose bytes are not these
                                         "source_sha256": sha if isinstance(sha, str) else None,

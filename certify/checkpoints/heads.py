@@ -461,7 +461,7 @@ class _HeadsRun:
                                        "library_check": SPEC_CHECK})
             return from_model(h, tokens, prov)
         try:
-            if self.seqs is not None:
+            if self.seqs is not None and hi is not None:
                 from certify.sources.thirdparty import positions_kernel
                 return positions_kernel(model, self.seqs, layer=L.index, head=hi, seed=self.seed)
             return head_kernel(model, layer=L.index, head=hi, tokens=tokens, seed=self.seed)

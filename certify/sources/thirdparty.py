@@ -60,6 +60,8 @@ class LoadedModel:
     spec: tuple[str, str] | None = None     # (adapter spec file, its sha256) when read through one
     #: the state dict as stored weights (models.canonical.stored.Weight), for the canonical forward
     stored: Mapping[str, Any] = field(default_factory=dict)
+    #: the canonical forward and its library check per sequences (their content hash)
+    forwards: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def sha256(self, f: str | Path) -> str:
         """The sha256 of a file of this model, computed once (not once per head)."""
@@ -327,28 +329,28 @@ def forward_on(model: LoadedModel, seqs: Any, upto: int | None = None) -> Any:
     ``upto``: the last layer it must reach."""
     from models.layouts.fla_forward import forward
     key = ("forward", seqs.sha256)
-    have = model.checks.get(key)
+    have = model.forwards.get(key)
     need = len(model.detected.layers) - 1 if upto is None else upto
     if have is None or len(have.inputs) <= need:
-        model.checks[key] = forward(model.detected, model.stored, seqs.ids, upto=need)
-    return model.checks[key]
+        model.forwards[key] = forward(model.detected, model.stored, seqs.ids, upto=need)
+    return model.forwards[key]
 
 
 def forward_check(model: LoadedModel, seqs: Any) -> dict[str, Any]:
     """The hidden states of every layer against fla's own model on the sequences (cached;
     :func:`models.layouts.reference.check_forward`), or why it did not run."""
     key = ("forward check", seqs.sha256)
-    if key not in model.checks:
+    if key not in model.forwards:
         try:
             from models.layouts.reference import check_forward
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.split(".")[0] != "torch":
                 raise
-            model.checks[key] = {"library": "fla", "status": "not run", "reason": NEEDS_LIBRARIES}
-            return model.checks[key]
+            model.forwards[key] = {"library": "fla", "status": "not run", "reason": NEEDS_LIBRARIES}
+            return model.forwards[key]
         fwd = forward_on(model, seqs)
-        model.checks[key] = check_forward(model.detected, model.tensors, seqs.ids, fwd.inputs)
-    return model.checks[key]
+        model.forwards[key] = check_forward(model.detected, model.tensors, seqs.ids, fwd.inputs)
+    return model.forwards[key]
 
 
 def positions_kernel(model: LoadedModel, seqs: Any, *, layer: int, head: int, compare: bool = True,

@@ -561,12 +561,13 @@ def _fla_references():
     from fla.modules.norm.layernorm import rms_norm_ref
     from fla.ops.linear_attn.naive import naive_recurrent_linear_attn
 
-    def op(q, k, v, initial_state=None, output_final_state=False, normalize=False, cu_seqlens=None, **kw):
+    def op(q, k, v, initial_state=None, normalize=False, cu_seqlens=None, **kw):
+        # output_final_state (in kw) asks for the state naive_recurrent_linear_attn returns anyway
         if initial_state is not None or cu_seqlens is not None:
             raise ValueError("the reference check runs whole sequences from an empty state")
         return naive_recurrent_linear_attn(q, k, v, normalize=normalize)
 
-    def norm(self, x, residual=None, prenorm=False, residual_in_fp32=False):
+    def norm(self, x, residual=None, prenorm=False, **kw):          # residual_in_fp32: float32 already
         w = self.weight if self.weight is not None else torch.ones(x.shape[-1], dtype=x.dtype)
         return rms_norm_ref(x, w, self.bias, residual=residual, eps=self.eps, prenorm=prenorm)
 
