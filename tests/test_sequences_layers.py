@@ -237,3 +237,20 @@ def test_other_families_are_refused_and_deeper_layers_name_the_command(models):
     assert [r["status"] for r in rows] == ["certified"] * 4 + ["out of reach"] * 8
     assert all(f"certify checkpoint {models['unnormalized']} --sequences FILE.npy|FILE.jsonl|random:S,T,SEED"
                in r["reason"] for r in rows[4:])
+
+
+def test_the_forward_is_the_same_bits_without_the_compiled_kernel(models, monkeypatch):
+    """The plain twin: the pure path of models.canonical (numpy loops and arb) gives the
+    forward's hidden states and every head's features bit for bit."""
+    from certify.sources.sequences import read_sequences
+    from certify.sources.thirdparty import load_model
+    from models.canonical import arith
+    from models.layouts import fla_forward
+    model = load_model(models["hedgehog"])
+    seqs = read_sequences("random:1,5,9", 40)
+    fast = fla_forward.forward(model.detected, model.stored, seqs.ids)
+    monkeypatch.setattr(arith, "_KERNEL", [None])
+    plain = fla_forward.forward(load_model(models["hedgehog"]).detected, model.stored, seqs.ids)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(fast.inputs, plain.inputs))
+    assert fast.features.keys() == plain.features.keys()
+    assert all(fast.features[k][i].tobytes() == plain.features[k][i].tobytes() for k in fast.features for i in (0, 1))

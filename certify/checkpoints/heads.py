@@ -7,7 +7,10 @@ no ``--spec``) recognises the layout (:mod:`models.layouts`), then per head:
   model has an embedding (``vocab:V``), else the cube ``{0,1}^m`` (m <= 16) or
   the tokens of the first built-in / given family with the model's width.
   A deeper layer reads the previous layers' outputs, which are not a finite
-  known set: it is listed as out of reach, not guessed;
+  known set: it is listed as out of reach, not guessed (an fla ``linear_attn``
+  model's row names the ``--sequences`` command). With ``--sequences``, every
+  layer's tokens are its inputs at every position of the sequences
+  (``positions:SxT``, :func:`certify.sources.thirdparty.positions_kernel`);
 * claims: exact rank over Q on the tokens, the certified eps-rank, and
   nonnegativity on the tokens (``certify.rank``); on each family with the
   model's width, correctness and Lemma 3's gap domination when the head has a
