@@ -29,7 +29,8 @@ pytest.importorskip("fla")
 ROOT = Path(__file__).resolve().parent.parent
 LAT = ROOT / "reports" / "gallery" / "models" / "lat"
 #: fla's defaults (unnormalized: norm_feature_map False) with a nonnegative map, and a normalized model
-CONFIGS = {"unnormalized": {"feature_map": "t2r"}, "hedgehog": {"feature_map": "hedgehog", "norm_feature_map": True}}
+CONFIGS = {"unnormalized": {"feature_map": "t2r"},
+           "hedgehog": {"feature_map": "hedgehog", "norm_feature_map": True}}
 
 
 def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -92,8 +93,9 @@ def test_every_layer_is_certified_and_replayed(certified, name):
         assert (hs["max_error"] == 0.0) == (r["layer"] == 0)
     cert = json.loads((folder / "certificate.json").read_text())
     claims = [c for c in cert["claims"] if c["parameters"]["layer"] == 2]
-    assert claims and all("the 48 inputs to layer 2 at every position of 3 token sequences of length 16 "
-                          "(the seeded random probe random:3,16,0, ids sha256 " in c["statement"] for c in claims)
+    said = ("the 48 inputs to layer 2 at every position of 3 token sequences of length 16 "
+            "(the seeded random probe random:3,16,0, ids sha256 ")
+    assert claims and all(said in c["statement"] for c in claims)
     assert all(c["parameters"].get("normalized", True) is (name == "hedgehog") for c in claims)
     ver = _run(["verify", "--replay-extraction", str(folder / "certificate.json")])
     assert ver.returncode == 0, ver.stdout[-2000:] + ver.stderr[-2000:]
@@ -105,7 +107,8 @@ def test_fla_default_map_is_certified_and_found_signed(tmp_path):
     """fla's default configuration as it is (``elementwise_product``): every claim is made on
     layer 2's inputs, the ranks proved and nonnegativity refuted with a pair of positions."""
     ck = _make(tmp_path / "default")
-    run = _run(["checkpoint", str(ck), "--sequences", "random:2,8,5", "--layer", "2", "--json", "--no-progress"])
+    run = _run(["checkpoint", str(ck), "--sequences", "random:2,8,5", "--layer", "2", "--json",
+                "--no-progress"])
     assert run.returncode == 1, run.stderr[-2000:]
     claims = json.loads(run.stdout)["claims"]
     assert {(c["kind"], c["verdict"]) for c in claims} == {("exact_rank", "proved"), ("eps_rank", "proved"),
@@ -122,8 +125,8 @@ def test_sequence_file_and_probe_name_the_same_ids(models, tmp_path):
     assert a.sha256 == b.sha256 == probe.sha256 and a.file_sha256 != b.file_sha256
     assert read_sequences("random:3,16,1", 40).sha256 != probe.sha256
     folder = tmp_path / "out"
-    run = _run(["checkpoint", str(models["unnormalized"]), "--sequences", str(tmp_path / "s.jsonl"), "--layer", "1",
-                "--out", str(folder), "--no-progress"])
+    run = _run(["checkpoint", str(models["unnormalized"]), "--sequences", str(tmp_path / "s.jsonl"),
+                "--layer", "1", "--out", str(folder), "--no-progress"])
     assert run.returncode == 0, run.stderr[-2000:]
     cert = json.loads((folder / "certificate.json").read_text())
     assert cert["inputs"][str(tmp_path / "s.jsonl")] == b.file_sha256
@@ -154,8 +157,9 @@ def test_library_check_catches_a_planted_mistake(models, monkeypatch):
 
 
 def _write_changed_layer(src: Path, dst: Path, layer: int) -> None:
-    from safetensors.numpy import load_file, save_file
     import shutil
+
+    from safetensors.numpy import load_file, save_file
     shutil.copytree(src, dst)
     t = load_file(str(src / "model.safetensors"))
     key = f"model.layers.{layer}.attn.q_proj.weight"
@@ -210,15 +214,18 @@ def test_bad_sequences_are_one_line_before_any_work(models, tmp_path, monkeypatc
     (tmp_path / "floats.jsonl").write_text("[1.5, 2]\n")
     (tmp_path / "s.txt").write_text("1 2 3\n")
     with open(tmp_path / "huge.npy", "wb") as f:          # 10^8 ids declared: refused from the header
-        np.lib.format.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": False, "shape": (10_000, 10_000)})
+        np.lib.format.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": False,
+                                                 "shape": (10_000, 10_000)})
     cases = {"far.npy": "id 40 (sequence 0, position 2) is outside the vocabulary 0..39",
              "neg.npy": "id -1", "float.npy": "float64 values; token ids are integers",
              "ragged.npy": "object array (ragged sequences?)", "flat.npy": "give (S, T)",
-             "none.npy": "no token ids", "empty.jsonl": "no token ids", "ragged.jsonl": "give sequences of one length",
+             "none.npy": "no token ids", "empty.jsonl": "no token ids",
+             "ragged.jsonl": "give sequences of one length",
              "floats.jsonl": "not a list of integer token ids", "s.txt": "give a .npy array",
              "huge.npy": "100000000 token ids is over the limit sequence_tokens"}
     for name, words in cases.items():
-        _one_line(_run(["checkpoint", ck, "--sequences", str(tmp_path / name), "--out", str(tmp_path / "o")]), words)
+        run = _run(["checkpoint", ck, "--sequences", str(tmp_path / name), "--out", str(tmp_path / "o")])
+        _one_line(run, words)
     _one_line(_run(["checkpoint", ck, "--sequences", "random:3,x,0"]), "random:S,T,SEED")
     _one_line(_run(["checkpoint", ck, "--sequences", "random:100000,1000,0"]), "over the limit")
     monkeypatch.setenv("CERTIFY_LIMIT_SEQUENCE_TOKENS", "10")       # a .jsonl: refused while it is read
@@ -253,4 +260,5 @@ def test_the_forward_is_the_same_bits_without_the_compiled_kernel(models, monkey
     plain = fla_forward.forward(load_model(models["hedgehog"]).detected, model.stored, seqs.ids)
     assert all(a.tobytes() == b.tobytes() for a, b in zip(fast.inputs, plain.inputs))
     assert fast.features.keys() == plain.features.keys()
-    assert all(fast.features[k][i].tobytes() == plain.features[k][i].tobytes() for k in fast.features for i in (0, 1))
+    assert all(fast.features[k][i].tobytes() == plain.features[k][i].tobytes()
+               for k in fast.features for i in (0, 1))

@@ -119,7 +119,8 @@ def token_set_count(p: Mapping[str, Any], ev: Mapping[str, Any]
             return [f"token set {ts}: S and T must be >= 1"], [], None
         probe = _PROBE.fullmatch(str(p.get("sequences", "")))
         if probe is not None and (int(probe.group(1)), int(probe.group(2))) != (S, T):
-            return [f"token set {ts}: the probe {p.get('sequences')!s:.40} is not {S} sequences of {T} ids"], [], None
+            return [f"token set {ts}: the probe {p.get('sequences')!s:.40} is not {S} sequences of "
+                    f"{T} ids"], [], None
         return [], [], S * T
     problems: list[str] = []
     assumptions: list[str] = []
@@ -148,8 +149,8 @@ def token_set_count(p: Mapping[str, Any], ev: Mapping[str, Any]
             count = n
         return problems, assumptions, count
     if ts != "tokens" and not ts.startswith("family:"):
-        return [f"token set {ts!r:.40} is not cube:M, family:NAME, vocab:N, positions:SxT, tokens or index"], \
-            [], None
+        return [f"token set {ts!r:.40} is not cube:M, family:NAME, vocab:N, positions:SxT, tokens "
+                "or index"], [], None
     if sha is not None and not isinstance(sha, str):
         problems.append("parameters.tokens_sha256 must be a string")
     elif count is None and sha is not None:

@@ -257,8 +257,8 @@ FAMILY_FILE = shape({**{k: Field(ANY, HASH) for k in ("format", "name", "m", "n"
 #: what binds a kernel claim to its source and token set (certify.checkers.binding)
 KERNEL_PARAMS_REQUIRED = {
     "token_set": Field({"type": "string",
-                        "pattern": "^(cube:[0-9]{1,3}|family:.+|vocab:[0-9]{1,12}|positions:[0-9]{1,9}x[0-9]{1,9}"
-                                   "|tokens|index)$"},
+                        "pattern": "^(cube:[0-9]{1,3}|family:.+|vocab:[0-9]{1,12}"
+                                   "|positions:[0-9]{1,9}x[0-9]{1,9}|tokens|index)$"},
                        STATED, NAME),
     "source": Field(STR, HASH, NAME),
     "source_sha256": Field(nullable(HEX64, "null only for a kernel built in memory: a named "
@@ -292,8 +292,8 @@ KERNEL_PARAMS_OPTIONAL = {
                                            "certificate's inputs (by its sha256) or the seeded probe "
                                            "random:S,T,SEED; --replay-extraction re-reads or regenerates the "
                                            "ids and compares their hash"}, assumption("extraction"), NAME),
-    "sequences_sha256": Field({**HEX64, "$comment": "the content hash of the ids of a positions:SxT token set "
-                                                  "(int64 little-endian after the header "
+    "sequences_sha256": Field({**HEX64, "$comment": "the content hash of the ids of a positions:SxT token "
+                                                  "set (int64 little-endian after the header "
                                                   "'certify-attention/sequences/1 SxT'), re-derived by the "
                                                   "extraction replay"}, assumption("extraction"), NAME),
     "normalized": Field({"const": False,

@@ -944,7 +944,8 @@ def _replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], "Base"]]) -
             f.cleanup()
 
 
-def _sequences_file(p: Mapping[str, Any], inputs: Mapping[str, Any], base: "Base") -> tuple[str | None, str | None]:
+def _sequences_file(p: Mapping[str, Any], inputs: Mapping[str, Any],
+                    base: "Base") -> tuple[str | None, str | None]:
     """``(path, None)`` of the sequences file a claim names (located by its sha256 among the
     certificate's inputs), ``(None, None)`` for none or the seeded probe (the worker
     regenerates it), ``(None, why)`` when the file is not found."""

@@ -454,8 +454,8 @@ def positions_ref(p: Mapping[str, Any], ts: str, k: int) -> tuple[str, str]:
     what = (f"the seeded random probe {src}" if src.startswith("random:") else f"the sequences file {src}")
     lwhat = (rf"the seeded random probe \texttt{{{_tt(src)}}}" if src.startswith("random:")
              else rf"the sequences file \texttt{{{_tt(src)}}}")
-    return (f"the {k} inputs to layer {layer} at every position of {int(S)} token sequences of length {int(T)} "
-            f"({what}, ids sha256 {_short(sha)})",
+    return (f"the {k} inputs to layer {layer} at every position of {int(S)} token sequences of length "
+            f"{int(T)} ({what}, ids sha256 {_short(sha)})",
             rf"the ${k}$ inputs to layer ${layer}$ at every position of ${int(S)}$ token sequences of length "
             rf"${int(T)}$ ({lwhat}, ids sha256 \texttt{{{sha[:16]}}}\ldots)")
 

@@ -51,8 +51,8 @@ def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] 
     ckpt, kind = resolve_checkpoint(str(hub.path) if hub is not None else path, spec)
     if kind == "models":
         if layer is not None or head is not None or assume or sequences is not None:
-            raise InputError("--layer/--head/--assume-default/--sequences concern a third-party model; a models/ "
-                             "checkpoint is one head of this project")
+            raise InputError("--layer/--head/--assume-default/--sequences concern a third-party model; a "
+                             "models/ checkpoint is one head of this project")
         from certify.checkpoints.run import certify_checkpoint
         res: Any = certify_checkpoint(ckpt, families=families, eps=eps, seed=seed, command=command)
     else:

@@ -436,8 +436,8 @@ class _HeadsRun:
             row.reason = (f"its inputs are the outputs of layer {L.index - 1}, not a finite known token set; "
                           f"only layer {first.index} reads the tokens")
             if refusal(det) is None:            # still out of reach here: it needs stated sequences
-                row.reason += (f"; it needs token sequences, whose positions give its inputs: certify checkpoint "
-                               f"{self.path} --sequences FILE.npy|FILE.jsonl|random:S,T,SEED")
+                row.reason += (f"; it needs token sequences, whose positions give its inputs: certify "
+                               f"checkpoint {self.path} --sequences FILE.npy|FILE.jsonl|random:S,T,SEED")
             return None
         if det.embedding is not None and L.index == first.index:
             return "vocab"

@@ -116,7 +116,8 @@ def _kernel(job: dict[str, Any], models: dict[Any, Any] | None = None):
                                 "head, so the replay cannot know which kernel it names")
         assume = [k for k, v in stated.items() if isinstance(v, dict) and v.get("from") == FROM_DEFAULT]
         try:
-            kernel = _third_party_head(job["path"], tokens, head, assume, {} if models is None else models, job)
+            kernel = _third_party_head(job["path"], tokens, head, assume, {} if models is None else models,
+                                       job)
         except (InputError, UncertifiableError) as exc:
             if "--assume-default" not in str(exc):
                 raise

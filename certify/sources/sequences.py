@@ -68,8 +68,8 @@ def content_sha256(ids: np.ndarray) -> str:
 def _count(n: int, what: str) -> None:
     cap = limit("sequence_tokens")
     if n > cap:
-        raise InputError(f"--sequences {what}: {n} token ids is over the limit sequence_tokens ({cap}; raise it "
-                         f"with CERTIFY_LIMIT_SEQUENCE_TOKENS)")
+        raise InputError(f"--sequences {what}: {n} token ids is over the limit sequence_tokens ({cap}; "
+                         f"raise it with CERTIFY_LIMIT_SEQUENCE_TOKENS)")
 
 
 def probe_ids(S: int, T: int, seed: int, vocab: int) -> np.ndarray:
@@ -118,11 +118,12 @@ def _jsonl(path: Path) -> np.ndarray:
                 row = json.loads(line)
             except ValueError:
                 raise InputError(f"--sequences {path}: line {no} is not JSON") from None
-            if not isinstance(row, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in row):
+            if not isinstance(row, list) or \
+                    not all(isinstance(v, int) and not isinstance(v, bool) for v in row):
                 raise InputError(f"--sequences {path}: line {no} is not a list of integer token ids")
             if rows and len(row) != len(rows[0]):
-                raise InputError(f"--sequences {path}: line {no} has {len(row)} ids, the first {len(rows[0])}: "
-                                 f"give sequences of one length")
+                raise InputError(f"--sequences {path}: line {no} has {len(row)} ids, the first "
+                                 f"{len(rows[0])}: give sequences of one length")
             total += len(row)
             _count(total, str(path))
             rows.append(row)
@@ -165,7 +166,7 @@ def read_sequences(spec: str, vocab: int, path: str | None = None) -> Sequences:
     bad = (ids < 0) | (ids >= vocab)
     if bad.any():
         s, t = (int(i) for i in np.argwhere(bad)[0])
-        raise InputError(f"--sequences {spec[:200]}: id {int(ids[s, t])} (sequence {s}, position {t}) is outside "
-                         f"the vocabulary 0..{vocab - 1}")
+        raise InputError(f"--sequences {spec[:200]}: id {int(ids[s, t])} (sequence {s}, position {t}) is "
+                         f"outside the vocabulary 0..{vocab - 1}")
     ids = ids.astype(np.int64)
     return Sequences(ids, spec, content_sha256(ids), sha256_file(p))

@@ -378,8 +378,9 @@ def positions_kernel(model: LoadedModel, seqs: Any, *, layer: int, head: int, co
                                "config": str(model.config_path) if model.config_path else None,
                                "extraction": EXTRACTION, "sequences": seqs.name,
                                "sequences_sha256": seqs.sha256,
-                               "tokens_as": f"the inputs to layer {L.index} at every position of the sequences "
-                                            f"(row s T + t), from the canonical forward of every block before it"}
+                               "tokens_as": f"the inputs to layer {L.index} at every position of the "
+                                            f"sequences (row s T + t), from the canonical forward of every "
+                                            f"block before it"}
     if compare:
         # cached per layer and sequences (two sets of sequences may share S x T)
         check = library_check(model, L, f"{ts}@{seqs.sha256}", L.m, fwd.inputs[L.index], seed=seed)
@@ -390,8 +391,9 @@ def positions_kernel(model: LoadedModel, seqs: Any, *, layer: int, head: int, co
                                                          if "layers" in fc else {})}}
         why = mismatch(check, head)
         if why is None and fc.get("status") == "disagrees" and fc["layers"][L.index] > fc["tolerance"]:
-            why = (f"the canonical hidden states entering layer {L.index} disagree with fla {fc.get('version')}'s "
-                   f"own forward: error {fc['layers'][L.index]:.3g} > tolerance {fc['tolerance']:g}")
+            why = (f"the canonical hidden states entering layer {L.index} disagree with fla "
+                   f"{fc.get('version')}'s own forward: error {fc['layers'][L.index]:.3g} > tolerance "
+                   f"{fc['tolerance']:g}")
         if why is not None:
             raise ExtractionMismatch(f"{det.library} layer {L.index} head {head}: {why}")
     prov = Provenance(str(model.source), model.sha256(model.source),

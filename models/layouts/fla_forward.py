@@ -66,9 +66,11 @@ def refusal(det: Detected) -> str | None:
         return ("--sequences: this fla model has softmax attention layers (config.json attn): the canonical "
                 "forward runs linear attention blocks only")
     if cfg.get("attnres_block_size") is not None:
-        return "--sequences: attnres_block_size is set: the canonical forward runs the plain residual blocks only"
+        return ("--sequences: attnres_block_size is set: the canonical forward runs the plain residual "
+                "blocks only")
     if cfg.get("hidden_act", "swish") != "swish":
-        return f"--sequences: hidden_act {cfg.get('hidden_act')!r}: the canonical forward runs fla's swish MLP only"
+        return (f"--sequences: hidden_act {cfg.get('hidden_act')!r}: the canonical forward runs fla's swish "
+                f"MLP only")
     return None
 
 

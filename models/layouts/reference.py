@@ -604,7 +604,8 @@ def check_forward(det: Detected, sd: Mapping[str, torch.Tensor], ids, inputs) ->
                 torch.random.fork_rng(devices=[]), torch.no_grad(), _fla_references():
             warnings.simplefilter("ignore")
             from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
-            cfg = LinearAttentionConfig(**{k: v for k, v in det.config.items() if k not in ("library", "class")})
+            cfg = LinearAttentionConfig(**{k: v for k, v in det.config.items()
+                                           if k not in ("library", "class")})
             sub = _strip(sd, det.prefix)
             if cfg.tie_word_embeddings and "lm_head.weight" not in sub:      # saved once, as the embedding
                 sub["lm_head.weight"] = sub["model.embeddings.weight"]
