@@ -11,7 +11,11 @@ whatever renderer version the certificate was made with:
   by the hash of its tokens, checked against the tokens embedded in the
   evidence (or named as the assumption ``tokens:<sha256>`` when they are too
   many to embed and nothing else re-derives them); ``index`` (a matrix without
-  tokens) only by its row count. The count is the one the evidence re-derives
+  tokens) only by its row count; ``positions:SxT`` (the inputs to one layer at
+  every position of S sequences of T ids) by ``S T`` rows and the sequences'
+  content hash, their name a file among the certificate's inputs or the probe
+  ``random:S,T,SEED`` of those S and T (the ids and the features are re-derived by
+  the extraction replay). The count is the one the evidence re-derives
   (embedded features or matrix), never a declared field alone.
 * **codes** -- a built-in code name (``paper-5.1``) only when the embedded
   words have its pinned hash; any other code by the hash of its words.
@@ -42,6 +46,8 @@ KERNEL_KINDS = ("exact_rank", "eps_rank", "numerical_rank", "code_rank", "nonneg
 MODEL_KINDS = ("correctness", "gap_domination")
 _CUBE = re.compile(r"cube:(\d{1,3})")
 _VOCAB = re.compile(r"vocab:(\d{1,12})")
+_POSITIONS = re.compile(r"positions:(\d{1,9})x(\d{1,9})")
+_PROBE = re.compile(r"random:(\d{1,9}),(\d{1,9}),(\d{1,19})")
 #: explicit token lists up to this many tokens are embedded in the evidence; only a
 #: longer one may be named by its hash alone (the producer's certify.rank.evidence rule)
 EMBED_TOKENS = 1 << 16
@@ -106,6 +112,16 @@ def token_set_count(p: Mapping[str, Any], ev: Mapping[str, Any]
     v = _VOCAB.fullmatch(ts)
     if v:                               # a model's vocabulary: token i is embedding row i
         return [], [], int(v.group(1))
+    pos = _POSITIONS.fullmatch(ts)
+    if pos:                             # a layer's inputs at every position of S sequences of T ids
+        S, T = int(pos.group(1)), int(pos.group(2))
+        if S < 1 or T < 1:
+            return [f"token set {ts}: S and T must be >= 1"], [], None
+        probe = _PROBE.fullmatch(str(p.get("sequences", "")))
+        if probe is not None and (int(probe.group(1)), int(probe.group(2))) != (S, T):
+            return [f"token set {ts}: the probe {p.get('sequences')!s:.40} is not {S} sequences of "
+                    f"{T} ids"], [], None
+        return [], [], S * T
     problems: list[str] = []
     assumptions: list[str] = []
     sha = p.get("tokens_sha256")
@@ -133,7 +149,8 @@ def token_set_count(p: Mapping[str, Any], ev: Mapping[str, Any]
             count = n
         return problems, assumptions, count
     if ts != "tokens" and not ts.startswith("family:"):
-        return [f"token set {ts!r:.40} is not cube:M, family:NAME, vocab:N, tokens or index"], [], None
+        return [f"token set {ts!r:.40} is not cube:M, family:NAME, vocab:N, positions:SxT, tokens "
+                "or index"], [], None
     if sha is not None and not isinstance(sha, str):
         problems.append("parameters.tokens_sha256 must be a string")
     elif count is None and sha is not None:
@@ -161,6 +178,11 @@ def bind_tokens(claim: Mapping[str, Any], cert: Mapping[str, Any], measured: int
                 not str(p.get("adapter", "")).endswith(f" layer {layer} head {head}"):
             problems.append(f"parameters layer {layer!r:.10}, head {head!r:.10} are not the ones "
                             "the adapter extracted (its name ends 'layer L head H')")
+    seqs = p.get("sequences")
+    if isinstance(seqs, str) and _PROBE.fullmatch(seqs) is None \
+            and not isinstance((cert.get("inputs") or {}).get(seqs), str):
+        problems.append(f"the sequences {seqs!r:.60} are neither the probe random:S,T,SEED nor a file among "
+                        "the certificate's inputs (by its sha256)")
     if "num_tokens" in p and counts["parameters.num_tokens"] is None:
         problems.append("parameters.num_tokens must be an integer")
     ts = p.get("token_set")
@@ -252,6 +274,8 @@ def token_content(p: Mapping[str, Any]) -> tuple:
         v = _VOCAB.fullmatch(ts)
         if v:
             return ("vocab", int(v.group(1)))
+        if _POSITIONS.fullmatch(ts):         # a layer's inputs (the layer is part of the identity)
+            return ("positions", ts, p.get("sequences_sha256"))
     if isinstance(p.get("tokens_sha256"), str):
         return ("tokens", p["tokens_sha256"])
     return ("rows", p.get("num_tokens"))

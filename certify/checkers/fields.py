@@ -257,7 +257,8 @@ FAMILY_FILE = shape({**{k: Field(ANY, HASH) for k in ("format", "name", "m", "n"
 #: what binds a kernel claim to its source and token set (certify.checkers.binding)
 KERNEL_PARAMS_REQUIRED = {
     "token_set": Field({"type": "string",
-                        "pattern": "^(cube:[0-9]{1,3}|family:.+|vocab:[0-9]{1,12}|tokens|index)$"},
+                        "pattern": "^(cube:[0-9]{1,3}|family:.+|vocab:[0-9]{1,12}"
+                                   "|positions:[0-9]{1,9}x[0-9]{1,9}|tokens|index)$"},
                        STATED, NAME),
     "source": Field(STR, HASH, NAME),
     "source_sha256": Field(nullable(HEX64, "null only for a kernel built in memory: a named "
@@ -287,6 +288,14 @@ KERNEL_PARAMS_OPTIONAL = {
                    STATED, NAME),
     "head": Field({**NAT, "$comment": "one head of a model: layer and head come together"},
                   STATED, NAME),
+    "sequences": Field({**STR, "$comment": "the token sequences of a positions:SxT token set: a file of the "
+                                           "certificate's inputs (by its sha256) or the seeded probe "
+                                           "random:S,T,SEED; --replay-extraction re-reads or regenerates the "
+                                           "ids and compares their hash"}, assumption("extraction"), NAME),
+    "sequences_sha256": Field({**HEX64, "$comment": "the content hash of the ids of a positions:SxT token "
+                                                  "set (int64 little-endian after the header "
+                                                  "'certify-attention/sequences/1 SxT'), re-derived by the "
+                                                  "extraction replay"}, assumption("extraction"), NAME),
     "normalized": Field({"const": False,
                          "$comment": "present exactly for a third-party head without a normalizing "
                                      "denominator (its layer outputs sum_j alpha(x, z_j) v_j; fla's "
@@ -307,6 +316,11 @@ KERNEL_PARAMS_RULES: dict[str, Any] = {
         {"if": {"properties": {"adapter": {"pattern": "^layout:"}}, "required": ["adapter"]},
          "then": {"required": ["stated", "layer", "head"]},
          "else": {"not": {"required": ["stated"]}}},
+        {"if": {"properties": {"token_set": {"pattern": "^positions:"}}, "required": ["token_set"]},
+         "then": {"required": ["sequences", "sequences_sha256", "layer"],
+                  "properties": {"adapter": {"pattern": "^layout:"}},
+                  "$comment": "the inputs to one layer of a model at the positions of stated sequences"},
+         "else": {"not": {"anyOf": [{"required": ["sequences"]}, {"required": ["sequences_sha256"]}]}}},
         {"if": {"required": ["normalized"]},
          "then": {"properties": {"adapter": {"pattern": "^layout:"}}, "required": ["adapter"],
                   "$comment": "only a third-party head can lack a denominator"}},

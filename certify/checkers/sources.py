@@ -623,7 +623,8 @@ def extraction_id(claim: Mapping[str, Any], cert: Mapping[str, Any], base: "Base
              "spec": None if isinstance(sha, str) else p["source"],
              "path": os.path.realpath(path) if path is not None else None,
              "inputs": sorted(str(v) for v in inputs.values()),
-             "adapter": p.get("adapter"), "token_set": p.get("token_set"), "stated": p.get("stated")}
+             "adapter": p.get("adapter"), "token_set": p.get("token_set"), "stated": p.get("stated"),
+             "sequences_sha256": p.get("sequences_sha256")}
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -896,8 +897,10 @@ def _replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], "Base"]]) -
             key = extraction_id(c, cert, base)
             assert key is not None
             sha = p.get("source_sha256")
-            if why is not None:
-                absent[key] = why
+            seq_path, seq_why = _sequences_file(p, inputs, base)
+            missing = why if why is not None else seq_why
+            if missing is not None:
+                absent[key] = missing
             job = jobs.setdefault(key, {"key": key, "source": src, "path": path,
                                         # the worker refuses a file whose bytes are not these
                                         "source_sha256": sha if isinstance(sha, str) else None,
@@ -905,6 +908,10 @@ def _replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], "Base"]]) -
                                         "dtype": None, "torch": env.get("torch"),
                                         # a third-party head's stated kernel arguments (re-derived)
                                         "stated": p.get("stated"),
+                                        # the sequences of a positions:SxT token set: the worker re-reads
+                                        # (or regenerates) the ids and compares their content hash
+                                        "sequences": p.get("sequences"), "sequences_path": seq_path,
+                                        "sequences_sha256": p.get("sequences_sha256"),
                                         "want": [], "heads": [], "weights": [], "compare": [],
                                         # an adapter spec is one of the certificate's inputs
                                         "specs": [str(f.path) for f in (locate(n, inputs.get(n), base)
@@ -935,6 +942,20 @@ def _replay_extraction(certs: Sequence[tuple[str, Mapping[str, Any], "Base"]]) -
     finally:
         for f in staged:
             f.cleanup()
+
+
+def _sequences_file(p: Mapping[str, Any], inputs: Mapping[str, Any],
+                    base: "Base") -> tuple[str | None, str | None]:
+    """``(path, None)`` of the sequences file a claim names (located by its sha256 among the
+    certificate's inputs), ``(None, None)`` for none or the seeded probe (the worker
+    regenerates it), ``(None, why)`` when the file is not found."""
+    name = p.get("sequences")
+    if not isinstance(name, str) or name.startswith("random:"):
+        return None, None
+    f = locate(name, inputs.get(name), base)
+    if f is None or not f.matches:
+        return None, f"not present: the sequences file {name[:80]} is not found by its sha256"
+    return str(f.path), None
 
 
 def _run_replay(jobs: dict[str, dict[str, Any]], wanted: set[str], result: Replayed) -> Replayed:

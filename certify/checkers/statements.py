@@ -428,6 +428,8 @@ def tokens_ref(p: Mapping[str, Any]) -> tuple[str, str]:
     if ts.startswith("vocab:"):
         return (f"its {k} vocabulary tokens (the embedding's rows)",
                 f"its ${k}$ vocabulary tokens (the embedding's rows)")
+    if ts.startswith("positions:"):
+        return positions_ref(p, ts, k)
     sha = _p(p, "tokens_sha256", str)
     if ts.startswith("family:") and is_builtin_family_name(ts[7:]):
         name = ts[7:]
@@ -436,7 +438,26 @@ def tokens_ref(p: Mapping[str, Any]) -> tuple[str, str]:
         return (f"{k} tokens (sha256 {_short(sha)})",
                 rf"${k}$ tokens (sha256 \texttt{{{sha[:16]}}}\ldots)")
     raise RenderError(f"parameters.token_set {ts!r:.40} is not cube:M, family:NAME, vocab:N, "
-                      "tokens or index")
+                      "positions:SxT, tokens or index")
+
+
+def positions_ref(p: Mapping[str, Any], ts: str, k: int) -> tuple[str, str]:
+    """``positions:SxT``: the inputs to the claim's layer at every position of S token
+    sequences of length T, named by the ids' content hash and by where they come from
+    (a file of the certificate's inputs, or the seeded probe, which the sentence calls one)."""
+    S, _, T = ts[len("positions:"):].partition("x")
+    if not (S.isdigit() and T.isdigit()):
+        raise RenderError("parameters.token_set: positions:SxT needs integers S and T")
+    layer = _p(p, "layer", int)
+    src = _p(p, "sequences", str)
+    sha = _p(p, "sequences_sha256", str)
+    what = (f"the seeded random probe {src}" if src.startswith("random:") else f"the sequences file {src}")
+    lwhat = (rf"the seeded random probe \texttt{{{_tt(src)}}}" if src.startswith("random:")
+             else rf"the sequences file \texttt{{{_tt(src)}}}")
+    return (f"the {k} inputs to layer {layer} at every position of {int(S)} token sequences of length "
+            f"{int(T)} ({what}, ids sha256 {_short(sha)})",
+            rf"the ${k}$ inputs to layer ${layer}$ at every position of ${int(S)}$ token sequences of length "
+            rf"${int(T)}$ ({lwhat}, ids sha256 \texttt{{{sha[:16]}}}\ldots)")
 
 
 def memory_sha256(e: Mapping[str, Any]) -> str | None:

@@ -7,7 +7,10 @@ no ``--spec``) recognises the layout (:mod:`models.layouts`), then per head:
   model has an embedding (``vocab:V``), else the cube ``{0,1}^m`` (m <= 16) or
   the tokens of the first built-in / given family with the model's width.
   A deeper layer reads the previous layers' outputs, which are not a finite
-  known set: it is listed as out of reach, not guessed;
+  known set: it is listed as out of reach, not guessed (an fla ``linear_attn``
+  model's row names the ``--sequences`` command). With ``--sequences``, every
+  layer's tokens are its inputs at every position of the sequences
+  (``positions:SxT``, :func:`certify.sources.thirdparty.positions_kernel`);
 * claims: exact rank over Q on the tokens, the certified eps-rank, and
   nonnegativity on the tokens (``certify.rank``); on each family with the
   model's width, correctness and Lemma 3's gap domination when the head has a
@@ -165,7 +168,10 @@ def _check_cell(check: dict[str, Any]) -> str:
     if check.get("status") == "not run":
         return "not run"
     same = " (same assumption, not an independent check)" if check.get("independent") is False else ""
-    return f"{check.get('status')}{same} (error {check.get('max_error', 0):.1e})"
+    hs = check.get("hidden_states") or {}
+    inputs = (f"; inputs {hs.get('status')} (error {hs['max_error']:.1e})" if "max_error" in hs else
+              f"; inputs {hs.get('status')}" if hs else "")
+    return f"{check.get('status')}{same} (error {check.get('max_error', 0):.1e}){inputs}"
 
 
 def load_detected(path: str, spec: str | None, assume: Sequence[str] = ()):
@@ -247,8 +253,12 @@ def kernel_lemma3(head, family) -> dict[str, Any]:
 def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str] = (),
                   eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
                   head: int | None = None, command: Sequence[str] = (),
-                  assume: Sequence[str] = (), progress: bool = False) -> HeadsResult:
-    """Certify every head of a third-party checkpoint (module docstring). ``progress``:
+                  assume: Sequence[str] = (), progress: bool = False,
+                  sequences: str | None = None) -> HeadsResult:
+    """Certify every head of a third-party checkpoint (module docstring). ``sequences``:
+    certify every layer on the inputs to it at the positions of these token sequences
+    (:mod:`certify.sources.sequences`: a file or ``random:S,T,SEED``; fla linear_attn
+    models only, :mod:`models.layouts.fla_forward`). ``progress``:
     one bar on stderr over the heads, its postfix naming the head and the stage
     (extraction, rank, nonnegativity, audit); the caller decides (a terminal, no
     ``--json``, no ``--no-progress``)."""
@@ -260,9 +270,10 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     if spec is not None:
         inputs[model.spec[0]] = model.spec[1]
     cert = Certificate(claims=[], command=list(command), inputs=dict(inputs), seeds={"primes": seed})
+    seqs = None if sequences is None else _sequences(model, spec, sequences, cert)
     first = model.layer(None)
     fams = _families(det, first, families, cert)
-    run = _HeadsRun(model, spec, first, fams, cert, eps, seed, Path(path).name)
+    run = _HeadsRun(model, spec, first, fams, cert, eps, seed, Path(path).name, seqs=seqs, path=str(path))
     rows: list[HeadRow] = []
     if progress:
         from tqdm.auto import tqdm
@@ -285,6 +296,22 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                                   "heads": [r.to_json() for r in rows],
                                   **({"not_applicable": na} if na else {})}
     return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe(), na)
+
+
+def _sequences(model: Any, spec: str | None, sequences: str, cert: Certificate) -> Any:
+    """The ``--sequences`` read and checked against the model's vocabulary, before any work
+    (InputError, one line: another family, a bad file); a file becomes an input of the
+    certificate (by its sha256)."""
+    from certify.sources.sequences import read_sequences
+    from models.layouts.fla_forward import refusal
+    why = "--sequences reads a detected model, not an adapter spec" if spec is not None else \
+        refusal(model.detected)
+    if why is not None:
+        raise InputError(why)
+    seqs = read_sequences(sequences, int(model.detected.embedding.shape[0]))
+    if seqs.file_sha256 is not None:
+        cert.inputs[seqs.name] = seqs.file_sha256
+    return seqs
 
 
 def _chosen_layers(det: Any, layer: int | None) -> list[Any]:
@@ -362,6 +389,8 @@ class _HeadsRun:
     label: str                              # the checkpoint's file name
     bar: Any = None
     unnormalized: list[str] = field(default_factory=list)   # "layer.head" without a denominator
+    seqs: Any = None                        # certify.sources.sequences.Sequences (--sequences)
+    path: str = ""                          # the checkpoint as named (for the command a reason prints)
 
     def certify_head(self, L: Any, h: Any) -> HeadRow:
         """One head's row: refused, out of reach, or certified, its claims added to the
@@ -399,10 +428,16 @@ class _HeadsRun:
         """The token set head claims of layer ``L`` are made on; None (the row says why) when
         the layer is out of reach."""
         det, first = self.model.detected, self.first
+        if self.seqs is not None:               # every layer on its inputs at the stated positions
+            return self.seqs.token_set
         if not L.reads_tokens:
+            from models.layouts.fla_forward import refusal
             row.status = "out of reach"
             row.reason = (f"its inputs are the outputs of layer {L.index - 1}, not a finite known token set; "
                           f"only layer {first.index} reads the tokens")
+            if refusal(det) is None:            # still out of reach here: it needs stated sequences
+                row.reason += (f"; it needs token sequences, whose positions give its inputs: certify "
+                               f"checkpoint {self.path} --sequences FILE.npy|FILE.jsonl|random:S,T,SEED")
             return None
         if det.embedding is not None and L.index == first.index:
             return "vocab"
@@ -429,6 +464,9 @@ class _HeadsRun:
                                        "library_check": SPEC_CHECK})
             return from_model(h, tokens, prov)
         try:
+            if self.seqs is not None and hi is not None:
+                from certify.sources.thirdparty import positions_kernel
+                return positions_kernel(model, self.seqs, layer=L.index, head=hi, seed=self.seed)
             return head_kernel(model, layer=L.index, head=hi, tokens=tokens, seed=self.seed)
         except ExtractionMismatch as exc:
             row.status, row.reason = "refused", f"{model.detected.library}: extraction check: {exc}"
@@ -595,6 +633,15 @@ def reading_lines(res: HeadsResult) -> list[str]:
                       f"; tolerance {chk.get('tolerance')} on {chk.get('sequences')} sequences of "
                       f"{chk.get('length')} tokens (seed {chk.get('seed')})")
                    + (f"; {chk['note']}" if chk.get("independent") is False and chk.get("note") else ""))
+    hs = chk.get("hidden_states") if chk else None
+    if hs:
+        errs = [(r.layer, r.library_check["hidden_states"].get("max_error")) for r in res.rows
+                if (r.library_check or {}).get("hidden_states")]
+        per = ", ".join(f"layer {L} {e:.1e}" for L, e in dict(errs).items() if e is not None)
+        out.append(f"library check of every layer's inputs: {hs.get('library')} {hs.get('version')}: "
+                   f"{hs.get('method')}; {hs.get('status')}"
+                   + (f" (not run: {hs.get('reason')})" if hs.get("status") == "not run" else
+                      f", error ({hs.get('error')}) {per}; tolerance {hs.get('tolerance')}"))
     return out
 
 

@@ -55,8 +55,24 @@ _CONSTRUCTION = re.compile(r"models\.constructions\.(\w+)\(([\d, ]*)\)")
 _ALLOWED = {"thm2_exact_features"}
 
 
+def _positions_head(job: dict[str, Any], model: Any, head: tuple[int, int]):
+    """One head on a layer's inputs at the positions of the job's sequences: the ids re-read
+    from the located file (or the probe regenerated) must have the claim's content hash."""
+    from certify.sources.sequences import read_sequences
+    from certify.sources.thirdparty import positions_kernel
+    name, want = job.get("sequences"), job.get("sequences_sha256")
+    if not isinstance(name, str) or not isinstance(want, str):
+        raise StatedDiffers("a positions token set without its sequences and their hash")
+    emb = model.detected.embedding
+    seqs = read_sequences(name, int(emb.shape[0]) if emb is not None else 0, path=job.get("sequences_path"))
+    if seqs.sha256 != want or seqs.token_set != job.get("token_set"):
+        raise StatedDiffers(f"the sequences {name[:60]} give the ids {seqs.token_set} with sha256 "
+                            f"{seqs.sha256[:16]}..., the certificate's {job.get('token_set')} {want[:16]}...")
+    return positions_kernel(model, seqs, layer=head[0], head=head[1], compare=False)
+
+
 def _third_party_head(path: str, tokens: str | None, head: tuple[int, int], assume: list[str],
-                      models: dict[Any, Any]):
+                      models: dict[Any, Any], job: dict[str, Any] | None = None):
     """One head of a third-party checkpoint, as :func:`certify.sources.load.load_kernel`
     reads it; the checkpoint is read and detected once per replay (``models``), so
     the heads of one layer share their embedding, decoded once, and its pre-norm."""
@@ -70,12 +86,15 @@ def _third_party_head(path: str, tokens: str | None, head: tuple[int, int], assu
     if not p.exists():
         why = path_problem(p)
         raise InputError(f"{path}: {why}" if why else f"no such file: {path}")
-    if kind_of(p) != "weights":
+    positions = (tokens or "").startswith("positions:")
+    if kind_of(p) != "weights" and not positions:
         return load_kernel(path, tokens=tokens, layer=head[0], head=head[1], compare=False, assume=assume)
     key = (str(p), tuple(assume))
     if key not in models:
-        models.clear()                     # one checkpoint's model kept at a time
+        models.clear()                     # one checkpoint's model kept at a time (and its forwards)
         models[key] = load_model(p, assume)
+    if positions:
+        return _positions_head(job or {}, models[key], head)
     return head_kernel(models[key], layer=head[0], head=head[1], tokens=tokens, compare=False)
 
 
@@ -97,7 +116,8 @@ def _kernel(job: dict[str, Any], models: dict[Any, Any] | None = None):
                                 "head, so the replay cannot know which kernel it names")
         assume = [k for k, v in stated.items() if isinstance(v, dict) and v.get("from") == FROM_DEFAULT]
         try:
-            kernel = _third_party_head(job["path"], tokens, head, assume, {} if models is None else models)
+            kernel = _third_party_head(job["path"], tokens, head, assume, {} if models is None else models,
+                                       job)
         except (InputError, UncertifiableError) as exc:
             if "--assume-default" not in str(exc):
                 raise

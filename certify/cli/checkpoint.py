@@ -61,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--layer", type=int, help="third-party checkpoints: certify only this layer")
     ap.add_argument("--head", type=int, help="third-party checkpoints: certify only this head")
     cli.add_assume_default(ap)
+    ap.add_argument("--sequences", metavar="FILE|random:S,T,SEED",
+                    help="fla linear_attn models: certify every head of every layer on the inputs to its "
+                         "layer at every position of these token sequences (.npy int array (S, T), .jsonl "
+                         "lists of ids of one length, or the seeded probe random:S,T,SEED)")
     ap.add_argument("--family", action="append", default=[],
                     help="also check this family (built-in name or file); repeatable")
     ap.add_argument("--eps", default=str(DEFAULT_EPS),
@@ -90,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         outputs.check_out_dir(args.out, "checkpoint")
     kind, res = certify_path(args.checkpoint, spec=args.spec, families=args.family, eps=eps, seed=args.seed,
                              layer=args.layer, head=args.head, command=command, assume=args.assume_default,
-                             progress=not args.json and show_progress(args.no_progress))
+                             progress=not args.json and show_progress(args.no_progress),
+                             sequences=args.sequences)
     out = {}
     if kind == "models":
         if args.out:

@@ -18,6 +18,7 @@ family_size        1000000    ``--size`` and inputs in a family
 chain_n            10000      chain family length ``--n``
 matrix_n           8192       rows and columns of a kernel matrix
 vocab              262144     rows of a model's embedding (its vocabulary), from the header
+sequence_tokens    262144     token ids of ``checkpoint --sequences`` (S x T; an ``.npy`` from its header)
 number_chars       4000       characters of one number in a CSV/JSON/option
 number_exponent    4000       decimal exponent of a number (``1e-4000``)
 time_limit         604800     seconds for any ``--time-limit`` (one week)
@@ -43,6 +44,7 @@ DEFAULTS: dict[str, tuple[int, str]] = {
     "chain_n": (10_000, "chain family length n"),
     "matrix_n": (8192, "rows/columns of a kernel matrix"),
     "vocab": (262_144, "rows of a model's embedding (its vocabulary)"),
+    "sequence_tokens": (262_144, "token ids of checkpoint --sequences (S x T)"),
     "number_chars": (4000, "characters of one number"),
     "number_exponent": (4000, "decimal exponent of one number"),
     "time_limit": (604_800, "seconds of a time limit"),

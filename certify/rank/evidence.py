@@ -76,6 +76,9 @@ def source_params(kernel: Kernel) -> dict[str, Any]:
     d = kernel.provenance.details or {}
     if isinstance(d.get("layer"), int) and isinstance(d.get("head"), int):
         out["layer"], out["head"] = int(d["layer"]), int(d["head"])   # one head of a model
+    if isinstance(d.get("sequences_sha256"), str):
+        # the inputs to one layer at the positions of stated sequences: which sequences, by content
+        out["sequences"], out["sequences_sha256"] = str(d["sequences"]), d["sequences_sha256"]
     stated = (d.get("layout") or {}).get("stated") if isinstance(d.get("layout"), dict) else None
     if str(out["adapter"]).startswith("layout:"):
         # a third-party head's kernel arguments beyond the weights (config.json's, or assumed

@@ -58,6 +58,10 @@ class LoadedModel:
     checks: dict[tuple[int, str], Any] = field(default_factory=dict)
     hashes: dict[str, str] = field(default_factory=dict)   # path -> sha256, each file hashed once
     spec: tuple[str, str] | None = None     # (adapter spec file, its sha256) when read through one
+    #: the state dict as stored weights (models.canonical.stored.Weight), for the canonical forward
+    stored: Mapping[str, Any] = field(default_factory=dict)
+    #: the canonical forward and its library check per sequences (their content hash)
+    forwards: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     def sha256(self, f: str | Path) -> str:
         """The sha256 of a file of this model, computed once (not once per head)."""
@@ -112,7 +116,7 @@ def load_model(path: str | Path, assume: Sequence[str] = ()) -> LoadedModel:
         det.notes.append(f"a training checkpoint: the model's tensors are under {' -> '.join(ws.nesting)}"
                          + (f"; set aside: {', '.join(ws.ignored[:6])}" if ws.ignored else ""))
     _plausible(det, ws)          # from the header alone: a size refused before any byte is read or hashed
-    model = LoadedModel(p, source, ws, config, config_path, det, TorchView(sd))
+    model = LoadedModel(p, source, ws, config, config_path, det, TorchView(sd), stored=sd)
     model.sha256(source)         # the file named, hashed before a tensor's bytes are read
     return model
 
@@ -315,3 +319,83 @@ def parse_adapter(adapter: str) -> tuple[int, int] | None:
     """``(layer, head)`` of a third-party kernel's adapter name, or None."""
     m = ADAPTER.match(adapter or "")
     return (int(m.group("layer")), int(m.group("head"))) if m else None
+
+
+# ---------------------------------------------------------------- every layer on stated sequences
+
+def forward_on(model: LoadedModel, seqs: Any, upto: int | None = None) -> Any:
+    """The canonical forward (:func:`models.layouts.fla_forward.forward`) of the model on the
+    sequences, computed once per model and sequences (the heads of every layer share it);
+    ``upto``: the last layer it must reach."""
+    from models.layouts.fla_forward import forward
+    key = ("forward", seqs.sha256)
+    have = model.forwards.get(key)
+    need = len(model.detected.layers) - 1 if upto is None else upto
+    if have is None or len(have.inputs) <= need:
+        model.forwards[key] = forward(model.detected, model.stored, seqs.ids, upto=need)
+    return model.forwards[key]
+
+
+def forward_check(model: LoadedModel, seqs: Any) -> dict[str, Any]:
+    """The hidden states of every layer against fla's own model on the sequences (cached;
+    :func:`models.layouts.reference.check_forward`), or why it did not run."""
+    key = ("forward check", seqs.sha256)
+    if key not in model.forwards:
+        try:
+            from models.layouts.reference import check_forward
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.split(".")[0] != "torch":
+                raise
+            model.forwards[key] = {"library": "fla", "status": "not run", "reason": NEEDS_LIBRARIES}
+            return model.forwards[key]
+        fwd = forward_on(model, seqs)
+        model.forwards[key] = check_forward(model.detected, model.tensors, seqs.ids, fwd.inputs)
+    return model.forwards[key]
+
+
+def positions_kernel(model: LoadedModel, seqs: Any, *, layer: int, head: int, compare: bool = True,
+                     seed: int = 0) -> Kernel:
+    """The kernel of head ``head`` of layer ``layer`` on the inputs to that layer at every
+    position of the sequences (token set ``positions:SxT``, row ``s T + t``), from the
+    canonical forward; ``compare``: the layer's heads against fla's own module on those
+    inputs and every layer's inputs against fla's own model (a disagreement beyond the
+    tolerance is :class:`ExtractionMismatch`)."""
+    from models.layouts import Refusal
+    from models.layouts.fla_forward import refusal
+    det = model.detected
+    why = refusal(det)
+    if why is not None:
+        raise InputError(why)
+    L = model.layer(layer)
+    h = next((x for x in L.heads if not isinstance(x, Refusal) and x.details.get("head") == head), None)
+    if h is None:
+        raise InputError(f"--head {head}: layer {L.index} has heads 0..{len(L.heads) - 1}")
+    fwd = forward_on(model, seqs, upto=L.index)
+    q, k = fwd.features[(L.index, head)]
+    ts = seqs.token_set
+    details: dict[str, Any] = {**h.describe(), "library": det.library, "layer": L.index, "head": head,
+                               "layout": det.describe(), "weights": model.weights.describe(),
+                               "config": str(model.config_path) if model.config_path else None,
+                               "extraction": EXTRACTION, "sequences": seqs.name,
+                               "sequences_sha256": seqs.sha256,
+                               "tokens_as": f"the inputs to layer {L.index} at every position of the "
+                                            f"sequences (row s T + t), from the canonical forward of every "
+                                            f"block before it"}
+    if compare:
+        # cached per layer and sequences (two sets of sequences may share S x T)
+        check = library_check(model, L, f"{ts}@{seqs.sha256}", L.m, fwd.inputs[L.index], seed=seed)
+        fc = forward_check(model, seqs)
+        details["library_check"] = {**check.head(head), **check_independence(det),
+                                    "hidden_states": {**{k: v for k, v in fc.items() if k != "layers"},
+                                                      **({"max_error": fc["layers"][L.index]}
+                                                         if "layers" in fc else {})}}
+        why = mismatch(check, head)
+        if why is None and fc.get("status") == "disagrees" and fc["layers"][L.index] > fc["tolerance"]:
+            why = (f"the canonical hidden states entering layer {L.index} disagree with fla "
+                   f"{fc.get('version')}'s own forward: error {fc['layers'][L.index]:.3g} > tolerance "
+                   f"{fc['tolerance']:g}")
+        if why is not None:
+            raise ExtractionMismatch(f"{det.library} layer {L.index} head {head}: {why}")
+    prov = Provenance(str(model.source), model.sha256(model.source),
+                      f"layout:{det.layout} layer {L.index} head {head}", CANONICAL_DTYPE, details=details)
+    return from_features(q, k, prov, token_set=ts, guarantee=h.guarantee)

@@ -126,11 +126,18 @@ class FeatureHead:
         """The features a certificate binds (:mod:`models.canonical`): float64,
         the same bits on every machine. ``tokens`` (K, m): 0/1 vectors or
         embedding rows (any float or integer array; read exactly)."""
+        from models.canonical.arith import f64
+        if self.canon_q is None or self.canon_k is None or any(s.canon is None for s in self.steps):
+            raise InputError(f"feature map {self.feature_map}: no canonical definition")
+        return self.canonical_projected(self._inputs(tokens, f64))
+
+    def canonical_projected(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The canonical features of inputs ``x`` (K, m) that have been through the
+        steps already (float64): the projections, then the feature maps."""
         from models.canonical.arith import f64, linear, positive_zero
         canon_q, canon_k = self.canon_q, self.canon_k
-        if canon_q is None or canon_k is None or any(s.canon is None for s in self.steps):
+        if canon_q is None or canon_k is None:
             raise InputError(f"feature map {self.feature_map}: no canonical definition")
-        x = self._inputs(tokens, f64)
         if not hasattr(self, "_w64"):
             self._w64 = (f64(self.Wq), None if self.bq is None else f64(self.bq),
                          f64(self.Wk), None if self.bk is None else f64(self.bk))

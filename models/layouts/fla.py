@@ -291,6 +291,13 @@ def model_root(sd: Mapping[str, Any]) -> str | None:
     return roots[0] if len(roots) == 1 and any(k.startswith(roots[0] + "model.layers.") for k in sd) else None
 
 
+def _attn_norm(sd: Mapping[str, Any], R: str, i: int, eps: float, written: Any) -> Step:
+    """Block ``i``'s ``attn_norm`` (RMSNorm) as a step of the path to its projections."""
+    w = sd.get(f"{R}model.layers.{i}.attn_norm.weight")
+    return Step(f"RMSNorm {R}model.layers.{i}.attn_norm (eps {written})", rms_norm(w, eps),
+                deferred(lambda: cm.rms_norm(_opt(w), eps)))
+
+
 def detect_model(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected | None:
     """An fla model folder (``config.json`` with ``model_type``)."""
     mt = config.get("model_type")
@@ -345,12 +352,9 @@ def detect_model(sd: Mapping[str, Any], config: Mapping[str, Any]) -> Detected |
                 "a hybrid layer of dense softmax attention (rotary positions) normalizes exp(q.k) over the "
                 "sequence: softmax attention is not a finite-rank kernel")], reads_tokens=i == 0, m=width))
             continue
-        steps = []
-        if i == 0:
-            w = sd.get(f"{R}model.layers.0.attn_norm.weight")
-            eps = float(cfg["norm_eps"])
-            steps = [Step(f"RMSNorm {R}model.layers.0.attn_norm (eps {cfg['norm_eps']})",
-                          rms_norm(w, eps), deferred(lambda: cm.rms_norm(_opt(w), eps)))]
+        # every block normalizes its inputs first (attn_norm): layer 0 reads the embedding rows
+        # through it, a deeper layer the hidden states of stated sequences (models.layouts.fla_forward)
+        steps = [_attn_norm(sd, R, i, float(cfg["norm_eps"]), cfg["norm_eps"])]
         plan = linear_attention_heads(sd, p, lay, i, steps=steps, m=width, reads_tokens=i == 0)
         plan.library = {**plan.library, "model": True, "root": R, "fuse_norm": bool(cfg.get("fuse_norm", True)),
                         "attn_norm_eps": float(cfg["norm_eps"])}

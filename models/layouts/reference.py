@@ -50,6 +50,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
 
+import numpy as np
 import torch
 
 from models.feature_table import names_in
@@ -422,7 +423,7 @@ def _fla_linear_attention(det: Detected, layer: LayerPlan, sd, inputs, V):
             x = torch.nn.functional.rms_norm(x, (hidden,), w, info["attn_norm_eps"])
     elif info.get("model"):                                  # vectors as hidden states: attn_norm only
         R = info["root"]
-        w = sd.get(R + "model.layers.0.attn_norm.weight")
+        w = sd.get(R + f"model.layers.{layer.index}.attn_norm.weight")
         x = rms_norm_ref(inputs.to(torch.float32), w, None, eps=info["attn_norm_eps"])
     else:
         x = inputs.to(torch.float32)
@@ -536,3 +537,88 @@ _METHODS = {
 }
 _NOT_RUN = {"fast-transformers": "pytorch-fast-transformers is not installed (its 2021 C++ extensions do not "
                                  "build against the pinned torch): the layout is read from its key table"}
+
+
+# ---------------------------------------------------------------- every layer's inputs (fla linear_attn)
+
+#: how the hidden states of the canonical forward are compared with fla's own model
+FORWARD_METHOD = ("fla's LinearAttentionForCausalLM built from config.json (LinearAttentionConfig), loaded "
+                  "strictly, its own forward on CPU with output_hidden_states, fla's Triton ops replaced by "
+                  "their pure-PyTorch references: fla.ops.linear_attn.naive.naive_recurrent_linear_attn, "
+                  "fla.modules.norm.layernorm.rms_norm_ref (with the residual add of the fused norm), "
+                  "x * sigmoid(x) * y for the fused SwiGLU")
+FORWARD_ERROR = "max over positions of max|h_lib - h_canonical| / max|h_canonical| (the position's row)"
+
+
+@contextlib.contextmanager
+def _fla_references():
+    """fla's Triton ops replaced by its pure-PyTorch references for the duration (module
+    attributes patched and restored): the linear attention op of every mode, the fused
+    RMSNorm (with its residual add) and the fused SwiGLU."""
+    import fla.layers.linear_attn as la
+    import fla.modules.mlp as mlp
+    from fla.modules import RMSNorm
+    from fla.modules.norm.layernorm import rms_norm_ref
+    from fla.ops.linear_attn.naive import naive_recurrent_linear_attn
+
+    def op(q, k, v, initial_state=None, normalize=False, cu_seqlens=None, **kw):
+        # output_final_state (in kw) asks for the state naive_recurrent_linear_attn returns anyway
+        if initial_state is not None or cu_seqlens is not None:
+            raise ValueError("the reference check runs whole sequences from an empty state")
+        return naive_recurrent_linear_attn(q, k, v, normalize=normalize)
+
+    def norm(self, x, residual=None, prenorm=False, **kw):          # residual_in_fp32: float32 already
+        w = self.weight if self.weight is not None else torch.ones(x.shape[-1], dtype=x.dtype)
+        return rms_norm_ref(x, w, self.bias, residual=residual, eps=self.eps, prenorm=prenorm)
+
+    def swiglu(x, y):
+        return x * torch.sigmoid(x) * y
+
+    def swiglu_linear(x, y, weight, bias):
+        return torch.nn.functional.linear(swiglu(x, y), weight, bias)
+    saved = [(la, n, getattr(la, n)) for n in ("chunk_linear_attn", "fused_chunk_linear_attn",
+                                               "fused_recurrent_linear_attn")]
+    saved += [(mlp, "swiglu", mlp.swiglu), (mlp, "swiglu_linear", mlp.swiglu_linear),
+              (RMSNorm, "forward", RMSNorm.forward)]
+    try:
+        for mod, name, _ in saved[:3]:
+            setattr(mod, name, op)
+        mlp.swiglu, mlp.swiglu_linear, RMSNorm.forward = swiglu, swiglu_linear, norm
+        yield
+    finally:
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+
+
+def check_forward(det: Detected, sd: Mapping[str, torch.Tensor], ids, inputs) -> dict[str, Any]:
+    """The hidden states entering every layer (``inputs[L]``, ``(S T, d)`` float64, the canonical
+    forward of :mod:`models.layouts.fla_forward`) against fla's own model on the same ids
+    ``(S, T)`` (:data:`FORWARD_METHOD`): per layer the largest error (:data:`FORWARD_ERROR`),
+    ``agrees`` when every one is at most :data:`TOLERANCE` (float32 arithmetic)."""
+    out: dict[str, Any] = {"library": "fla", "version": version("fla"), "method": FORWARD_METHOD,
+                           "error": FORWARD_ERROR, "tolerance": TOLERANCE, "status": "not run"}
+    if out["version"] is None:
+        return {**out, "reason": "flash-linear-attention is not installed"}
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                torch.random.fork_rng(devices=[]), torch.no_grad(), _fla_references():
+            warnings.simplefilter("ignore")
+            from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
+            cfg = LinearAttentionConfig(**{k: v for k, v in det.config.items()
+                                           if k not in ("library", "class")})
+            sub = _strip(sd, det.prefix)
+            if cfg.tie_word_embeddings and "lm_head.weight" not in sub:      # saved once, as the embedding
+                sub["lm_head.weight"] = sub["model.embeddings.weight"]
+            model = _load(LinearAttentionForCausalLM(cfg), sub)
+            got = model.model(torch.as_tensor(ids, dtype=torch.long), use_cache=False,
+                              output_hidden_states=True).hidden_states
+    except Exception as exc:             # the library's own code: any failure is reported, not hidden
+        return {**out, "reason": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
+    errors = []
+    for L, ours in enumerate(inputs):
+        lib = got[L].reshape(ours.shape[0], -1).to(torch.float64).numpy()
+        size = np.abs(ours).max(axis=1)
+        e = np.abs(lib - ours).max(axis=1) / np.where(size == 0, 1.0, size)
+        errors.append(float(e.max()) if np.isfinite(e).all() else float("inf"))
+    return {**out, "status": "agrees" if all(e <= TOLERANCE for e in errors) else "disagrees",
+            "layers": errors, "sequences": int(ids.shape[0]), "length": int(ids.shape[1])}

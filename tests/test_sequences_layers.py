@@ -1,0 +1,264 @@
+"""Every layer of an fla ``linear_attn`` LM on stated token sequences (``checkpoint --sequences``).
+
+Small models with fla's own initialisation (3 layers, hidden 64, 4 heads, vocabulary
+40): fla's default configuration, unnormalized, with the ``t2r`` map (and with fla's default
+``elementwise_product``, whose signed kernel is refuted nonnegative: exit 1), and a normalized
+``hedgehog`` one (``norm_feature_map``). Every head of every layer is certified on the inputs to its
+layer at every position of the sequences (exit 0), replayed (exit 0); the canonical
+hidden states agree with fla's own forward at float32 tolerance, and a planted mistake in
+the canonical forward is caught by that comparison; weights of layer 2 changed after
+certification fail the replay on layer 2's claims alone; bad sequence files end with one
+line and exit 2 before any work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fla")
+
+ROOT = Path(__file__).resolve().parent.parent
+LAT = ROOT / "reports" / "gallery" / "models" / "lat"
+#: fla's defaults (unnormalized: norm_feature_map False) with a nonnegative map, and a normalized model
+CONFIGS = {"unnormalized": {"feature_map": "t2r"},
+           "hedgehog": {"feature_map": "hedgehog", "norm_feature_map": True}}
+
+
+def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    from certify.cli import main
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    try:
+        os.chdir(cwd or here)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def _make(path: Path, **kw) -> Path:
+    import torch
+    from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
+    torch.manual_seed(0)
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        cfg = LinearAttentionConfig(hidden_size=64, num_hidden_layers=3, num_heads=4, vocab_size=40,
+                                    intermediate_size=128, **kw)
+        LinearAttentionForCausalLM(cfg).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fla-lm")
+    return {name: _make(d / name, **kw) for name, kw in CONFIGS.items()}
+
+
+@pytest.fixture(scope="module")
+def certified(models, tmp_path_factory):
+    """Each model certified on the seeded probe, and its certificate folder."""
+    out = {}
+    for name, path in models.items():
+        folder = tmp_path_factory.mktemp("out") / name
+        run = _run(["checkpoint", str(path), "--sequences", "random:3,16,0", "--out", str(folder), "--json",
+                    "--no-progress"])
+        out[name] = (run, folder)
+    return out
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_every_layer_is_certified_and_replayed(certified, name):
+    run, folder = certified[name]
+    assert run.returncode == 0, run.stderr[-2000:]
+    res = json.loads(run.stdout)
+    rows = res["heads"]
+    assert [(r["layer"], r["head"], r["status"]) for r in rows] == \
+        [(L, h, "certified") for L in range(3) for h in range(4)]
+    assert {r["token_set"] for r in rows} == {"positions:3x16"}
+    for r in rows:
+        chk = r["library_check"]
+        assert chk["status"] == "agrees" and chk["max_error"] <= 1e-4
+        hs = chk["hidden_states"]
+        assert hs["status"] == "agrees" and hs["max_error"] <= 1e-4
+        # the inputs of a deeper layer went through fla's float32 blocks: not the same bits, close
+        assert (hs["max_error"] == 0.0) == (r["layer"] == 0)
+    cert = json.loads((folder / "certificate.json").read_text())
+    claims = [c for c in cert["claims"] if c["parameters"]["layer"] == 2]
+    said = ("the 48 inputs to layer 2 at every position of 3 token sequences of length 16 "
+            "(the seeded random probe random:3,16,0, ids sha256 ")
+    assert claims and all(said in c["statement"] for c in claims)
+    assert all(c["parameters"].get("normalized", True) is (name == "hedgehog") for c in claims)
+    ver = _run(["verify", "--replay-extraction", str(folder / "certificate.json")])
+    assert ver.returncode == 0, ver.stdout[-2000:] + ver.stderr[-2000:]
+    # without the replay the features are the named assumption, as for layer 0
+    assert _run(["verify", str(folder / "certificate.json")]).returncode == 4
+
+
+def test_fla_default_map_is_certified_and_found_signed(tmp_path):
+    """fla's default configuration as it is (``elementwise_product``): every claim is made on
+    layer 2's inputs, the ranks proved and nonnegativity refuted with a pair of positions."""
+    ck = _make(tmp_path / "default")
+    run = _run(["checkpoint", str(ck), "--sequences", "random:2,8,5", "--layer", "2", "--json",
+                "--no-progress"])
+    assert run.returncode == 1, run.stderr[-2000:]
+    claims = json.loads(run.stdout)["claims"]
+    assert {(c["kind"], c["verdict"]) for c in claims} == {("exact_rank", "proved"), ("eps_rank", "proved"),
+                                                            ("nonnegative", "refuted")}
+    assert all(c["layer"] == 2 for c in claims)
+
+
+def test_sequence_file_and_probe_name_the_same_ids(models, tmp_path):
+    from certify.sources.sequences import read_sequences
+    probe = read_sequences("random:3,16,0", 40)
+    np.save(tmp_path / "s.npy", probe.ids)
+    (tmp_path / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in probe.ids.tolist()))
+    a, b = read_sequences(str(tmp_path / "s.npy"), 40), read_sequences(str(tmp_path / "s.jsonl"), 40)
+    assert a.sha256 == b.sha256 == probe.sha256 and a.file_sha256 != b.file_sha256
+    assert read_sequences("random:3,16,1", 40).sha256 != probe.sha256
+    folder = tmp_path / "out"
+    run = _run(["checkpoint", str(models["unnormalized"]), "--sequences", str(tmp_path / "s.jsonl"),
+                "--layer", "1", "--out", str(folder), "--no-progress"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    cert = json.loads((folder / "certificate.json").read_text())
+    assert cert["inputs"][str(tmp_path / "s.jsonl")] == b.file_sha256
+    assert {c["parameters"]["sequences_sha256"] for c in cert["claims"]} == {probe.sha256}
+    assert _run(["verify", "--replay-extraction", str(folder / "certificate.json")]).returncode == 0
+    # another file with the same name and other ids: the replay does not find the certified one
+    (tmp_path / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (probe.ids[::-1]).tolist()))
+    bad = _run(["verify", "--replay-extraction", str(folder / "certificate.json")])
+    assert bad.returncode != 0
+
+
+def test_library_check_catches_a_planted_mistake(models, monkeypatch):
+    """The hidden-state comparison is not vacuous: a canonical forward without the MLP's
+    gate (swish replaced by the identity) disagrees with fla's own model from layer 1 on."""
+    from certify.sources.sequences import read_sequences
+    from certify.sources.thirdparty import load_model
+    from models.layouts import fla_forward
+    from models.layouts.reference import check_forward
+    model = load_model(models["hedgehog"])
+    seqs = read_sequences("random:2,12,3", 40)
+    good = fla_forward.forward(model.detected, model.stored, seqs.ids)
+    ok = check_forward(model.detected, model.tensors, seqs.ids, good.inputs)
+    assert ok["status"] == "agrees" and ok["layers"][0] == 0.0 and max(ok["layers"]) < 1e-5
+    monkeypatch.setattr(fla_forward, "cr_sigmoid", lambda g: np.ones_like(g))
+    bad = fla_forward.forward(model.detected, model.stored, seqs.ids)
+    got = check_forward(model.detected, model.tensors, seqs.ids, bad.inputs)
+    assert got["status"] == "disagrees" and got["layers"][0] == 0.0 and min(got["layers"][1:]) > 1e-3
+
+
+def _write_changed_layer(src: Path, dst: Path, layer: int) -> None:
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+    shutil.copytree(src, dst)
+    t = load_file(str(src / "model.safetensors"))
+    key = f"model.layers.{layer}.attn.q_proj.weight"
+    t[key] = (t[key] * np.float32(1.5)).astype(np.float32)
+    save_file(t, str(dst / "model.safetensors"), metadata={"format": "pt"})
+
+
+def test_changed_layer_weights_fail_the_replay_on_that_layer(models, certified, tmp_path):
+    """Layer 2's query weights changed after certification, the certificate's hashes updated to
+    the new file (its sentences re-rendered): the checker's own checks pass, and the replay
+    fails exactly the claims of layer 2, naming them."""
+    from certify.checkers.statements import render
+    from certify.core.files import sha256_file
+    _, folder = certified["hedgehog"]
+    cert = json.loads((folder / "certificate.json").read_text())
+    old_src = next(c["parameters"]["source"] for c in cert["claims"])
+    new = tmp_path / "changed"
+    _write_changed_layer(Path(old_src).parent, new, 2)
+    sha = sha256_file(new / "model.safetensors")
+    cert["inputs"] = {k.replace(str(Path(old_src).parent), str(new)): (sha if k == old_src else v)
+                      for k, v in cert["inputs"].items()}
+    for c in cert["claims"]:
+        c["parameters"].update(source=str(new / "model.safetensors"), source_sha256=sha)
+        c["statement"] = render(c["kind"], c["parameters"], c["evidence"]).text
+    path = tmp_path / "certificate.json"
+    path.write_text(json.dumps(cert))
+    ver = _run(["verify", "--replay-extraction", str(path), "--json"])
+    assert ver.returncode == 1
+    res = json.loads(ver.stdout)
+    failed = [c for c in res["claims"] if not c["holds"]]
+    layers = {cert["claims"][c["index"]]["parameters"]["layer"] for c in failed}
+    assert layers == {2} and len(failed) == sum(c["parameters"]["layer"] == 2 for c in cert["claims"])
+    assert all("layer 2" in c["statement"] and "replayed features" in json.dumps(c) for c in failed)
+
+
+def _one_line(run: subprocess.CompletedProcess, words: str) -> None:
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert run.returncode == 2, run.stderr[-800:]
+    assert len(lines) == 1 and words in lines[0], lines
+
+
+def test_bad_sequences_are_one_line_before_any_work(models, tmp_path, monkeypatch):
+    ck = str(models["unnormalized"])
+    np.save(tmp_path / "far.npy", np.array([[1, 2, 40]]))
+    np.save(tmp_path / "neg.npy", np.array([[1, -1]]))
+    np.save(tmp_path / "float.npy", np.array([[1.0, 2.0]]))
+    np.save(tmp_path / "ragged.npy", np.array([[1, 2], [3]], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "flat.npy", np.array([1, 2, 3]))
+    np.save(tmp_path / "none.npy", np.zeros((0, 5), dtype=np.int64))
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "ragged.jsonl").write_text("[1, 2]\n[3]\n")
+    (tmp_path / "floats.jsonl").write_text("[1.5, 2]\n")
+    (tmp_path / "s.txt").write_text("1 2 3\n")
+    with open(tmp_path / "huge.npy", "wb") as f:          # 10^8 ids declared: refused from the header
+        np.lib.format.write_array_header_1_0(f, {"descr": "<i8", "fortran_order": False,
+                                                 "shape": (10_000, 10_000)})
+    cases = {"far.npy": "id 40 (sequence 0, position 2) is outside the vocabulary 0..39",
+             "neg.npy": "id -1", "float.npy": "float64 values; token ids are integers",
+             "ragged.npy": "object array (ragged sequences?)", "flat.npy": "give (S, T)",
+             "none.npy": "no token ids", "empty.jsonl": "no token ids",
+             "ragged.jsonl": "give sequences of one length",
+             "floats.jsonl": "not a list of integer token ids", "s.txt": "give a .npy array",
+             "huge.npy": "100000000 token ids is over the limit sequence_tokens"}
+    for name, words in cases.items():
+        run = _run(["checkpoint", ck, "--sequences", str(tmp_path / name), "--out", str(tmp_path / "o")])
+        _one_line(run, words)
+    _one_line(_run(["checkpoint", ck, "--sequences", "random:3,x,0"]), "random:S,T,SEED")
+    _one_line(_run(["checkpoint", ck, "--sequences", "random:100000,1000,0"]), "over the limit")
+    monkeypatch.setenv("CERTIFY_LIMIT_SEQUENCE_TOKENS", "10")       # a .jsonl: refused while it is read
+    (tmp_path / "long.jsonl").write_text("[1, 2, 3, 4]\n" * 3)
+    _one_line(_run(["checkpoint", ck, "--sequences", str(tmp_path / "long.jsonl")]), "12 token ids is over")
+    assert not (tmp_path / "o").exists()
+
+
+def test_other_families_are_refused_and_deeper_layers_name_the_command(models):
+    run = _run(["checkpoint", str(LAT), "--sequences", "random:2,8,0"])
+    _one_line(run, "--sequences certifies every layer of fla linear_attn language models (config.json "
+                   "model_type 'linear_attn') only; this model is linear-attention-transformer")
+    res = _run(["checkpoint", str(models["unnormalized"]), "--json", "--no-progress"])
+    assert res.returncode == 0
+    rows = json.loads(res.stdout)["heads"]
+    assert [r["status"] for r in rows] == ["certified"] * 4 + ["out of reach"] * 8
+    assert all(f"certify checkpoint {models['unnormalized']} --sequences FILE.npy|FILE.jsonl|random:S,T,SEED"
+               in r["reason"] for r in rows[4:])
+
+
+def test_the_forward_is_the_same_bits_without_the_compiled_kernel(models, monkeypatch):
+    """The plain twin: the pure path of models.canonical (numpy loops and arb) gives the
+    forward's hidden states and every head's features bit for bit."""
+    from certify.sources.sequences import read_sequences
+    from certify.sources.thirdparty import load_model
+    from models.canonical import arith
+    from models.layouts import fla_forward
+    model = load_model(models["hedgehog"])
+    seqs = read_sequences("random:1,5,9", 40)
+    fast = fla_forward.forward(model.detected, model.stored, seqs.ids)
+    monkeypatch.setattr(arith, "_KERNEL", [None])
+    plain = fla_forward.forward(load_model(models["hedgehog"]).detected, model.stored, seqs.ids)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(fast.inputs, plain.inputs))
+    assert fast.features.keys() == plain.features.keys()
+    assert all(fast.features[k][i].tobytes() == plain.features[k][i].tobytes()
+               for k in fast.features for i in (0, 1))
