@@ -172,6 +172,76 @@ def test_linear_and_rowsum_variants_fix_the_order(kernel):
         assert got == acc
 
 
+def _python_prenorm(kind, x, w, b, c):
+    """The pre-norms of maps.py in plain Python floats, each operation in the numpy definition's order."""
+    out = []
+    for row in x.tolist():
+        d = len(row)
+        if kind == "layer_norm":
+            s = row[0]
+            for v in row[1:]:
+                s = s + v
+            mean = s / d
+            row = [v - mean for v in row]
+        s = row[0] * row[0]
+        for v in row[1:]:
+            s = s + v * v
+        if kind == "scale_norm":
+            n = math.sqrt(s) if s >= 0 else math.nan
+            den = n if (n >= 1e-5 or n != n) else 1e-5
+            out.append([(v / den) * c for v in row])
+            continue
+        den = math.sqrt(s / d + c)
+        y = [v / den for v in row]
+        y = [v * t for v, t in zip(y, w)] if w is not None else y
+        out.append([v + t for v, t in zip(y, b)] if b is not None else y)
+    return np.array(out, dtype=np.float64).reshape(x.shape)
+
+
+def test_prenorms_in_one_pass_give_the_numpy_definitions_bits(kernel):
+    """rms_norm, layer_norm and scale_norm through the kernel's one pass per row
+    (arith.prenorm) give the bits of their numpy definitions (maps._*_numpy, the
+    plain twins) and of plain Python floats: every block remainder of the
+    four-row chains, magnitudes 2^-1000 .. 2^1000, subnormal and -0.0 rows, a NaN
+    or an infinity in a row (the same NaN and sign bits), weights and biases
+    present or absent; and a planted change of order (the row summed from the
+    right) is caught."""
+    from models.canonical import maps
+    rng = np.random.default_rng(8)
+    for N, d in [(1, 1), (2, 3), (3, 2), (4, 7), (5, 64), (9, 33), (13, 130)]:
+        x = rng.standard_normal((N, d)) * np.exp2(rng.integers(-1000, 1000, (N, 1)))
+        x[0, :] = x[0, :] * 2.0 ** rng.integers(-60, 60, d)            # widely spread terms: the order matters
+        if N > 2:
+            x[1, d // 2] = np.nan
+            x[2, -1] = -np.inf
+        if N > 3:
+            x[3] = 5e-324 * rng.integers(-3, 4, d)
+        if N > 4:
+            x[4] = -0.0
+        w, b = rng.standard_normal(d), rng.standard_normal(d)
+        cases = [("rms_norm", w, None, 1e-6), ("rms_norm", None, None, 1e-5), ("layer_norm", w, b, 1e-5),
+                 ("layer_norm", None, None, 1e-5), ("layer_norm", w, None, 1e-5), ("scale_norm", None, None, 1.7)]
+        for kind, ww, bb, c in cases:
+            with np.errstate(all="ignore"):
+                got = arith.prenorm(kind, x, ww, bb, c)
+                if kind == "rms_norm":
+                    twin, made = maps._rms_norm_numpy(x, ww, c), maps.rms_norm(ww, c)(x)
+                elif kind == "layer_norm":
+                    twin, made = maps._layer_norm_numpy(x, ww, bb, c), maps.layer_norm(ww, bb, c)(x)
+                else:
+                    twin, made = maps._scale_norm_numpy(x, np.array([c])), maps.scale_norm(np.array([c]))(x)
+            assert got is not None
+            assert np.array_equal(_bits(got), _bits(twin)), (kind, N, d)
+            assert np.array_equal(_bits(made), _bits(twin)), (kind, N, d)
+            if kind != "layer_norm" or d < 40:
+                assert np.array_equal(_bits(got), _bits(_python_prenorm(kind, x, ww, bb, c))), (kind, N, d)
+    assert arith.prenorm("rms_norm", x.astype(np.float32), None, None, 1e-5) is None       # not float64: numpy
+    # a planted change of order: the spread row summed from the right gives other bits, which the test sees
+    x = np.array([[1.0] + [2.0 ** -27] * 4])                # 1 + 2^-54 + ... stays 1; from the right: 1 + 2^-52
+    flipped = _python_prenorm("rms_norm", x[:, ::-1], None, None, 0.0)[:, ::-1]
+    assert arith.prenorm("rms_norm", x, None, None, 0.0)[0, 0] == 1.0 / math.sqrt(1.0 / 5) != flipped[0, 0]
+
+
 def test_flush_to_zero_in_the_process_does_not_change_the_bits(kernel):
     """torch.set_flush_denormal(True) makes numpy flush subnormals (the control);
     the kernel sets its own floating-point environment, gives the subnormal
@@ -238,7 +308,8 @@ rng = np.random.default_rng(3)
 u = rng.standard_normal((64, 12)) * 3
 W, b = rng.standard_normal((12, 12)), rng.standard_normal(12)
 outs = [maps.hedgehog(W, b)(u), maps.elu_p1(u), maps.elu(u), maps.softplus(u), maps.sigmoid(u), maps.tanh(u),
-        maps.gelu(u), maps.performer(maps.softplus, W, 12)(u), maps.favor(W)(u), maps.layer_norm(b, b, 1e-5)(u)]
+        maps.gelu(u), maps.performer(maps.softplus, W, 12)(u), maps.favor(W)(u), maps.layer_norm(b, b, 1e-5)(u),
+        maps.rms_norm(b, 1e-6)(u), maps.scale_norm(b[:1])(u)]
 print(json.dumps({"kernel": arith._kernel() is not None,
                   "hash": hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest()}))
 """

@@ -849,6 +849,92 @@ static void rowsum_loop(const double *x, double *out, Py_ssize_t rows, Py_ssize_
     }
 }
 
+/* prenorm: the pre-norms of models/canonical/maps.py in one pass over each row,
+ * with the operations of their numpy definitions in the same order (S: a row
+ * added left to right, s = t_0; s = s + t_j, as rowsum_loop):
+ *   kind 0, rms_norm:   y = x / sqrt(S(x * x) / d + c), then y * w
+ *   kind 1, layer_norm: xc = x - S(x) / d; y = xc / sqrt(S(xc * xc) / d + c), then y * w, then y + b
+ *   kind 2, scale_norm: y = (x / max(sqrt(S(x * x)), 1e-5)) * c, max as np.maximum (a NaN norm stays)
+ * each product, sum, quotient and square root the one IEEE operation (sqrt is
+ * correctly rounded); w and b are optional (NULL). PRB rows at a time, so that
+ * their sums run as independent chains; layer_norm keeps xc in out. */
+#define PRB 4
+static INLINE double np_max(double a, double b) /* np.maximum(a, b) for a non-NaN b */
+{
+    return (a >= b || a != a) ? a : b;
+}
+
+static void prenorm_loop(int kind, const double *x, const double *w, const double *b, double c, double *out,
+                         Py_ssize_t rows, Py_ssize_t d)
+{
+    double dn = (double)d;
+    for (Py_ssize_t i0 = 0; i0 < rows; i0 += PRB) {
+        int nr = rows - i0 < PRB ? (int)(rows - i0) : PRB;
+        const double *xr[PRB];
+        double *yr[PRB], s[PRB], q[PRB];
+        for (int k = 0; k < PRB; k++) { /* a short last block repeats its last row (not written) */
+            Py_ssize_t i = i0 + (k < nr ? k : nr - 1);
+            xr[k] = x + i * d;
+            yr[k] = out + i * d;
+        }
+        const double *src[PRB];
+        if (kind == 1) {
+            for (int k = 0; k < PRB; k++)
+                s[k] = xr[k][0];
+            for (Py_ssize_t j = 1; j < d; j++)
+                for (int k = 0; k < PRB; k++)
+                    s[k] = s[k] + xr[k][j];
+            for (int k = 0; k < nr; k++) {
+                double mean = s[k] / dn;
+                for (Py_ssize_t j = 0; j < d; j++)
+                    yr[k][j] = xr[k][j] - mean;
+            }
+            for (int k = nr; k < PRB; k++)
+                yr[k] = yr[nr - 1];
+            for (int k = 0; k < PRB; k++)
+                src[k] = yr[k];
+        } else {
+            for (int k = 0; k < PRB; k++)
+                src[k] = xr[k];
+        }
+        for (int k = 0; k < PRB; k++)
+            s[k] = src[k][0] * src[k][0];
+        for (Py_ssize_t j = 1; j < d; j++)
+            for (int k = 0; k < PRB; k++) {
+                double t = src[k][j] * src[k][j];
+                s[k] = s[k] + t;
+            }
+        for (int k = 0; k < nr; k++) {
+            if (kind == 2) {
+                q[k] = np_max(sqrt(s[k]), 1e-5);
+            } else {
+                double v = s[k] / dn;
+                v = v + c;
+                q[k] = sqrt(v);
+            }
+        }
+        for (int k = 0; k < nr; k++) {
+            const double *a = src[k];
+            double *y = yr[k], den = q[k];
+            if (kind == 2) {
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double t = a[j] / den;
+                    y[j] = t * c;
+                }
+                continue;
+            }
+            for (Py_ssize_t j = 0; j < d; j++)
+                y[j] = a[j] / den;
+            if (w)
+                for (Py_ssize_t j = 0; j < d; j++)
+                    y[j] = y[j] * w[j];
+            if (b)
+                for (Py_ssize_t j = 0; j < d; j++)
+                    y[j] = y[j] + b[j];
+        }
+    }
+}
+
 /* linear: out[n, c] = ((x[n,0] W[c,0] + x[n,1] W[c,1]) + ...) + b[c]. W is packed
  * into panels of PANEL = 16 output columns, Wp[panel][j][0..16) (zero-padded past
  * r), and each block of 48 tokens into tiles of NB tokens, Xp[tile][j][0..NB)
@@ -1181,6 +1267,43 @@ static PyObject *py_rowsum(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* prenorm(kind, x, w or None, b or None, c, out, rows, d): see prenorm_loop */
+static PyObject *py_prenorm(PyObject *self, PyObject *args)
+{
+    PyObject *xo, *wo, *bo, *oo;
+    Py_ssize_t rows, d;
+    int kind;
+    double c;
+    if (!PyArg_ParseTuple(args, "iOOOdOnn", &kind, &xo, &wo, &bo, &c, &oo, &rows, &d))
+        return NULL;
+    if (rows < 0 || d < 1 || kind < 0 || kind > 2 || (kind != 1 && bo != Py_None) ||
+        (kind == 2 && wo != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "_crkernel.prenorm: bad kind or shape");
+        return NULL;
+    }
+    buf_t bf[4] = {0};
+    int hasw = wo != Py_None, hasb = bo != Py_None;
+    if (get(xo, &bf[0], 'd', rows * d, 0) < 0 || (hasw && get(wo, &bf[1], 'd', d, 0) < 0) ||
+        (hasb && get(bo, &bf[2], 'd', d, 0) < 0) || get(oo, &bf[3], 'd', rows * d, 1) < 0) {
+        release(bf, 4);
+        return NULL;
+    }
+    if (rows > 0 && bf[0].b.buf == bf[3].b.buf) {
+        release(bf, 4);
+        PyErr_SetString(PyExc_ValueError, "_crkernel.prenorm: out must not be x");
+        return NULL;
+    }
+    fpenv_t env;
+    Py_BEGIN_ALLOW_THREADS
+    fp_enter(&env);
+    prenorm_loop(kind, bf[0].b.buf, hasw ? bf[1].b.buf : NULL, hasb ? bf[2].b.buf : NULL, c, bf[3].b.buf, rows,
+                 d);
+    fp_leave(&env);
+    Py_END_ALLOW_THREADS
+    release(bf, 4);
+    Py_RETURN_NONE;
+}
+
 static int linear_variant(void)
 {
 #if X86_DISPATCH
@@ -1255,6 +1378,8 @@ static PyMethodDef methods[] = {
     {"approx", py_approx, METH_VARARGS, "approx(f, x, q, h, l, e, code, variant): approximations, error bounds"},
     {"softmax", py_softmax, METH_VARARGS, "softmax(x, out, undecided_rows, rows, cols, variant) -> undecided rows"},
     {"rowsum", py_rowsum, METH_VARARGS, "rowsum(x, out, rows, d): each row added left to right"},
+    {"prenorm", py_prenorm, METH_VARARGS,
+     "prenorm(kind, x, w, b, c, out, rows, d): rms_norm (0), layer_norm (1), scale_norm (2) of maps.py"},
     {"linear", py_linear, METH_VARARGS, "linear(x, W, b, out, N, m, r, variant): fixed-order x W^T + b"},
     {"variants", py_variants, METH_NOARGS,
      "(elementwise, linear): this CPU's best variants (elementwise 0 SSE2, 1 x86-64-v3; linear 0 SSE2, 1 AVX2, 2 AVX-512)"},

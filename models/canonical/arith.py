@@ -174,6 +174,28 @@ def _linear_pure(x: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> n
     return acc + b[None, :] if b is not None else acc
 
 
+#: the pre-norms the kernel computes in one pass per row (maps.py has their numpy definitions)
+PRENORMS = {"rms_norm": 0, "layer_norm": 1, "scale_norm": 2}
+
+
+def prenorm(kind: str, x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, c: float) -> np.ndarray | None:
+    """The pre-norm ``kind`` of :mod:`.maps` (``rms_norm``, ``layer_norm`` with
+    eps ``c``; ``scale_norm`` with gain ``c``) through the kernel, one pass per
+    row with the numpy definition's operations in its order; None without the
+    kernel or for inputs it does not take (then the numpy definition runs)."""
+    k = _kernel()
+    if k is None or not _is_f64(x, w, b) or x.ndim == 0 or x.shape[-1] == 0:
+        return None
+    d = x.shape[-1]
+    if any(v is not None and v.shape != (d,) for v in (w, b)):
+        return None
+    flat = np.ascontiguousarray(x).reshape(-1, d)
+    out = np.empty(flat.shape, dtype=np.float64)
+    k.prenorm(PRENORMS[kind], flat, None if w is None else np.ascontiguousarray(w),
+              None if b is None else np.ascontiguousarray(b), float(c), out, flat.shape[0], d)
+    return out.reshape(x.shape)
+
+
 # ---------------------------------------------------------------- correct rounding of arb balls
 
 def cr_map(fn: Callable, x: np.ndarray, sign: Callable[[float], float] | None = None) -> np.ndarray:
