@@ -155,6 +155,17 @@ def _cpu(fn) -> float:
     return time.process_time() - t
 
 
+def _cpu_sys(fn) -> tuple[float, float]:
+    """CPU seconds of ``fn`` and the part of them spent in the operating system
+    (page faults: numpy backs arrays of 4 MB and more with transparent huge pages,
+    which a machine with fragmented memory compacts for on each first touch)."""
+    import resource
+    r0, t = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+    fn()
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+    return t1 - t, r1.ru_stime - r0.ru_stime
+
+
 def build_hedgehog_lm(folder: Path, hidden: int, heads: int, vocab: int,
                       feature_map: str = "hedgehog") -> tuple[Path, Path]:
     """An fla LM (two layers; the hedgehog feature map unless told) saved with save_pretrained,
@@ -211,9 +222,9 @@ def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int, feature_map
             with torch.no_grad():
                 for h in h32:
                     h.feature_matrices(t32)
-        t_f32 = _cpu(torch32)
-        t_f64 = _cpu(torch64)
-        t_can = _cpu(canonical)
+        t_f32, s_f32 = _cpu_sys(torch32)
+        t_f64, s_f64 = _cpu_sys(torch64)
+        t_can, s_can = _cpu_sys(canonical)
         for h, (tq, tk) in zip(h32, feats64):                     # the canonical values, checked
             q, k = h.canonical_features(emb[:256])
             diffs.append(max(float(np.abs(q - tq[:256].numpy()).max()), float(np.abs(k - tk[:256].numpy()).max())))
@@ -236,6 +247,8 @@ def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int, feature_map
            "vocab": vocab,
            "canonical_s": round(t_can, 2), "torch_float32_s": round(t_f32, 2), "torch_float64_s": round(t_f64, 2),
            "ratio_float32": round(t_can / t_f32, 2), "ratio_float64": round(t_can / t_f64, 2),
+           "system_s": {"canonical": round(s_can, 2), "torch_float32": round(s_f32, 2),
+                        "torch_float64": round(s_f64, 2)},
            "max_abs_canonical_minus_torch64": max(diffs), "canonical_sha256": digest.hexdigest(),
            "kernel": arith._kernel() is not None,
            "pure_path_estimated_s": round(t_pure_all, 1),

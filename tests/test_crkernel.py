@@ -120,6 +120,51 @@ def test_softmax_gives_arbs_bits(kernel):
         arith.cr_softmax(np.array([[0.0, np.inf]]))
 
 
+def test_vectorised_passes_give_the_plain_loops_bits(kernel):
+    """exp's branch-free pass (exp_pass) and softmax's (softmax_row_fast), which the
+    x86-64-v3 variant runs before its element-by-element loops, give the bits and
+    the undecided masks of those loops alone (plain=True, the twins): exp on its
+    hard cases, near-midpoints, random inputs over the whole range and the edges
+    of the pass's range (-707, 709, 2^-60 and their neighbours, signed zeros,
+    subnormals, huge magnitudes, infinities, NaN); softmax rows of random scales,
+    of exp's hard cases (the maximum 0), with ties, -inf entries, entries dropped
+    below -800, results near and below 2^-1021, NaN and infinite rows. A planted
+    wrong value in the pass's range would differ from the twin and from arb (the
+    tests above compare the same path with arb)."""
+    rng = np.random.default_rng(41)
+    edges = np.array([-707.0, 709.0, 2.0 ** -60, -(2.0 ** -60), 0.0, -0.0, 5e-324, -5e-324, 1e-310, 709.78,
+                      -708.0, -745.2, 1e300, -1e300, np.inf, -np.inf, np.nan, 1.0, -1.0])
+    edges = np.concatenate([edges, np.nextafter(edges, np.inf), np.nextafter(edges, -np.inf)])
+    hard = C.hard_inputs("exp")
+    near = C.near_midpoints("exp", 1 << 16, 200, rng)
+    x = np.concatenate([edges, hard, near, C.random_inputs("exp", 50000, rng), rng.uniform(-720, 720, 20000),
+                        -np.abs(rng.standard_normal(20000)) * 4])
+    for v in _variants(kernel, 0):
+        with np.errstate(all="ignore"):
+            fast, plain = arith.fast_path("exp", x, v), arith.fast_path("exp", x, v, plain=True)
+        assert np.array_equal(_bits(fast[0]), _bits(plain[0])) and np.array_equal(fast[1], plain[1]), v
+        assert plain[1][len(edges) + len(hard) + len(near):].mean() < 0.001      # random inputs: decided
+    rows = [C.softmax_rows(40, w, rng) for w in (1, 2, 3, 5, 8, 17, 128)]
+    for w in (1, 3, 8, 64, 130):
+        r = rng.standard_normal((300, w)) * 10.0 ** rng.integers(-3, 4, (300, 1))
+        r[0], r[1, 0], r[2, -1], r[3] = -np.inf, np.nan, np.inf, 0.0
+        r[4] = np.where(rng.random(w) < 0.5, -np.inf, 0.0)
+        r[5], r[6], r[7] = rng.uniform(-900, 0, w), rng.uniform(-760, -700, w), rng.uniform(-1100, 0, w)
+        r[6, 0] = r[7, 0] = 0.0
+        r[8] = np.round(rng.standard_normal(w))
+        r[9] = 5e-324 * rng.integers(-3, 4, w)
+        r[10] = np.concatenate([[0.0], rng.choice(hard[(hard <= 0) & (hard > -800)], w - 1)])
+        r[11], r[12] = 1e308, -1e308
+        rows.append(r)
+    for r in rows:
+        for v in _variants(kernel, 0):
+            with np.errstate(all="ignore"):
+                fast, plain = arith.softmax_fast_path(r, v), arith.softmax_fast_path(r, v, plain=True)
+            decided = ~plain[1]
+            assert np.array_equal(fast[1], plain[1]), (r.shape, v)
+            assert np.array_equal(_bits(fast[0][decided]), _bits(plain[0][decided])), (r.shape, v)
+
+
 def _python_linear(x, W, b):
     out = []
     for row in x.tolist():
