@@ -267,6 +267,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="the real-size case scaled down (seconds)")
     ap.add_argument("--out", type=Path, default=None, help="JSON results (default reports/bench/canonical.json)")
+    ap.add_argument("--realsize-only", action="store_true",
+                    help="the real-size cases only; the other entries of the existing JSON are kept as they are")
+    ap.add_argument("--maps", default=",".join(REALSIZE_MAPS),
+                    help=f"the fla maps measured at the real size besides hedgehog (default {','.join(REALSIZE_MAPS)})")
     a = ap.parse_args(argv)
     import warnings
     warnings.filterwarnings("ignore")
@@ -281,7 +285,14 @@ def main(argv=None) -> int:
         out["realsize_maps"] = [bench_realsize(2000, 256, 4, 2000, "elu")]
     else:
         out["realsize"] = bench_realsize(32000, 1024, 16, 32000)
-        out["realsize_maps"] = [bench_realsize(32000, 1024, 16, 32000, fm) for fm in REALSIZE_MAPS]
+        out["realsize_maps"] = [bench_realsize(32000, 1024, 16, 32000, fm) for fm in a.maps.split(",") if fm]
+    if a.realsize_only and not a.smoke:
+        dest = a.out if a.out is not None else ROOT / "reports" / "bench" / "canonical.json"
+        kept = json.loads(dest.read_text()) if dest.exists() else {}
+        out = {**kept, **out, "realsize_only": "this run measured the real-size cases; models and gram are an "
+                                              "earlier run's (load_average_models)",
+               "load_average_models": kept.get("load_average_models", kept.get("load_average"))}
+    elif not a.smoke:
         out["models"] = []
         gallery = ROOT / "reports" / "gallery" / "models"
         for name in ("performer", "performer-user-module/train.ckpt", "lat", "fla-linear-attn", "fla-sharded-bf16",
