@@ -23,6 +23,11 @@ gram_identity``, one exact random product) against numpy's float64 ``X^T X``
 Run: ``python benchmarks/bench_canonical.py``; results in
 ``reports/bench/canonical.json``. ``--smoke``: the real-size case at 2000
 tokens, hidden 256 and 4 heads only (seconds; writes nothing unless ``--out``).
+``--realsize-only`` (with ``--maps elu,t2r``): the real-size cases alone, the
+other entries of the existing JSON kept. Each real-size row also gives the
+system part of each side's CPU time (page faults: numpy advises transparent huge
+pages for arrays of 4 MB and more, and a machine with fragmented memory compacts
+for each on first touch).
 """
 
 from __future__ import annotations
