@@ -7,6 +7,8 @@ map, hidden 1024, 16 heads of 64, vocabulary 32000, two layers,
 ``save_pretrained``), every head of layer 0 on the 32000 embedding rows: the
 canonical features against the torch forward of the same maps in float32 and
 in float64 (the same model saved in float64, so the same code runs in double).
+The same LM with fla's other feature maps at that size: ``elu`` (elu + 1),
+``t2r``, ``dpfp`` (``realsize_maps``).
 
 Then every certified first-layer head of the gallery models
 (``reports/gallery/models``, on their certified token sets), a 153-feature
@@ -21,6 +23,11 @@ gram_identity``, one exact random product) against numpy's float64 ``X^T X``
 Run: ``python benchmarks/bench_canonical.py``; results in
 ``reports/bench/canonical.json``. ``--smoke``: the real-size case at 2000
 tokens, hidden 256 and 4 heads only (seconds; writes nothing unless ``--out``).
+``--realsize-only`` (with ``--maps elu,t2r``): the real-size cases alone, the
+other entries of the existing JSON kept. Each real-size row also gives the
+system part of each side's CPU time (page faults: numpy advises transparent huge
+pages for arrays of 4 MB and more, and a machine with fragmented memory compacts
+for each on first touch).
 """
 
 from __future__ import annotations
@@ -56,6 +63,10 @@ def _time(fn, repeat: int = 1) -> float:
         fn()
         best = min(best, time.perf_counter() - t)
     return best
+
+
+#: fla feature maps also measured at the real size (``elu`` is elu + 1)
+REALSIZE_MAPS = ("elu", "t2r", "dpfp")
 
 
 def build_cube16(folder: Path) -> dict[str, Path]:
@@ -149,13 +160,26 @@ def _cpu(fn) -> float:
     return time.process_time() - t
 
 
-def build_hedgehog_lm(folder: Path, hidden: int, heads: int, vocab: int) -> tuple[Path, Path]:
-    """An fla hedgehog LM (two layers) saved with save_pretrained, in float32 and in float64."""
+def _cpu_sys(fn) -> tuple[float, float]:
+    """CPU seconds of ``fn`` and the part of them spent in the operating system
+    (page faults: numpy backs arrays of 4 MB and more with transparent huge pages,
+    which a machine with fragmented memory compacts for on each first touch)."""
+    import resource
+    r0, t = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+    fn()
+    r1, t1 = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
+    return t1 - t, r1.ru_stime - r0.ru_stime
+
+
+def build_hedgehog_lm(folder: Path, hidden: int, heads: int, vocab: int,
+                      feature_map: str = "hedgehog") -> tuple[Path, Path]:
+    """An fla LM (two layers; the hedgehog feature map unless told) saved with save_pretrained,
+    in float32 and in float64."""
     import torch
     from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
     torch.manual_seed(0)
     cfg = LinearAttentionConfig(hidden_size=hidden, num_hidden_layers=2, num_heads=heads, vocab_size=vocab,
-                                feature_map="hedgehog", norm_feature_map=True)
+                                feature_map=feature_map, norm_feature_map=True)
     model = LinearAttentionForCausalLM(cfg)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
@@ -170,14 +194,14 @@ def build_hedgehog_lm(folder: Path, hidden: int, heads: int, vocab: int) -> tupl
     return out[0], out[1]
 
 
-def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int) -> dict:
+def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int, feature_map: str = "hedgehog") -> dict:
     """Canonical features of every layer-0 head vs the torch forward in float32 and float64."""
     import torch
 
     from certify.sources.thirdparty import load_model
     from models.canonical import arith
     with tempfile.TemporaryDirectory() as tmp:
-        p32, p64 = build_hedgehog_lm(Path(tmp), hidden, heads, vocab)
+        p32, p64 = build_hedgehog_lm(Path(tmp), hidden, heads, vocab, feature_map)
         m32, m64 = load_model(p32), load_model(p64)
         h32 = [h for h in m32.layer(None).heads if hasattr(h, "canonical_features")]
         h64 = [h for h in m64.layer(None).heads if hasattr(h, "canonical_features")]
@@ -203,15 +227,16 @@ def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int) -> dict:
             with torch.no_grad():
                 for h in h32:
                     h.feature_matrices(t32)
-        t_f32 = _cpu(torch32)
-        t_f64 = _cpu(torch64)
-        t_can = _cpu(canonical)
+        t_f32, s_f32 = _cpu_sys(torch32)
+        t_f64, s_f64 = _cpu_sys(torch64)
+        t_can, s_can = _cpu_sys(canonical)
         for h, (tq, tk) in zip(h32, feats64):                     # the canonical values, checked
             q, k = h.canonical_features(emb[:256])
             diffs.append(max(float(np.abs(q - tq[:256].numpy()).max()), float(np.abs(k - tk[:256].numpy()).max())))
         # the pure path (arb and numpy loops, as without the kernel): one head on a few tokens, scaled
         few = min(tokens, 200)
         q0, k0 = h32[0].canonical_features(emb[:few])
+        rank = int(q0.shape[1])
         saved = arith._kernel
         arith._kernel = lambda: None
         try:
@@ -221,11 +246,14 @@ def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int) -> dict:
             arith._kernel = saved
         same = qp.tobytes() == q0.tobytes() and kp.tobytes() == k0.tobytes()
         t_pure_all = t_pure * (tokens / few) * heads
-    row = {"what": f"fla LinearAttentionForCausalLM (hedgehog), every head of layer 0: {heads} heads of "
+    row = {"what": f"fla LinearAttentionForCausalLM ({feature_map}), every head of layer 0: {heads} heads of "
                    f"{hidden // heads} on {tokens} embedding rows of width {hidden}, features of width "
-                   f"{2 * hidden // heads}", "tokens": tokens, "hidden": hidden, "heads": heads, "vocab": vocab,
+                   f"{rank}", "feature_map": feature_map, "tokens": tokens, "hidden": hidden, "heads": heads,
+           "vocab": vocab,
            "canonical_s": round(t_can, 2), "torch_float32_s": round(t_f32, 2), "torch_float64_s": round(t_f64, 2),
            "ratio_float32": round(t_can / t_f32, 2), "ratio_float64": round(t_can / t_f64, 2),
+           "system_s": {"canonical": round(s_can, 2), "torch_float32": round(s_f32, 2),
+                        "torch_float64": round(s_f64, 2)},
            "max_abs_canonical_minus_torch64": max(diffs), "canonical_sha256": digest.hexdigest(),
            "kernel": arith._kernel() is not None,
            "pure_path_estimated_s": round(t_pure_all, 1),
@@ -233,7 +261,7 @@ def bench_realsize(tokens: int, hidden: int, heads: int, vocab: int) -> dict:
                                  f"kernel's bits: {same}), times {tokens // few} x {heads} heads"}
     if not same:
         raise AssertionError("the pure path and the kernel give different canonical features")
-    print(f"real size ({tokens} tokens x {hidden} wide x {heads} heads, hedgehog): canonical {t_can:.1f} CPU s, "
+    print(f"real size ({tokens} tokens x {hidden} wide x {heads} heads, {feature_map}): canonical {t_can:.1f} CPU s, "
           f"torch float32 {t_f32:.1f} s, float64 {t_f64:.1f} s; ratio canonical / torch float32 = "
           f"{t_can / t_f32:.2f}, canonical / torch float64 = {t_can / t_f64:.2f} (the pure path: about "
           f"{t_pure_all:.0f} s, estimated)")
@@ -244,6 +272,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="the real-size case scaled down (seconds)")
     ap.add_argument("--out", type=Path, default=None, help="JSON results (default reports/bench/canonical.json)")
+    ap.add_argument("--realsize-only", action="store_true",
+                    help="the real-size cases only; the other entries of the existing JSON are kept as they are")
+    ap.add_argument("--maps", default=",".join(REALSIZE_MAPS),
+                    help=f"the fla maps measured at the real size besides hedgehog (default {','.join(REALSIZE_MAPS)})")
     a = ap.parse_args(argv)
     import warnings
     warnings.filterwarnings("ignore")
@@ -255,8 +287,17 @@ def main(argv=None) -> int:
            "threads": 1, "load_average": list(_os.getloadavg())}
     if a.smoke:
         out["realsize"] = bench_realsize(2000, 256, 4, 2000)
+        out["realsize_maps"] = [bench_realsize(2000, 256, 4, 2000, "elu")]
     else:
         out["realsize"] = bench_realsize(32000, 1024, 16, 32000)
+        out["realsize_maps"] = [bench_realsize(32000, 1024, 16, 32000, fm) for fm in a.maps.split(",") if fm]
+    if a.realsize_only and not a.smoke:
+        dest = a.out if a.out is not None else ROOT / "reports" / "bench" / "canonical.json"
+        kept = json.loads(dest.read_text()) if dest.exists() else {}
+        out = {**kept, **out, "realsize_only": "this run measured the real-size cases; models and gram are an "
+                                              "earlier run's (load_average_models)",
+               "load_average_models": kept.get("load_average_models", kept.get("load_average"))}
+    elif not a.smoke:
         out["models"] = []
         gallery = ROOT / "reports" / "gallery" / "models"
         for name in ("performer", "performer-user-module/train.ckpt", "lat", "fla-linear-attn", "fla-sharded-bf16",

@@ -120,6 +120,51 @@ def test_softmax_gives_arbs_bits(kernel):
         arith.cr_softmax(np.array([[0.0, np.inf]]))
 
 
+def test_vectorised_passes_give_the_plain_loops_bits(kernel):
+    """exp's branch-free pass (exp_pass) and softmax's (softmax_row_fast), which the
+    x86-64-v3 variant runs before its element-by-element loops, give the bits and
+    the undecided masks of those loops alone (plain=True, the twins): exp on its
+    hard cases, near-midpoints, random inputs over the whole range and the edges
+    of the pass's range (-707, 709, 2^-60 and their neighbours, signed zeros,
+    subnormals, huge magnitudes, infinities, NaN); softmax rows of random scales,
+    of exp's hard cases (the maximum 0), with ties, -inf entries, entries dropped
+    below -800, results near and below 2^-1021, NaN and infinite rows. A planted
+    wrong value in the pass's range would differ from the twin and from arb (the
+    tests above compare the same path with arb)."""
+    rng = np.random.default_rng(41)
+    edges = np.array([-707.0, 709.0, 2.0 ** -60, -(2.0 ** -60), 0.0, -0.0, 5e-324, -5e-324, 1e-310, 709.78,
+                      -708.0, -745.2, 1e300, -1e300, np.inf, -np.inf, np.nan, 1.0, -1.0])
+    edges = np.concatenate([edges, np.nextafter(edges, np.inf), np.nextafter(edges, -np.inf)])
+    hard = C.hard_inputs("exp")
+    near = C.near_midpoints("exp", 1 << 16, 200, rng)
+    x = np.concatenate([edges, hard, near, C.random_inputs("exp", 50000, rng), rng.uniform(-720, 720, 20000),
+                        -np.abs(rng.standard_normal(20000)) * 4])
+    for v in _variants(kernel, 0):
+        with np.errstate(all="ignore"):
+            fast, plain = arith.fast_path("exp", x, v), arith.fast_path("exp", x, v, plain=True)
+        assert np.array_equal(_bits(fast[0]), _bits(plain[0])) and np.array_equal(fast[1], plain[1]), v
+        assert plain[1][len(edges) + len(hard) + len(near):].mean() < 0.001      # random inputs: decided
+    rows = [C.softmax_rows(40, w, rng) for w in (1, 2, 3, 5, 8, 17, 128)]
+    for w in (1, 3, 8, 64, 130):
+        r = rng.standard_normal((300, w)) * 10.0 ** rng.integers(-3, 4, (300, 1))
+        r[0], r[1, 0], r[2, -1], r[3] = -np.inf, np.nan, np.inf, 0.0
+        r[4] = np.where(rng.random(w) < 0.5, -np.inf, 0.0)
+        r[5], r[6], r[7] = rng.uniform(-900, 0, w), rng.uniform(-760, -700, w), rng.uniform(-1100, 0, w)
+        r[6, 0] = r[7, 0] = 0.0
+        r[8] = np.round(rng.standard_normal(w))
+        r[9] = 5e-324 * rng.integers(-3, 4, w)
+        r[10] = np.concatenate([[0.0], rng.choice(hard[(hard <= 0) & (hard > -800)], w - 1)])
+        r[11], r[12] = 1e308, -1e308
+        rows.append(r)
+    for r in rows:
+        for v in _variants(kernel, 0):
+            with np.errstate(all="ignore"):
+                fast, plain = arith.softmax_fast_path(r, v), arith.softmax_fast_path(r, v, plain=True)
+            decided = ~plain[1]
+            assert np.array_equal(fast[1], plain[1]), (r.shape, v)
+            assert np.array_equal(_bits(fast[0][decided]), _bits(plain[0][decided])), (r.shape, v)
+
+
 def _python_linear(x, W, b):
     out = []
     for row in x.tolist():
@@ -170,6 +215,76 @@ def test_linear_and_rowsum_variants_fix_the_order(kernel):
         for v in row[1:]:
             acc = acc + v
         assert got == acc
+
+
+def _python_prenorm(kind, x, w, b, c):
+    """The pre-norms of maps.py in plain Python floats, each operation in the numpy definition's order."""
+    out = []
+    for row in x.tolist():
+        d = len(row)
+        if kind == "layer_norm":
+            s = row[0]
+            for v in row[1:]:
+                s = s + v
+            mean = s / d
+            row = [v - mean for v in row]
+        s = row[0] * row[0]
+        for v in row[1:]:
+            s = s + v * v
+        if kind == "scale_norm":
+            n = math.sqrt(s) if s >= 0 else math.nan
+            den = n if (n >= 1e-5 or n != n) else 1e-5
+            out.append([(v / den) * c for v in row])
+            continue
+        den = math.sqrt(s / d + c)
+        y = [v / den for v in row]
+        y = [v * t for v, t in zip(y, w)] if w is not None else y
+        out.append([v + t for v, t in zip(y, b)] if b is not None else y)
+    return np.array(out, dtype=np.float64).reshape(x.shape)
+
+
+def test_prenorms_in_one_pass_give_the_numpy_definitions_bits(kernel):
+    """rms_norm, layer_norm and scale_norm through the kernel's one pass per row
+    (arith.prenorm) give the bits of their numpy definitions (maps._*_numpy, the
+    plain twins) and of plain Python floats: every block remainder of the
+    four-row chains, magnitudes 2^-1000 .. 2^1000, subnormal and -0.0 rows, a NaN
+    or an infinity in a row (the same NaN and sign bits), weights and biases
+    present or absent; and a planted change of order (the row summed from the
+    right) is caught."""
+    from models.canonical import maps
+    rng = np.random.default_rng(8)
+    for N, d in [(1, 1), (2, 3), (3, 2), (4, 7), (5, 64), (9, 33), (13, 130)]:
+        x = rng.standard_normal((N, d)) * np.exp2(rng.integers(-1000, 1000, (N, 1)))
+        x[0, :] = x[0, :] * 2.0 ** rng.integers(-60, 60, d)            # widely spread terms: the order matters
+        if N > 2:
+            x[1, d // 2] = np.nan
+            x[2, -1] = -np.inf
+        if N > 3:
+            x[3] = 5e-324 * rng.integers(-3, 4, d)
+        if N > 4:
+            x[4] = -0.0
+        w, b = rng.standard_normal(d), rng.standard_normal(d)
+        cases = [("rms_norm", w, None, 1e-6), ("rms_norm", None, None, 1e-5), ("layer_norm", w, b, 1e-5),
+                 ("layer_norm", None, None, 1e-5), ("layer_norm", w, None, 1e-5), ("scale_norm", None, None, 1.7)]
+        for kind, ww, bb, c in cases:
+            with np.errstate(all="ignore"):
+                got = arith.prenorm(kind, x, ww, bb, c)
+                if kind == "rms_norm":
+                    twin, made = maps._rms_norm_numpy(x, ww, c), maps.rms_norm(ww, c)(x)
+                elif kind == "layer_norm":
+                    twin, made = maps._layer_norm_numpy(x, ww, bb, c), maps.layer_norm(ww, bb, c)(x)
+                else:
+                    twin, made = maps._scale_norm_numpy(x, np.array([c])), maps.scale_norm(np.array([c]))(x)
+            assert got is not None
+            assert np.array_equal(_bits(got), _bits(twin)), (kind, N, d)
+            assert np.array_equal(_bits(made), _bits(twin)), (kind, N, d)
+            if kind != "layer_norm" or d < 40:
+                assert np.array_equal(_bits(got), _bits(_python_prenorm(kind, x, ww, bb, c))), (kind, N, d)
+    assert arith.prenorm("rms_norm", x.astype(np.float32), None, None, 1e-5) is None       # not float64: numpy
+    # a planted change of order: the spread row summed from the right gives other bits, which the test sees
+    x = np.array([[1.0] + [2.0 ** -27] * 4])                # 1 + 2^-54 + ... stays 1; from the right: 1 + 2^-52
+    flipped = _python_prenorm("rms_norm", x[:, ::-1], None, None, 0.0)[:, ::-1]
+    assert arith.prenorm("rms_norm", x, None, None, 0.0)[0, 0] == 1.0 / math.sqrt(1.0 / 5) != flipped[0, 0]
 
 
 def test_flush_to_zero_in_the_process_does_not_change_the_bits(kernel):
@@ -238,7 +353,8 @@ rng = np.random.default_rng(3)
 u = rng.standard_normal((64, 12)) * 3
 W, b = rng.standard_normal((12, 12)), rng.standard_normal(12)
 outs = [maps.hedgehog(W, b)(u), maps.elu_p1(u), maps.elu(u), maps.softplus(u), maps.sigmoid(u), maps.tanh(u),
-        maps.gelu(u), maps.performer(maps.softplus, W, 12)(u), maps.favor(W)(u), maps.layer_norm(b, b, 1e-5)(u)]
+        maps.gelu(u), maps.performer(maps.softplus, W, 12)(u), maps.favor(W)(u), maps.layer_norm(b, b, 1e-5)(u),
+        maps.rms_norm(b, 1e-6)(u), maps.scale_norm(b[:1])(u)]
 print(json.dumps({"kernel": arith._kernel() is not None,
                   "hash": hashlib.sha256(b"".join(o.tobytes() for o in outs)).hexdigest()}))
 """

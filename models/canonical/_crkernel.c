@@ -17,7 +17,14 @@
  * double operations of the loops they replace,
  *     acc = x[0] * W[0]; acc = acc + x[j] * W[j] (j = 1 .. m-1); acc + b,
  * vectorized across outputs and tokens, never across the reduction index;
- * blocking over tokens and outputs only reorders independent entries.
+ * blocking over tokens and outputs only reorders independent entries. So does
+ * prenorm (the pre-norms of maps.py, one pass per row).
+ *
+ * exp (map) and softmax run, in the x86-64-v3 variant, a branch-free pass first
+ * (exp_pass, softmax_row_fast: the same operations on the common path, selects
+ * by bit masks, so that the compiler vectorises the loop) and the
+ * element-by-element loop (the plain twin) for every element or row the pass
+ * does not decide; map and softmax take plain=1 to run the twin alone (tests).
  *
  * PORTABILITY
  * -----------
@@ -685,6 +692,98 @@ static INLINE Py_ssize_t map_body(int f, const double *x, double *out, unsigned 
     return bad;
 }
 
+/* exp's vectorisable pass (map of F_EXP): for -707 <= x <= 709 and |x| >= 2^-60,
+ * f_exp's and finish's operations on their common path without branches (the
+ * selects by bit masks, so that the x86-64-v3 variant vectorises the loop):
+ * exp_core's steps as written there (xl = 0); k's parts in double: kf is an
+ * integer, |kf| < 2^21, kq = kf / 1024 is exact, qf = floor(kq) is the nearest
+ * integer of kq (by adding and subtracting 1.5 2^52) less one where that is
+ * above kq, jf = kf - 1024 qf is exact and indexes the table. The value
+ * 2^q (yh + yl) has 0.9996 <= yh < 2.0015 and -1020 <= q <= 1022, so
+ * exponent(yh) + q >= -1021: finish's test is lo == hi and its scaling the one
+ * exact product lo 2^q (2^q from its bits: the low bits of qf + 1023 + 2^52
+ * shifted into the exponent field). Every other element, and every one whose
+ * test fails, is marked in redo; map_fast_body recomputes those with map_body
+ * (the plain twin), so each output and undecided flag is map_body's. */
+static INLINE void exp_pass(const double *restrict x, double *restrict out, unsigned char *restrict redo,
+                             Py_ssize_t n)
+{
+    const double *T = tab[T_EXP];
+    const double INV = T[0], C1 = T[1], C2 = T[2], C3 = T[3];
+    const double *restrict TT = T + EXP_HDR;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double xi = x[i];
+        int in = (xi >= -707.0) & (xi <= 709.0) & (fabs(xi) >= 0x1p-60);
+        uint64_t xb, mask = (uint64_t)0 - (uint64_t)in, hb; /* xh = in ? xi : 1.0, by bits (no branch) */
+        memcpy(&xb, &xi, 8);
+        hb = (xb & mask) | (0x3FF0000000000000ULL & ~mask);
+        double xh;
+        memcpy(&xh, &hb, 8);
+        double v = xh * INV;
+        uint64_t tb = 0x4330000000000000ULL | ((uint64_t)(v < 0) << 63); /* v < 0 ? -2^52 : 2^52 */
+        double t52;
+        memcpy(&t52, &tb, 8);
+        double kf = (v + t52) - t52; /* rint52(v): |v| < 2^21 */
+        double s = xh - kf * C1;
+        double t = kf * C2;
+        dd r = two_sum(s, -t);
+        double w = 0.0 - kf * C3;
+        dd rr = two_sum(r.h, r.l + w);
+        double r1 = rr.h, r2 = rr.l;
+        dd sq = two_prod(r1, r1);
+        double Q1 = r1 * (1.0 / 6 + r1 * (1.0 / 24 + r1 * (1.0 / 120 + r1 * (1.0 / 720))));
+        double T3 = sq.h * Q1;
+        dd a = two_sum(r1, 0.5 * sq.h);
+        double tail = ((r2 + 0.5 * sq.l) + r1 * r2) + T3;
+        dd p = fast_two_sum(a.h, a.l + tail);
+        double kq = kf * 0x1p-10;                           /* exact */
+        double rq = (kq + 0x1.8p52) - 0x1.8p52;            /* the nearest integer to kq (|kq| < 2^11) */
+        uint64_t cb = 0x3FF0000000000000ULL & ((uint64_t)0 - (uint64_t)(rq > kq));
+        double corr;                                       /* rq > kq ? 1.0 : 0.0, by bits */
+        memcpy(&corr, &cb, 8);
+        double qf = rq - corr;                             /* floor(kq), exact */
+        double jf = kf - qf * 1024.0;
+        int j = (int)jf;
+        double Th = TT[2 * j], Tl = TT[2 * j + 1];
+        dd m = two_prod(Th, p.h);
+        dd b = two_sum(Th, m.h);
+        double rest = b.l + (m.l + (Th * p.l + (Tl + Tl * p.h)));
+        dd y = fast_two_sum(b.h, rest);
+        double ay = fabs(y.h);
+        double E0 = EXP_REL * ay * RELPAD;
+        double E = 2.0 * E0 + ay * 0x1p-100;
+        double lo = y.h + (y.l - E), hi = y.h + (y.l + E);
+        double qb = qf + (1023.0 + 0x1p52);
+        uint64_t u;
+        memcpy(&u, &qb, 8);
+        u <<= 52;
+        double p2;
+        memcpy(&p2, &u, 8);
+        int ok = in & (lo == hi);
+        double val = lo * p2;
+        uint64_t vb; /* ok ? val : +0.0, by bits */
+        memcpy(&vb, &val, 8);
+        vb &= (uint64_t)0 - (uint64_t)ok;
+        double res;
+        memcpy(&res, &vb, 8);
+        out[i] = res;
+        redo[i] = (unsigned char)(1 - ok);
+    }
+}
+
+/* map_body's results, exp through exp_pass first */
+static INLINE Py_ssize_t map_fast_body(int f, const double *x, double *out, unsigned char *und, Py_ssize_t n)
+{
+    if (f != F_EXP)
+        return map_body(f, x, out, und, n);
+    exp_pass(x, out, und, n);
+    Py_ssize_t bad = 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (und[i])
+            bad += map_body(f, x + i, out + i, und + i, 1);
+    return bad;
+}
+
 static INLINE void approx_body(int f, const double *x, double *q, double *h, double *l, double *e,
                                signed char *code, Py_ssize_t n)
 {
@@ -704,9 +803,15 @@ static INLINE void approx_body(int f, const double *x, double *q, double *h, dou
 
 /* each entry exp(x_i - m) / sum_j exp(x_j - m), m = max x: x_i - m exact as a DD
  * (two_sum); e_i = exp_core (relative error <= EXP_REL); S = sum of the e_i with
- * 2^k_i >= 2^-600 by dd_add (positive terms: relative error <= (n-1) 3.01 u^2)
- * plus at most 2^-1000 for each e_i dropped (S >= 1: the maximum contributes
- * exp(0) = 1 exactly); q_i = e_i / S by dd_div (24 u^2). Relative error of q_i
+ * 2^k_i >= 2^-600 by dd_add, in four partial sums (entry i into partial i mod 4,
+ * in order; then (P0 + P1) + (P2 + P3)), so that four dependency chains run side
+ * by side: positive terms, each through at most ceil(n/4) + 1 inexact additions
+ * (adding to a zero partial is exact) of relative error <= 3.01 u^2, hence
+ * relative error <= (ceil(n/4) + 1) 3.01 u^2 (1 + 2^-50), which with q_i's 24 u^2
+ * below stays within (n + 8) 3.1 u^2 for every n >= 1 (at most one inexact
+ * addition for n <= 2, two for n <= 4), plus at most 2^-1000 for each e_i
+ * dropped (S >= 1: the maximum contributes exp(0) = 1 exactly); q_i = e_i / S by
+ * dd_div (24 u^2). Relative error of q_i
  * <= 2 EXP_REL + (n + 8) 3.1 u^2 + n 2^-1000. Entries with x_i - m < -800
  * (also when x_i - m overflows to -inf) are < 2^-1154 and round to +0. A row
  * with a NaN or an infinite maximum is undecided (arb raises on it). */
@@ -721,7 +826,7 @@ static INLINE int softmax_row(const double *x, double *out, Py_ssize_t n, int *k
     }
     if (!(fabs(m) <= DBL_MAX))
         return 0;
-    dd S = {0.0, 0.0};
+    dd P[4] = {{0.0, 0.0}, {0.0, 0.0}, {0.0, 0.0}, {0.0, 0.0}};
     double dropped = 0.0;
     for (Py_ssize_t i = 0; i < n; i++) {
         dd d = two_sum(x[i], -m);
@@ -736,10 +841,11 @@ static INLINE int softmax_row(const double *x, double *out, Py_ssize_t n, int *k
         yh[i] = e.h;
         yl[i] = e.l;
         if (e.q >= -600)
-            S = dd_add(S, (dd){scale2(e.h, e.q), scale2(e.l, e.q)});
+            P[i & 3] = dd_add(P[i & 3], (dd){scale2(e.h, e.q), scale2(e.l, e.q)});
         else
             dropped += pow2i(e.q + 2 < -1022 ? -1022 : e.q + 2);
     }
+    dd S = dd_add(dd_add(P[0], P[1]), dd_add(P[2], P[3]));
     double rel = 2 * EXP_REL + ((double)n + 8.0) * 3.1 * U2 + dropped;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (kq[i] == INT32_MIN) {
@@ -765,9 +871,144 @@ static INLINE Py_ssize_t softmax_body(const double *x, double *out, unsigned cha
     return bad;
 }
 
-/* the variants */
-static Py_ssize_t map_generic(int f, const double *x, double *out, unsigned char *u, Py_ssize_t n)
+/* a ? b : c for doubles by bit masks: no branch, so the loops below stay vectorisable */
+static INLINE double bsel(int a, double b, double c)
 {
+    uint64_t ub, uc, m = (uint64_t)0 - (uint64_t)(a != 0);
+    memcpy(&ub, &b, 8);
+    memcpy(&uc, &c, 8);
+    ub = (ub & m) | (uc & ~m);
+    double r;
+    memcpy(&r, &ub, 8);
+    return r;
+}
+
+/* 2^e for an integer-valued double -1022 <= e <= 1023, from its bits */
+static INLINE double pow2d(double e)
+{
+    double b = e + (1023.0 + 0x1p52);
+    uint64_t u;
+    memcpy(&u, &b, 8);
+    u <<= 52;
+    double r;
+    memcpy(&r, &u, 8);
+    return r;
+}
+
+/* softmax_row's results when it decides the whole row on finish's normal-range
+ * path, in three passes: (A, vectorisable) d = two_sum(x_i, -m) and exp_core's
+ * steps on every entry (those with d.h < -800 computed at 0 and flagged), with
+ * k's parts in double as in exp_pass; (S, scalar) the sum S and the dropped mass
+ * exactly as softmax_row forms them, in the same order, so S and rel are its
+ * bits; (B, vectorisable) q_i = dd_div(y_i, S) and finish's test where its
+ * preconditions hold and exponent(q_i.h) + k_i >= -1021 (the value normal: the
+ * scaling the one exact product lo 2^k_i). Returns 1 when every entry is decided
+ * there (out set; flagged entries +0), else 0, and softmax_row (the plain twin)
+ * then computes the row: a row it leaves undecided is undecided here too, since
+ * each decided value is the one finish gives. qf, fl: scratch of n doubles. */
+static INLINE int softmax_row_fast(const double *restrict x, double *restrict out, Py_ssize_t n,
+                                   double *restrict yh, double *restrict yl, double *restrict qf,
+                                   double *restrict fl)
+{
+    double m = x[0];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (x[i] != x[i])
+            return 0;
+        if (x[i] > m)
+            m = x[i];
+    }
+    if (!(fabs(m) <= DBL_MAX))
+        return 0;
+    const double *T = tab[T_EXP];
+    const double INV = T[0], C1 = T[1], C2 = T[2], C3 = T[3];
+    const double *restrict TT = T + EXP_HDR;
+    for (Py_ssize_t i = 0; i < n; i++) { /* A */
+        dd d = two_sum(x[i], -m);
+        int small = !(d.h >= -800.0);
+        double xh = bsel(small, 0.0, d.h), xl = bsel(small, 0.0, d.l);
+        double v = xh * INV;
+        double kf = (v + bsel(v < 0, -0x1p52, 0x1p52)) - bsel(v < 0, -0x1p52, 0x1p52);
+        double s = xh - kf * C1;
+        double t = kf * C2;
+        dd r = two_sum(s, -t);
+        double w = xl - kf * C3;
+        dd rr = two_sum(r.h, r.l + w);
+        double r1 = rr.h, r2 = rr.l;
+        dd sq = two_prod(r1, r1);
+        double Q1 = r1 * (1.0 / 6 + r1 * (1.0 / 24 + r1 * (1.0 / 120 + r1 * (1.0 / 720))));
+        double T3 = sq.h * Q1;
+        dd a = two_sum(r1, 0.5 * sq.h);
+        double tail = ((r2 + 0.5 * sq.l) + r1 * r2) + T3;
+        dd p = fast_two_sum(a.h, a.l + tail);
+        double kq = kf * 0x1p-10;
+        double rq = (kq + 0x1.8p52) - 0x1.8p52;
+        double q = rq - bsel(rq > kq, 1.0, 0.0);
+        int j = (int)(kf - q * 1024.0);
+        double Th = TT[2 * j], Tl = TT[2 * j + 1];
+        dd mm = two_prod(Th, p.h);
+        dd b = two_sum(Th, mm.h);
+        double rest = b.l + (mm.l + (Th * p.l + (Tl + Tl * p.h)));
+        dd y = fast_two_sum(b.h, rest);
+        yh[i] = y.h;
+        yl[i] = y.l;
+        qf[i] = q;
+        fl[i] = bsel(small, 1.0, 0.0);
+    }
+    dd P[4] = {{0.0, 0.0}, {0.0, 0.0}, {0.0, 0.0}, {0.0, 0.0}}; /* softmax_row's sum, the same operations */
+    double dropped = 0.0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (fl[i] != 0.0) {
+            dropped += 0x1p-1000;
+            continue;
+        }
+        int q = (int)qf[i];
+        if (q >= -600)
+            P[i & 3] = dd_add(P[i & 3], (dd){scale2(yh[i], q), scale2(yl[i], q)});
+        else
+            dropped += pow2i(q + 2 < -1022 ? -1022 : q + 2);
+    }
+    dd S = dd_add(dd_add(P[0], P[1]), dd_add(P[2], P[3]));
+    double rel = 2 * EXP_REL + ((double)n + 8.0) * 3.1 * U2 + dropped;
+    int all = 1;
+    for (Py_ssize_t i = 0; i < n; i++) { /* B */
+        dd qv = dd_div((dd){yh[i], yl[i]}, S);
+        double ay = fabs(qv.h);
+        double E0 = rel * ay * RELPAD;
+        int pre = (ay >= 0x1p-800) & (ay <= 0x1p800) & (E0 >= 0.0) & (E0 <= ay * 0x1p-40);
+        double E = 2.0 * E0 + ay * 0x1p-100;
+        uint64_t hb;
+        memcpy(&hb, &qv.h, 8);
+        double fld, fb = 0x1p52; /* exponent(qv.h) + 1023, as a double */
+        uint64_t eb = ((hb >> 52) & 0x7ff) | 0x4330000000000000ULL;
+        memcpy(&fld, &eb, 8);
+        double er = (fld - fb) - 1023.0 + qf[i]; /* exact small integers */
+        double lo = qv.h + (qv.l - E), hi = qv.h + (qv.l + E);
+        int norm = er >= -1021.0;
+        double val = lo * pow2d(bsel(norm, qf[i], 0.0));
+        int small = fl[i] != 0.0;
+        all &= small | (pre & norm & (lo == hi));
+        out[i] = bsel(small, 0.0, val);
+    }
+    return all;
+}
+
+static INLINE Py_ssize_t softmax_fast_body(const double *x, double *out, unsigned char *und, Py_ssize_t rows,
+                                           Py_ssize_t cols, int *kq, double *yh, double *yl, double *wk)
+{
+    Py_ssize_t bad = 0;
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        int ok = softmax_row_fast(x + i * cols, out + i * cols, cols, yh, yl, wk, wk + cols) ||
+                 softmax_row(x + i * cols, out + i * cols, cols, kq, yh, yl);
+        und[i] = !ok;
+        bad += !ok;
+    }
+    return bad;
+}
+
+/* the variants */
+static Py_ssize_t map_generic(int f, const double *x, double *out, unsigned char *u, Py_ssize_t n, int plain)
+{
+    (void)plain; /* exp_pass pays only where it is vectorised (its fma is a libm call here) */
     return map_body(f, x, out, u, n);
 }
 static void approx_generic(int f, const double *x, double *q, double *h, double *l, double *e, signed char *c,
@@ -781,9 +1022,10 @@ static Py_ssize_t softmax_generic(const double *x, double *out, unsigned char *u
     return softmax_body(x, out, u, rows, cols, kq, yh, yl);
 }
 #if X86_DISPATCH
-TARGET_V3 static Py_ssize_t map_v3(int f, const double *x, double *out, unsigned char *u, Py_ssize_t n)
+TARGET_V3 static Py_ssize_t map_v3(int f, const double *x, double *out, unsigned char *u, Py_ssize_t n,
+                                   int plain)
 {
-    return map_body(f, x, out, u, n);
+    return plain ? map_body(f, x, out, u, n) : map_fast_body(f, x, out, u, n);
 }
 TARGET_V3 static void approx_v3(int f, const double *x, double *q, double *h, double *l, double *e, signed char *c,
                                 Py_ssize_t n)
@@ -791,9 +1033,10 @@ TARGET_V3 static void approx_v3(int f, const double *x, double *q, double *h, do
     approx_body(f, x, q, h, l, e, c, n);
 }
 TARGET_V3 static Py_ssize_t softmax_v3(const double *x, double *out, unsigned char *u, Py_ssize_t rows,
-                                       Py_ssize_t cols, int *kq, double *yh, double *yl)
+                                       Py_ssize_t cols, int *kq, double *yh, double *yl, double *wk, int plain)
 {
-    return softmax_body(x, out, u, rows, cols, kq, yh, yl);
+    return plain ? softmax_body(x, out, u, rows, cols, kq, yh, yl)
+                 : softmax_fast_body(x, out, u, rows, cols, kq, yh, yl, wk);
 }
 #endif
 
@@ -846,6 +1089,92 @@ static void rowsum_loop(const double *x, double *out, Py_ssize_t rows, Py_ssize_
         for (Py_ssize_t j = 1; j < d; j++)
             s = s + a[j];
         out[i] = s;
+    }
+}
+
+/* prenorm: the pre-norms of models/canonical/maps.py in one pass over each row,
+ * with the operations of their numpy definitions in the same order (S: a row
+ * added left to right, s = t_0; s = s + t_j, as rowsum_loop):
+ *   kind 0, rms_norm:   y = x / sqrt(S(x * x) / d + c), then y * w
+ *   kind 1, layer_norm: xc = x - S(x) / d; y = xc / sqrt(S(xc * xc) / d + c), then y * w, then y + b
+ *   kind 2, scale_norm: y = (x / max(sqrt(S(x * x)), 1e-5)) * c, max as np.maximum (a NaN norm stays)
+ * each product, sum, quotient and square root the one IEEE operation (sqrt is
+ * correctly rounded); w and b are optional (NULL). PRB rows at a time, so that
+ * their sums run as independent chains; layer_norm keeps xc in out. */
+#define PRB 4
+static INLINE double np_max(double a, double b) /* np.maximum(a, b) for a non-NaN b */
+{
+    return (a >= b || a != a) ? a : b;
+}
+
+static void prenorm_loop(int kind, const double *x, const double *w, const double *b, double c, double *out,
+                         Py_ssize_t rows, Py_ssize_t d)
+{
+    double dn = (double)d;
+    for (Py_ssize_t i0 = 0; i0 < rows; i0 += PRB) {
+        int nr = rows - i0 < PRB ? (int)(rows - i0) : PRB;
+        const double *xr[PRB];
+        double *yr[PRB], s[PRB], q[PRB];
+        for (int k = 0; k < PRB; k++) { /* a short last block repeats its last row (not written) */
+            Py_ssize_t i = i0 + (k < nr ? k : nr - 1);
+            xr[k] = x + i * d;
+            yr[k] = out + i * d;
+        }
+        const double *src[PRB];
+        if (kind == 1) {
+            for (int k = 0; k < PRB; k++)
+                s[k] = xr[k][0];
+            for (Py_ssize_t j = 1; j < d; j++)
+                for (int k = 0; k < PRB; k++)
+                    s[k] = s[k] + xr[k][j];
+            for (int k = 0; k < nr; k++) {
+                double mean = s[k] / dn;
+                for (Py_ssize_t j = 0; j < d; j++)
+                    yr[k][j] = xr[k][j] - mean;
+            }
+            for (int k = nr; k < PRB; k++)
+                yr[k] = yr[nr - 1];
+            for (int k = 0; k < PRB; k++)
+                src[k] = yr[k];
+        } else {
+            for (int k = 0; k < PRB; k++)
+                src[k] = xr[k];
+        }
+        for (int k = 0; k < PRB; k++)
+            s[k] = src[k][0] * src[k][0];
+        for (Py_ssize_t j = 1; j < d; j++)
+            for (int k = 0; k < PRB; k++) {
+                double t = src[k][j] * src[k][j];
+                s[k] = s[k] + t;
+            }
+        for (int k = 0; k < nr; k++) {
+            if (kind == 2) {
+                q[k] = np_max(sqrt(s[k]), 1e-5);
+            } else {
+                double v = s[k] / dn;
+                v = v + c;
+                q[k] = sqrt(v);
+            }
+        }
+        for (int k = 0; k < nr; k++) {
+            const double *a = src[k];
+            double *y = yr[k], den = q[k];
+            if (kind == 2) {
+                for (Py_ssize_t j = 0; j < d; j++) {
+                    double t = a[j] / den;
+                    y[j] = t * c;
+                }
+                continue;
+            }
+            for (Py_ssize_t j = 0; j < d; j++)
+                y[j] = a[j] / den;
+            if (w)
+                for (Py_ssize_t j = 0; j < d; j++)
+                    y[j] = y[j] * w[j];
+            if (b)
+                for (Py_ssize_t j = 0; j < d; j++)
+                    y[j] = y[j] + b[j];
+        }
     }
 }
 
@@ -1016,12 +1345,13 @@ static int tables_ready(int f)
     return 1;
 }
 
-/* map(f, x, out, undecided, variant) -> number undecided */
+/* map(f, x, out, undecided, variant[, plain]) -> number undecided; plain: map_body alone
+ * (the twin of the fast passes, for the tests) */
 static PyObject *py_map(PyObject *self, PyObject *args)
 {
-    int f, variant;
+    int f, variant, plain = 0;
     PyObject *xo, *oo, *uo;
-    if (!PyArg_ParseTuple(args, "iOOOi", &f, &xo, &oo, &uo, &variant))
+    if (!PyArg_ParseTuple(args, "iOOOi|p", &f, &xo, &oo, &uo, &variant, &plain))
         return NULL;
     if ((variant = pick(variant, elementwise_best(), "map")) < 0)
         return NULL;
@@ -1047,10 +1377,11 @@ static PyObject *py_map(PyObject *self, PyObject *args)
     fp_enter(&env);
 #if X86_DISPATCH
     if (variant == 1)
-        bad = map_v3(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (unsigned char *)b[2].b.buf, n);
+        bad = map_v3(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (unsigned char *)b[2].b.buf, n, plain);
     else
 #endif
-        bad = map_generic(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (unsigned char *)b[2].b.buf, n);
+        bad = map_generic(f, (const double *)b[0].b.buf, (double *)b[1].b.buf, (unsigned char *)b[2].b.buf, n,
+                          plain);
     fp_leave(&env);
     Py_END_ALLOW_THREADS
     release(b, 3);
@@ -1102,13 +1433,14 @@ static PyObject *py_approx(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* softmax(x, out, undecided_rows, rows, cols, variant) -> number of undecided rows */
+/* softmax(x, out, undecided_rows, rows, cols, variant[, plain]) -> number of undecided rows;
+ * plain: softmax_row alone (the twin of softmax_row_fast, for the tests) */
 static PyObject *py_softmax(PyObject *self, PyObject *args)
 {
     PyObject *xo, *oo, *uo;
     Py_ssize_t rows, cols;
-    int variant;
-    if (!PyArg_ParseTuple(args, "OOOnni", &xo, &oo, &uo, &rows, &cols, &variant))
+    int variant, plain = 0;
+    if (!PyArg_ParseTuple(args, "OOOnni|p", &xo, &oo, &uo, &rows, &cols, &variant, &plain))
         return NULL;
     if ((variant = pick(variant, elementwise_best(), "softmax")) < 0)
         return NULL;
@@ -1126,10 +1458,12 @@ static PyObject *py_softmax(PyObject *self, PyObject *args)
     }
     int *kq = PyMem_RawMalloc(sizeof(int) * cols);
     double *yh = PyMem_RawMalloc(sizeof(double) * cols), *yl = PyMem_RawMalloc(sizeof(double) * cols);
-    if (!kq || !yh || !yl) {
+    double *wk = PyMem_RawMalloc(sizeof(double) * 2 * cols);
+    if (!kq || !yh || !yl || !wk) {
         PyMem_RawFree(kq);
         PyMem_RawFree(yh);
         PyMem_RawFree(yl);
+        PyMem_RawFree(wk);
         release(b, 3);
         return PyErr_NoMemory();
     }
@@ -1142,7 +1476,7 @@ static PyObject *py_softmax(PyObject *self, PyObject *args)
     fp_enter(&env);
 #if X86_DISPATCH
     if (variant == 1)
-        bad = softmax_v3(x, out, und, rows, cols, kq, yh, yl);
+        bad = softmax_v3(x, out, und, rows, cols, kq, yh, yl, wk, plain);
     else
 #endif
         bad = softmax_generic(x, out, und, rows, cols, kq, yh, yl);
@@ -1151,6 +1485,7 @@ static PyObject *py_softmax(PyObject *self, PyObject *args)
     PyMem_RawFree(kq);
     PyMem_RawFree(yh);
     PyMem_RawFree(yl);
+    PyMem_RawFree(wk);
     release(b, 3);
     return PyLong_FromSsize_t(bad);
 }
@@ -1178,6 +1513,43 @@ static PyObject *py_rowsum(PyObject *self, PyObject *args)
     fp_leave(&env);
     Py_END_ALLOW_THREADS
     release(b, 2);
+    Py_RETURN_NONE;
+}
+
+/* prenorm(kind, x, w or None, b or None, c, out, rows, d): see prenorm_loop */
+static PyObject *py_prenorm(PyObject *self, PyObject *args)
+{
+    PyObject *xo, *wo, *bo, *oo;
+    Py_ssize_t rows, d;
+    int kind;
+    double c;
+    if (!PyArg_ParseTuple(args, "iOOOdOnn", &kind, &xo, &wo, &bo, &c, &oo, &rows, &d))
+        return NULL;
+    if (rows < 0 || d < 1 || kind < 0 || kind > 2 || (kind != 1 && bo != Py_None) ||
+        (kind == 2 && wo != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "_crkernel.prenorm: bad kind or shape");
+        return NULL;
+    }
+    buf_t bf[4] = {0};
+    int hasw = wo != Py_None, hasb = bo != Py_None;
+    if (get(xo, &bf[0], 'd', rows * d, 0) < 0 || (hasw && get(wo, &bf[1], 'd', d, 0) < 0) ||
+        (hasb && get(bo, &bf[2], 'd', d, 0) < 0) || get(oo, &bf[3], 'd', rows * d, 1) < 0) {
+        release(bf, 4);
+        return NULL;
+    }
+    if (rows > 0 && bf[0].b.buf == bf[3].b.buf) {
+        release(bf, 4);
+        PyErr_SetString(PyExc_ValueError, "_crkernel.prenorm: out must not be x");
+        return NULL;
+    }
+    fpenv_t env;
+    Py_BEGIN_ALLOW_THREADS
+    fp_enter(&env);
+    prenorm_loop(kind, bf[0].b.buf, hasw ? bf[1].b.buf : NULL, hasb ? bf[2].b.buf : NULL, c, bf[3].b.buf, rows,
+                 d);
+    fp_leave(&env);
+    Py_END_ALLOW_THREADS
+    release(bf, 4);
     Py_RETURN_NONE;
 }
 
@@ -1251,10 +1623,12 @@ static PyObject *py_variants(PyObject *self, PyObject *noargs)
 
 static PyMethodDef methods[] = {
     {"set_table", py_set_table, METH_VARARGS, "set_table(slot, float64 array): a table from crtables.py"},
-    {"map", py_map, METH_VARARGS, "map(f, x, out, undecided, variant) -> number of undecided entries"},
+    {"map", py_map, METH_VARARGS, "map(f, x, out, undecided, variant[, plain]) -> number of undecided entries"},
     {"approx", py_approx, METH_VARARGS, "approx(f, x, q, h, l, e, code, variant): approximations, error bounds"},
-    {"softmax", py_softmax, METH_VARARGS, "softmax(x, out, undecided_rows, rows, cols, variant) -> undecided rows"},
+    {"softmax", py_softmax, METH_VARARGS, "softmax(x, out, undecided_rows, rows, cols, variant[, plain]) -> undecided rows"},
     {"rowsum", py_rowsum, METH_VARARGS, "rowsum(x, out, rows, d): each row added left to right"},
+    {"prenorm", py_prenorm, METH_VARARGS,
+     "prenorm(kind, x, w, b, c, out, rows, d): rms_norm (0), layer_norm (1), scale_norm (2) of maps.py"},
     {"linear", py_linear, METH_VARARGS, "linear(x, W, b, out, N, m, r, variant): fixed-order x W^T + b"},
     {"variants", py_variants, METH_NOARGS,
      "(elementwise, linear): this CPU's best variants (elementwise 0 SSE2, 1 x86-64-v3; linear 0 SSE2, 1 AVX2, 2 AVX-512)"},

@@ -11,9 +11,11 @@ implementations compute it:
 
 * the compiled kernel ``_crkernel.c`` (when built): a double-double
   evaluation with a proven error bound and Ziv's rounding test, arb
-  (below) for the few entries the test cannot decide; the dot products and
-  row sums with the same operations in the same order, vectorized across
-  outputs and tokens;
+  (below) for the few entries the test cannot decide (exp and softmax first
+  through branch-free passes the x86-64-v3 variant vectorises, the
+  element-by-element loops for what those leave); the dot products, row sums
+  and pre-norms (:func:`prenorm`, one pass per row) with the same operations
+  in the same order, vectorized across outputs and tokens;
 * the pure path (no compiler, or ``CERTIFY_CANONICAL_KERNEL=0``): python-flint
   ``arb`` balls, the precision doubled until the ball rounds uniquely, and
   numpy loops over the reduction index.
@@ -174,6 +176,28 @@ def _linear_pure(x: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> n
     return acc + b[None, :] if b is not None else acc
 
 
+#: the pre-norms the kernel computes in one pass per row (maps.py has their numpy definitions)
+PRENORMS = {"rms_norm": 0, "layer_norm": 1, "scale_norm": 2}
+
+
+def prenorm(kind: str, x: np.ndarray, w: np.ndarray | None, b: np.ndarray | None, c: float) -> np.ndarray | None:
+    """The pre-norm ``kind`` of :mod:`.maps` (``rms_norm``, ``layer_norm`` with
+    eps ``c``; ``scale_norm`` with gain ``c``) through the kernel, one pass per
+    row with the numpy definition's operations in its order; None without the
+    kernel or for inputs it does not take (then the numpy definition runs)."""
+    k = _kernel()
+    if k is None or not _is_f64(x, w, b) or x.ndim == 0 or x.shape[-1] == 0:
+        return None
+    d = x.shape[-1]
+    if any(v is not None and v.shape != (d,) for v in (w, b)):
+        return None
+    flat = np.ascontiguousarray(x).reshape(-1, d)
+    out = np.empty(flat.shape, dtype=np.float64)
+    k.prenorm(PRENORMS[kind], flat, None if w is None else np.ascontiguousarray(w),
+              None if b is None else np.ascontiguousarray(b), float(c), out, flat.shape[0], d)
+    return out.reshape(x.shape)
+
+
 # ---------------------------------------------------------------- correct rounding of arb balls
 
 def cr_map(fn: Callable, x: np.ndarray, sign: Callable[[float], float] | None = None) -> np.ndarray:
@@ -240,18 +264,21 @@ def arb_values(name: str, x: np.ndarray) -> np.ndarray:
     return cr_map(ARB[name], x, SIGN[name])
 
 
-def fast_path(name: str, x: np.ndarray, variant: int = -1) -> tuple[np.ndarray, np.ndarray] | None:
+def fast_path(name: str, x: np.ndarray, variant: int = -1, *,
+              plain: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
     """The kernel's values of function ``name`` (flat float64) and the mask of the
     entries its rounding test left undecided (their values are 0 there), or None
     without the kernel; :func:`arb_values` fills the undecided ones. ``variant``:
-    the instruction set (tests): -1 this CPU's best, 0 SSE2, 1 x86-64-v3."""
+    the instruction set (tests): -1 this CPU's best, 0 SSE2, 1 x86-64-v3.
+    ``plain`` (tests): the element-by-element loop alone, without the vectorised
+    pass the x86-64-v3 variant runs first (exp); both give the same bits and mask."""
     k = _kernel()
     if k is None:
         return None
     flat = np.ascontiguousarray(x, dtype=np.float64).reshape(-1)
     out = np.empty_like(flat)
     und = np.zeros(flat.size, dtype=np.uint8)
-    _ready(k, name).map(_FID[name], flat, out, und, variant)
+    _ready(k, name).map(_FID[name], flat, out, und, variant, plain)
     return out, und.view(bool)
 
 
@@ -333,16 +360,19 @@ def cr_softmax(x: np.ndarray) -> np.ndarray:
     return out.reshape(x.shape)
 
 
-def softmax_fast_path(x: np.ndarray, variant: int = -1) -> tuple[np.ndarray, np.ndarray] | None:
+def softmax_fast_path(x: np.ndarray, variant: int = -1, *,
+                      plain: bool = False) -> tuple[np.ndarray, np.ndarray] | None:
     """The kernel's softmax rows ``(R, n)`` and the mask of the rows it left
-    undecided, or None (no kernel, or an empty or 0-d input)."""
+    undecided, or None (no kernel, or an empty or 0-d input). ``plain`` (tests):
+    the row loop alone, without the vectorised passes the x86-64-v3 variant
+    tries first; both give the same bits and mask."""
     k = _kernel()
     if k is None or x.ndim == 0 or x.shape[-1] == 0 or x.size == 0:
         return None
     rows = np.ascontiguousarray(x, dtype=np.float64).reshape(-1, x.shape[-1])
     out = np.empty_like(rows)
     und = np.zeros(rows.shape[0], dtype=np.uint8)
-    _ready(k, "exp").softmax(rows, out, und, rows.shape[0], rows.shape[1], variant)
+    _ready(k, "exp").softmax(rows, out, und, rows.shape[0], rows.shape[1], variant, plain)
     return out, und.view(bool)
 
 

@@ -31,6 +31,7 @@ from models.canonical.arith import (
     cr_softplus,
     cr_tanh,
     linear,
+    prenorm,
     relu,
     rowsum,
 )
@@ -187,30 +188,47 @@ def favor(P: np.ndarray) -> Map:
 # ---------------------------------------------------------------- pre-norms
 
 def layer_norm(weight: np.ndarray | None, bias: np.ndarray | None, eps: float) -> Map:
-    """``(x - mean) / sqrt(var + eps) * weight + bias`` (biased variance)."""
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` (biased variance); the kernel
+    runs :func:`_layer_norm_numpy`'s operations in its order, one pass per row."""
     def f(x):
-        d = x.shape[-1]
-        xc = x - rowsum(x) / d
-        y = xc / np.sqrt(rowsum(xc * xc) / d + eps)
-        if weight is not None:
-            y = y * weight[None, :]
-        return y + bias[None, :] if bias is not None else y
+        got = prenorm("layer_norm", x, weight, bias, eps)
+        return got if got is not None else _layer_norm_numpy(x, weight, bias, eps)
     return f
+
+
+def _layer_norm_numpy(x, weight, bias, eps):
+    d = x.shape[-1]
+    xc = x - rowsum(x) / d
+    y = xc / np.sqrt(rowsum(xc * xc) / d + eps)
+    if weight is not None:
+        y = y * weight[None, :]
+    return y + bias[None, :] if bias is not None else y
 
 
 def rms_norm(weight: np.ndarray | None, eps: float) -> Map:
-    """``x / sqrt(mean(x^2) + eps) * weight``."""
+    """``x / sqrt(mean(x^2) + eps) * weight`` (:func:`_rms_norm_numpy`, in the kernel one pass per row)."""
     def f(x):
-        y = x / np.sqrt(rowsum(x * x) / x.shape[-1] + eps)
-        return y * weight[None, :] if weight is not None else y
+        got = prenorm("rms_norm", x, weight, None, eps)
+        return got if got is not None else _rms_norm_numpy(x, weight, eps)
     return f
+
+
+def _rms_norm_numpy(x, weight, eps):
+    y = x / np.sqrt(rowsum(x * x) / x.shape[-1] + eps)
+    return y * weight[None, :] if weight is not None else y
 
 
 def scale_norm(g: np.ndarray) -> Map:
-    """``x / max(|x|, 1e-5) * g``."""
+    """``x / max(|x|, 1e-5) * g`` (:func:`_scale_norm_numpy`, in the kernel one pass per row)."""
     def f(x):
-        return x / np.maximum(np.sqrt(rowsum(x * x)), 1e-5) * g.reshape(-1)[0]
+        gain = g.reshape(-1)[0]
+        got = prenorm("scale_norm", x, None, None, gain) if isinstance(gain, np.float64) else None
+        return got if got is not None else _scale_norm_numpy(x, g)
     return f
+
+
+def _scale_norm_numpy(x, g):
+    return x / np.maximum(np.sqrt(rowsum(x * x)), 1e-5) * g.reshape(-1)[0]
 
 
 def affine(W: np.ndarray, b: np.ndarray | None) -> Map:

@@ -142,8 +142,15 @@ class FeatureHead:
             self._w64 = (f64(self.Wq), None if self.bq is None else f64(self.bq),
                          f64(self.Wk), None if self.bk is None else f64(self.bk))
         wq, bq, wk, bk = self._w64
-        q = canon_q(linear(x, wq, bq))                                        # (K, r)
-        k = canon_k(linear(x, wk, bk))
+        if wq.shape[1] == wk.shape[1] and (bq is None) == (bk is None):     # one pass over x for both:
+            if not hasattr(self, "_wqk"):                                     # each entry the same operations
+                self._wqk = (np.concatenate([wq, wk]), None if bq is None else np.concatenate([bq, bk]))
+            u = linear(x, *self._wqk)
+            uq, uk = u[:, :wq.shape[0]], u[:, wq.shape[0]:]
+        else:
+            uq, uk = linear(x, wq, bq), linear(x, wk, bk)
+        q = canon_q(uq)                                                       # (K, r)
+        k = canon_k(uk)
         return positive_zero(q), positive_zero(k)
 
     def _inputs(self, tokens, f64) -> np.ndarray:
