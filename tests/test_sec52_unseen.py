@@ -111,3 +111,27 @@ def test_one_unseen_pool_row_reruns_bit_for_bit(fmap):
     run, _ = _job52(train, test, sc, row.rank or None, row.seed, cfg, unseen)
     assert (run.test_exact_seq_acc, run.unseen_test_exact_seq_acc, run.train_exact_seq_acc, run.steps) == (
         row.test_exact_seq_acc, row.unseen_test_exact_seq_acc, row.train_exact_seq_acc, row.steps)
+
+
+def test_the_unseen_token_sweeps_are_committed_by_whole_groups_and_the_readme_reads_them():
+    """Each strictly positive map's sweep holds, per scale, whole groups of five seeds (a rank or
+    the dense control), every run scored on the unseen-token pool; (6, 4, 8) and (8, 6, 12) are
+    whole (nine ranks and the dense control); what each folder holds is in its sweeps.json; the
+    README's comparison of the maps is the one rendered from those files (no number typed by
+    hand)."""
+    from models.train import _unseen_maps_section
+    for fmap in ("elu1", "exp", "softplus"):
+        runs = read_csv(SEC5 / f"unseen-{fmap}" / "sec52_runs.csv", Run52)
+        groups: dict = {}
+        for r in runs:
+            groups.setdefault((r.M, r.q, r.n, r.model, r.rank), []).append(r.seed)
+        assert all(sorted(v) == [0, 1, 2, 3, 4] for v in groups.values()), fmap
+        for sc in ((6, 4, 8), (8, 6, 12)):
+            assert sum(k[:3] == sc for k in groups) == 10, (fmap, sc)
+        assert {r.feature_map for r in runs if r.model == "kernel"} == {fmap}
+        assert all(0 <= r.unseen_test_exact_seq_acc <= 1 for r in runs)
+        assert {r.lr for r in runs if r.model == "dense"} == {0.003}
+        held = json.loads((SEC5 / f"unseen-{fmap}" / "sweeps.json").read_text())["sec52"]
+        assert held["config"]["feature_map"] == fmap and held["config"]["unseen"] is True
+    section = "\n".join(_unseen_maps_section(SEC5))
+    assert section and section in (SEC5 / "README.md").read_text()
