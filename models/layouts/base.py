@@ -138,14 +138,16 @@ class FeatureHead:
         canon_q, canon_k = self.canon_q, self.canon_k
         if canon_q is None or canon_k is None:
             raise InputError(f"feature map {self.feature_map}: no canonical definition")
-        if not hasattr(self, "_w64"):
-            self._w64 = (f64(self.Wq), None if self.bq is None else f64(self.bq),
-                         f64(self.Wk), None if self.bk is None else f64(self.bk))
-        wq, bq, wk, bk = self._w64
-        if wq.shape[1] == wk.shape[1] and (bq is None) == (bk is None):     # one pass over x for both:
-            if not hasattr(self, "_wqk"):                                     # each entry the same operations
-                self._wqk = (np.concatenate([wq, wk]), None if bq is None else np.concatenate([bq, bk]))
-            u = linear(x, *self._wqk)
+        if not hasattr(self, "_w64"):        # the weights in float64, and both sides stacked (one memo)
+            w64 = (f64(self.Wq), None if self.bq is None else f64(self.bq),
+                   f64(self.Wk), None if self.bk is None else f64(self.bk))
+            wq, bq, wk, bk = w64
+            both = ((np.concatenate([wq, wk]), None if bq is None else np.concatenate([bq, bk]))
+                    if wq.shape[1] == wk.shape[1] and (bq is None) == (bk is None) else None)
+            self._w64 = (w64, both)
+        (wq, bq, wk, bk), both = self._w64
+        if both is not None:                 # one pass over x for both: each entry the same operations
+            u = linear(x, *both)
             uq, uk = u[:, :wq.shape[0]], u[:, wq.shape[0]:]
         else:
             uq, uk = linear(x, wq, bq), linear(x, wk, bk)
