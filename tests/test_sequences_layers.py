@@ -262,3 +262,22 @@ def test_the_forward_is_the_same_bits_without_the_compiled_kernel(models, monkey
     assert fast.features.keys() == plain.features.keys()
     assert all(fast.features[k][i].tobytes() == plain.features[k][i].tobytes()
                for k in fast.features for i in (0, 1))
+
+
+def test_report_draws_the_eps_rank_of_every_layer_and_head(certified):
+    """The report's heat map holds one cell per head of every layer, each the count of its
+    eps-rank claim (the producer's own head table says the same), and report.tex shows it."""
+    from certify.report import build as report
+    run, folder = certified["hedgehog"]
+    rows = json.loads(run.stdout)["heads"]
+    grids = report.eps_rank_grids(report.load([folder / "certificate.json"]))
+    assert len(grids) == 1 and grids[0]["eps"] == "1/1000"
+    cells = grids[0]["cells"]
+    assert sorted(cells) == [(L, h) for L in range(3) for h in range(4)]
+    for r in rows:
+        k, verdict, exact = cells[(r["layer"], r["head"])]
+        assert r["eps_rank"] == f"{'' if exact else '>= '}{k} (eps 1/1000) {verdict}"
+    assert grids[0]["r"] >= max(k for k, _, _ in cells.values())
+    assert (folder / "eps_rank_heads.png").stat().st_size > 1000
+    assert "eps_rank_heads" in (folder / "report.tex").read_text()
+    assert "![eps_rank_heads](eps_rank_heads.png)" in (folder / "report.md").read_text()

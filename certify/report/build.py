@@ -18,7 +18,8 @@ Made from certificates only, never from a live run. Writes into ``DIR``:
   ``singular_values`` (certified enclosures of ``eps_rank`` claims, with eps),
   ``verdict_vs_rank`` (``feasible`` / ``infeasible`` verdicts across ranks),
   ``transcript_bits`` (``transcript`` claims: bits available vs
-  ``q log2(s+1)``).
+  ``q log2(s+1)``), ``eps_rank_heads`` (a layer x head heat map of the heads' eps-rank
+  claims, one panel per model and eps, when a model has two heads or more).
 
 The folder is built in a locked stage folder next to it and renamed into
 place (:mod:`certify.core.outputs`): a reader never sees a half-written report, and
@@ -154,6 +155,30 @@ def singular_value_series(certs: list[Loaded]) -> list[dict[str, Any]]:
     return out
 
 
+def eps_rank_grids(certs: list[Loaded]) -> list[dict[str, Any]]:
+    """Per model (its ``source_sha256``, else its ``source``) and eps: the ``eps_rank``
+    claims of its heads by layer and head (the claims' ``layer`` and ``head`` parameters),
+    each cell the count ``k`` of singular values above eps, the claim's verdict and whether
+    ``k`` is exact (the evidence's ``exact``; else a lower bound), and
+    ``r`` the largest feature dimension among them (the colour scale's top). Only models
+    with two heads or more: one head is not a grid."""
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for L in certs:
+        for c in L.cert["claims"]:
+            p, ev = c.get("parameters") or {}, c.get("evidence") or {}
+            layer, head, k = p.get("layer"), p.get("head"), ev.get("k")
+            if c["kind"] != "eps_rank" or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                  for v in (layer, head, k)):
+                continue
+            key = (str(p.get("source_sha256") or p.get("source") or L.label), str(p.get("eps")))
+            g = groups.setdefault(key, {"label": _series_name(L), "eps": str(p.get("eps")),
+                                        "cells": {}, "r": 0})
+            g["cells"][(layer, head)] = (k, c["verdict"], ev.get("exact") is True)
+            r = ev.get("r")
+            g["r"] = max(g["r"], k, r if isinstance(r, int) and not isinstance(r, bool) else 0)
+    return [g for g in groups.values() if len(g["cells"]) >= 2]
+
+
 def _series_name(L: Loaded) -> str:
     """A kernel's name for a figure legend: its model or matrix file (from a
     claim's ``source`` parameter), else the certificate's name."""
@@ -265,6 +290,43 @@ def figure_singular_values(series, folder: Path) -> list[str]:
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     ax.grid(True, which="both", alpha=0.3)
     return _save(fig, folder, "singular_values")
+
+
+def figure_eps_rank_heads(grids, folder: Path) -> list[str]:
+    """The eps-rank of every head as a layer x head heat map (one panel per model and
+    eps); a cell whose claim is not ``proved`` is hatched and marked ``?``, a proved lower
+    bound is hatched and marked ``>=k``, a head without an eps-rank claim is left blank."""
+    import numpy as np
+    plt = _plt()
+    grids = grids[:6]
+    shapes = [(1 + max(L for L, _ in g["cells"]), 1 + max(h for _, h in g["cells"])) for g in grids]
+    fig, axes = plt.subplots(len(grids), 1, squeeze=False,
+                             figsize=(max(4.8, min(12.0, 1.2 + 0.42 * max(w for _, w in shapes))),
+                                      sum(1.6 + 0.3 * min(n, 40) for n, _ in shapes)))
+    for ax, g, (nl, nh) in zip(axes[:, 0], grids, shapes):
+        val = np.full((nl, nh), np.nan)
+        for (L, h), (k, verdict, _) in g["cells"].items():
+            if verdict == "proved":
+                val[L, h] = k
+        im = ax.imshow(np.ma.masked_invalid(val), cmap="viridis", vmin=0, vmax=max(g["r"], 1),
+                       aspect="auto", interpolation="nearest", origin="upper")
+        for (L, h), (k, verdict, exact) in g["cells"].items():
+            if verdict != "proved" or not exact:
+                ax.add_patch(plt.Rectangle((h - 0.5, L - 0.5), 1, 1, fill=False, hatch="///",
+                                           edgecolor="0.5", lw=0))
+            if nl * nh <= 600:
+                shown = "?" if verdict != "proved" else str(k) if exact else f">={k}"
+                light = verdict == "proved" and k < 0.6 * max(g["r"], 1)
+                ax.text(h, L, shown, ha="center", va="center", fontsize=7 if nh <= 24 else 5,
+                        color="white" if light else "black")
+        ax.set_xticks(range(nh))
+        ax.set_yticks(range(nl))
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("head")
+        ax.set_ylabel("layer")
+        ax.set_title(f"{g['label']}: eps-rank by layer and head (eps = {g['eps']})", fontsize=9)
+        fig.colorbar(im, ax=ax, label="number of $\\sigma_i > \\varepsilon$", fraction=0.04, pad=0.02)
+    return _save(fig, folder, "eps_rank_heads")
 
 
 def figure_verdict_vs_rank(points, folder: Path) -> list[str]:
@@ -555,6 +617,9 @@ def build(certs: list[Loaded], out: str | os.PathLike, *, command: str, check: b
         tp = transcript_points(certs)
         if tp:
             figures += figure_transcript(tp, tmp)
+        grids = eps_rank_grids(certs)
+        if grids:
+            figures += figure_eps_rank_heads(grids, tmp)
         (tmp / "report.md").write_text(encodable(markdown(certs, checks, figures)),
                                        encoding="utf-8")
         (tmp / "report.tex").write_text(encodable(latex(certs, checks, figures, Path(out).name), tex=True),

@@ -257,6 +257,9 @@ FIGURE_CAPTIONS = {
     "verdict_vs_rank": "Feasibility verdicts across the feature dimension $r$: proved infeasible, "
                        "proved feasible (exactly verified witness) and unknown.",
     "transcript_bits": "Transcript bits available against the $q\\log_2(s+1)$ bits needed (Thm 9).",
+    "eps_rank_heads": "Certified eps-rank of every head by layer and head: the number of singular "
+                      "values of the head's kernel above $\\varepsilon$ on the stated token set "
+                      "(hatched: not proved).",
 }
 
 
