@@ -281,3 +281,81 @@ def test_report_draws_the_eps_rank_of_every_layer_and_head(certified):
     assert (folder / "eps_rank_heads.png").stat().st_size > 1000
     assert "eps_rank_heads" in (folder / "report.tex").read_text()
     assert "![eps_rank_heads](eps_rank_heads.png)" in (folder / "report.md").read_text()
+
+
+#: a text of 32 words and a word-level tokenizer of its 22 distinct words (ids 0..21, [UNK] 22) for the 40-id models
+TEXT = ("the kernel of every head is certified on the hidden states of real text at every layer and "
+        "the rank of each head is proved exactly while the eps rank is enclosed\n")
+
+
+def _tokenizer(folder: Path, extra_words: int = 0) -> Path:
+    import tokenizers
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    words = list(dict.fromkeys(TEXT.split())) + [f"w{i}" for i in range(extra_words)]
+    vocab = {w: i for i, w in enumerate(words)} | {"[UNK]": len(words)}
+    tok = tokenizers.Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = Whitespace()
+    tok.save(str(folder / "tokenizer.json"))
+    return folder / "tokenizer.json"
+
+
+def test_text_is_tokenized_certified_on_every_layer_and_replayed(models, tmp_path):
+    """``--text FILE``: the model folder's tokenizer.json gives the ids (the tokenizers
+    library's own encoding, cut into sequences of --text-length), every head of every layer
+    is certified on them, the ids are written beside the certificate, named by their sha256,
+    and the replay re-derives every layer's features from that file."""
+    import shutil
+
+    import tokenizers
+    ck = tmp_path / "model"
+    shutil.copytree(models["unnormalized"], ck)
+    tok = _tokenizer(ck)
+    (tmp_path / "t.txt").write_text(TEXT + TEXT[:40], encoding="utf-8")
+    stream = tokenizers.Tokenizer.from_file(str(tok)).encode(TEXT + TEXT[:40], add_special_tokens=False).ids
+    S = len(stream) // 7
+    folder = tmp_path / "out"
+    run = _run(["checkpoint", str(ck), "--text", str(tmp_path / "t.txt"), "--text-length", "7", "--out", str(folder),
+                "--json", "--no-progress"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = json.loads(run.stdout)["heads"]
+    assert [(r["layer"], r["head"], r["status"], r["token_set"]) for r in rows] == \
+        [(L, h, "certified", f"positions:{S}x7") for L in range(3) for h in range(4)]
+    ids = [json.loads(line) for line in (folder / "sequences.jsonl").read_text().splitlines()]
+    assert ids == [stream[i * 7:(i + 1) * 7] for i in range(S)] and len(stream) - 7 * S > 0
+    cert = json.loads((folder / "certificate.json").read_text())
+    import hashlib
+    assert cert["inputs"]["sequences.jsonl"] == hashlib.sha256((folder / "sequences.jsonl").read_bytes()).hexdigest()
+    env = cert["environment"]["text"]
+    assert (env["S"], env["T"], env["tokens"], env["dropped"]) == (S, 7, len(stream), len(stream) - 7 * S)
+    assert all("the sequences file sequences.jsonl" in c["statement"] for c in cert["claims"])
+    assert "tokenized by" in (folder / "heads.md").read_text()
+    assert _run(["verify", "--replay-extraction", str(folder / "certificate.json")]).returncode == 0
+    # the same ids given as a file name the same token set: the content hash, not the route
+    from certify.sources.sequences import read_sequences
+    assert {c["parameters"]["sequences_sha256"] for c in cert["claims"]} == \
+        {read_sequences(str(folder / "sequences.jsonl"), 40).sha256}
+
+
+def test_bad_text_is_one_line_before_any_work(models, tmp_path):
+    import shutil
+    ck = tmp_path / "model"
+    shutil.copytree(models["unnormalized"], ck)
+    (tmp_path / "t.txt").write_text(TEXT, encoding="utf-8")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9 au lait".encode("latin-1"))
+    (tmp_path / "empty.txt").write_text("")
+    out = ["--out", str(tmp_path / "o")]
+    _one_line(_run(["checkpoint", str(ck), "--text", str(tmp_path / "t.txt"), *out]),
+              "the model folder has no tokenizer.json")
+    _tokenizer(ck, extra_words=30)                     # 53 ids against a vocabulary of 40
+    _one_line(_run(["checkpoint", str(ck), "--text", str(tmp_path / "t.txt")]), "give --out DIR")
+    _one_line(_run(["checkpoint", str(ck), "--text", str(tmp_path / "t.txt"), "--sequences", "random:1,2,3", *out]),
+              "either --sequences or --text")
+    _one_line(_run(["checkpoint", str(ck), "--text", str(tmp_path / "latin1.txt"), *out]), "not UTF-8 text (byte 3)")
+    _one_line(_run(["checkpoint", str(ck), "--text", str(tmp_path / "empty.txt"), *out]), "no tokens")
+    _one_line(_run(["checkpoint", str(ck), "--text", str(tmp_path / "t.txt"), "--text-length", "0", *out]),
+              "give T >= 1")
+    (tmp_path / "w.txt").write_text(TEXT + " w29", encoding="utf-8")
+    _one_line(_run(["checkpoint", str(ck), "--text", str(tmp_path / "w.txt"), *out]),
+              "the tokenizer gives id 51 (sequence 0, position 32)")
+    assert not (tmp_path / "o").exists()

@@ -40,7 +40,7 @@ def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] 
                  eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
                  head: int | None = None, command: Sequence[str] = (),
                  assume: Sequence[str] = (), progress: bool = False,
-                 sequences: str | None = None) -> tuple[str, Any]:
+                 sequences: str | None = None, text: tuple[str, int] | None = None) -> tuple[str, Any]:
     """``(kind, result)``: a :class:`~certify.checkpoints.run.CheckpointResult` for a
     ``models/`` checkpoint, a :class:`~certify.checkpoints.heads.HeadsResult` otherwise.
     A hub id (``org/name[@revision]``) or a Hugging Face cache folder is read from
@@ -50,15 +50,16 @@ def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] 
     hub = resolve(path)
     ckpt, kind = resolve_checkpoint(str(hub.path) if hub is not None else path, spec)
     if kind == "models":
-        if layer is not None or head is not None or assume or sequences is not None:
-            raise InputError("--layer/--head/--assume-default/--sequences concern a third-party model; a "
+        if layer is not None or head is not None or assume or sequences is not None or text is not None:
+            raise InputError("--layer/--head/--assume-default/--sequences/--text concern a third-party model; a "
                              "models/ checkpoint is one head of this project")
         from certify.checkpoints.run import certify_checkpoint
         res: Any = certify_checkpoint(ckpt, families=families, eps=eps, seed=seed, command=command)
     else:
         from certify.checkpoints.heads import certify_heads
         res = certify_heads(ckpt, spec=spec, families=families, eps=eps, seed=seed, layer=layer, head=head,
-                            command=command, assume=assume, progress=progress, sequences=sequences)
+                            command=command, assume=assume, progress=progress, sequences=sequences,
+                            text=text)
     if hub is not None:
         res.certificate = hub.rename_certificate(res.certificate)
         if hasattr(res, "detected"):

@@ -92,6 +92,8 @@ class HeadsResult:
     detected: dict[str, Any] = field(default_factory=dict)
     #: claim -> why it does not apply, once per model (heads without a normalizing denominator)
     not_applicable: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: files written beside the certificate (name -> text): ``--text``'s token ids
+    files: dict[str, str] = field(default_factory=dict)
 
     @property
     def refused(self) -> list[HeadRow]:
@@ -254,11 +256,14 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                   eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
                   head: int | None = None, command: Sequence[str] = (),
                   assume: Sequence[str] = (), progress: bool = False,
-                  sequences: str | None = None) -> HeadsResult:
+                  sequences: str | None = None, text: tuple[str, int] | None = None) -> HeadsResult:
     """Certify every head of a third-party checkpoint (module docstring). ``sequences``:
     certify every layer on the inputs to it at the positions of these token sequences
     (:mod:`certify.sources.sequences`: a file or ``random:S,T,SEED``; fla linear_attn
-    models only, :mod:`models.layouts.fla_forward`). ``progress``:
+    models only, :mod:`models.layouts.fla_forward`); ``text``: ``(FILE, T)``, the same on
+    the ids of a text file under the model folder's ``tokenizer.json``, cut into sequences
+    of T (:func:`certify.sources.sequences.text_sequences`; the ids are written beside the
+    certificate as ``sequences.jsonl``). ``progress``:
     one bar on stderr over the heads, its postfix naming the head and the stage
     (extraction, rank, nonnegativity, audit); the caller decides (a terminal, no
     ``--json``, no ``--no-progress``)."""
@@ -270,7 +275,9 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     if spec is not None:
         inputs[model.spec[0]] = model.spec[1]
     cert = Certificate(claims=[], command=list(command), inputs=dict(inputs), seeds={"primes": seed})
-    seqs = None if sequences is None else _sequences(model, spec, sequences, cert)
+    from_text = None if text is None else _text(model, spec, text, cert)
+    seqs = from_text.sequences if from_text is not None else \
+        None if sequences is None else _sequences(model, spec, sequences, cert)
     first = model.layer(None)
     fams = _families(det, first, families, cert)
     run = _HeadsRun(model, spec, first, fams, cert, eps, seed, Path(path).name, seqs=seqs, path=str(path))
@@ -295,7 +302,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                                   "config": str(model.config_path) if model.config_path else None,
                                   "heads": [r.to_json() for r in rows],
                                   **({"not_applicable": na} if na else {})}
-    return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe(), na)
+    return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe(), na,
+                       files={} if from_text is None else {from_text.sequences.name: from_text.jsonl})
 
 
 def _sequences(model: Any, spec: str | None, sequences: str, cert: Certificate) -> Any:
@@ -312,6 +320,22 @@ def _sequences(model: Any, spec: str | None, sequences: str, cert: Certificate) 
     if seqs.file_sha256 is not None:
         cert.inputs[seqs.name] = seqs.file_sha256
     return seqs
+
+
+def _text(model: Any, spec: str | None, text: tuple[str, int], cert: Certificate) -> Any:
+    """``--text FILE``: its ids under the model folder's ``tokenizer.json``, checked before any
+    work like ``--sequences``; the ids' file (written beside the certificate) becomes an input
+    of the certificate and the text's provenance an entry of its environment."""
+    from certify.sources.sequences import text_sequences
+    from models.layouts.fla_forward import refusal
+    why = "--text reads a detected model, not an adapter spec" if spec is not None else refusal(model.detected)
+    if why is not None:
+        raise InputError(why)
+    folder = model.config_path.parent if model.config_path is not None else Path(model.path).parent
+    got = text_sequences(text[0], text[1], folder / "tokenizer.json", int(model.detected.embedding.shape[0]))
+    cert.inputs[got.sequences.name] = str(got.sequences.file_sha256)       # a file's: set
+    cert.environment["text"] = got.provenance
+    return got
 
 
 def _chosen_layers(det: Any, layer: int | None) -> list[Any]:
@@ -574,11 +598,14 @@ def write_out(res: HeadsResult, out: str) -> Path:
     try:
         # the self-check reads the certificate from the folder the report's check reads it
         # from: one check serves both (same text, same base)
+        for name, body in res.files.items():        # beside the certificate, as in the folder
+            (stage / name).write_text(body, encoding="utf-8")
         text, checked = res.certificate.checked_dumps(stage.resolve())
         (stage / "certificate.json").write_text(text)
         report.build(report.load([stage / "certificate.json"]), outp, command="checkpoint",
                      extra={"certificate.json": text, "heads.md": heads_markdown(res),
-                            "heads.json": json.dumps(res.to_json(), indent=1)}, verified=[checked])
+                            "heads.json": json.dumps(res.to_json(), indent=1), **res.files},
+                     verified=[checked])
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return outp
@@ -626,6 +653,9 @@ def reading_lines(res: HeadsResult) -> list[str]:
         out.append("stated kernel arguments (the claims hold for the model built with them): "
                    + ", ".join(f"{k} = {v['value']} ({v['from']})" for k, v in d["stated"].items()))
     out += list(d.get("notes", []))
+    if isinstance(res.certificate.environment.get("text"), dict):
+        from certify.sources.sequences import text_line
+        out.append(text_line(res.certificate.environment["text"]))
     chk = next((r.library_check for r in res.rows if r.library_check), None)
     if chk:
         out.append(f"library check: {chk.get('library')} {chk.get('version')}: {chk.get('method')}"

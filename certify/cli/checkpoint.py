@@ -65,6 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="fla linear_attn models: certify every head of every layer on the inputs to its "
                          "layer at every position of these token sequences (.npy int array (S, T), .jsonl "
                          "lists of ids of one length, or the seeded probe random:S,T,SEED)")
+    ap.add_argument("--text", metavar="FILE",
+                    help="fla linear_attn models: as --sequences, on the ids of this UTF-8 text under the model "
+                         "folder's tokenizer.json (the tokenizers library, no special tokens), one stream cut into "
+                         "sequences of --text-length ids (the tail dropped); the ids are written to "
+                         "OUT/sequences.jsonl, which the certificate names by its sha256 (needs --out)")
+    ap.add_argument("--text-length", type=int, default=512, metavar="T",
+                    help="--text: ids per sequence (default 512; fewer ids than T make one sequence)")
     ap.add_argument("--family", action="append", default=[],
                     help="also check this family (built-in name or file); repeatable")
     ap.add_argument("--eps", default=str(DEFAULT_EPS),
@@ -87,6 +94,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.batch and args.checkpoint:
         raise InputError("give either a checkpoint CKPT or --batch DIR, not both")
     eps = limits.parse_eps(args.eps, "--eps")
+    if args.text is not None:
+        if args.sequences is not None:
+            raise InputError("give either --sequences or --text, not both")
+        if not args.out:
+            raise InputError("--text writes the token ids it certifies to OUT/sequences.jsonl (the certificate "
+                             "names them by their sha256): give --out DIR")
+        if args.text_length < 1:
+            raise InputError(f"--text-length {args.text_length}: give T >= 1 (ids per sequence)")
     command = ["certify", "checkpoint", *(sys.argv[1:] if argv is None else list(argv))]
     if args.batch:
         return _batch(args, eps, command)
@@ -95,7 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kind, res = certify_path(args.checkpoint, spec=args.spec, families=args.family, eps=eps, seed=args.seed,
                              layer=args.layer, head=args.head, command=command, assume=args.assume_default,
                              progress=not args.json and show_progress(args.no_progress),
-                             sequences=args.sequences)
+                             sequences=args.sequences,
+                             text=None if args.text is None else (args.text, args.text_length))
     out = {}
     if kind == "models":
         if args.out:
@@ -126,6 +142,8 @@ def _batch(args, eps: Fraction, command: list[str]) -> int:
                          "kernel arguments in each model's config.json")
     if args.layer is not None or args.head is not None:
         raise InputError("--layer/--head pick a head of one model; --batch DIR certifies every head of every model")
+    if args.sequences is not None or args.text is not None:
+        raise InputError("--sequences/--text certify one model's layers on stated tokens; give CKPT, not --batch DIR")
     if args.out:
         outputs.check_out_dir(args.out, BATCH)
     with cli.engine_from_args(args, progress=not args.json and show_progress(args.no_progress)) as engine:

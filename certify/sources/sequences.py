@@ -25,6 +25,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -170,3 +171,82 @@ def read_sequences(spec: str, vocab: int, path: str | None = None) -> Sequences:
                          f"outside the vocabulary 0..{vocab - 1}")
     ids = ids.astype(np.int64)
     return Sequences(ids, spec, content_sha256(ids), sha256_file(p))
+
+
+#: the name of the token ids ``--text`` certifies, written into the output folder beside
+#: the certificate (where ``verify --replay-extraction`` finds it by its sha256)
+TEXT_IDS = "sequences.jsonl"
+#: bytes of text read per token id allowed (a cap before tokenizing: ``sequence_tokens`` x this)
+TEXT_BYTES_PER_TOKEN = 64
+
+
+@dataclass(frozen=True)
+class TextSequences:
+    """``--text FILE``: the sequences (named :data:`TEXT_IDS`), the ``.jsonl`` text that
+    holds their ids (the file the certificate names by its sha256) and where they came
+    from (recorded in the certificate's environment and the report, not certified: the
+    claims are about the ids)."""
+
+    sequences: Sequences
+    jsonl: str
+    provenance: dict[str, object]
+
+
+
+def text_line(p: Mapping[str, object]) -> str:
+    """A ``--text`` run's provenance (:attr:`TextSequences.provenance`) in one line."""
+    return (f"token ids: {TEXT_IDS}, the text {p['text']} (sha256 {str(p['text_sha256'])[:16]}...) "
+            f"tokenized by {p['tokenizer']} (sha256 {str(p['tokenizer_sha256'])[:16]}...) with the "
+            f"tokenizers library {p['tokenizers']} (no special tokens added) into {p['tokens']} ids, cut into "
+            f"{p['S']} sequences of {p['T']} ({p['dropped']} ids of the tail dropped)")
+
+
+def text_sequences(text: str, length: int, tokenizer: Path, vocab: int) -> TextSequences:
+    """The ids of the UTF-8 text file ``text`` under the model's ``tokenizer.json`` (the
+    ``tokenizers`` library, no special tokens added), as one stream cut into ``S`` sequences
+    of ``length`` ids (``S = N // length``; the tail dropped; one sequence of all ``N`` ids
+    when ``N < length``), checked like a ``--sequences`` file (InputError, one line)."""
+    p = Path(text)
+    if length < 1:
+        raise InputError(f"--text-length {length}: give T >= 1 (ids per sequence)")
+    if not p.is_file():
+        raise InputError(f"--text {text[:200]}: no such file")
+    if not tokenizer.is_file():
+        raise InputError(f"--text {text[:200]}: the model folder has no tokenizer.json ({tokenizer.parent}); give "
+                         f"token ids with --sequences FILE.npy|FILE.jsonl instead")
+    cap = limit("sequence_tokens") * TEXT_BYTES_PER_TOKEN
+    size = p.stat().st_size
+    if size > cap:
+        raise InputError(f"--text {text[:200]}: {size} bytes is over {cap} (the limit sequence_tokens x "
+                         f"{TEXT_BYTES_PER_TOKEN} bytes; raise it with CERTIFY_LIMIT_SEQUENCE_TOKENS)")
+    raw = p.read_bytes()
+    try:
+        body = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"--text {text[:200]}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        import tokenizers
+        tok = tokenizers.Tokenizer.from_file(str(tokenizer))
+    except ImportError:
+        raise InputError("--text needs the tokenizers library (pip install tokenizers)") from None
+    except Exception as exc:                 # noqa: BLE001 - the library's parse errors are its own types
+        raise InputError(f"--text: {tokenizer} is not a tokenizers file ({str(exc)[:120]})") from None
+    stream = tok.encode(body, add_special_tokens=False).ids
+    if not stream:
+        raise InputError(f"--text {text[:200]}: no tokens (an empty text)")
+    _count(len(stream), text)
+    T = min(length, len(stream))
+    S = len(stream) // T
+    ids = np.array(stream[:S * T], dtype=np.int64).reshape(S, T)
+    bad = ids >= vocab
+    if bad.any():
+        s, t = (int(i) for i in np.argwhere(bad)[0])
+        raise InputError(f"--text {text[:200]}: the tokenizer gives id {int(ids[s, t])} (sequence {s}, position {t}), "
+                         f"outside the model's vocabulary 0..{vocab - 1}")
+    jsonl = "".join(json.dumps([int(v) for v in row]) + "\n" for row in ids)
+    seqs = Sequences(ids, TEXT_IDS, content_sha256(ids), hashlib.sha256(jsonl.encode()).hexdigest())
+    prov: dict[str, object] = {"text": text, "text_sha256": hashlib.sha256(raw).hexdigest(),
+                               "tokenizer": str(tokenizer), "tokenizer_sha256": sha256_file(tokenizer),
+                               "tokenizers": tokenizers.__version__, "tokens": len(stream), "S": S, "T": T,
+                               "dropped": len(stream) - S * T, "ids": TEXT_IDS}
+    return TextSequences(seqs, jsonl, prov)
