@@ -210,7 +210,7 @@ def _published_enclosures(enc: Sequence[tuple[Fraction, Fraction]]) -> list[tupl
 
 
 def eps_rank_grams(gram_q: Any, eq: int, gram_k: Any, ek: int, eps: Fraction, *, enclosures: bool = False,
-                   prec: int = 64) -> EpsRank:
+                   prec: int = 64, exact_enclosures: bool = True) -> EpsRank:
     """Exact eps-rank of ``A = PhiQ PhiK^T`` from its exact Grams ``GQ 2^eq``, ``GK 2^ek``
     (integer rows; PSD, as Grams of real features): the count by a verified float
     congruence when it decides (method ``inertia_congruence_core``), else by the
@@ -218,7 +218,8 @@ def eps_rank_grams(gram_q: Any, eq: int, gram_k: Any, ek: int, eps: Fraction, *,
     (:func:`solvers.congruence.count_above_balls`, method ``inertia_balls_core``), else by
     Descartes' rule on the exact characteristic polynomial of the core
     (``descartes_charpoly_core``); enclosures likewise (float pencil bounds, widened
-    and rounded outward, else Arb roots of the characteristic polynomial)."""
+    and rounded outward, else Arb roots of the characteristic polynomial; with
+    ``exact_enclosures`` False, none where the float bounds give none)."""
     from solvers import congruence
 
     eps = Fraction(eps)
@@ -247,10 +248,10 @@ def eps_rank_grams(gram_q: Any, eq: int, gram_k: Any, ek: int, eps: Fraction, *,
     if enclosures:
         got = congruence.enclosures(gq, eq, gk, ek)
         pub = _published_enclosures(got) if got is not None else None
-        if pub is None:
+        if pub is None and exact_enclosures:
             s = Fraction(2) ** (eq + ek)
             pub = [(lo * s, hi * s) for lo, hi in eigenvalue_enclosures(None, prec=prec, charpoly=charpoly())]
-        enc = tuple(pub)
+        enc = tuple(pub or ())
     return EpsRank(k=k, eps=eps, exact=True, method=method, verdict=Verdict.PROVED, sigma_sq_enclosures=enc)
 
 

@@ -336,3 +336,29 @@ def test_a_gram_equal_to_replayed_features_skips_only_the_psd_test(monkeypatch):
                                    shape)
     tested.clear()                                          # a new check: nothing replayed in it
     assert check(claim, {"claims": [claim]}) == [] and len(tested) == 2
+
+
+def test_without_the_exact_fallback_an_ill_conditioned_head_publishes_no_enclosures(monkeypatch):
+    """Singular values 2^0 .. 2^-90 (both Grams of condition 2^90): the float pencil bounds give
+    no enclosures narrow enough to publish. By default the producer computes them from the characteristic polynomial; with
+    ``enclosure_fallback`` off (a checkpoint's heads) it publishes none and computes no
+    polynomial, and the count, the method and the check are the same (the plain twin)."""
+    sq = np.array([2.0 ** (-3 * i) for i in range(16)])
+    q, k = _known(sq, sq)
+    gq, eq, gk, ek = _grams(q, k)
+    for impl in (congruence, inertia):
+        got = impl.enclosures(gq, eq, gk, ek)
+        assert got is None or sp._published_enclosures(got) is None
+    kern = from_features(q, k, PROV)
+    eps = Fraction(1, 1000)
+    plain = eps_rank_factor_claim(kern, summarize_features(kern), eps, RankOptions(eps=eps)).to_json()
+    _no_charpoly(monkeypatch)
+    fast = eps_rank_factor_claim(kern, summarize_features(kern), eps,
+                                 RankOptions(eps=eps, enclosure_fallback=False)).to_json()
+    want = int(sum(Fraction(float(s)) > eps for s in sq * sq))
+    assert plain["evidence"]["k"] == fast["evidence"]["k"] == want == 2
+    assert plain["method"] == fast["method"]
+    assert len(plain["evidence"]["sigma_sq_enclosures"]) == 16 and fast["evidence"]["sigma_sq_enclosures"] == []
+    assert {k: v for k, v in plain["evidence"].items() if k != "sigma_sq_enclosures"} == \
+        {k: v for k, v in fast["evidence"].items() if k != "sigma_sq_enclosures"}
+    assert check(fast, {"claims": [fast]}) == []

@@ -506,8 +506,10 @@ class _HeadsRun:
         from certify.rank.summary import summarize_features
         from certify.sources.load import extraction_info
         code = next((f.words for n, f in self.fams if n == "paper-5.1" and f.words is not None), None)
+        # enclosures only where the float pencil bounds give them: the exact characteristic polynomial
+        # per head was most of a checkpoint's run (its eps-rank counts are certified either way)
         opt = rank_mod.RankOptions(seed=self.seed, eps=self.eps, code=code,
-                                   code_name="paper-5.1" if code is not None else None)
+                                   code_name="paper-5.1" if code is not None else None, enclosure_fallback=False)
         claims = list(rank_mod.certify_rank(kernel, opt).certificate.claims)
         claims.append(nonnegative_claim_factor(kernel, summarize_features(kernel), opt))
         tag = {"layer": L.index, "head": hi, "library": self.model.detected.library,

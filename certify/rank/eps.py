@@ -37,7 +37,7 @@ def eps_rank_factor_claim(kernel: Kernel, s: FactorSummary, eps: Fraction, opt: 
     # GQ, GK are exact Grams PhiQ^T PhiQ, PhiK^T PhiK of real features: PSD by
     # construction, so the core GQ GK is real-rooted and both counts apply
     res = sp.eps_rank_grams(s.gram_q, s.eq, s.gram_k, s.ek, eps, enclosures=opt.enclosures and s.r <= 128,
-                            prec=opt.enclosure_prec)
+                            prec=opt.enclosure_prec, exact_enclosures=opt.enclosure_fallback)
     ev = {**gram_evidence(s), **feature_evidence(s, opt.embed_limit, TRUSTED_GRAMS),
           "eps": q_to_str(eps), "k": res.k, "exact": True,
           "sigma_sq_enclosures": [[q_to_str(lo), q_to_str(hi)] for lo, hi in res.sigma_sq_enclosures]}

@@ -33,6 +33,10 @@ class RankOptions:
     embed_limit: int = DEFAULT_EMBED_LIMIT
     batch_size: int = 1 << 14
     enclosures: bool = True
+    #: where the float pencil bounds give no enclosures (ill-conditioned Grams), compute them from the
+    #: exact characteristic polynomial (True) or publish none (False: a checkpoint's heads, where that
+    #: polynomial per head would be most of the run; the count is certified either way)
+    enclosure_fallback: bool = True
     enclosure_prec: int = 64
     progress: bool = False                  # a bar over the token pass (stderr)
     #: matrix form's upper bound: "exact" (the span check), "freivalds" (the
