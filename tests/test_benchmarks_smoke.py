@@ -53,7 +53,8 @@ def _smoke(bench: Path, tmp_path: Path, extra: list[str]) -> None:
 #: benchmarks whose smoke run builds a library model or runs a solver sweep (4-9 s each, a fresh
 #: process importing torch or fla): run with ``--runslow``; the default suite runs every other
 #: benchmark's smoke size (the pipelines these exercise have their own tests in the default suite)
-HEAVY_SMOKE = {"bench_based", "bench_canonical", "bench_realsize", "bench_feasibility", "bench_transcript"}
+HEAVY_SMOKE = {"bench_based", "bench_canonical", "bench_layers", "bench_realsize", "bench_feasibility",
+               "bench_transcript"}
 
 
 def _marked(bench: Path):
