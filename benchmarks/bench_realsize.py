@@ -1,8 +1,9 @@
 """Real-size checkpoints: ``certify checkpoint`` (every head of layer 0) and
 ``certify verify --replay-extraction`` against the torch forward of the same feature maps.
 
-Three models as researchers build and save them (random init, the libraries' own
-constructors): an fla ``LinearAttentionForCausalLM`` with the hedgehog map (two
+Three models as researchers build and save them, with the libraries' own initialisation
+(``torch.manual_seed(0)`` and the constructors; no weight is re-drawn: a re-drawn model's
+singular values sit far from eps and flatter the eps-rank): an fla ``LinearAttentionForCausalLM`` with the hedgehog map (two
 layers, bf16 ``save_pretrained``); a user's module ``token_emb = nn.Embedding(V, d)``
 + ``performer = Performer(dim d, depth 6, heads 8, generalized_attention=True)``
 saved with ``safetensors.torch.save_model`` (``generalized_attention`` stated in
@@ -49,15 +50,6 @@ def measured(args: list[str], cwd: Path) -> dict:
     return out
 
 
-def _randomize(model, seed: int):
-    import torch
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():                     # weights of a trained scale
-            p.copy_(torch.randn(p.shape, generator=g) * (0.5 if p.ndim == 1 else p.shape[-1] ** -0.5))
-    return model
-
-
 def build_hedgehog(folder: Path, hidden: int, heads: int, vocab: int, layers: int = 2) -> Path:
     import torch
     from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
@@ -65,7 +57,7 @@ def build_hedgehog(folder: Path, hidden: int, heads: int, vocab: int, layers: in
     cfg = LinearAttentionConfig(hidden_size=hidden, num_hidden_layers=layers, num_heads=heads, vocab_size=vocab,
                                 feature_map="hedgehog", norm_feature_map=True)
     path = folder / "fla-hedgehog"
-    _randomize(LinearAttentionForCausalLM(cfg), 1).to(torch.bfloat16).save_pretrained(path)
+    LinearAttentionForCausalLM(cfg).to(torch.bfloat16).save_pretrained(path)
     (path / "generation_config.json").unlink(missing_ok=True)
     return path
 
@@ -85,7 +77,7 @@ def build_performer_user_lm(folder: Path, dim: int, depth: int, heads: int, voca
     torch.manual_seed(0)
     path = folder / "performer-user-lm"
     path.mkdir(parents=True)
-    save_model(_randomize(UserLM(), 2), str(path / "model.safetensors"))
+    save_model(UserLM(), str(path / "model.safetensors"))
     (path / "config.json").write_text(json.dumps({"generalized_attention": True}))
     return path / "model.safetensors"
 
@@ -104,7 +96,7 @@ def build_based(folder: Path, hidden: int, heads: int, vocab: int) -> Path:
     torch.manual_seed(0)
     path = folder / "fla-based"
     path.mkdir(parents=True)
-    save_model(_randomize(UserLM(), 3), str(path / "model.safetensors"))
+    save_model(UserLM(), str(path / "model.safetensors"))
     (path / "config.json").write_text(json.dumps({"class": "BasedLinearAttention", "feature_dim": 16,
                                                   "num_heads": heads, "num_key_value_heads": heads,
                                                   "embedding": "token_emb.weight"}))
@@ -197,7 +189,8 @@ def main(argv=None) -> int:
         sizes = {"hidden": 1024, "heads": 16, "vocab": 32000, "p_dim": 512, "p_depth": 6, "p_heads": 8,
                  "p_dim_head": 64}
     sizes["fla_layers"] = a.fla_layers
-    res = {"sizes": sizes, "threads": 1, "load_average": list(os.getloadavg()), "models": []}
+    res = {"sizes": sizes, "threads": 1, "load_average": list(os.getloadavg()), "models": [],
+           "weights": "the libraries' own initialisation"}
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         builders = {

@@ -363,3 +363,37 @@ def test_bad_text_is_one_line_before_any_work(models, tmp_path):
     _one_line(_run(["checkpoint", str(ck), "--text", str(tmp_path / "w.txt"), *out]),
               "the tokenizer gives id 51 (sequence 0, position 32)")
     assert not (tmp_path / "o").exists()
+
+
+def test_the_whole_model_check_assigns_what_the_plain_copy_loads(models, monkeypatch):
+    """The library check's model built on the meta device with the checkpoint's tensors assigned
+    holds the same tensors and gives the same hidden states as the plain construction and strict
+    copy (its twin); a tensor of another dtype makes it take the copy."""
+    import torch
+    from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
+
+    from certify.sources.sequences import read_sequences
+    from certify.sources.thirdparty import load_model
+    from models.layouts import reference
+    model = load_model(models["hedgehog"])
+    det = model.detected
+    cfg = LinearAttentionConfig(**{k: v for k, v in det.config.items() if k not in ("library", "class")})
+    sub = reference._strip(model.tensors, det.prefix)
+    if cfg.tie_word_embeddings and "lm_head.weight" not in sub:
+        sub["lm_head.weight"] = sub["model.embeddings.weight"]
+    fast = reference._load_whole(LinearAttentionForCausalLM, cfg, sub)
+    plain = reference._load(LinearAttentionForCausalLM(cfg), sub)
+    a, b = fast.state_dict(), plain.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+    assert not any(t.is_meta for t in fast.parameters())
+    ids = torch.as_tensor(read_sequences("random:2,8,3", 40).ids)
+    with reference._fla_references(), torch.no_grad():
+        ha = fast.model(ids, use_cache=False, output_hidden_states=True).hidden_states
+        hb = plain.model(ids, use_cache=False, output_hidden_states=True).hidden_states
+    assert len(ha) == 4 and all(torch.equal(x, y) for x, y in zip(ha, hb))
+    half = {k: v.to(torch.float64) if k == "lm_head.weight" else v for k, v in sub.items()}
+    copied: list[int] = []
+    real = reference._load
+    monkeypatch.setattr(reference, "_load", lambda *x: copied.append(1) or real(*x))
+    got = reference._load_whole(LinearAttentionForCausalLM, cfg, half)
+    assert copied and got.lm_head.weight.dtype == torch.float32
