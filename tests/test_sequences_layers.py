@@ -397,3 +397,32 @@ def test_the_whole_model_check_assigns_what_the_plain_copy_loads(models, monkeyp
     monkeypatch.setattr(reference, "_load", lambda *x: copied.append(1) or real(*x))
     got = reference._load_whole(LinearAttentionForCausalLM, cfg, half)
     assert copied and got.lm_head.weight.dtype == torch.float32
+
+
+def test_the_replay_hashes_a_source_shared_by_every_head_once(certified, monkeypatch):
+    """The replay's jobs (one per head of every layer) name the same weights file: within one
+    replay it is hashed once while unchanged (the check's scratch), not once per head (a
+    24-layer model's 1.6 GB file 384 times); a second replay hashes it afresh."""
+    from certify.checkers import sources
+    from certify.checkpoints import replay as rp
+    _, folder = certified["hedgehog"]
+    sent: list[str] = []                       # the jobs verify sends to its replay process
+    real_run = subprocess.run
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: sent.append(k.get("input", "")) or real_run(*a, **k))
+    assert _run(["verify", "--replay-extraction", str(folder / "certificate.json")]).returncode == 0
+    jobs = json.loads(sent[-1])
+    assert len(jobs) >= 12 and len({j["path"] for j in jobs}) == 1
+    hashed: list[int] = []
+    real_sha = sources.hashlib.sha256
+
+    class Counting:
+        @staticmethod
+        def sha256(*a):
+            hashed.append(1)
+            return real_sha(*a)
+    monkeypatch.setattr(sources, "hashlib", Counting)
+    got = rp.replay(jobs)
+    assert all("error" not in r for r in got.values()), got
+    first = len(hashed)
+    rp.replay(jobs)
+    assert first >= 1 and len(hashed) == 2 * first and first < len(jobs)

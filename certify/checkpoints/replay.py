@@ -232,6 +232,15 @@ def needs_extra(exc: BaseException) -> str | None:
 
 
 def replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each job's features (and heads) recomputed, keyed as the jobs are. The jobs are one
+    certificate's check: they share one scratch (:mod:`certify.checkers.scratch`), so a source
+    named by many jobs (every head of a checkpoint) is hashed once while it is unchanged."""
+    from certify.checkers import scratch
+    with scratch.session():
+        return _replay(jobs)
+
+
+def _replay(jobs: list[dict[str, Any]]) -> dict[str, Any]:
     # torch is imported only by the sources that need it (pickles, models/ checkpoints; one
     # thread: the checker runs this process with OMP_NUM_THREADS=1); its version, if installed,
     # is read from the package metadata
