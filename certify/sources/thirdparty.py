@@ -332,7 +332,7 @@ def forward_on(model: LoadedModel, seqs: Any, upto: int | None = None) -> Any:
     have = model.forwards.get(key)
     need = len(model.detected.layers) - 1 if upto is None else upto
     if have is None or len(have.inputs) <= need:
-        model.forwards[key] = forward(model.detected, model.stored, seqs.ids, upto=need)
+        model.forwards[key] = forward(model.detected, model.stored, seqs.ids, upto=need, keep_features=False)
     return model.forwards[key]
 
 
@@ -371,6 +371,9 @@ def positions_kernel(model: LoadedModel, seqs: Any, *, layer: int, head: int, co
     if h is None:
         raise InputError(f"--head {head}: layer {L.index} has heads 0..{len(L.heads) - 1}")
     fwd = forward_on(model, seqs, upto=L.index)
+    if (L.index, head) not in fwd.features:            # one layer's features held at a time
+        from models.layouts.fla_forward import layer_features
+        layer_features(det, model.stored, fwd, L)
     q, k = fwd.features[(L.index, head)]
     ts = seqs.token_set
     details: dict[str, Any] = {**h.describe(), "library": det.library, "layer": L.index, "head": head,

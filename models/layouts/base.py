@@ -155,6 +155,12 @@ class FeatureHead:
         k = canon_k(uk)
         return positive_zero(q), positive_zero(k)
 
+    def release(self) -> None:
+        """Drop the float64 weights kept by :meth:`canonical_projected` (one memo: a later call
+        decodes them again), when the features of this head will not be asked again soon (a
+        model's every layer on sequences: 384 heads' copies would be most of the memory)."""
+        self.__dict__.pop("_w64", None)
+
     def _inputs(self, tokens, f64) -> np.ndarray:
         """The tokens after the steps (K, d), float64. For the embedding (a stored
         weight) they are computed once per path and kept with it: the heads of a

@@ -78,11 +78,30 @@ def refusal(det: Detected) -> str | None:
 class Forward:
     """The canonical forward on ``ids`` (S, T): ``inputs[L]`` the hidden states entering
     layer ``L`` (``(S T, d)`` float64, row ``s T + t``), ``features[(L, h)]`` head ``h``'s
-    ``(phiQ, phiK)`` on them."""
+    ``(phiQ, phiK)`` on them (every layer's, or, for a forward that keeps none, the layer
+    :func:`layer_features` computed last)."""
 
     ids: np.ndarray
     inputs: list[np.ndarray] = field(default_factory=list)
     features: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def _kernel_heads(L: Any) -> list[FeatureHead]:
+    return [hd for hd in L.heads if isinstance(hd, FeatureHead)]
+
+
+def layer_features(det: Detected, sd: Mapping[str, Any], fwd: Forward, L: Any) -> None:
+    """Every head's features of layer ``L`` into ``fwd.features`` from the hidden states
+    entering it (``fwd.inputs``): ``attn_norm`` then each head's maps, the same function on
+    the same inputs as in :func:`forward`, so the same bits; the other layers' features are
+    dropped (one layer is held at a time)."""
+    fwd.features = {}
+    eps = float(det.config.get("norm_eps", 1e-6))
+    key = f"{det.prefix}model.layers.{L.index}.attn_norm.weight"
+    x = cm.rms_norm(f64(sd[key]), eps)(fwd.inputs[L.index])
+    for hd in _kernel_heads(L):
+        fwd.features[(L.index, int(hd.details["head"]))] = hd.canonical_projected(x)
+        hd.release()
 
 
 def _block_keys(sd: Mapping[str, Any], blk: str, affine_out: bool) -> None:
@@ -111,9 +130,14 @@ def _mix(q: np.ndarray, k: np.ndarray, v: np.ndarray, normalized: bool) -> np.nd
     return o
 
 
-def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | None = None) -> Forward:
+def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | None = None,
+            keep_features: bool = True) -> Forward:
     """The hidden states entering every layer (up to ``upto``, inclusive) and every head's
-    features on them (module docstring). ``sd``: the checkpoint's tensors (stored weights)."""
+    features on them (module docstring). ``sd``: the checkpoint's tensors (stored weights).
+    ``keep_features`` False: the features are used for the mixing and dropped (a layer's are
+    computed again by :func:`layer_features` when its heads are certified), each block's
+    float64 weights are released after the block, and each head's kept weights too: memory
+    for one layer at a time beyond the hidden states."""
     why = refusal(det)
     if why is not None:
         raise InputError(why)
@@ -130,9 +154,9 @@ def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | N
         info = L.library
         affine_out = info.get("output_norm") == "rmsnorm" and bool(info.get("elementwise_affine"))
         _block_keys(sd, blk, affine_out)
-        w = {k: f64(sd[blk + k]) for k in BLOCK_KEYS}
+        w = {k: f64(sd[blk + k]) for k in BLOCK_KEYS if k not in ("attn.q_proj.weight", "attn.k_proj.weight")}
         x = cm.rms_norm(w["attn_norm.weight"], eps)(h)
-        heads = [hd for hd in L.heads if isinstance(hd, FeatureHead)]
+        heads = _kernel_heads(L)
         H, Hkv = int(info["num_heads"]), int(info["num_kv_heads"])
         if len(heads) != H:
             raise InputError(f"--sequences: layer {L.index} has {len(heads)} kernel heads of {H}")
@@ -146,7 +170,10 @@ def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | N
         for hd in heads:
             hi = int(hd.details["head"])
             q, k = hd.canonical_projected(x)
-            out.features[(L.index, hi)] = (q, k)
+            if keep_features:
+                out.features[(L.index, hi)] = (q, k)
+            else:
+                hd.release()
             hk = int(hd.details["kv_head"])
             v = v_all[:, hk * dv:(hk + 1) * dv]
             o = np.concatenate([_mix(q[s * T:(s + 1) * T], k[s * T:(s + 1) * T], v[s * T:(s + 1) * T],
@@ -158,4 +185,7 @@ def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | N
         g = linear(x, w["mlp.gate_proj.weight"])
         u = linear(x, w["mlp.up_proj.weight"])
         h = h + linear((g * cr_sigmoid(g)) * u, w["mlp.down_proj.weight"])
+        if not keep_features:
+            for name in [*w, "attn.norm.weight"]:
+                getattr(sd.get(blk + name), "release", lambda: None)()   # a stored weight's float64 copy
     return out
