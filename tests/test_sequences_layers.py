@@ -430,16 +430,21 @@ def test_the_replay_hashes_a_source_shared_by_every_head_once(certified, monkeyp
 
 def test_a_layer_s_features_recomputed_are_the_forward_s_bits(models):
     """The checkpoint's forward keeps no features (one layer's at a time, recomputed from the
-    hidden states entering it): every head's features so recomputed are the bits the forward
-    that keeps them all computed, and the hidden states are the same (the plain twin)."""
+    hidden states entering it; a forward continued from an earlier one's last block): every
+    head's features so recomputed are the bits the forward that keeps them all computed, and
+    the hidden states are the same (the plain twin)."""
     from certify.sources.sequences import read_sequences
     from certify.sources.thirdparty import load_model
     from models.layouts import fla_forward
     model = load_model(models["hedgehog"])
     ids = read_sequences("random:2,8,4", 40).ids
     full = fla_forward.forward(model.detected, model.stored, ids)
-    lean = fla_forward.forward(load_model(models["hedgehog"]).detected, model.stored, ids, keep_features=False)
-    assert not lean.features and len(full.features) == 12
+    lean = fla_forward.forward(load_model(models["hedgehog"]).detected, model.stored, ids, keep_features=False,
+                               upto=0)
+    assert len(lean.inputs) == 1
+    # continued from its last block (a replay asks for layer 0, then 1, then 2): not recomputed
+    lean = fla_forward.forward(model.detected, model.stored, ids, keep_features=False, resume=lean)
+    assert not lean.features and len(full.features) == 12 and len(lean.inputs) == 3
     assert all(np.array_equal(a, b) for a, b in zip(full.inputs, lean.inputs))
     for L in model.detected.layers:
         fla_forward.layer_features(model.detected, model.stored, lean, L)

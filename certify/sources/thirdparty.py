@@ -331,8 +331,9 @@ def forward_on(model: LoadedModel, seqs: Any, upto: int | None = None) -> Any:
     key = ("forward", seqs.sha256)
     have = model.forwards.get(key)
     need = len(model.detected.layers) - 1 if upto is None else upto
-    if have is None or len(have.inputs) <= need:
-        model.forwards[key] = forward(model.detected, model.stored, seqs.ids, upto=need, keep_features=False)
+    if have is None or len(have.inputs) <= need:         # continued from the blocks computed so far
+        model.forwards[key] = forward(model.detected, model.stored, seqs.ids, upto=need, keep_features=False,
+                                      resume=have)
     return model.forwards[key]
 
 

@@ -84,6 +84,8 @@ class Forward:
     ids: np.ndarray
     inputs: list[np.ndarray] = field(default_factory=list)
     features: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    #: the hidden states after the last block computed (where :func:`forward` resumes)
+    after: np.ndarray | None = None
 
 
 def _kernel_heads(L: Any) -> list[FeatureHead]:
@@ -131,24 +133,27 @@ def _mix(q: np.ndarray, k: np.ndarray, v: np.ndarray, normalized: bool) -> np.nd
 
 
 def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | None = None,
-            keep_features: bool = True) -> Forward:
+            keep_features: bool = True, resume: Forward | None = None) -> Forward:
     """The hidden states entering every layer (up to ``upto``, inclusive) and every head's
     features on them (module docstring). ``sd``: the checkpoint's tensors (stored weights).
     ``keep_features`` False: the features are used for the mixing and dropped (a layer's are
     computed again by :func:`layer_features` when its heads are certified), each block's
     float64 weights are released after the block, and each head's kept weights too: memory
-    for one layer at a time beyond the hidden states."""
+    for one layer at a time beyond the hidden states. ``resume``: a forward of the same ids
+    up to an earlier layer, continued from the hidden states after its last block (the same
+    operations in the same order as one call: the same bits)."""
     why = refusal(det)
     if why is not None:
         raise InputError(why)
     S, T = (int(n) for n in ids.shape)
     R = det.prefix
-    emb = f64(det.embedding)
-    out = Forward(ids)
-    h = emb[ids.reshape(-1)]                                          # (S T, d): exact rows
+    if resume is not None and resume.after is not None and np.array_equal(resume.ids, ids):
+        out, h = resume, resume.after
+    else:
+        out, h = Forward(ids), f64(det.embedding)[ids.reshape(-1)]   # (S T, d): exact rows
     eps = float(det.config.get("norm_eps", 1e-6))
     last = len(det.layers) - 1 if upto is None else upto
-    for L in det.layers[:last + 1]:
+    for L in det.layers[len(out.inputs):last + 1]:
         out.inputs.append(h)
         blk = f"{R}model.layers.{L.index}."
         info = L.library
@@ -188,4 +193,5 @@ def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | N
         if not keep_features:
             for name in [*w, "attn.norm.weight"]:
                 getattr(sd.get(blk + name), "release", lambda: None)()   # a stored weight's float64 copy
+    out.after = h
     return out
