@@ -55,7 +55,7 @@ with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
     model = LinearAttentionForCausalLM.from_pretrained(sys.argv[1], torch_dtype=torch.float32).eval()
     ids = torch.as_tensor(read_sequences(sys.argv[2], model.config.vocab_size).ids)
     def op(q, k, v, initial_state=None, normalize=False, cu_seqlens=None, **kw):
-        return naive_chunk_linear_attn(q, k, v, normalize=normalize)
+        return naive_chunk_linear_attn(q, k, v, normalize=normalize), None   # (o, final state)
     with reference._fla_references(), torch.no_grad():
         for n in ("chunk_linear_attn", "fused_chunk_linear_attn", "fused_recurrent_linear_attn"):
             setattr(la, n, op)
@@ -131,7 +131,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sequences", default="random:4,512,0", help="S sequences of T ids (default 4 x 512)")
     ap.add_argument("--smoke", action="store_true", help="2 layers, hidden 64, 2 x 64 ids; nothing written")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--baseline-only", metavar="MODEL_DIR", help="time fla's forward of a saved model, nothing else")
     a = ap.parse_args(argv)
+    if a.baseline_only:
+        print(json.dumps(baseline(Path(a.baseline_only), a.sequences)))
+        return 0
     if a.smoke:
         a.layers, a.hidden, a.heads, a.vocab, a.sequences, a.out = 2, 64, 2, 100, "random:2,64,0", None
     print(f"# every layer on {a.sequences}: {a.layers} layers, hidden {a.hidden}, {a.heads} heads, vocabulary "

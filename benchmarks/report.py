@@ -319,6 +319,7 @@ def page_summary_table(folder: Path | None = None) -> list[str]:
                  "(unverified) " + " / ".join(f"{r['numpy_s']:.4f}" for r in rows) + " CPU s | "
                  + " / ".join(f"{r['producer_ratio']:.0f}" for r in rows) + " |")
     L += realsize_rows(_load("realsize.json", folder))
+    L += layers_rows(_load("layers.json", folder))
     rows = [r for r in (par or {}).get("rows", []) if "one_process_s" in r]
     if rows:
         L.append(f"| sweeps with --workers {rows[0]['workers']} ("
@@ -349,6 +350,26 @@ def realsize_rows(res: dict | None) -> list[str]:
                    f"`verify --replay-extraction` {rp.get('cpu_s', float('nan')):.1f} CPU s | torch float32 "
                    f"forward of the feature maps {b.get('torch_float32_s')} CPU s | "
                    f"**{m.get('checkpoint_ratio_float32')}** / **{m.get('replay_ratio_float32')}** |")
+    return out
+
+
+def layers_rows(res: dict | None) -> list[str]:
+    """One row per model of ``layers.json``: every head of every layer on stated sequences,
+    ``certify checkpoint`` and ``verify --replay-extraction`` against fla's own float32 forward
+    of the whole model on the same ids."""
+    if not res or not res.get("rows"):
+        return []
+    out = []
+    for m in res["rows"]:
+        c, rp, b = m["checkpoint"], m.get("replay") or {}, m.get("baseline") or {}
+        out.append(f"| every layer of `{m['model']}` ({res['layers']} layers, hidden {res['hidden']}, "
+                   f"{m.get('heads_certified')} heads, library initialisation) on {m['sequences']} "
+                   f"({b.get('tokens', 0):,} positions): certify exit {c['rc']}, replay exit {rp.get('rc')} | "
+                   f"`certify checkpoint` {c['cpu_s']:.1f} CPU s (peak {c['peak_rss_mb']:.0f} MB), "
+                   f"`verify --replay-extraction` {rp.get('cpu_s', float('nan')):.1f} CPU s (peak "
+                   f"{rp.get('peak_rss_mb', float('nan')):.0f} MB) | fla's float32 forward of the whole model "
+                   f"{b.get('forward_float32_s')} CPU s | **{m.get('checkpoint_ratio')}** / "
+                   f"**{m.get('replay_ratio')}** |")
     return out
 
 
