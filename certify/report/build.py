@@ -308,7 +308,8 @@ def figure_eps_rank_heads(grids, folder: Path) -> list[str]:
         for (L, h), (k, verdict, _) in g["cells"].items():
             if verdict == "proved":
                 val[L, h] = k
-        im = ax.imshow(np.ma.masked_invalid(val), cmap="viridis", vmin=0, vmax=max(g["r"], 1),
+        top = max([k for k, _, _ in g["cells"].values()] + [1])         # the contrast of the counts
+        im = ax.imshow(np.ma.masked_invalid(val), cmap="viridis", vmin=0, vmax=top,
                        aspect="auto", interpolation="nearest", origin="upper")
         for (L, h), (k, verdict, exact) in g["cells"].items():
             if verdict != "proved" or not exact:
@@ -316,7 +317,7 @@ def figure_eps_rank_heads(grids, folder: Path) -> list[str]:
                                            edgecolor="0.5", lw=0))
             if nl * nh <= 600:
                 shown = "?" if verdict != "proved" else str(k) if exact else f">={k}"
-                light = verdict == "proved" and k < 0.6 * max(g["r"], 1)
+                light = verdict == "proved" and k < 0.6 * top
                 ax.text(h, L, shown, ha="center", va="center", fontsize=7 if nh <= 24 else 5,
                         color="white" if light else "black")
         ax.set_xticks(range(nh))
@@ -324,8 +325,11 @@ def figure_eps_rank_heads(grids, folder: Path) -> list[str]:
         ax.tick_params(labelsize=7)
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
-        ax.set_title(f"{g['label']}: eps-rank by layer and head (eps = {g['eps']})", fontsize=9)
-        fig.colorbar(im, ax=ax, label="number of $\\sigma_i > \\varepsilon$", fraction=0.04, pad=0.02)
+        ax.set_title(f"{g['label']}: eps-rank by layer and head (eps = {g['eps']}; of up to {g['r']} "
+                     "features)", fontsize=9)
+        from matplotlib.ticker import MaxNLocator
+        fig.colorbar(im, ax=ax, label="number of $\\sigma_i > \\varepsilon$", fraction=0.04, pad=0.02,
+                     ticks=MaxNLocator(integer=True))
     return _save(fig, folder, "eps_rank_heads")
 
 
