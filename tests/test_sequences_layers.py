@@ -6,9 +6,12 @@ Small models with fla's own initialisation (3 layers, hidden 64, 4 heads, vocabu
 ``hedgehog`` one (``norm_feature_map``). Every head of every layer is certified on the inputs to its
 layer at every position of the sequences (exit 0), replayed (exit 0); the canonical
 hidden states agree with fla's own forward at float32 tolerance, and a planted mistake in
-the canonical forward is caught by that comparison; weights of layer 2 changed after
-certification fail the replay on layer 2's claims alone; bad sequence files end with one
-line and exit 2 before any work.
+the canonical forward is caught by that comparison; weights of layer 2 (and of layer 3 of a
+4-layer model) changed after certification fail the replay on that layer's claims alone; bad
+sequence files and texts end with one line and exit 2 before any work; ``--text`` certifies
+the ids of a text under the model's tokenizer; the report draws the heads' eps-rank as a
+layer x head map; the lean forward (one layer's features at a time, continued from its last
+block) gives the bits of the plain one.
 """
 
 from __future__ import annotations
@@ -171,17 +174,16 @@ def _write_changed_layer(src: Path, dst: Path, layer: int) -> None:
     save_file(t, str(dst / "model.safetensors"), metadata={"format": "pt"})
 
 
-def test_changed_layer_weights_fail_the_replay_on_that_layer(models, certified, tmp_path):
-    """Layer 2's query weights changed after certification, the certificate's hashes updated to
-    the new file (its sentences re-rendered): the checker's own checks pass, and the replay
-    fails exactly the claims of layer 2, naming them."""
+def _replay_changed(folder: Path, layer: int, tmp_path: Path) -> None:
+    """Layer ``layer``'s query weights changed after certification, the certificate's hashes
+    updated to the new file (its sentences re-rendered): the checker's own checks pass, and the
+    replay fails exactly the claims of that layer, naming them."""
     from certify.checkers.statements import render
     from certify.core.files import sha256_file
-    _, folder = certified["hedgehog"]
     cert = json.loads((folder / "certificate.json").read_text())
     old_src = next(c["parameters"]["source"] for c in cert["claims"])
     new = tmp_path / "changed"
-    _write_changed_layer(Path(old_src).parent, new, 2)
+    _write_changed_layer(Path(old_src).parent, new, layer)
     sha = sha256_file(new / "model.safetensors")
     cert["inputs"] = {k.replace(str(Path(old_src).parent), str(new)): (sha if k == old_src else v)
                       for k, v in cert["inputs"].items()}
@@ -195,8 +197,32 @@ def test_changed_layer_weights_fail_the_replay_on_that_layer(models, certified, 
     res = json.loads(ver.stdout)
     failed = [c for c in res["claims"] if not c["holds"]]
     layers = {cert["claims"][c["index"]]["parameters"]["layer"] for c in failed}
-    assert layers == {2} and len(failed) == sum(c["parameters"]["layer"] == 2 for c in cert["claims"])
-    assert all("layer 2" in c["statement"] and "replayed features" in json.dumps(c) for c in failed)
+    assert layers == {layer} and len(failed) == sum(c["parameters"]["layer"] == layer for c in cert["claims"])
+    assert all(f"layer {layer}" in c["statement"] and "replayed features" in json.dumps(c) for c in failed)
+
+
+def test_changed_layer_weights_fail_the_replay_on_that_layer(certified, tmp_path):
+    _replay_changed(certified["hedgehog"][1], 2, tmp_path)
+
+
+def test_changed_layer_3_weights_of_a_4_layer_model_fail_layer_3_alone(tmp_path):
+    """The same on a 4-layer model (fla's defaults, t2r): layer 3's weights changed, the replay
+    fails layer 3's claims and no other (the three layers before it replay)."""
+    import torch
+    from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
+    torch.manual_seed(1)
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        cfg = LinearAttentionConfig(hidden_size=32, num_hidden_layers=4, num_heads=2, vocab_size=40,
+                                    intermediate_size=64, feature_map="t2r")
+        LinearAttentionForCausalLM(cfg).save_pretrained(tmp_path / "four")
+    folder = tmp_path / "out"
+    run = _run(["checkpoint", str(tmp_path / "four"), "--sequences", "random:2,8,1", "--out", str(folder),
+                "--no-progress"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    cert = json.loads((folder / "certificate.json").read_text())
+    assert {c["parameters"]["layer"] for c in cert["claims"]} == {0, 1, 2, 3}
+    _replay_changed(folder, 3, tmp_path)
 
 
 def _one_line(run: subprocess.CompletedProcess, words: str) -> None:
