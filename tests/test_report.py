@@ -161,3 +161,22 @@ def test_report_tex_compiles(certs, tmp_path):
     p = subprocess.run(["pdflatex", "-interaction=nonstopmode", "doc.tex"], cwd=out,
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-2000:]
+
+
+def test_the_singular_value_figure_draws_at_most_sixteen_kernels(monkeypatch, tmp_path):
+    """A model's every head with enclosures (40 here) is not a legend of 40 lines: the first
+    16 are drawn and the title says how many there are."""
+    from certify.report import build as b
+    series = [{"label": f"head {i}", "intervals": [(1.0 / (j + 1), 1.0001 / (j + 1)) for j in range(4)],
+               "eps": 1e-3, "k": 4, "verdict": "proved"} for i in range(40)]
+    seen = {}
+
+    def keep(fig, folder, name):
+        ax = fig.axes[0]
+        seen.update(title=ax.get_title(), labels=[t.get_text() for t in ax.get_legend().get_texts()])
+        b._plt().close(fig)
+        return [f"{name}.png"]
+    monkeypatch.setattr(b, "_save", keep)
+    b.figure_singular_values(series, tmp_path)
+    assert "the first 16 of 40 kernels" in seen["title"]
+    assert sum(t.startswith("head ") for t in seen["labels"]) == 16

@@ -252,8 +252,15 @@ def _save(fig, folder: Path, name: str) -> list[str]:
     return [f"{name}.png", f"{name}.pdf"]
 
 
+#: kernels drawn in one singular-value figure (a model's every head would make a legend of
+#: hundreds of lines; the eps-rank heat map shows them all)
+MAX_SERIES = 16
+
+
 def figure_singular_values(series, folder: Path) -> list[str]:
     plt = _plt()
+    total = len(series)
+    series = series[:MAX_SERIES]
     fig, ax = plt.subplots(figsize=(6.4, 4.2 + 0.18 * len(series)))
     positive = [a for s in series for a, _ in s["intervals"] if a > 0]
     positive += [s["eps"] for s in series if s["eps"]]
@@ -286,7 +293,8 @@ def figure_singular_values(series, folder: Path) -> list[str]:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=12))
     ax.set_xlabel("index i")
     ax.set_ylabel("$\\sigma_i$ (certified enclosure)")
-    ax.set_title("Singular values with certified enclosures")
+    ax.set_title("Singular values with certified enclosures"
+                 + (f" (the first {len(series)} of {total} kernels)" if total > len(series) else ""))
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
     ax.grid(True, which="both", alpha=0.3)
     return _save(fig, folder, "singular_values")
