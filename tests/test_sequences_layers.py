@@ -477,3 +477,24 @@ def test_a_layer_s_features_recomputed_are_the_forward_s_bits(models):
         assert sorted(lean.features) == [(L.index, h) for h in range(4)]
         for key, (q, k) in lean.features.items():
             assert np.array_equal(q, full.features[key][0]) and np.array_equal(k, full.features[key][1])
+
+
+def test_the_reference_checker_re_derives_every_layer_and_refuses_other_sequences(certified, tmp_path):
+    """``verify --reference --replay-extraction``: the independent checker re-derives every
+    claim of every layer from the replayed features (the worker re-reads the probe's ids and
+    compares their hash); sequences of another shape, or another hash, fail there as in the
+    fast path."""
+    _, folder = certified["hedgehog"]
+    ref = _run(["verify", "--reference", "--replay-extraction", str(folder / "certificate.json")])
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    assert "all 36 claims re-derived" in ref.stderr
+    cert = json.loads((folder / "certificate.json").read_text())
+    for name, edit in (("shape", {"sequences": "random:4,12,0"}), ("hash", {"sequences_sha256": "0" * 64})):
+        bad = json.loads(json.dumps(cert))
+        for c in bad["claims"]:
+            c["parameters"].update(edit)
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(bad))
+        for extra in (["--reference"], []):
+            run = _run(["verify", *extra, "--replay-extraction", str(path)])
+            assert run.returncode == 1, (name, extra, run.stderr[-1500:])

@@ -314,11 +314,17 @@ def _kernel(claim: Mapping[str, Any], ctx: Context) -> tuple[Kernel, list[str]]:
 
 _CUBE = re.compile(r"cube:(\d{1,3})")
 _VOCAB = re.compile(r"vocab:(\d{1,12})")
+_POSITIONS = re.compile(r"positions:(\d{1,9})x(\d{1,9})")
+_PROBE = re.compile(r"random:(\d{1,9}),(\d{1,9}),(\d{1,19})")
 
 
-def _tokens(claim: Mapping[str, Any], rows: int) -> tuple[list[list[int]] | None, int | None, list[str]]:
+def _tokens(claim: Mapping[str, Any], rows: int, inputs: Mapping[str, Any] | None = None
+            ) -> tuple[list[list[int]] | None, int | None, list[str]]:
     """``(token list or None, cube m or None, assumptions)``; the token set bound to the
-    kernel's ``rows``."""
+    kernel's ``rows``. ``positions:SxT`` (the inputs to a layer at every position of S
+    sequences of T ids): S T rows, the sequences the seeded probe of that S and T or a file
+    among the certificate's ``inputs``; the ids themselves are re-derived by the replay
+    (their content hash against ``sequences_sha256``), whose features these rows are."""
     p, ev = claim["parameters"], claim["evidence"]
     ts = p.get("token_set")
     if not isinstance(ts, str):
@@ -339,6 +345,19 @@ def _tokens(claim: Mapping[str, Any], rows: int) -> tuple[list[list[int]] | None
         if rows != 1 << int(m.group(1)):
             raise Fails(f"token set {ts} has {1 << int(m.group(1))} tokens, the kernel {rows} rows")
         return toks, int(m.group(1)), []
+    pos = _POSITIONS.fullmatch(ts)
+    if pos:
+        S, T = int(pos.group(1)), int(pos.group(2))
+        if rows != S * T:
+            raise Fails(f"token set {ts}: {S * T} positions, the kernel has {rows} rows")
+        seqs, probe = p.get("sequences"), _PROBE.fullmatch(str(p.get("sequences")))
+        if not isinstance(seqs, str) or not isinstance(p.get("sequences_sha256"), str):
+            raise Fails("a positions token set names its sequences and their sha256")
+        if probe is not None and (int(probe.group(1)), int(probe.group(2))) != (S, T):
+            raise Fails(f"the probe {seqs:.40} is not {S} sequences of {T} ids")
+        if probe is None and not isinstance((inputs or {}).get(seqs), str):
+            raise Fails(f"the sequences file {seqs:.60} is not among the certificate's inputs")
+        return None, None, []
     v = _VOCAB.fullmatch(ts)
     if v:
         if rows != int(v.group(1)):
@@ -370,7 +389,7 @@ def _tokens(claim: Mapping[str, Any], rows: int) -> tuple[list[list[int]] | None
                 return None, None, [f"tokens:{sha[:16]}"]
             raise Fails("the explicit token list is not embedded")
         return toks, None, []
-    raise Fails(f"token set {ts!r:.40} is not cube:M, family:NAME, vocab:N, tokens or index")
+    raise Fails(f"token set {ts!r:.40} is not cube:M, family:NAME, vocab:N, positions:SxT, tokens or index")
 
 
 def _kernel_claim(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], list[str]]:
@@ -378,7 +397,7 @@ def _kernel_claim(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], li
     kind, p, ev = claim["kind"], claim["parameters"], claim["evidence"]
     if K.phi_q is None and K.matrix is None:          # trusted summaries of data not at hand
         return _trusted(claim, ctx), assumptions
-    toks, cube_m, assume = _tokens(claim, K.rows)
+    toks, cube_m, assume = _tokens(claim, K.rows, ctx.inputs)
     assumptions += assume
     problems = []
     if "layer" in p or "head" in p:          # one head of a model: the adapter (replayed) names it

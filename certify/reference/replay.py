@@ -49,7 +49,8 @@ def job_key(p: Mapping[str, Any], features: bool, cert: Mapping[str, Any], base:
     inputs = stated if isinstance(stated, dict) else {}
     ident = [sha if isinstance(sha, str) else None, None if isinstance(sha, str) else p.get("source"),
              os.path.realpath(path) if path is not None else None, sorted(str(v) for v in inputs.values()),
-             p.get("adapter"), p.get("token_set") if features else None, p.get("stated")]
+             p.get("adapter"), p.get("token_set") if features else None, p.get("stated"),
+             p.get("sequences_sha256")]
     return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -57,6 +58,15 @@ def replayable(claim: Mapping[str, Any]) -> bool:
     p = claim.get("parameters")
     return isinstance(p, dict) and isinstance(p.get("source"), str) \
         and p.get("adapter") not in (None, "matrix-file", "memory")
+
+
+def _sequences(p: Mapping[str, Any], inputs: Mapping[str, Any], base: Path | None) -> dict[str, Any]:
+    name = p.get("sequences")
+    if not isinstance(name, str):
+        return {}
+    path = None if name.startswith("random:") else locate(name, inputs.get(name), base)
+    return {"sequences": name, "sequences_path": str(path) if path is not None else None,
+            "sequences_sha256": p.get("sequences_sha256")}
 
 
 def run(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replays:
@@ -80,6 +90,10 @@ def run(certs: Sequence[tuple[str, Mapping[str, Any], Path | None]]) -> Replays:
                 "adapter": p.get("adapter"), "token_set": p.get("token_set") if feats else None,
                 "dtype": fs.get("dtype") if feats else None, "torch": env.get("torch"),
                 "stated": p.get("stated"), "want": [], "heads": [], "weights": [],
+                # a positions:SxT token set: the sequences (a file found by the sha256 the
+                # certificate's inputs give it, or the seeded probe) and the ids' content hash,
+                # which the worker re-derives
+                **_sequences(p, inputs, base),
                 "specs": [str(f) for f in (locate(n, inputs[n], base) for n in inputs if str(n).endswith(".json"))
                           if f]
                 if str(p.get("adapter")).startswith("adapter:") else []})
