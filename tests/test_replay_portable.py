@@ -38,6 +38,7 @@ for name in sys.argv[1:]:
                      "adapter": p["adapter"], "token_set": p["token_set"], "dtype": fs["dtype"],
                      "want": [[fs["phi_q"], fs["phi_k"]]], "heads": [], "specs": specs,
                      "stated": p.get("stated"),           # a third-party head's kernel arguments
+                     "normalized": [p.get("normalized", True)],   # what the sentence calls the head
                      "certified": [fs["phi_q"], fs["phi_k"]]}
     src = next((c["parameters"]["source"] for c in cert["claims"]
                 if str(c["parameters"].get("adapter", "")).startswith("layout:")), None)
