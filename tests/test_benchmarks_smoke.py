@@ -50,11 +50,12 @@ def _smoke(bench: Path, tmp_path: Path, extra: list[str]) -> None:
     assert _snapshot(ROOT / "reports" / "bench") == before, "the smoke run wrote into reports/bench"
 
 
-#: benchmarks whose smoke run builds a library model or runs a solver sweep (4-9 s each, a fresh
-#: process importing torch or fla): run with ``--runslow``; the default suite runs every other
+#: benchmarks whose smoke run builds a library model, runs a solver sweep, starts Ray or
+#: times several baselines (2-9 CPU s each, a fresh process importing torch, fla or Ray): run with ``--runslow``; the default suite runs every other
 #: benchmark's smoke size (the pipelines these exercise have their own tests in the default suite)
 HEAVY_SMOKE = {"bench_based", "bench_canonical", "bench_layers", "bench_realsize", "bench_feasibility",
-               "bench_transcript"}
+               "bench_transcript", "bench_rank_sweep", "bench_parallel", "bench_cr_functions",
+               "bench_factor_files"}
 
 
 def _marked(bench: Path):

@@ -180,3 +180,9 @@ def test_the_singular_value_figure_draws_at_most_sixteen_kernels(monkeypatch, tm
     b.figure_singular_values(series, tmp_path)
     assert "the first 16 of 40 kernels" in seen["title"]
     assert sum(t.startswith("head ") for t in seen["labels"]) == 16
+
+
+def test_log_axis_labels_are_powers_of_ten_in_superscripts():
+    from certify.report.build import _power_of_ten
+    assert [_power_of_ten(v) for v in (1e-3, 1.0, 100.0, 1e-300, 2e-3, 0.0, -1.0)] == \
+        ["10\u207b\u00b3", "10\u2070", "10\u00b2", "10\u207b\u00b3\u2070\u2070", "", "", ""]

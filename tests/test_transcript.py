@@ -2,6 +2,7 @@
 
 import copy
 import json
+from fractions import Fraction
 
 import pytest
 import torch
@@ -245,3 +246,28 @@ def test_bad_input_is_one_line_exit_2(argv, needle, tmp_path, capsys):
     rc, out, err = _run(argv + ["--no-progress"], capsys)
     assert rc == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and needle in err
+
+
+def test_integer_matvec_equals_the_plain_one():
+    """The checker's common-denominator dot product (its fast path) gives the plain
+    term-by-term sum's numbers: dyadic weights, arbitrary rationals, signs, zeros,
+    an int among the entries, an empty row, rows longer than x."""
+    import random
+
+    import flint
+
+    from certify.checkers.transcript import _matvec, _matvec_plain
+    rng = random.Random(7)
+    frac = lambda: Fraction(rng.randint(-10**6, 10**6), rng.choice([1, 2**rng.randint(0, 60), rng.randint(1, 999)]))  # noqa: E731
+    for _ in range(200):
+        n = rng.randint(1, 6)
+        x = [frac() for _ in range(n)]
+        A = [[frac() for _ in range(n + rng.randint(0, 1))] for _ in range(rng.randint(1, 4))]
+        A.append([])
+        assert _matvec(A, x) == _matvec_plain(A, x)
+        A[0][0] = 3                                   # an int: that row takes the plain path
+        got, want = _matvec(A, x), _matvec_plain(A, x)
+        assert got == want and all(type(g) is type(w) for g, w in zip(got, want))
+    balls, row = [flint.arb(1) / 3, flint.arb(2)], [flint.arb(1) / 2, flint.arb(1) / 4]
+    got, want = _matvec([row], balls)[0], _matvec_plain([row], balls)[0]
+    assert got.mid() == want.mid() and got.rad() == want.rad()

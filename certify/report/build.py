@@ -244,9 +244,35 @@ def _plt():
     return plt
 
 
+#: resolution of the PNG figures; the figure is laid out at it too, so that the layout and the
+#: PNG share matplotlib's text-metrics cache (a mathtext string is parsed once per resolution)
+PNG_DPI = 150
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def _power_of_ten(v: float, _pos: object = None) -> str:
+    """A log axis's tick label ``10^k`` in Unicode superscripts (what matplotlib's default
+    draws with mathtext, which parses each label once per tick and per resolution: most of
+    a figure's time), and no label between powers of ten."""
+    import math
+    if v <= 0:
+        return ""
+    k = round(math.log10(v))
+    return f"10{str(k).translate(_SUPERSCRIPT)}" if math.isclose(v, 10.0 ** k, rel_tol=1e-9) else ""
+
+
+def _log_axis(axis) -> None:
+    """:func:`_power_of_ten` labels on a log-scaled ``axis`` (``ax.yaxis``, ``ax.xaxis``)."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    axis.set_major_formatter(FuncFormatter(_power_of_ten))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _save(fig, folder: Path, name: str) -> list[str]:
+    fig.set_dpi(PNG_DPI)
     fig.tight_layout()
-    fig.savefig(folder / f"{name}.png", dpi=150, bbox_inches="tight")   # legends outside the axes
+    fig.savefig(folder / f"{name}.png", dpi=PNG_DPI, bbox_inches="tight")   # legends outside the axes
     fig.savefig(folder / f"{name}.pdf", bbox_inches="tight")
     _plt().close(fig)
     return [f"{name}.png", f"{name}.pdf"]
@@ -280,19 +306,20 @@ def figure_singular_values(series, folder: Path) -> list[str]:
                       color=color, lw=3)
             ax.scatter([x for x, _, _ in pos], [b for _, _, b in pos],
                        marker="_" if len(xs) <= 16 else ".", s=160 if len(xs) <= 16 else 20,
-                       color=color, label=f"{s['label']}: {s['k']} values > $\\varepsilon$")
+                       color=color, label=f"{s['label']}: {s['k']} values > \u03b5")
         if zero:
             ax.scatter(*zip(*zero), marker="v", s=40, color=color,
-                       label=f"{s['label']}: $0 \\leq \\sigma_i \\leq$ marker")
+                       label=f"{s['label']}: 0 \u2264 \u03c3\u1d62 \u2264 marker")
     for j, eps in enumerate(sorted({s["eps"] for s in series if s["eps"]})):   # one line per eps
         ax.axhline(eps, ls=("--", ":", "-.")[j % 3], lw=1, color="0.3",
-                   label=f"$\\varepsilon$ = {eps:.3g}")
+                   label=f"\u03b5 = {eps:.3g}")
     ax.set_yscale("log")
+    _log_axis(ax.yaxis)
     ax.set_ylim(bottom=floor / 2)
     from matplotlib.ticker import MaxNLocator
     ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=12))
     ax.set_xlabel("index i")
-    ax.set_ylabel("$\\sigma_i$ (certified enclosure)")
+    ax.set_ylabel("\u03c3\u1d62 (certified enclosure)")
     ax.set_title("Singular values with certified enclosures"
                  + (f" (the first {len(series)} of {total} kernels)" if total > len(series) else ""))
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=1, frameon=False)
@@ -336,7 +363,7 @@ def figure_eps_rank_heads(grids, folder: Path) -> list[str]:
         ax.set_title(f"{g['label']}: eps-rank by layer and head (eps = {g['eps']}; of up to {g['r']} "
                      "features)", fontsize=9)
         from matplotlib.ticker import MaxNLocator
-        fig.colorbar(im, ax=ax, label="number of $\\sigma_i > \\varepsilon$", fraction=0.04, pad=0.02,
+        fig.colorbar(im, ax=ax, label="number of \u03c3\u1d62 > \u03b5", fraction=0.04, pad=0.02,
                      ticks=MaxNLocator(integer=True))
     return _save(fig, folder, "eps_rank_heads")
 
