@@ -1,9 +1,10 @@
 """Job processes, tied to the server so that none outlives it.
 
 The server starts one *launcher* process (``python -m certify.service.launcher``)
-that imports the library once (:data:`PRELOAD`: torch, numpy, python-flint,
-matplotlib) and then forks one process per job, so a job starts in
-milliseconds. The tree is tied to the server three ways:
+that imports the library once (:data:`PRELOAD`: numpy, python-flint, the solvers,
+matplotlib; torch, :data:`PRELOAD_MODELS`, before it forks the first job that reads a
+model, :data:`MODEL_COMMANDS`) and then forks one process per job, so a job starts in
+milliseconds. A server that only verifies never loads torch. The tree is tied to the server three ways:
 
 * a pipe whose only write end the server holds (``alive``): when the server
   dies -- however it dies, SIGKILL included -- the kernel closes it; the
@@ -34,12 +35,16 @@ import threading
 import time
 from pathlib import Path
 
-#: modules the launcher imports once, so that a job starts without re-importing
-#: torch, numpy, python-flint and matplotlib
+#: modules the launcher imports once, so that a job starts without re-importing numpy,
+#: python-flint, the solvers and matplotlib
 PRELOAD = ["certify.service.worker", "certify.api", "certify.checkers.verify", "certify.report.build",
            "certify.checkpoints.run", "certify.rank.run", "certify.feasibility.decide",
-           "certify.transcript.run", "certify.audit.run", "models.checkpoint", "safetensors.torch",
-           "matplotlib.pyplot"]
+           "certify.transcript.run", "certify.audit.run", "matplotlib.pyplot"]
+#: modules (torch) the launcher imports before it forks the first job of :data:`MODEL_COMMANDS`
+PRELOAD_MODELS = ["models.checkpoint", "safetensors.torch"]
+#: commands whose jobs read a model with torch (a job of another command that does imports it
+#: itself: the preload only saves time)
+MODEL_COMMANDS = frozenset({"checkpoint", "rank", "transcript"})
 JOB_NICE = 10
 #: exit status reported for a job whose launcher vanished
 LAUNCHER_GONE = -int(signal.SIGKILL)
@@ -271,14 +276,8 @@ def launcher_main(argv: list[str]) -> int:
         return 0
     if nice:
         os.nice(nice)
-    for mod in PRELOAD:
-        try:
-            __import__(mod)
-        except Exception as exc:                 # noqa: BLE001 - a job will report it properly
-            print(f"certify serve: job launcher could not preload {mod}: {exc}", file=sys.stderr)
-    import gc
-    gc.collect()
-    gc.freeze()                                  # shared pages stay shared in the forks
+    _preload(PRELOAD)
+    models_loaded = False
     me = os.getpid()
     children: dict[int, str] = {}
     buf = b""
@@ -296,6 +295,9 @@ def launcher_main(argv: list[str]) -> int:
                 line, buf = buf.split(b"\n", 1)
                 try:
                     req = json.loads(line)
+                    if not models_loaded and _command(req["run"]) in MODEL_COMMANDS:
+                        _preload(PRELOAD_MODELS)
+                        models_loaded = True
                     pid = os.fork()
                 except (ValueError, OSError) as exc:
                     key = req.get("key", "") if isinstance(req, dict) else ""
@@ -313,6 +315,27 @@ def launcher_main(argv: list[str]) -> int:
         _reap(children, evt_w, block=False)
         time.sleep(0.02)
     return 0
+
+
+def _preload(modules: list[str]) -> None:
+    """Import ``modules`` (a failure is printed: the job that needs the module reports it)."""
+    for mod in modules:
+        try:
+            __import__(mod)
+        except Exception as exc:                 # noqa: BLE001 - a job will report it properly
+            print(f"certify serve: job launcher could not preload {mod}: {exc}", file=sys.stderr)
+    import gc
+    gc.collect()
+    gc.freeze()                                  # shared pages stay shared in the forks
+
+
+def _command(workdir: str) -> str | None:
+    """The command of the job in ``workdir`` (its ``job.json``), or None when unreadable."""
+    try:
+        job = json.loads((Path(workdir) / "job.json").read_text())
+        return job.get("command") if isinstance(job, dict) else None
+    except (OSError, ValueError, TypeError):
+        return None
 
 
 def _reap(children: dict[int, str], evt_w: int, block: bool) -> None:
