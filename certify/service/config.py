@@ -17,7 +17,8 @@ from certify.core.errors import InputError
 
 MB = 1 << 20
 #: the smallest --job-memory-mb: a job process starts with the library loaded
-#: (torch, numpy, python-flint, matplotlib: about 700 MB of address space), so
+#: (numpy, python-flint, matplotlib, and torch once a model job ran: about 700 MB of
+#: address space), so
 #: below this no job could allocate anything and every one would fail
 MIN_JOB_MEMORY_MB = 1024
 
