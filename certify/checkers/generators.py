@@ -61,10 +61,10 @@ class SplitMix64:
         return p[:k]
 
 
-def _unrank(index: int, M: int, k: int) -> list[int]:
+def _unrank(index: int, M: int, k: int, table: tuple[tuple[int, ...], ...]) -> list[int]:
     """The ``index``-th ``k``-subset of ``range(M)`` in colex order (combinatorial
-    number system: ``index = sum_j C(c_j, j)``), as a 0/1 list of length ``M``."""
-    table = _binomials(M)
+    number system: ``index = sum_j C(c_j, j)``), as a 0/1 list of length ``M``
+    (``table``: :func:`_binomials` of at least ``M``, made once by the caller)."""
     word = [0] * M
     for x in range(M - 1, -1, -1):
         if k == 0:
@@ -127,6 +127,7 @@ def ood_pools(M: int, q: int, train_size: int, test_size: int, seed: int) -> lis
     if not pools_a[1]:
         return None
     perms = [rng.permutation(M) for _ in range(64)]
+    table = _binomials(M)
     pools_p = (perms[:32], perms[32:])
     out = []
     for split, size in ((0, train_size), (1, test_size)):
@@ -148,7 +149,7 @@ def ood_pools(M: int, q: int, train_size: int, test_size: int, seed: int) -> lis
                 if i not in chosen and _pool_of(seed, 1, i) == split:
                     chosen.append(i)
             perm = pools_p[split][rng.below(len(pools_p[split]))]
-            ws = [[w[perm[c]] for c in range(M)] for w in (_unrank(i, M, M // 2) for i in chosen)]
+            ws = [[w[perm[c]] for c in range(M)] for w in (_unrank(i, M, M // 2, table) for i in chosen)]
             a = pools_a[split][rng.below(len(pools_a[split]))]
             seq, is_q = [], []
             for i in range(q):
