@@ -3,6 +3,7 @@ ranks shaded and the failures called "cannot succeed (certified)" are read from
 the proved claims of ``reports/feasibility/*.json``, and agree with them."""
 
 import csv
+import functools
 import json
 import re
 import shutil
@@ -18,6 +19,7 @@ SEC5 = ROOT / "reports" / "paper-sec5"
 FEAS = ROOT / "reports" / "feasibility"
 
 
+@functools.cache
 def _proved_ranks():
     """An independent reading of the certificates: per feature class, the proved
     infeasible and feasible ranks of paper-5.1 in the paper's class."""
