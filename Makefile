@@ -9,6 +9,11 @@ PY      = $(VENV)/bin/python
 WHEELS  = $(wildcard /opt/wheels)
 PIPFLAGS = $(if $(WHEELS),--find-links $(WHEELS),)
 
+# Python's default: modules and pytest's rewritten tests keep their bytecode in __pycache__
+# (git-ignored). Some shells export PYTHONDONTWRITEBYTECODE; then every process of the suite
+# (hundreds of commands run as subprocesses) would compile the project's sources again.
+unexport PYTHONDONTWRITEBYTECODE
+
 .PHONY: demo test test-all test-pure schema lint lint-imports install install-test bench bench-report suite-times reports gallery clean service-deps latex-tools
 
 # the compiled kernels are built by the install: a changed C source re-installs

@@ -16,6 +16,29 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 # fixture was built on both workers.)
 
 
+#: test files run as one work unit, on one worker: those that import the model libraries (fla
+#: alone costs about 9 CPU s to import, performer-pytorch and transformers 1-2 s each), so that
+#: one worker imports them instead of both (tests/test_suite_hygiene.py checks the names)
+SAME_WORKER = {"libraries": ("test_checkpoint_defaults", "test_checkpoint_libraries", "test_checkpoint_loader",
+                             "test_checkpoint_replay", "test_fla_embedding", "test_fla_unnormalized",
+                             "test_layouts", "test_nonnegative_structure", "test_one_line_failures",
+                             "test_sequences_layers")}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the files of :data:`SAME_WORKER` as one unit per group."""
+    from xdist.scheduler import LoadFileScheduling
+    unit = {f"tests/{name}.py": group for group, names in SAME_WORKER.items() for name in names}
+
+    class FileOrGroup(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return unit.get(file, file)
+
+    return FileOrGroup(config, log) if config.getoption("dist") == "loadfile" else None
+
+
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False,
                      help="run tests marked slow (heavy sweeps)")

@@ -163,3 +163,10 @@ def test_a_planted_violation_in_a_copy_of_a_real_module_is_caught():
     assert planted != src
     found = violations(planted, "waits.py")
     assert len(found) == 1 and "time.monotonic() reads the wall clock" in found[0], found
+
+
+def test_the_same_worker_groups_name_test_files_that_exist():
+    from conftest import SAME_WORKER
+    names = [n for group in SAME_WORKER.values() for n in group]
+    assert len(names) == len(set(names))
+    assert [n for n in names if not (Path(__file__).parent / f"{n}.py").is_file()] == []
