@@ -449,3 +449,34 @@ def test_the_validator_without_jsonschema_decides_as_jsonschema_does_at_any_dept
         assert schema.conforms(obj) == theirs, n
         seen[theirs] += 1
     assert min(seen.values()) > count // 5, seen
+
+
+def test_the_fast_float_scan_agrees_with_the_plain_walk():
+    """schema._holds_float (a list's types gathered at once) against the plain walk:
+    random nests of ints, bools, strings, None, floats, numpy floats, dicts and lists, and
+    a float planted at a random depth of an integer matrix."""
+    import random
+
+    import numpy as np
+
+    from certify.checkers.schema import _holds_float, _holds_float_plain
+    rng = random.Random(11)
+    leaves = [0, -3, 1 << 70, True, False, None, "1.5", "p/q", 2.0, float("nan"), np.float64(1.0)]
+
+    def nest(depth):
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(leaves)
+        if rng.random() < 0.5:
+            return [nest(depth - 1) for _ in range(rng.randint(0, 4))]
+        return {str(i): nest(depth - 1) for i in range(rng.randint(0, 4))}
+
+    seen = set()
+    for _ in range(3000):
+        v = [nest(5)]
+        seen.add(_holds_float(v))
+        assert _holds_float(v) == _holds_float_plain(v), v
+    assert seen == {True, False}
+    m = [[rng.randint(-9, 9) for _ in range(50)] for _ in range(50)]
+    assert not _holds_float([{"matrix": m}])
+    m[rng.randrange(50)][rng.randrange(50)] = 3.0
+    assert _holds_float([{"matrix": m}]) and _holds_float_plain([{"matrix": m}])

@@ -301,17 +301,8 @@ def inexact_values(claim: Any, index: int) -> list[str]:
     it types only as objects (a derivation, a witness, a transcript's model)."""
     if not isinstance(claim, Mapping):
         return []
-    plain = [claim[k] for k in ("evidence", "parameters") if k in claim]
-    while plain:                              # the common case: no float, no path kept
-        v = plain.pop()
-        if isinstance(v, dict):
-            plain.extend(v.values())
-        elif isinstance(v, list):
-            plain.extend(v)
-        elif isinstance(v, float):
-            break
-    else:
-        return []
+    if not _holds_float([claim[k] for k in ("evidence", "parameters") if k in claim]):
+        return []                             # the common case: no float, no path kept
     stack: list[tuple[Any, tuple[Any, ...]]] = [(claim[k], (k,)) for k in ("evidence", "parameters")
                                                 if k in claim]
     while stack:
@@ -324,6 +315,36 @@ def inexact_values(claim: Any, index: int) -> list[str]:
             return [f"schema: {_path(['claims', index, *where])}: {v!r:.30} is a float: a claim's "
                     "parameters and evidence hold JSON integers and 'p/q' strings, never floats"]
     return []
+
+
+def _holds_float(values: list[Any]) -> bool:
+    """A float at any depth of ``values`` (dicts and lists are entered). A list's element
+    types are gathered as one set (in C), so a matrix of integers costs one pass per row,
+    not one Python step per entry; :func:`_holds_float_plain` is the plain walk it must
+    agree with (a test compares them)."""
+    todo = [values]
+    while todo:
+        v = todo.pop()
+        kinds = set(map(type, v.values() if isinstance(v, dict) else v))
+        if any(issubclass(k, float) for k in kinds):
+            return True
+        if any(issubclass(k, (dict, list)) for k in kinds):
+            todo.extend(x for x in (v.values() if isinstance(v, dict) else v) if isinstance(x, (dict, list)))
+    return False
+
+
+def _holds_float_plain(values: list[Any]) -> bool:
+    """:func:`_holds_float`, one value at a time."""
+    todo = list(values)
+    while todo:
+        v = todo.pop()
+        if isinstance(v, dict):
+            todo.extend(v.values())
+        elif isinstance(v, list):
+            todo.extend(v)
+        elif isinstance(v, float):
+            return True
+    return False
 
 
 def _messages(errors: Iterable[Any], prefix: list) -> dict[int | None, list[str]]:
