@@ -6,6 +6,7 @@ methods count on their own, and inside the function that holds them."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,9 @@ def long_functions(source: str, path: str, limit: int = MAX_LINES) -> dict[tuple
     return out
 
 
+@functools.cache
 def package_long_functions() -> dict[tuple[str, str], int]:
+    """Every function over the limit in the packages (parsed once per test process)."""
     found: dict[tuple[str, str], int] = {}
     for package in PACKAGES:
         for p in sorted((ROOT / package).rglob("*.py")):
