@@ -498,3 +498,53 @@ def test_the_reference_checker_re_derives_every_layer_and_refuses_other_sequence
         for extra in (["--reference"], []):
             run = _run(["verify", *extra, "--replay-extraction", str(path)])
             assert run.returncode == 1, (name, extra, run.stderr[-1500:])
+
+
+def _untimed(claims: list[dict]) -> list[dict]:
+    """Claims without their ``timings`` (the seconds each step took: measured, not content)."""
+    return [{k: v for k, v in c.items() if k != "timings"} for c in claims]
+
+
+def _claims_without_run_facts(folder: Path) -> tuple[list, dict]:
+    cert = json.loads((folder / "certificate.json").read_text())
+    return _untimed(cert["claims"]), cert["inputs"]
+
+
+def test_a_heads_claims_survive_the_trip_to_a_worker_and_back(models):
+    """``--workers``: a head's claims are computed by :func:`head_claims` from its kernel and the
+    options alone, which a worker receives pickled, and its claims come back pickled: the same
+    claims (and the same JSON) as computed here."""
+    import pickle
+
+    from certify.checkpoints.heads import head_claims
+    from certify.rank.run import RankOptions
+    from certify.sources.sequences import read_sequences
+    from certify.sources.thirdparty import load_model, positions_kernel
+    model = load_model(str(models["hedgehog"]))
+    seqs = read_sequences("random:3,16,0", 40)
+    kernel = positions_kernel(model, seqs, layer=2, head=1)
+    opt = RankOptions(seed=0, eps=__import__("fractions").Fraction(1, 1000), enclosure_fallback=False)
+    here = head_claims(kernel, opt)
+    there = pickle.loads(pickle.dumps(head_claims(*pickle.loads(pickle.dumps((kernel, opt))))))
+    assert [c.kind.value for c in here] == ["exact_rank", "eps_rank", "nonnegative"]
+    assert _untimed([c.to_json() for c in there]) == _untimed([c.to_json() for c in here])
+
+
+@pytest.mark.slow
+def test_workers_on_ray_give_the_certificate_of_one_process(models, certified, tmp_path):
+    """``--workers 2`` on a local Ray (started here, so every layer's heads go to its workers):
+    the same claims and inputs as the one-process run, and the replay exits 0."""
+    import ray
+
+    from certify.core.engine import init_local
+    init_local(2)
+    try:
+        folder = tmp_path / "two"
+        run = _run(["checkpoint", str(models["hedgehog"]), "--sequences", "random:3,16,0", "--workers", "2",
+                    "--out", str(folder), "--no-progress"])
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert "running them here" not in run.stderr
+    finally:
+        ray.shutdown()
+    assert _claims_without_run_facts(folder) == _claims_without_run_facts(certified["hedgehog"][1])
+    assert _run(["verify", "--replay-extraction", str(folder / "certificate.json")]).returncode == 0

@@ -40,12 +40,15 @@ def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] 
                  eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
                  head: int | None = None, command: Sequence[str] = (),
                  assume: Sequence[str] = (), progress: bool = False,
-                 sequences: str | None = None, text: tuple[str, int] | None = None) -> tuple[str, Any]:
+                 sequences: str | None = None, text: tuple[str, int] | None = None,
+                 engine: Any = None) -> tuple[str, Any]:
     """``(kind, result)``: a :class:`~certify.checkpoints.run.CheckpointResult` for a
     ``models/`` checkpoint, a :class:`~certify.checkpoints.heads.HeadsResult` otherwise.
     A hub id (``org/name[@revision]``) or a Hugging Face cache folder is read from
     the local cache and its files named ``hf://org/name@commit/...``
-    (:mod:`certify.sources.hub`)."""
+    (:mod:`certify.sources.hub`). ``engine``: where a third-party model's heads compute
+    their claims (:func:`certify.checkpoints.heads.certify_heads`; a ``models/`` checkpoint
+    is one head, computed here)."""
     from certify.sources.hub import resolve
     hub = resolve(path)
     ckpt, kind = resolve_checkpoint(str(hub.path) if hub is not None else path, spec)
@@ -59,7 +62,7 @@ def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] 
         from certify.checkpoints.heads import certify_heads
         res = certify_heads(ckpt, spec=spec, families=families, eps=eps, seed=seed, layer=layer, head=head,
                             command=command, assume=assume, progress=progress, sequences=sequences,
-                            text=text)
+                            text=text, engine=engine)
     if hub is not None:
         res.certificate = hub.rename_certificate(res.certificate)
         if hasattr(res, "detected"):

@@ -256,7 +256,8 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                   eps: Fraction = Fraction(1, 1000), seed: int = 0, layer: int | None = None,
                   head: int | None = None, command: Sequence[str] = (),
                   assume: Sequence[str] = (), progress: bool = False,
-                  sequences: str | None = None, text: tuple[str, int] | None = None) -> HeadsResult:
+                  sequences: str | None = None, text: tuple[str, int] | None = None,
+                  engine: Any = None) -> HeadsResult:
     """Certify every head of a third-party checkpoint (module docstring). ``sequences``:
     certify every layer on the inputs to it at the positions of these token sequences
     (:mod:`certify.sources.sequences`: a file or ``random:S,T,SEED``; fla linear_attn
@@ -266,7 +267,9 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     certificate as ``sequences.jsonl``). ``progress``:
     one bar on stderr over the heads, its postfix naming the head and the stage
     (extraction, rank, nonnegativity, audit); the caller decides (a terminal, no
-    ``--json``, no ``--no-progress``)."""
+    ``--json``, no ``--no-progress``). ``engine``: a :class:`certify.core.engine.Engine`
+    (``--workers``, ``--ray-address``) over which each layer's heads compute their claims
+    (:meth:`_HeadsRun.certify_layer`; default in this process); the certificate is the same."""
     t0 = time.perf_counter()
     model = load_detected(path, spec, assume)
     det = model.detected
@@ -285,13 +288,18 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     if progress:
         from tqdm.auto import tqdm
         run.bar = tqdm(total=0, desc="heads", unit="head", file=sys.stderr, leave=False)
+    from certify.core.engine import Engine
+    engine = engine if engine is not None else Engine(1, progress=False)
     for L in layers:
         heads = _chosen_heads(L, head)
         if run.bar is not None:
             run.bar.total += len(heads)
             run.bar.refresh()
-        for h in heads:
-            rows.append(run.certify_head(L, h))
+        rows += run.certify_layer(L, heads, engine)
+        if L is layers[0] and seqs is not None and engine.parallel and run.head_seconds:
+            later = sum(len(_chosen_heads(M, head)) for M in layers[1:])
+            if later:                   # Ray for the later layers when their heads pay for its start
+                engine.prepare([run.head_seconds] * later, label="heads of the later layers")
     if run.bar is not None:
         run.bar.close()
     _require_a_certified_head(rows, cert, det, layer, first)
@@ -304,6 +312,18 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
                                   **({"not_applicable": na} if na else {})}
     return HeadsResult(cert, rows, det.library, det.layout, [f.name for _, f in fams], det.describe(), na,
                        files={} if from_text is None else {from_text.sequences.name: from_text.jsonl})
+
+
+def head_claims(kernel: Any, opt: Any) -> list[Claim]:
+    """A head's kernel claims, untagged and unnumbered: exact rank, eps-rank (and code rank
+    with ``opt.code``) and nonnegativity -- the part of a head's certification that needs
+    nothing but its kernel and the options (an :class:`certify.core.engine.Engine` task)."""
+    from certify.rank import run as rank_mod
+    from certify.rank.nonnegative import nonnegative_claim_factor
+    from certify.rank.summary import summarize_features
+    claims = list(rank_mod.certify_rank(kernel, opt).certificate.claims)
+    claims.append(nonnegative_claim_factor(kernel, summarize_features(kernel), opt))
+    return rank_mod.share_features(claims)
 
 
 def _sequences(model: Any, spec: str | None, sequences: str, cert: Certificate) -> Any:
@@ -413,40 +433,73 @@ class _HeadsRun:
     label: str                              # the checkpoint's file name
     bar: Any = None
     unnormalized: list[str] = field(default_factory=list)   # "layer.head" without a denominator
+    head_seconds: float = 0.0               # CPU s of one head's claims, as last computed here
     seqs: Any = None                        # certify.sources.sequences.Sequences (--sequences)
     path: str = ""                          # the checkpoint as named (for the command a reason prints)
 
-    def certify_head(self, L: Any, h: Any) -> HeadRow:
-        """One head's row: refused, out of reach, or certified, its claims added to the
-        certificate (the kernel's, then the families')."""
+    def certify_layer(self, L: Any, heads: Sequence[Any], engine: Any) -> list[HeadRow]:
+        """The rows of ``heads`` of layer ``L``: refused, out of reach, or certified, their
+        claims added to the certificate in head order (the kernel's, then the families').
+        The kernels are extracted here, one head after another; their exact rank, eps-rank
+        and nonnegativity claims (:func:`head_claims`, which needs nothing but the kernel) are
+        computed by ``engine``: in this process, or spread over its workers when every
+        kernel's features are stored and the engine runs Ray (:func:`certify_heads` starts it
+        after the first layer when the later layers' heads pay for it; a lazy vocabulary
+        kernel is computed here), the same claims either way, merged in head order."""
+        prepared = [self._prepare(L, h) for h in heads]
+        kernels = [k for _, _, k in prepared if k is not None]
+        done: Any = iter(())
+        if kernels:
+            if self.bar is not None:
+                self.bar.set_postfix_str(f"layer {L.index}: exact rank, eps-rank, nonnegativity")
+            stored = all(k.phi_q is not None and k.phi_k is not None for k in kernels)
+            tasks = [(k, self._rank_options()) for k in kernels]
+            if stored and engine.uses_ray:
+                done = iter(engine.map(head_claims, tasks, label=f"layer {L.index} heads"))
+            else:
+                t = time.process_time()
+                done = iter([head_claims(*a) for a in tasks])
+                self.head_seconds = (time.process_time() - t) / len(tasks)
+        rows = []
+        for h, row, kernel in prepared:
+            if kernel is not None:
+                self._finish(L, h, row, kernel, next(done))
+            rows.append(row)
+        return rows
+
+    def _prepare(self, L: Any, h: Any) -> tuple[Any, HeadRow, Any]:
+        """``(h, row, kernel)``: the head's row and its kernel, or None (a refused or out of
+        reach head, or a kernel the library disagrees with: the row says why)."""
         from models.layouts import Refusal
         if self.bar is not None:
             self.bar.update(1)          # counted as it starts: the postfix names what it is doing
             which = _head_index(h) if not isinstance(h, Refusal) else "-"
             self.bar.set_postfix_str(f"layer {L.index} head {which}: extraction")
         if isinstance(h, Refusal):
-            return HeadRow(L.index, h.head, "refused", reason=f"{h.module}: {h.mechanism}: {h.reason}")
+            return h, HeadRow(L.index, h.head, "refused", reason=f"{h.module}: {h.mechanism}: {h.reason}"), None
         hi = _head_index(h)
         row = HeadRow(L.index, hi, "certified", feature_map=str(getattr(h, "feature_map", "")))
         tokens = self._tokens(L, row)
         kernel = None if tokens is None else self._kernel(L, h, hi, tokens, row)
-        if kernel is None:
-            return row
-        row.token_set = kernel.token_set
-        row.library_check = dict(kernel.provenance.details.get("library_check") or {})
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"layer {L.index} head {hi}: exact rank, eps-rank, nonnegativity")
-        claims, tag = self._kernel_claims(kernel, L, hi, row)
+        if kernel is not None:
+            row.token_set = kernel.token_set
+            row.library_check = dict(kernel.provenance.details.get("library_check") or {})
+        return h, row, kernel
+
+    def _finish(self, L: Any, h: Any, row: HeadRow, kernel: Any, computed: list[Claim]) -> None:
+        """The head's kernel claims (``computed`` by :func:`head_claims`) tagged, numbered and
+        added to the certificate, then the families' claims."""
+        hi = row.head
+        claims, tag = self._kernel_claims(computed, kernel, L, hi, row)
         if getattr(h, "normalized", True) is False:
             # the kernel claims above are made; those about the normalized head are not
             # applicable (listed once for the model), so no family is audited
             self.unnormalized.append(f"{L.index}.{hi}")
             self.cert.claims += claims
-            return row
+            return
         if self.bar is not None and self.fams:
             self.bar.set_postfix_str(f"layer {L.index} head {hi}: families")
         self.cert.claims += claims + self._family_claims(L, h, hi, tag, row)
-        return row
 
     def _tokens(self, L: Any, row: HeadRow) -> str | None:
         """The token set head claims of layer ``L`` are made on; None (the row says why) when
@@ -496,26 +549,26 @@ class _HeadsRun:
             row.status, row.reason = "refused", f"{model.detected.library}: extraction check: {exc}"
             return None
 
-    def _kernel_claims(self, kernel: Any, L: Any, hi: int | None,
-                       row: HeadRow) -> tuple[list[Claim], dict[str, Any]]:
-        """``(claims, tag)``: the kernel's exact rank, eps-rank (and code rank on paper-5.1) and
-        nonnegativity claims, tagged with the head (``tag``, their ``info``) and numbered after
-        the certificate's claims so far."""
+    def _rank_options(self) -> Any:
+        """The options of every head's :func:`head_claims`: the seed, eps and, on paper-5.1,
+        its code (a code rank claim)."""
         from certify.rank import run as rank_mod
-        from certify.rank.nonnegative import nonnegative_claim_factor
-        from certify.rank.summary import summarize_features
-        from certify.sources.load import extraction_info
         code = next((f.words for n, f in self.fams if n == "paper-5.1" and f.words is not None), None)
         # enclosures only where the float pencil bounds give them: the exact characteristic polynomial
         # per head was most of a checkpoint's run (its eps-rank counts are certified either way)
-        opt = rank_mod.RankOptions(seed=self.seed, eps=self.eps, code=code,
-                                   code_name="paper-5.1" if code is not None else None, enclosure_fallback=False)
-        claims = list(rank_mod.certify_rank(kernel, opt).certificate.claims)
-        claims.append(nonnegative_claim_factor(kernel, summarize_features(kernel), opt))
+        return rank_mod.RankOptions(seed=self.seed, eps=self.eps, code=code,
+                                    code_name="paper-5.1" if code is not None else None,
+                                    enclosure_fallback=False)
+
+    def _kernel_claims(self, computed: list[Claim], kernel: Any, L: Any, hi: int | None,
+                       row: HeadRow) -> tuple[list[Claim], dict[str, Any]]:
+        """``(claims, tag)``: the kernel's claims ``computed`` by :func:`head_claims`, tagged
+        with the head (``tag``, their ``info``) and numbered after the certificate's claims so
+        far; the row's rank, eps-rank and nonnegativity read from them."""
+        from certify.sources.load import extraction_info
         tag = {"layer": L.index, "head": hi, "library": self.model.detected.library,
                **extraction_info(kernel)}
-        claims = [_shift(replace(c, info={**dict(c.info), **tag}), len(self.cert.claims))
-                  for c in rank_mod.share_features(claims)]
+        claims = [_shift(replace(c, info={**dict(c.info), **tag}), len(self.cert.claims)) for c in computed]
         for c in claims:
             kind = c.kind.value
             val = _short(c)

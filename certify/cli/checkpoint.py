@@ -85,7 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "model sub-folders (Hugging Face style, a weights file with its config or adapter spec, "
                     "a Hugging Face cache's models--org--name) and weights files; one certificate each and "
                     "one summary table (with --out OUT: OUT/NAME/ per model and OUT/summary.md); "
-                    "--workers N certifies N at a time")
+                    "--workers N certifies N at a time (of one model: each layer's heads compute "
+                    "their claims on N workers)")
     cli.add_progress(ap)
     cli.add_engine_arguments(ap)
     args = ap.parse_args(argv)
@@ -107,11 +108,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _batch(args, eps, command)
     if args.out:
         outputs.check_out_dir(args.out, "checkpoint")
-    kind, res = certify_path(args.checkpoint, spec=args.spec, families=args.family, eps=eps, seed=args.seed,
-                             layer=args.layer, head=args.head, command=command, assume=args.assume_default,
-                             progress=not args.json and show_progress(args.no_progress),
-                             sequences=args.sequences,
-                             text=None if args.text is None else (args.text, args.text_length))
+    with cli.engine_from_args(args, progress=not args.json and show_progress(args.no_progress)) as engine:
+        kind, res = certify_path(args.checkpoint, spec=args.spec, families=args.family, eps=eps,
+                                 seed=args.seed, layer=args.layer, head=args.head, command=command,
+                                 assume=args.assume_default,
+                                 progress=not args.json and show_progress(args.no_progress),
+                                 sequences=args.sequences,
+                                 text=None if args.text is None else (args.text, args.text_length),
+                                 engine=engine)
     out = {}
     if kind == "models":
         if args.out:

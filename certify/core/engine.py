@@ -195,6 +195,26 @@ class Engine:
         self._remote = ray.remote(num_cpus=1, max_retries=self.max_retries,
                                   retry_exceptions=False)(_call_batch)
 
+    def prepare(self, costs: Sequence[float], *, label: str = "tasks") -> bool:
+        """Start a local Ray when tasks of ``costs`` predicted CPU seconds (of this
+        :meth:`map`, or of several later ones: a model's layers) are faster there
+        (:func:`pays`); else say on stderr why they run in this process. True when Ray
+        runs."""
+        if self._ray is not None:
+            return True
+        if self.workers <= 1:
+            return False
+        worth, serial, par = pays(costs, self.workers, ray_start_seconds())
+        if worth:
+            self._start()
+            return True
+        self.fallback = (f"--workers {self.workers}: {len(costs)} task(s) of {label} "
+                         f"predicted {serial:.3g} CPU s in this process, "
+                         f"{par:.3g} s on a local Ray (start-up {ray_start_seconds():g} s, "
+                         f"{RAY_TASK_S:g} s a task): running them here")
+        print(self.fallback, file=sys.stderr)
+        return False
+
     def map(self, fn: Callable, args_list: Sequence[tuple], *, label: str = "tasks",
             cost_s: Sequence[float] | None = None) -> list:
         """Results of ``fn(*args)`` for each tuple, in the order of ``args_list``.
@@ -217,19 +237,11 @@ class Engine:
                     bar.update(1)
                     costs = [time.process_time() - t] * (len(args_list) - 1)
                 rest = args_list[len(out):]
-                worth, serial, par = pays(costs[len(costs) - len(rest):], self.workers,
-                                          ray_start_seconds())
-                if not worth:
-                    self.fallback = (f"--workers {self.workers}: {len(rest)} task(s) of {label} "
-                                     f"predicted {serial:.3g} CPU s in this process, "
-                                     f"{par:.3g} s on a local Ray (start-up {ray_start_seconds():g} s, "
-                                     f"{RAY_TASK_S:g} s a task): running them here")
-                    print(self.fallback, file=sys.stderr)
+                if not self.prepare(costs[len(costs) - len(rest):], label=label):
                     for a in rest:
                         out.append(_call_one_thread(fn, tuple(a)))
                         bar.update(1)
                     return out
-                self._start()
                 return out + self._map_ray(fn, rest, bar)
             if self._ray is None:
                 for a in args_list:
