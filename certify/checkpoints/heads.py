@@ -447,19 +447,22 @@ class _HeadsRun:
         after the first layer when the later layers' heads pay for it; a lazy vocabulary
         kernel is computed here), the same claims either way, merged in head order."""
         prepared = [self._prepare(L, h) for h in heads]
-        kernels = [k for _, _, k in prepared if k is not None]
+        kernels = [(row.head, k) for _, row, k in prepared if k is not None]
         done: Any = iter(())
         if kernels:
-            if self.bar is not None:
-                self.bar.set_postfix_str(f"layer {L.index}: exact rank, eps-rank, nonnegativity")
-            stored = all(k.phi_q is not None and k.phi_k is not None for k in kernels)
-            tasks = [(k, self._rank_options()) for k in kernels]
-            if stored and engine.uses_ray:
-                done = iter(engine.map(head_claims, tasks, label=f"layer {L.index} heads"))
+            opt = self._rank_options()
+            if engine.uses_ray and all(k.phi_q is not None and k.phi_k is not None for _, k in kernels):
+                if self.bar is not None:
+                    self.bar.set_postfix_str(f"layer {L.index}: exact rank, eps-rank, nonnegativity")
+                done = iter(engine.map(head_claims, [(k, opt) for _, k in kernels], label=f"layer {L.index} heads"))
             else:
-                t = time.process_time()
-                done = iter([head_claims(*a) for a in tasks])
-                self.head_seconds = (time.process_time() - t) / len(tasks)
+                t, out = time.process_time(), []
+                for hi, k in kernels:
+                    if self.bar is not None:
+                        self.bar.set_postfix_str(f"layer {L.index} head {hi}: exact rank, eps-rank, nonnegativity")
+                    out.append(head_claims(k, opt))
+                self.head_seconds = (time.process_time() - t) / len(kernels)
+                done = iter(out)
         rows = []
         for h, row, kernel in prepared:
             if kernel is not None:
@@ -657,7 +660,9 @@ def write_out(res: HeadsResult, out: str) -> Path:
             (stage / name).write_text(body, encoding="utf-8")
         text, checked = res.certificate.checked_dumps(stage.resolve())
         (stage / "certificate.json").write_text(text)
-        report.build(report.load([stage / "certificate.json"]), outp, command="checkpoint",
+        # the report reads the text just checked and written (not the file again: a 24-layer
+        # model's certificate is a gigabyte)
+        report.build([report.loaded_from_text(text, stage / "certificate.json")], outp, command="checkpoint",
                      extra={"certificate.json": text, "heads.md": heads_markdown(res),
                             "heads.json": json.dumps(res.to_json(), indent=1), **res.files},
                      verified=[checked])

@@ -681,7 +681,10 @@ def loaded_from_text(text: str, path: str | os.PathLike) -> Loaded:
         raise InputError(f"{path}: {exc}") from None
     _check_shape(cert, path)
     import hashlib
-    return Loaded(path.stem, path, hashlib.sha256(text.encode()).hexdigest(), cert)
+    h = hashlib.sha256()
+    for i in range(0, len(text), 1 << 24):       # the file's bytes, 16 M characters at a time
+        h.update(text[i:i + (1 << 24)].encode())
+    return Loaded(path.stem, path, h.hexdigest(), cert)
 
 
 def build_with_certificate(text: str, out: str | os.PathLike, *, command: str,

@@ -351,11 +351,11 @@ def forward_check(model: LoadedModel, seqs: Any) -> dict[str, Any]:
             return model.forwards[key]
         fwd = forward_on(model, seqs)
         model.forwards[key] = check_forward(model.detected, model.tensors, seqs.ids, fwd.inputs)
-        _return_freed_memory()                 # the library's whole model, gone: give its pages back
+        return_freed_memory()                 # the library's whole model, gone: give its pages back
     return model.forwards[key]
 
 
-def _return_freed_memory() -> None:
+def return_freed_memory(collect: bool = False) -> None:
     """Hand the heap's free pages back to the system (glibc ``malloc_trim``; elsewhere
     nothing): a whole model built for the library check and dropped leaves its memory free
     but kept by the allocator (a 24-layer model at hidden 1024: 1.6 GB of resident memory)."""
