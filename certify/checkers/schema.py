@@ -322,7 +322,7 @@ def _holds_float(values: list[Any]) -> bool:
     types are gathered as one set (in C), so a matrix of integers costs one pass per row,
     not one Python step per entry; :func:`_holds_float_plain` is the plain walk it must
     agree with (a test compares them)."""
-    todo = [values]
+    todo: list[Any] = [values]
     while todo:
         v = todo.pop()
         kinds = set(map(type, v.values() if isinstance(v, dict) else v))
