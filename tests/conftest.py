@@ -22,7 +22,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 SAME_WORKER = {"libraries": ("test_checkpoint_defaults", "test_checkpoint_libraries", "test_checkpoint_loader",
                              "test_checkpoint_replay", "test_fla_embedding", "test_fla_unnormalized",
                              "test_layouts", "test_nonnegative_structure", "test_one_line_failures",
-                             "test_sequences_layers")}
+                             "test_readme_examples", "test_sequences_layers")}
 
 
 @pytest.hookimpl(optionalhook=True)
