@@ -456,23 +456,28 @@ def _integer_array(a: np.ndarray, scale: Mapping[str, Any]) -> np.ndarray | None
 
 
 def _integer_rows(values: list[list[Fraction]], scale: Mapping[str, Any]) -> list[list[int]]:
-    """The integer matrix N with ``values = N * scale`` (dyadic or row denominators)."""
-    out = []
+    """The integer matrix N with ``values = N * scale`` (dyadic or row denominators),
+    entry by entry in integers: ``N = numerator * mul / (denominator * div)``."""
     if scale.get("kind") == "dyadic":
-        f = Fraction(2) ** -int(scale["exponent"])
-        for r in values:
-            out.append([v * f for v in r])
+        e = int(scale["exponent"])
+        factors = [(1 << -e, 1) if e < 0 else (1, 1 << e)] * len(values)
     elif scale.get("kind") == "row_denominators":
         dens = scale["row_den"]
         if len(dens) != len(values):
             raise NotTheMatrix("the source has a different number of rows")
-        for r, d in zip(values, dens):
-            out.append([v * int(d) for v in r])
+        factors = [(int(d), 1) for d in dens]
     else:
         raise NotTheMatrix("unknown scale")
-    if any(x.denominator != 1 for r in out for x in r):
-        raise NotTheMatrix("the source's entries are not the evidence's matrix (scale differs)")
-    return [[int(x) for x in r] for r in out]
+    out = []
+    for r, (mul, div) in zip(values, factors):
+        row = []
+        for x in r:
+            q, rem = divmod(x.numerator * mul, x.denominator * div)
+            if rem:
+                raise NotTheMatrix("the source's entries are not the evidence's matrix (scale differs)")
+            row.append(q)
+        out.append(row)
+    return out
 
 
 def _feature_sha(arr: np.ndarray, dtype: str) -> str:

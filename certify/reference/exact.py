@@ -102,7 +102,7 @@ def integer_form(rows: Sequence[Sequence[Fraction]]) -> tuple[list[list[int]], F
             d = x.denominator
             if den % d:
                 den = den * d // _gcd(den, d)
-    return [[int(x * den) for x in r] for r in rows], Fraction(1, den)
+    return [[x.numerator * (den // x.denominator) for x in r] for r in rows], Fraction(1, den)
 
 
 def _gcd(a: int, b: int) -> int:

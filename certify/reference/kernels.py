@@ -117,8 +117,10 @@ def scaled(rows: list[list[int]], scale: Any) -> list[list[Fraction]]:
     if not isinstance(scale, dict):
         raise Fails("evidence.scale must be an object")
     if scale.get("kind") == "dyadic" and set(scale) == {"kind", "exponent"}:
-        f = Fraction(2) ** whole(scale["exponent"], "scale.exponent")
-        return [[v * f for v in r] for r in rows]
+        e = whole(scale["exponent"], "scale.exponent")
+        if e >= 0:
+            return [[Fraction(v << e) for v in r] for r in rows]
+        return [[Fraction(v, 1 << -e) for v in r] for r in rows]
     if scale.get("kind") == "row_denominators" and set(scale) == {"kind", "row_den"}:
         dens = scale["row_den"]
         if not isinstance(dens, list) or len(dens) != len(rows):
@@ -131,19 +133,28 @@ def unscaled(values: list[list[Fraction]], scale: Any) -> list[list[int]]:
     """The integer rows ``N`` with ``values = N`` under ``scale``, or Fails."""
     if not isinstance(scale, dict):
         raise Fails("evidence.scale must be an object")
+    # N = value / 2^e (dyadic) or value * d (a row's denominator), in integers: the
+    # numerator times what multiplies it, over the denominator times what divides it
     if scale.get("kind") == "dyadic":
-        f = Fraction(2) ** -whole(scale.get("exponent"), "scale.exponent")
-        out = [[v * f for v in r] for r in values]
+        e = whole(scale.get("exponent"), "scale.exponent")
+        factors = [(1 << -e, 1) if e < 0 else (1, 1 << e)] * len(values)
     elif scale.get("kind") == "row_denominators":
         dens = scale.get("row_den")
         if not isinstance(dens, list) or len(dens) != len(values):
             raise Fails("scale.row_den must list one denominator per row of the source")
-        out = [[v * whole(d, "row_den", 1) for v in r] for r, d in zip(values, dens)]
+        factors = [(whole(d, "row_den", 1), 1) for d in dens]
     else:
         raise Fails(f"unknown scale {scale!r:.80}")
-    if any(x.denominator != 1 for r in out for x in r):
-        raise Fails("the source's entries are not integers under the evidence's scale")
-    return [[int(x) for x in r] for r in out]
+    out = []
+    for r, (mul, div) in zip(values, factors):
+        row = []
+        for x in r:
+            q, rem = divmod(x.numerator * mul, x.denominator * div)
+            if rem:
+                raise Fails("the source's entries are not integers under the evidence's scale")
+            row.append(q)
+        out.append(row)
+    return out
 
 
 # ---------------------------------------------------------------- exact_rank
