@@ -2,6 +2,8 @@
 an unknown config key or a pickle gets one clear line and exit code 2; a
 pickle with code is never executed."""
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -66,8 +68,18 @@ def _saved(tmp_path):
 
 
 def _cli(args):
+    """``python -m models.checkpoint ARGS`` as a process (its entry point; torch is imported
+    again, 1.3 CPU s): test_cli_show_json."""
     return subprocess.run([sys.executable, "-m", "models.checkpoint", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=600)
+
+
+def _in_process(args) -> subprocess.CompletedProcess:
+    """What ``python -m models.checkpoint ARGS`` runs, in this process: exit code, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_command("models.checkpoint", main, list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def test_missing_key_is_one_line_exit_2(tmp_path, capsys):
@@ -106,7 +118,7 @@ def test_cli_wrong_shape_exit_2(tmp_path):
     t = load_file(f"{stem}.safetensors")
     t["query_map.proj.weight"] = torch.zeros(9, 4)
     save_file(t, f"{stem}.safetensors")
-    out = _cli(["show", str(stem)])
+    out = _in_process(["show", str(stem)])
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "query_map.proj.weight" in out.stderr
     assert out.stdout == ""
@@ -124,7 +136,7 @@ def test_config_rejects_unknown_and_missing_keys(tmp_path):
     with pytest.raises(InputError, match="rank"):
         validate_config({**cfg, "rank": 0})
     Path(f"{stem}.json").write_text(json.dumps({**cfg, "lr": 0.1}))
-    assert _cli(["show", str(stem)]).returncode == 2
+    assert _in_process(["show", str(stem)]).returncode == 2
 
 
 class _Evil:
@@ -150,7 +162,7 @@ def test_pickle_with_code_is_refused_and_not_run(tmp_path, capsys):
     # the same pickle under a .safetensors name is not a safetensors file
     (tmp_path / "evil2.safetensors").write_bytes((tmp_path / "evil.pt").read_bytes())
     (tmp_path / "evil2.json").write_text(cfg)
-    assert _cli(["show", str(tmp_path / "evil2")]).returncode == 2
+    assert _in_process(["show", str(tmp_path / "evil2")]).returncode == 2
     assert not marker.exists()
 
 

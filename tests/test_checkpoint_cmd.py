@@ -4,8 +4,6 @@ solving one is proved; dense heads are refused; every certificate verifies."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -127,19 +125,18 @@ def test_solving_checkpoint_is_proved(ckpts, tmp_path, capsys):
     assert "extraction replay" in capsys.readouterr().err
 
 
-def test_command_json_and_exit_codes(ckpts, tmp_path):
-    p = subprocess.run([sys.executable, "-m", "certify", "checkpoint", str(ckpts / "bad8"), "--json"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 1
-    doc = json.loads(p.stdout)
+def test_command_json_and_exit_codes(ckpts, tmp_path, capsys):
+    """What ``certify checkpoint`` runs, in process (the command as a process:
+    tests/test_hub_models.py and tests/test_check_isolation.py)."""
+    from certify.cli import run as run_cli
+    assert run_cli("checkpoint", [str(ckpts / "bad8"), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
     assert doc["verdict"] == "refuted" and doc["failing_inputs"]
     assert "paper-5.1" in doc["families"]
-    p = subprocess.run([sys.executable, "-m", "certify", "checkpoint", str(ckpts / "dense")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 3 and len(p.stderr.strip().splitlines()) == 1
-    p = subprocess.run([sys.executable, "-m", "certify", "checkpoint", str(tmp_path / "nope")],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert run_cli("checkpoint", [str(ckpts / "dense")]) == 3
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert run_cli("checkpoint", [str(tmp_path / "nope")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
 
 
 def test_dense_head_is_refused(ckpts):
