@@ -385,3 +385,16 @@ def test_ended_anonymous_jobs_expire_and_the_storage_figure_shrinks(store):
     assert q.job(anon) is None and q.claims(anon) == []
     assert q.job(mine) is not None and q.job(live) is not None      # the token's job stays
     assert used - store.storage_used() >= 5000
+
+
+def test_an_idle_dispatcher_waits_longer_each_tick_and_a_busy_one_polls():
+    """The dispatcher's wait between ticks: twice the last while idle, from the poll up to
+    IDLE_POLL; the poll again as soon as a job runs (a submission wakes it at once)."""
+    from certify.service.dispatcher import IDLE_POLL, next_wait
+    waits, w = [], 0.2
+    for _ in range(6):
+        w = next_wait(w, 0.2, idle=True)
+        waits.append(w)
+    assert waits == [0.4, 0.8, IDLE_POLL, IDLE_POLL, IDLE_POLL, IDLE_POLL] and IDLE_POLL == 1.6
+    assert next_wait(IDLE_POLL, 0.2, idle=False) == 0.2
+    assert next_wait(0.05, 0.2, idle=True) == 0.2          # never below the poll

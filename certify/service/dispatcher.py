@@ -65,6 +65,20 @@ def log(msg: str) -> None:
     print(f"certify serve: {msg}", file=sys.stderr, flush=True)
 
 
+#: the longest wait between two ticks of an idle dispatcher (nothing running, nothing
+#: claimed): the wait doubles from ``poll`` up to it, and a submission to this server
+#: (:meth:`Dispatcher.wake`) or a job found ends it; a job queued by another server of a
+#: shared database, or a lease that lapsed, is taken up within this many seconds
+IDLE_POLL = 1.6
+
+
+def next_wait(wait: float, poll: float, *, idle: bool) -> float:
+    """The wait before the next tick after one that waited ``wait``: ``poll`` while jobs run
+    (or wait to be stored), else twice the last wait, from ``poll`` up to :data:`IDLE_POLL`
+    (an idle server's ticks, a database read each, were most of its CPU)."""
+    return min(max(wait * 2, poll), IDLE_POLL) if idle else poll
+
+
 class Dispatcher:
     """Claims queued jobs for ``node`` and runs up to ``workers`` at a time."""
 
@@ -118,6 +132,7 @@ class Dispatcher:
 
     def _loop(self) -> None:
         health = self.queue.store.health
+        wait = self.poll
         while not self._stop.is_set():
             try:
                 self._tick()
@@ -127,7 +142,9 @@ class Dispatcher:
                 else:
                     traceback.print_exc()
                     self._stop.wait(1.0)
-            self._wake.wait(self.poll)
+            wait = next_wait(wait, self.poll, idle=not self.running and not self.unstored)
+            if self._wake.wait(wait):
+                wait = self.poll
             self._wake.clear()
 
     # ------------------------------------------------------------ one tick
