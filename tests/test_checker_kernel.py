@@ -577,3 +577,29 @@ def test_the_modular_minors_equal_entry_by_entry_reductions():
         seen.add(det != 0)
     assert seen == {True, False}
     assert not minor_nonzero_mod_p(F, 1 << 70, [0], [0])            # not a prime, however large
+
+
+def test_kernel_value_is_the_sum_of_fraction_products():
+    """attention.kernel_value (integer sum over the common denominator) against the plain
+    sum of Fraction products, on dyadic, rational, integer, float and bool entries."""
+    import random
+
+    from certify.checkers.kernel import attention as head
+    rng = random.Random(7)
+
+    def entry():
+        kind = rng.randrange(5)
+        if kind == 0:
+            return Fraction(rng.randint(-2 ** 40, 2 ** 40), 2 ** rng.randint(0, 60))
+        if kind == 1:
+            return Fraction(rng.randint(-10 ** 9, 10 ** 9), rng.randint(1, 10 ** 6))
+        if kind == 2:
+            return rng.randint(-2 ** 70, 2 ** 70)
+        return rng.uniform(-1e3, 1e3) if kind == 3 else rng.random() < 0.5
+
+    for _ in range(600):
+        n = rng.randint(0, 9)
+        u, v = [entry() for _ in range(n)], [entry() for _ in range(n)]
+        plain = sum((Fraction(a) * Fraction(b) for a, b in zip(u, v)), Fraction(0))
+        got = head.kernel_value(u, v)
+        assert type(got) is Fraction and got == plain

@@ -42,8 +42,22 @@ from typing import Any, Sequence
 
 
 def kernel_value(u: Sequence[Any], v: Sequence[Any]) -> Fraction:
-    """``alpha = <u, v> = sum_i u_i v_i`` of two rational (or float) feature rows, exactly."""
-    return sum((Fraction(a) * Fraction(b) for a, b in zip(u, v, strict=True)), Fraction(0))
+    """``alpha = <u, v> = sum_i u_i v_i`` of two rational (or float) feature rows, exactly.
+
+    The products are summed as integers over the least common multiple of their
+    denominators, reduced once at the end: the same number as a sum of Fractions, which
+    reduces after every term (``tests/test_checker_kernel.py`` compares the two)."""
+    num, den = 0, 1
+    for a, b in zip(u, v, strict=True):
+        a = a if type(a) is Fraction else Fraction(a)
+        b = b if type(b) is Fraction else Fraction(b)
+        n, d = a.numerator * b.numerator, a.denominator * b.denominator
+        if d == den:
+            num += n
+        else:
+            m = math.lcm(den, d)
+            num, den = num * (m // den) + n * (m // d), m
+    return Fraction(num, den)
 
 
 def output(alpha: Any, g: Any, seq: Sequence[int]) -> tuple[Any, Any]:
