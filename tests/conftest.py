@@ -1,3 +1,4 @@
+import gc
 import os
 
 import pytest
@@ -8,6 +9,15 @@ import pytest
 # about thread counts sets its own environment for the process it starts.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+
+# The cyclic garbage collector tuned as the command line tunes it (certify/__main__.py: a
+# process that ends when its work does looks at its youngest objects every 100,000 new
+# containers, not every 700): a test worker holds 0.3-0.6 M objects (numpy, torch, the model
+# libraries), and with the default thresholds its automatic full collections (about 0.1 s each)
+# were a tenth of its CPU. The in-process runs of the commands (tests/test_fuzz_commands.py,
+# certify.cli.run) then run as the commands do. tests/test_exit.py checks the value.
+COLLECTOR_THRESHOLDS = (100_000, 10, 10)
+gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
 # The suite runs with ``--dist loadfile`` (Makefile, benchmarks/suite_times.py): every test of a
 # file on one worker, so a module-scoped fixture (a Ray cluster, a server, a browser) is built

@@ -73,12 +73,16 @@ def test_thread_shutdown_hooks_run_before_the_fast_exit_and_the_service_gets_the
 
 
 def test_the_collector_is_tuned_for_the_command_line_only(tmp_path):
+    default = _run("import gc; print(gc.get_threshold())").stdout.strip()
+    assert default == "(700, 10, 10)"                                        # the interpreter's
     p = _run("import gc, certify, certify.cli, certify.core.certificate; print(gc.get_threshold())")
-    assert p.stdout.strip() == str(__import__("gc").get_threshold())        # a library import leaves it
+    assert p.stdout.strip() == default                                       # a library import leaves it
     p = _run("import gc, sys; sys.argv = ['certify', 'rank']\nimport certify.__main__; print(gc.get_threshold())")
     assert p.stdout.strip() == "(100000, 10, 10)"
+    # the test processes run under the command line's setting (tests/conftest.py)
+    assert str(__import__("gc").get_threshold()) == p.stdout.strip()
     p = _run("import gc, sys; sys.argv = ['certify', 'serve']\nimport certify.__main__; print(gc.get_threshold())")
-    assert p.stdout.strip() == str(__import__("gc").get_threshold())        # the service: the defaults
+    assert p.stdout.strip() == default                                       # the service: the defaults
     p = subprocess.run([sys.executable, "-m", "certify", "bounds", "--no-such-option"], capture_output=True,
                        text=True, timeout=600, cwd=tmp_path)
     assert p.returncode == 2 and "usage: certify bounds" in p.stderr           # argparse's exit, unchanged
