@@ -220,11 +220,13 @@ def chain_bound(family: Family, *, max_exhaustive: int = 12) -> ChainBound | Non
 
     best_sel: tuple[int, ...] | None = None
     if len(cand_q) <= max_exhaustive:
+        best = None
         for size in range(len(cand_q), 1, -1):
             for sel in itertools.combinations(cand_q, size):
                 if all(ok(a, b) for a in sel for b in sel if a != b):
-                    if best_sel is None or value(sel) > value(best_sel):
-                        best_sel = sel
+                    v = value(sel)
+                    if best is None or v > best:
+                        best_sel, best = sel, v
     else:
         greedy: list[int] = []
         for x in sorted(cand_q, key=lambda q: -sum(ok(q, b) and ok(b, q) for b in cand_q)):
