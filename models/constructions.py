@@ -37,6 +37,7 @@ import torch
 
 from certify.core.cube import all_tokens, enumerate_sequences, min_ip_targets, token_index
 from certify.core.errors import InputError
+from certify.core.numbers import exact_product
 from models.heads import DenseSoftmaxHead, KernelHead, LookupHead
 
 # ---------------------------------------------------------------- exact evaluation
@@ -68,21 +69,32 @@ def exact_predictions(A, G, inputs: np.ndarray) -> tuple[np.ndarray, tuple[int, 
     Fraction, first (input, position) with a denominator <= 0 or None)``; a
     position with a denominator ``<= 0`` gets ``None``.
     """
-    A = [[Fraction(v) for v in row] for row in np.asarray(A, dtype=object)]
-    G = [[Fraction(v) for v in row] for row in np.asarray(G, dtype=object)]
+    # each row over its own common denominator: A[x] = NA[x] / a_x, G[x] = NG[x] / g_x, so
+    # t_hat = sum NA NG / (g_x sum NA) in integers, one Fraction per prediction (the plain
+    # sum of Fractions: tests/test_constructions.py)
+    NA, _ = _integer_rows(A)
+    NG, dG = _integer_rows(G)
     inputs = np.asarray(inputs, dtype=np.int64)
     pred = np.empty(inputs.shape, dtype=object)
     bad = None
     for b, seq in enumerate(inputs.tolist()):
         for i, x in enumerate(seq):
-            Ax, Gx = A[x], G[x]
+            Ax, Gx = NA[x], NG[x]
             den = sum(Ax[z] for z in seq)
             if den <= 0:
                 bad = bad or (b, i)
                 pred[b, i] = None
                 continue
-            pred[b, i] = sum(Ax[z] * Gx[z] for z in seq) / den
+            pred[b, i] = Fraction(sum(Ax[z] * Gx[z] for z in seq), dG[x] * den)
     return pred, bad
+
+
+def _integer_rows(T) -> tuple[list[list[int]], list[int]]:
+    """``(N, d)`` with ``T[x][z] = N[x][z] / d[x]`` exactly, ``d[x] > 0`` the least common
+    denominator of row ``x`` of the rational table ``T``."""
+    rows = [[Fraction(v) for v in row] for row in np.asarray(T, dtype=object)]
+    dens = [math.lcm(1, *(v.denominator for v in row)) for row in rows]
+    return [[v.numerator * (d // v.denominator) for v in row] for row, d in zip(rows, dens)], dens
 
 
 def check_predictions(pred: np.ndarray, targets: np.ndarray, scored: np.ndarray | None = None,
@@ -139,7 +151,7 @@ class KernelConstruction:
 
     def kernel(self) -> np.ndarray:
         """``alpha = PhiQ PhiK^T`` exactly, ``(K, K)`` object array."""
-        return np.dot(self.phi_q, self.phi_k.T)
+        return exact_product(self.phi_q, self.phi_k.T)
 
     def predictions(self, inputs: np.ndarray):
         return exact_predictions(self.kernel(), self.g, inputs)
@@ -402,7 +414,7 @@ def exact_tables(model, tokens: np.ndarray, name: str = "model") -> KernelConstr
             beta, w = model.readout(tokens)
             v = model.values(tokens)
             beta, w, v = (_obj(t.double().numpy().tolist()) for t in (beta, w, v))
-            G = beta[:, None] + np.dot(w, v.T)
+            G = beta[:, None] + exact_product(w, v.T)
     to_q = lambda t: _obj(t.double().numpy().tolist())          # noqa: E731
     return KernelConstruction(name=name, tokens=np.asarray(tokens, dtype=np.uint8),
                               phi_q=to_q(PQ), phi_k=to_q(PK), g=G,

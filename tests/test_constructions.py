@@ -199,3 +199,32 @@ def test_nonpositive_denominator_is_a_failure():
     zero = KernelConstruction("zero", con.tokens, con.phi_q * 0, con.phi_k, con.g)
     res = zero.check_exhaustive(2)
     assert not res.ok and res.nonpositive_denominator is not None and res.max_error is None
+
+
+def test_exact_predictions_equal_the_plain_sums_of_fractions():
+    """models.constructions.exact_predictions (each row over its common denominator, one
+    Fraction per prediction) against Eq. 5 summed in Fractions, nonpositive denominators
+    included; and the exact kernel product against np.dot of the object arrays."""
+    from certify.core.numbers import exact_product
+    from models.constructions import exact_predictions
+
+    rng = np.random.default_rng(11)
+    for trial in range(30):
+        K, r = int(rng.integers(2, 9)), int(rng.integers(0, 5))
+        q = lambda shape: np.array([Fraction(int(rng.integers(-40, 60)), int(rng.integers(1, 9)))  # noqa: E731
+                                    for _ in range(int(np.prod(shape)))], dtype=object).reshape(shape)
+        PQ, PK, G = q((K, r)), q((K, r)), q((K, K))
+        A = exact_product(PQ, PK.T)
+        plain_A = np.dot(PQ, PK.T) if r else np.full((K, K), Fraction(0), dtype=object)
+        assert (A == plain_A).all() and all(type(v) is Fraction for v in A.ravel())
+        inputs = rng.integers(0, K, (25, 3))
+        pred, bad = exact_predictions(A, G, inputs)
+        want, want_bad = np.empty(inputs.shape, dtype=object), None
+        for b, seq in enumerate(inputs.tolist()):
+            for i, x in enumerate(seq):
+                den = sum(A[x][z] for z in seq)
+                if den <= 0:
+                    want_bad = want_bad or (b, i)
+                    continue
+                want[b, i] = sum(A[x][z] * G[x][z] for z in seq) / den
+        assert bad == want_bad and all(p == w for p, w in zip(pred.ravel(), want.ravel())), trial

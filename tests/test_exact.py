@@ -232,3 +232,21 @@ def test_batch_gram_sums_by_weight_within_int64_over_many_chunks():
     want = [[sum(row[i] * row[j] for row in N) for j in range(2)] for i in range(2)]
     G, e = ex.batch_gram(X)
     assert [[int(v) * 2 ** (e + 106) for v in row] for row in G.tolist()] == want
+
+
+def test_exact_product_is_the_object_array_product():
+    """certify.core.numbers.exact_product (flint's fmpq_mat) against np.dot of object arrays
+    of Fractions and ints, and its refusal of shapes that do not multiply."""
+    from certify.core.numbers import exact_product
+    import random
+    rng = random.Random(5)
+    for _ in range(40):
+        n, k, m = (rng.randint(1, 6) for _ in range(3))
+        A = np.array([Fraction(rng.randint(-2 ** 70, 2 ** 70), rng.randint(1, 2 ** 40))
+                      for _ in range(n * k)], dtype=object).reshape(n, k)
+        B = np.array([rng.randint(-9, 9) for _ in range(k * m)], dtype=object).reshape(k, m)
+        assert (exact_product(A, B) == np.dot(A, B)).all()
+    assert exact_product(np.empty((2, 0), dtype=object), np.empty((0, 3), dtype=object)).tolist() == \
+        [[Fraction(0)] * 3] * 2
+    with pytest.raises(ValueError, match="do not multiply"):
+        exact_product(np.ones((2, 3), dtype=object), np.ones((2, 3), dtype=object))

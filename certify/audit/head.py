@@ -16,7 +16,7 @@ import numpy as np
 from certify.core.errors import InputError
 from certify.core.families import Family
 from certify.core.files import sha256_json
-from certify.core.numbers import q_to_str
+from certify.core.numbers import exact_product, q_to_str
 
 HALF = Fraction(1, 2)
 
@@ -65,7 +65,7 @@ class ExactHead:
 
     def alpha(self) -> np.ndarray:
         """(Q, K) exact kernel entries ``alpha(x, z) = <phi_q(x), phi_k(z)>``."""
-        return self.phi_q.dot(self.phi_k.T)
+        return exact_product(self.phi_q, self.phi_k.T)
 
     def to_json(self) -> dict[str, Any]:
         return {"query_tokens": [int(t) for t in self.query_tokens],

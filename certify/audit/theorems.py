@@ -31,7 +31,7 @@ from certify.core.certificate import Claim, ClaimKind
 from certify.core.errors import InputError
 from certify.core.families import JUMP_COLUMNS, Family
 from certify.core.files import sha256_json
-from certify.core.numbers import q_to_str
+from certify.core.numbers import exact_product, q_to_str
 from certify.core.verdict import Verdict
 
 HALF = Fraction(1, 2)
@@ -235,7 +235,7 @@ def positional_claim(fam: Family, con: Any, eps: Fraction = HALF) -> Claim:
     eps = Fraction(eps)
     n, L = fam.n, fam.n - 1
     row_of = {int(t): i for i, t in enumerate(con.query_tokens)}
-    alpha = [con.phi_q.dot(pk.T) for pk in con.phi_k]                     # n x (Q, K)
+    alpha = [exact_product(con.phi_q, pk.T) for pk in con.phi_k]          # n x (Q, K)
     outs = []
     for i, seq in enumerate(fam.inputs.tolist()):
         x = row_of[seq[-1]]
@@ -245,7 +245,7 @@ def positional_claim(fam: Family, con: Any, eps: Fraction = HALF) -> Claim:
         outs.append((i, seq, num, den, int(fam.targets[i, -1])))
     err = [abs(nu / de - t) if de > 0 else None for _, _, nu, de, t in outs]
     failing = [k for k, e in enumerate(err) if e is None or e >= eps]
-    eff = sum(alpha[:L])                                                   # (Q, K) effective kernel
+    eff: Any = sum(alpha[:L])                                              # (Q, K) effective kernel
     col = {c: k for k, c in enumerate(JUMP_COLUMNS)}
     assert fam.jumps is not None and fam.words is not None
     factor, dominated = {}, 0

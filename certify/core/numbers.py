@@ -88,3 +88,32 @@ def check_matrix(a: Any, what: str = "matrix") -> np.ndarray:
         bad = np.argwhere(~np.isfinite(arr))[0]
         raise InputError(f"{what}: non-finite entry {arr[tuple(bad)]} at {tuple(int(i) for i in bad)}")
     return arr
+
+
+def exact_product(A: Any, B: Any) -> np.ndarray:
+    """``A @ B`` exactly, for 2-D arrays of rationals (ints, Fractions): python-flint's
+    ``fmpq_mat`` product, returned as an object array of Fractions. The same numbers as
+    ``np.dot`` of the object arrays, which multiplies and reduces Fraction by Fraction
+    (tests/test_exact.py compares the two)."""
+    import flint
+
+    A, B = np.asarray(A, dtype=object), np.asarray(B, dtype=object)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[0]:
+        raise ValueError(f"shapes {A.shape} and {B.shape} do not multiply")
+    (n, k), m = A.shape, B.shape[1]
+    out = np.empty((n, m), dtype=object)
+    if n * m == 0:
+        return out
+    if k == 0:
+        out.fill(Fraction(0))
+        return out
+
+    def fmpq_mat(X: np.ndarray) -> Any:
+        entries = [Fraction(v) for v in X.ravel().tolist()]
+        return flint.fmpq_mat(X.shape[0], X.shape[1],
+                              [flint.fmpq(v.numerator, v.denominator) for v in entries])
+
+    P = fmpq_mat(A) * fmpq_mat(B)
+    flat = [Fraction(int(q.p), int(q.q)) for q in P.entries()]
+    out[:] = np.array(flat, dtype=object).reshape(n, m)
+    return out
