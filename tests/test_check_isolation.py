@@ -24,6 +24,7 @@ statement, the scratch variable back at its default).
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import importlib
 import json
@@ -158,11 +159,11 @@ def two_models(tmp_path_factory):
     t[spec["query_weight"]][:] = 0
     t[spec["query_bias"]][:] = 0
     save_file(t, str(root / "d2" / "model" / "model.safetensors"))
-    for n in ("d1", "d2"):
-        out = subprocess.run([sys.executable, "-m", "certify", "checkpoint", "model/model.safetensors",
-                              "--spec", "model/spec.json", "--out", "out", "--no-progress"],
-                             cwd=root / n, capture_output=True, text=True)
-        assert out.returncode == 0, out.stderr[-500:]
+    from certify.cli import run as run_cli
+    for n in ("d1", "d2"):                  # certify checkpoint, in process, from the folder
+        with contextlib.chdir(root / n):
+            assert run_cli("checkpoint", ["model/model.safetensors", "--spec", "model/spec.json",
+                                          "--out", "out", "--no-progress"]) == 0
         shutil.copy(root / n / "out" / "certificate.json", root / n / "c.json")
     c1, c2 = (json.loads((root / n / "c.json").read_text()) for n in ("d1", "d2"))
     ranks = [[c["evidence"]["rank_lower"] for c in cert["claims"] if c["kind"] == "exact_rank"]
