@@ -83,6 +83,10 @@ def test_the_collector_is_tuned_for_the_command_line_only(tmp_path):
     assert str(__import__("gc").get_threshold()) == p.stdout.strip()
     p = _run("import gc, sys; sys.argv = ['certify', 'serve']\nimport certify.__main__; print(gc.get_threshold())")
     assert p.stdout.strip() == default                                       # the service: the defaults
+    # the replay worker of verify --replay-extraction is a command's process too
+    p = _run("import gc, io, sys; sys.stdin = io.StringIO('[]')\nfrom certify.cli.replay import main\n"
+             "main(); print(gc.get_threshold(), file=sys.stderr)")
+    assert p.stdout.strip() == "{}" and p.stderr.strip() == "(100000, 10, 10)", p.stderr[-300:]
     p = subprocess.run([sys.executable, "-m", "certify", "bounds", "--no-such-option"], capture_output=True,
                        text=True, timeout=600, cwd=tmp_path)
     assert p.returncode == 2 and "usage: certify bounds" in p.stderr           # argparse's exit, unchanged
