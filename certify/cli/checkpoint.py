@@ -119,7 +119,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = {}
     if kind == "models":
         if args.out:
-            folder = build_with_certificate(res.certificate.dumps(), args.out, command="checkpoint")
+            # the self-check reads the certificate from the folder the report's check reads
+            # it from: one check serves both
+            text, checked = res.certificate.checked_dumps(Path(args.out).resolve())
+            folder = build_with_certificate(text, args.out, command="checkpoint", verified=checked)
             out = {"out": str(folder), "certificate": str(Path(folder) / "certificate.json")}
             log.info(f"certificate and report: {folder}/ (certificate.json, report.md)")
         _print(res, args.checkpoint)

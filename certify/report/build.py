@@ -688,8 +688,12 @@ def loaded_from_text(text: str, path: str | os.PathLike) -> Loaded:
 
 
 def build_with_certificate(text: str, out: str | os.PathLike, *, command: str,
-                           name: str = "certificate.json") -> Path:
-    """``out/name`` (the certificate) and its report, written in one atomic step."""
+                           name: str = "certificate.json", verified: Any = None) -> Path:
+    """``out/name`` (the certificate) and its report, written in one atomic step.
+    ``verified``: the checker's result on ``text`` read from folder ``out``
+    (:meth:`certify.core.certificate.Certificate.checked_dumps` with base ``out``), which
+    the report then takes instead of checking the same text a second time."""
     out = Path(out)
-    build([loaded_from_text(text, out / name)], out, extra={name: text}, command=command)
+    build([loaded_from_text(text, out / name)], out, extra={name: text}, command=command,
+          verified=None if verified is None else [verified])
     return out
