@@ -237,8 +237,9 @@ def test_batch_gram_sums_by_weight_within_int64_over_many_chunks():
 def test_exact_product_is_the_object_array_product():
     """certify.core.numbers.exact_product (flint's fmpq_mat) against np.dot of object arrays
     of Fractions and ints, and its refusal of shapes that do not multiply."""
-    from certify.core.numbers import exact_product
     import random
+
+    from certify.core.numbers import exact_product
     rng = random.Random(5)
     for _ in range(40):
         n, k, m = (rng.randint(1, 6) for _ in range(3))
