@@ -39,11 +39,12 @@ _WRAPPER = ("import json,resource,subprocess,sys;"
             "'tail':p.stderr[-400:]}))")
 
 
-def measured(args: list[str], cwd: Path) -> dict:
-    """Exit code, CPU seconds and peak RSS of ``python -m certify ARGS`` and its descendants."""
+def measured(args: list[str], cwd: Path, python: str | None = None) -> dict:
+    """Exit code, CPU seconds and peak RSS of ``python -m certify ARGS`` and its descendants
+    (``python``: another environment's interpreter; this one's by default)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    p = subprocess.run([sys.executable, "-c", _WRAPPER, sys.executable, "-m", "certify", *args], cwd=cwd,
-                       capture_output=True, text=True, env=env)
+    p = subprocess.run([sys.executable, "-c", _WRAPPER, python or sys.executable, "-m", "certify", *args],
+                       cwd=cwd, capture_output=True, text=True, env=env)
     out = json.loads(p.stdout.strip().splitlines()[-1])
     out["peak_rss_mb"] = round(out.pop("maxrss_kib") / 1024, 1)
     out["cpu_s"] = round(out["cpu_s"], 2)
