@@ -19,7 +19,6 @@ Making the environment needs the package index (or local wheels, ``PIP_FIND_LINK
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -31,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_realsize import measured  # noqa: E402
+from certify.core.files import sha256_file  # noqa: E402
 
 #: gallery models whose weights are torch pickles: their replay needs the [models] extra (torch)
 NEEDS_TORCH = ("performer", "performer-user-module")
@@ -52,14 +52,6 @@ def environment(venv: Path, numpy: str, flint: str) -> dict:
         raise SystemExit(f"{venv} holds numpy {versions['numpy']} and python-flint "
                          f"{versions['python-flint']}, not {numpy} / {flint}: remove it or name another --venv")
     return {"python_path": str(py), **versions}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 24), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def main(argv=None) -> int:
@@ -86,7 +78,7 @@ def main(argv=None) -> int:
                      python=env["python_path"])
         verdict = [ln for ln in r.pop("tail").splitlines() if ln and not ln.startswith(" ")][-1:]
         rows.append({"certificate": str(cert.resolve().relative_to(ROOT)) if cert.resolve().is_relative_to(ROOT)
-                     else str(cert), "sha256": _sha256(cert), "bytes": cert.stat().st_size, **r,
+                     else str(cert), "sha256": sha256_file(cert), "bytes": cert.stat().st_size, **r,
                      "verdict": verdict[0] if verdict else ""})
         print(f"{rows[-1]['certificate']}: exit {r['rc']}, {r['cpu_s']:.1f} CPU s, peak {r['peak_rss_mb']:.0f} MB; "
               f"{rows[-1]['verdict'][:160]}", flush=True)
