@@ -56,7 +56,26 @@ def pytest_addoption(parser):
                      help="print the N tests that use the most CPU seconds (this process and its waited-for children)")
 
 
+#: the work units that take the longest (wall seconds of a whole run, longest first: Ray, the
+#: servers, Chromium, the model libraries): collected first, so that with ``--dist loadfile`` the
+#: workers start on them and neither ends the run on one while the other idles (xdist's own order,
+#: by number of tests, put the servers' files last: a 10 s tail). tests/test_suite_hygiene.py
+#: checks the names.
+LONGEST_FIRST = ("test_parallel", "test_service_api", "test_service_browser", "libraries",
+                 "test_schema_deletion", "test_check_isolation", "test_sdp", "test_trust",
+                 "test_service_bounds", "test_service_datadir", "test_hub_models", "test_transcript_scale",
+                 "test_service_restart", "test_feasibility", "test_checkpoint_cmd", "test_oracle")
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False      # the collection's order (above), not the count
+
+
 def pytest_collection_modifyitems(config, items):
+    group = {name: g for g, names in SAME_WORKER.items() for name in names}
+    rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(group.get(item.path.stem, item.path.stem), len(rank)))
     if config.getoption("--runslow") or "slow" in (config.getoption("-m") or ""):
         return
     skip = pytest.mark.skip(reason="slow: opt in with --runslow")

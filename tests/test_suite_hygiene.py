@@ -170,3 +170,10 @@ def test_the_same_worker_groups_name_test_files_that_exist():
     names = [n for group in SAME_WORKER.values() for n in group]
     assert len(names) == len(set(names))
     assert [n for n in names if not (Path(__file__).parent / f"{n}.py").is_file()] == []
+
+
+def test_the_longest_first_units_are_files_or_groups_that_exist():
+    from conftest import LONGEST_FIRST, SAME_WORKER
+    assert len(LONGEST_FIRST) == len(set(LONGEST_FIRST))
+    assert [n for n in LONGEST_FIRST
+            if n not in SAME_WORKER and not (Path(__file__).parent / f"{n}.py").is_file()] == []
