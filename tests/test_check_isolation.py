@@ -3,11 +3,11 @@
 Two classes of false sentence that once verified at exit 0, rebuilt here from genuine
 certificates the tests make:
 
-* **state across checks**: a 300 x 300 matrix of rank 200 and the 200 x 450 matrix
-  with the same 90,000 numbers (rank 134) hashed alike (``matrix_sha256`` bound the
+* **state across checks**: a 260 x 260 matrix of rank 52 and the 52 x 1300 matrix
+  with the same 67,600 numbers (rank 11) hashed alike (``matrix_sha256`` bound the
   entries, not the shape), and the checker's per-process memo of the canonical minor
   was keyed by that hash: once the first was checked, a claim "the second has rank
-  exactly 200" (its smaller dimension: a trivial upper bound) with the first's minor
+  exactly 52" (its smaller dimension: a trivial upper bound) with the first's minor
   verified, both in ``verify A B`` and inside one certificate holding both claims;
 * **replay identity**: ``verify --replay-extraction d1/c.json d2/c.json`` keyed its
   replay jobs by the source's relative name, so the second certificate was compared
@@ -76,13 +76,15 @@ def test_matrix_hash_binds_dtype_shape_and_entries():
 
 @pytest.fixture(scope="module")
 def two_shapes(tmp_path_factory):
-    """Genuine certificates of A (300 x 300, rank 200: 200 random rows, then zeros) and of
-    B = A.reshape(200, 450) (rank 134: A's numbers fill its first 134 rows)."""
+    """Genuine certificates of A (260 x 260, rank 52: 52 random rows, then zeros) and of
+    B = A.reshape(52, 1300) (rank 11: A's numbers fill its first 11 rows). Both have more
+    entries than a certificate embeds (65,536), so both are re-read from their files: the
+    array path whose memo the hash keyed."""
     d = tmp_path_factory.mktemp("shapes")
     rng = np.random.default_rng(7)
-    A = np.zeros((300, 300), dtype=np.int64)
-    A[:200] = rng.integers(-4, 4, (200, 300))
-    B = A.reshape(200, 450)
+    A = np.zeros((260, 260), dtype=np.int64)
+    A[:52] = rng.integers(-4, 4, (52, 260))
+    B = A.reshape(52, 1300)
     np.save(d / "a.npy", A)
     np.save(d / "b.npy", B)
     for name in ("a", "b"):
@@ -90,16 +92,16 @@ def two_shapes(tmp_path_factory):
                     "--no-progress"])
         assert code == 0
     ca, cb = (json.loads((d / f"{n}.json").read_text()) for n in ("a", "b"))
-    assert ca["claims"][0]["evidence"]["rank_lower"] == 200 and cb["claims"][0]["evidence"]["rank_lower"] == 134
-    assert "matrix" not in cb["claims"][0]["evidence"]          # re-read from the file: the array path
-    # the forgery: B "has rank exactly 200" (= min(200, 450): the trivial upper bound), with
-    # A's minor (its rows < 200, its columns < 300 < 450) and prime
+    assert ca["claims"][0]["evidence"]["rank_lower"] == 52 and cb["claims"][0]["evidence"]["rank_lower"] == 11
+    assert "matrix" not in ca["claims"][0]["evidence"] and "matrix" not in cb["claims"][0]["evidence"]
+    # the forgery: B "has rank exactly 52" (= min(52, 1300): the trivial upper bound), with
+    # A's minor (its rows < 52, its columns < 260 < 1300) and prime
     forged = copy.deepcopy(cb)
     ev, eva = forged["claims"][0]["evidence"], ca["claims"][0]["evidence"]
     for k in ("prime", "minor_rows", "minor_cols", "rank_lower", "rank_upper"):
         ev[k] = eva[k]
     ev["upper_witness"] = "trivial"
-    assert max(ev["minor_rows"]) < 200
+    assert max(ev["minor_rows"]) < 52
     _rerender(forged["claims"][0])
     (d / "forged.json").write_text(json.dumps(forged))
     return d, ca, cb, forged
