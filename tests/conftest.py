@@ -28,11 +28,14 @@ gc.set_threshold(*COLLECTOR_THRESHOLDS)
 
 #: test files run as one work unit, on one worker: those that import the model libraries (fla
 #: alone costs about 9 CPU s to import, performer-pytorch and transformers 1-2 s each), so that
-#: one worker imports them instead of both (tests/test_suite_hygiene.py checks the names)
+#: one worker imports them instead of both, and the static scans, which share parsed sources
+#: (tests/test_suite_hygiene.py checks the names)
 SAME_WORKER = {"libraries": ("test_checkpoint_defaults", "test_checkpoint_libraries", "test_checkpoint_loader",
                              "test_checkpoint_replay", "test_fla_embedding", "test_fla_unnormalized",
                              "test_layouts", "test_nonnegative_structure", "test_one_line_failures",
-                             "test_readme_examples", "test_sequences_layers")}
+                             "test_readme_examples", "test_sequences_layers"),
+               # the static scans: one worker parses the sources once (tests/source_trees.py)
+               "scans": ("test_architecture", "test_docs_references", "test_function_length")}
 
 
 @pytest.hookimpl(optionalhook=True)

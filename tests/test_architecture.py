@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from source_trees import parsed
 
 from certify.cli import COMMANDS
 
@@ -25,7 +26,7 @@ def _sources():
 
 def _imports(path: Path) -> set[str]:
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if isinstance(node, ast.Import):
             out |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -51,7 +52,7 @@ def test_no_library_module_exits():
         rel = p.relative_to(ROOT)
         if rel.parts[:2] == ("certify", "cli") or p.name in fronts:
             continue
-        tree = ast.parse(p.read_text())
+        tree = parsed(p)
         main_guard = set()
         for node in ast.walk(tree):      # `if __name__ == "__main__":` blocks are shims
             if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):

@@ -11,6 +11,8 @@ import importlib
 import re
 from pathlib import Path
 
+from source_trees import parsed
+
 ROOT = Path(__file__).resolve().parent.parent
 
 DOTTED = re.compile(r"(?<![\w./-])((?:certify|models|solvers)(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?![\w*])")
@@ -46,7 +48,7 @@ def _prose(path: Path) -> str:
     text = path.read_text()
     if path.suffix != ".py":
         return text
-    chunks = [ast.get_docstring(n, clean=False) or "" for n in ast.walk(ast.parse(text))
+    chunks = [ast.get_docstring(n, clean=False) or "" for n in ast.walk(parsed(path))
               if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
     chunks += [line.split("#", 1)[1] for line in text.splitlines() if "#" in line]
     return "\n".join(chunks)
