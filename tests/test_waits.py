@@ -51,17 +51,17 @@ def test_wait_until_takes_an_event_that_came_just_before_the_exit():
 
 
 def test_cpu_run_counts_computing_not_waiting():
-    busy, cpu_busy = cpu_run([sys.executable, "-c", BUSY.format(s=0.6)])
-    idle, cpu_idle = cpu_run([sys.executable, "-c", "import time; time.sleep(0.6); print('slept')"])
+    busy, cpu_busy = cpu_run([sys.executable, "-c", BUSY.format(s=0.3)])
+    idle, cpu_idle = cpu_run([sys.executable, "-c", "import time; time.sleep(0.3); print('slept')"])
     assert busy.returncode == idle.returncode == 0 and idle.stdout == "slept\n"
-    assert cpu_busy >= 0.6                              # its own 0.6 s, and the start-up
-    assert cpu_idle < 0.5                               # the start-up only: a pause is not a cost
+    assert cpu_busy >= 0.3                              # its own 0.3 s, and the start-up
+    assert cpu_idle < 0.25                              # the start-up only: a pause is not a cost
     with pytest.raises(ValueError, match="600 s at least"):
         cpu_run([sys.executable, "-c", "pass"], guard_s=60)
 
 
 def test_cpu_until_gone_tells_a_process_that_computes_on_from_one_that_stops():
-    on = subprocess.Popen([sys.executable, "-c", BUSY.format(s=1.5)])
+    on = subprocess.Popen([sys.executable, "-c", BUSY.format(s=0.8)])
     before = cpu_now([on.pid])
     computed_on = cpu_until_gone(before)
     on.wait()
@@ -70,4 +70,4 @@ def test_cpu_until_gone_tells_a_process_that_computes_on_from_one_that_stops():
     stopped.kill()
     dying = cpu_until_gone(before)
     stopped.wait()
-    assert computed_on > 1.0 and dying < 0.5, (computed_on, dying)
+    assert computed_on > 0.5 and dying < 0.25, (computed_on, dying)
