@@ -9,6 +9,9 @@ import pytest
 # about thread counts sets its own environment for the process it starts.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
+# numpy's huge-page advice off, as every command runs (certify/__main__.py); numpy reads the
+# switch when it is first imported, which is after this file (tests/test_exit.py checks it)
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
 # The cyclic garbage collector tuned as the command line tunes it (certify/__main__.py: a
 # process that ends when its work does looks at its youngest objects every 100,000 new

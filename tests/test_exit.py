@@ -3,6 +3,7 @@ output flushed, the thread-shutdown hooks and exit handlers run and the code kep
 interpreter's teardown; the usual exit while a daemon thread is alive; the collector tuned only
 for the command line."""
 
+import os
 import subprocess
 import sys
 
@@ -90,3 +91,27 @@ def test_the_collector_is_tuned_for_the_command_line_only(tmp_path):
     p = subprocess.run([sys.executable, "-m", "certify", "bounds", "--no-such-option"], capture_output=True,
                        text=True, timeout=600, cwd=tmp_path)
     assert p.returncode == 2 and "usage: certify bounds" in p.stderr           # argparse's exit, unchanged
+
+
+def _hugepage_advice(code: str, **env: str) -> str:
+    """numpy's huge-page advice (True: on) after ``code``, in a process whose environment has
+    no ``NUMPY_MADVISE_HUGEPAGE`` unless ``env`` sets it."""
+    base = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    p = subprocess.run([sys.executable, "-c", code + "\nimport numpy\n"
+                        "print(numpy._core.multiarray._get_madvise_hugepage())"],
+                       capture_output=True, text=True, timeout=600, env={**base, **env})
+    assert p.returncode == 0, p.stderr[-500:]
+    return p.stdout.strip()
+
+
+def test_numpy_huge_page_advice_is_off_for_commands_unless_the_user_set_it():
+    """certify/__main__.py: every command (the service and its workers too) runs with numpy's
+    transparent-huge-page advice off; a library import leaves numpy's default; a value the
+    user set is kept; the test processes run as the commands do (tests/conftest.py)."""
+    import numpy
+    command = "import sys; sys.argv = ['certify', 'rank']\nimport certify.__main__"
+    assert _hugepage_advice("import certify, certify.cli") == _hugepage_advice("")   # numpy's own default
+    assert _hugepage_advice(command) == "False"
+    assert _hugepage_advice(command.replace("'rank'", "'serve'")) == "False"
+    assert _hugepage_advice(command, NUMPY_MADVISE_HUGEPAGE="1") == "True"  # the user's choice
+    assert numpy._core.multiarray._get_madvise_hugepage() is False
