@@ -29,6 +29,9 @@ import os
 
 for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
+# numpy's huge-page advice off, as the commands run (certify/__main__.py), for both sides of
+# the comparison (the baseline's child processes inherit it)
+os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
 
 import argparse
 import json
