@@ -17,10 +17,12 @@ nested object the claim carries, deleted. Every declared evidence form has a
 representative, in the committed certificates or in the matrix certificates made
 here, except the forms listed in :data:`UNREPRESENTED`.
 
-The default profile runs every mutation on one claim of every distinct shape
-(kind, evidence form and field set), each in its smallest certificate: a
-mutation the schema refuses must fail naming its path, one it accepts is
-re-checked by the checker. ``--runslow`` does the same for one claim per
+The default profile mutates one claim of every distinct shape (kind, evidence form and
+field set), each in its smallest certificate: every field deleted, set to a wrong type and to
+another claim's value, and every declaration mutation (:data:`DEFAULT_FORMS`; null, an empty
+list and an empty object, more wrong types of the same fields, with ``--runslow``); a
+mutation the schema refuses must fail naming its path, one it accepts is re-checked by the
+checker. ``--runslow`` runs every mutation, on those claims and on one claim per
 (certificate, kind) of every committed certificate. Each claim is mutated and checked alone
 (:func:`certify.checkers.verify.check_claim`) inside its own certificate, so the
 references between claims (``features_claim``) stay as they were.
@@ -70,9 +72,20 @@ def _wrong_type(v: Any) -> Any:
     return "x"
 
 
-def _mutations(claim: dict, others: list[dict]) -> Iterator[tuple[tuple, str, Any]]:
+#: the mutations of a field the default profile runs; the other empty values (null, [], {})
+#: are more wrong types of the same field, run with ``--runslow``
+DEFAULT_FORMS = ("deleted", "wrong type", "another claim's value")
+
+
+def _mutations(claim: dict, others: list[dict], every_form: bool = True) -> Iterator[tuple[tuple, str, Any]]:
     """(path, what, new value or the marker DELETE) for every field of the claim,
-    its parameters and its evidence."""
+    its parameters and its evidence (``every_form`` False: :data:`DEFAULT_FORMS` only)."""
+    for mutation in _every_mutation(claim, others):
+        if every_form or mutation[1] in DEFAULT_FORMS:
+            yield mutation
+
+
+def _every_mutation(claim: dict, others: list[dict]) -> Iterator[tuple[tuple, str, Any]]:
     for section in (None, "parameters", "evidence"):
         obj = claim if section is None else claim.get(section)
         if not isinstance(obj, dict):
@@ -177,7 +190,8 @@ def _representatives() -> dict[tuple, tuple[Path, int]]:
 REPRESENTATIVES = _representatives()
 
 
-def _mutate_and_check(path: Path, only: set[int] | None = None, semantic: bool = True) -> None:
+def _mutate_and_check(path: Path, only: set[int] | None = None, semantic: bool = True,
+                      every_form: bool = True) -> None:
     """Mutate the claims of one certificate (``only``: those indices; else the first
     claim of each kind). ``semantic=False`` checks only the mutations the schema
     refuses (each must fail naming its path); the ones it accepts are re-checked
@@ -185,10 +199,11 @@ def _mutate_and_check(path: Path, only: set[int] | None = None, semantic: bool =
     the claims of one certificate do in ``verify`` (its keys are complete content, so a
     mutated claim never meets a value computed for another content)."""
     with scratch.session():
-        _mutate_and_check_in_session(path, only, semantic)
+        _mutate_and_check_in_session(path, only, semantic, every_form)
 
 
-def _mutate_and_check_in_session(path: Path, only: set[int] | None, semantic: bool) -> None:
+def _mutate_and_check_in_session(path: Path, only: set[int] | None, semantic: bool,
+                                 every_form: bool = True) -> None:
     cert = json.loads(path.read_text())
     base = path.parent
     seen: set[str] = set()
@@ -203,7 +218,7 @@ def _mutate_and_check_in_session(path: Path, only: set[int] | None, semantic: bo
         original = verify.check_claim(i, claim, cert, base)
         assert original.holds, (path, i, original.problems)
         others = [c for j, c in enumerate(cert["claims"]) if j != i]
-        for fpath, what, value in [*_mutations(claim, others), *_declared_mutations(claim)]:
+        for fpath, what, value in [*_mutations(claim, others, every_form), *_declared_mutations(claim)]:
             mutated = _apply(claim, fpath, value)
             bad = schema.claim_violations(mutated, i)
             if not bad and not semantic:
@@ -290,22 +305,23 @@ def test_every_declared_kind_and_form_is_represented(matrix_certs):
     assert declared - covered == UNREPRESENTED
 
 
-def test_every_matrix_form_made_here_fails_closed(matrix_certs):
+def test_every_matrix_form_made_here_fails_closed(matrix_certs, request):
     claims = {name: json.loads(p.read_text())["claims"] for name, p in matrix_certs.items()}
     assert {f for c in claims["entries"] for f in _forms(c)} == \
         {("exact_rank", "matrix"), ("eps_rank", "gram"), ("nonnegative", "matrix")}
-    _mutate_and_check(matrix_certs["entries"])
+    every_form = request.config.getoption("--runslow")
+    _mutate_and_check(matrix_certs["entries"], every_form=every_form)
     for name in ("projection", "projection-k0"):             # its eps_rank claim (k > 0, k = 0)
         i = next(j for j, c in enumerate(claims[name]) if c["kind"] == "eps_rank")
         assert _forms(claims[name][i]) == [("eps_rank", "projection")]
         assert ("witness_y" in claims[name][i]["evidence"]) == (claims[name][i]["evidence"]["k"] > 0)
-        _mutate_and_check(matrix_certs[name], only={i})
+        _mutate_and_check(matrix_certs[name], only={i}, every_form=every_form)
 
 
 @pytest.mark.parametrize("shape", list(REPRESENTATIVES), ids=lambda k: f"{k[0]}-{'-'.join(x for x in k[1] if x != 'None')}")
-def test_every_claim_shape_fails_closed(shape):
+def test_every_claim_shape_fails_closed(shape, request):
     path, i = REPRESENTATIVES[shape]
-    _mutate_and_check(path, only={i})
+    _mutate_and_check(path, only={i}, every_form=request.config.getoption("--runslow"))
 
 
 @pytest.mark.slow
