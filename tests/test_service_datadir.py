@@ -1,18 +1,18 @@
-"""Ownership by manifest, as real processes. certify serve at start: its data
-folder is its own by manifest (a folder holding a user's files is refused and
-left as it was), one server per data folder and per SQLite database (a second
-exits 2 naming the holder), and every bad option, address, token or database
-is one line and exit 2 before anything is served or written. An ``--out``
-folder likewise: a user's README.md that begins like certify's is not taken
-for certify's."""
+"""Ownership by manifest. certify serve at start: its data folder is its own by manifest (a
+folder holding a user's files is refused and left as it was), one server per data folder and
+per SQLite database (a second exits 2 naming the holder), and every bad option, address, token
+or database is one line and exit 2 before anything is served or written (the servers are real
+processes; the refusals run through the command front in this process, with serving made a
+failure, and three of them as real processes too). An ``--out`` folder likewise: a user's
+README.md that begins like certify's is not taken for certify's."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from service_support import Server, env, free_port, serve_exit
@@ -48,7 +48,28 @@ def running(tmp_path_factory):
         yield s
 
 
-def test_refusals_at_start(running, tmp_path):
+def _serve_in_process(args: list[str], cwd: Path | None, monkeypatch, capsys) -> SimpleNamespace:
+    """``certify serve ARGS`` through the command front in this process; reaching the point
+    where the server would start serving fails (an internal error, exit 1) instead of serving."""
+    import certify.service.server as server
+    from certify.cli import run as run_cli
+
+    def reached(*_a, **_k):
+        raise AssertionError("certify serve got past its checks: it would serve now")
+    with monkeypatch.context() as m:
+        m.setattr(server, "recover", reached)
+        if cwd is not None:
+            m.chdir(cwd)
+        capsys.readouterr()
+        code = run_cli("serve", args)
+    return SimpleNamespace(returncode=code, stderr=capsys.readouterr().err)
+
+
+#: the refusals also run as real processes (the exit status and stderr of the process itself)
+AS_PROCESSES = ("is in use by certify serve pid", "printable ASCII", "--job-seconds")
+
+
+def test_refusals_at_start(running, tmp_path, monkeypatch, capsys):
     """Each case: exit 2, one line naming the problem, nothing created or changed."""
     proj = tmp_path / "proj"
     (proj / "work").mkdir(parents=True)
@@ -104,13 +125,14 @@ def test_refusals_at_start(running, tmp_path):
         cases.append(((["--data", new("d-" + opt.strip("-") + v), "--port", port, opt, v], None),
                       (opt,)))
 
-    def run(case):
-        (args, cwd), needles = case
-        return serve_exit(*[str(a) for a in args], cwd=cwd), needles
-    with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(run, cases))
-    for p, needles in results:
-        _one_line_exit_2(p, *needles)
+    processes = 0
+    for (args, cwd), needles in cases:
+        argv = [str(a) for a in args]
+        _one_line_exit_2(_serve_in_process(argv, cwd, monkeypatch, capsys), *needles)
+        if needles[0] in AS_PROCESSES and processes < len(AS_PROCESSES):
+            _one_line_exit_2(serve_exit(*argv, cwd=cwd), *needles)
+            processes += 1
+    assert processes == len(AS_PROCESSES)
     for d, tree in before.items():
         assert _tree(d) == tree, d                 # the user's folders are exactly as they were
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("d")]
