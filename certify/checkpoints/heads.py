@@ -445,7 +445,11 @@ class _HeadsRun:
         computed by ``engine``: in this process, or spread over its workers when every
         kernel's features are stored and the engine runs Ray (:func:`certify_heads` starts it
         after the first layer when the later layers' heads pay for it; a lazy vocabulary
-        kernel is computed here), the same claims either way, merged in head order."""
+        kernel is computed here), the same claims either way, merged in head order. In this
+        process the heads go one at a time (:meth:`_one_head`): one head's features are held
+        at once, not the layer's (a whole-vocabulary head's are hundreds of MB)."""
+        if not engine.uses_ray:
+            return [self._one_head(L, h) for h in heads]
         prepared = [self._prepare(L, h) for h in heads]
         kernels = [(row.head, k) for _, row, k in prepared if k is not None]
         done: Any = iter(())
@@ -469,6 +473,20 @@ class _HeadsRun:
                 self._finish(L, h, row, kernel, next(done))
             rows.append(row)
         return rows
+
+    def _one_head(self, L: Any, h: Any) -> HeadRow:
+        """One head extracted, its claims computed (:func:`head_claims`) and added, in this
+        process; its kernel is dropped before the next head's is made. The same claims, in the
+        same order, as the layer's batch in :meth:`certify_layer`."""
+        h, row, kernel = self._prepare(L, h)
+        if kernel is not None:
+            if self.bar is not None:
+                self.bar.set_postfix_str(f"layer {L.index} head {row.head}: exact rank, eps-rank, nonnegativity")
+            t = time.process_time()
+            computed = head_claims(kernel, self._rank_options())
+            self.head_seconds = time.process_time() - t
+            self._finish(L, h, row, kernel, computed)
+        return row
 
     def _prepare(self, L: Any, h: Any) -> tuple[Any, HeadRow, Any]:
         """``(h, row, kernel)``: the head's row and its kernel, or None (a refused or out of
