@@ -97,8 +97,11 @@ class Weight:
         return self._f64
 
     def release(self) -> None:
-        """Drop the kept float64 decoding (a later :meth:`numpy64` decodes again)."""
+        """Drop the kept float64 decoding and torch tensor (a later :meth:`numpy64` or
+        :meth:`torch` makes them again): a whole vocabulary's embedding kept as float32 for
+        the library check is hundreds of MB that the canonical features never read."""
         self._f64 = None
+        self._torch = None
 
     def numpy(self) -> np.ndarray:
         """The values as the library computes with them (what a torch tensor's
