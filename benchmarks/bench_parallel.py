@@ -1,12 +1,13 @@
 """Sweeps with ``--workers N`` against the same sweep in one process, in the same
-run: wall and CPU seconds (this process) of each, the speed-up, whether the
-engine started a local Ray or ran the tasks here (its stderr line, with the
-predicted seconds of both), and whether the merged claims are identical
-(timings aside).
+run: wall and CPU seconds (this process) of each, the speed-up, where the
+engine ran the tasks -- forked local processes, a local Ray or this process (its
+stderr line, with the predicted seconds of each) -- and whether the merged claims
+are identical (timings aside).
 
-0. Ray's own cost: a local Ray started for one empty task (``ray.init`` and the
-   first worker, which imports this package): the ``RAY_START_S`` of
-   :mod:`certify.core.engine`.
+0. The engines' own costs: a local Ray started for one empty task (``ray.init``
+   and the first worker, which imports this package): the ``RAY_START_S`` of
+   :mod:`certify.core.engine`; forked processes for two empty tasks from a parent
+   holding torch and the checkpoint stack: its ``PROCESS_START_S``.
 1. Feasibility sweep, paper-5.1, ranks 12..15, real and nonnegative classes,
    ``--iterations 4`` (LP budgets: reproducible whatever the worker count).
 2. Certified transcript enumeration (the range of all assignments in 8 shards),
@@ -55,19 +56,51 @@ def _empty(x):
 
 
 def ray_start(workers: int) -> dict:
-    """Wall seconds of a local Ray started for one empty task (the engine told
-    that two tasks cost a day each, so it starts Ray), then of 40 more empty tasks."""
-    from certify.core.engine import Engine
+    """Wall seconds of a local Ray started (``init_local``, as a service does) for one
+    empty task, then of 40 more empty tasks."""
+    import ray
+
+    from certify.core.engine import Engine, init_local
     t = time.perf_counter()
-    with Engine(workers, progress=False) as e:
-        e.map(_empty, [(0,), (1,)], cost_s=[86400.0, 86400.0])
-        t1 = time.perf_counter()
-        e.map(_empty, [(i,) for i in range(40)])
-        t2 = time.perf_counter()
+    init_local(workers)
+    try:
+        with Engine(workers, progress=False) as e:
+            assert e.uses_ray
+            e.map(_empty, [(0,), (1,)], cost_s=[86400.0, 86400.0])
+            t1 = time.perf_counter()
+            e.map(_empty, [(i,) for i in range(40)])
+            t2 = time.perf_counter()
+    finally:
+        ray.shutdown()
     row = {"task": f"ray start-up ({workers} workers) and the first empty task", "ray_start_s": t1 - t,
            "empty_task_s": (t2 - t1) / 40}
     print(f"Ray start-up and first task: {t1 - t:.1f} s wall; an empty task then "
           f"{1000 * (t2 - t1) / 40:.1f} ms", flush=True)
+    return row
+
+
+def fork_start(workers: int) -> dict:
+    """Wall seconds of the engine's forked processes for two empty tasks (fork, the
+    first results back, the pool shut down), from this process (torch, fla and the
+    feasibility stack loaded), median of 5; the ``PROCESS_START_S`` of the engine."""
+    import statistics
+
+    import torch  # noqa: F401
+
+    import certify.cli.checkpoint  # noqa: F401  (a parent as large as a real run's)
+    from certify.core.engine import Engine
+
+    e = Engine(workers, progress=False)
+    e.prepare([86400.0, 86400.0], label="empty tasks")
+    assert e.forks
+    secs = []
+    for _ in range(5):
+        t = time.perf_counter()
+        e.map(_empty, [(0,), (1,)])
+        secs.append(time.perf_counter() - t)
+    row = {"task": f"forked processes ({workers}) and two empty tasks", "fork_start_s": statistics.median(secs),
+           "fork_start_runs_s": secs}
+    print(f"forked processes and two empty tasks: {1000 * statistics.median(secs):.0f} ms wall", flush=True)
     return row
 
 
@@ -102,6 +135,7 @@ def main(argv=None) -> int:
     results: list[dict] = []
     if not a.smoke:
         results.append(ray_start(a.workers))
+        results.append(fork_start(a.workers))
     print(f"| task | 1 process s (CPU) | --workers {a.workers} s (CPU here) | speed-up | engine | identical |")
     print("|---|---|---|---|---|---|")
     for name, fn, args, kind in cases:
@@ -118,7 +152,7 @@ def main(argv=None) -> int:
                 cpus.append(time.process_time() - c)
                 if extra:
                     said = next((ln for ln in err.getvalue().splitlines()
-                                 if ln.startswith("--workers")), "started a local Ray")
+                                 if ln.startswith("--workers")), "no engine line")
                 outs.append(_claims(Path(str(out) + ".json")) if kind == "cert" else
                             _batch_claims(out) if kind == "batch" else _rows(out))
             print(f"| {name} | {secs[0]:.1f} ({cpus[0]:.1f}) | {secs[1]:.1f} ({cpus[1]:.1f}) | "
@@ -128,7 +162,8 @@ def main(argv=None) -> int:
                   flush=True)
             results.append({"task": name, "one_process_s": secs[0], "one_process_cpu_s": cpus[0],
                             "workers": a.workers, "workers_s": secs[1], "workers_cpu_s_here": cpus[1],
-                            "engine": said, "ray_started": said == "started a local Ray",
+                            "engine": said, "ray_started": said.endswith("starting a local Ray"),
+                            "forked": "forking local processes" in said,
                             "identical": outs[0] == outs[1]})
     identical = all(r.get("identical", True) for r in results)
     if a.smoke:

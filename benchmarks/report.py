@@ -323,7 +323,8 @@ def page_summary_table(folder: Path | None = None) -> list[str]:
     rows = [r for r in (par or {}).get("rows", []) if "one_process_s" in r]
     if rows:
         L.append(f"| sweeps with --workers {rows[0]['workers']} ("
-                 + " / ".join(r["task"] + (" [Ray]" if r.get("ray_started") else " [in process]")
+                 + " / ".join(r["task"] + (" [Ray]" if r.get("ray_started") else
+                                            " [forked]" if r.get("forked") else " [in process]")
                               for r in rows) + ") | "
                  + " / ".join(f"{r.get('workers_s', r.get('ray_s', 0.0)):.1f}" for r in rows)
                  + " s | one process " + " / ".join(f"{r['one_process_s']:.1f}" for r in rows) + " s | "
@@ -588,13 +589,19 @@ def write_report() -> Path:
         L += factor_files_section(ff)
     if par:
         L += ["## Sweeps with --workers vs one process", "",
-              "| task | 1 process s | --workers s | workers | engine | identical |",
-              "|---|---|---|---|---|---|"]
+              "Wall seconds in one run (`benchmarks/bench_parallel.py`); the engine's line says where the "
+              "tasks ran and why.", "",
+              "| task | 1 process s | --workers s | speed-up | workers | engine | identical |",
+              "|---|---|---|---|---|---|---|"]
         for r in par["rows"]:
-            if "one_process_s" not in r:              # the Ray start-up row
-                L.append(f"| {r['task']} | | {r['ray_start_s']:.1f} | | | |")
+            if "ray_start_s" in r:                    # the engines' start-up rows
+                L.append(f"| {r['task']} | | {r['ray_start_s']:.1f} | | | | |")
                 continue
-            L.append(f"| {r['task']} | {r['one_process_s']:.1f} | {r.get('workers_s', r.get('ray_s', 0.0)):.1f} | "
+            if "fork_start_s" in r:
+                L.append(f"| {r['task']} | | {r['fork_start_s']:.3f} | | | | |")
+                continue
+            ws = r.get("workers_s", r.get("ray_s", 0.0))
+            L.append(f"| {r['task']} | {r['one_process_s']:.1f} | {ws:.1f} | **{r['one_process_s'] / ws:.2f}** | "
                      f"{r['workers']} | {r.get('engine', 'Ray')} | {'yes' if r['identical'] else 'NO'} |")
         L.append("")
     path = OUT / "README.md"

@@ -24,7 +24,9 @@ def test_workers_fall_back_to_one_process_when_ray_would_not_pay(capsys, monkeyp
     err = capsys.readouterr().err
     assert "--workers 2: 6 task(s) of sq predicted 0.06 CPU s in this process" in err
     assert "running them here" in err and e.fallback in err
-    # without predictions the first task is run here and timed: tiny, so the rest too
+    # without predictions and without fork the first task is run here and timed: tiny, so
+    # the rest too (with fork they are forked at once: tests/test_engine_forked.py)
+    monkeypatch.setattr(eng, "can_fork", lambda: False)
     assert e.map(_square, [(i,) for i in range(4)], label="sq") == [0, 1, 4, 9]
     assert "3 task(s) of sq" in capsys.readouterr().err and not e.uses_ray
     worth, serial, par = eng.pays([100.0] * 4, 2, 30.0)

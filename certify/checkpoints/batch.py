@@ -128,19 +128,34 @@ def find_models(folder: str) -> tuple[list[BatchItem], list[str]]:
     return out, ignored
 
 
-def _one(path: str, spec: str | None, families, eps, seed, command, name: str):
+def _one(path: str, spec: str | None, families, eps, seed, command, name: str,
+         stage: str | None = None):
     """One model's ``(kind, result)``, or ``(exit code, one-line reason)`` when it
     cannot be read (2) or holds nothing certifiable (3): one bad model never stops
-    the others."""
+    the others. ``stage``: the batch's staging folder on this machine, where the
+    model's report folder ``stage/name`` is written here, by the worker that made it."""
     from certify.checkpoints.dispatch import certify_path
 
     try:
-        return certify_path(path, spec=spec, families=families, eps=eps, seed=seed,
-                            command=[*command, "#", name])
+        res = certify_path(path, spec=spec, families=families, eps=eps, seed=seed,
+                           command=[*command, "#", name])
     except UncertifiableError as exc:
         return 3, str(exc)
     except InputError as exc:
         return 2, str(exc)
+    if stage is not None:
+        _write_report(res[0], res[1], Path(stage) / name)
+    return res
+
+
+def _write_report(kind: str, result: Any, folder: Path) -> None:
+    """One model's report folder (certificate, report, figures)."""
+    if kind == "weights":
+        from certify.checkpoints.heads import write_out
+        write_out(result, str(folder))
+    else:
+        from certify.report.build import build_with_certificate
+        build_with_certificate(result.certificate.dumps(), folder, command="checkpoint")
 
 
 @dataclass(frozen=True)
@@ -206,27 +221,31 @@ def run_batch(folder: str, *, families: Sequence[str] = (), eps: Fraction, seed:
     if out:
         outputs.check_out_dir(out, BATCH)
     engine = engine if engine is not None else Engine(1, progress=False)
-    results = engine.map(_one, [(str(i.path), str(i.spec) if i.spec else None, tuple(families), eps, seed,
-                                 tuple(command), i.name) for i in items], label="checkpoints")
-    entries = []
-    for it, res in zip(items, results):
-        if isinstance(res[0], int):
-            entries.append(BatchEntry(it.name, it.path, None, None, None, res[1], res[0]))
-        else:
-            entries.append(BatchEntry(it.name, it.path, res[0], res[1], Path(out) / it.name if out else None))
-    if out:
-        from certify.checkpoints.heads import write_out
-        from certify.report.build import build_with_certificate
+    # the report folders are written by the task that certified the model (in parallel)
+    # when it runs on this machine; a cluster's workers hand their results back instead
+    local = engine.address is None
 
-        def fill(new: Path) -> None:
-            for e in entries:
-                if e.result is None:
-                    continue
-                if e.kind == "weights":
-                    write_out(e.result, str(new / e.name))
-                else:
-                    build_with_certificate(e.result.certificate.dumps(), new / e.name, command="checkpoint")
-            (new / "summary.md").write_text(f"# certify checkpoint --batch {folder}\n\n"
-                                            + summary_table(entries) + "\n")
-        outputs.write_dir(out, BATCH, fill)
+    def certify_all(stage: Path | None) -> list[BatchEntry]:
+        st = str(stage) if stage is not None and local else None
+        results = engine.map(_one, [(str(i.path), str(i.spec) if i.spec else None, tuple(families), eps,
+                                     seed, tuple(command), i.name, st) for i in items], label="checkpoints")
+        entries = []
+        for it, res in zip(items, results):
+            if isinstance(res[0], int):
+                entries.append(BatchEntry(it.name, it.path, None, None, None, res[1], res[0]))
+            else:
+                if stage is not None and st is None:
+                    _write_report(res[0], res[1], stage / it.name)
+                entries.append(BatchEntry(it.name, it.path, res[0], res[1], Path(out) / it.name if out else None))
+        return entries
+
+    if not out:
+        return certify_all(None), ignored
+    entries: list[BatchEntry] = []
+
+    def fill(new: Path) -> None:
+        entries.extend(certify_all(new))
+        (new / "summary.md").write_text(f"# certify checkpoint --batch {folder}\n\n"
+                                        + summary_table(entries) + "\n")
+    outputs.write_dir(out, BATCH, fill)
     return entries, ignored

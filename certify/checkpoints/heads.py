@@ -298,7 +298,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
         rows += run.certify_layer(L, heads, engine)
         if L is layers[0] and seqs is not None and engine.parallel and run.head_seconds:
             later = sum(len(_chosen_heads(M, head)) for M in layers[1:])
-            if later:                   # Ray for the later layers when their heads pay for its start
+            if later:                   # other processes for the later layers when their heads pay for it
                 engine.prepare([run.head_seconds] * later, label="heads of the later layers")
     if run.bar is not None:
         run.bar.close()
@@ -443,19 +443,20 @@ class _HeadsRun:
         The kernels are extracted here, one head after another; their exact rank, eps-rank
         and nonnegativity claims (:func:`head_claims`, which needs nothing but the kernel) are
         computed by ``engine``: in this process, or spread over its workers when every
-        kernel's features are stored and the engine runs Ray (:func:`certify_heads` starts it
-        after the first layer when the later layers' heads pay for it; a lazy vocabulary
+        kernel's features are stored and the engine distributes (Ray or forked processes:
+        :func:`certify_heads` asks it after the first layer whether the later layers' heads
+        pay for that; a lazy vocabulary
         kernel is computed here), the same claims either way, merged in head order. In this
         process the heads go one at a time (:meth:`_one_head`): one head's features are held
         at once, not the layer's (a whole-vocabulary head's are hundreds of MB)."""
-        if not engine.uses_ray:
+        if not engine.distributes:
             return [self._one_head(L, h) for h in heads]
         prepared = [self._prepare(L, h) for h in heads]
         kernels = [(row.head, k) for _, row, k in prepared if k is not None]
         done: Any = iter(())
         if kernels:
             opt = self._rank_options()
-            if engine.uses_ray and all(k.phi_q is not None and k.phi_k is not None for _, k in kernels):
+            if engine.distributes and all(k.phi_q is not None and k.phi_k is not None for _, k in kernels):
                 if self.bar is not None:
                     self.bar.set_postfix_str(f"layer {L.index}: exact rank, eps-rank, nonnegativity")
                 done = iter(engine.map(head_claims, [(k, opt) for _, k in kernels], label=f"layer {L.index} heads"))
