@@ -95,6 +95,7 @@ from certify.checkers.fields import MAX_EXPONENT
 from certify.checkers.kernel.replay import Numbers, Undecided, cells, sum_at_least
 from certify.checkers.kernel.replay import product as int_product
 from certify.checkers.kinds import BY_NAME
+from certify.checkers.parallel import first_problem
 
 HALF = Fraction(1, 2)
 MAX_ALL = 1 << 16
@@ -596,14 +597,15 @@ def _integer_all(cfg: dict[str, Any], W: dict[str, list], quant: _Quant, M: int,
     nlo = (s + 1) ** (q - q1)
     tables = []
     for den, base, CD, P, g in heads:
-        A = [[x * den for x in base]]
+        # the partial sums over the first and the last positions, times den (integers: den is
+        # the common denominator of every contribution), row (k_0, k_1, ...) in lexicographic order
+        CDi = [np.array([_ints(CD[i][k], den) for k in range(s + 1)], dtype=object) for i in range(q)]
+        A_int = np.array([_ints(base, den)], dtype=object)
         for i in range(q1):
-            A = [[a + y * den for a, y in zip(row, CD[i][k])] for row in A for k in range(s + 1)]
-        B = [[Fraction(0)] * len(base)]
+            A_int = (A_int[:, None, :] + CDi[i][None, :, :]).reshape(-1, len(base))
+        B_int = np.zeros((1, len(base)), dtype=object)
         for i in range(q1, q):
-            B = [[a + y * den for a, y in zip(row, CD[i][k])] for row in B for k in range(s + 1)]
-        A_int = np.array([[int(x) for x in row] for row in A], dtype=object)
-        B_int = np.array([[int(x) for x in row] for row in B], dtype=object)
+            B_int = (B_int[:, None, :] + CDi[i][None, :, :]).reshape(-1, len(base))
         alpha, beta, gam = 2 * sd * ld, sn * ld * den - 2 * sd * ln * den, 2 * sn * ld * den
         A2, B2 = A_int * alpha + beta, B_int * alpha                               # alpha x + beta
         if _fit(A2, B2):
@@ -614,7 +616,8 @@ def _integer_all(cfg: dict[str, Any], W: dict[str, list], quant: _Quant, M: int,
     chunk = max(1, (1 << 15) // nlo)
     nhi = (s + 1) ** q1
     pw = (s + 1) ** np.arange(q - 1, -1, -1, dtype=np.int64)
-    for h0i in range(0, nhi, chunk):
+    def block(h0i: int) -> list[str]:
+        """The assignments whose first q1 levels are rows h0i.. of the first table."""
         hs = np.arange(h0i, min(nhi, h0i + chunk), dtype=np.int64)
         idx = (hs[:, None] * nlo + np.arange(nlo, dtype=np.int64)[None]).reshape(-1)
         kap = (idx[:, None] // pw) % (s + 1)                                 # (B, q) = targets
@@ -638,4 +641,7 @@ def _integer_all(cfg: dict[str, Any], W: dict[str, list], quant: _Quant, M: int,
         if bad.any():
             b, i = map(int, np.argwhere(bad)[0])
             return [f"assignment {kap[b].tolist()}: query {i} errs by >= 1/2 (integer replay)"]
-    return []
+        return []
+
+    # blocks in order, the first problem reported (on forked processes when asked: the same answer)
+    return first_problem(block, range(0, nhi, chunk))

@@ -114,10 +114,10 @@ def say_extraction(kernel) -> None:
 def add_engine_arguments(p: argparse.ArgumentParser) -> None:
     """``--workers N`` and ``--ray-address ADDR`` (the parallel engine)."""
     p.add_argument("--workers", type=int, default=1,
-                   help="parallel tasks: 1 runs in process (default); N > 1 starts a local Ray "
-                        "with N workers for the run (at most 4 per core of this machine) when "
-                        "the tasks' predicted CPU seconds outweigh its start-up, else runs them "
-                        "in process and says so on stderr")
+                   help="parallel tasks: 1 runs in process (default); N > 1 (at most 4 per core "
+                        "of this machine) runs them on N processes forked from this one, or on a "
+                        "local Ray, when their predicted CPU seconds outweigh the start-up, else "
+                        "in process; one line on stderr says which, with the predictions")
     p.add_argument("--ray-address", default=None, type=_ray_address, metavar="ADDR",
                    help="join an existing Ray cluster: HOST:PORT (the head's GCS, e.g. head:6379) "
                         "or ray://HOST:PORT (the Ray client server, e.g. ray://head:10001). "

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from certify.checkers.parallel import workers as checker_workers
 from certify.cli import common as cli
 from certify.cli import log
 from certify.core import limits, outputs
@@ -153,7 +154,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cert, js = run.certificate, run.rows[0]
     _print_human(run.model, js)
     if args.out:
-        outputs.write_file(args.out, cert.dumps())
+        # the self-check's replay of every assignment uses the workers too (the checker's own
+        # forked blocks, certify.checkers.parallel; the same answer as one process)
+        with checker_workers(args.workers if engine.address is None else 1):
+            outputs.write_file(args.out, cert.dumps())
     if args.json:
         print(json.dumps(js))
     return cert.exit_code()

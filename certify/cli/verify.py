@@ -5,10 +5,12 @@ re-check certificates with exact arithmetic only (:mod:`certify.checkers.verify`
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from certify.checkers.common import NotACertificate
+from certify.checkers.parallel import workers as checker_workers
 from certify.checkers.sources import Places, Replayed, refused_source, replay_extraction
 from certify.checkers.verify import accepted, combined_exit, format_text, read_certificate, verify_many
 from certify.cli import common as cli
@@ -50,7 +52,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "reference checker (whole-matrix exact ranks, exact characteristic "
                         "polynomials, Fractions; no fast path, cache or randomized test); the "
                         "exit codes mean the same")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="check the pieces of a claim that split (a transcript's blocks of "
+                        "assignments) on N processes forked from this one (Linux); the answer is "
+                        "the one-process check's, in the same order (default 1)")
     args = p.parse_args(argv)
+    if args.workers < 1 or args.workers > 4 * (os.cpu_count() or 1):
+        raise InputError(f"--workers must be between 1 and {4 * (os.cpu_count() or 1)} "
+                         f"(4 per core of this machine), got {args.workers}")
     if args.schema:
         from certify.checkers.schema import published
         print(json.dumps(published(), indent=1))
@@ -80,8 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.replay_extraction:
         replayed = replay_extraction(certs)
         _say_files(replayed)
-    results = list(zip(args.certificates, verify_many(certs, assume=args.assume,
-                                                      replayed=replayed)))
+    with checker_workers(args.workers):
+        results = list(zip(args.certificates, verify_many(certs, assume=args.assume,
+                                                          replayed=replayed)))
     named = sorted({a for _, r in results for a in r.assumptions})
     unknown = [n for n in args.assume if not any(accepted(a, [n]) for a in named)]
     if unknown:

@@ -102,15 +102,11 @@ def pays(costs: Sequence[float], workers: int, start_s: float,
 def can_fork() -> bool:
     """Local worker processes can be forked: the platform's start method is
     ``fork`` (Linux; macOS and Windows spawn, which would re-import everything)
-    and no Ray runs in this process (its threads and sockets must not be copied)."""
-    import multiprocessing as mp
+    and no Ray runs in this process (its threads and sockets must not be copied).
+    The checker's own rule (:func:`certify.checkers.parallel.can_fork`)."""
+    from certify.checkers.parallel import can_fork as checker_can_fork
 
-    if mp.get_start_method(allow_none=True) not in (None, "fork"):
-        return False
-    if "fork" not in mp.get_all_start_methods() or sys.platform != "linux":
-        return False
-    ray_mod = sys.modules.get("ray")
-    return not (ray_mod is not None and ray_mod.is_initialized())
+    return checker_can_fork()
 
 
 def cores() -> int:
