@@ -30,6 +30,13 @@ from certify.core.errors import InputError
 from models.optional_torch import F, dtype_name, no_grad, torch, tt
 
 #: appended to every "cannot tell the layout" error
+#: rows of a stored embedding taken through a head's input steps at a time (:meth:`FeatureHead._inputs`)
+INPUT_BLOCK = 4096
+#: a stored embedding's inputs after a layer's steps are kept for the layer's heads up to this
+#: size (32,000 x 1,024 float64: 262 MB); larger ones are made again by each head, a block at a
+#: time (:meth:`FeatureHead._blocked_features`)
+INPUTS_KEPT_BYTES = 512 << 20
+
 SPEC_HINT = ("write an adapter spec (README, 'Supported layouts'): "
              "{\"layout\": \"generic\", \"query_weight\": ..., \"key_weight\": ..., \"heads\": H, "
              "\"feature_map\": \"elu1\"} and pass --spec SPEC")
@@ -129,7 +136,35 @@ class FeatureHead:
         from models.canonical.arith import f64
         if self.canon_q is None or self.canon_k is None or any(s.canon is None for s in self.steps):
             raise InputError(f"feature map {self.feature_map}: no canonical definition")
+        derived = getattr(tokens, "derived", None)
+        if derived is not None and self.steps and tuple(self.steps) not in derived \
+                and len(tokens.shape) == 2 and tokens.shape[0] > INPUT_BLOCK \
+                and 8 * tokens.shape[0] * tokens.shape[1] > INPUTS_KEPT_BYTES:
+            return self._blocked_features(tokens, f64)
         return self.canonical_projected(self._inputs(tokens, f64))
+
+    def _blocked_features(self, tokens, f64) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`canonical_features` of a stored embedding too large to keep through its
+        steps (:data:`INPUTS_KEPT_BYTES`), :data:`INPUT_BLOCK` rows at a time: each block
+        decoded, taken through the steps, projected and mapped. Every step, projection and
+        feature map acts on each row alone (or on each value: the correctly rounded maps),
+        so the bits are the whole array's; the steps run again for each head of the layer
+        instead of once (a 50,304 x 2,048 vocabulary's pre-norm: 0.8 GB not kept)."""
+        K, m = tokens.shape
+        if m != self.m:
+            raise InputError(f"tokens must be (K, {self.m}), got {tuple(tokens.shape)}")
+        outs: tuple[np.ndarray, np.ndarray] | None = None
+        for a in range(0, K, INPUT_BLOCK):
+            x = f64(tokens[a:a + INPUT_BLOCK])
+            for s in self.steps:
+                x = s.canon(x)
+            q, k = self.canonical_projected(x)
+            if outs is None:
+                outs = (np.empty((K, q.shape[1]), dtype=np.float64), np.empty((K, k.shape[1]), dtype=np.float64))
+            outs[0][a:a + len(q)] = q
+            outs[1][a:a + len(k)] = k
+        assert outs is not None
+        return outs
 
     def canonical_projected(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The canonical features of inputs ``x`` (K, m) that have been through the
@@ -169,19 +204,43 @@ class FeatureHead:
         key = tuple(self.steps)
         if derived is not None and key in derived:
             return derived[key]
-        x = f64(tokens)
-        if x.ndim != 2 or x.shape[1] != self.m:
-            raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
         for s in self.steps:
             if s.canon is None:                 # refused by canonical_features before it gets here
                 raise InputError(f"step {s.name}: no canonical definition")
-            x = s.canon(x)
+        if derived is not None and self.steps and len(tokens.shape) == 2 and tokens.shape[0] > INPUT_BLOCK:
+            x = self._blocked_inputs(tokens, f64)
+        else:
+            x = f64(tokens)
+            if x.ndim != 2 or x.shape[1] != self.m:
+                raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
+            for s in self.steps:
+                x = s.canon(x)
         if derived is not None:
             x.setflags(write=False)
             derived[key] = x
             if self.steps:
                 tokens.release()         # the raw rows are not read again on this path: not kept beside it
         return x
+
+    def _blocked_inputs(self, tokens, f64) -> np.ndarray:
+        """:meth:`_inputs` of a stored embedding, :data:`INPUT_BLOCK` rows at a time: each
+        block's rows decoded and taken through the steps, into one array. The steps act
+        on each row alone (pre-norms, projections), so the bits are those of the whole
+        array at once, without its float64 decoding and the steps' temporaries (a
+        50,304 x 2,048 vocabulary: 0.8 GB each) beside the result."""
+        K, m = tokens.shape
+        if m != self.m:
+            raise InputError(f"tokens must be (K, {self.m}), got {tuple(tokens.shape)}")
+        out: np.ndarray | None = None
+        for a in range(0, K, INPUT_BLOCK):
+            x = f64(tokens[a:a + INPUT_BLOCK])
+            for s in self.steps:
+                x = s.canon(x)
+            if out is None:
+                out = np.empty((K, x.shape[1]), dtype=np.float64)
+            out[a:a + len(x)] = x
+        assert out is not None
+        return out
 
     @no_grad
     def values(self, tokens):

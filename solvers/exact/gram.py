@@ -56,7 +56,9 @@ class GramAccumulator:
     Batches are gathered up to ``gather`` rows before their Gram is computed (one
     pass of limb products for a vocabulary of 20,000 tokens fed in batches of
     2^14: the per-batch conversions into Python ints are paid once); a batch is
-    copied when it is kept for later.
+    copied when it is kept for later. By default ``gather`` holds 32 MB of float64
+    (2^15 rows up to r = 128, 2^13 at r = 512): the limb products' temporaries are
+    a few times the gathered block, so a wide head's would otherwise be a GB.
 
     >>> acc = GramAccumulator(2)
     >>> acc.add(np.array([[0.5, 1.0], [0.25, -3.0]]))
@@ -64,9 +66,10 @@ class GramAccumulator:
     ([[5, -4], [-4, 160]], -4)
     """
 
-    def __init__(self, r: int, gather: int = 1 << 15) -> None:
+    def __init__(self, r: int, gather: int | None = None) -> None:
         self.r = int(r)
-        self.gather = int(gather)
+        self.gather = int(gather) if gather is not None else \
+            max(1 << 10, min(1 << 15, (1 << 22) // max(1, self.r)))
         self._total: np.ndarray | None = None        # object (r, r)
         self._exp = 0
         self._kept: list[np.ndarray] = []            # batches not yet in the total
