@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import models.layouts.base as base
-
 from certify.sources.thirdparty import head_kernel, load_model
 
 GALLERY = Path(__file__).resolve().parents[1] / "reports" / "gallery" / "models"

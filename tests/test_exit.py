@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 
 def _run(code):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
@@ -115,3 +117,28 @@ def test_numpy_huge_page_advice_is_off_for_commands_unless_the_user_set_it():
     assert _hugepage_advice(command.replace("'rank'", "'serve'")) == "False"
     assert _hugepage_advice(command, NUMPY_MADVISE_HUGEPAGE="1") == "True"  # the user's choice
     assert numpy._core.multiarray._get_madvise_hugepage() is False
+
+
+def _malloc_tuning(argv1: str, **env: str) -> tuple[dict, str, str]:
+    """``(MALLOC_SET, the two tunables in the environment)`` after certify/__main__.py is run
+    as ``certify ARGV1``, in a process whose environment has neither unless ``env`` sets it."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    code = (f"import sys, os; sys.argv = ['certify', {argv1!r}]\nimport certify.__main__ as m\n"
+            "print(repr((m.MALLOC_SET, os.environ.get('MALLOC_MMAP_THRESHOLD_'), "
+            "os.environ.get('MALLOC_TRIM_THRESHOLD_'))))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                       env={**base, **env})
+    assert p.returncode == 0, p.stderr[-500:]
+    import ast
+    return ast.literal_eval(p.stdout.strip())
+
+
+@pytest.mark.skipif(sys.platform != "linux" or not os.confstr("CS_GNU_LIBC_VERSION"), reason="glibc only")
+def test_glibc_malloc_keeps_a_commands_arrays_on_its_heap_unless_the_user_set_it():
+    """certify/__main__.py: a command sets glibc's mmap and trim thresholds (1 GB, 2 GB) for
+    itself (mallopt accepts both) and for the processes it starts; the service only for the
+    processes it starts; a tunable the user set is kept and not set again."""
+    gb = str(1 << 30)
+    assert _malloc_tuning("rank") == ({"MALLOC_MMAP_THRESHOLD_": 1, "MALLOC_TRIM_THRESHOLD_": 1}, gb, str(2 << 30))
+    assert _malloc_tuning("serve") == ({}, gb, str(2 << 30))
+    assert _malloc_tuning("rank", MALLOC_TRIM_THRESHOLD_="5") == ({"MALLOC_MMAP_THRESHOLD_": 1}, gb, "5")

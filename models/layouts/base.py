@@ -155,10 +155,7 @@ class FeatureHead:
             raise InputError(f"tokens must be (K, {self.m}), got {tuple(tokens.shape)}")
         outs: tuple[np.ndarray, np.ndarray] | None = None
         for a in range(0, K, INPUT_BLOCK):
-            x = f64(tokens[a:a + INPUT_BLOCK])
-            for s in self.steps:
-                x = s.canon(x)
-            q, k = self.canonical_projected(x)
+            q, k = self.canonical_projected(self._through_steps(f64(tokens[a:a + INPUT_BLOCK])))
             if outs is None:
                 outs = (np.empty((K, q.shape[1]), dtype=np.float64), np.empty((K, k.shape[1]), dtype=np.float64))
             outs[0][a:a + len(q)] = q
@@ -204,22 +201,26 @@ class FeatureHead:
         key = tuple(self.steps)
         if derived is not None and key in derived:
             return derived[key]
-        for s in self.steps:
-            if s.canon is None:                 # refused by canonical_features before it gets here
-                raise InputError(f"step {s.name}: no canonical definition")
         if derived is not None and self.steps and len(tokens.shape) == 2 and tokens.shape[0] > INPUT_BLOCK:
             x = self._blocked_inputs(tokens, f64)
         else:
             x = f64(tokens)
             if x.ndim != 2 or x.shape[1] != self.m:
                 raise InputError(f"tokens must be (K, {self.m}), got {tuple(x.shape)}")
-            for s in self.steps:
-                x = s.canon(x)
+            x = self._through_steps(x)
         if derived is not None:
             x.setflags(write=False)
             derived[key] = x
             if self.steps:
                 tokens.release()         # the raw rows are not read again on this path: not kept beside it
+        return x
+
+    def _through_steps(self, x: np.ndarray) -> np.ndarray:
+        """Float64 rows ``x`` through the head's input steps, canonically."""
+        for s in self.steps:
+            if s.canon is None:                 # refused by canonical_features before it gets here
+                raise InputError(f"step {s.name}: no canonical definition")
+            x = s.canon(x)
         return x
 
     def _blocked_inputs(self, tokens, f64) -> np.ndarray:
@@ -233,9 +234,7 @@ class FeatureHead:
             raise InputError(f"tokens must be (K, {self.m}), got {tuple(tokens.shape)}")
         out: np.ndarray | None = None
         for a in range(0, K, INPUT_BLOCK):
-            x = f64(tokens[a:a + INPUT_BLOCK])
-            for s in self.steps:
-                x = s.canon(x)
+            x = self._through_steps(f64(tokens[a:a + INPUT_BLOCK]))
             if out is None:
                 out = np.empty((K, x.shape[1]), dtype=np.float64)
             out[a:a + len(x)] = x
