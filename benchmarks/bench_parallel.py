@@ -15,9 +15,10 @@ are identical (timings aside).
 3. Checkpoint batch: every checkpoint in ``models/checkpoints``.
 4. The reduced Sec. 5.1 and 5.2 sweeps (smoke config, seeds 0..3).
 
-Run: ``python benchmarks/bench_parallel.py [--workers N] [--smoke]``. The machine
-this ran on is shared (its load average is recorded): wall seconds there are
-ratios within one run, not an idle machine's. Results go to
+Run: ``python benchmarks/bench_parallel.py [--workers N] [--repeat R] [--smoke]``:
+each sweep R times (default 3) in one process and with ``--workers``, interleaved,
+medians of wall seconds. The machine this ran on is shared (its load average is
+recorded): wall seconds there are ratios within one run, not an idle machine's. Results go to
 ``reports/bench/parallel.json``. ``--smoke``: the transcript task alone at q = 12,
 nothing written.
 """
@@ -108,6 +109,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--smoke", action="store_true", help="the transcript task at q = 12 only, nothing written")
+    ap.add_argument("--repeat", type=int, default=3, help="interleaved runs of each; medians reported")
     a = ap.parse_args(argv)
     from certify.cli import checkpoint, feasibility, train, transcript
 
@@ -138,33 +140,38 @@ def main(argv=None) -> int:
         results.append(fork_start(a.workers))
     print(f"| task | 1 process s (CPU) | --workers {a.workers} s (CPU here) | speed-up | engine | identical |")
     print("|---|---|---|---|---|---|")
+    import statistics
     for name, fn, args, kind in cases:
         with tempfile.TemporaryDirectory() as tmp:
-            outs, secs, cpus, said = [], [], [], ""
-            for extra in ([], w):
-                out = Path(tmp) / f"out{len(outs)}"
-                err = io.StringIO()
-                t, c = time.perf_counter(), time.process_time()
-                with redirect_stderr(err):
-                    fn(args + extra + (["--out", str(out) + ".json"] if kind == "cert" else
-                                       ["--out", str(out)]))
-                secs.append(time.perf_counter() - t)
-                cpus.append(time.process_time() - c)
-                if extra:
-                    said = next((ln for ln in err.getvalue().splitlines()
-                                 if ln.startswith("--workers")), "no engine line")
-                outs.append(_claims(Path(str(out) + ".json")) if kind == "cert" else
-                            _batch_claims(out) if kind == "batch" else _rows(out))
-            print(f"| {name} | {secs[0]:.1f} ({cpus[0]:.1f}) | {secs[1]:.1f} ({cpus[1]:.1f}) | "
-                  f"{secs[0] / secs[1]:.2f} | {said} | {'yes' if outs[0] == outs[1] else 'NO'} |",
+            outs, secs, cpus, said = [[], []], [[], []], [[], []], ""
+            for rep in range(a.repeat):              # interleaved: one process, then --workers
+                for j, extra in enumerate(([], w)):
+                    out = Path(tmp) / f"out{rep}-{j}"
+                    err = io.StringIO()
+                    t, c = time.perf_counter(), time.process_time()
+                    with redirect_stderr(err):
+                        fn(args + extra + (["--out", str(out) + ".json"] if kind == "cert" else
+                                           ["--out", str(out)]))
+                    secs[j].append(time.perf_counter() - t)
+                    cpus[j].append(time.process_time() - c)
+                    if extra:
+                        said = next((ln for ln in err.getvalue().splitlines()
+                                     if ln.startswith("--workers")), "no engine line")
+                    outs[j].append(_claims(Path(str(out) + ".json")) if kind == "cert" else
+                                   _batch_claims(out) if kind == "batch" else _rows(out))
+            s1, s2 = statistics.median(secs[0]), statistics.median(secs[1])
+            same = all(o == outs[0][0] for o in outs[0] + outs[1])
+            print(f"| {name} | {s1:.2f} ({statistics.median(cpus[0]):.1f}) | {s2:.2f} "
+                  f"({statistics.median(cpus[1]):.1f}) | {s1 / s2:.2f} | {said} | {'yes' if same else 'NO'} |",
                   flush=True)
-            print(f"ratio one process / --workers {a.workers} ({name}): {secs[0] / secs[1]:.2f}",
-                  flush=True)
-            results.append({"task": name, "one_process_s": secs[0], "one_process_cpu_s": cpus[0],
-                            "workers": a.workers, "workers_s": secs[1], "workers_cpu_s_here": cpus[1],
+            print(f"ratio one process / --workers {a.workers} ({name}): {s1 / s2:.2f}", flush=True)
+            results.append({"task": name, "one_process_s": s1, "one_process_cpu_s": statistics.median(cpus[0]),
+                            "workers": a.workers, "workers_s": s2,
+                            "workers_cpu_s_here": statistics.median(cpus[1]),
+                            "one_process_runs_s": secs[0], "workers_runs_s": secs[1],
                             "engine": said, "ray_started": said.endswith("starting a local Ray"),
                             "forked": "forking local processes" in said,
-                            "identical": outs[0] == outs[1]})
+                            "identical": same})
     identical = all(r.get("identical", True) for r in results)
     if a.smoke:
         return 0 if identical else 1
