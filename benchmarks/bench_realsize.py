@@ -8,7 +8,9 @@ layers, bf16 ``save_pretrained``); a user's module ``token_emb = nn.Embedding(V,
 + ``performer = Performer(dim d, depth 6, heads 8, generalized_attention=True)``
 saved with ``safetensors.torch.save_model`` (``generalized_attention`` stated in
 config.json, the other kernel arguments accepted with ``--assume-library-defaults``);
-an fla ``BasedLinearAttention`` (feature_dim 16) under a V-row embedding.
+an fla ``BasedLinearAttention`` (feature_dim 16) under a V-row embedding; fla's
+``LinearAttentionForCausalLM`` with the t2r map at hidden 2048 and vocabulary 50,304
+(fla's defaults otherwise: unnormalized heads), the whole checkpoint.
 
 Each command runs in a child of a small wrapper process that reports the CPU seconds
 (user + system) and the peak RSS of all its descendants (the replay's own process
@@ -104,6 +106,19 @@ def build_based(folder: Path, hidden: int, heads: int, vocab: int) -> Path:
     return path / "model.safetensors"
 
 
+def build_t2r(folder: Path, hidden: int, vocab: int, layers: int = 2) -> Path:
+    """fla's ``LinearAttentionForCausalLM`` with fla's defaults but the t2r map (no
+    normalizing denominator: an unnormalized head), bf16 ``save_pretrained``."""
+    import torch
+    from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
+    torch.manual_seed(0)
+    cfg = LinearAttentionConfig(hidden_size=hidden, num_hidden_layers=layers, vocab_size=vocab, feature_map="t2r")
+    path = folder / "fla-t2r"
+    LinearAttentionForCausalLM(cfg).to(torch.bfloat16).save_pretrained(path)
+    (path / "generation_config.json").unlink(missing_ok=True)
+    return path
+
+
 def _cpu(fn) -> float:
     t = time.process_time()
     fn()
@@ -176,7 +191,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="small sizes (seconds); nothing written")
     ap.add_argument("--out", type=Path, default=None, help="JSON results (default reports/bench/realsize.json)")
-    ap.add_argument("--only", default=None, help="one model: fla-hedgehog, performer-user-lm or fla-based")
+    ap.add_argument("--only", default=None, help="one model: fla-hedgehog, performer-user-lm, fla-based or "
+                                                "fla-t2r (its row replaces that model's in the results file)")
     ap.add_argument("--fla-layers", type=int, default=2,
                     help="layers of the fla hedgehog LM (2; the issue's model has 24: only layer 0 is read)")
     a = ap.parse_args(argv)
@@ -185,10 +201,11 @@ def main(argv=None) -> int:
     import torch
     torch.set_num_threads(1)
     if a.smoke:
-        sizes = {"hidden": 32, "heads": 2, "vocab": 200, "p_dim": 32, "p_depth": 2, "p_heads": 2, "p_dim_head": 16}
+        sizes = {"hidden": 32, "heads": 2, "vocab": 200, "p_dim": 32, "p_depth": 2, "p_heads": 2, "p_dim_head": 16,
+                 "t2r_hidden": 64, "t2r_vocab": 300}
     else:
         sizes = {"hidden": 1024, "heads": 16, "vocab": 32000, "p_dim": 512, "p_depth": 6, "p_heads": 8,
-                 "p_dim_head": 64}
+                 "p_dim_head": 64, "t2r_hidden": 2048, "t2r_vocab": 50304}
     sizes["fla_layers"] = a.fla_layers
     res = {"sizes": sizes, "threads": 1, "load_average": list(os.getloadavg()), "models": [],
            "weights": "the libraries' own initialisation"}
@@ -201,6 +218,7 @@ def main(argv=None) -> int:
                                                                   sizes["p_heads"], 20000 if not a.smoke else 300,
                                                                   sizes["p_dim_head"]), True),
             "fla-based": (lambda: build_based(d, sizes["hidden"], sizes["heads"], sizes["vocab"]), True),
+            "fla-t2r": (lambda: build_t2r(d, sizes["t2r_hidden"], sizes["t2r_vocab"]), False),
         }
         for name, (build, assume_all) in builders.items():
             if a.only and name != a.only:
@@ -208,6 +226,13 @@ def main(argv=None) -> int:
             res["models"].append(bench(name, build(), d, assume_all))
     res["load_average_end"] = list(os.getloadavg())
     dest = a.out if a.out is not None else (None if a.smoke else ROOT / "reports" / "bench" / "realsize.json")
+    if dest is not None and a.only and dest.is_file():    # one model re-run: the others' rows kept
+        old = json.loads(dest.read_text())
+        if old.get("sizes", {}).get("hidden") == sizes["hidden"]:
+            row = res["models"][0]
+            row["load_average"], row["load_average_end"] = res["load_average"], res["load_average_end"]
+            kept = [m for m in old.get("models", []) if m.get("model") != a.only]
+            res = {**old, "sizes": {**old.get("sizes", {}), **sizes}, "models": kept + [row]}
     if dest is not None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp_dest = dest.with_suffix(".tmp")
