@@ -17,11 +17,8 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
+#: the processes a check may use (:func:`workers`); a setting, not a result: no check writes it
 _WORKERS: contextvars.ContextVar[int] = contextvars.ContextVar("certify_checker_workers", default=1)
-
-#: the running map's function and items: set before the pool forks, so each worker
-#: finds them in its copy of this module (nothing is sent to it)
-_JOB: tuple[Callable[[Any], Any], Sequence[Any]] | None = None
 
 
 @contextmanager
@@ -47,16 +44,22 @@ def can_fork() -> bool:
     return not (ray_mod is not None and ray_mod.is_initialized())
 
 
-def _run(i: int) -> Any:
-    assert _JOB is not None, "a forked piece outside a map"
-    fn, items = _JOB
-    return fn(items[i])
+def _worker(fn: Callable[[Any], list[str]], items: Sequence[Any], idx: Sequence[int], conn: Any) -> None:
+    """In a forked process: ``fn`` of the pieces ``idx`` (inherited with the fork, nothing
+    sent), ``[(i, result)]`` or ``("error", text)`` sent back once."""
+    try:
+        out: Any = [(i, fn(items[i])) for i in idx]
+    except BaseException as exc:                              # noqa: BLE001 - reported to the parent
+        out = ("error", f"{type(exc).__name__}: {exc}"[:500])
+    conn.send(out)
+    conn.close()
 
 
 def first_problem(fn: Callable[[Any], list[str]], items: Sequence[Any]) -> list[str]:
     """The first non-empty ``fn(item)`` in the order of ``items``, or ``[]``. The
-    plain loop stops there; on ``n`` forked processes every piece may run, and
-    their results are read in order, so the answer is the same."""
+    plain loop stops there; on ``n`` forked processes (piece ``i`` on process ``i mod
+    n``) every piece runs and the results are read in order, so the answer is the
+    same. A process that dies or fails is an exception (the claim fails)."""
     n = min(_WORKERS.get(), os.cpu_count() or 1, len(items))
     if n <= 1 or not can_fork():
         for item in items:
@@ -65,16 +68,33 @@ def first_problem(fn: Callable[[Any], list[str]], items: Sequence[Any]) -> list[
                 return found
         return []
     import multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
 
-    global _JOB
-    prev, _JOB = _JOB, (fn, items)
-    pool = ProcessPoolExecutor(n, mp_context=mp.get_context("fork"))
+    ctx = mp.get_context("fork")
+    procs, pipes = [], []
     try:
-        for found in pool.map(_run, range(len(items))):
-            if found:
-                return found
-        return []
+        for w in range(n):
+            recv, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_worker, args=(fn, items, range(w, len(items), n), send), daemon=True)
+            p.start()
+            send.close()
+            procs.append(p)
+            pipes.append(recv)
+        results: dict[int, list[str]] = {}
+        for p, recv in zip(procs, pipes):
+            try:
+                got = recv.recv()
+            except EOFError:
+                p.join()
+                raise RuntimeError(f"a checker process died (exit code {p.exitcode})") from None
+            if isinstance(got, tuple):
+                raise RuntimeError(f"a checker process failed: {got[1]}")
+            results.update(got)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-        _JOB = prev
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+            p.join()
+    for i in range(len(items)):
+        if results[i]:
+            return results[i]
+    return []

@@ -432,11 +432,11 @@ def _integer_array(a: np.ndarray, scale: Mapping[str, Any]) -> np.ndarray | None
     exact_array(a)
     e = int(scale["exponent"])
     if a.dtype.kind == "f":
-        x = a.astype(np.float64)
+        x = a.astype(np.float64, copy=False)        # read only below: no copy of a float64 source
         if abs(e) > 2200:
             return None
         X = np.ldexp(x, -e)            # exact (a power of two); compared scaled, as 2^(62+e)
-        if float(np.abs(X).max()) >= 2.0 ** 62:      # overflows a float for entries near 1e308
+        if max(float(X.max()), -float(X.min())) >= 2.0 ** 62:   # overflows a float for entries near 1e308
             return None
         N = X.astype(np.int64)
         if not (N == X).all() or np.count_nonzero(N) != np.count_nonzero(x):
