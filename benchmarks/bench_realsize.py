@@ -232,7 +232,9 @@ def main(argv=None) -> int:
             row = res["models"][0]
             row["load_average"], row["load_average_end"] = res["load_average"], res["load_average_end"]
             kept = [m for m in old.get("models", []) if m.get("model") != a.only]
-            res = {**old, "sizes": {**old.get("sizes", {}), **sizes}, "models": kept + [row]}
+            order = list(builders)
+            rows = sorted(kept + [row], key=lambda m: order.index(m["model"]) if m.get("model") in order else len(order))
+            res = {**old, "sizes": {**old.get("sizes", {}), **sizes}, "models": rows}
     if dest is not None:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp_dest = dest.with_suffix(".tmp")
