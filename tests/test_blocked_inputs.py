@@ -13,7 +13,10 @@ from certify.sources.thirdparty import head_kernel, load_model
 
 GALLERY = Path(__file__).resolve().parents[1] / "reports" / "gallery" / "models"
 
-MODELS = ["fla-default-unnormalized", "fla-linear-attn", "fla-sharded-bf16"]    # a vocabulary, a pre-norm
+# a vocabulary and a pre-norm each; the bf16 and the normalized ones with --runslow
+MODELS = ["fla-default-unnormalized",
+          pytest.param("fla-linear-attn", marks=pytest.mark.slow),
+          pytest.param("fla-sharded-bf16", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("name", MODELS)
