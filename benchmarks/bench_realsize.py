@@ -10,7 +10,11 @@ saved with ``safetensors.torch.save_model`` (``generalized_attention`` stated in
 config.json, the other kernel arguments accepted with ``--assume-library-defaults``);
 an fla ``BasedLinearAttention`` (feature_dim 16) under a V-row embedding; fla's
 ``LinearAttentionForCausalLM`` with the t2r map at hidden 2048 and vocabulary 50,304
-(fla's defaults otherwise: unnormalized heads), the whole checkpoint.
+(fla's defaults otherwise: unnormalized heads), the whole checkpoint. The first three also
+briefly trained (``-trained``: ``--train-steps`` AdamW steps, 200 by default, of next-token
+cross-entropy on a seeded synthetic corpus the benchmark makes, :func:`corpus`; fla's
+pure-PyTorch references stand in for its Triton ops during training), saved the same way:
+trained weights move singular values away from where initialisation puts them.
 
 Each command runs in a child of a small wrapper process that reports the CPU seconds
 (user + system) and the peak RSS of all its descendants (the replay's own process
@@ -53,20 +57,73 @@ def measured(args: list[str], cwd: Path, python: str | None = None) -> dict:
     return out
 
 
-def build_hedgehog(folder: Path, hidden: int, heads: int, vocab: int, layers: int = 2) -> Path:
+#: the brief training of the trained variants: AdamW at this rate, batches of this many sequences
+#: of this many tokens, next-token cross-entropy on :func:`corpus`
+TRAIN_LR, TRAIN_BATCH, TRAIN_T = 1e-3, 4, 64
+
+
+def corpus(vocab: int, sequences: int, T: int, seed: int = 0):
+    """A seeded synthetic corpus the benchmark makes: a sparse Markov chain on the vocabulary
+    (every token followed by one of 4 successors drawn once), ``(sequences, T)`` int64 ids."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    succ = rng.integers(0, vocab, size=(vocab, 4))
+    ids = np.empty((sequences, T), dtype=np.int64)
+    ids[:, 0] = rng.integers(0, vocab, sequences)
+    for t in range(1, T):
+        ids[:, t] = succ[ids[:, t - 1], rng.integers(0, 4, sequences)]
+    return ids
+
+
+def train_briefly(logits_of, params, vocab: int, steps: int, seed: int = 0) -> dict:
+    """``steps`` AdamW steps of next-token cross-entropy on :func:`corpus` (``logits_of(ids)``:
+    ``(B, T, V)``); the first and last losses and the CPU seconds, for the results file."""
+    import time as _time
+
+    import torch
+    if steps <= 0:
+        return {}
+    torch.manual_seed(seed)
+    ids = torch.as_tensor(corpus(vocab, TRAIN_BATCH * steps, TRAIN_T + 1, seed))
+    opt = torch.optim.AdamW(params, lr=TRAIN_LR)
+    losses, t0 = [], _time.process_time()
+    for i in range(steps):
+        batch = ids[i * TRAIN_BATCH:(i + 1) * TRAIN_BATCH]
+        logits = logits_of(batch[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(),
+                                                 batch[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return {"steps": steps, "lr": TRAIN_LR, "batch": [TRAIN_BATCH, TRAIN_T], "loss_first": round(losses[0], 4),
+            "loss_last": round(losses[-1], 4), "train_cpu_s": round(_time.process_time() - t0, 1),
+            "corpus": "a seeded sparse Markov chain on the vocabulary (4 successors a token), seed 0"}
+
+
+TRAINED: dict[str, dict] = {}        # model name -> its training summary (train_briefly)
+
+
+def build_hedgehog(folder: Path, hidden: int, heads: int, vocab: int, layers: int = 2, steps: int = 0) -> Path:
     import torch
     from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
     torch.manual_seed(0)
     cfg = LinearAttentionConfig(hidden_size=hidden, num_hidden_layers=layers, num_heads=heads, vocab_size=vocab,
                                 feature_map="hedgehog", norm_feature_map=True)
-    path = folder / "fla-hedgehog"
-    LinearAttentionForCausalLM(cfg).to(torch.bfloat16).save_pretrained(path)
+    path = folder / ("fla-hedgehog" + ("-trained" if steps else ""))
+    model = LinearAttentionForCausalLM(cfg)
+    if steps:                            # fla's pure-PyTorch references (its Triton ops need a GPU)
+        from models.layouts import reference
+        with reference._fla_references():
+            TRAINED[path.name] = train_briefly(lambda x: model.lm_head(model.model(x).last_hidden_state),
+                                               model.parameters(), vocab, steps)
+    model.to(torch.bfloat16).save_pretrained(path)
     (path / "generation_config.json").unlink(missing_ok=True)
     return path
 
 
 def build_performer_user_lm(folder: Path, dim: int, depth: int, heads: int, vocab: int,
-                            dim_head: int = 64) -> Path:
+                            dim_head: int = 64, steps: int = 0) -> Path:
     import torch
     from performer_pytorch import Performer
     from safetensors.torch import save_model
@@ -78,14 +135,18 @@ def build_performer_user_lm(folder: Path, dim: int, depth: int, heads: int, voca
             self.performer = Performer(dim=dim, depth=depth, heads=heads, dim_head=dim_head,
                                        generalized_attention=True)
     torch.manual_seed(0)
-    path = folder / "performer-user-lm"
+    path = folder / ("performer-user-lm" + ("-trained" if steps else ""))
     path.mkdir(parents=True)
-    save_model(UserLM(), str(path / "model.safetensors"))
+    lm = UserLM()
+    if steps:                            # logits against the (tied) embedding
+        TRAINED[path.name] = train_briefly(lambda x: lm.performer(lm.token_emb(x)) @ lm.token_emb.weight.T,
+                                           lm.parameters(), vocab, steps)
+    save_model(lm, str(path / "model.safetensors"))
     (path / "config.json").write_text(json.dumps({"generalized_attention": True}))
     return path / "model.safetensors"
 
 
-def build_based(folder: Path, hidden: int, heads: int, vocab: int) -> Path:
+def build_based(folder: Path, hidden: int, heads: int, vocab: int, steps: int = 0) -> Path:
     import torch
     from fla.layers import BasedLinearAttention
     from safetensors.torch import save_model
@@ -97,9 +158,13 @@ def build_based(folder: Path, hidden: int, heads: int, vocab: int) -> Path:
             self.attn = BasedLinearAttention(hidden_size=hidden, feature_dim=16, num_heads=heads,
                                              num_key_value_heads=heads)
     torch.manual_seed(0)
-    path = folder / "fla-based"
+    path = folder / ("fla-based" + ("-trained" if steps else ""))
     path.mkdir(parents=True)
-    save_model(UserLM(), str(path / "model.safetensors"))
+    lm = UserLM()
+    if steps:                            # fla's PyTorch forward of the layer (its Triton ops need a GPU)
+        TRAINED[path.name] = train_briefly(lambda x: lm.attn.forward_reference(lm.token_emb(x))
+                                           @ lm.token_emb.weight.T, lm.parameters(), vocab, steps)
+    save_model(lm, str(path / "model.safetensors"))
     (path / "config.json").write_text(json.dumps({"class": "BasedLinearAttention", "feature_dim": 16,
                                                   "num_heads": heads, "num_key_value_heads": heads,
                                                   "embedding": "token_emb.weight"}))
@@ -191,11 +256,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="small sizes (seconds); nothing written")
     ap.add_argument("--out", type=Path, default=None, help="JSON results (default reports/bench/realsize.json)")
-    ap.add_argument("--only", default=None, help="one model: fla-hedgehog, performer-user-lm, fla-based or "
-                                                "fla-t2r (its row replaces that model's in the results file)")
+    ap.add_argument("--only", default=None, help="one model: fla-hedgehog, performer-user-lm, fla-based, "
+                                                "fla-t2r or one of the first three with -trained (its row "
+                                                "replaces that model's in the results file)")
+    ap.add_argument("--train-steps", type=int, default=200,
+                    help="steps of the trained variants' brief training (default 200; --smoke: 3)")
     ap.add_argument("--fla-layers", type=int, default=2,
                     help="layers of the fla hedgehog LM (2; the issue's model has 24: only layer 0 is read)")
     a = ap.parse_args(argv)
+    if a.smoke:
+        a.train_steps = min(a.train_steps, 3)
     import warnings
     warnings.filterwarnings("ignore")
     import torch
@@ -208,7 +278,7 @@ def main(argv=None) -> int:
                  "p_dim_head": 64, "t2r_hidden": 2048, "t2r_vocab": 50304}
     sizes["fla_layers"] = a.fla_layers
     res = {"sizes": sizes, "threads": 1, "load_average": list(os.getloadavg()), "models": [],
-           "weights": "the libraries' own initialisation"}
+           "weights": "the libraries' own initialisation; the -trained models briefly trained from it"}
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         builders = {
@@ -219,11 +289,21 @@ def main(argv=None) -> int:
                                                                   sizes["p_dim_head"]), True),
             "fla-based": (lambda: build_based(d, sizes["hidden"], sizes["heads"], sizes["vocab"]), True),
             "fla-t2r": (lambda: build_t2r(d, sizes["t2r_hidden"], sizes["t2r_vocab"]), False),
+            "fla-hedgehog-trained": (lambda: build_hedgehog(d, sizes["hidden"], sizes["heads"], sizes["vocab"],
+                                                            a.fla_layers, steps=a.train_steps), False),
+            "performer-user-lm-trained": (lambda: build_performer_user_lm(
+                d, sizes["p_dim"], sizes["p_depth"], sizes["p_heads"], 20000 if not a.smoke else 300,
+                sizes["p_dim_head"], steps=a.train_steps), True),
+            "fla-based-trained": (lambda: build_based(d, sizes["hidden"], sizes["heads"], sizes["vocab"],
+                                                      steps=a.train_steps), True),
         }
         for name, (build, assume_all) in builders.items():
             if a.only and name != a.only:
                 continue
-            res["models"].append(bench(name, build(), d, assume_all))
+            row = bench(name, build(), d, assume_all)
+            if name.endswith("-trained"):
+                row["trained"] = TRAINED[name]
+            res["models"].append(row)
     res["load_average_end"] = list(os.getloadavg())
     dest = a.out if a.out is not None else (None if a.smoke else ROOT / "reports" / "bench" / "realsize.json")
     if dest is not None and a.only and dest.is_file():    # one model re-run: the others' rows kept

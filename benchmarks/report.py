@@ -332,9 +332,14 @@ def page_summary_table(folder: Path | None = None) -> list[str]:
     return L
 
 
-def _weights(res: dict) -> str:
-    """What a real-size run's weights are (``realsize.json``'s ``weights``; earlier files re-drew them)."""
-    return res.get("weights") or "weights re-drawn at a trained scale"
+def _weights(res: dict, m: dict | None = None) -> str:
+    """What a real-size model's weights are: briefly trained (its ``trained`` summary), else
+    ``realsize.json``'s ``weights`` (earlier files re-drew them)."""
+    t = (m or {}).get("trained")
+    if t:
+        return (f"the libraries' own initialisation trained {t['steps']} steps on a synthetic corpus, "
+                f"loss {t['loss_first']:.2f} -> {t['loss_last']:.2f}")
+    return (res.get("weights") or "weights re-drawn at a trained scale").split(";")[0]
 
 
 def realsize_rows(res: dict | None) -> list[str]:
@@ -345,7 +350,7 @@ def realsize_rows(res: dict | None) -> list[str]:
     out = []
     for m in res["models"]:
         b, c, rp = m["baseline"], m["checkpoint"], m.get("replay") or {}
-        out.append(f"| real-size checkpoint `{m['model']}` ({_weights(res)}, {b.get('heads')} heads of layer 0, "
+        out.append(f"| real-size checkpoint `{m['model']}` ({_weights(res, m)}, {b.get('heads')} heads of layer 0, "
                    f"{b.get('tokens', 0):,} tokens): certify exit {c['rc']}, replay exit {rp.get('rc')} | "
                    f"`certify checkpoint` {c['cpu_s']:.1f} CPU s (peak {c['peak_rss_mb']:.0f} MB), "
                    f"`verify --replay-extraction` {rp.get('cpu_s', float('nan')):.1f} CPU s | torch float32 "
@@ -429,7 +434,7 @@ def readme_blocks(folder: Path | None = None, suite: Path = SUITE_TIMES) -> dict
                  "([`reports/bench/rank.json`](reports/bench/rank.json)).")
     real = _load("realsize.json", folder)
     for m in (real or {}).get("models", []):
-        L.append(f"- A real-size checkpoint ({m['model']}, {_weights(real)}, {m['baseline'].get('heads')} heads "
+        L.append(f"- A real-size checkpoint ({m['model']}, {_weights(real, m)}, {m['baseline'].get('heads')} heads "
                  f"of layer 0, {m['baseline'].get('tokens', 0):,} tokens): `certify checkpoint` "
                  f"{m['checkpoint_ratio_float32']}x and `verify --replay-extraction` "
                  f"{m.get('replay_ratio_float32')}x the CPU time of the torch float32 forward of the same "
