@@ -62,17 +62,24 @@ def measured(args: list[str], cwd: Path, python: str | None = None) -> dict:
 TRAIN_LR, TRAIN_BATCH, TRAIN_T = 1e-3, 4, 64
 
 
+#: ids of the vocabulary the synthetic corpus uses (text uses a small part of a vocabulary often)
+CORPUS_TOKENS = 512
+
+
 def corpus(vocab: int, sequences: int, T: int, seed: int = 0):
-    """A seeded synthetic corpus the benchmark makes: a sparse Markov chain on the vocabulary
-    (every token followed by one of 4 successors drawn once), ``(sequences, T)`` int64 ids."""
+    """A seeded synthetic corpus the benchmark makes: a sparse Markov chain on
+    :data:`CORPUS_TOKENS` ids of the vocabulary (drawn once), each followed by one of 4 of
+    them (drawn once), ``(sequences, T)`` int64 ids: a few hundred steps learn its
+    frequencies and part of its transitions (cross-entropy from ln V towards ln 4)."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    succ = rng.integers(0, vocab, size=(vocab, 4))
-    ids = np.empty((sequences, T), dtype=np.int64)
-    ids[:, 0] = rng.integers(0, vocab, sequences)
+    used = rng.choice(vocab, size=min(vocab, CORPUS_TOKENS), replace=False)
+    succ = rng.integers(0, len(used), size=(len(used), 4))
+    state = np.empty((sequences, T), dtype=np.int64)
+    state[:, 0] = rng.integers(0, len(used), sequences)
     for t in range(1, T):
-        ids[:, t] = succ[ids[:, t - 1], rng.integers(0, 4, sequences)]
-    return ids
+        state[:, t] = succ[state[:, t - 1], rng.integers(0, 4, sequences)]
+    return used[state]
 
 
 def train_briefly(logits_of, params, vocab: int, steps: int, seed: int = 0) -> dict:
@@ -84,6 +91,8 @@ def train_briefly(logits_of, params, vocab: int, steps: int, seed: int = 0) -> d
     if steps <= 0:
         return {}
     torch.manual_seed(seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))     # training only; timings use one
     ids = torch.as_tensor(corpus(vocab, TRAIN_BATCH * steps, TRAIN_T + 1, seed))
     opt = torch.optim.AdamW(params, lr=TRAIN_LR)
     losses, t0 = [], _time.process_time()
@@ -96,9 +105,11 @@ def train_briefly(logits_of, params, vocab: int, steps: int, seed: int = 0) -> d
         loss.backward()
         opt.step()
         losses.append(float(loss))
+    torch.set_num_threads(threads)
     return {"steps": steps, "lr": TRAIN_LR, "batch": [TRAIN_BATCH, TRAIN_T], "loss_first": round(losses[0], 4),
             "loss_last": round(losses[-1], 4), "train_cpu_s": round(_time.process_time() - t0, 1),
-            "corpus": "a seeded sparse Markov chain on the vocabulary (4 successors a token), seed 0"}
+            "corpus": f"a seeded sparse Markov chain on {CORPUS_TOKENS} ids of the vocabulary (4 successors "
+                      "an id), seed 0"}
 
 
 TRAINED: dict[str, dict] = {}        # model name -> its training summary (train_briefly)
@@ -138,9 +149,9 @@ def build_performer_user_lm(folder: Path, dim: int, depth: int, heads: int, voca
     path = folder / ("performer-user-lm" + ("-trained" if steps else ""))
     path.mkdir(parents=True)
     lm = UserLM()
-    if steps:                            # logits against the (tied) embedding
-        TRAINED[path.name] = train_briefly(lambda x: lm.performer(lm.token_emb(x)) @ lm.token_emb.weight.T,
-                                           lm.parameters(), vocab, steps)
+    if steps:                            # logits against the (tied) embedding, scaled by 1/sqrt(dim)
+        TRAINED[path.name] = train_briefly(lambda x: lm.performer(lm.token_emb(x)) @ lm.token_emb.weight.T
+                                           / dim ** 0.5, lm.parameters(), vocab, steps)
     save_model(lm, str(path / "model.safetensors"))
     (path / "config.json").write_text(json.dumps({"generalized_attention": True}))
     return path / "model.safetensors"
@@ -163,7 +174,7 @@ def build_based(folder: Path, hidden: int, heads: int, vocab: int, steps: int = 
     lm = UserLM()
     if steps:                            # fla's PyTorch forward of the layer (its Triton ops need a GPU)
         TRAINED[path.name] = train_briefly(lambda x: lm.attn.forward_reference(lm.token_emb(x))
-                                           @ lm.token_emb.weight.T, lm.parameters(), vocab, steps)
+                                           @ lm.token_emb.weight.T / hidden ** 0.5, lm.parameters(), vocab, steps)
     save_model(lm, str(path / "model.safetensors"))
     (path / "config.json").write_text(json.dumps({"class": "BasedLinearAttention", "feature_dim": 16,
                                                   "num_heads": heads, "num_key_value_heads": heads,
