@@ -48,7 +48,10 @@ def tune_malloc(this_process: bool = True) -> dict[str, int]:
     """Set :data:`MALLOC` for the processes this one starts (environment) and, when
     ``this_process``, for this one (``mallopt``), except a tunable the user set (glibc read
     it at start). Returns ``{name: mallopt's answer}`` (1: set); ``{}`` without glibc."""
-    if sys.platform != "linux" or not os.confstr("CS_GNU_LIBC_VERSION"):
+    try:
+        if sys.platform != "linux" or not os.confstr("CS_GNU_LIBC_VERSION"):
+            return {}
+    except (ValueError, OSError):                           # pragma: no cover - a libc without the name
         return {}
     mine = {k: v for k, v in MALLOC.items() if k not in os.environ}
     for k, (_, value) in mine.items():
