@@ -155,13 +155,13 @@ def test_batch_gram_equals_the_reference_exact_gram_across_limbs():
 
 def test_batch_gram_wide_limb_plans_equal_the_reference_exact_gram():
     """Features spread over 66 and 67 bits take the wider limbs over shorter row chunks
-    (22 bits over 256 rows, 23 over 64: three limbs where 20-bit limbs need four), and
-    a batch of more than 2^10 such chunks flushes its int64 sums: the Gram is the same
-    exact integer matrix as the tests' reference."""
+    (22 bits over 512 rows, 23 over 128: three limbs where 20-bit limbs need four), and
+    a batch of more chunks than one int64 gathering holds flushes its sums: the Gram is
+    the same exact integer matrix as the tests' reference."""
     from gram_reference import exact_gram
 
     from solvers.exact.gram import limb_plan
-    assert (limb_plan(66), limb_plan(67), limb_plan(40)) == ((22, 8), (23, 6), (20, 12))
+    assert (limb_plan(66), limb_plan(67), limb_plan(40)) == ((22, 9), (23, 7), (20, 12))
     rng = np.random.default_rng(13)
     for spread, rows in ((13, 3000), (14, 3000), (14, 70000)):
         X = np.ldexp(rng.uniform(0.5, 1.0, (rows, 5)), rng.integers(0, spread + 1, (rows, 5)))
@@ -218,7 +218,7 @@ def test_gram_accumulator_gathers_batches_to_the_same_exact_gram():
 
 
 def test_batch_gram_sums_by_weight_within_int64_over_many_chunks():
-    """More than 2^10 chunks whose limbs are nearly all ones (chunk sums near 2^52, three
+    """More than 2^10 chunks whose limbs are nearly all ones (chunk sums near 2^53, three
     limb products of one weight): the int64 sums must move into Python ints often enough;
     the Gram equals integer arithmetic."""
     from solvers.exact.gram import limb_plan

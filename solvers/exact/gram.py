@@ -4,7 +4,7 @@ partial sum stays below 2^53, so the ``K x K`` kernel is never formed.
 
 The rows of a batch go in groups by the limbs they need (a few rows of tiny
 entries do not widen the others); the limb width ``b`` and the rows per float64
-product ``2^c`` are chosen per group (:func:`limb_plan`) under ``2 b + c <= 52``:
+product ``2^c`` are chosen per group (:func:`limb_plan`) under ``2 b + c <= 53``:
 fewer, wider limbs over shorter row chunks when that saves limb products
 (features spread over 66 bits: three 22-bit limbs over 256 rows, six products,
 instead of four 20-bit limbs, ten). Every choice gives the same exact integer Gram.
@@ -23,19 +23,19 @@ _MIN_ROWS_LOG2 = 6         # shortest row chunk a plan uses (2^6 rows per produc
 
 def limb_plan(top: int) -> tuple[int, int]:
     """``(b, c)``: limb bits and log2 rows per float64 product for integers below
-    ``2^top``, with ``2 b + c <= 52`` (each limb below ``2^b``, each product of two
-    below ``2^(2b)``, a sum of ``2^c`` of them below ``2^52``: exact in float64 in
-    any summation order). Minimizes the limb products ``L (L + 1) / 2`` (``L =
+    ``2^top``, with ``2 b + c <= 53`` (each limb below ``2^b``, each product of two
+    below ``2^(2b)``, every partial sum of ``2^c`` of them an integer below ``2^53`` in
+    magnitude: representable, so exact in float64 in any summation order, fused or not). Minimizes the limb products ``L (L + 1) / 2`` (``L =
     ceil(top / b)``), with a small charge for the per-chunk int64 sums of short
     chunks.
 
-    >>> limb_plan(66), limb_plan(40), limb_plan(53)
-    ((22, 8), (20, 12), (18, 12))
+    >>> limb_plan(66), limb_plan(69), limb_plan(40), limb_plan(53)
+    ((22, 9), (23, 7), (20, 12), (18, 12))
     """
     best = None
     for L in range(1, max(1, top) + 1):
         b = max(1, -(-top // L))
-        c = min(12, 52 - 2 * b)
+        c = min(12, 53 - 2 * b)
         if c >= _MIN_ROWS_LOG2:
             cost = L * (L + 1) / 2 * (1 + 8 / (1 << c))
             if best is None or cost < best[0]:
@@ -51,7 +51,7 @@ class GramAccumulator:
 
     Each batch's rows are exact integers times a power of two per group of rows
     (:func:`batch_gram`), split into limbs whose float64 products over short row
-    chunks have every partial sum an integer below 2^52, so each product is exact.
+    chunks have every partial sum an integer below 2^53, so each product is exact.
     The total is kept as Python ints with one exponent: ``gram = G * 2^exponent``.
     Batches are gathered up to ``gather`` rows before their Gram is computed (one
     pass of limb products for a vocabulary of 20,000 tokens fed in batches of
@@ -176,9 +176,10 @@ def _group_gram(x: np.ndarray, E: np.ndarray, p: int, X: np.ndarray) -> tuple[np
     subtraction whose exact result is a representable integer below 2^b); all limb
     products ``Z_k^T Z_l`` come from one symmetric product of the limbs side by side
     per chunk of 2^c rows (numpy's ``A.T @ A``, a BLAS ``syrk``), every partial sum an
-    integer below 2^52 (:func:`limb_plan`), so each is exact; the chunks' int64 sums
-    are gathered ``2^10 / L`` chunks at a time and summed by weight ``2^(b (k + l))``
-    in int64 before Python ints; entry ``(i, j)`` then carries ``2^(e_i + e_j)``.
+    integer below ``2^(2b + c) <= 2^53`` (:func:`limb_plan`), so each is exact; the chunks'
+    int64 sums are gathered ``2^(62 - 2b - c) / L`` chunks at a time and summed by weight
+    ``2^(b (k + l))`` in int64 (below ``2^62``) before Python ints; entry ``(i, j)`` then
+    carries ``2^(e_i + e_j)``.
     """
     r = x.shape[1]
     nz = E > -(1 << 20)
@@ -195,6 +196,7 @@ def _group_gram(x: np.ndarray, E: np.ndarray, p: int, X: np.ndarray) -> tuple[np
     Z = np.empty((1 << c, L * r), dtype=np.float64)  # one chunk's limbs: limb k of column j at k r + j
     P = np.zeros((2 * L - 1, r, r), dtype=object)   # sum_{k+l=u} Z_k^T Z_l, exact (Python ints)
     acc = np.zeros((L * r, L * r), dtype=np.int64)
+    flush = max(1, (1 << (62 - 2 * b - c)) // L)     # chunks whose int64 sums stay below 2^62
     scale = (-ej).astype(np.int32)[None, :]
     for i, a in enumerate(range(0, x.shape[0], 1 << c)):
         xc = x[a:a + (1 << c)]
@@ -206,9 +208,9 @@ def _group_gram(x: np.ndarray, E: np.ndarray, p: int, X: np.ndarray) -> tuple[np
             np.subtract(t, Zk, out=Zk)              # the low b bits: an integer below 2^b, exact
             np.multiply(Zk, sign, out=Zk)
             t = nxt
-        acc += (Zc.T @ Zc).astype(np.int64)         # a symmetric product (BLAS syrk): integers below 2^52
-        if i % (1024 // L) == 1024 // L - 1 or a + (1 << c) >= x.shape[0]:
-            # 2^10 / L such sums stay below 2^62 / L: the at most L products of one weight
+        acc += (Zc.T @ Zc).astype(np.int64)         # a symmetric product (BLAS syrk): integers below 2^(2b+c)
+        if i % flush == flush - 1 or a + (1 << c) >= x.shape[0]:
+            # `flush` such sums stay below 2^62 / L: the at most L products of one weight
             # 2^(b u) (k + l = u) add up below 2^62 in int64, then into Python ints
             P += np.array([sum(acc[k * r:(k + 1) * r, (u - k) * r:(u - k + 1) * r] for k in range(L)
                                if 0 <= u - k < L) for u in range(2 * L - 1)]).astype(object)
