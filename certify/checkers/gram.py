@@ -9,7 +9,6 @@ and every product's sign by the kernel's enclosed product
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 from typing import Any, Callable
 
@@ -71,7 +70,7 @@ def _is_gram_of(arr: np.ndarray, W: list[list[int]], we: int, sha: str | None = 
     :func:`certify.checkers.kernel.gram.gram_identity`), once per features and stated Gram
     within one certificate's check (:mod:`certify.checkers.scratch`; the claims of one head,
     its exact and eps rank, share the test)."""
-    key = ("gram_of", _tag(arr, sha), json.dumps([W, we]))
+    key = ("gram_of", _tag(arr, sha), scratch.content_key([W, we]))
     s = scratch.current()
     if s is not None and s.lookup(key):
         return True
@@ -128,7 +127,7 @@ def replayed_gram(fs: Any, side: str, W: Any, we: Any, shape: Any = None) -> boo
         dims = tuple(int(n) for n in shape)
     except (TypeError, ValueError):
         return False
-    return bool(s.lookup(("gram_of", (tag, dims, fs["phi_" + side]), json.dumps([W, we]))))
+    return bool(s.lookup(("gram_of", (tag, dims, fs["phi_" + side]), scratch.content_key([W, we]))))
 
 
 # ---------------------------------------------------------------- the quadratic-kernel lemma's summaries
@@ -192,7 +191,7 @@ def _read_hashed(path: str, dtype: str) -> tuple[dict[str, Any], tuple[str, str]
     st = os.stat(path)
     key = ("features_file", os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
            st.st_ctime_ns)
-    feats, shas = scratch.remember(key, read)
+    feats, shas = scratch.recent(key, read)
     if dtype not in shas:
         shas[dtype] = (_features_sha(feats["phi_q"], dtype), _features_sha(feats["phi_k"], dtype))
     return feats, shas[dtype]

@@ -18,6 +18,7 @@ inspects every checker module's globals: no mutable global may have changed, no
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import hashlib
@@ -27,6 +28,9 @@ if TYPE_CHECKING:                       # numpy is loaded where an array is keye
     import numpy as np
 
 T = TypeVar("T")
+
+#: how many large shared values (:meth:`Scratch.recent`) a check keeps at once
+RECENT = 4
 
 #: the scratch of the certificate being checked (None outside a check)
 _CURRENT: contextvars.ContextVar[Scratch | None] = contextvars.ContextVar("certify_checker_scratch",
@@ -38,12 +42,27 @@ class Scratch:
 
     def __init__(self) -> None:
         self._store: dict[Hashable, Any] = {}
+        self._recent: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
 
     def get(self, key: Hashable, compute: Callable[[], T]) -> T:
         """The value kept under ``key``, computed by ``compute()`` the first time."""
         if key not in self._store:
             self._store[key] = compute()
         return self._store[key]
+
+    def recent(self, key: Hashable, compute: Callable[[], T], keep: int = RECENT) -> T:
+        """:meth:`get` for a large value that neighbouring claims share (the features file
+        of one head, a Gram as an exact matrix: the head's exact rank, eps rank and
+        nonnegativity are consecutive claims): the ``keep`` most recently used such values
+        are kept, not every one the certificate has (384 heads' features are gigabytes).
+        The value is the same either way (recomputed when it was let go)."""
+        if key in self._recent:
+            self._recent.move_to_end(key)
+            return self._recent[key]
+        value = self._recent[key] = compute()
+        while len(self._recent) > keep:
+            self._recent.popitem(last=False)
+        return value
 
     def lookup(self, key: Hashable, default: Any = None) -> Any:
         return self._store.get(key, default)
@@ -52,7 +71,7 @@ class Scratch:
         self._store[key] = value
 
     def __len__(self) -> int:
-        return len(self._store)
+        return len(self._store) + len(self._recent)
 
 
 @contextlib.contextmanager
@@ -78,6 +97,22 @@ def remember(key: Hashable, compute: Callable[[], T]) -> T:
     content, :func:`array_key`); computed afresh outside a check."""
     s = _CURRENT.get()
     return compute() if s is None else s.get(key, compute)
+
+
+def recent(key: Hashable, compute: Callable[[], T], keep: int = RECENT) -> T:
+    """``compute()``, kept while it is among the ``keep`` most recently used large values of
+    the current check (:meth:`Scratch.recent`); computed afresh outside a check."""
+    s = _CURRENT.get()
+    return compute() if s is None else s.recent(key, compute, keep)
+
+
+def content_key(obj: Any) -> str:
+    """The complete content of a JSON value (a certificate's integer rows, say) as a key:
+    the sha256 of its compact JSON text. A key the size of a hash, where the text itself
+    (hundreds of kB for a 128 x 128 Gram) kept for every claim of a large certificate was
+    more memory than the certificate."""
+    import json
+    return hashlib.sha256(json.dumps(obj, separators=(",", ":")).encode()).hexdigest()
 
 
 def array_key(A: np.ndarray) -> tuple[str, tuple[int, ...], str]:

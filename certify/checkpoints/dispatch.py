@@ -66,8 +66,11 @@ def certify_path(path: str, *, spec: str | None = None, families: Sequence[str] 
         # the model, its canonical forward and the library's copies are garbage now (in reference
         # cycles): free them before the certificate is written and checked (1.5 GB of a 24-layer
         # model at hidden 1024)
-        from certify.sources.thirdparty import return_freed_memory
-        return_freed_memory(collect=True)
+        import gc
+
+        from certify.core.memory import trim
+        gc.collect()
+        trim()
     if hub is not None:
         res.certificate = hub.rename_certificate(res.certificate)
         if hasattr(res, "detected"):

@@ -45,6 +45,7 @@ from typing import Any, Sequence
 from certify.core.certificate import Certificate, Claim
 from certify.core.errors import InputError, UncertifiableError
 from certify.core.files import sha256_file
+from certify.core.memory import trim
 from certify.core.verdict import Verdict, overall
 
 BUILTIN_FAMILIES = ("paper-5.1", "ood-6-4-8-test", "ood-8-6-12-test", "ood-10-8-16-test")
@@ -296,6 +297,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
             run.bar.total += len(heads)
             run.bar.refresh()
         rows += run.certify_layer(L, heads, engine)
+        trim()                          # this layer's temporaries back to the kernel
         if L is layers[0] and seqs is not None and engine.parallel and run.head_seconds:
             later = sum(len(_chosen_heads(M, head)) for M in layers[1:])
             if later:                   # other processes for the later layers when their heads pay for it

@@ -29,6 +29,7 @@ import numpy as np
 from certify.core.errors import InputError, UncertifiableError
 from certify.core.files import sha256_file
 from certify.core.kernel import Kernel, Provenance, from_features, parse_tokens
+from certify.core.memory import trim
 from certify.sources.weights import ITEMSIZE, WeightSet, read_config, read_weights, weights_file
 from models.canonical import CANONICAL
 
@@ -351,19 +352,8 @@ def forward_check(model: LoadedModel, seqs: Any) -> dict[str, Any]:
             return model.forwards[key]
         fwd = forward_on(model, seqs)
         model.forwards[key] = check_forward(model.detected, model.tensors, seqs.ids, fwd.inputs)
-        return_freed_memory()                 # the library's whole model, gone: give its pages back
+        trim()                                # the library's whole model, gone: give its pages back
     return model.forwards[key]
-
-
-def return_freed_memory(collect: bool = False) -> None:
-    """Hand the heap's free pages back to the system (glibc ``malloc_trim``; elsewhere
-    nothing): a whole model built for the library check and dropped leaves its memory free
-    but kept by the allocator (a 24-layer model at hidden 1024: 1.6 GB of resident memory)."""
-    import ctypes
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):        # not glibc
-        pass
 
 
 def positions_kernel(model: LoadedModel, seqs: Any, *, layer: int, head: int, compare: bool = True,

@@ -40,6 +40,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from certify.core.errors import InputError
+from certify.core.memory import trim
 from models.canonical import maps as cm
 from models.canonical.arith import cr_sigmoid, f64, linear, rowsum
 from models.layouts.base import Detected, FeatureHead
@@ -193,5 +194,7 @@ def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | N
         if not keep_features:
             for name in [*w, "attn.norm.weight"]:
                 getattr(sd.get(blk + name), "release", lambda: None)()   # a stored weight's float64 copy
+        del w, x, g, u, v_all, cols, attn
+        trim()                                  # the block's temporaries back to the kernel
     out.after = h
     return out

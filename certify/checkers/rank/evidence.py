@@ -223,11 +223,11 @@ def _check_params(claim: Mapping[str, Any], cert: Mapping[str, Any], form: str,
 
 
 def _gram_matrix(rows: list[list[int]]) -> Any:
-    """``fmpz_matrix(rows)`` (integer rows already parsed), converted once within one
-    certificate's check (:mod:`certify.checkers.scratch`, keyed by the rows themselves): the
-    claims of one head (exact and eps rank) state the same Grams. A copy is returned."""
-    import json
-    F = scratch.remember(("gram_rows", json.dumps(rows)), lambda: fmpz_matrix(rows))
+    """``fmpz_matrix(rows)`` (integer rows already parsed), converted once while neighbouring
+    claims of one certificate's check use it (:func:`certify.checkers.scratch.recent`, keyed
+    by the rows' content hash): the claims of one head (exact and eps rank) state the same
+    Grams. A copy is returned."""
+    F = scratch.recent(("gram_rows", scratch.content_key(rows)), lambda: fmpz_matrix(rows))
     return type(F)(F)
 
 
