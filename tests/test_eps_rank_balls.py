@@ -23,6 +23,7 @@ from certify.rank.options import RankOptions
 from certify.rank.summary import summarize_features
 from solvers import congruence
 from solvers import spectral as sp
+from tests.packed_grams import as_rows
 
 PROV = Provenance("memory", None, "memory", "float64")
 #: singular values of the factor pair below (exact dyadics); one of them is exactly 1
@@ -178,7 +179,7 @@ def test_a_present_factor_file_discharges_the_trusted_grams(tmp_path):
     got = verify.verify_certificate(cert, tmp_path)
     assert got.exit_code() == 0, got
     assert not any(c.trusted or c.assumptions for c in got.claims)
-    bad = copy.deepcopy(cert)
+    bad = as_rows(copy.deepcopy(cert))
     for c in bad["claims"]:
         c["evidence"]["gram_q"][0][0] += 1
     assert verify.verify_certificate(bad, tmp_path).exit_code() == 1

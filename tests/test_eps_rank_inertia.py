@@ -26,6 +26,7 @@ from certify.rank.summary import summarize_features
 from solvers import congruence
 from solvers import exact as ex
 from solvers import spectral as sp
+from tests.packed_grams import claim_rows
 
 PROV = Provenance("memory", None, "memory", "float64")
 
@@ -216,8 +217,8 @@ def test_enclosures_hold_the_known_values_and_a_shifted_one_is_caught():
 
 def test_non_psd_trusted_gram_is_refused():
     kern = from_features(*_known(SQ, SK), PROV)
-    claim = eps_rank_factor_claim(kern, summarize_features(kern), Fraction(1),
-                                  RankOptions(eps=Fraction(1), embed_limit=0)).to_json()
+    claim = claim_rows(eps_rank_factor_claim(kern, summarize_features(kern), Fraction(1),
+                                             RankOptions(eps=Fraction(1), embed_limit=0)).to_json())
     bad = copy.deepcopy(claim)
     g = bad["evidence"]["gram_q"]
     g[0][1] = g[1][0] = 4 * max(abs(v) for row in g for v in row)      # symmetric, not PSD
@@ -309,8 +310,8 @@ def test_a_gram_equal_to_replayed_features_skips_only_the_psd_test(monkeypatch):
     from certify.checkers import scratch
     q, k = _known(SQ, SK)
     kern = from_features(q, k, PROV)
-    claim = eps_rank_factor_claim(kern, summarize_features(kern), Fraction(1),
-                                  RankOptions(eps=Fraction(1), embed_limit=0)).to_json()
+    claim = claim_rows(eps_rank_factor_claim(kern, summarize_features(kern), Fraction(1),
+                                             RankOptions(eps=Fraction(1), embed_limit=0)).to_json())
     fs = claim["evidence"]["features_sha256"]
     tested = []
     real_psd = checker_eps._psd

@@ -17,6 +17,7 @@ from certify.core.verdict import Verdict
 from certify.rank.code import code_rank_claim
 from certify.rank.options import RankOptions
 from certify.rank.run import certify_rank
+from tests.packed_grams import as_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 PROV = Provenance("memory", None, "memory", "float32")
@@ -55,7 +56,7 @@ def test_factor_claims_and_checker():
 def test_checker_catches_tampering(tamper):
     k = from_feature_fn(_planted_features, "cube:9", PROV, rank=12)
     cj = certify_rank(k, RankOptions(eps=Fraction(1, 100), embed_limit=1 << 14)).certificate.to_json()
-    bad = copy.deepcopy(cj)
+    bad = as_rows(copy.deepcopy(cj))
     rank_ev = bad["claims"][0]["evidence"]
     eps_claim = bad["claims"][1]
     if tamper == "minor":

@@ -415,6 +415,10 @@ def _width(ev: Mapping[str, Any], cert: Mapping[str, Any]) -> int | None:
     g = ev.get("gram_q")
     if isinstance(g, list) and g and all(isinstance(row, list) and len(row) == len(g) for row in g):
         return len(g)
+    dims = g.get("shape") if isinstance(g, Mapping) else None           # packed (common.packed_matrix)
+    if isinstance(dims, list) and len(dims) == 2 and dims[0] == dims[1] and type(dims[0]) is int \
+            and dims[0] > 0:
+        return dims[0]
     fr = _features_rows(ev, cert)
     if fr is not None:
         return fr[1]

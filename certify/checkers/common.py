@@ -4,7 +4,7 @@
   each checker turns it into one problem line.
 * exact numbers: :func:`rational` (an int or a ``"p/q"`` string; floats, bools
   and ``None`` are rejected), :func:`integer`, :func:`boolean`,
-  :func:`rational_matrix`, :func:`int_matrix`, :func:`q_str`.
+  :func:`rational_matrix`, :func:`int_matrix`, :func:`packed_matrix`, :func:`q_str`.
 * :func:`keys` -- an object has exactly the expected keys (a missing key and an
   unexpected key are both problems).
 * :func:`canonical_sha256` -- sha256 of the canonical JSON form (sorted keys, no
@@ -101,6 +101,72 @@ def int_matrix(rows: Any, what: str, shape: tuple[int | None, int | None] = (Non
         _shape(rows, what, shape)                  # plain ints only (no bool): what integer() accepts
         return [list(r) for r in rows]
     return _matrix(rows, what, shape, integer)
+
+
+def packed_matrix(value: Any, what: str) -> list[list[int]]:
+    """The integer rows of a packed matrix (:data:`certify.checkers.fields.PACKED_INTS`):
+    ``shape = [n, m]`` entries, row-major, each ``bytes`` bytes of little-endian two's
+    complement, in standard base64 with padding. The string must be the one encoding of
+    those bytes (decoded strictly and encoded again, the same text), of exactly
+    ``n m bytes`` bytes."""
+    import base64
+    import binascii
+
+    from certify.checkers.fields import PACKED_MAX_BYTES
+    if not isinstance(value, dict) or set(value) != {"packed", "bytes", "shape", "base64"} \
+            or value["packed"] != "int-le":
+        raise Bad(f"{what} is not a packed integer matrix (packed: int-le, bytes, shape, base64)")
+    w = integer(value["bytes"], f"{what}.bytes", 1)
+    dims = value["shape"]
+    if w > PACKED_MAX_BYTES or not isinstance(dims, list) or len(dims) != 2:
+        raise Bad(f"{what}: bytes must be 1..{PACKED_MAX_BYTES} and shape [rows, columns]")
+    n, m = integer(dims[0], f"{what}.shape", 1), integer(dims[1], f"{what}.shape", 1)
+    text = value["base64"]
+    if not isinstance(text, str) or len(text) != 4 * -(-(n * m * w) // 3):
+        raise Bad(f"{what}: base64 is not {n * m * w} bytes")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise Bad(f"{what}: base64 does not decode") from None
+    if len(raw) != n * m * w or base64.b64encode(raw).decode() != text:
+        raise Bad(f"{what}: base64 is not the one encoding of {n * m * w} bytes")
+    flat = [int.from_bytes(raw[i:i + w], "little", signed=True) for i in range(0, n * m * w, w)]
+    return [flat[i * m:(i + 1) * m] for i in range(n)]
+
+
+def expand_grams(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``claim`` with its stated Grams as integer rows, as every check reads them: packed
+    Grams unpacked (:func:`packed_matrix`), and an eps-rank claim's ``grams_claim`` replaced
+    by the Grams that claim states: an exact-rank factor claim of this certificate (so not
+    this one) stating them itself, for the same ``features_sha256``, ``num_tokens`` and ``r``.
+    The claim is then checked exactly as one that states them (the Gram identity, the
+    trust and the replay are this claim's own). ``claim`` itself when there is nothing to
+    expand."""
+    from certify.checkers.fields import GRAM_FIELDS, GRAMS_CLAIM_SAME
+    ev = claim.get("evidence")
+    if not isinstance(ev, dict) or not ("grams_claim" in ev or isinstance(ev.get("gram_q"), dict)
+                                        or isinstance(ev.get("gram_k"), dict)):
+        return claim
+    ev = dict(ev)
+    if "grams_claim" in ev:
+        i = integer(ev.pop("grams_claim"), "grams_claim", 0)
+        claims = cert.get("claims")
+        if claim.get("kind") != "eps_rank" or ev.get("form") != "factor" or any(k in ev for k in GRAM_FIELDS):
+            raise Bad("grams_claim: only a factor-form eps_rank claim names another claim's Grams, "
+                      "instead of stating them")
+        other = claims[i] if isinstance(claims, list) and i < len(claims) else None
+        oev = other.get("evidence") if isinstance(other, dict) else None
+        if not isinstance(oev, dict) or other.get("kind") != "exact_rank" or oev.get("form") != "factor" \
+                or "grams_claim" in oev or any(k not in oev for k in GRAM_FIELDS):
+            raise Bad(f"grams_claim {i} is not another exact_rank factor claim that states its Grams")
+        for k in GRAMS_CLAIM_SAME:
+            if not same_json(oev.get(k), ev.get(k)):
+                raise Bad(f"grams_claim {i}: its {k} is not this claim's")
+        ev.update({k: oev[k] for k in GRAM_FIELDS})
+    for k in ("gram_q", "gram_k"):
+        if isinstance(ev.get(k), dict):
+            ev[k] = packed_matrix(ev[k], k)
+    return {**claim, "evidence": ev}
 
 
 def rational_matrix(rows: Any, what: str,

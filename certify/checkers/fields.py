@@ -46,6 +46,22 @@ INT_ROWS = {"type": "array", "items": {"type": "array"},
             "$comment": "rows of integers: the entries and the shape are checked by the kind's "
                         "checker (certify.checkers.common.int_matrix), not here, to keep "
                         "validation linear in the rows"}
+#: the widest entry a packed integer matrix has: ENTRY's bound, in bytes of two's complement
+PACKED_MAX_BYTES = 2304 // 8 + 1
+#: an integer matrix packed (:func:`certify.checkers.common.packed_matrix`): its entries
+#: row-major, each ``bytes`` bytes of little-endian two's complement, in standard base64
+#: with padding (the only text of those bytes: re-encoded, it must be the same string).
+#: A 128 x 128 Gram of 120-bit entries is 350 kB this way, 620 kB as JSON rows, and one
+#: string once read instead of 16,384 integer objects.
+PACKED_INTS = {"type": "object",
+               "properties": {"packed": {"const": "int-le"},
+                              "bytes": {"type": "integer", "minimum": 1, "maximum": PACKED_MAX_BYTES},
+                              "shape": {"type": "array", "items": POS, "minItems": 2, "maxItems": 2},
+                              "base64": {"type": "string", "pattern": "^[A-Za-z0-9+/]*={0,2}$"}},
+               "required": ["packed", "bytes", "shape", "base64"], "additionalProperties": False}
+#: a Gram's integer rows: JSON rows, or packed
+GRAM_ROWS = {"oneOf": [INT_ROWS, PACKED_INTS],
+             "$comment": "rows of integers, or the same integers packed (int-le, base64)"}
 BITS = {"type": "string", "pattern": "^[01]+$"}
 TOKENS = {"type": "array", "items": BITS, "minItems": 1,
           "$comment": "the explicit token list (bit strings in row order); present only when the "
@@ -237,6 +253,16 @@ FEATURE_SOURCES = {
                      assumption("trusted")),
 }
 ONE_FEATURE_SOURCE: dict[str, Any] = {"oneOf": [{"required": [k]} for k in FEATURE_SOURCES]}
+#: the four fields of a factor-form claim's stated Grams
+GRAM_FIELDS = ("gram_q", "gram_q_exponent", "gram_k", "gram_k_exponent")
+#: an eps-rank claim states its Grams, or names the claim of the same head that does (the
+#: exact-rank claim of the same features: a head's Grams are written once)
+GRAMS_CLAIM = Field({**NAT, "$comment": "the index of the claim of this certificate that states "
+                                        "these features' Grams (same features_sha256, num_tokens "
+                                        "and r; the Grams are written once)"}, HASH)
+#: what a claim named by ``grams_claim`` has in common with the claim naming it
+GRAMS_CLAIM_SAME = ("features_sha256", "num_tokens", "r")
+ONE_GRAM_SOURCE: dict[str, Any] = {"oneOf": [{"required": list(GRAM_FIELDS)}, {"required": ["grams_claim"]}]}
 FEATURE_OPTIONAL = {
     **FEATURE_SOURCES,
     "trusted_entries": Field({**NAT, "$comment": "the size of trusted summaries, when there are some"},

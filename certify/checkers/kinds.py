@@ -39,6 +39,9 @@ from certify.checkers.fields import (
     FEATURE_HASHES,
     FEATURE_OPTIONAL,
     FEATURES_SHA256,
+    GRAM_FIELDS,
+    GRAM_ROWS,
+    GRAMS_CLAIM,
     HASH,
     HEX64,
     INDEX_LIST,
@@ -49,6 +52,7 @@ from certify.checkers.fields import (
     NAT,
     OBJ,
     ONE_FEATURE_SOURCE,
+    ONE_GRAM_SOURCE,
     POS,
     PRIME,
     RATIONAL,
@@ -80,8 +84,11 @@ _FEATURES_SHA256 = Field(FEATURES_SHA256, HASH, NAME)
 #: taken as stated: ``trusted``)
 _GRAM = {"num_tokens": Field(POS, RECOMPUTED), "r": Field(POS, RECOMPUTED),
          "features_sha256": _FEATURES_SHA256,
-         "gram_q": Field(INT_ROWS, RECOMPUTED), "gram_q_exponent": Field(EXPONENT, RECOMPUTED),
-         "gram_k": Field(INT_ROWS, RECOMPUTED), "gram_k_exponent": Field(EXPONENT, RECOMPUTED)}
+         "gram_q": Field(GRAM_ROWS, RECOMPUTED), "gram_q_exponent": Field(EXPONENT, RECOMPUTED),
+         "gram_k": Field(GRAM_ROWS, RECOMPUTED), "gram_k_exponent": Field(EXPONENT, RECOMPUTED)}
+#: the same, for a claim that may name another claim's Grams instead (``grams_claim``)
+_GRAM_OR_CLAIM = {k: f for k, f in _GRAM.items() if k not in GRAM_FIELDS}
+_GRAM_OPTIONAL = {**{k: _GRAM[k] for k in GRAM_FIELDS}, "grams_claim": GRAMS_CLAIM}
 _GRAMS_TRUSTED = ("gram_q", "gram_k", "num_tokens")
 #: an exact matrix: its shape, scale and hash (the matrix embedded, or re-read from its source)
 _MATRIX = {"shape": Field(SHAPE, RECOMPUTED), "scale": Field(SCALE, HASH),
@@ -155,9 +162,10 @@ _EPS = {"eps": Field(RATIONAL, STATED), "k": Field(NAT, RECOMPUTED, VALUE),
         "exact": Field(BOOL, RECOMPUTED, VALUE)}
 _EPS_MATRIX = {**_FORM_MATRIX, **_MATRIX, **_EPS}
 EPS_RANK = {
-    "factor": shape({**_FORM_FACTOR, **_GRAM, **_EPS,
+    "factor": shape({**_FORM_FACTOR, **_GRAM_OR_CLAIM, **_EPS,
                      "sigma_sq_enclosures": Field({"type": "array"}, WITNESS)},
-                    FEATURE_OPTIONAL, trusted=_GRAMS_TRUSTED, **ONE_FEATURE_SOURCE),
+                    {**FEATURE_OPTIONAL, **_GRAM_OPTIONAL}, trusted=_GRAMS_TRUSTED,
+                    allOf=[ONE_FEATURE_SOURCE, ONE_GRAM_SOURCE]),
     "gram": shape({**_EPS_MATRIX, "method": Field({"const": "gram"}, STATED)}, _EMBEDDED),
     "projection": shape({**_EPS_MATRIX, "method": Field({"const": "projection"}, STATED)},
                         {**_EMBEDDED,

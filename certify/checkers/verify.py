@@ -66,7 +66,7 @@ from certify.checkers import kinds as _kinds
 from certify.checkers import schema as _schema
 from certify.checkers import scratch as _scratch
 from certify.checkers import sources as _sources
-from certify.checkers.common import EXIT_ASSUMED, EXIT_BAD_INPUT
+from certify.checkers.common import EXIT_ASSUMED, EXIT_BAD_INPUT, Bad, expand_grams
 from certify.checkers.contradictions import contradictions
 from certify.checkers.reading import (  # noqa: F401 (public names)
     NotACertificate,
@@ -227,7 +227,13 @@ def check_claim(index: int, claim: Mapping[str, Any], cert: Mapping[str, Any],
     kind, verdict = str(claim.get("kind")), str(claim.get("verdict"))
     if schema_problems is None:
         schema_problems = _schema.claim_violations(claim, index)
-    problems = list(schema_problems) or _shape_problems(claim)
+    problems = list(schema_problems)
+    if not problems:
+        try:                                            # Grams packed or named by grams_claim: as rows
+            claim = expand_grams(claim, cert)
+        except Bad as exc:
+            problems = [str(exc)]
+    problems = problems or _shape_problems(claim)
     trusted: list[str] = []
     assumptions: list[str] = []
     rows = None

@@ -645,10 +645,11 @@ def _reasons(rows: list[HeadRow]) -> str:
 
 
 def _shift(c: Claim, offset: int) -> Claim:
-    """References between claims (``features_claim``) are certificate indices."""
-    if "features_claim" not in c.evidence:
+    """References between claims (``features_claim``, ``grams_claim``) are certificate indices."""
+    refs = [k for k in ("features_claim", "grams_claim") if k in c.evidence]
+    if not refs:
         return c
-    return replace(c, evidence={**dict(c.evidence), "features_claim": c.evidence["features_claim"] + offset})
+    return replace(c, evidence={**dict(c.evidence), **{k: c.evidence[k] + offset for k in refs}})
 
 
 def _short(c: Claim) -> str:

@@ -18,7 +18,7 @@ from certify.core.errors import InputError
 from certify.core.kernel import Form, Kernel
 from certify.core.numbers import q_to_str
 from certify.core.verdict import Verdict
-from certify.rank.evidence import TRUSTED, feature_evidence, gram_evidence, source_params, token_evidence
+from certify.rank.evidence import TRUSTED, feature_evidence, features_sha256, source_params, token_evidence
 from certify.rank.options import RankOptions
 from certify.rank.summary import FactorSummary
 from solvers import exact as ex
@@ -53,7 +53,7 @@ def code_rank_claim(kernel: Kernel, words: np.ndarray, name: str | None, opt: Ra
         if summary is None:             # no pass over the token set: rows taken as stated
             ev["trusted"] = trusted
         else:
-            ev["features_sha256"] = gram_evidence(summary)["features_sha256"]
+            ev["features_sha256"] = features_sha256(summary)
             if kernel.token_set == f"cube:{W.shape[1]}" or located is not None:
                 ev.update(feature_evidence(summary, opt.embed_limit, trusted))
             else:

@@ -20,7 +20,7 @@ from certify.core.verdict import Verdict
 from certify.rank.evidence import (
     TRUSTED,
     feature_evidence,
-    gram_evidence,
+    features_sha256,
     matrix_sha256,
     scale_evidence,
     source_params,
@@ -32,7 +32,7 @@ from solvers import exact as ex
 
 
 def nonnegative_claim_factor(kernel: Kernel, s: FactorSummary, opt: RankOptions) -> Claim:
-    base = {"form": "factor", "features_sha256": gram_evidence(s)["features_sha256"]}
+    base = {"form": "factor", "features_sha256": features_sha256(s)}
     stmt = None                              # rendered from the parameters
     params = source_params(kernel)
     if s.min_q >= 0 and s.min_k >= 0:

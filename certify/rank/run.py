@@ -24,6 +24,7 @@ over the factor-form summary (:mod:`.summary`).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,12 +104,19 @@ def certify_rank(kernel: Kernel, opt: RankOptions = _DEFAULT, engine=None) -> Ra
     return RankReport(cert, int(ev[lo]), int(ev[hi]), rank_claim.verdict)
 
 
+#: the fields of a factor-form claim's stated Grams
+_GRAMS = ("gram_q", "gram_q_exponent", "gram_k", "gram_k_exponent")
+
+
 def share_features(claims: list[Claim]) -> list[Claim]:
-    """Embed the features once: a later claim with the same embedded features
-    refers to the first one's (``features_claim``, its index in the certificate)."""
+    """Embed the features once and state the Grams once: a later claim with the same
+    embedded features refers to the first one's (``features_claim``, its index in the
+    certificate), and an eps-rank claim stating the same Grams as an exact-rank claim of
+    the same features refers to that claim's (``grams_claim``)."""
     import dataclasses
     out: list[Claim] = []
     first: tuple[int, Any] | None = None
+    grams: dict[str, int] = {}                  # exact-rank claims stating Grams, by their features
     for c in claims:
         feats = c.evidence.get("features")
         if feats is not None and first is None:
@@ -117,6 +125,16 @@ def share_features(claims: list[Claim]) -> list[Claim]:
             ev = {k: v for k, v in c.evidence.items() if k != "features"}
             ev["features_claim"] = first[0]
             c = dataclasses.replace(c, evidence=ev)
+        ev = c.evidence
+        if ev.get("form") == "factor" and all(k in ev for k in _GRAMS):
+            key = json.dumps([ev.get("features_sha256"), ev.get("num_tokens"), ev.get("r")], sort_keys=True)
+            i = grams.get(key)
+            if c.kind is ClaimKind.EXACT_RANK and i is None:
+                grams[key] = len(out)
+            elif c.kind is ClaimKind.EPS_RANK and i is not None \
+                    and all(out[i].evidence[k] == ev[k] for k in _GRAMS):
+                c = dataclasses.replace(c, evidence={**{k: v for k, v in ev.items() if k not in _GRAMS},
+                                                     "grams_claim": i})
         out.append(c)
     return out
 

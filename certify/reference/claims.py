@@ -417,8 +417,12 @@ def _kernel_claim(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], li
         if kind == "exact_rank" and (p.get("shape") != [K.rows, K.rows] or p.get("form") != "factor"
                                      or p.get("dtype") != ev["features_sha256"].get("dtype")):
             problems.append("parameters shape, form and dtype are not the features' [K, K], factor, dtype")
-        if "gram_q" in ev:
-            problems += _grams(ev, K)
+        try:
+            stated = _stated_grams(claim, ctx)
+        except Fails as exc:
+            return [str(exc)], assumptions
+        if stated is not None:
+            problems += _grams(stated, K)
     elif kind == "exact_rank" and (p.get("shape") != [K.rows, K.cols] or p.get("form") != "matrix"):
         problems.append("parameters shape and form are not the matrix's")
     if problems:
@@ -432,6 +436,60 @@ def _kernel_claim(claim: Mapping[str, Any], ctx: Context) -> tuple[list[str], li
     if kind == "nonnegative":
         return kernels.nonnegative(claim, K), assumptions
     return kernels.code_rank(claim, K, toks, cube_m), assumptions
+
+
+def _unpack(v: Any, what: str) -> Any:
+    """A Gram as stated: JSON rows as they are, or a packed matrix (``packed: int-le``) read
+    into rows: ``shape`` entries of ``bytes`` little-endian two's-complement bytes each, in
+    canonical base64 (the format's rules, certify/checkers/fields.py PACKED_INTS)."""
+    if not isinstance(v, dict):
+        return v
+    import base64
+    import binascii
+    if sorted(v) != ["base64", "bytes", "packed", "shape"] or v["packed"] != "int-le":
+        raise Fails(f"{what}: not a packed integer matrix")
+    w, dims, text = v["bytes"], v["shape"], v["base64"]
+    if not (isinstance(dims, list) and len(dims) == 2 and isinstance(text, str)):
+        raise Fails(f"{what}: packed shape or base64 malformed")
+    rows, cols, w = whole(dims[0], f"{what} rows", 1), whole(dims[1], f"{what} columns", 1), whole(w, what, 1)
+    try:
+        data = base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, ValueError, UnicodeEncodeError):
+        raise Fails(f"{what}: packed base64 does not decode") from None
+    if len(data) != rows * cols * w or base64.b64encode(data).decode("ascii") != text:
+        raise Fails(f"{what}: packed base64 is not the one encoding of {rows} x {cols} entries of {w} bytes")
+    out = []
+    for i in range(rows):
+        row = data[i * cols * w:(i + 1) * cols * w]
+        out.append([int.from_bytes(row[j * w:(j + 1) * w], "little", signed=True) for j in range(cols)])
+    return out
+
+
+_GRAM_KEYS = ("gram_q", "gram_q_exponent", "gram_k", "gram_k_exponent")
+
+
+def _stated_grams(claim: Mapping[str, Any], ctx: Context) -> dict[str, Any] | None:
+    """The Grams the claim states (packed ones as rows), or those of the claim its
+    ``grams_claim`` names (an eps-rank claim naming another exact-rank factor claim of the
+    certificate, stating its Grams, on the same features_sha256, num_tokens and r); None
+    when it states none."""
+    ev = claim["evidence"]
+    if "grams_claim" in ev:
+        i = whole(ev["grams_claim"], "grams_claim", 0)
+        claims = ctx.cert.get("claims")
+        other = claims[i] if isinstance(claims, list) and i < len(claims) else None
+        oev = other.get("evidence") if isinstance(other, dict) else None
+        if claim.get("kind") != "eps_rank" or other is claim or any(k in ev for k in _GRAM_KEYS) \
+                or not isinstance(oev, dict) or other.get("kind") != "exact_rank" \
+                or oev.get("form") != "factor" or "grams_claim" in oev \
+                or not all(k in oev for k in _GRAM_KEYS) \
+                or any(oev.get(k) != ev.get(k) for k in ("features_sha256", "num_tokens", "r")):
+            raise Fails(f"grams_claim {i} is not another exact_rank factor claim stating the Grams "
+                        "of the same features")
+        ev = oev
+    if "gram_q" not in ev:
+        return None
+    return {k: _unpack(ev[k], k) for k in _GRAM_KEYS}
 
 
 def _grams(ev: Mapping[str, Any], K: Kernel) -> list[str]:
@@ -453,11 +511,14 @@ def _grams(ev: Mapping[str, Any], K: Kernel) -> list[str]:
 def _trusted(claim: Mapping[str, Any], ctx: Context) -> list[str]:
     """Summaries taken as stated: only for data too large to embed (token count x width
     from the token set and the stated Grams)."""
-    p, ev = claim["parameters"], claim["evidence"]
+    p = claim["parameters"]
     ts = p.get("token_set")
     m = _CUBE.fullmatch(ts) if isinstance(ts, str) else None
     k = (1 << int(m.group(1))) if m else (p.get("num_tokens") if isinstance(p.get("num_tokens"), int) else None)
-    g = ev.get("gram_q")
+    try:
+        g = (_stated_grams(claim, ctx) or {}).get("gram_q")
+    except Fails as exc:
+        return [str(exc)]
     width = len(g) if isinstance(g, list) and g else 1
     if k is None or k * width < TRUSTED_MIN_ENTRIES:
         return [f"trusted summaries of data with {k} x {width} entries: below {TRUSTED_MIN_ENTRIES} "

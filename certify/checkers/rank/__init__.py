@@ -54,8 +54,17 @@ exact_rank, matrix form (``form = "matrix"``)
   ``source`` (a label) / ``source_sha256`` (null for a kernel built in memory,
   else one of the certificate's ``inputs`` hashes, which ``certify verify``
   compares with the file when present), ``adapter`` (a label).
+Stated Grams (factor form) are integer rows, or the same integers packed:
+``{"packed": "int-le", "bytes": w, "shape": [n, m], "base64": ...}``, the entries
+row-major, ``w`` bytes of little-endian two's complement each, in the one
+standard base64 text of those bytes (:func:`certify.checkers.common.packed_matrix`).
+An eps-rank claim may name, instead of stating them, the Grams of an exact-rank
+factor claim of the same certificate with the same ``features_sha256``,
+``num_tokens`` and ``r`` (``grams_claim``, its index: a head's Grams are written
+once). Either way a claim is checked with its Grams as rows
+(:func:`certify.checkers.common.expand_grams`), exactly as one that states them.
 eps_rank, factor form
-  the Gram fields and features as above, ``eps`` (= ``parameters.eps``), ``k``
+  the Gram fields (or ``grams_claim``) and features as above, ``eps`` (= ``parameters.eps``), ``k``
   (sign changes of ``charpoly(core 2^e - eps^2 I)``, Descartes, exact for the
   real-rooted core), ``exact`` (true: the count is the eps-rank), and
   ``sigma_sq_enclosures``: ``[lo, hi]`` per eigenvalue of ``A^T A``, largest
@@ -109,7 +118,7 @@ from __future__ import annotations
 import importlib
 from typing import Any, Mapping
 
-from certify.checkers.common import guarded
+from certify.checkers.common import expand_grams, guarded
 from certify.checkers.rank.evidence import KINDS, matrix_sha256  # noqa: F401 (the area's public names)
 
 #: kind -> (module, function); a kind's module is loaded when a claim of that kind is checked
@@ -140,4 +149,7 @@ def check(claim: Mapping[str, Any], cert: Mapping[str, Any] | None = None, *,
     if not isinstance(claim.get("evidence"), dict) or not isinstance(claim.get("parameters"), dict):
         return ["parameters and evidence must be objects"]
     fn = getattr(importlib.import_module(f"certify.checkers.rank.{where[0]}"), where[1])
-    return guarded(fn)(claim, cert or {}, matrix)
+
+    def expanded(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any) -> list[str]:
+        return fn(expand_grams(claim, cert), cert, matrix)     # Grams packed or named: as rows
+    return guarded(expanded)(claim, cert or {}, matrix)
