@@ -391,10 +391,12 @@ def test_bad_text_is_one_line_before_any_work(models, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_the_whole_model_check_assigns_what_the_plain_copy_loads(models, monkeypatch):
-    """The library check's model built on the meta device with the checkpoint's tensors assigned
-    holds the same tensors and gives the same hidden states as the plain construction and strict
-    copy (its twin); a tensor of another dtype makes it take the copy."""
+def test_the_whole_model_check_streams_the_blocks_of_the_plain_model(models):
+    """The library check's model holds one block's tensors at a time (built on the meta device,
+    each block's tensors assigned just before the library's forward calls it and dropped just
+    after): the same hidden states, bit for bit, as its twin, the plain construction with a
+    strict copy of every tensor; afterwards no block holds a tensor; a tensor of another dtype
+    is refused, never run."""
     import torch
     from fla.models import LinearAttentionConfig, LinearAttentionForCausalLM
 
@@ -407,22 +409,20 @@ def test_the_whole_model_check_assigns_what_the_plain_copy_loads(models, monkeyp
     sub = reference._strip(model.tensors, det.prefix)
     if cfg.tie_word_embeddings and "lm_head.weight" not in sub:
         sub["lm_head.weight"] = sub["model.embeddings.weight"]
-    fast = reference._load_whole(LinearAttentionForCausalLM, cfg, sub)
     plain = reference._load(LinearAttentionForCausalLM(cfg), sub)
-    a, b = fast.state_dict(), plain.state_dict()
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
-    assert not any(t.is_meta for t in fast.parameters())
     ids = torch.as_tensor(read_sequences("random:2,8,3", 40).ids)
     with reference._fla_references(), torch.no_grad():
-        ha = fast.model(ids, use_cache=False, output_hidden_states=True).hidden_states
         hb = plain.model(ids, use_cache=False, output_hidden_states=True).hidden_states
+        with reference._streamed(LinearAttentionForCausalLM, cfg, model.tensors, det.prefix) as fast:
+            ha = fast.model(ids, use_cache=False, output_hidden_states=True).hidden_states
+            assert all(t.is_meta for t in fast.model.layers.parameters())      # every block dropped again
+            assert not fast.model.embeddings.weight.is_meta
     assert len(ha) == 4 and all(torch.equal(x, y) for x, y in zip(ha, hb))
-    half = {k: v.to(torch.float64) if k == "lm_head.weight" else v for k, v in sub.items()}
-    copied: list[int] = []
-    real = reference._load
-    monkeypatch.setattr(reference, "_load", lambda *x: copied.append(1) or real(*x))
-    got = reference._load_whole(LinearAttentionForCausalLM, cfg, half)
-    assert copied and got.lm_head.weight.dtype == torch.float32
+    key = next(k for k in model.tensors if k.endswith("layers.1.attn.q_proj.weight"))
+    wrong = {**model.tensors, key: sub[key[len(det.prefix):]].to(torch.float64)}
+    with reference._fla_references(), torch.no_grad(), pytest.raises(ValueError, match="does not fill"):
+        with reference._streamed(LinearAttentionForCausalLM, cfg, wrong, det.prefix) as fast:
+            fast.model(ids, use_cache=False, output_hidden_states=True)
 
 
 def test_the_replay_hashes_a_source_shared_by_every_head_once(certified, monkeypatch):
