@@ -1,5 +1,6 @@
-"""The checker's per-certificate scratch keeps large shared values boundedly, keyed by
-complete content; a command's freed heap goes back to the kernel at phase boundaries."""
+"""Memory of long runs: the checker's per-certificate scratch keeps large shared values
+boundedly, keyed by complete content; a command's freed heap goes back to the kernel at
+phase boundaries; a large text is written without a second copy of it in memory."""
 
 from __future__ import annotations
 
@@ -63,3 +64,13 @@ def test_trim_gives_a_finished_phase_back():
     before, kept, after = map(int, out.stdout.split())
     assert kept > before - 64, "the tuned heap keeps what was freed (the reason trim exists)"
     assert after < kept - 256, f"trim gave back {kept - after} MB of 320 freed"
+
+
+def test_a_large_text_is_written_a_chunk_at_a_time_as_the_same_bytes(tmp_path, monkeypatch):
+    from certify.core import files
+    text = "Gram ∑ é 😀 " * 50 + "end"                     # multi-byte characters across chunk edges
+    monkeypatch.setattr(files, "TEXT_CHUNK", 7)
+    files.atomic_write_text(tmp_path / "a.json", text)
+    with open(tmp_path / "b.json", "wb") as f:
+        files.write_text(f, text)
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes() == text.encode()

@@ -44,7 +44,7 @@ from typing import Any, Sequence
 
 from certify.core.certificate import Certificate, Claim
 from certify.core.errors import InputError, UncertifiableError
-from certify.core.files import sha256_file
+from certify.core.files import sha256_file, write_text
 from certify.core.memory import trim
 from certify.core.verdict import Verdict, overall
 
@@ -297,6 +297,9 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
             run.bar.total += len(heads)
             run.bar.refresh()
         rows += run.certify_layer(L, heads, engine)
+        if seqs is not None:
+            from certify.sources.thirdparty import release_layer
+            release_layer(model, seqs, L.index)
         trim()                          # this layer's temporaries back to the kernel
         if L is layers[0] and seqs is not None and engine.parallel and run.head_seconds:
             later = sum(len(_chosen_heads(M, head)) for M in layers[1:])
@@ -681,7 +684,8 @@ def write_out(res: HeadsResult, out: str) -> Path:
         for name, body in res.files.items():        # beside the certificate, as in the folder
             (stage / name).write_text(body, encoding="utf-8")
         text, checked = res.certificate.checked_dumps(stage.resolve())
-        (stage / "certificate.json").write_text(text)
+        with open(stage / "certificate.json", "wb") as f:
+            write_text(f, text)
         # the report reads the text just checked and written (not the file again: a 24-layer
         # model's certificate is a gigabyte)
         report.build([report.loaded_from_text(text, stage / "certificate.json")], outp, command="checkpoint",

@@ -44,9 +44,22 @@ def exclusive_temp(folder: str | os.PathLike, prefix: str, suffix: str = "") -> 
     raise FileExistsError(f"no unused temporary name in {os.fspath(folder)}")
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+#: characters of a large text encoded and written at a time (:func:`write_text`)
+TEXT_CHUNK = 1 << 24
+
+
+def write_text(f: Any, text: str) -> None:
+    """``text`` written as UTF-8 to the binary file ``f`` :data:`TEXT_CHUNK` characters at
+    a time: a certificate of hundreds of MB is never held a second time as one bytes
+    object (the same bytes as ``text.encode()``)."""
+    for i in range(0, len(text), TEXT_CHUNK):
+        f.write(text[i:i + TEXT_CHUNK].encode())
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes | str) -> None:
     """Write to a temporary file in the same folder, fsync, then rename: a reader
-    never sees a half-written file, and a crash leaves the old file intact."""
+    never sees a half-written file, and a crash leaves the old file intact. A ``str``
+    is written as UTF-8 (:func:`write_text`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = exclusive_temp(path.parent, f".{path.name}.", ".tmp")
@@ -55,7 +68,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)      # mkstemp makes 0600; give the usual mode
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, str):
+                write_text(f, data)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -68,4 +84,4 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    atomic_write_bytes(path, text.encode())
+    atomic_write_bytes(path, text)

@@ -41,7 +41,7 @@ from certify.checkers import verify as _verify
 from certify.checkers.common import NotACertificate, path_problem
 from certify.core import outputs as _outputs
 from certify.core.errors import InputError
-from certify.core.files import sha256_file
+from certify.core.files import sha256_file, write_text
 
 #: a verdict as the report prints it next to (or before) its sentence: a refuted
 #: sentence is false, and says so first
@@ -664,7 +664,8 @@ def build(certs: list[Loaded], out: str | os.PathLike, *, command: str, check: b
         (tmp / "report.tex").write_text(encodable(latex(certs, checks, figures, Path(out).name), tex=True),
                                         encoding="utf-8")
         for name, text in (extra or {}).items():
-            (tmp / name).write_text(encodable(text), encoding="utf-8")
+            with open(tmp / name, "wb") as f:
+                write_text(f, encodable(text))
         files.extend(["report.md", "report.tex", *figures, *(extra or {})])
 
     _outputs.write_dir(out, command, fill)

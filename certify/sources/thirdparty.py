@@ -338,6 +338,17 @@ def forward_on(model: LoadedModel, seqs: Any, upto: int | None = None) -> Any:
     return model.forwards[key]
 
 
+def release_layer(model: LoadedModel, seqs: Any, layer: int) -> None:
+    """Drop what the cached canonical forward on ``seqs`` holds for layer ``layer`` once its
+    heads are certified (the layers go in order): the hidden states entering it and its
+    features (a 24-layer model's inputs are 400 MB at 2,048 positions and hidden 1024). A
+    later request for that layer is an error, not a silent recomputation."""
+    fwd = model.forwards.get(("forward", seqs.sha256))
+    if fwd is not None and layer < len(fwd.inputs):
+        fwd.inputs[layer] = None
+        fwd.features = {k: v for k, v in fwd.features.items() if k[0] != layer}
+
+
 def forward_check(model: LoadedModel, seqs: Any) -> dict[str, Any]:
     """The hidden states of every layer against fla's own model on the sequences (cached;
     :func:`models.layouts.reference.check_forward`), or why it did not run."""

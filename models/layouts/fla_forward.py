@@ -99,6 +99,8 @@ def layer_features(det: Detected, sd: Mapping[str, Any], fwd: Forward, L: Any) -
     the same inputs as in :func:`forward`, so the same bits; the other layers' features are
     dropped (one layer is held at a time)."""
     fwd.features = {}
+    if fwd.inputs[L.index] is None:
+        raise RuntimeError(f"internal error: layer {L.index}'s inputs were released before its heads ran")
     eps = float(det.config.get("norm_eps", 1e-6))
     key = f"{det.prefix}model.layers.{L.index}.attn_norm.weight"
     x = cm.rms_norm(f64(sd[key]), eps)(fwd.inputs[L.index])
