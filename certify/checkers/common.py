@@ -156,7 +156,7 @@ def expand_grams(claim: Mapping[str, Any], cert: Mapping[str, Any]) -> Mapping[s
                       "instead of stating them")
         other = claims[i] if isinstance(claims, list) and i < len(claims) else None
         oev = other.get("evidence") if isinstance(other, dict) else None
-        if not isinstance(oev, dict) or other.get("kind") != "exact_rank" or oev.get("form") != "factor" \
+        if not isinstance(other, dict) or not isinstance(oev, dict) or other.get("kind") != "exact_rank" or oev.get("form") != "factor" \
                 or "grams_claim" in oev or any(k not in oev for k in GRAM_FIELDS):
             raise Bad(f"grams_claim {i} is not another exact_rank factor claim that states its Grams")
         for k in GRAMS_CLAIM_SAME:

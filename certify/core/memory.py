@@ -15,23 +15,23 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from typing import Any
 
 __all__ = ["trim"]
 
-_TRIM = None
+_TRIM: list[Any] = []          # [glibc's malloc_trim or None], looked up once
 
 
 def trim() -> bool:
     """Return the free heap to the kernel (glibc's ``malloc_trim(0)``); True when some
     memory was given back, False when none was or the C library has no such call."""
-    global _TRIM
-    if _TRIM is None:
-        fn = False
+    if not _TRIM:
+        fn: Any = None
         if sys.platform == "linux":
             try:
                 fn = ctypes.CDLL(None).malloc_trim
                 fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
             except (OSError, AttributeError):        # not glibc (musl has no malloc_trim)
-                fn = False
-        _TRIM = fn
-    return bool(_TRIM(0)) if _TRIM else False
+                fn = None
+        _TRIM.append(fn)
+    return bool(_TRIM[0](0)) if _TRIM[0] is not None else False

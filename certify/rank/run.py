@@ -122,9 +122,9 @@ def share_features(claims: list[Claim]) -> list[Claim]:
         if feats is not None and first is None:
             first = (len(out), feats)
         elif feats is not None and first is not None and feats == first[1]:
-            ev = {k: v for k, v in c.evidence.items() if k != "features"}
-            ev["features_claim"] = first[0]
-            c = dataclasses.replace(c, evidence=ev)
+            shared = {k: v for k, v in c.evidence.items() if k != "features"}
+            shared["features_claim"] = first[0]
+            c = dataclasses.replace(c, evidence=shared)
         ev = c.evidence
         if ev.get("form") == "factor" and all(k in ev for k in _GRAMS):
             key = json.dumps([ev.get("features_sha256"), ev.get("num_tokens"), ev.get("r")], sort_keys=True)

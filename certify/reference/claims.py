@@ -480,7 +480,7 @@ def _stated_grams(claim: Mapping[str, Any], ctx: Context) -> dict[str, Any] | No
         other = claims[i] if isinstance(claims, list) and i < len(claims) else None
         oev = other.get("evidence") if isinstance(other, dict) else None
         if claim.get("kind") != "eps_rank" or other is claim or any(k in ev for k in _GRAM_KEYS) \
-                or not isinstance(oev, dict) or other.get("kind") != "exact_rank" \
+                or not isinstance(other, dict) or not isinstance(oev, dict) or other.get("kind") != "exact_rank" \
                 or oev.get("form") != "factor" or "grams_claim" in oev \
                 or not all(k in oev for k in _GRAM_KEYS) \
                 or any(oev.get(k) != ev.get(k) for k in ("features_sha256", "num_tokens", "r")):
