@@ -29,7 +29,9 @@ By default every block above 32 MB is a fresh ``mmap`` that the kernel zeroes pa
 when first touched and takes back when freed, and a long run makes such temporaries
 (feature batches, Gram blocks, pre-norm blocks) over and over: a whole fla t2r checkpoint
 at hidden 2048 and vocabulary 50,304 spent 25.7 s of its 147 CPU s in the kernel (17 %),
-11.3 s of 139 s (8 %) with these, at a lower peak (2.52 GB instead of 2.73). ``certify
+11.3 s of 139 s (8 %) with these, at a lower peak (2.52 GB instead of 2.73). A long run
+gives the free heap back at its phase boundaries (a layer's end: :mod:`certify.core.memory`),
+so one phase's high-water mark is not kept through the next. ``certify
 serve`` itself keeps glibc's defaults (it runs for days); its job launcher, a process of
 its own, reads the environment.
 """
