@@ -268,6 +268,7 @@ def test_other_families_are_refused_and_deeper_layers_name_the_command(models):
     run = _run(["checkpoint", str(LAT), "--sequences", "random:2,8,0"])
     _one_line(run, "--sequences certifies every layer of fla linear_attn language models (config.json "
                    "model_type 'linear_attn') only; this model is linear-attention-transformer")
+    assert "without --sequences, its first layer's heads are certified on what they read" in run.stderr
     res = _run(["checkpoint", str(models["unnormalized"]), "--json", "--no-progress"])
     assert res.returncode == 0
     rows = json.loads(res.stdout)["heads"]

@@ -61,7 +61,10 @@ def refusal(det: Detected) -> str | None:
     """Why ``--sequences`` cannot run on this model (one line), or None."""
     if det.layout not in SEQUENCE_LAYOUTS:
         return (f"--sequences certifies every layer of {SUPPORTED} only; this model is {det.library} "
-                f"({det.layout})")
+                f"({det.layout}): without --sequences, its first layer's heads are certified on what they read "
+                f"(the vocabulary, where it has one); its "
+                f"deeper layers need a canonical forward through its own blocks, which exists for fla "
+                f"linear_attn only")
     cfg = det.config
     if (cfg.get("attn") or {}).get("layers"):
         return ("--sequences: this fla model has softmax attention layers (config.json attn): the canonical "
