@@ -151,3 +151,39 @@ def test_a_features_source_is_refused_with_tol(tmp_path):
     with contextlib.redirect_stderr(io.StringIO()):
         from certify.cli import run
         assert run("rank", [str(tmp_path / "f.npz"), "--tol", "1/10", "--tokens", "index"]) == 2
+
+
+def test_a_widened_bracket_is_refused_and_the_least_is_re_derived(tmp_path):
+    """k_upper is the least rank the bounds settle: diag(1, 2^-20, 80 x 2^-52, ...) gives [2, 3];
+    widened to [2, 4] (true, looser) it fails verify; the trivial bracket [2, 80] too, since a rank
+    of its window (3) settles the rest. The reference checker decides truth only: both hold there."""
+    d = np.zeros(80)
+    d[:4] = [1.0, 2.0 ** -20, 80 * 2.0 ** -52, 2.0 ** -60]
+    _, cert, path = _rank(tmp_path, np.diag(d), "--numerical-only")
+    i, c = _claim(cert)
+    assert (c["evidence"]["k_lower"], c["evidence"]["k_upper"]) == (2, 3)
+    for wide in (4, 80):
+        c["evidence"]["k_upper"] = wide
+        forged = _write(cert, tmp_path / f"wide{wide}.json", i)
+        assert _verify(forged) == 1
+        assert _verify(forged, reference=True) == 0
+
+
+def test_rank_zero_upper_bound_is_the_frobenius_norm_not_sigma_2(tmp_path):
+    """A rank-1 matrix (sigma_1 = 8, sigma_2 = 0) at a stated tol = 1/2: a forged "0 singular values
+    exceed tol" must fail -- the bounds at rank 1 prove sigma_2 <= tol, which says nothing of
+    sigma_1; the upper bound at k_upper = 0 is read at rank 0."""
+    u = np.zeros(30)
+    u[:4] = 1.0
+    A = 2.0 * np.outer(u, u)                               # sigma_1 = 2 * 4 = 8
+    _, cert, path = _rank(tmp_path, A, "--numerical-only", "--tol", "1/2")
+    i, c = _claim(cert)
+    assert c["verdict"] == "proved" and c["evidence"]["k_lower"] == c["evidence"]["k_upper"] == 1
+    c["evidence"]["k_lower"] = c["evidence"]["k_upper"] = 0
+    forged = _write(cert, tmp_path / "zero.json", i)
+    assert _verify(forged) == 1
+    assert _verify(forged, reference=True) == 1
+    _, cert, path = _rank(tmp_path, np.zeros((6, 9)), "--numerical-only", "--tol", "1/2")
+    c = _claim(cert)[1]
+    assert (c["verdict"], c["evidence"]["k_lower"], c["evidence"]["k_upper"]) == ("proved", 0, 0)
+    assert _verify(path) == 0 and _verify(path, reference=True) == 0

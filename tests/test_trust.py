@@ -258,7 +258,10 @@ def _forge_every_field(cert: dict, base: Path, covered: dict[str, set]) -> None:
                 if fc["statement"] == before:
                     continue                       # the sentence says the same thing
                 r = verify.check_claim(i, fc, forged, base)
-                assert not r.holds, \
+                # holding only under an assumption that names the edited value is exit 4, the
+                # edit printed (a construction's name, say, when the extraction is not replayed)
+                named = isinstance(new, str) and any(new in a for a in r.assumptions)
+                assert not r.holds or named, \
                     f"{kind}: {where}.{key} = {new!r:.60} changed the sentence and verify " \
                     f"accepted it: {fc['statement'][:200]}"
                 covered.setdefault(kind, set()).add(f"{where}.{key}")

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from certify.checkers.kernel.hashing import float64_sha256
-from certify.checkers.rank.numerical import bounds_at, tolerance
+from certify.checkers.rank.numerical import WINDOW, bounds_at, least_upper, tolerance
 from certify.core.certificate import Claim, ClaimKind
 from certify.core.errors import InputError
 from certify.core.kernel import Form, Kernel
@@ -77,39 +77,72 @@ class _Found(NamedTuple):
     tol_upper: Fraction
 
 
-def _evaluate(A: np.ndarray, tol: Fraction | None, k_hi: int, k_lo_guess: int) -> _Found | None:
-    """The fields the checker re-derives when the claim says ``k_upper = k_hi``, or None when
-    ``sigma_{k_hi + 1} <= tol_lower`` is not proved (:mod:`certify.checkers.rank.numerical`)."""
-    mn = min(A.shape)
-    rank = k_hi if k_hi < mn else k_lo_guess
-    b = bounds_at(A, max(rank, min(1, mn)))
+def _sigma_max(A: np.ndarray, ranks: set[int]) -> list[str]:
+    """An enclosure of ``sigma_1`` holding the bounds' own at every rank in ``ranks`` (the checker
+    asks for the one at the claim's rank), rounded outward."""
+    lo, hi = None, None
+    for j in sorted(ranks):
+        b = bounds_at(A, j)
+        if b is None:
+            continue
+        bl = max(b.lower[0] if b.lower else Fraction(0), Fraction(0))
+        lo, hi = (bl, b.sigma1_upper) if lo is None else (min(lo, bl), max(hi, b.sigma1_upper))
+    return [q_to_str(_outward(lo or Fraction(0), False)), q_to_str(_outward(hi or Fraction(0), True))]
+
+
+def _count(A: np.ndarray, rank: int, cap: int, tol_upper: Fraction) -> int | None:
+    """The checker's ``k_lower`` from the bounds at ``rank`` (the last of the first ``cap`` lower
+    bounds above ``tol_upper``), None when the bounds are undefined."""
+    b = bounds_at(A, rank)
     if b is None:
         return None
-    sig = None
-    if tol is None:
-        lo = max(b.lower[0] if b.lower else Fraction(0), Fraction(0))
-        sig = [q_to_str(_outward(lo, False)), q_to_str(_outward(b.sigma1_upper, True))]
-    lo_t, hi_t = tolerance("default" if tol is None else q_to_str(tol), sig, A.shape)
-    if k_hi < mn and not b.delta_sq <= lo_t * lo_t:
-        return None
-    k_lo = max((i + 1 for i, v in enumerate(b.lower[:k_hi]) if v > hi_t), default=0)
-    return _Found(k_lo, k_hi, sig, lo_t, hi_t)
+    return max((i + 1 for i, v in enumerate(b.lower[:cap]) if v > tol_upper), default=0)
 
 
 def _search(A: np.ndarray, tol: Fraction | None, k: int) -> _Found | None:
-    """The tightest bracket found near the estimate ``k``: ``k_upper`` in ``k, k + 1, k + 2``, else
-    the trivial ``min(shape)`` with ``k_lower`` settled (a fixed point of the checker's rule)."""
+    """The bracket the checker re-derives (:mod:`certify.checkers.rank.numerical`): ``k_upper`` the
+    least rank whose bounds prove the rest ``<= tol_lower`` (tried from the estimate ``k`` upward,
+    ``k .. k + WINDOW - 1``, then down to ``k_lower``), ``k_lower`` the count the bounds at that rank
+    prove; else the trivial ``min(shape)`` with ``k_lower`` a fixed point of the checker's rule and
+    no rank of its window settling the rest. For the default tolerance the enclosure of
+    ``sigma_1`` holds the bounds' own at every rank tried, and the search runs again until the
+    tolerance it gives is stable (the enclosures differ in the last digits only)."""
     mn = min(A.shape)
-    for k_hi in range(min(k, mn), min(k + 3, mn)):
-        found = _evaluate(A, tol, k_hi, k_hi)
-        if found is not None:
-            return found
-    guess = min(k, mn)
-    while True:
-        found = _evaluate(A, tol, mn, guess)
-        if found is None or found.k_lower == guess:
-            return found
-        guess = found.k_lower
+    one = min(1, mn)
+    ranks = {max(min(k, mn), one)}                       # where sigma_1 is enclosed (default tol)
+    for _ in range(16):
+        sig = None if tol is not None else _sigma_max(A, ranks)
+        lo_t, hi_t = tolerance("default" if tol is None else q_to_str(tol), sig, A.shape)
+        k_hi = least_upper(A, min(k, mn), min(k + WINDOW, mn), lo_t)
+        if k_hi is not None:
+            start = _count(A, max(k_hi, one), k_hi, hi_t)
+            if start is None:
+                return None
+            k_hi = least_upper(A, start, k_hi + 1, lo_t)
+            assert k_hi is not None                      # the rank found above is in range
+            k_lo, rank = _count(A, max(k_hi, one), k_hi, hi_t), max(k_hi, one)
+        else:
+            guess, k_lo = min(k, mn), None
+            while True:                                  # k_lower: a fixed point at rank k_lower
+                got = _count(A, max(guess, one), mn, hi_t)
+                if got is None:
+                    return None
+                if got == guess:
+                    k_lo = guess
+                    break
+                guess = got
+            j = least_upper(A, k_lo, min(k_lo + WINDOW, mn), lo_t)
+            if j is not None:                            # the window settles it: search from there
+                k = j
+                continue
+            k_hi, rank = mn, max(k_lo, one)
+        if k_lo is None:
+            return None
+        if tol is None and rank not in ranks:            # its enclosure joins the hull: again
+            ranks.add(rank)
+            continue
+        return _Found(k_lo, k_hi, sig, lo_t, hi_t)
+    raise RuntimeError("internal error: the numerical-rank bracket did not settle in 16 rounds")
 
 
 def numerical_rank_claim(kernel: Kernel, opt: RankOptions) -> Claim:

@@ -9,8 +9,14 @@ The claim: ``k_lower`` singular values exceed ``tol_upper`` and at most ``k_uppe
 in ``[k_lower, k_upper]``); proved exactly when the two meet. The checker runs the bounds at rank
 ``k_upper`` (at ``k_lower`` when ``k_upper`` is the trivial ``min(shape)``): ``k_lower`` must be the
 count their lower bounds prove above ``tol_upper``, ``sigma_{k_upper + 1} <= tol_lower`` must be
-proved, and for the default tolerance the stated ``sigma_max`` must contain the bounds' own
-enclosure of ``sigma_1``.
+proved by the bounds at rank exactly ``k_upper`` (rank 0: ``||A||_F <= tol_lower``), and for the
+default tolerance the stated ``sigma_max`` must contain the bounds' own enclosure of ``sigma_1``.
+
+``k_upper`` is re-derived, not only checked true: it must be the least rank ``j >= k_lower`` whose
+bounds prove ``sigma_{j+1} <= tol_lower`` (:func:`upper_proved`; no ``j < k_lower`` can, the bounds
+being rigorous), so a widened bracket fails. The trivial ``k_upper = min(shape)`` says that no rank
+in ``k_lower .. k_lower + WINDOW - 1`` proves it (:data:`WINDOW` ranks scanned, the producer's
+search width).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from certify.checkers.rank.evidence import _dyadic_array
 _DECLARED = BY_NAME["numerical_rank"]
 #: float64's machine epsilon, numpy's ``finfo(float64).eps``
 EPS64 = Fraction(1, 1 << 52)
+#: the ranks above ``k_lower`` a trivial bracket (``k_upper = min(shape)``) says prove nothing
+WINDOW = 3
 
 
 def tolerance(tol: Any, sigma_max: Any, shape: tuple[int, int]) -> tuple[Fraction, Fraction]:
@@ -72,6 +80,18 @@ def bounds_at(A: np.ndarray, rank: int) -> Any:
     return scratch.remember(("singular_bounds", scratch.array_key(A), rank), lambda: singular_bounds(A, rank))
 
 
+def upper_proved(A: np.ndarray, j: int, tol_lower: Fraction) -> bool:
+    """Whether the kernel's bounds at rank exactly ``j`` prove ``sigma_{j+1}(A) <= tol_lower``
+    (rank 0: the whole Frobenius norm)."""
+    b = bounds_at(A, j)
+    return b is not None and b.delta_sq <= tol_lower * tol_lower
+
+
+def least_upper(A: np.ndarray, k_lower: int, stop: int, tol_lower: Fraction) -> int | None:
+    """The least rank in ``k_lower .. stop - 1`` whose bounds prove the rest ``<= tol_lower``, or None."""
+    return next((j for j in range(k_lower, stop) if upper_proved(A, j, tol_lower)), None)
+
+
 def check_numerical_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matrix: Any = None) -> list[str]:
     ev, p = claim["evidence"], claim["parameters"]
     _DECLARED.params().check_keys(p, "parameters")
@@ -95,8 +115,13 @@ def check_numerical_rank(claim: Mapping[str, Any], cert: Mapping[str, Any], matr
     own = max((i + 1 for i, v in enumerate(b.lower[:k_hi]) if v > hi_t), default=0)
     if own != k_lo:
         problems.append(f"the bounds prove {own} singular values > tol_upper, the evidence says {k_lo}")
-    if k_hi < min(m, n) and not b.delta_sq <= lo_t * lo_t:
+    if k_hi < min(m, n) and not upper_proved(A, k_hi, lo_t):
         problems.append(f"sigma_{k_hi + 1} <= tol_lower is not proved (the rank-{k_hi} residual is too large)")
+    stop = k_hi if k_hi < min(m, n) else min(k_lo + WINDOW, min(m, n))
+    j = least_upper(A, k_lo, stop, lo_t)
+    if j is not None:
+        problems.append(f"k_upper {k_hi} is not the least rank the bounds settle: at rank {j} they prove "
+                        f"sigma_{j + 1} <= tol_lower")
     if ev["sigma_max"] is not None:
         lo, hi = (rational(v, "sigma_max") for v in ev["sigma_max"])
         if not (lo <= max(b.lower[0] if b.lower else Fraction(0), Fraction(0)) and b.sigma1_upper <= hi):
