@@ -535,18 +535,22 @@ def test_unknown_layout_says_how_to_write_a_spec(tmp_path):
 
 
 def test_performer_lm_rotary_and_positional_refused(tmp_path):
-    """PerformerLM (rotary by default; absolute positions otherwise): every layer refused,
-    each listed once (the redraw helper's second view of the layers is not a layer)."""
+    """PerformerLM (rotary by default; absolute positions otherwise): rotary refuses every layer,
+    absolute positions the first (the deeper ones are out of reach without sequences; stated
+    sequences resolve the positions: its heads are kept for them), each listed once (the redraw
+    helper's second view of the layers is not a layer)."""
     for name, kw, why in (("rot", {}, "rotary"), ("abs", {"rotary_position_emb": False}, "positional embedding")):
         lm = performer.PerformerLM(num_tokens=12, max_seq_len=16, dim=8, depth=2, heads=2, dim_head=4,
                                    nb_features=4, generalized_attention=True, **kw)
         torch.save(lm.state_dict(), tmp_path / f"{name}.pt")
         sd, _, _ = read_checkpoint(tmp_path / f"{name}.pt")
-        det = detect(sd, {"generalized_attention": True})
+        det = detect(sd, PERFORMER_MODEL)
         assert len(det.layers) == 2 and det.embedding.shape == (12, 8)
-        assert all(why in L.heads[0].mechanism for L in det.layers)
+        refused = [L for L in det.layers if why in getattr(L.heads[0], "mechanism", "")]
+        assert refused == (det.layers if name == "rot" else det.layers[:1])
+        assert [L.on_sequences is not None for L in det.layers] == [name == "abs", False]
         with pytest.raises(UncertifiableError, match=why):
-            certify_heads_sd(sd, {"generalized_attention": True}, tmp_path / name)
+            certify_heads_sd(sd, PERFORMER_MODEL, tmp_path / name)
 
 
 def test_performer_lm_without_positions_reads_embedding_rows(tmp_path):

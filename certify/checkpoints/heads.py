@@ -262,7 +262,7 @@ def certify_heads(path: str, *, spec: str | None = None, families: Sequence[str]
     """Certify every head of a third-party checkpoint (module docstring). ``sequences``:
     certify every layer on the inputs to it at the positions of these token sequences
     (:mod:`certify.sources.sequences`: a file or ``random:S,T,SEED``; fla linear_attn
-    models only, :mod:`models.layouts.fla_forward`); ``text``: ``(FILE, T)``, the same on
+    models only, :mod:`models.layouts.forward`); ``text``: ``(FILE, T)``, the same on
     the ids of a text file under the model folder's ``tokenizer.json``, cut into sequences
     of T (:func:`certify.sources.sequences.text_sequences`; the ids are written beside the
     certificate as ``sequences.jsonl``). ``progress``:
@@ -336,15 +336,26 @@ def _sequences(model: Any, spec: str | None, sequences: str, cert: Certificate) 
     (InputError, one line: another family, a bad file); a file becomes an input of the
     certificate (by its sha256)."""
     from certify.sources.sequences import read_sequences
-    from models.layouts.fla_forward import refusal
+    from models.layouts.forward import for_sequences
     why = "--sequences reads a detected model, not an adapter spec" if spec is not None else \
-        refusal(model.detected)
+        for_sequences(model.detected)
     if why is not None:
         raise InputError(why)
     seqs = read_sequences(sequences, int(model.detected.embedding.shape[0]))
+    _fits(model.detected, seqs, "--sequences")
     if seqs.file_sha256 is not None:
         cert.inputs[seqs.name] = seqs.file_sha256
     return seqs
+
+
+def _fits(det: Any, seqs: Any, flag: str) -> None:
+    """InputError (one line, before any work) when the sequences are longer than the model's
+    learned positions."""
+    from models.layouts.forward import max_length
+    n, T = max_length(det), int(seqs.ids.shape[1])
+    if n is not None and T > n:
+        raise InputError(f"{flag}: sequences of length {T} are longer than the model's {n} learned positions "
+                         f"(max_seq_len)")
 
 
 def _text(model: Any, spec: str | None, text: tuple[str, int], cert: Certificate) -> Any:
@@ -352,12 +363,14 @@ def _text(model: Any, spec: str | None, text: tuple[str, int], cert: Certificate
     work like ``--sequences``; the ids' file (written beside the certificate) becomes an input
     of the certificate and the text's provenance an entry of its environment."""
     from certify.sources.sequences import text_sequences
-    from models.layouts.fla_forward import refusal
-    why = "--text reads a detected model, not an adapter spec" if spec is not None else refusal(model.detected)
+    from models.layouts.forward import for_sequences
+    why = "--text reads a detected model, not an adapter spec" if spec is not None else \
+        for_sequences(model.detected)
     if why is not None:
         raise InputError(why)
     folder = model.config_path.parent if model.config_path is not None else Path(model.path).parent
     got = text_sequences(text[0], text[1], folder / "tokenizer.json", int(model.detected.embedding.shape[0]))
+    _fits(model.detected, got.sequences, "--text")
     cert.inputs[got.sequences.name] = str(got.sequences.file_sha256)       # a file's: set
     cert.environment["text"] = got.provenance
     return got
@@ -535,7 +548,7 @@ class _HeadsRun:
         if self.seqs is not None:               # every layer on its inputs at the stated positions
             return self.seqs.token_set
         if not L.reads_tokens:
-            from models.layouts.fla_forward import refusal
+            from models.layouts.forward import refusal
             row.status = "out of reach"
             row.reason = (f"its inputs are the outputs of layer {L.index - 1}, not a finite known token set; "
                           f"only layer {first.index} reads the tokens")

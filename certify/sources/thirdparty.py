@@ -325,10 +325,10 @@ def parse_adapter(adapter: str) -> tuple[int, int] | None:
 # ---------------------------------------------------------------- every layer on stated sequences
 
 def forward_on(model: LoadedModel, seqs: Any, upto: int | None = None) -> Any:
-    """The canonical forward (:func:`models.layouts.fla_forward.forward`) of the model on the
+    """The canonical forward (:func:`models.layouts.forward.forward`) of the model on the
     sequences, computed once per model and sequences (the heads of every layer share it);
     ``upto``: the last layer it must reach."""
-    from models.layouts.fla_forward import forward
+    from models.layouts.forward import forward
     key = ("forward", seqs.sha256)
     have = model.forwards.get(key)
     need = len(model.detected.layers) - 1 if upto is None else upto
@@ -350,7 +350,7 @@ def release_layer(model: LoadedModel, seqs: Any, layer: int) -> None:
 
 
 def forward_check(model: LoadedModel, seqs: Any) -> dict[str, Any]:
-    """The hidden states of every layer against fla's own model on the sequences (cached;
+    """The hidden states of every layer against the library's own model on the sequences (cached;
     :func:`models.layouts.reference.check_forward`), or why it did not run."""
     key = ("forward check", seqs.sha256)
     if key not in model.forwards:
@@ -359,7 +359,8 @@ def forward_check(model: LoadedModel, seqs: Any) -> dict[str, Any]:
         except ModuleNotFoundError as exc:
             if exc.name is None or exc.name.split(".")[0] != "torch":
                 raise
-            model.forwards[key] = {"library": "fla", "status": "not run", "reason": NEEDS_LIBRARIES}
+            model.forwards[key] = {"library": model.detected.library, "status": "not run",
+                                   "reason": NEEDS_LIBRARIES}
             return model.forwards[key]
         fwd = forward_on(model, seqs)
         model.forwards[key] = check_forward(model.detected, model.tensors, seqs.ids, fwd.inputs)
@@ -371,13 +372,13 @@ def positions_kernel(model: LoadedModel, seqs: Any, *, layer: int, head: int, co
                      seed: int = 0) -> Kernel:
     """The kernel of head ``head`` of layer ``layer`` on the inputs to that layer at every
     position of the sequences (token set ``positions:SxT``, row ``s T + t``), from the
-    canonical forward; ``compare``: the layer's heads against fla's own module on those
-    inputs and every layer's inputs against fla's own model (a disagreement beyond the
+    canonical forward; ``compare``: the layer's heads against the library's own module on those
+    inputs and every layer's inputs against the library's own model (a disagreement beyond the
     tolerance is :class:`ExtractionMismatch`)."""
     from models.layouts import Refusal
-    from models.layouts.fla_forward import refusal
+    from models.layouts.forward import for_sequences
     det = model.detected
-    why = refusal(det)
+    why = for_sequences(det)
     if why is not None:
         raise InputError(why)
     L = model.layer(layer)
@@ -386,7 +387,7 @@ def positions_kernel(model: LoadedModel, seqs: Any, *, layer: int, head: int, co
         raise InputError(f"--head {head}: layer {L.index} has heads 0..{len(L.heads) - 1}")
     fwd = forward_on(model, seqs, upto=L.index)
     if (L.index, head) not in fwd.features:            # one layer's features held at a time
-        from models.layouts.fla_forward import layer_features
+        from models.layouts.forward import layer_features
         layer_features(det, model.stored, fwd, L)
     q, k = fwd.features[(L.index, head)]
     ts = seqs.token_set
@@ -408,7 +409,7 @@ def positions_kernel(model: LoadedModel, seqs: Any, *, layer: int, head: int, co
                                                          if "layers" in fc else {})}}
         why = mismatch(check, head)
         if why is None and fc.get("status") == "disagrees" and fc["layers"][L.index] > fc["tolerance"]:
-            why = (f"the canonical hidden states entering layer {L.index} disagree with fla "
+            why = (f"the canonical hidden states entering layer {L.index} disagree with {fc.get('library')} "
                    f"{fc.get('version')}'s own forward: error {fc['layers'][L.index]:.3g} > tolerance "
                    f"{fc['tolerance']:g}")
         if why is not None:

@@ -268,6 +268,9 @@ class LayerPlan:
     reads_tokens: bool = True
     m: int = 0                                              # width of the layer's inputs
     library: Mapping[str, Any] = field(default_factory=dict)   # how to build the library's own module
+    #: the heads when the layer's inputs are the hidden states of stated token sequences, where
+    #: ``heads`` holds a refusal those positions resolve (an LM's absolute position embedding)
+    on_sequences: list[Any] | None = None
 
 
 @dataclass

@@ -58,13 +58,11 @@ BLOCK_KEYS = ("attn_norm.weight", "attn.q_proj.weight", "attn.k_proj.weight", "a
 
 
 def refusal(det: Detected) -> str | None:
-    """Why ``--sequences`` cannot run on this model (one line), or None."""
+    """Why ``--sequences`` cannot run on this fla model (one line), or None (another family:
+    :func:`models.layouts.forward.refusal`)."""
     if det.layout not in SEQUENCE_LAYOUTS:
-        return (f"--sequences certifies every layer of {SUPPORTED} only; this model is {det.library} "
-                f"({det.layout}): without --sequences, its first layer's heads are certified on what they read "
-                f"(the vocabulary, where it has one); its "
-                f"deeper layers need a canonical forward through its own blocks, which exists for fla "
-                f"linear_attn only")
+        return (f"--sequences on fla: the canonical forward runs {SUPPORTED}; this is {det.container or det.layout} "
+                f"(a model of fla layers under a user's module: the blocks around them are not stated)")
     cfg = det.config
     if (cfg.get("attn") or {}).get("layers"):
         return ("--sequences: this fla model has softmax attention layers (config.json attn): the canonical "

@@ -83,6 +83,8 @@ LAT_CONFIG = LM_CONFIG | {"library", "class", "dim", "heads", "dim_head", "causa
 #: performer kernel_fn names (the ``torch.nn`` class, lower-cased) -> their feature map (:mod:`models.feature_table`)
 KERNEL_FNS = {n.lower(): e for n, e in fm.in_library(PERFORMER).items() if e.elementwise}
 KERNEL_EPSILON = 0.001
+#: an LM's learned absolute position embedding (``AbsolutePositionalEmbedding``: row t added at position t)
+ABSOLUTE = "pos_emb.emb.weight"
 #: the constructor arguments that change the kernel and that the keys do not show
 DECIDING = {PERFORMER: ("causal", "generalized_attention", "kernel_fn", "no_projection", "local_heads"),
             LAT: ("heads", "causal", "blindspot_size", "n_local_attn_heads")}
@@ -182,10 +184,20 @@ def _positional(sd, lm_root: str, layer: int, module: str) -> Refusal | None:
                        "positions, not on (x, z) alone")
     pos = next((k for k in sd if k.startswith(lm_root + "pos_emb")), None)
     if pos is not None:
+        absolute = _absolute(sd, lm_root)
         return Refusal(layer, None, module, "positional embedding",
                        f"{pos}: a position embedding is added to every token before the first layer, so "
-                       "the kernel on the tokens depends on their positions")
+                       "the kernel on the tokens depends on their positions"
+                       + ("; stated token sequences fix the positions: certify checkpoint MODEL --sequences "
+                          "FILE.npy|FILE.jsonl|random:S,T,SEED certifies every layer on their hidden states"
+                          if absolute else ""))
     return None
+
+
+def _absolute(sd, lm_root: str) -> bool:
+    """The LM's only position embedding is the learned absolute one (no rotary, no axial)."""
+    return lm_root + ABSOLUTE in sd and not any(
+        k.startswith((lm_root + "layer_pos_emb", lm_root + "pos_emb.")) and k != lm_root + ABSOLUTE for k in sd)
 
 
 def _pre_norm(sd, block: str, cfg: Mapping[str, Any], config: Mapping[str, Any],
@@ -281,19 +293,26 @@ def _build(sd, config, ps, library) -> Detected:
                                                  None if b is None else tt(b).to(x.dtype)),
                               deferred(lambda: cm.affine(f64(W), None if b is None else f64(b)))))
         det.reason = f"{cfg_cls} language model (token_emb.weight, {layers_found[0][1]}...)"
-    if root:
+    if root and lm_root is None:
         det.notes.append(f"the library's {cfg_cls} sits under the key prefix {det.prefix!r}: its input is "
                          f"taken as the tokens (the module around it is not read)")
     for n, (i, p, wrap) in enumerate(layers_found):
-        pre, kind = _pre_norm(sd, _block(p, wrap), cfg, config, defaults_used) if n == 0 else ([], "")
-        plan = _layer(sd, cfg, config, library, n, p, steps=[*steps, *pre] if n == 0 else [],
+        # every layer's heads read through its own pre-norm (a deeper layer's inputs are reached
+        # on stated sequences only, models.layouts.lucidrains_forward)
+        pre, kind = _pre_norm(sd, _block(p, wrap), cfg, config, defaults_used if n == 0 else {})
+        plan = _layer(sd, cfg, config, library, n, p, steps=[*steps, *pre] if n == 0 else pre,
                       reads_tokens=n == 0, m_in=int(emb.shape[1]) if emb is not None and n == 0 else None,
                       module=f"{library} {cfg_cls} layer {i}",
                       lib_info={"build": cfg_cls if lm_root is None else cfg_cls + "LM", "strip": root,
                                 "lm_root": lm_root, "path": p[len(root):].rstrip("."), "index": n})
         if lm_root is not None:
             pos = _positional(sd, lm_root, n, plan.module)
-            if pos is not None:
+            if pos is not None and _absolute(sd, lm_root):
+                if n == 0:                   # the first layer reads tokens plus positions; stated
+                    plan.on_sequences = plan.heads     # sequences fix them (deeper: out of reach)
+                    plan.heads = [pos]
+                    plan.library = {**plan.library, "max_seq_len": int(sd[lm_root + ABSOLUTE].shape[0])}
+            elif pos is not None:
                 plan.heads = [pos]
         if len(wrap) > len("fn."):
             mech = "token shift" if config.get("shift_tokens", True) else "axial folding"

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, TypeVar
@@ -226,7 +227,7 @@ def _load(module: ModuleT, sd: Mapping[str, torch.Tensor]) -> ModuleT:
     """``module`` (the library's own class) with the checkpoint's tensors loaded, strictly, in eval mode."""
     res = module.load_state_dict(dict(sd), strict=False)
     # performer's proj_updater.instance is a second name of the same layers (loaded through net.*)
-    missing = [k for k in res.missing_keys if not k.startswith("proj_updater.")]
+    missing = [k for k in res.missing_keys if "proj_updater" not in k.split(".")]
     if missing or res.unexpected_keys:
         raise ValueError(f"the library's module built from the config does not load the checkpoint strictly "
                          f"(missing {missing[:3]}, unexpected {res.unexpected_keys[:3]})")
@@ -243,7 +244,6 @@ def _streamed(cls: Any, cfg: Any, sd: Mapping[str, Any], prefix: str):
     24-layer model at hidden 1024 holds about 60 MB of block tensors instead of 1.5 GB.
     A block that the checkpoint does not fill completely (a tensor left on the meta device,
     one of another dtype or shape) is an error: nothing runs on made-up weights."""
-    import re
     with torch.device("meta"):
         model = cls(cfg)
     blocks = re.compile(r"^model\.layers\.(\d+)\.")
@@ -287,7 +287,6 @@ def _streamed(cls: Any, cfg: Any, sd: Mapping[str, Any], prefix: str):
 
 def _ff(sd, root: str) -> tuple[int, bool]:
     """``(ff_mult, ff_glu)`` from the first feed-forward's shapes."""
-    import re
     pat = re.compile(re.escape(root) + r"(net|layers)\.(layers\.0\.1|blocks\.0\.g\.net)\.(fn\.)+w1\.weight$")
     k = next((k for k in sd if pat.match(k)), None)
     if k is None:
@@ -296,8 +295,10 @@ def _ff(sd, root: str) -> tuple[int, bool]:
     return int(w2.shape[1]) // int(w2.shape[0]), int(w1.shape[0]) == 2 * int(w2.shape[1])
 
 
-def _lucidrains_module(det: Detected, layer: LayerPlan, sd):
-    """``(module, sub-state-dict, path of the first layer's attention, input transform)``."""
+def _lucidrains_module(det: Detected, layer: LayerPlan, sd, alone: bool = False):
+    """``(module, sub-state-dict, path of the first layer's attention, input transform)``;
+    ``alone``: a sequential performer's block ``layer`` by itself (its weights as block 0 of a
+    one-block stack), for inputs that are the hidden states entering it."""
     cfg, info = det.config, layer.library
     build = info["build"]
     p = layer.prefix
@@ -331,13 +332,16 @@ def _lucidrains_module(det: Detected, layer: LayerPlan, sd):
         rev = ".blocks." in "." + p[len(root):]
         per_layer = isinstance(att.get("local_attn_heads"), tuple)     # one entry per layer: all built
         upto = _layers_upto(p[len(root):], sub) if not (cross or rev or per_layer) else None
-        if upto is not None:             # the layers after the compared one do not change its output
+        path = p[len(root):].rstrip(".")
+        if alone and upto is not None:   # the block alone, on the hidden states entering it
+            sub, depth, path = _alone(upto[0], upto[1] - 1), 1, re.sub(r"layers\.\d+\.", "layers.0.", path, count=1)
+        elif upto is not None:           # the layers after the compared one do not change its output
             sub, depth = upto
         m = lib.Performer(dim=dim, depth=depth, heads=heads, dim_head=d,
                           ff_mult=mult, ff_glu=glu, reversible=rev,
                           shift_tokens=bool(cfg.get("shift_tokens", False)),
                           cross_attend=cross, **kind, **att)
-        return m, sub, p[len(root):].rstrip("."), _embed(det, info)
+        return m, sub, path, _embed(det, info)
     from linear_attention_transformer import linear_attention_transformer as lib
     att = _written(cfg, ("causal", "blindspot_size"))
     local = cfg.get("n_local_attn_heads")
@@ -361,7 +365,6 @@ def _layers_upto(path: str, sub: Mapping[str, torch.Tensor]) -> tuple[dict[str, 
     None when the path is not of that form. Block i's output depends on blocks 0..i
     only, so the comparison is the same; the later blocks are neither built (their
     random projections drawn) nor run."""
-    import re
     m = re.match(r"net\.layers\.(\d+)\.0\.", path)
     if m is None:
         return None
@@ -369,6 +372,13 @@ def _layers_upto(path: str, sub: Mapping[str, torch.Tensor]) -> tuple[dict[str, 
     blk = re.compile(r"(?:net|proj_updater\.instance)\.layers\.(\d+)\.")     # the updater's second name
     kept = {k: v for k, v in sub.items() if (b := blk.match(k)) is None or int(b.group(1)) <= i}
     return kept, i + 1
+
+
+def _alone(sub: Mapping[str, torch.Tensor], i: int) -> dict[str, torch.Tensor]:
+    """Block ``i``'s weights (of :func:`_layers_upto`'s) renamed as block 0 (under both names)."""
+    blk = re.compile(r"((?:net|proj_updater\.instance\.net)\.layers\.)(\d+)\.")
+    return {b.group(1) + "0." + k[b.end():]: v for k, v in sub.items()
+            if (b := blk.match(k)) is not None and int(b.group(2)) == i}
 
 
 def _written(cfg: Mapping[str, Any], keys) -> dict[str, Any]:
@@ -396,7 +406,10 @@ def _embed(det: Detected, info) -> Callable | None:
 
 
 def _run_lucidrains(det: Detected, layer: LayerPlan, sd, inputs, V):
-    module, sub, path, embed = _lucidrains_module(det, layer, sd)
+    alone = inputs.is_floating_point() and layer.index > 0       # a deeper layer's hidden states
+    module, sub, path, embed = _lucidrains_module(det, layer, sd, alone=alone)
+    if alone and not re.match(r"net\.layers\.0\.", path):
+        raise ValueError("a deeper layer on hidden states is compared in a sequential performer stack only")
     module = _load(module, sub)
     if inputs.is_floating_point():
         embed = None                     # vectors given as the container's input (hidden states)
@@ -644,6 +657,77 @@ def _fla_references():
 
 def check_forward(det: Detected, sd: Mapping[str, torch.Tensor], ids, inputs) -> dict[str, Any]:
     """The hidden states entering every layer (``inputs[L]``, ``(S T, d)`` float64, the canonical
+    forward of :mod:`models.layouts.forward`) against the library's own model on the same ids
+    (fla: :func:`_check_forward_fla`; performer-pytorch: :func:`_check_forward_performer`)."""
+    if det.library == "performer-pytorch":
+        return _check_forward_performer(det, sd, ids, inputs)
+    return _check_forward_fla(det, sd, ids, inputs)
+
+
+def _errors(got: list[torch.Tensor], inputs) -> list[float]:
+    """Per layer :data:`FORWARD_ERROR` of the library's hidden states ``got[L]`` against ours."""
+    errors = []
+    for L, ours in enumerate(inputs):
+        lib = got[L].reshape(ours.shape[0], -1).to(torch.float64).numpy()
+        size = np.abs(ours).max(axis=1)
+        e = np.abs(lib - ours).max(axis=1) / np.where(size == 0, 1.0, size)
+        errors.append(float(e.max()) if np.isfinite(e).all() else float("inf"))
+    return errors
+
+
+#: how the hidden states of a PerformerLM are compared with performer-pytorch's own model
+PERFORMER_FORWARD_METHOD = (
+    "performer-pytorch's PerformerLM built from config.json (rotary_position_emb=False, "
+    "axial_position_emb=False; the other arguments as written, else the constructor's defaults; "
+    "heads, dim_head, nb_features, ff_mult, ff_glu and the biases from the weights' shapes), loaded "
+    "strictly, eval mode, its own forward on CPU (causal_linear_attention_noncuda); a pre-hook on each "
+    "block's attention wrapper reads the hidden states entering it")
+
+
+def _check_forward_performer(det: Detected, sd: Mapping[str, torch.Tensor], ids, inputs) -> dict[str, Any]:
+    out: dict[str, Any] = {"library": "performer-pytorch", "version": version("performer-pytorch"),
+                           "method": PERFORMER_FORWARD_METHOD, "error": FORWARD_ERROR, "tolerance": TOLERANCE,
+                           "status": "not run"}
+    if out["version"] is None:
+        return {**out, "reason": "performer-pytorch is not installed"}
+    cfg, L0 = det.config, det.layers[0]
+    info, p = L0.library, L0.prefix
+    root = info["lm_root"]
+    got: dict[int, torch.Tensor] = {}
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                torch.random.fork_rng(devices=[]), torch.no_grad():
+            warnings.simplefilter("ignore")
+            from performer_pytorch import PerformerLM
+            sub = _strip(sd, root)
+            att = _written(cfg, ("causal", "generalized_attention", "no_projection"))
+            if "kernel_fn" in cfg:
+                att["kernel_fn"] = _kernel_module(cfg["kernel_fn"])
+            mult, glu = _ff(sd, root + "performer.")
+            V, dim = (int(n) for n in sub["token_emb.weight"].shape)
+            model = PerformerLM(num_tokens=V, max_seq_len=int(sub["pos_emb.emb.weight"].shape[0]), dim=dim,
+                                depth=len(det.layers), heads=int(info["heads"]), dim_head=int(info["dim_head"]),
+                                nb_features=int(info["nb_features"]), ff_mult=mult, ff_glu=glu,
+                                rotary_position_emb=False, axial_position_emb=False,
+                                qkv_bias=p + "to_q.bias" in sd, attn_out_bias=p + "to_out.bias" in sd,
+                                tie_embed="to_out.weight" not in sub, **att)
+            model = _load(model, sub)
+            hooks = [blk[0].register_forward_pre_hook(lambda mod, args, i=i: got.__setitem__(i, args[0]))
+                     for i, blk in enumerate(model.performer.net.layers)]
+            try:
+                model(torch.as_tensor(ids, dtype=torch.long))
+            finally:
+                for hk in hooks:
+                    hk.remove()
+    except Exception as exc:             # the library's own code: any failure is reported, not hidden
+        return {**out, "reason": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
+    errors = _errors([got[i] for i in range(len(inputs))], inputs)
+    return {**out, "status": "agrees" if all(e <= TOLERANCE for e in errors) else "disagrees",
+            "layers": errors, "sequences": int(ids.shape[0]), "length": int(ids.shape[1])}
+
+
+def _check_forward_fla(det: Detected, sd: Mapping[str, torch.Tensor], ids, inputs) -> dict[str, Any]:
+    """The hidden states entering every layer (``inputs[L]``, ``(S T, d)`` float64, the canonical
     forward of :mod:`models.layouts.fla_forward`) against fla's own model on the same ids
     ``(S, T)`` (:data:`FORWARD_METHOD`): per layer the largest error (:data:`FORWARD_ERROR`),
     ``agrees`` when every one is at most :data:`TOLERANCE` (float32 arithmetic)."""
@@ -663,11 +747,6 @@ def check_forward(det: Detected, sd: Mapping[str, torch.Tensor], ids, inputs) ->
                                   output_hidden_states=True).hidden_states
     except Exception as exc:             # the library's own code: any failure is reported, not hidden
         return {**out, "reason": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
-    errors = []
-    for L, ours in enumerate(inputs):
-        lib = got[L].reshape(ours.shape[0], -1).to(torch.float64).numpy()
-        size = np.abs(ours).max(axis=1)
-        e = np.abs(lib - ours).max(axis=1) / np.where(size == 0, 1.0, size)
-        errors.append(float(e.max()) if np.isfinite(e).all() else float("inf"))
+    errors = _errors(got, inputs)
     return {**out, "status": "agrees" if all(e <= TOLERANCE for e in errors) else "disagrees",
             "layers": errors, "sequences": int(ids.shape[0]), "length": int(ids.shape[1])}

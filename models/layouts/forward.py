@@ -1,0 +1,74 @@
+"""Every layer on stated token sequences: the canonical forward of each family that has one,
+chosen by the detected library (:mod:`models.layouts.fla_forward` for fla ``linear_attn``
+language models, :mod:`models.layouts.lucidrains_forward` for performer-pytorch's
+``PerformerLM``). Each module gives the same four functions: :func:`refusal` (why not, one
+line), :func:`for_sequences` (the detection readied for positions' hidden states),
+:func:`forward` and :func:`layer_features`, and :func:`max_length` where positions are
+learned; :class:`Forward` is what they fill.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any, Mapping
+
+import numpy as np
+
+from models.layouts import fla_forward, lucidrains_forward
+from models.layouts.base import Detected
+from models.layouts.fla_forward import Forward
+
+__all__ = ["Forward", "for_sequences", "forward", "layer_features", "max_length", "refusal"]
+
+#: the families whose every layer runs on stated sequences, for the message of the others
+SUPPORTED = f"{fla_forward.SUPPORTED}; {lucidrains_forward.SUPPORTED}"
+
+
+def _family(det: Detected) -> ModuleType | None:
+    if det.layout in fla_forward.SEQUENCE_LAYOUTS:
+        return fla_forward
+    if det.library == "performer-pytorch":
+        return lucidrains_forward
+    return None
+
+
+def refusal(det: Detected) -> str | None:
+    """Why ``--sequences`` cannot run on this model (one line), or None."""
+    fam = _family(det)
+    if fam is None:
+        return (f"--sequences certifies every layer of {SUPPORTED} only; this model is {det.library} "
+                f"({det.layout}): without --sequences, its first layer's heads are certified on what they read "
+                f"(the vocabulary, where it has one); its deeper layers need a canonical forward through its "
+                f"own blocks, which exists for those families only")
+    return fam.refusal(det)
+
+
+def for_sequences(det: Detected) -> str | None:
+    """:func:`refusal`, and when there is none the detection readied for stated sequences
+    (heads that positions resolve put in place)."""
+    why = refusal(det)
+    if why is None:
+        getattr(_family(det), "for_sequences", lambda d: None)(det)
+    return why
+
+
+def max_length(det: Detected) -> int | None:
+    """The longest sequence the model takes (its position embedding's rows), or None (no limit)."""
+    return getattr(_family(det), "max_length", lambda d: None)(det)
+
+
+def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | None = None,
+            keep_features: bool = True, resume: Forward | None = None) -> Forward:
+    """The family's canonical forward (:func:`models.layouts.fla_forward.forward`)."""
+    fam = _family(det)
+    if fam is None:
+        from certify.core.errors import InputError
+        raise InputError(refusal(det) or "")
+    return fam.forward(det, sd, ids, upto=upto, keep_features=keep_features, resume=resume)
+
+
+def layer_features(det: Detected, sd: Mapping[str, Any], fwd: Forward, L: Any) -> None:
+    """The family's :func:`models.layouts.fla_forward.layer_features`."""
+    fam = _family(det)
+    assert fam is not None, "layer_features after a refused forward"
+    fam.layer_features(det, sd, fwd, L)

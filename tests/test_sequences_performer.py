@@ -1,0 +1,172 @@
+"""Every layer of a performer-pytorch ``PerformerLM`` on stated token sequences
+(``checkpoint --sequences``, :mod:`models.layouts.lucidrains_forward`).
+
+Small LMs with the library's own initialisation (3 layers, dim 16, 2 heads of 8, 12 random
+features, vocabulary 50, 32 learned positions, ``rotary_position_emb=False``): a causal one
+(relu kernel, GELU feed-forward) and a non-causal one (``ff_glu``, projection biases). Every
+head of every layer is certified on the inputs to its layer at every position (exit 0) and
+replayed (exit 0); the canonical hidden states agree with the library's own ``PerformerLM``
+forward at float32 tolerance, and a planted mistake in the canonical forward (GELU dropped) is
+caught by that comparison; layer 2's weights changed after certification fail the replay on
+layer 2's claims alone; without ``--sequences`` the first layer is refused once, naming the
+command; sequences longer than the learned positions end with one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import warnings
+from pathlib import Path
+
+import pytest
+
+if importlib.util.find_spec("performer_pytorch") is None:
+    pytest.skip("performer-pytorch is not installed", allow_module_level=True)
+
+#: the two models' constructor arguments beyond the shared ones
+MODELS = {"causal": {"causal": True},
+          "glu": {"causal": False, "ff_glu": True, "qkv_bias": True, "attn_out_bias": True}}
+
+
+def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    from certify.cli import main
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    try:
+        os.chdir(cwd or here)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def _make(path: Path, seed: int = 0, **kw) -> Path:
+    import torch
+    from performer_pytorch import PerformerLM
+    torch.manual_seed(seed)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        m = PerformerLM(num_tokens=50, max_seq_len=32, dim=16, depth=3, heads=2, dim_head=8, nb_features=12,
+                        generalized_attention=True, kernel_fn=torch.nn.ReLU(), rotary_position_emb=False, **kw)
+    path.mkdir(parents=True)
+    torch.save(m.state_dict(), path / "model.pt")
+    (path / "config.json").write_text(json.dumps({
+        "causal": kw["causal"], "generalized_attention": True, "kernel_fn": "ReLU", "rotary_position_emb": False,
+        "no_projection": False, "local_attn_heads": 0}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def certified(tmp_path_factory):
+    d = tmp_path_factory.mktemp("performer-lm")
+    out = {}
+    for name, kw in MODELS.items():
+        path = _make(d / name, **kw)
+        folder = d / f"out-{name}"
+        run = _run(["checkpoint", str(path), "--sequences", "random:3,16,0", "--out", str(folder), "--json",
+                    "--no-progress"])
+        out[name] = (path, run, folder)
+    return out
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_every_layer_is_certified_and_replayed(certified, name):
+    _, run, folder = certified[name]
+    assert run.returncode == 0, run.stderr[-2000:]
+    rows = json.loads(run.stdout)["heads"]
+    assert [(r["layer"], r["head"], r["status"]) for r in rows] == \
+        [(L, h, "certified") for L in range(3) for h in range(2)]
+    for r in rows:
+        # generalized relu features: 12 random features, all >= 0.001, so rank 12 and nonnegative
+        assert (r["rank"], r["nonnegative"]) == ("12 proved", "proved")
+        chk = r["library_check"]
+        assert chk["status"] == "agrees" and chk["max_error"] <= 1e-4
+        hs = chk["hidden_states"]
+        assert hs["status"] == "agrees" and 0 < hs["max_error"] <= 1e-4 or r["layer"] == 0
+    cert = json.loads((folder / "certificate.json").read_text())
+    said = ("the 48 inputs to layer 2 at every position of 3 token sequences of length 16 "
+            "(the seeded random probe random:3,16,0, ids sha256 ")
+    assert all(said in c["statement"] for c in cert["claims"] if c["parameters"]["layer"] == 2)
+    ver = _run(["verify", "--replay-extraction", str(folder / "certificate.json")])
+    assert ver.returncode == 0, ver.stdout[-2000:] + ver.stderr[-2000:]
+    ref = _run(["verify", "--reference", "--replay-extraction", str(folder / "certificate.json")])
+    assert ref.returncode == 0 and "all 18 claims re-derived" in ref.stderr, ref.stderr[-2000:]
+
+
+def test_library_check_catches_a_planted_mistake(certified, monkeypatch):
+    """The hidden-state comparison is not vacuous: without the feed-forward's GELU the canonical
+    forward disagrees with the library's PerformerLM from layer 1 on (layer 0's inputs agree)."""
+    import numpy as np
+
+    from certify.sources.sequences import read_sequences
+    from certify.sources.thirdparty import load_model
+    from models.layouts import lucidrains_forward
+    from models.layouts.forward import for_sequences
+    from models.layouts.reference import check_forward
+    model = load_model(certified["causal"][0])
+    assert for_sequences(model.detected) is None
+    seqs = read_sequences("random:2,12,3", 50)
+    good = lucidrains_forward.forward(model.detected, model.stored, seqs.ids)
+    ok = check_forward(model.detected, model.tensors, seqs.ids, good.inputs)
+    assert ok["status"] == "agrees" and max(ok["layers"]) < 1e-5, ok
+    monkeypatch.setattr(lucidrains_forward, "cr_gelu", lambda a: np.asarray(a))
+    bad = lucidrains_forward.forward(model.detected, model.stored, seqs.ids)
+    got = check_forward(model.detected, model.tensors, seqs.ids, bad.inputs)
+    assert got["status"] == "disagrees" and got["layers"][0] < 1e-5 and min(got["layers"][1:]) > 1e-3
+
+
+def test_changed_layer_2_weights_fail_the_replay_on_layer_2_alone(certified, tmp_path):
+    """Layer 2's query weights changed after certification, the certificate's hashes updated to
+    the new file (sentences re-rendered): the replay fails exactly layer 2's claims, naming them."""
+    import shutil
+
+    import torch
+
+    from certify.checkers.statements import render
+    from certify.core.files import sha256_file
+    path, _, folder = certified["causal"]
+    new = tmp_path / "changed"
+    shutil.copytree(path, new)
+    sd = torch.load(new / "model.pt", weights_only=True)
+    key = "performer.net.layers.2.0.fn.to_q.weight"
+    sd[key] = sd[key] * 1.5
+    torch.save(sd, new / "model.pt")
+    cert = json.loads((folder / "certificate.json").read_text())
+    old_src = next(c["parameters"]["source"] for c in cert["claims"])
+    sha = sha256_file(new / "model.pt")
+    cert["inputs"] = {k.replace(str(path), str(new)): (sha if k == old_src else v) for k, v in cert["inputs"].items()}
+    for c in cert["claims"]:
+        c["parameters"].update(source=str(new / "model.pt"), source_sha256=sha)
+        c["statement"] = render(c["kind"], c["parameters"], c["evidence"]).text
+    forged = tmp_path / "certificate.json"
+    forged.write_text(json.dumps(cert))
+    ver = _run(["verify", "--replay-extraction", str(forged), "--json"])
+    assert ver.returncode == 1, ver.stderr[-1000:]
+    failed = [c for c in json.loads(ver.stdout)["claims"] if not c["holds"]]
+    layers = {cert["claims"][c["index"]]["parameters"]["layer"] for c in failed}
+    assert layers == {2} and len(failed) == sum(c["parameters"]["layer"] == 2 for c in cert["claims"])
+    assert all("layer 2" in c["statement"] and "replayed features" in json.dumps(c) for c in failed)
+
+
+def test_without_sequences_the_positions_are_refused_once_naming_the_command(certified, tmp_path):
+    path = certified["causal"][0]
+    run = _run(["checkpoint", str(path), "--no-progress", "--out", str(tmp_path / "o")])
+    assert run.returncode == 3
+    line = run.stderr.strip().splitlines()[-1]
+    assert line.count("position embedding is added") == 1
+    assert "--sequences FILE.npy|FILE.jsonl|random:S,T,SEED certifies every layer" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_sequences_longer_than_the_learned_positions_are_one_line_before_any_work(certified, tmp_path):
+    run = _run(["checkpoint", str(certified["causal"][0]), "--sequences", "random:2,33,0", "--out",
+                str(tmp_path / "o")])
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert run.returncode == 2 and len(lines) == 1
+    assert "length 33 are longer than the model's 32 learned positions" in lines[0]
+    assert not (tmp_path / "o").exists()
