@@ -265,10 +265,14 @@ def test_bad_sequences_are_one_line_before_any_work(models, tmp_path, monkeypatc
 
 
 def test_other_families_are_refused_and_deeper_layers_name_the_command(models):
-    run = _run(["checkpoint", str(LAT), "--sequences", "random:2,8,0"])
+    run = _run(["checkpoint", str(LAT), "--sequences", "random:2,8,0"])       # a stack, not an LM
+    _one_line(run, "--sequences on linear-attention-transformer: the canonical forward runs a "
+                   "LinearAttentionTransformerLM (token_emb.weight with its stack of layers)")
+    assert "without --sequences, its first layer's heads are certified on what they read" in run.stderr
+    run = _run(["checkpoint", str(LAT.parent / "fla-based"), "--sequences", "random:2,8,0"])
     _one_line(run, "--sequences certifies every layer of fla linear_attn language models (config.json "
                    "model_type 'linear_attn'); performer-pytorch PerformerLM")
-    assert "only; this model is linear-attention-transformer" in run.stderr
+    assert "only; this model is fla (fla:based)" in run.stderr
     assert "without --sequences, its first layer's heads are certified on what they read" in run.stderr
     res = _run(["checkpoint", str(models["unnormalized"]), "--json", "--no-progress"])
     assert res.returncode == 0

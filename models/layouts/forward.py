@@ -1,7 +1,7 @@
 """Every layer on stated token sequences: the canonical forward of each family that has one,
 chosen by the detected library (:mod:`models.layouts.fla_forward` for fla ``linear_attn``
 language models, :mod:`models.layouts.lucidrains_forward` for performer-pytorch's
-``PerformerLM``). Each module gives the same four functions: :func:`refusal` (why not, one
+``PerformerLM`` and linear-attention-transformer's ``LinearAttentionTransformerLM``). Each module gives the same four functions: :func:`refusal` (why not, one
 line), :func:`for_sequences` (the detection readied for positions' hidden states),
 :func:`forward` and :func:`layer_features`, and :func:`max_length` where positions are
 learned; :class:`Forward` is what they fill.
@@ -27,7 +27,7 @@ SUPPORTED = f"{fla_forward.SUPPORTED}; {lucidrains_forward.SUPPORTED}"
 def _family(det: Detected) -> ModuleType | None:
     if det.layout in fla_forward.SEQUENCE_LAYOUTS:
         return fla_forward
-    if det.library == "performer-pytorch":
+    if det.library in lucidrains_forward.BLOCKS:
         return lucidrains_forward
     return None
 

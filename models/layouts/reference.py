@@ -297,7 +297,7 @@ def _ff(sd, root: str) -> tuple[int, bool]:
 
 def _lucidrains_module(det: Detected, layer: LayerPlan, sd, alone: bool = False):
     """``(module, sub-state-dict, path of the first layer's attention, input transform)``;
-    ``alone``: a sequential performer's block ``layer`` by itself (its weights as block 0 of a
+    ``alone``: a sequential stack's block ``layer`` by itself (its weights as block 0 of a
     one-block stack), for inputs that are the hidden states entering it."""
     cfg, info = det.config, layer.library
     build = info["build"]
@@ -353,10 +353,15 @@ def _lucidrains_module(det: Detected, layer: LayerPlan, sd, alone: bool = False)
         return m, _strip(sd, info["strip"]), "", None
     root = info["strip"]
     att.update(_written(cfg, ("local_attn_window_size", "attend_axially")))
-    m = lib.LinearAttentionTransformer(dim=dim, depth=len(det.layers), max_seq_len=int(cfg.get("max_seq_len", 4096)),
-                                       heads=heads, dim_head=d, reversible=".blocks." in "." + p[len(root):],
+    sub, depth, path = _strip(sd, root), len(det.layers), p[len(root):].rstrip(".")
+    rev = ".blocks." in "." + p[len(root):]
+    if alone and not (rev or cfg.get("attend_axially") or isinstance(att.get("n_local_attn_heads"), tuple)):
+        sub, depth = _alone(sub, layer.index), 1          # the block alone, on the hidden states entering it
+        path = re.sub(r"layers\.layers\.\d+\.", "layers.layers.0.", path, count=1)
+    m = lib.LinearAttentionTransformer(dim=dim, depth=depth, max_seq_len=int(cfg.get("max_seq_len", 4096)),
+                                       heads=heads, dim_head=d, reversible=rev,
                                        shift_tokens=bool(cfg.get("shift_tokens", False)), **att)
-    return m, _strip(sd, root), p[len(root):].rstrip("."), _embed(det, info)
+    return m, sub, path, _embed(det, info)
 
 
 def _layers_upto(path: str, sub: Mapping[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], int] | None:
@@ -376,7 +381,7 @@ def _layers_upto(path: str, sub: Mapping[str, torch.Tensor]) -> tuple[dict[str, 
 
 def _alone(sub: Mapping[str, torch.Tensor], i: int) -> dict[str, torch.Tensor]:
     """Block ``i``'s weights (of :func:`_layers_upto`'s) renamed as block 0 (under both names)."""
-    blk = re.compile(r"((?:net|proj_updater\.instance\.net)\.layers\.)(\d+)\.")
+    blk = re.compile(r"((?:net|proj_updater\.instance\.net|layers)\.layers\.)(\d+)\.")
     return {b.group(1) + "0." + k[b.end():]: v for k, v in sub.items()
             if (b := blk.match(k)) is not None and int(b.group(2)) == i}
 
@@ -408,8 +413,8 @@ def _embed(det: Detected, info) -> Callable | None:
 def _run_lucidrains(det: Detected, layer: LayerPlan, sd, inputs, V):
     alone = inputs.is_floating_point() and layer.index > 0       # a deeper layer's hidden states
     module, sub, path, embed = _lucidrains_module(det, layer, sd, alone=alone)
-    if alone and not re.match(r"net\.layers\.0\.", path):
-        raise ValueError("a deeper layer on hidden states is compared in a sequential performer stack only")
+    if alone and not re.match(r"(net|layers)\.layers\.0\.", path):
+        raise ValueError("a deeper layer on hidden states is compared in a sequential stack only")
     module = _load(module, sub)
     if inputs.is_floating_point():
         embed = None                     # vectors given as the container's input (hidden states)
@@ -658,9 +663,10 @@ def _fla_references():
 def check_forward(det: Detected, sd: Mapping[str, torch.Tensor], ids, inputs) -> dict[str, Any]:
     """The hidden states entering every layer (``inputs[L]``, ``(S T, d)`` float64, the canonical
     forward of :mod:`models.layouts.forward`) against the library's own model on the same ids
-    (fla: :func:`_check_forward_fla`; performer-pytorch: :func:`_check_forward_performer`)."""
-    if det.library == "performer-pytorch":
-        return _check_forward_performer(det, sd, ids, inputs)
+    (fla: :func:`_check_forward_fla`; performer-pytorch, linear-attention-transformer:
+    :func:`_check_forward_lucidrains`)."""
+    if det.library in ("performer-pytorch", "linear-attention-transformer"):
+        return _check_forward_lucidrains(det, sd, ids, inputs)
     return _check_forward_fla(det, sd, ids, inputs)
 
 
@@ -675,45 +681,57 @@ def _errors(got: list[torch.Tensor], inputs) -> list[float]:
     return errors
 
 
-#: how the hidden states of a PerformerLM are compared with performer-pytorch's own model
-PERFORMER_FORWARD_METHOD = (
-    "performer-pytorch's PerformerLM built from config.json (rotary_position_emb=False, "
-    "axial_position_emb=False; the other arguments as written, else the constructor's defaults; "
-    "heads, dim_head, nb_features, ff_mult, ff_glu and the biases from the weights' shapes), loaded "
-    "strictly, eval mode, its own forward on CPU (causal_linear_attention_noncuda); a pre-hook on each "
-    "block's attention wrapper reads the hidden states entering it")
+#: how the hidden states of a lucidrains LM are compared with the library's own model
+LUCIDRAINS_FORWARD_METHOD = (
+    "the library's own language model (performer-pytorch PerformerLM with rotary_position_emb=False, "
+    "axial_position_emb=False; linear-attention-transformer LinearAttentionTransformerLM with "
+    "use_axial_pos_emb=False) built from config.json (the other arguments as written, else the "
+    "constructor's defaults; heads, dim_head, nb_features, ff_mult, ff_glu and the biases from the "
+    "weights' shapes), loaded strictly, eval mode, its own forward on CPU (performer: "
+    "causal_linear_attention_noncuda); a pre-hook on each block's attention wrapper reads the hidden "
+    "states entering it")
 
 
-def _check_forward_performer(det: Detected, sd: Mapping[str, torch.Tensor], ids, inputs) -> dict[str, Any]:
-    out: dict[str, Any] = {"library": "performer-pytorch", "version": version("performer-pytorch"),
-                           "method": PERFORMER_FORWARD_METHOD, "error": FORWARD_ERROR, "tolerance": TOLERANCE,
-                           "status": "not run"}
-    if out["version"] is None:
-        return {**out, "reason": "performer-pytorch is not installed"}
+def _lucidrains_lm(det: Detected, sd: Mapping[str, torch.Tensor]) -> tuple[torch.nn.Module, Any]:
+    """The library's LM built from the config and loaded strictly, and its blocks."""
     cfg, L0 = det.config, det.layers[0]
     info, p = L0.library, L0.prefix
-    root = info["lm_root"]
+    sub = _strip(sd, info["lm_root"])
+    V, dim = (int(n) for n in sub["token_emb.weight"].shape)
+    n_pos = int(sub["pos_emb.emb.weight"].shape[0])
+    common = dict(num_tokens=V, max_seq_len=n_pos, dim=dim, depth=len(det.layers), heads=int(info["heads"]),
+                  dim_head=int(info["dim_head"]))
+    if det.library == "performer-pytorch":
+        from performer_pytorch import PerformerLM
+        att = _written(cfg, ("causal", "generalized_attention", "no_projection"))
+        if "kernel_fn" in cfg:
+            att["kernel_fn"] = _kernel_module(cfg["kernel_fn"])
+        mult, glu = _ff(sd, info["lm_root"] + "performer.")
+        model = PerformerLM(**common, nb_features=int(info["nb_features"]), ff_mult=mult, ff_glu=glu,
+                            rotary_position_emb=False, axial_position_emb=False,
+                            qkv_bias=p + "to_q.bias" in sd, attn_out_bias=p + "to_out.bias" in sd,
+                            tie_embed="to_out.weight" not in sub, **att)
+        return _load(model, sub), model.performer.net.layers
+    from linear_attention_transformer import LinearAttentionTransformerLM
+    att = _written(cfg, ("causal", "blindspot_size", "n_local_attn_heads"))
+    model = LinearAttentionTransformerLM(**common, use_axial_pos_emb=False, use_rotary_emb=False, **att)
+    return _load(model, sub), model.transformer.layers.layers
+
+
+def _check_forward_lucidrains(det: Detected, sd: Mapping[str, torch.Tensor], ids, inputs) -> dict[str, Any]:
+    out: dict[str, Any] = {"library": det.library, "version": version(det.library),
+                           "method": LUCIDRAINS_FORWARD_METHOD, "error": FORWARD_ERROR, "tolerance": TOLERANCE,
+                           "status": "not run"}
+    if out["version"] is None:
+        return {**out, "reason": f"{det.library} is not installed"}
     got: dict[int, torch.Tensor] = {}
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
                 torch.random.fork_rng(devices=[]), torch.no_grad():
             warnings.simplefilter("ignore")
-            from performer_pytorch import PerformerLM
-            sub = _strip(sd, root)
-            att = _written(cfg, ("causal", "generalized_attention", "no_projection"))
-            if "kernel_fn" in cfg:
-                att["kernel_fn"] = _kernel_module(cfg["kernel_fn"])
-            mult, glu = _ff(sd, root + "performer.")
-            V, dim = (int(n) for n in sub["token_emb.weight"].shape)
-            model = PerformerLM(num_tokens=V, max_seq_len=int(sub["pos_emb.emb.weight"].shape[0]), dim=dim,
-                                depth=len(det.layers), heads=int(info["heads"]), dim_head=int(info["dim_head"]),
-                                nb_features=int(info["nb_features"]), ff_mult=mult, ff_glu=glu,
-                                rotary_position_emb=False, axial_position_emb=False,
-                                qkv_bias=p + "to_q.bias" in sd, attn_out_bias=p + "to_out.bias" in sd,
-                                tie_embed="to_out.weight" not in sub, **att)
-            model = _load(model, sub)
+            model, blocks = _lucidrains_lm(det, sd)
             hooks = [blk[0].register_forward_pre_hook(lambda mod, args, i=i: got.__setitem__(i, args[0]))
-                     for i, blk in enumerate(model.performer.net.layers)]
+                     for i, blk in enumerate(blocks)]
             try:
                 model(torch.as_tensor(ids, dtype=torch.long))
             finally:

@@ -1,12 +1,14 @@
-"""Every layer of a performer-pytorch ``PerformerLM`` on stated token sequences
-(``checkpoint --sequences``, :mod:`models.layouts.lucidrains_forward`).
+"""Every layer of a performer-pytorch ``PerformerLM`` and of a linear-attention-transformer
+``LinearAttentionTransformerLM`` on stated token sequences (``checkpoint --sequences``,
+:mod:`models.layouts.lucidrains_forward`).
 
-Small LMs with the library's own initialisation (3 layers, dim 16, 2 heads of 8, 12 random
-features, vocabulary 50, 32 learned positions, ``rotary_position_emb=False``): a causal one
-(relu kernel, GELU feed-forward) and a non-causal one (``ff_glu``, projection biases). Every
+Small LMs with the libraries' own initialisation (3 layers, dim 16, 2 heads of 8, vocabulary
+50, 32 learned positions): performer with ``rotary_position_emb=False`` and 12 random features,
+a causal one (relu kernel, GELU feed-forward) and a non-causal one (``ff_glu``, projection
+biases); linear-attention-transformer causal with ``use_axial_pos_emb=False``. Every
 head of every layer is certified on the inputs to its layer at every position (exit 0) and
-replayed (exit 0); the canonical hidden states agree with the library's own ``PerformerLM``
-forward at float32 tolerance, and a planted mistake in the canonical forward (GELU dropped) is
+replayed (exit 0, by the reference checker too); the canonical hidden states agree with the
+library's own LM forward at float32 tolerance, and a planted mistake in the canonical forward (GELU dropped) is
 caught by that comparison; layer 2's weights changed after certification fail the replay on
 layer 2's claims alone; without ``--sequences`` the first layer is refused once, naming the
 command; sequences longer than the learned positions end with one line and exit 2.
@@ -25,12 +27,16 @@ from pathlib import Path
 
 import pytest
 
-if importlib.util.find_spec("performer_pytorch") is None:
-    pytest.skip("performer-pytorch is not installed", allow_module_level=True)
+if importlib.util.find_spec("performer_pytorch") is None or \
+        importlib.util.find_spec("linear_attention_transformer") is None:
+    pytest.skip("performer-pytorch or linear-attention-transformer is not installed", allow_module_level=True)
 
-#: the two models' constructor arguments beyond the shared ones
+#: the models' constructor arguments beyond the shared ones
 MODELS = {"causal": {"causal": True},
-          "glu": {"causal": False, "ff_glu": True, "qkv_bias": True, "attn_out_bias": True}}
+          "glu": {"causal": False, "ff_glu": True, "qkv_bias": True, "attn_out_bias": True},
+          "lat": {"causal": True}}
+#: each model's rank per head: performer's 12 random features (relu + 0.001 > 0), lat's dim_head 8
+RANK = {"causal": 12, "glu": 12, "lat": 8}
 
 
 def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -45,19 +51,29 @@ def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProces
     return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
-def _make(path: Path, seed: int = 0, **kw) -> Path:
+def _make(path: Path, name: str, seed: int = 0) -> Path:
+    """The model ``name`` of :data:`MODELS` (performer: torch.save; lat: safetensors)."""
     import torch
+    from linear_attention_transformer import LinearAttentionTransformerLM
     from performer_pytorch import PerformerLM
+    from safetensors.torch import save_file
     torch.manual_seed(seed)
+    path.mkdir(parents=True)
+    shape = dict(num_tokens=50, max_seq_len=32, dim=16, depth=3, heads=2, dim_head=8)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        m = PerformerLM(num_tokens=50, max_seq_len=32, dim=16, depth=3, heads=2, dim_head=8, nb_features=12,
-                        generalized_attention=True, kernel_fn=torch.nn.ReLU(), rotary_position_emb=False, **kw)
-    path.mkdir(parents=True)
+        if name == "lat":
+            m = LinearAttentionTransformerLM(**shape, use_axial_pos_emb=False, **MODELS[name])
+            save_file({k: v.contiguous() for k, v in m.state_dict().items()}, str(path / "model.safetensors"))
+            (path / "config.json").write_text(json.dumps({"causal": True, "heads": 2, "dim_head": 8,
+                                                          "blindspot_size": 1, "n_local_attn_heads": 0}))
+            return path
+        m = PerformerLM(**shape, nb_features=12, generalized_attention=True, kernel_fn=torch.nn.ReLU(),
+                        rotary_position_emb=False, **MODELS[name])
     torch.save(m.state_dict(), path / "model.pt")
     (path / "config.json").write_text(json.dumps({
-        "causal": kw["causal"], "generalized_attention": True, "kernel_fn": "ReLU", "rotary_position_emb": False,
-        "no_projection": False, "local_attn_heads": 0}))
+        "causal": MODELS[name]["causal"], "generalized_attention": True, "kernel_fn": "ReLU",
+        "rotary_position_emb": False, "no_projection": False, "local_attn_heads": 0}))
     return path
 
 
@@ -65,8 +81,8 @@ def _make(path: Path, seed: int = 0, **kw) -> Path:
 def certified(tmp_path_factory):
     d = tmp_path_factory.mktemp("performer-lm")
     out = {}
-    for name, kw in MODELS.items():
-        path = _make(d / name, **kw)
+    for name in MODELS:
+        path = _make(d / name, name)
         folder = d / f"out-{name}"
         run = _run(["checkpoint", str(path), "--sequences", "random:3,16,0", "--out", str(folder), "--json",
                     "--no-progress"])
@@ -82,8 +98,8 @@ def test_every_layer_is_certified_and_replayed(certified, name):
     assert [(r["layer"], r["head"], r["status"]) for r in rows] == \
         [(L, h, "certified") for L in range(3) for h in range(2)]
     for r in rows:
-        # generalized relu features: 12 random features, all >= 0.001, so rank 12 and nonnegative
-        assert (r["rank"], r["nonnegative"]) == ("12 proved", "proved")
+        # performer: 12 random relu features + 0.001; lat: softmax(q) and exp(k), 8 each: nonnegative
+        assert (r["rank"], r["nonnegative"]) == (f"{RANK[name]} proved", "proved")
         chk = r["library_check"]
         assert chk["status"] == "agrees" and chk["max_error"] <= 1e-4
         hs = chk["hidden_states"]
@@ -96,11 +112,13 @@ def test_every_layer_is_certified_and_replayed(certified, name):
     assert ver.returncode == 0, ver.stdout[-2000:] + ver.stderr[-2000:]
     ref = _run(["verify", "--reference", "--replay-extraction", str(folder / "certificate.json")])
     assert ref.returncode == 0 and "all 18 claims re-derived" in ref.stderr, ref.stderr[-2000:]
+    assert f"layer 2 of {certified[name][0]}" in cert["claims"][-1]["statement"]
 
 
-def test_library_check_catches_a_planted_mistake(certified, monkeypatch):
+@pytest.mark.parametrize("name", ["causal", "lat"])
+def test_library_check_catches_a_planted_mistake(certified, monkeypatch, name):
     """The hidden-state comparison is not vacuous: without the feed-forward's GELU the canonical
-    forward disagrees with the library's PerformerLM from layer 1 on (layer 0's inputs agree)."""
+    forward disagrees with the library's LM from layer 1 on (layer 0's inputs agree)."""
     import numpy as np
 
     from certify.sources.sequences import read_sequences
@@ -108,7 +126,7 @@ def test_library_check_catches_a_planted_mistake(certified, monkeypatch):
     from models.layouts import lucidrains_forward
     from models.layouts.forward import for_sequences
     from models.layouts.reference import check_forward
-    model = load_model(certified["causal"][0])
+    model = load_model(certified[name][0])
     assert for_sequences(model.detected) is None
     seqs = read_sequences("random:2,12,3", 50)
     good = lucidrains_forward.forward(model.detected, model.stored, seqs.ids)
