@@ -32,9 +32,22 @@ def _family(det: Detected) -> ModuleType | None:
     return None
 
 
+#: layouts of layers that no installed library composes into a language model
+LAYERS_ONLY = {"fla:based": "fla's BasedLinearAttention", "fla:rebased": "fla's ReBasedLinearAttention",
+               "zoology:based": "zoology's Based mixer", "fla:linear_attn-layer": "fla's LinearAttention layer",
+               "fla:layers": "fla layers"}
+
+
 def refusal(det: Detected) -> str | None:
     """Why ``--sequences`` cannot run on this model (one line), or None."""
     fam = _family(det)
+    if fam is None and det.layout in LAYERS_ONLY:
+        return (f"--sequences: {LAYERS_ONLY[det.layout]} is a layer, not a language model: fla 0.6.0 has no model "
+                f"class built of Based or ReBased layers and zoology is not installed, so the blocks around the "
+                f"layers (norms, MLPs, residuals) are a user's module that the checkpoint does not state, and the "
+                f"hidden states entering a deeper layer are not defined; without --sequences the first layer's "
+                f"heads are certified on what they read (the vocabulary, with \"embedding\" in config.json); "
+                f"every layer runs for {SUPPORTED}")
     if fam is None:
         return (f"--sequences certifies every layer of {SUPPORTED} only; this model is {det.library} "
                 f"({det.layout}): without --sequences, its first layer's heads are certified on what they read "
