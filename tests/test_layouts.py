@@ -549,8 +549,9 @@ def test_performer_lm_rotary_and_positional_refused(tmp_path):
         refused = [L for L in det.layers if why in getattr(L.heads[0], "mechanism", "")]
         assert refused == (det.layers if name == "rot" else det.layers[:1])
         assert [L.on_sequences is not None for L in det.layers] == [name == "abs", False]
-        with pytest.raises(UncertifiableError, match=why):
+        with pytest.raises(UncertifiableError, match=why) as exc:
             certify_heads_sd(sd, PERFORMER_MODEL, tmp_path / name)
+        assert str(exc.value).count(why) == 1                 # once for the model, not once per layer
 
 
 def test_performer_lm_without_positions_reads_embedding_rows(tmp_path):

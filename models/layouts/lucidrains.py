@@ -306,7 +306,7 @@ def _build(sd, config, ps, library) -> Detected:
                       lib_info={"build": cfg_cls if lm_root is None else cfg_cls + "LM", "strip": root,
                                 "lm_root": lm_root, "path": p[len(root):].rstrip("."), "index": n})
         if lm_root is not None:
-            pos = _positional(sd, lm_root, n, plan.module)
+            pos = _positional(sd, lm_root, n, f"{library} {cfg_cls}")     # one reason for the model
             if pos is not None and _absolute(sd, lm_root):
                 if n == 0:                   # the first layer reads tokens plus positions; stated
                     plan.on_sequences = plan.heads     # sequences fix them (deeper: out of reach)
