@@ -52,11 +52,11 @@ def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProces
 
 
 def _make(path: Path, name: str, seed: int = 0) -> Path:
-    """The model ``name`` of :data:`MODELS` (performer: torch.save; lat: safetensors)."""
+    """The model ``name`` of :data:`MODELS` (the causal performer: torch.save; the others: safetensors)."""
     import torch
     from linear_attention_transformer import LinearAttentionTransformerLM
     from performer_pytorch import PerformerLM
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file, save_model
     torch.manual_seed(seed)
     path.mkdir(parents=True)
     shape = dict(num_tokens=50, max_seq_len=32, dim=16, depth=3, heads=2, dim_head=8)
@@ -70,7 +70,10 @@ def _make(path: Path, name: str, seed: int = 0) -> Path:
             return path
         m = PerformerLM(**shape, nb_features=12, generalized_attention=True, kernel_fn=torch.nn.ReLU(),
                         rotary_position_emb=False, **MODELS[name])
-    torch.save(m.state_dict(), path / "model.pt")
+    if name == "glu":                   # safetensors (its replay needs no torch); the causal one torch.save
+        save_model(m, str(path / "model.safetensors"))            # the shared (redraw helper) views once
+    else:
+        torch.save(m.state_dict(), path / "model.pt")
     (path / "config.json").write_text(json.dumps({
         "causal": MODELS[name]["causal"], "generalized_attention": True, "kernel_fn": "ReLU",
         "rotary_position_emb": False, "no_projection": False, "local_attn_heads": 0}))
