@@ -4,7 +4,11 @@ as people do."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -65,3 +69,40 @@ PERFORMER_MODEL = {"generalized_attention": True, "kernel_fn": "ReLU", "no_proje
 LAT_CAUSAL = {"causal": True, "blindspot_size": 1, "n_local_attn_heads": 0}
 #: fla LinearAttention with its denominator, no feature normalization
 FLA_LINEAR = {"do_feature_map_norm": True, "norm_q": False, "norm_k": False}
+
+
+def run_cli(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``certify ARGS`` in this process (from ``cwd``), its exit code, stdout and stderr."""
+    from certify.cli import main
+    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
+    try:
+        os.chdir(cwd or here)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(args)
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def replay_fails_on_layer(folder: Path, new_file: Path, layer: int, tmp_path: Path) -> None:
+    """The certificate in ``folder`` re-pointed at the changed weights ``new_file`` (its hashes
+    updated and its sentences re-rendered: the checker's own checks pass) and replayed: exit 1,
+    and exactly the claims of ``layer`` fail, each naming it and its replayed features."""
+    from certify.checkers.statements import render
+    from certify.core.files import sha256_file
+    cert = json.loads((folder / "certificate.json").read_text())
+    old_src = next(c["parameters"]["source"] for c in cert["claims"])
+    sha = sha256_file(new_file)
+    cert["inputs"] = {k.replace(str(Path(old_src).parent), str(new_file.parent)): (sha if k == old_src else v)
+                      for k, v in cert["inputs"].items()}
+    for c in cert["claims"]:
+        c["parameters"].update(source=str(new_file), source_sha256=sha)
+        c["statement"] = render(c["kind"], c["parameters"], c["evidence"]).text
+    path = tmp_path / "certificate.json"
+    path.write_text(json.dumps(cert))
+    ver = run_cli(["verify", "--replay-extraction", str(path), "--json"])
+    assert ver.returncode == 1, ver.stderr[-1000:]
+    failed = [c for c in json.loads(ver.stdout)["claims"] if not c["holds"]]
+    layers = {cert["claims"][c["index"]]["parameters"]["layer"] for c in failed}
+    assert layers == {layer} and len(failed) == sum(c["parameters"]["layer"] == layer for c in cert["claims"])
+    assert all(f"layer {layer}" in c["statement"] and "replayed features" in json.dumps(c) for c in failed)

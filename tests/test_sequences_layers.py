@@ -20,7 +20,6 @@ import contextlib
 import importlib.util
 import io
 import json
-import os
 import subprocess
 import warnings
 from pathlib import Path
@@ -33,23 +32,14 @@ import pytest
 if importlib.util.find_spec("fla") is None:
     pytest.skip("flash-linear-attention is not installed", allow_module_level=True)
 
+from library_support import replay_fails_on_layer  # noqa: E402 (after the skip: it imports torch)
+from library_support import run_cli as _run  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 LAT = ROOT / "reports" / "gallery" / "models" / "lat"
 #: fla's defaults (unnormalized: norm_feature_map False) with a nonnegative map, and a normalized model
 CONFIGS = {"unnormalized": {"feature_map": "t2r"},
            "hedgehog": {"feature_map": "hedgehog", "norm_feature_map": True}}
-
-
-def _run(args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
-    from certify.cli import main
-    out, err, here = io.StringIO(), io.StringIO(), os.getcwd()
-    try:
-        os.chdir(cwd or here)
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(args)
-    finally:
-        os.chdir(here)
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 def _make(path: Path, **kw) -> Path:
@@ -175,30 +165,13 @@ def _write_changed_layer(src: Path, dst: Path, layer: int) -> None:
 
 
 def _replay_changed(folder: Path, layer: int, tmp_path: Path) -> None:
-    """Layer ``layer``'s query weights changed after certification, the certificate's hashes
-    updated to the new file (its sentences re-rendered): the checker's own checks pass, and the
-    replay fails exactly the claims of that layer, naming them."""
-    from certify.checkers.statements import render
-    from certify.core.files import sha256_file
+    """Layer ``layer``'s query weights changed after certification: the replay fails exactly
+    the claims of that layer, naming them (:func:`library_support.replay_fails_on_layer`)."""
     cert = json.loads((folder / "certificate.json").read_text())
     old_src = next(c["parameters"]["source"] for c in cert["claims"])
     new = tmp_path / "changed"
     _write_changed_layer(Path(old_src).parent, new, layer)
-    sha = sha256_file(new / "model.safetensors")
-    cert["inputs"] = {k.replace(str(Path(old_src).parent), str(new)): (sha if k == old_src else v)
-                      for k, v in cert["inputs"].items()}
-    for c in cert["claims"]:
-        c["parameters"].update(source=str(new / "model.safetensors"), source_sha256=sha)
-        c["statement"] = render(c["kind"], c["parameters"], c["evidence"]).text
-    path = tmp_path / "certificate.json"
-    path.write_text(json.dumps(cert))
-    ver = _run(["verify", "--replay-extraction", str(path), "--json"])
-    assert ver.returncode == 1
-    res = json.loads(ver.stdout)
-    failed = [c for c in res["claims"] if not c["holds"]]
-    layers = {cert["claims"][c["index"]]["parameters"]["layer"] for c in failed}
-    assert layers == {layer} and len(failed) == sum(c["parameters"]["layer"] == layer for c in cert["claims"])
-    assert all(f"layer {layer}" in c["statement"] and "replayed features" in json.dumps(c) for c in failed)
+    replay_fails_on_layer(folder, new / "model.safetensors", layer, tmp_path)
 
 
 def test_changed_layer_weights_fail_the_replay_on_that_layer(certified, tmp_path):

@@ -124,6 +124,22 @@ def _block_keys(sd: Mapping[str, Any], blk: str, affine_out: bool) -> None:
                          f"LinearAttentionBlock does not read")
 
 
+def head_features(out: Forward, L: Any, hd: FeatureHead, x: np.ndarray, keep: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Head ``hd``'s canonical features on ``x`` (the layer's normed inputs), kept in
+    ``out.features`` when ``keep``, else its float64 weights released after use."""
+    q, k = hd.canonical_projected(x)
+    if keep:
+        out.features[(L.index, int(hd.details["head"]))] = (q, k)
+    else:
+        hd.release()
+    return q, k
+
+
+def per_sequence(mix: Any, q: np.ndarray, k: np.ndarray, v: np.ndarray, T: int, *args: Any) -> np.ndarray:
+    """``mix`` on each sequence's rows (``T`` positions each, row ``s T + t``), stacked in order."""
+    return np.concatenate([mix(q[s:s + T], k[s:s + T], v[s:s + T], *args) for s in range(0, q.shape[0], T)])
+
+
 def _mix(q: np.ndarray, k: np.ndarray, v: np.ndarray, normalized: bool) -> np.ndarray:
     """One head on one sequence: ``o_t = sum_{j <= t} (q_t . k_j) v_j`` (divided by
     ``sum_{j <= t} q_t . k_j + 1e-10`` when normalized), in the module docstring's order."""
@@ -149,7 +165,7 @@ def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | N
     why = refusal(det)
     if why is not None:
         raise InputError(why)
-    S, T = (int(n) for n in ids.shape)
+    T = int(ids.shape[1])
     R = det.prefix
     if resume is not None and resume.after is not None and np.array_equal(resume.ids, ids):
         out, h = resume, resume.after
@@ -177,16 +193,9 @@ def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | N
                                 float(info["norm_eps"]))
         cols = []
         for hd in heads:
-            hi = int(hd.details["head"])
-            q, k = hd.canonical_projected(x)
-            if keep_features:
-                out.features[(L.index, hi)] = (q, k)
-            else:
-                hd.release()
+            q, k = head_features(out, L, hd, x, keep_features)
             hk = int(hd.details["kv_head"])
-            v = v_all[:, hk * dv:(hk + 1) * dv]
-            o = np.concatenate([_mix(q[s * T:(s + 1) * T], k[s * T:(s + 1) * T], v[s * T:(s + 1) * T],
-                                     hd.normalized) for s in range(S)])
+            o = per_sequence(_mix, q, k, v_all[:, hk * dv:(hk + 1) * dv], T, hd.normalized)
             cols.append(onorm(o) if onorm is not None else o)
         attn = linear(np.concatenate(cols, axis=1), w["attn.o_proj.weight"])
         h = h + attn

@@ -47,7 +47,7 @@ from certify.core.memory import trim
 from models.canonical import maps as cm
 from models.canonical.arith import cr_gelu, f64, linear, rowsum
 from models.layouts.base import Detected, FeatureHead
-from models.layouts.fla_forward import Forward
+from models.layouts.fla_forward import Forward, head_features, per_sequence
 from models.layouts.lucidrains import ABSOLUTE, LAT, PERFORMER
 
 #: what the canonical forward runs
@@ -199,15 +199,9 @@ def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | N
         x = _norm(sd, blk, "0")(h)
         cols = []
         for hd in heads:
-            hi = int(hd.details["head"])
-            q, k = hd.canonical_projected(x)
-            if keep_features:
-                out.features[(L.index, hi)] = (q, k)
-            else:
-                hd.release()
+            q, k = head_features(out, L, hd, x, keep_features)
             v = linear(x, f64(hd.Wv), None if hd.bv is None else f64(hd.bv))
-            cols.append(np.concatenate([_mix(q[s * T:(s + 1) * T], k[s * T:(s + 1) * T], v[s * T:(s + 1) * T],
-                                             hd.causal, det.library) for s in range(S)]))
+            cols.append(per_sequence(_mix, q, k, v, T, hd.causal, det.library))
         bo = sd.get(blk + "0.fn.to_out.bias")
         h = h + linear(np.concatenate(cols, axis=1), f64(sd[blk + "0.fn.to_out.weight"]),
                        None if bo is None else f64(bo))
