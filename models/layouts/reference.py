@@ -128,7 +128,10 @@ def check_layer(det: Detected, layer: LayerPlan, sd: Mapping[str, torch.Tensor],
     build = layer.library.get("build", "")
     lib = "fla" if build == "zoology-Based" else det.library          # zoology: through fla's port
     run = _RUNNERS.get(build)
-    check = LibraryCheck(lib, version(lib), "not run", _METHODS.get(build, ""), seed=seed)
+    method = _METHODS.get(build, "")
+    if build in _ON_STATES and pool.is_floating_point():        # an LM's layer on stated sequences' states
+        method = _ON_STATES[build][layer.index > 0]
+    check = LibraryCheck(lib, version(lib), "not run", method, seed=seed)
     heads = {i: h for i, h in enumerate(layer.heads) if isinstance(h, FeatureHead)}
     if not heads:
         check.reason = "no head of this layer is a kernel head"
@@ -605,6 +608,13 @@ _METHODS = {
                               "k_proj, feature_map (layer_norm_ref) with "
                               "fla.ops.rebased.naive.naive_parallel_rebased",
 }
+#: the library check of a language model's layer on the hidden states of stated sequences: (the
+#: first layer's: the stack from its input; a deeper layer's: its block alone)
+_ON_STATES = {b: tuple(f"the library's {c} {how} built from the config, loaded strictly, forward on CPU on the "
+                       f"hidden states entering the layer; hooks: to_v output replaced by random values, to_out "
+                       f"input read" for how in ("(the LM's layers, the first one compared)",
+                                                 "block alone (the layer's weights as block 0 of a one-block stack)"))
+              for b, c in (("PerformerLM", "Performer"), ("LinearAttentionTransformerLM", "LinearAttentionTransformer"))}
 _NOT_RUN = {"fast-transformers": "pytorch-fast-transformers is not installed (its 2021 C++ extensions do not "
                                  "build against the pinned torch): the layout is read from its key table"}
 
