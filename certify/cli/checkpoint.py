@@ -62,11 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--head", type=int, help="third-party checkpoints: certify only this head")
     cli.add_assume_default(ap)
     ap.add_argument("--sequences", metavar="FILE|random:S,T,SEED",
-                    help="fla linear_attn models: certify every head of every layer on the inputs to its "
+                    help="fla linear_attn, performer-pytorch PerformerLM and linear-attention-transformer "
+                         "LinearAttentionTransformerLM models (learned absolute positions): certify every head of "
+                         "every layer on the inputs to its "
                          "layer at every position of these token sequences (.npy int array (S, T), .jsonl "
                          "lists of ids of one length, or the seeded probe random:S,T,SEED)")
     ap.add_argument("--text", metavar="FILE",
-                    help="fla linear_attn models: as --sequences, on the ids of this UTF-8 text under the model "
+                    help="the models of --sequences: as --sequences, on the ids of this UTF-8 text under the model "
                          "folder's tokenizer.json (the tokenizers library, no special tokens), one stream cut into "
                          "sequences of --text-length ids (the tail dropped); the ids are written to "
                          "OUT/sequences.jsonl, which the certificate names by its sha256 (needs --out)")
