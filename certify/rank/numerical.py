@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from certify.checkers import scratch
 from certify.checkers.kernel.hashing import float64_sha256
 from certify.checkers.rank.numerical import WINDOW, bounds_at, least_upper, tolerance
 from certify.core.certificate import Claim, ClaimKind
@@ -151,7 +152,8 @@ def numerical_rank_claim(kernel: Kernel, opt: RankOptions) -> Claim:
     assert A is not None                          # wanted() refused the rest
     m, n = A.shape
     tol = opt.tol
-    found = _search(A, tol, estimate_count(A, tol))
+    with scratch.session(scratch.current()):     # each rank's bounds once (the check's own scratch, if any)
+        found = _search(A, tol, estimate_count(A, tol))
     ev: dict[str, Any] = {"form": "matrix", "shape": [m, n], "values_sha256": float64_sha256(A)}
     if A.size <= opt.embed_limit:
         d = ex.dyadic(A)
