@@ -165,3 +165,29 @@ def test_sequences_longer_than_the_learned_positions_are_one_line_before_any_wor
     assert run.returncode == 2 and len(lines) == 1
     assert "length 33 are longer than the model's 32 learned positions" in lines[0]
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("name", ["glu", "lat"])
+def test_a_layer_s_features_recomputed_are_the_forward_s_bits(certified, name):
+    """The lean forward the checkpoint runs (no features kept, continued from its last block,
+    a layer's features recomputed from the hidden states entering it) against the forward that
+    keeps every layer's features: the same hidden states and the same feature bits."""
+    from certify.sources.sequences import read_sequences
+    from certify.sources.thirdparty import load_model
+    from models.layouts import forward as fw
+    path = certified[name][0]
+    model = load_model(path)
+    assert fw.for_sequences(model.detected) is None
+    ids = read_sequences("random:2,8,4", 50).ids
+    full = fw.forward(model.detected, model.stored, ids)
+    other = load_model(path)
+    assert fw.for_sequences(other.detected) is None
+    lean = fw.forward(other.detected, model.stored, ids, keep_features=False, upto=0)
+    lean = fw.forward(other.detected, model.stored, ids, keep_features=False, resume=lean)
+    assert not lean.features and len(full.features) == 6 and len(lean.inputs) == 3
+    assert all(np.array_equal(a, b) for a, b in zip(full.inputs, lean.inputs))
+    for L in other.detected.layers:
+        fw.layer_features(other.detected, model.stored, lean, L)
+        assert sorted(lean.features) == [(L.index, h) for h in range(2)]
+        for key, (q, k) in lean.features.items():
+            assert np.array_equal(q, full.features[key][0]) and np.array_equal(k, full.features[key][1])
