@@ -158,13 +158,30 @@ def test_without_sequences_the_positions_are_refused_once_naming_the_command(cer
     assert not (tmp_path / "o").exists()
 
 
-def test_sequences_longer_than_the_learned_positions_are_one_line_before_any_work(certified, tmp_path):
-    run = _run(["checkpoint", str(certified["causal"][0]), "--sequences", "random:2,33,0", "--out",
-                str(tmp_path / "o")])
-    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
-    assert run.returncode == 2 and len(lines) == 1
-    assert "length 33 are longer than the model's 32 learned positions" in lines[0]
-    assert not (tmp_path / "o").exists()
+def test_bad_sequences_or_blocks_are_one_line_before_any_work(certified, tmp_path, monkeypatch):
+    """Sequences longer than the learned positions, and a last block missing a tensor the forward
+    reads: one line, exit 2, nothing written, and no head's features computed."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    from models.layouts.base import FeatureHead
+
+    def never(*a, **k):
+        raise AssertionError("a head's features were computed before the input was refused")
+    monkeypatch.setattr(FeatureHead, "canonical_projected", never)
+    bad = tmp_path / "bad"
+    shutil.copytree(certified["glu"][0], bad)
+    t = load_file(str(bad / "model.safetensors"))
+    del t["performer.net.layers.2.1.fn.fn.w2.bias"]
+    save_file(t, str(bad / "model.safetensors"))
+    for model, spec, words in (
+            (certified["causal"][0], "random:2,33,0", "length 33 are longer than the model's 32 learned positions"),
+            (bad, "random:2,8,0", "performer.net.layers.2.1.fn.fn.w2.bias is not in the checkpoint")):
+        run = _run(["checkpoint", str(model), "--sequences", spec, "--out", str(tmp_path / "o")])
+        lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+        assert run.returncode == 2 and len(lines) == 1 and words in lines[0], lines
+        assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("name", ["glu", "lat"])

@@ -342,16 +342,18 @@ def _sequences(model: Any, spec: str | None, sequences: str, cert: Certificate) 
     if why is not None:
         raise InputError(why)
     seqs = read_sequences(sequences, int(model.detected.embedding.shape[0]))
-    _fits(model.detected, seqs, "--sequences")
+    _fits(model, seqs, "--sequences")
     if seqs.file_sha256 is not None:
         cert.inputs[seqs.name] = seqs.file_sha256
     return seqs
 
 
-def _fits(det: Any, seqs: Any, flag: str) -> None:
-    """InputError (one line, before any work) when the sequences are longer than the model's
-    learned positions."""
-    from models.layouts.forward import max_length
+def _fits(model: Any, seqs: Any, flag: str) -> None:
+    """InputError (one line, before any work) when a block holds other tensors than the
+    forward reads, or the sequences are longer than the model's learned positions."""
+    from models.layouts.forward import check_blocks, max_length
+    det = model.detected
+    check_blocks(det, model.stored)
     n, T = max_length(det), int(seqs.ids.shape[1])
     if n is not None and T > n:
         raise InputError(f"{flag}: sequences of length {T} are longer than the model's {n} learned positions "
@@ -370,7 +372,7 @@ def _text(model: Any, spec: str | None, text: tuple[str, int], cert: Certificate
         raise InputError(why)
     folder = model.config_path.parent if model.config_path is not None else Path(model.path).parent
     got = text_sequences(text[0], text[1], folder / "tokenizer.json", int(model.detected.embedding.shape[0]))
-    _fits(model.detected, got.sequences, "--text")
+    _fits(model, got.sequences, "--text")
     cert.inputs[got.sequences.name] = str(got.sequences.file_sha256)       # a file's: set
     cert.environment["text"] = got.provenance
     return got

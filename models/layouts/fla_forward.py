@@ -110,6 +110,18 @@ def layer_features(det: Detected, sd: Mapping[str, Any], fwd: Forward, L: Any) -
         hd.release()
 
 
+def _affine_out(L: Any) -> bool:
+    info = L.library
+    return info.get("output_norm") == "rmsnorm" and bool(info.get("elementwise_affine"))
+
+
+def check_blocks(det: Detected, sd: Mapping[str, Any]) -> None:
+    """Every block's tensors are the ones the forward reads (names only, no value read):
+    InputError (one line) before any work otherwise."""
+    for L in det.layers:
+        _block_keys(sd, f"{det.prefix}model.layers.{L.index}.", _affine_out(L))
+
+
 def _block_keys(sd: Mapping[str, Any], blk: str, affine_out: bool) -> None:
     """InputError when a tensor the forward needs is missing or the block holds one it does not read."""
     need = {blk + k for k in BLOCK_KEYS} | ({blk + "attn.norm.weight"} if affine_out else set())
@@ -177,7 +189,7 @@ def forward(det: Detected, sd: Mapping[str, Any], ids: np.ndarray, upto: int | N
         out.inputs.append(h)
         blk = f"{R}model.layers.{L.index}."
         info = L.library
-        affine_out = info.get("output_norm") == "rmsnorm" and bool(info.get("elementwise_affine"))
+        affine_out = _affine_out(L)
         _block_keys(sd, blk, affine_out)
         w = {k: f64(sd[blk + k]) for k in BLOCK_KEYS if k not in ("attn.q_proj.weight", "attn.k_proj.weight")}
         x = cm.rms_norm(w["attn_norm.weight"], eps)(h)

@@ -18,7 +18,7 @@ from models.layouts import fla_forward, lucidrains_forward
 from models.layouts.base import Detected
 from models.layouts.fla_forward import Forward
 
-__all__ = ["Forward", "for_sequences", "forward", "layer_features", "max_length", "refusal"]
+__all__ = ["Forward", "check_blocks", "for_sequences", "forward", "layer_features", "max_length", "refusal"]
 
 #: the families whose every layer runs on stated sequences, for the message of the others
 SUPPORTED = f"{fla_forward.SUPPORTED}; {lucidrains_forward.SUPPORTED}"
@@ -63,6 +63,14 @@ def for_sequences(det: Detected) -> str | None:
     if why is None:
         getattr(_family(det), "for_sequences", lambda d: None)(det)
     return why
+
+
+def check_blocks(det: Detected, sd: Mapping[str, Any]) -> None:
+    """InputError (one line) when a block's tensors are not the ones the family's forward reads:
+    checked on the names before any work."""
+    fam = _family(det)
+    if fam is not None:
+        fam.check_blocks(det, sd)
 
 
 def max_length(det: Detected) -> int | None:

@@ -139,6 +139,13 @@ def layer_features(det: Detected, sd: Mapping[str, Any], fwd: Forward, L: Any) -
         hd.release()
 
 
+def check_blocks(det: Detected, sd: Mapping[str, Any]) -> None:
+    """Every block's tensors are the ones the forward reads (names only, no value read):
+    InputError (one line) before any work otherwise."""
+    for L in det.layers:
+        _block_keys(sd, f"{_root(det)}{L.index}.", det.library)
+
+
 def _block_keys(sd: Mapping[str, Any], blk: str, library: str) -> None:
     """InputError when a tensor the forward needs is missing or the block holds one it does not read."""
     heads = HEAD_KEYS[library]
