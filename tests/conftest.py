@@ -36,7 +36,7 @@ gc.set_threshold(*COLLECTOR_THRESHOLDS)
 SAME_WORKER = {"libraries": ("test_checkpoint_defaults", "test_checkpoint_libraries", "test_checkpoint_loader",
                              "test_checkpoint_replay", "test_fla_embedding", "test_fla_unnormalized",
                              "test_layouts", "test_nonnegative_structure", "test_one_line_failures",
-                             "test_readme_examples", "test_sequences_layers"),
+                             "test_readme_examples", "test_sequences_layers", "test_sequences_lucidrains"),
                # the static scans: one worker parses the sources once (tests/source_trees.py)
                "scans": ("test_architecture", "test_docs_references", "test_function_length")}
 
