@@ -37,7 +37,6 @@ of a block the forward does not read are refused with the reason (:func:`refusal
 
 from __future__ import annotations
 
-import re
 from typing import Any, Mapping
 
 import numpy as np
@@ -89,7 +88,7 @@ def refusal(det: Detected) -> str | None:
         return (f"--sequences on {det.library}: the canonical forward runs a {cls or 'language model'} (token_emb.weight "
                 f"with its stack of layers); this is {det.container or det.layout}: without --sequences, its first "
                 f"layer's heads are certified on what they read")
-    if any(not re.fullmatch(re.escape(_root(det)) + r"\d+\.0\.fn\.", L.prefix) for L in det.layers):
+    if any(L.prefix != f"{_root(det)}{L.index}.0.fn." for L in det.layers):     # layer i is block i
         return (f"--sequences: the canonical forward runs a {cls}'s sequential LayerNorm blocks; this one is "
                 f"reversible, projects its embedding (emb_dim) or wraps its attention (token shift, axial folding)")
     for key in ("rotary_position_emb", "axial_position_emb", "use_rotary_emb", "cross_attend", "use_scalenorm",
