@@ -106,3 +106,29 @@ def replay_fails_on_layer(folder: Path, new_file: Path, layer: int, tmp_path: Pa
     layers = {cert["claims"][c["index"]]["parameters"]["layer"] for c in failed}
     assert layers == {layer} and len(failed) == sum(c["parameters"]["layer"] == layer for c in cert["claims"])
     assert all(f"layer {layer}" in c["statement"] and "replayed features" in json.dumps(c) for c in failed)
+
+
+def lean_forward_is_the_plain_one(path: Path, ids, heads: int) -> None:
+    """The checkpoint's lean forward of the model at ``path`` on ``ids`` (no features kept; up to
+    layer 0, then continued from its last block; each layer's features recomputed from the hidden
+    states entering it) against the forward that keeps every layer's features (the plain twin):
+    the same hidden states and the same feature bits, ``heads`` heads per layer."""
+    import numpy as np
+
+    from certify.sources.thirdparty import load_model
+    from models.layouts import forward as fw
+    model, other = load_model(path), load_model(path)
+    assert fw.for_sequences(model.detected) is None and fw.for_sequences(other.detected) is None
+    full = fw.forward(model.detected, model.stored, ids)
+    lean = fw.forward(other.detected, model.stored, ids, keep_features=False, upto=0)
+    assert len(lean.inputs) == 1
+    # continued from its last block (a replay asks for layer 0, then 1, then 2): not recomputed
+    lean = fw.forward(other.detected, model.stored, ids, keep_features=False, resume=lean)
+    n = len(model.detected.layers)
+    assert not lean.features and len(full.features) == n * heads and len(lean.inputs) == n
+    assert all(np.array_equal(a, b) for a, b in zip(full.inputs, lean.inputs))
+    for L in other.detected.layers:
+        fw.layer_features(other.detected, model.stored, lean, L)
+        assert sorted(lean.features) == [(L.index, h) for h in range(heads)]
+        for key, (q, k) in lean.features.items():
+            assert np.array_equal(q, full.features[key][0]) and np.array_equal(k, full.features[key][1])

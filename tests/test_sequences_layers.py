@@ -32,7 +32,7 @@ import pytest
 if importlib.util.find_spec("fla") is None:
     pytest.skip("flash-linear-attention is not installed", allow_module_level=True)
 
-from library_support import replay_fails_on_layer  # noqa: E402 (after the skip: it imports torch)
+from library_support import lean_forward_is_the_plain_one, replay_fails_on_layer  # noqa: E402 (after the skip: it imports torch)
 from library_support import run_cli as _run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -442,23 +442,7 @@ def test_a_layer_s_features_recomputed_are_the_forward_s_bits(models):
     head's features so recomputed are the bits the forward that keeps them all computed, and
     the hidden states are the same (the plain twin)."""
     from certify.sources.sequences import read_sequences
-    from certify.sources.thirdparty import load_model
-    from models.layouts import fla_forward
-    model = load_model(models["hedgehog"])
-    ids = read_sequences("random:2,8,4", 40).ids
-    full = fla_forward.forward(model.detected, model.stored, ids)
-    lean = fla_forward.forward(load_model(models["hedgehog"]).detected, model.stored, ids, keep_features=False,
-                               upto=0)
-    assert len(lean.inputs) == 1
-    # continued from its last block (a replay asks for layer 0, then 1, then 2): not recomputed
-    lean = fla_forward.forward(model.detected, model.stored, ids, keep_features=False, resume=lean)
-    assert not lean.features and len(full.features) == 12 and len(lean.inputs) == 3
-    assert all(np.array_equal(a, b) for a, b in zip(full.inputs, lean.inputs))
-    for L in model.detected.layers:
-        fla_forward.layer_features(model.detected, model.stored, lean, L)
-        assert sorted(lean.features) == [(L.index, h) for h in range(4)]
-        for key, (q, k) in lean.features.items():
-            assert np.array_equal(q, full.features[key][0]) and np.array_equal(k, full.features[key][1])
+    lean_forward_is_the_plain_one(models["hedgehog"], read_sequences("random:2,8,4", 40).ids, 4)
 
 
 def test_the_reference_checker_re_derives_every_layer_and_refuses_other_sequences(certified, tmp_path):

@@ -30,7 +30,7 @@ if importlib.util.find_spec("performer_pytorch") is None or \
         importlib.util.find_spec("linear_attention_transformer") is None:
     pytest.skip("performer-pytorch or linear-attention-transformer is not installed", allow_module_level=True)
 
-from library_support import replay_fails_on_layer  # noqa: E402 (after the skip: it imports torch)
+from library_support import lean_forward_is_the_plain_one, replay_fails_on_layer  # noqa: E402 (after the skip: it imports torch)
 from library_support import run_cli as _run  # noqa: E402
 
 #: the models' constructor arguments beyond the shared ones
@@ -200,21 +200,4 @@ def test_a_layer_s_features_recomputed_are_the_forward_s_bits(certified, name):
     a layer's features recomputed from the hidden states entering it) against the forward that
     keeps every layer's features: the same hidden states and the same feature bits."""
     from certify.sources.sequences import read_sequences
-    from certify.sources.thirdparty import load_model
-    from models.layouts import forward as fw
-    path = certified[name][0]
-    model = load_model(path)
-    assert fw.for_sequences(model.detected) is None
-    ids = read_sequences("random:2,8,4", 50).ids
-    full = fw.forward(model.detected, model.stored, ids)
-    other = load_model(path)
-    assert fw.for_sequences(other.detected) is None
-    lean = fw.forward(other.detected, model.stored, ids, keep_features=False, upto=0)
-    lean = fw.forward(other.detected, model.stored, ids, keep_features=False, resume=lean)
-    assert not lean.features and len(full.features) == 6 and len(lean.inputs) == 3
-    assert all(np.array_equal(a, b) for a, b in zip(full.inputs, lean.inputs))
-    for L in other.detected.layers:
-        fw.layer_features(other.detected, model.stored, lean, L)
-        assert sorted(lean.features) == [(L.index, h) for h in range(2)]
-        for key, (q, k) in lean.features.items():
-            assert np.array_equal(q, full.features[key][0]) and np.array_equal(k, full.features[key][1])
+    lean_forward_is_the_plain_one(certified[name][0], read_sequences("random:2,8,4", 50).ids, 2)
