@@ -5,7 +5,7 @@
 model of ``reports/gallery/models`` whose every layer has a canonical forward (the fla
 ``LinearAttentionForCausalLM`` ones) and two more built here with the libraries' own
 initialisation (seed 0; no weights re-drawn): a performer-pytorch ``PerformerLM`` (3 layers,
-dim 64, 4 heads, 32 random relu features, ``rotary_position_emb=False``, ``torch.save``) and a
+dim 64, 4 heads, 32 random relu features, ``rotary_position_emb=False``, safetensors) and a
 linear-attention-transformer ``LinearAttentionTransformerLM`` (3 layers, dim 64, 4 heads, causal,
 ``use_axial_pos_emb=False``, safetensors); then ``verify --replay-extraction`` on each certificate.
 
@@ -43,7 +43,7 @@ def build(work: Path) -> dict[str, Path]:
     import torch
     from linear_attention_transformer import LinearAttentionTransformerLM
     from performer_pytorch import PerformerLM
-    from safetensors.torch import save_file
+    from safetensors.torch import save_file, save_model
     shape = dict(num_tokens=256, max_seq_len=64, dim=64, depth=3, heads=4, dim_head=16)
     out = {}
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -53,7 +53,7 @@ def build(work: Path) -> dict[str, Path]:
                         kernel_fn=torch.nn.ReLU(), rotary_position_emb=False)
         d = work / "models" / "performer-lm"
         d.mkdir(parents=True, exist_ok=True)
-        torch.save(p.state_dict(), d / "model.pt")
+        save_model(p, str(d / "model.safetensors"))          # its redraw helper's shared views once
         (d / "config.json").write_text(json.dumps({
             "causal": True, "generalized_attention": True, "kernel_fn": "ReLU", "rotary_position_emb": False,
             "no_projection": False, "local_attn_heads": 0}))
